@@ -1,0 +1,156 @@
+//! The `#[tool]` attribute of `module-sdk`.
+//!
+//! ```ignore
+//! /// Say hello to someone.
+//! #[tool(permission = "user", read_only, timeout_seconds = 10)]
+//! async fn greet(ctx: Context, args: Greet) -> Result<Greeting, ToolError> { ... }
+//! ```
+//!
+//! becomes a unit value `greet` that `Module::tool` accepts: the function's
+//! name is the tool's name, its doc comment the description (a tool without
+//! one does not compile), and the attribute's options the manifest's
+//! permission, annotations and timeout. The function itself stays callable
+//! as `greet::call(ctx, args)` for unit tests.
+
+use proc_macro::TokenStream;
+use proc_macro2::{Span, TokenStream as TokenStream2};
+use quote::quote;
+use syn::parse::Parser;
+use syn::punctuated::Punctuated;
+use syn::{Attribute, Expr, ExprLit, ItemFn, Lit, LitStr, Meta, Token};
+
+/// Turns a documented `async fn(Context, Args) -> Result<Output, ToolError>`
+/// into a tool that `Module::tool` registers.
+///
+/// Options: `name = "..."`, `permission = "guest" | "user" | "admin" | "owner"`,
+/// `read_only`, `destructive`, `idempotent`, `open_world`,
+/// `requires_approval`, `timeout_seconds = N`.
+#[proc_macro_attribute]
+pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let function = syn::parse_macro_input!(item as ItemFn);
+    match expand(attr.into(), function) {
+        Ok(tokens) => tokens.into(),
+        Err(error) => error.to_compile_error().into(),
+    }
+}
+
+/// The attribute's options, parsed.
+#[derive(Default)]
+struct Options {
+    name: Option<LitStr>,
+    builder_calls: Vec<TokenStream2>,
+}
+
+fn parse_options(attr: TokenStream2) -> syn::Result<Options> {
+    let mut options = Options::default();
+    let metas = Punctuated::<Meta, Token![,]>::parse_terminated.parse2(attr)?;
+    for meta in metas {
+        let key = meta.path().get_ident().map(ToString::to_string).unwrap_or_default();
+        let call = match (&meta, key.as_str()) {
+            (Meta::Path(_), flag @ ("read_only" | "destructive" | "idempotent" | "open_world" | "requires_approval")) => {
+                let method = syn::Ident::new(flag, Span::call_site());
+                quote!(.#method())
+            }
+            (Meta::NameValue(nv), "name") => {
+                options.name = Some(string_literal(&nv.value)?);
+                continue;
+            }
+            (Meta::NameValue(nv), "permission") => {
+                let level = string_literal(&nv.value)?;
+                let variant = match level.value().as_str() {
+                    "guest" => quote!(Guest),
+                    "user" => quote!(User),
+                    "admin" => quote!(Admin),
+                    "owner" => quote!(Owner),
+                    _ => return Err(syn::Error::new_spanned(level, "permission must be one of \"guest\", \"user\", \"admin\", \"owner\"")),
+                };
+                quote!(.permission(::module_sdk::Permission::#variant))
+            }
+            (Meta::NameValue(nv), "timeout_seconds") => {
+                let seconds = match &nv.value {
+                    Expr::Lit(ExprLit { lit: Lit::Int(int), .. }) => int.base10_parse::<f64>()?,
+                    Expr::Lit(ExprLit { lit: Lit::Float(float), .. }) => float.base10_parse::<f64>()?,
+                    other => return Err(syn::Error::new_spanned(other, "timeout_seconds takes a number, e.g. 30 or 2.5")),
+                };
+                if !(seconds > 0.0 && seconds.is_finite()) {
+                    return Err(syn::Error::new_spanned(&nv.value, "timeout_seconds must be positive"));
+                }
+                quote!(.timeout(::std::time::Duration::from_secs_f64(#seconds)))
+            }
+            _ => {
+                return Err(syn::Error::new_spanned(
+                    meta,
+                    "unknown #[tool] option; expected name = \"...\", permission = \"...\", read_only, destructive, idempotent, open_world, requires_approval or timeout_seconds = N",
+                ));
+            }
+        };
+        options.builder_calls.push(call);
+    }
+    Ok(options)
+}
+
+fn string_literal(expr: &Expr) -> syn::Result<LitStr> {
+    match expr {
+        Expr::Lit(ExprLit { lit: Lit::Str(s), .. }) => Ok(s.clone()),
+        other => Err(syn::Error::new_spanned(other, "expected a string literal")),
+    }
+}
+
+/// The doc comment's text: lines joined, the one leading space rustdoc adds removed.
+fn doc_text(attrs: &[Attribute]) -> String {
+    let lines: Vec<String> = attrs
+        .iter()
+        .filter(|a| a.path().is_ident("doc"))
+        .filter_map(|a| match &a.meta {
+            Meta::NameValue(nv) => string_literal(&nv.value).ok().map(|s| s.value()),
+            _ => None,
+        })
+        .map(|line| line.strip_prefix(' ').unwrap_or(&line).trim_end().to_owned())
+        .collect();
+    lines.join("\n").trim().to_owned()
+}
+
+fn expand(attr: TokenStream2, function: ItemFn) -> syn::Result<TokenStream2> {
+    let options = parse_options(attr)?;
+    let ident = &function.sig.ident;
+    if function.sig.asyncness.is_none() {
+        return Err(syn::Error::new_spanned(&function.sig.fn_token, "#[tool] needs an `async fn`"));
+    }
+    if !function.sig.generics.params.is_empty() {
+        return Err(syn::Error::new_spanned(&function.sig.generics, "#[tool] functions cannot be generic"));
+    }
+    let description = doc_text(&function.attrs);
+    if description.is_empty() {
+        return Err(syn::Error::new_spanned(
+            ident,
+            format!("tool `{ident}` has no description: add a doc comment (`/// What it does.`) above the function; models choose tools by it"),
+        ));
+    }
+    let name = options.name.map_or_else(|| ident.to_string(), |n| n.value());
+    let builder_calls = &options.builder_calls;
+    let vis = &function.vis;
+    let docs: Vec<&Attribute> = function.attrs.iter().filter(|a| a.path().is_ident("doc")).collect();
+    let other_attrs: Vec<&Attribute> = function.attrs.iter().filter(|a| !a.path().is_ident("doc")).collect();
+    let sig = &function.sig;
+    let mut call_sig = sig.clone();
+    call_sig.ident = syn::Ident::new("call", ident.span());
+    let body = &function.block;
+    Ok(quote! {
+        #(#docs)*
+        #[allow(non_camel_case_types)]
+        #[derive(Debug, Clone, Copy, Default)]
+        #vis struct #ident;
+
+        impl #ident {
+            /// Runs the tool's function directly, without validation (for unit tests).
+            #(#other_attrs)*
+            #vis #call_sig #body
+        }
+
+        impl ::module_sdk::IntoTool for #ident {
+            fn into_tool(self) -> ::module_sdk::Tool {
+                ::module_sdk::Tool::new(#name, #description, #ident::call) #(#builder_calls)*
+            }
+        }
+    })
+}

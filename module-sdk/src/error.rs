@@ -1,0 +1,134 @@
+//! The errors of this crate: what a handler returns ([`ToolError`]), what a
+//! module definition can get wrong ([`ModuleError`]), and what stops a
+//! server ([`ServeError`]).
+
+use std::fmt;
+
+use crate::contract::ErrorKind;
+
+/// A tool's failure, turned into a `success: false` ToolResult.
+///
+/// Any `std::error::Error` converts into one with `?` (as
+/// `execution_failed`); the constructors pick another kind. Like
+/// `anyhow::Error`, it deliberately does not implement `std::error::Error`
+/// itself, which is what makes that blanket conversion possible.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolError {
+    kind: ErrorKind,
+    message: String,
+}
+
+impl ToolError {
+    /// A failure of the given kind with a message a model can act on.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into() }
+    }
+
+    /// The arguments are well-typed but still wrong (e.g. a date in the past).
+    pub fn invalid_arguments(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InvalidArguments, message)
+    }
+
+    /// The thing the arguments name does not exist.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::NotFound, message)
+    }
+
+    /// The caller may not do this.
+    pub fn permission_denied(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::PermissionDenied, message)
+    }
+
+    /// A service the tool needs is down or not configured.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Unavailable, message)
+    }
+
+    /// The tool ran out of time.
+    pub fn timeout(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Timeout, message)
+    }
+
+    /// The tool failed while doing its work.
+    pub fn execution_failed(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::ExecutionFailed, message)
+    }
+
+    /// The contract's `error_kind` of this failure.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The message sent to the model.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind, self.message)
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
+    fn from(error: E) -> Self {
+        Self::execution_failed(error.to_string())
+    }
+}
+
+/// A module definition that breaks the contract, found before it serves.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModuleError {
+    /// The module name does not match `^[a-z][a-z0-9_]{0,39}$`.
+    #[error("module name `{0}` is not valid: use 1 to 40 lowercase letters, digits or `_`, starting with a letter")]
+    InvalidModuleName(String),
+    /// A tool name does not match `^[a-z][a-z0-9_]{0,39}$`.
+    #[error("tool name `{0}` is not valid: use 1 to 40 lowercase letters, digits or `_`, starting with a letter")]
+    InvalidToolName(String),
+    /// A description is empty.
+    #[error("{0} has no description: add a doc comment (or pass a non-empty description)")]
+    MissingDescription(String),
+    /// Two tools share a name.
+    #[error("tool `{0}` already exists in this module: register the second one under a different name with `.name(\"...\")`")]
+    DuplicateTool(String),
+    /// The module has no tools.
+    #[error("module `{0}` has no tools: register at least one with `.tool(...)`")]
+    NoTools(String),
+    /// A tool's argument type is not a JSON object.
+    #[error("the arguments of tool `{0}` must be a struct (a JSON object), not {1}")]
+    ArgumentsNotObject(String, String),
+    /// A tool's argument schema could not be compiled into a validator.
+    #[error("the input schema of tool `{0}` is not a valid JSON Schema: {1}")]
+    InvalidSchema(String, String),
+    /// A tool's timeout is zero or not finite.
+    #[error("tool `{0}` has a timeout of {1} seconds: use a positive, finite number")]
+    InvalidTimeout(String, f64),
+}
+
+/// Why a module server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The module definition is invalid.
+    #[error(transparent)]
+    Module(#[from] ModuleError),
+    /// A setting from the environment is not usable.
+    #[error("environment variable {name}={value:?} is not valid: {reason}")]
+    Config {
+        /// The variable's name.
+        name: &'static str,
+        /// The value found.
+        value: String,
+        /// What was expected instead.
+        reason: String,
+    },
+    /// The listening socket could not be bound or the server failed.
+    #[error("could not serve on {address}: {source}")]
+    Io {
+        /// The address the server tried to use.
+        address: String,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+}

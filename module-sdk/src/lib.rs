@@ -1,0 +1,70 @@
+//! Turn ordinary async Rust functions into tools that language models can
+//! call, and serve them as an HTTP module that speaks the module contract
+//! (`GET /manifest`, `POST /execute`, `GET /health`, `GET /openapi.json`).
+//!
+//! A tool is one async fn plus one argument type; its JSON Schema comes
+//! from the types (schemars) and its description from the doc comment:
+//!
+//! ```no_run
+//! use module_sdk::{Context, Module, ToolError, tool};
+//! use schemars::JsonSchema;
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Deserialize, JsonSchema)]
+//! struct Greet {
+//!     /// Who to greet.
+//!     name: String,
+//! }
+//!
+//! #[derive(Serialize, JsonSchema)]
+//! struct Greeting {
+//!     /// The greeting.
+//!     text: String,
+//! }
+//!
+//! /// Say hello to someone.
+//! #[tool(read_only, idempotent)]
+//! async fn greet(_ctx: Context, args: Greet) -> Result<Greeting, ToolError> {
+//!     Ok(Greeting { text: format!("Hello, {}!", args.name) })
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), module_sdk::ServeError> {
+//!     Module::new("demo", "Demonstration tools.")
+//!         .version(env!("CARGO_PKG_VERSION"))
+//!         .tool(greet)
+//!         .serve() // HOST, PORT, SERVICE_AUTH_TOKEN from the environment
+//!         .await
+//! }
+//! ```
+
+// Lets the `#[tool]` expansion name `::module_sdk` inside this crate too.
+extern crate self as module_sdk;
+
+mod auth;
+mod config;
+mod context;
+pub mod contract;
+mod error;
+mod logging;
+mod module;
+mod openapi;
+pub mod schema;
+mod server;
+mod testing;
+mod tool;
+mod validate;
+
+pub use config::{DEFAULT_MAX_BODY_BYTES, LogFormat, ServeConfig};
+pub use context::Context;
+pub use contract::{
+    ErrorKind, ModuleManifest, Permission, ToolAnnotations, ToolCall, ToolDefinition, ToolParameter, ToolResult,
+};
+pub use error::{ModuleError, ServeError, ToolError};
+pub use logging::init_logging;
+pub use module::{Module, ModuleService};
+pub use module_sdk_macros::tool;
+pub use openapi::openapi_document;
+pub use testing::TestClient;
+pub use tool::{DEFAULT_TIMEOUT, IntoTool, Tool, ToolHandler};
+pub use validate::ArgumentValidator;

@@ -1,0 +1,235 @@
+//! A module: a named set of tools, checked against the contract once and
+//! then executed, over HTTP or in-process, through one path.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use serde_json::Value;
+use tokio::time::Instant;
+
+use crate::context::{Context, StateMap};
+use crate::contract::{
+    CONTRACT_VERSION, ErrorKind, ModuleManifest, ToolCall, ToolDefinition, ToolResult, is_valid_name,
+};
+use crate::error::ModuleError;
+use crate::schema::{is_object_schema, parameters_of};
+use crate::tool::{ErasedHandler, IntoTool, Tool};
+use crate::validate::ArgumentValidator;
+
+/// A module under construction: `Module::new(name, description).tool(...)`.
+///
+/// Mistakes (a bad name, a duplicate tool, a missing description) are
+/// collected and reported by [`Module::build`], [`Module::serve`] or
+/// [`Module::test_client`], so the builder chains without `?`.
+pub struct Module {
+    name: String,
+    description: String,
+    version: Option<String>,
+    tools: Vec<Tool>,
+    state: StateMap,
+}
+
+impl Module {
+    /// A module named `name` (the prefix of its tool names), described for
+    /// a person and a model in one or two sentences.
+    pub fn new(name: impl Into<String>, description: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into().trim().to_owned(),
+            version: None,
+            tools: Vec::new(),
+            state: StateMap::default(),
+        }
+    }
+
+    /// The module's semver, sent in the manifest; usually `env!("CARGO_PKG_VERSION")`.
+    pub fn version(mut self, version: impl Into<String>) -> Self {
+        self.version = Some(version.into());
+        self
+    }
+
+    /// Registers a tool: a `#[tool]` function or a [`Tool`].
+    pub fn tool(mut self, tool: impl IntoTool) -> Self {
+        self.tools.push(tool.into_tool());
+        self
+    }
+
+    /// Shares `value` with every handler, read back with `Context::state::<T>()`.
+    pub fn state<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.state.insert(value);
+        self
+    }
+
+    /// Checks the definition against the contract and compiles every
+    /// tool's argument validator.
+    pub fn build(self) -> Result<ModuleService, ModuleError> {
+        if !is_valid_name(&self.name) {
+            return Err(ModuleError::InvalidModuleName(self.name));
+        }
+        if self.description.is_empty() {
+            return Err(ModuleError::MissingDescription(format!("module `{}`", self.name)));
+        }
+        if self.tools.is_empty() {
+            return Err(ModuleError::NoTools(self.name));
+        }
+        let mut tools = HashMap::with_capacity(self.tools.len());
+        let mut definitions = Vec::with_capacity(self.tools.len());
+        for tool in self.tools {
+            let full_name = format!("{}.{}", self.name, tool.name);
+            let registered = RegisteredTool::new(&full_name, tool)?;
+            if tools.contains_key(&full_name) {
+                return Err(ModuleError::DuplicateTool(full_name));
+            }
+            definitions.push(registered.definition.clone());
+            tools.insert(full_name, registered);
+        }
+        let manifest = ModuleManifest {
+            module_name: self.name,
+            description: self.description,
+            tools: definitions,
+            version: self.version,
+            contract_version: Some(CONTRACT_VERSION.to_owned()),
+        };
+        Ok(ModuleService { manifest, tools, state: Arc::new(self.state) })
+    }
+}
+
+/// A tool as the running module keeps it.
+struct RegisteredTool {
+    name: Arc<str>,
+    definition: ToolDefinition,
+    validator: ArgumentValidator,
+    handler: Arc<dyn ErasedHandler>,
+    timeout: std::time::Duration,
+}
+
+impl RegisteredTool {
+    fn new(full_name: &str, tool: Tool) -> Result<Self, ModuleError> {
+        if !is_valid_name(&tool.name) {
+            return Err(ModuleError::InvalidToolName(tool.name));
+        }
+        if tool.description.is_empty() {
+            return Err(ModuleError::MissingDescription(format!("tool `{full_name}`")));
+        }
+        if !is_object_schema(&tool.input_schema) {
+            let found = tool.input_schema.get("type").map_or("a non-object schema".into(), Value::to_string);
+            return Err(ModuleError::ArgumentsNotObject(full_name.to_owned(), found));
+        }
+        let seconds = tool.timeout.as_secs_f64();
+        if seconds <= 0.0 {
+            return Err(ModuleError::InvalidTimeout(full_name.to_owned(), seconds));
+        }
+        let validator = ArgumentValidator::new(&tool.input_schema)
+            .map_err(|e| ModuleError::InvalidSchema(full_name.to_owned(), e))?;
+        let definition = ToolDefinition {
+            name: full_name.to_owned(),
+            description: tool.description,
+            parameters: parameters_of(&tool.input_schema),
+            required_permission: tool.permission,
+            input_schema: Some(tool.input_schema),
+            output_schema: Some(tool.output_schema),
+            annotations: Some(tool.annotations),
+            requires_approval: Some(tool.requires_approval),
+            timeout_seconds: Some(seconds),
+        };
+        Ok(Self {
+            name: full_name.into(),
+            definition,
+            validator,
+            handler: tool.handler,
+            timeout: tool.timeout,
+        })
+    }
+}
+
+/// A checked module, ready to execute calls; shared by the HTTP server and
+/// the in-process test client.
+pub struct ModuleService {
+    manifest: ModuleManifest,
+    tools: HashMap<String, RegisteredTool>,
+    state: Arc<StateMap>,
+}
+
+impl ModuleService {
+    /// The manifest served at `GET /manifest`.
+    pub fn manifest(&self) -> &ModuleManifest {
+        &self.manifest
+    }
+
+    /// Runs one call: finds the tool, validates the arguments, runs the
+    /// handler under its timeout with panics contained, and logs one event.
+    /// Every failure becomes a `success: false` result, never a panic.
+    pub async fn execute(&self, call: ToolCall) -> ToolResult {
+        let started = Instant::now();
+        let user_id_present = call.user_id.is_some();
+        let tool_name = call.tool_name.clone();
+        let result = self.run(call).await;
+        let outcome = result.error_kind.map_or("success", ErrorKind::as_str);
+        tracing::info!(
+            module = %self.manifest.module_name,
+            tool = %tool_name,
+            user_id_present,
+            duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+            outcome,
+            "tool call"
+        );
+        result
+    }
+
+    async fn run(&self, call: ToolCall) -> ToolResult {
+        let Some(tool) = self.tools.get(&call.tool_name) else {
+            return ToolResult::failure(call.tool_name.clone(), ErrorKind::UnknownTool, self.unknown_tool(&call.tool_name));
+        };
+        let arguments = Value::Object(call.arguments);
+        if let Err(problems) = tool.validator.check(&arguments) {
+            return ToolResult::failure(call.tool_name, ErrorKind::InvalidArguments, problems);
+        }
+        let ctx = Context::new(tool.name.clone(), call.user_id, tool.timeout, self.state.clone());
+        // Cancelled when this call ends for any reason, including the caller
+        // going away (the future is then dropped).
+        let _cancel_on_exit = ctx.cancellation().clone().drop_guard();
+        let handler = tool.handler.clone();
+        let running = AssertUnwindSafe(async move { handler.call(ctx, arguments).await }).catch_unwind();
+        match tokio::time::timeout(tool.timeout, running).await {
+            Ok(Ok(Ok(value))) => ToolResult::success(call.tool_name, value),
+            Ok(Ok(Err(error))) => ToolResult::failure(call.tool_name, error.kind(), error.message()),
+            Ok(Err(panic)) => {
+                let detail = panic_message(panic.as_ref());
+                tracing::error!(tool = %call.tool_name, panic = %detail, "tool handler panicked");
+                ToolResult::failure(
+                    call.tool_name,
+                    ErrorKind::ExecutionFailed,
+                    "the tool failed with an internal error; the module is still running, and the call can be retried or reported",
+                )
+            }
+            Err(_elapsed) => {
+                let message = format!(
+                    "the tool did not finish within its timeout of {} s; try a smaller request",
+                    tool.timeout.as_secs_f64()
+                );
+                ToolResult::failure(call.tool_name, ErrorKind::Timeout, message)
+            }
+        }
+    }
+
+    /// A message for an unknown tool that lists what there is.
+    fn unknown_tool(&self, name: &str) -> String {
+        let known: Vec<&str> = self.manifest.tools.iter().map(|t| t.name.as_str()).collect();
+        format!(
+            "no tool named `{name}` in module `{}`; available tools: {}",
+            self.manifest.module_name,
+            known.join(", ")
+        )
+    }
+}
+
+/// The text of a panic payload, when it has one.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-text panic payload".to_owned())
+}

@@ -1,0 +1,191 @@
+//! The HTTP face of a module: `/health`, `/manifest`, `/execute`,
+//! `/openapi.json`, with the contract's status codes and error bodies.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::serve::ListenerExt;
+use serde_json::error::Category;
+use tokio::net::TcpListener;
+
+use crate::auth::Authorized;
+use crate::config::ServeConfig;
+use crate::contract::{ErrorBody, ModuleManifest, ToolCall, ToolResult};
+use crate::error::{ModuleError, ServeError};
+use crate::logging::init_logging;
+use crate::module::{Module, ModuleService};
+use crate::openapi::openapi_document;
+
+/// What every route handler shares.
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub(crate) service: Arc<ModuleService>,
+    pub(crate) auth_token: Option<Arc<str>>,
+    /// `/manifest` and `/openapi.json`, serialized once.
+    manifest_json: Bytes,
+    openapi_json: Bytes,
+}
+
+impl Module {
+    /// The module's axum router, for embedding it or serving it yourself.
+    pub fn router(self, config: &ServeConfig) -> Result<Router, ModuleError> {
+        Ok(router(Arc::new(self.build()?), config))
+    }
+
+    /// Serves the module with settings from the environment (`HOST`, `PORT`,
+    /// `SERVICE_AUTH_TOKEN`, `MAX_BODY_BYTES`, `LOG_FORMAT`) until SIGINT or
+    /// SIGTERM; calls in flight then finish before it returns.
+    pub async fn serve(self) -> Result<(), ServeError> {
+        let config = ServeConfig::from_env()?;
+        init_logging(config.log_format);
+        let service = Arc::new(self.build()?);
+        let address = SocketAddr::new(config.host, config.port);
+        let io_error = |source| ServeError::Io { address: address.to_string(), source };
+        let listener = TcpListener::bind(address).await.map_err(io_error)?;
+        let bound = listener.local_addr().map_err(io_error)?;
+        tracing::info!(
+            module = %service.manifest().module_name,
+            tools = service.manifest().tools.len(),
+            address = %bound,
+            auth = config.auth_token.is_some(),
+            "module listening"
+        );
+        let app = router(service, &config);
+        // Without TCP_NODELAY a streamed answer stalls ~40 ms (Nagle + delayed ACK).
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown_signal())
+            .await
+            .map_err(io_error)?;
+        tracing::info!("module stopped");
+        Ok(())
+    }
+}
+
+/// The routes of a built module.
+pub(crate) fn router(service: Arc<ModuleService>, config: &ServeConfig) -> Router {
+    let manifest_json = Bytes::from(serde_json::to_vec(service.manifest()).expect("a manifest always serializes"));
+    let openapi_json = Bytes::from(
+        serde_json::to_vec(&openapi_document(service.manifest())).expect("an OpenAPI document always serializes"),
+    );
+    let state = AppState {
+        service,
+        auth_token: config.auth_token.as_deref().map(Arc::from),
+        manifest_json,
+        openapi_json,
+    };
+    Router::new()
+        .route("/health", get(health))
+        .route("/manifest", get(manifest))
+        .route("/execute", post(execute))
+        .route("/openapi.json", get(openapi))
+        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .with_state(state)
+}
+
+/// A JSON `{"error": message}` answer with `status`.
+pub(crate) fn error_response(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, axum::Json(ErrorBody { error: message.into() })).into_response()
+}
+
+fn json_bytes(body: Bytes) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// Liveness: the module answers.
+#[utoipa::path(get, path = "/health", responses((status = 200, body = crate::contract::Health)))]
+pub(crate) async fn health() -> Response {
+    json_bytes(Bytes::from_static(br#"{"status":"ok"}"#))
+}
+
+/// The module's manifest: its tools and their schemas.
+#[utoipa::path(
+    get, path = "/manifest",
+    security((), ("bearer" = [])),
+    responses((status = 200, body = ModuleManifest), (status = 401, body = ErrorBody))
+)]
+pub(crate) async fn manifest(_: Authorized, State(state): State<AppState>) -> Response {
+    json_bytes(state.manifest_json.clone())
+}
+
+/// Runs one tool call; every well-formed call gets a `200` ToolResult.
+#[utoipa::path(
+    post, path = "/execute",
+    security((), ("bearer" = [])),
+    request_body = ToolCall,
+    responses(
+        (status = 200, body = ToolResult, description = "The tool's result, failures included"),
+        (status = 400, body = ErrorBody, description = "The body is not JSON or not a ToolCall"),
+        (status = 401, body = ErrorBody),
+        (status = 413, body = ErrorBody, description = "The body is over the module's limit")
+    )
+)]
+pub(crate) async fn execute(
+    _: Authorized,
+    State(state): State<AppState>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => {
+            let status = rejection.status();
+            let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                "the request body is larger than this module accepts (MAX_BODY_BYTES)".to_owned()
+            } else {
+                rejection.body_text()
+            };
+            return error_response(status, message);
+        }
+    };
+    let call: ToolCall = match serde_json::from_slice(&body) {
+        Ok(call) => call,
+        Err(error) => return error_response(StatusCode::BAD_REQUEST, bad_call_message(&error)),
+    };
+    axum::Json(state.service.execute(call).await).into_response()
+}
+
+/// Says whether a body failed as JSON or as a ToolCall, and where.
+fn bad_call_message(error: &serde_json::Error) -> String {
+    match error.classify() {
+        Category::Data => format!(
+            "the body is JSON but not a ToolCall ({{\"tool_name\": string, \"arguments\": object, \"user_id\": string or null}}): {error}"
+        ),
+        Category::Syntax | Category::Eof | Category::Io => format!("the body is not valid JSON: {error}"),
+    }
+}
+
+/// The OpenAPI 3.1 document of this module's HTTP API.
+#[utoipa::path(get, path = "/openapi.json", responses((status = 200, description = "OpenAPI 3.1 document")))]
+pub(crate) async fn openapi(State(state): State<AppState>) -> Response {
+    json_bytes(state.openapi_json.clone())
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = interrupt => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutdown signal received; finishing calls in flight");
+}

@@ -1,0 +1,189 @@
+//! A tool: one async handler plus what the manifest says about it.
+//!
+//! [`ToolHandler`] is implemented for every `async fn(Context, Args) ->
+//! Result<Output, ToolError>` (a blanket impl, as axum does for handlers);
+//! [`Tool::new`] reads the schemas off its types. The `#[tool]` attribute is
+//! sugar that calls [`Tool::new`] with the function's name and doc comment.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::context::Context;
+use crate::contract::{Permission, ToolAnnotations};
+use crate::error::ToolError;
+use crate::schema::schema_for;
+
+/// How long a tool may run unless it says otherwise.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// An async function usable as a tool: `async fn(Context, A) -> Result<R, ToolError>`.
+pub trait ToolHandler<A, R>: Clone + Send + Sync + 'static {
+    /// The future the handler returns.
+    type Future: Future<Output = Result<R, ToolError>> + Send + 'static;
+
+    /// Runs the tool.
+    fn call(&self, ctx: Context, args: A) -> Self::Future;
+}
+
+impl<F, Fut, A, R> ToolHandler<A, R> for F
+where
+    F: Fn(Context, A) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = Result<R, ToolError>> + Send + 'static,
+{
+    type Future = Fut;
+
+    fn call(&self, ctx: Context, args: A) -> Fut {
+        self(ctx, args)
+    }
+}
+
+/// The future of a type-erased handler: arguments in, JSON result out.
+pub(crate) type JsonFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>>;
+
+/// A handler with its argument and result types erased to JSON.
+pub(crate) trait ErasedHandler: Send + Sync {
+    fn call(&self, ctx: Context, arguments: Value) -> JsonFuture;
+}
+
+/// The one [`ErasedHandler`]: deserializes arguments, serializes the result.
+struct Typed<H, A, R> {
+    handler: H,
+    types: PhantomData<fn(A) -> R>,
+}
+
+impl<H, A, R> ErasedHandler for Typed<H, A, R>
+where
+    H: ToolHandler<A, R>,
+    A: DeserializeOwned + Send + 'static,
+    R: Serialize + Send + 'static,
+{
+    fn call(&self, ctx: Context, arguments: Value) -> JsonFuture {
+        let args = match serde_json::from_value::<A>(arguments) {
+            Ok(args) => args,
+            Err(error) => {
+                let message = format!("arguments: {error}");
+                return Box::pin(async move { Err(ToolError::invalid_arguments(message)) });
+            }
+        };
+        let output = self.handler.call(ctx, args);
+        Box::pin(async move {
+            let output = output.await?;
+            serde_json::to_value(output).map_err(|e| {
+                ToolError::execution_failed(format!("the tool's result could not be serialized: {e}"))
+            })
+        })
+    }
+}
+
+/// One tool, ready to be registered on a [`crate::Module`].
+#[derive(Clone)]
+pub struct Tool {
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) permission: Permission,
+    pub(crate) annotations: ToolAnnotations,
+    pub(crate) requires_approval: bool,
+    pub(crate) timeout: Duration,
+    pub(crate) input_schema: Value,
+    pub(crate) output_schema: Value,
+    pub(crate) handler: Arc<dyn ErasedHandler>,
+}
+
+impl Tool {
+    /// A tool named `name` (without the module prefix) running `handler`;
+    /// `input_schema` and `output_schema` come from the handler's types.
+    pub fn new<H, A, R>(name: impl Into<String>, description: impl Into<String>, handler: H) -> Self
+    where
+        H: ToolHandler<A, R>,
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        R: Serialize + JsonSchema + Send + 'static,
+    {
+        Self {
+            name: name.into(),
+            description: description.into().trim().to_owned(),
+            permission: Permission::Guest,
+            annotations: ToolAnnotations::default(),
+            requires_approval: false,
+            timeout: DEFAULT_TIMEOUT,
+            input_schema: schema_for::<A>(),
+            output_schema: schema_for::<R>(),
+            handler: Arc::new(Typed { handler, types: PhantomData }),
+        }
+    }
+
+    /// Registers the tool under another name.
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Replaces the description.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = description.into().trim().to_owned();
+        self
+    }
+
+    /// The least privileged caller allowed (default `guest`).
+    pub fn permission(mut self, permission: Permission) -> Self {
+        self.permission = permission;
+        self
+    }
+
+    /// Marks the tool as changing nothing.
+    pub fn read_only(mut self) -> Self {
+        self.annotations.read_only = true;
+        self
+    }
+
+    /// Marks the tool as able to destroy or overwrite data.
+    pub fn destructive(mut self) -> Self {
+        self.annotations.destructive = true;
+        self
+    }
+
+    /// Marks repeated calls with the same arguments as harmless (the
+    /// orchestrator may then retry it).
+    pub fn idempotent(mut self) -> Self {
+        self.annotations.idempotent = true;
+        self
+    }
+
+    /// Marks the tool as reaching outside systems.
+    pub fn open_world(mut self) -> Self {
+        self.annotations.open_world = true;
+        self
+    }
+
+    /// Asks the orchestrator to get the user's approval before each call.
+    pub fn requires_approval(mut self) -> Self {
+        self.requires_approval = true;
+        self
+    }
+
+    /// The longest the tool may run (default 30 s).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+}
+
+/// Anything that can be registered as a tool: a [`Tool`], or a function
+/// marked with `#[tool]`.
+pub trait IntoTool {
+    /// The tool, with its name and description.
+    fn into_tool(self) -> Tool;
+}
+
+impl IntoTool for Tool {
+    fn into_tool(self) -> Tool {
+        self
+    }
+}

@@ -1,0 +1,156 @@
+//! Argument validation against a tool's `input_schema`, with messages that
+//! name the JSON path and what was expected, so a model can correct itself.
+
+use jsonschema::error::{TypeKind, ValidationErrorKind};
+use jsonschema::paths::LocationSegment;
+use jsonschema::{ValidationError, Validator};
+use serde_json::Value;
+
+/// How many problems one error message lists at most.
+const MAX_REPORTED: usize = 5;
+
+/// A compiled `input_schema`, ready to check arguments.
+pub struct ArgumentValidator {
+    validator: Validator,
+}
+
+impl ArgumentValidator {
+    /// Compiles `schema` as draft 2020-12; no reference leaves the document
+    /// (the crate is built without network or file resolution).
+    pub fn new(schema: &Value) -> Result<Self, String> {
+        jsonschema::draft202012::new(schema)
+            .map(|validator| Self { validator })
+            .map_err(|e| e.to_string())
+    }
+
+    /// `Ok` when `arguments` fit the schema; otherwise one message listing
+    /// the problems, each as `arguments.<path>: <what was wrong>`.
+    pub fn check(&self, arguments: &Value) -> Result<(), String> {
+        if self.validator.is_valid(arguments) {
+            return Ok(());
+        }
+        let mut problems: Vec<String> = self
+            .validator
+            .iter_errors(arguments)
+            .map(|error| describe(&error))
+            .collect();
+        problems.dedup();
+        let extra = problems.len().saturating_sub(MAX_REPORTED);
+        problems.truncate(MAX_REPORTED);
+        if extra > 0 {
+            problems.push(format!("and {extra} more problem(s)"));
+        }
+        Err(problems.join("; "))
+    }
+}
+
+/// `arguments.items[2].name` for the instance path `/items/2/name`.
+fn json_path(error: &ValidationError<'_>) -> String {
+    let mut path = String::from("arguments");
+    for segment in error.instance_path() {
+        match segment {
+            LocationSegment::Property(name) => {
+                path.push('.');
+                path.push_str(&name);
+            }
+            LocationSegment::Index(index) => path.push_str(&format!("[{index}]")),
+        }
+    }
+    path
+}
+
+/// A short rendering of the offending value (long strings are cut).
+fn shown(value: &Value) -> String {
+    const LIMIT: usize = 60;
+    let text = value.to_string();
+    match text.char_indices().nth(LIMIT) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text,
+    }
+}
+
+/// One problem as `path: message`.
+fn describe(error: &ValidationError<'_>) -> String {
+    let path = json_path(error);
+    let got = shown(error.instance());
+    let message = match error.kind() {
+        ValidationErrorKind::Type { kind } => {
+            let expected = match kind {
+                TypeKind::Single(t) => t.to_string(),
+                TypeKind::Multiple(set) => {
+                    set.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" or ")
+                }
+            };
+            format!("expected {expected}, got {got}")
+        }
+        ValidationErrorKind::Required { property } => {
+            let name = property.as_str().map_or_else(|| property.to_string(), str::to_owned);
+            return format!("{path}.{name}: required field is missing");
+        }
+        ValidationErrorKind::AdditionalProperties { unexpected } => {
+            format!("unexpected field(s) {}: not part of this tool's arguments", unexpected.join(", "))
+        }
+        ValidationErrorKind::Enum { options } => format!("expected one of {options}, got {got}"),
+        ValidationErrorKind::Constant { expected_value } => {
+            format!("expected {expected_value}, got {got}")
+        }
+        ValidationErrorKind::Minimum { limit } => format!("must be at least {limit}, got {got}"),
+        ValidationErrorKind::Maximum { limit } => format!("must be at most {limit}, got {got}"),
+        ValidationErrorKind::MinLength { limit } => format!("must be at least {limit} characters long"),
+        ValidationErrorKind::MaxLength { limit } => format!("must be at most {limit} characters long"),
+        ValidationErrorKind::MinItems { limit } => format!("must have at least {limit} item(s)"),
+        ValidationErrorKind::MaxItems { limit } => format!("must have at most {limit} item(s)"),
+        _ => error.to_string(),
+    };
+    format!("{path}: {message}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn validator() -> ArgumentValidator {
+        ArgumentValidator::new(&json!({
+            "type": "object",
+            "properties": {
+                "max_results": {"type": "integer", "minimum": 1},
+                "items": {"type": "array", "items": {"type": "object",
+                    "properties": {"name": {"type": "string"}}, "required": ["name"]}},
+                "mode": {"enum": ["a", "b"]}
+            },
+            "required": ["max_results"],
+            "additionalProperties": false
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn messages_name_the_path_and_the_expectation() {
+        let v = validator();
+        assert_eq!(
+            v.check(&json!({"max_results": "five"})).unwrap_err(),
+            r#"arguments.max_results: expected integer, got "five""#
+        );
+        assert_eq!(v.check(&json!({})).unwrap_err(), "arguments.max_results: required field is missing");
+        let nested = v.check(&json!({"max_results": 1, "items": [{"name": "x"}, {}]})).unwrap_err();
+        assert_eq!(nested, "arguments.items[1].name: required field is missing");
+        let extra = v.check(&json!({"max_results": 1, "zzz": 1})).unwrap_err();
+        assert!(extra.contains("unexpected field(s) zzz"), "{extra}");
+        let bad_enum = v.check(&json!({"max_results": 1, "mode": "c"})).unwrap_err();
+        assert!(bad_enum.starts_with("arguments.mode: expected one of"), "{bad_enum}");
+        assert!(v.check(&json!({"max_results": 0})).unwrap_err().contains("at least 1"));
+        assert!(v.check(&json!({"max_results": 3})).is_ok());
+    }
+
+    #[test]
+    fn long_values_are_cut_and_many_problems_summarised() {
+        let v = validator();
+        let long = "x".repeat(10_000);
+        let message = v.check(&json!({"max_results": long})).unwrap_err();
+        assert!(message.len() < 200, "{message}");
+        let items: Vec<Value> = (0..20).map(|_| json!({})).collect();
+        let message = v.check(&json!({"max_results": 1, "items": items})).unwrap_err();
+        assert!(message.ends_with("and 15 more problem(s)"), "{message}");
+    }
+}

@@ -1,0 +1,2 @@
+//! Placeholder: built by its own issue.
+fn main() {}
