@@ -1,1 +1,4 @@
-//! Placeholder: built by its own issue.
+//! The orchestrator: discovery, manifest cache, permission-filtered
+//! listing, provider formats and routed execution.
+
+pub mod providers;
