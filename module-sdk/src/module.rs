@@ -233,3 +233,122 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "non-text panic payload".to_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
+    use serde_json::json;
+
+    use super::*;
+    use crate::{Context, Permission, ToolError, tool};
+
+    #[derive(Deserialize, JsonSchema)]
+    struct Echo {
+        /// What to say back.
+        text: String,
+    }
+
+    #[derive(Serialize, JsonSchema)]
+    struct Echoed {
+        /// The same text.
+        text: String,
+    }
+
+    /// Say the text back.
+    #[tool(idempotent)]
+    async fn echo(_ctx: Context, args: Echo) -> Result<Echoed, ToolError> {
+        Ok(Echoed { text: args.text })
+    }
+
+    /// A counter shared by the module's handlers.
+    struct Prefix(String);
+
+    /// Say the text back with the module's prefix and the caller's id.
+    #[tool(permission = "admin", timeout_seconds = 0.2)]
+    async fn stateful(ctx: Context, args: Echo) -> Result<Echoed, ToolError> {
+        let prefix = ctx.state::<Prefix>()?;
+        if args.text == "wait" {
+            let cancelled = ctx.cancellation().clone();
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            assert!(cancelled.is_cancelled());
+        }
+        let user = ctx.require_user_id()?;
+        Ok(Echoed { text: format!("{}{}:{user}", prefix.0, args.text) })
+    }
+
+    fn module() -> Module {
+        Module::new("unit", "Tools for unit tests.").tool(echo).tool(stateful).state(Prefix("> ".into()))
+    }
+
+    #[test]
+    fn duplicate_tools_are_refused_with_a_hint() {
+        let error = module().tool(echo).build().err().unwrap();
+        assert_eq!(error, ModuleError::DuplicateTool("unit.echo".into()));
+        let message = error.to_string();
+        assert!(message.contains("already exists") && message.contains("different name"), "{message}");
+        assert!(module().tool(echo().name("echo_again")).build().is_ok());
+    }
+
+    #[test]
+    fn definitions_that_break_the_contract_are_refused() {
+        let bad_module = Module::new("Bad-Name", "x").tool(echo).build().err().unwrap();
+        assert!(matches!(bad_module, ModuleError::InvalidModuleName(_)));
+        let bad_tool = Module::new("m", "x").tool(echo().name("Echo")).build().err().unwrap();
+        assert!(matches!(bad_tool, ModuleError::InvalidToolName(_)));
+        let undocumented = Module::new("m", "x").tool(echo().name("e").description("  ")).build().err().unwrap();
+        assert_eq!(undocumented.to_string(), "tool `m.e` has no description: add a doc comment (or pass a non-empty description)");
+        assert!(matches!(Module::new("m", "x").build(), Err(ModuleError::NoTools(_))));
+        async fn takes_a_string(_ctx: Context, _text: String) -> Result<(), ToolError> {
+            Ok(())
+        }
+        let not_object = Module::new("m", "x").tool(Tool::new("s", "x", takes_a_string)).build().err().unwrap();
+        assert!(matches!(not_object, ModuleError::ArgumentsNotObject(..)), "{not_object}");
+        let zero = Module::new("m", "x").tool(echo().timeout(Duration::ZERO)).build().err().unwrap();
+        assert!(matches!(zero, ModuleError::InvalidTimeout(..)));
+    }
+
+    #[test]
+    fn the_manifest_carries_every_extension() {
+        let service = module().version("1.2.3").build().unwrap();
+        let manifest = service.manifest();
+        assert_eq!(manifest.contract_version.as_deref(), Some("1"));
+        assert_eq!(manifest.version.as_deref(), Some("1.2.3"));
+        let stateful = &manifest.tools[1];
+        assert_eq!(stateful.name, "unit.stateful");
+        assert_eq!(stateful.required_permission, Permission::Admin);
+        assert_eq!(stateful.timeout_seconds, Some(0.2));
+        assert_eq!(stateful.description, "Say the text back with the module's prefix and the caller's id.");
+        assert!(manifest.tools[0].annotations.unwrap().idempotent);
+        assert_eq!(stateful.parameters, parameters_of(stateful.input_schema.as_ref().unwrap()));
+        assert!(stateful.output_schema.as_ref().unwrap()["properties"]["text"].is_object());
+    }
+
+    #[tokio::test]
+    async fn calls_go_through_validation_state_and_timeouts() {
+        let client = module().test_client().unwrap();
+        let ok = client.call_as("u1", "stateful", json!({"text": "hi"})).await;
+        assert_eq!(ok.result, json!({"text": "> hi:u1"}), "{ok:?}");
+        let anonymous = client.call("stateful", json!({"text": "hi"})).await;
+        assert_eq!(anonymous.error_kind, Some(ErrorKind::PermissionDenied));
+        assert!(anonymous.error.unwrap().contains("user_id"));
+        let invalid = client.call("echo", json!({"text": 5})).await;
+        assert_eq!(invalid.error.as_deref(), Some("arguments.text: expected string, got 5"));
+        let unknown = client.call("nope", json!({})).await;
+        assert_eq!(unknown.error_kind, Some(ErrorKind::UnknownTool));
+        assert!(unknown.error.unwrap().contains("unit.echo, unit.stateful"));
+        let slow = client.call_as("u1", "stateful", json!({"text": "wait"})).await;
+        assert_eq!(slow.error_kind, Some(ErrorKind::Timeout));
+        assert!(slow.error.unwrap().contains("0.2 s"));
+    }
+
+    #[tokio::test]
+    async fn missing_state_is_reported_not_panicked() {
+        let client = Module::new("m", "x").tool(stateful).test_client().unwrap();
+        let result = client.call_as("u", "stateful", json!({"text": "hi"})).await;
+        assert_eq!(result.error_kind, Some(ErrorKind::ExecutionFailed));
+        assert!(result.error.unwrap().contains("Prefix"));
+    }
+}

@@ -176,7 +176,7 @@ impl Tool {
 }
 
 /// Anything that can be registered as a tool: a [`Tool`], or a function
-/// marked with `#[tool]`.
+/// that makes one (which is what `#[tool]` turns an async fn into).
 pub trait IntoTool {
     /// The tool, with its name and description.
     fn into_tool(self) -> Tool;
@@ -185,5 +185,11 @@ pub trait IntoTool {
 impl IntoTool for Tool {
     fn into_tool(self) -> Tool {
         self
+    }
+}
+
+impl<F: FnOnce() -> Tool> IntoTool for F {
+    fn into_tool(self) -> Tool {
+        self()
     }
 }

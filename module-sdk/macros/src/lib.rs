@@ -6,11 +6,11 @@
 //! async fn greet(ctx: Context, args: Greet) -> Result<Greeting, ToolError> { ... }
 //! ```
 //!
-//! becomes a unit value `greet` that `Module::tool` accepts: the function's
-//! name is the tool's name, its doc comment the description (a tool without
-//! one does not compile), and the attribute's options the manifest's
-//! permission, annotations and timeout. The function itself stays callable
-//! as `greet::call(ctx, args)` for unit tests.
+//! becomes `fn greet() -> Tool`, which `Module::tool` accepts as it is: the
+//! function's name is the tool's name, its doc comment the description (a
+//! tool without one does not compile), and the attribute's options the
+//! manifest's permission, annotations and timeout. The original function
+//! lives on inside it as the handler; tests call it through `TestClient`.
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
@@ -130,27 +130,14 @@ fn expand(attr: TokenStream2, function: ItemFn) -> syn::Result<TokenStream2> {
     let builder_calls = &options.builder_calls;
     let vis = &function.vis;
     let docs: Vec<&Attribute> = function.attrs.iter().filter(|a| a.path().is_ident("doc")).collect();
-    let other_attrs: Vec<&Attribute> = function.attrs.iter().filter(|a| !a.path().is_ident("doc")).collect();
-    let sig = &function.sig;
-    let mut call_sig = sig.clone();
-    call_sig.ident = syn::Ident::new("call", ident.span());
-    let body = &function.block;
+    let mut handler = function.clone();
+    handler.attrs.retain(|a| !a.path().is_ident("doc"));
+    handler.vis = syn::Visibility::Inherited;
     Ok(quote! {
         #(#docs)*
-        #[allow(non_camel_case_types)]
-        #[derive(Debug, Clone, Copy, Default)]
-        #vis struct #ident;
-
-        impl #ident {
-            /// Runs the tool's function directly, without validation (for unit tests).
-            #(#other_attrs)*
-            #vis #call_sig #body
-        }
-
-        impl ::module_sdk::IntoTool for #ident {
-            fn into_tool(self) -> ::module_sdk::Tool {
-                ::module_sdk::Tool::new(#name, #description, #ident::call) #(#builder_calls)*
-            }
+        #vis fn #ident() -> ::module_sdk::Tool {
+            #handler
+            ::module_sdk::Tool::new(#name, #description, #ident) #(#builder_calls)*
         }
     })
 }
