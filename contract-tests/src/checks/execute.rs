@@ -1,0 +1,325 @@
+//! `POST /execute`, driven by each tool's own schema: generated valid
+//! calls, mutated invalid ones, an unknown tool, non-object arguments and a
+//! body that is not JSON.
+
+use std::time::Duration;
+
+use jsonschema::Validator;
+use module_sdk::contract::ErrorKind;
+use module_sdk::schema::schema_from_parameters;
+use module_sdk::ToolParameter;
+use serde_json::{Value, json};
+
+use super::{ToolView, json_type};
+use crate::check::{Check, Findings};
+use crate::client::{Auth, Failure, ModuleClient, REQUEST_TIMEOUT, Reply, shorten};
+use crate::generate::valid_arguments;
+use crate::mutate::mutations;
+
+/// Added to a tool's own `timeout_seconds` before a call counts as hung.
+const TIMEOUT_MARGIN: Duration = Duration::from_secs(10);
+
+/// How long a call to a tool without `timeout_seconds` may take.
+const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How the behaviour checks run.
+#[derive(Debug, Clone)]
+pub struct BehaviourOptions {
+    /// Leave tools annotated `destructive` alone.
+    pub read_only: bool,
+    /// The `user_id` sent with every call.
+    pub user_id: String,
+}
+
+/// Runs every `/execute` check against the module.
+pub async fn check_execute(
+    client: &ModuleClient,
+    module_name: Option<&str>,
+    tools: &[ToolView<'_>],
+    options: &BehaviourOptions,
+    findings: &mut Findings,
+) {
+    let caller = Caller { client, options };
+    for tool in tools {
+        caller.exercise(tool, findings).await;
+    }
+    caller.unknown_tool(module_name.unwrap_or("module"), findings).await;
+    caller.non_json_body(findings).await;
+    for (check, reason) in [
+        (Check::ValidArguments, "no tool could be called"),
+        (Check::OutputSchema, "no call succeeded, or no tool has an output_schema"),
+        (Check::MissingRequired, "no tool has a required argument"),
+        (Check::WrongType, "no argument has a type to get wrong"),
+        (Check::WrongEnum, "no tool has an enum argument"),
+        (Check::ArgumentsNotObject, "no tool could be called"),
+    ] {
+        findings.skip(check, reason);
+    }
+}
+
+/// What a tool's calls need.
+struct Subject<'a> {
+    label: String,
+    name: &'a str,
+    timeout: Duration,
+    output: Option<Validator>,
+}
+
+struct Caller<'a> {
+    client: &'a ModuleClient,
+    options: &'a BehaviourOptions,
+}
+
+impl Caller<'_> {
+    async fn exercise(&self, tool: &ToolView<'_>, findings: &mut Findings) {
+        let label = tool.label();
+        let Some(name) = tool.name() else { return };
+        if self.options.read_only && tool.is_destructive() {
+            findings.note(Check::ValidArguments, format!("{label} not called: it is destructive and --read-only was given"));
+            return;
+        }
+        let Some(schema) = behaviour_schema(tool) else {
+            findings.note(Check::ValidArguments, format!("{label} not called: neither input_schema nor parameters can be read"));
+            return;
+        };
+        let Ok(validator) = jsonschema::draft202012::new(&schema) else {
+            findings.note(Check::ValidArguments, format!("{label} not called: its input_schema does not compile (see schema.input_metaschema)"));
+            return;
+        };
+        let timeout = tool.timeout_seconds().map_or(DEFAULT_CALL_TIMEOUT, |s| Duration::from_secs_f64(s.min(600.0)) + TIMEOUT_MARGIN);
+        let output = tool.output_schema().and_then(|schema| jsonschema::draft202012::new(schema).ok());
+        let subject = Subject { label, name, timeout, output };
+
+        let samples = valid_arguments(&schema, &validator);
+        if samples.is_empty() {
+            findings.note(
+                Check::ValidArguments,
+                format!("{} not called: no arguments valid against its input_schema could be generated", subject.label),
+            );
+            return;
+        }
+        for arguments in &samples {
+            self.valid_call(&subject, arguments, findings).await;
+        }
+        let base = samples.iter().filter_map(Value::as_object).max_by_key(|args| args.len());
+        for mutation in base.map(|base| mutations(&schema, base, &validator)).unwrap_or_default() {
+            let what = format!("{} with {}", subject.label, mutation.change);
+            let reply = self.call(&subject, &mutation.arguments).await;
+            self.expect_failure(mutation.check, &what, subject.name, reply, ErrorKind::InvalidArguments, findings);
+        }
+        self.non_object_arguments(&subject, findings).await;
+    }
+
+    async fn call(&self, subject: &Subject<'_>, arguments: &Value) -> Result<Reply, Failure> {
+        let body = json!({"tool_name": subject.name, "arguments": arguments, "user_id": self.options.user_id});
+        self.client.post("/execute", body.to_string().into_bytes(), Auth::Configured, subject.timeout).await
+    }
+
+    async fn valid_call(&self, subject: &Subject<'_>, arguments: &Value, findings: &mut Findings) {
+        findings.ran(Check::ValidArguments);
+        let what = format!("{} with {}", subject.label, shorten(&arguments.to_string()));
+        let Some(result) = self.tool_result(Check::ValidArguments, &what, subject.name, self.call(subject, arguments).await, findings) else {
+            return;
+        };
+        if result.get("success") == Some(&Value::Bool(true)) {
+            if let Some(output) = &subject.output {
+                findings.ran(Check::OutputSchema);
+                let payload = result.get("result").unwrap_or(&Value::Null);
+                for error in output.iter_errors(payload) {
+                    findings.fail(Check::OutputSchema, format!("{what}: result at {:?}: {error}", error.instance_path().to_string()));
+                }
+            }
+        } else if let Some(kind) = result.get("error_kind").and_then(Value::as_str)
+            && [ErrorKind::InvalidArguments.as_str(), ErrorKind::UnknownTool.as_str()].contains(&kind)
+        {
+            let error = result.get("error").and_then(Value::as_str).unwrap_or_default();
+            findings.fail(Check::ValidArguments, format!("{what}: refused as {kind}: {}", shorten(error)));
+        }
+    }
+
+    /// `arguments: [1]` gets 400/422 with a JSON error, or a ToolResult with `invalid_arguments`.
+    async fn non_object_arguments(&self, subject: &Subject<'_>, findings: &mut Findings) {
+        let check = Check::ArgumentsNotObject;
+        findings.ran(check);
+        let what = format!("{} with \"arguments\": [1]", subject.label);
+        match self.call(subject, &json!([1])).await {
+            Ok(reply) if reply.status == 400 || reply.status == 422 => {
+                if let Some(problem) = reply.error_body_problem() {
+                    findings.fail(check, format!("{what}: {} but {problem}", reply.status));
+                }
+            }
+            reply => self.expect_failure(check, &what, subject.name, reply, ErrorKind::InvalidArguments, findings),
+        }
+    }
+
+    async fn unknown_tool(&self, module_name: &str, findings: &mut Findings) {
+        findings.ran(Check::UnknownTool);
+        let name = format!("{module_name}.contract_tests_no_such_tool");
+        let subject = Subject { label: name.clone(), name: &name, timeout: REQUEST_TIMEOUT, output: None };
+        let reply = self.call(&subject, &json!({})).await;
+        self.expect_failure(Check::UnknownTool, &format!("call to {name}"), &name, reply, ErrorKind::UnknownTool, findings);
+    }
+
+    async fn non_json_body(&self, findings: &mut Findings) {
+        let check = Check::NonJsonBody;
+        findings.ran(check);
+        let what = "POST /execute with a body that is not JSON";
+        match self.client.post("/execute", b"{\"tool_name\": this is not JSON".to_vec(), Auth::Configured, REQUEST_TIMEOUT).await {
+            Err(failure) => findings.fail(check, format!("{what}: {failure}")),
+            Ok(reply) if !(400..500).contains(&reply.status) => {
+                findings.fail(check, format!("{what}: expected a 4xx, got {}", reply.status));
+            }
+            Ok(reply) => {
+                if let Some(problem) = reply.error_body_problem() {
+                    findings.fail(check, format!("{what}: {} but {problem}", reply.status));
+                }
+            }
+        }
+    }
+
+    /// A call that must give `success: false` with `kind`.
+    fn expect_failure(
+        &self,
+        check: Check,
+        what: &str,
+        tool_name: &str,
+        reply: Result<Reply, Failure>,
+        kind: ErrorKind,
+        findings: &mut Findings,
+    ) {
+        findings.ran(check);
+        let Some(result) = self.tool_result(check, what, tool_name, reply, findings) else { return };
+        let success = result.get("success");
+        let got = result.get("error_kind").and_then(Value::as_str);
+        if success != Some(&Value::Bool(false)) || got != Some(kind.as_str()) {
+            let got_kind = got.map_or_else(|| "no error_kind".to_owned(), |k| format!("error_kind {k:?}"));
+            let got_success = success.map_or_else(|| "no success".to_owned(), |s| format!("success: {s}"));
+            findings.fail(check, format!("{what}: expected success: false with error_kind \"{kind}\", got {got_success}, {got_kind}"));
+        }
+    }
+
+    /// The ToolResult of a `200`, its shape checked; `None` (with `check`
+    /// failed) when the call did not get one.
+    fn tool_result(
+        &self,
+        check: Check,
+        what: &str,
+        tool_name: &str,
+        reply: Result<Reply, Failure>,
+        findings: &mut Findings,
+    ) -> Option<Value> {
+        let reply = match reply {
+            Ok(reply) if reply.status == 200 => reply,
+            Ok(reply) => {
+                let body = reply.body.map_or_else(|text| text, |json| json.to_string());
+                findings.fail(check, format!("{what}: expected 200, got {}: {}", reply.status, shorten(&body)));
+                return None;
+            }
+            Err(failure) => {
+                findings.fail(check, format!("{what}: {failure}"));
+                return None;
+            }
+        };
+        findings.ran(Check::ResultShape);
+        match reply.body {
+            Ok(result) => {
+                for problem in result_shape_problems(&result, tool_name) {
+                    findings.fail(Check::ResultShape, format!("{what}: {problem}"));
+                }
+                Some(result)
+            }
+            Err(text) => {
+                findings.fail(Check::ResultShape, format!("{what}: the body is not JSON: {}", shorten(&text)));
+                None
+            }
+        }
+    }
+}
+
+/// The schema the calls are generated from: `input_schema`, or one built
+/// from `parameters` for a module that sends only the base fields.
+fn behaviour_schema(tool: &ToolView<'_>) -> Option<Value> {
+    if let Some(schema) = tool.input_schema() {
+        return Some(schema.clone());
+    }
+    let parameters: Vec<ToolParameter> = serde_json::from_value(tool.entry.get("parameters")?.clone()).ok()?;
+    Some(schema_from_parameters(&parameters))
+}
+
+/// What is wrong with the shape of a ToolResult answering a call to `tool_name`.
+pub fn result_shape_problems(result: &Value, tool_name: &str) -> Vec<String> {
+    let Some(fields) = result.as_object() else {
+        return vec![format!("the ToolResult is {}, not an object", json_type(result))];
+    };
+    let mut problems = Vec::new();
+    match fields.get("tool_name") {
+        Some(Value::String(echoed)) if echoed == tool_name => {}
+        Some(Value::String(echoed)) => problems.push(format!("tool_name is {echoed:?}, expected the call's {tool_name:?}")),
+        other => problems.push(format!("tool_name must be a string, got {}", other.map_or("nothing", json_type))),
+    }
+    let success = match fields.get("success") {
+        Some(Value::Bool(success)) => Some(*success),
+        other => {
+            problems.push(format!("success must be a boolean, got {}", other.map_or("nothing", json_type)));
+            None
+        }
+    };
+    let present = |key: &str| fields.get(key);
+    if present("result").is_none() {
+        problems.push("the `result` key is missing (null on failure)".to_owned());
+    }
+    if present("error").is_none() {
+        problems.push("the `error` key is missing (null on success)".to_owned());
+    }
+    let error = present("error").unwrap_or(&Value::Null);
+    let kind = present("error_kind").unwrap_or(&Value::Null);
+    match success {
+        Some(true) => {
+            if !error.is_null() {
+                problems.push(format!("success is true but error is {}", shorten(&error.to_string())));
+            }
+            if !kind.is_null() {
+                problems.push(format!("success is true but error_kind is {kind}"));
+            }
+        }
+        Some(false) => {
+            if present("result").is_some_and(|r| !r.is_null()) {
+                problems.push("success is false but result is not null".to_owned());
+            }
+            if !error.as_str().is_some_and(|e| !e.trim().is_empty()) {
+                problems.push(format!("success is false but error is not a message: {error}"));
+            }
+            if !kind.is_null() && !is_known_error_kind(kind) {
+                problems.push(format!("error_kind {kind} is not one of the contract's kinds"));
+            }
+        }
+        None => {}
+    }
+    problems
+}
+
+/// Whether `kind` is the name of one of the contract's error kinds.
+fn is_known_error_kind(kind: &Value) -> bool {
+    let parsed: Option<ErrorKind> = serde_json::from_value(kind.clone()).ok();
+    parsed.is_some_and(|parsed| Some(parsed.as_str()) == kind.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_shapes_are_checked_field_by_field() {
+        let ok = json!({"tool_name": "m.t", "success": true, "result": {"x": 1}, "error": null});
+        assert!(result_shape_problems(&ok, "m.t").is_empty());
+        let failed = json!({"tool_name": "m.t", "success": false, "result": null, "error": "no", "error_kind": "not_found"});
+        assert!(result_shape_problems(&failed, "m.t").is_empty());
+        let bad = json!({"tool_name": "m.other", "success": "yes", "error": null});
+        let problems = result_shape_problems(&bad, "m.t");
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert!(problems[1].contains("success must be a boolean, got string"));
+        let wrong_kind = json!({"tool_name": "m.t", "success": false, "result": 1, "error": "", "error_kind": "quota"});
+        assert_eq!(result_shape_problems(&wrong_kind, "m.t").len(), 3);
+        assert!(result_shape_problems(&json!([1]), "m.t")[0].contains("array"));
+    }
+}

@@ -1,0 +1,88 @@
+//! `input_schema` and `output_schema`: valid draft 2020-12 schemas, an
+//! object at the root of the arguments, and only local references.
+
+use module_sdk::schema::{is_object_schema, unresolved_references};
+use serde_json::Value;
+
+use super::ToolView;
+use crate::check::{Check, Findings};
+
+/// The `$schema` of draft 2020-12.
+pub const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
+
+/// Runs the schema checks over every tool.
+pub fn check_schemas(tools: &[ToolView<'_>], findings: &mut Findings) {
+    for check in [Check::InputMetaschema, Check::OutputMetaschema, Check::InputRootObject, Check::ReferencesLocal] {
+        findings.ran(check);
+    }
+    for tool in tools {
+        let label = tool.label();
+        for (check, key, schema) in [
+            (Check::InputMetaschema, "input_schema", tool.input_schema()),
+            (Check::OutputMetaschema, "output_schema", tool.output_schema()),
+        ] {
+            let Some(schema) = schema else { continue };
+            for problem in schema_problems(schema) {
+                findings.fail(check, format!("{label} {key}: {problem}"));
+            }
+            for reference in unresolved_references(schema) {
+                findings.fail(
+                    Check::ReferencesLocal,
+                    format!("{label} {key}: $ref {reference:?} is not a local reference that resolves inside the schema"),
+                );
+            }
+        }
+        if let Some(schema) = tool.input_schema()
+            && !is_object_schema(schema)
+        {
+            let found = schema.get("type").map_or_else(|| "no `type`".to_owned(), |t| format!("\"type\": {t}"));
+            findings.fail(Check::InputRootObject, format!("{label} input_schema: the root has {found}, expected \"type\": \"object\""));
+        }
+        if tool.field("input_schema").is_none() {
+            findings.note(Check::InputMetaschema, format!("{label} has no input_schema; its parameters stand for it"));
+        }
+    }
+}
+
+/// Why `schema` is not a usable draft 2020-12 schema: metaschema errors, a
+/// foreign `$schema`, or (when every reference is local) a compile error.
+pub fn schema_problems(schema: &Value) -> Vec<String> {
+    let mut problems: Vec<String> = jsonschema::draft202012::meta::validator()
+        .iter_errors(schema)
+        .map(|error| {
+            let at = error.instance_path().to_string();
+            let at = if at.is_empty() { "the root".to_owned() } else { at };
+            format!("at {at}: {error}")
+        })
+        .collect();
+    match schema.get("$schema") {
+        None => {}
+        Some(Value::String(uri)) if uri.trim_end_matches('#') == DRAFT_2020_12 => {}
+        Some(other) => problems.push(format!("`$schema` is {other}, expected {DRAFT_2020_12:?}")),
+    }
+    if problems.is_empty()
+        && unresolved_references(schema).is_empty()
+        && let Err(error) = jsonschema::draft202012::new(schema)
+    {
+        problems.push(format!("does not compile: {error}"));
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn schemas_are_checked_against_the_metaschema() {
+        assert!(schema_problems(&json!({"type": "object", "properties": {"a": {"type": "string"}}})).is_empty());
+        let bad = schema_problems(&json!({"type": "object", "properties": {"a": {"type": "text"}}}));
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert!(bad[0].starts_with("at /properties/a/type"), "{bad:?}");
+        let foreign = schema_problems(&json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"}));
+        assert!(foreign[0].contains("draft-07"), "{foreign:?}");
+        let bad_regex = schema_problems(&json!({"type": "string", "pattern": "(unclosed"}));
+        assert!(bad_regex.iter().any(|p| p.contains("compile") || p.contains("regex")), "{bad_regex:?}");
+    }
+}

@@ -1,0 +1,169 @@
+//! The HTTP client the checks use: raw answers (status and JSON, or the
+//! text when it is not JSON), and a log of every 5xx, dropped connection
+//! and hang for `http.no_server_errors`.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use reqwest::header::AUTHORIZATION;
+use serde_json::Value;
+
+/// How long a request other than a tool call may take.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Which `Authorization` header a request carries.
+#[derive(Debug, Clone, Copy)]
+pub enum Auth<'a> {
+    /// The token given with `--token`, if any.
+    Configured,
+    /// No header at all.
+    Without,
+    /// `Bearer <this>`.
+    Bearer(&'a str),
+}
+
+/// A module's answer.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// The HTTP status code.
+    pub status: u16,
+    /// The body read as JSON, or its text when it is not JSON.
+    pub body: Result<Value, String>,
+}
+
+impl Reply {
+    /// The body as JSON, or a sentence saying it was not JSON.
+    pub fn json(&self) -> Result<&Value, String> {
+        self.body.as_ref().map_err(|text| format!("the body is not JSON: {}", shorten(text)))
+    }
+
+    /// Whether this is a `4xx` whose body is a JSON object with an `error` string.
+    pub fn error_body_problem(&self) -> Option<String> {
+        match &self.body {
+            Ok(value) if value.get("error").is_some_and(Value::is_string) => None,
+            Ok(value) => Some(format!("the body is not {{\"error\": string}}: {}", shorten(&value.to_string()))),
+            Err(text) => Some(format!("the body is not JSON: {}", shorten(text))),
+        }
+    }
+}
+
+/// Why a request got no HTTP answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Failure {
+    /// Nothing listens there (connection refused, no such host).
+    #[error("cannot connect: {0}")]
+    Unreachable(String),
+    /// The module did not answer in time.
+    #[error("no answer within {0:?}")]
+    TimedOut(Duration),
+    /// The connection was closed or broken before a full answer.
+    #[error("the connection dropped: {0}")]
+    Dropped(String),
+}
+
+/// A client of one module at one base URL.
+pub struct ModuleClient {
+    http: reqwest::Client,
+    base: String,
+    token: Option<String>,
+    incidents: Mutex<Vec<String>>,
+}
+
+impl ModuleClient {
+    /// A client of the module at `base` (e.g. `http://127.0.0.1:8000`).
+    pub fn new(base: &str, token: Option<String>) -> Result<Self, reqwest::Error> {
+        let http = reqwest::Client::builder().no_proxy().build()?;
+        Ok(Self { http, base: base.trim_end_matches('/').to_owned(), token, incidents: Mutex::default() })
+    }
+
+    /// The module's base URL, without a trailing slash.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// Whether a token was given.
+    pub fn has_token(&self) -> bool {
+        self.token.is_some()
+    }
+
+    /// `GET {base}{path}`.
+    pub async fn get(&self, path: &str, auth: Auth<'_>) -> Result<Reply, Failure> {
+        let request = self.http.get(format!("{}{path}", self.base));
+        self.send(format!("GET {path}"), request, auth, REQUEST_TIMEOUT).await
+    }
+
+    /// `POST {base}{path}` with `body` sent as `application/json`, whatever it holds.
+    pub async fn post(&self, path: &str, body: Vec<u8>, auth: Auth<'_>, timeout: Duration) -> Result<Reply, Failure> {
+        let request = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
+        self.send(format!("POST {path}"), request, auth, timeout).await
+    }
+
+    /// Every 5xx, dropped connection and hang seen so far.
+    pub fn incidents(&self) -> Vec<String> {
+        self.incidents.lock().map(|list| list.clone()).unwrap_or_default()
+    }
+
+    async fn send(
+        &self,
+        label: String,
+        request: reqwest::RequestBuilder,
+        auth: Auth<'_>,
+        timeout: Duration,
+    ) -> Result<Reply, Failure> {
+        let request = match (auth, self.token.as_deref()) {
+            (Auth::Configured, Some(token)) | (Auth::Bearer(token), _) => {
+                request.header(AUTHORIZATION, format!("Bearer {token}"))
+            }
+            (Auth::Configured, None) | (Auth::Without, _) => request,
+        };
+        let outcome = async {
+            let response = request.send().await?;
+            let status = response.status().as_u16();
+            let bytes = response.bytes().await?;
+            Ok::<_, reqwest::Error>((status, bytes))
+        };
+        let result = match tokio::time::timeout(timeout, outcome).await {
+            Err(_) => Err(Failure::TimedOut(timeout)),
+            Ok(Err(error)) if error.is_connect() => Err(Failure::Unreachable(error_chain(&error))),
+            Ok(Err(error)) => Err(Failure::Dropped(error_chain(&error))),
+            Ok(Ok((status, bytes))) => Ok(Reply {
+                status,
+                body: serde_json::from_slice(&bytes).map_err(|_| String::from_utf8_lossy(&bytes).into_owned()),
+            }),
+        };
+        let incident = match &result {
+            Ok(reply) if reply.status >= 500 => Some(format!("{label}: HTTP {}", reply.status)),
+            Ok(_) | Err(Failure::Unreachable(_)) => None,
+            Err(failure) => Some(format!("{label}: {failure}")),
+        };
+        if let (Some(incident), Ok(mut list)) = (incident, self.incidents.lock()) {
+            list.push(incident);
+        }
+        result
+    }
+}
+
+/// An error with its causes, which is where reqwest says what really happened.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// At most 200 characters of `text`, for messages.
+pub fn shorten(text: &str) -> String {
+    const LIMIT: usize = 200;
+    match text.char_indices().nth(LIMIT) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.to_owned(),
+    }
+}

@@ -1,0 +1,358 @@
+//! Deterministic arguments that satisfy a tool's `input_schema`: several
+//! per tool, with optional fields left out and put in, every enum and union
+//! branch reachable, references followed, bounds and formats respected.
+//! Every sample is checked against the schema before it is used.
+
+use jsonschema::Validator;
+use module_sdk::schema::resolve;
+use serde_json::{Map, Value, json};
+
+/// How one sample is built.
+#[derive(Debug, Clone, Copy)]
+struct Variant {
+    /// Whether optional object properties are filled in.
+    optional: bool,
+    /// Which enum value, union branch or plain value to pick.
+    choice: usize,
+}
+
+/// The samples built for each tool (duplicates are dropped).
+const VARIANTS: [Variant; 4] = [
+    Variant { optional: false, choice: 0 },
+    Variant { optional: true, choice: 0 },
+    Variant { optional: true, choice: 1 },
+    Variant { optional: false, choice: 1 },
+];
+
+/// Deeper than this, optional properties are left out (recursive types end).
+const OPTIONAL_DEPTH: usize = 4;
+
+/// Deeper than this, generation gives up on the branch (a cycle of required fields).
+const MAX_DEPTH: usize = 24;
+
+/// Plain strings, by choice.
+const TEXTS: [&str; 2] = ["example", "another example"];
+
+/// Strings tried, in order, against a `pattern`.
+const PATTERN_CANDIDATES: [&str; 12] =
+    ["example", "a", "A", "1", "abc", "ABC", "abc123", "a1", "example-1", "example_1", "x@example.com", "2024-05-17"];
+
+/// Argument objects that `validator` (compiled from `schema`) accepts: at
+/// most one per variant, without duplicates; empty when none could be built.
+pub fn valid_arguments(schema: &Value, validator: &Validator) -> Vec<Value> {
+    let generator = Generator { root: schema };
+    let mut samples: Vec<Value> = Vec::new();
+    for variant in VARIANTS {
+        let sample = generator.value(schema, None, variant, 0);
+        if sample.is_object() && validator.is_valid(&sample) && !samples.contains(&sample) {
+            samples.push(sample);
+        }
+    }
+    samples
+}
+
+struct Generator<'a> {
+    root: &'a Value,
+}
+
+impl Generator<'_> {
+    /// A value for `node`; `name` is the property it fills, used as a hint
+    /// for strings (`url`, `email`).
+    fn value(&self, node: &Value, name: Option<&str>, variant: Variant, depth: usize) -> Value {
+        let node = resolve(self.root, node);
+        if depth > MAX_DEPTH {
+            return Value::Null;
+        }
+        let Value::Object(map) = node else {
+            return text(name, variant);
+        };
+        if let Some(value) = map.get("const") {
+            return value.clone();
+        }
+        if let Some(values) = map.get("enum").and_then(Value::as_array) {
+            return pick_non_null(values, variant.choice).cloned().unwrap_or(Value::Null);
+        }
+        if let Some(branches) = map.get("anyOf").or_else(|| map.get("oneOf")).and_then(Value::as_array) {
+            let branches: Vec<&Value> = branches.iter().filter(|b| !is_null_schema(resolve(self.root, b))).collect();
+            if !branches.is_empty() {
+                let branch = branches[variant.choice % branches.len()];
+                return self.value(branch, name, variant, depth + 1);
+            }
+        }
+        if let Some(branches) = map.get("allOf").and_then(Value::as_array) {
+            let merged = self.merge(map, branches);
+            return self.value(&merged, name, variant, depth + 1);
+        }
+        match type_of(map, variant.choice) {
+            Some("object") => self.object(map, variant, depth),
+            Some("array") => self.array(map, name, variant, depth),
+            Some("string") => string(map, name, variant),
+            Some("integer") => integer(map, variant),
+            Some("number") => number(map, variant),
+            Some("boolean") => Value::Bool(variant.choice % 2 == 0),
+            Some("null") => Value::Null,
+            _ => text(name, variant),
+        }
+    }
+
+    fn object(&self, node: &Map<String, Value>, variant: Variant, depth: usize) -> Value {
+        let required: Vec<&str> = node
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|names| names.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let optional = variant.optional && depth < OPTIONAL_DEPTH;
+        let mut out = Map::new();
+        let properties = node.get("properties").and_then(Value::as_object);
+        for (key, property) in properties.into_iter().flatten() {
+            if optional || required.contains(&key.as_str()) {
+                out.insert(key.clone(), self.value(property, Some(key), variant, depth + 1));
+            }
+        }
+        for key in required {
+            if !out.contains_key(key) {
+                out.insert(key.to_owned(), text(Some(key), variant));
+            }
+        }
+        if properties.is_none()
+            && optional
+            && let Some(extra) = node.get("additionalProperties").filter(|schema| schema.is_object())
+        {
+            out.insert("key".to_owned(), self.value(extra, Some("key"), variant, depth + 1));
+        }
+        Value::Object(out)
+    }
+
+    fn array(&self, node: &Map<String, Value>, name: Option<&str>, variant: Variant, depth: usize) -> Value {
+        let mut items: Vec<Value> = node
+            .get("prefixItems")
+            .and_then(Value::as_array)
+            .map(|prefix| prefix.iter().map(|item| self.value(item, name, variant, depth + 1)).collect())
+            .unwrap_or_default();
+        let rest = node.get("items").cloned().unwrap_or(Value::Bool(true));
+        let wanted = if variant.optional { 2 } else { 1 };
+        let low = bound(node, "minItems").unwrap_or(0.0) as usize;
+        let high = bound(node, "maxItems").map_or(usize::MAX, |n| n as usize);
+        let length = wanted.max(low).min(high).max(items.len());
+        if rest != Value::Bool(false) {
+            while items.len() < length {
+                let each = Variant { choice: variant.choice + items.len(), ..variant };
+                items.push(self.value(&rest, name, each, depth + 1));
+            }
+        }
+        Value::Array(items)
+    }
+
+    /// One object schema holding `node` (without `allOf`) and every branch.
+    fn merge(&self, node: &Map<String, Value>, branches: &[Value]) -> Value {
+        let mut merged = node.clone();
+        merged.remove("allOf");
+        for branch in branches {
+            let Some(branch) = resolve(self.root, branch).as_object() else { continue };
+            for (key, value) in branch {
+                match (key.as_str(), merged.get_mut(key), value) {
+                    ("properties", Some(Value::Object(into)), Value::Object(from)) => {
+                        into.extend(from.iter().map(|(k, v)| (k.clone(), v.clone())));
+                    }
+                    ("required", Some(Value::Array(into)), Value::Array(from)) => into.extend(from.iter().cloned()),
+                    _ => {
+                        merged.insert(key.clone(), value.clone());
+                    }
+                }
+            }
+        }
+        Value::Object(merged)
+    }
+}
+
+fn is_null_schema(node: &Value) -> bool {
+    node.get("type").and_then(Value::as_str) == Some("null")
+}
+
+/// The `choice`-th non-null value (wrapping), or null when all are null.
+fn pick_non_null(values: &[Value], choice: usize) -> Option<&Value> {
+    let non_null: Vec<&Value> = values.iter().filter(|v| !v.is_null()).collect();
+    if non_null.is_empty() { values.first() } else { Some(non_null[choice % non_null.len()]) }
+}
+
+/// The JSON type to build: the declared one (a non-null pick from a list),
+/// or the one the keywords imply.
+fn type_of(node: &Map<String, Value>, choice: usize) -> Option<&str> {
+    match node.get("type") {
+        Some(Value::String(name)) => Some(name),
+        Some(Value::Array(names)) => {
+            let names: Vec<&str> = names.iter().filter_map(Value::as_str).collect();
+            let non_null: Vec<&str> = names.iter().copied().filter(|n| *n != "null").collect();
+            let pool = if non_null.is_empty() { names } else { non_null };
+            (!pool.is_empty()).then(|| pool[choice % pool.len()])
+        }
+        _ if node.contains_key("properties") => Some("object"),
+        _ if node.contains_key("items") || node.contains_key("prefixItems") => Some("array"),
+        _ => None,
+    }
+}
+
+fn bound(node: &Map<String, Value>, key: &str) -> Option<f64> {
+    node.get(key).and_then(Value::as_f64)
+}
+
+/// A plain string, or a URL or address when the property's name asks for one.
+fn text(name: Option<&str>, variant: Variant) -> Value {
+    let name = name.unwrap_or_default().to_ascii_lowercase();
+    if name.contains("url") || name.contains("uri") || name == "link" || name == "href" {
+        json!("https://example.com/")
+    } else if name.contains("email") {
+        json!("user@example.com")
+    } else {
+        json!(TEXTS[variant.choice % TEXTS.len()])
+    }
+}
+
+/// A plausible value for a string `format`.
+fn formatted(format: &str) -> Option<&'static str> {
+    Some(match format {
+        "date-time" => "2024-05-17T10:30:00Z",
+        "date" => "2024-05-17",
+        "time" => "10:30:00Z",
+        "duration" => "P1DT2H",
+        "email" | "idn-email" => "user@example.com",
+        "hostname" | "idn-hostname" => "example.com",
+        "ipv4" => "127.0.0.1",
+        "ipv6" => "::1",
+        "uri" | "uri-reference" | "iri" | "iri-reference" | "url" => "https://example.com/",
+        "uri-template" => "https://example.com/{id}",
+        "uuid" => "6f1c2a3e-8d4b-4c7e-9a0f-1b2c3d4e5f60",
+        "json-pointer" => "/example",
+        "relative-json-pointer" => "0",
+        "regex" => "^example$",
+        _ => return None,
+    })
+}
+
+fn string(node: &Map<String, Value>, name: Option<&str>, variant: Variant) -> Value {
+    if let Some(value) = node.get("format").and_then(Value::as_str).and_then(formatted) {
+        return json!(value);
+    }
+    if let Some(pattern) = node.get("pattern").and_then(Value::as_str) {
+        let only_pattern = json!({"type": "string", "pattern": pattern});
+        if let Ok(check) = jsonschema::draft202012::new(&only_pattern)
+            && let Some(found) = PATTERN_CANDIDATES.iter().find(|c| check.is_valid(&json!(c)))
+        {
+            return json!(found);
+        }
+    }
+    let mut value = text(name, variant).as_str().unwrap_or_default().to_owned();
+    let min = bound(node, "minLength").unwrap_or(0.0) as usize;
+    let max = bound(node, "maxLength").map_or(usize::MAX, |n| n as usize);
+    while value.chars().count() < min {
+        value.push('x');
+    }
+    json!(value.chars().take(max).collect::<String>())
+}
+
+/// The inclusive range an integer may take.
+fn integer_range(node: &Map<String, Value>) -> (f64, f64) {
+    let low = bound(node, "minimum").map(f64::ceil).into_iter().chain(bound(node, "exclusiveMinimum").map(|x| x.floor() + 1.0));
+    let high = bound(node, "maximum").map(f64::floor).into_iter().chain(bound(node, "exclusiveMaximum").map(|x| x.ceil() - 1.0));
+    (low.fold(f64::NEG_INFINITY, f64::max), high.fold(f64::INFINITY, f64::min))
+}
+
+fn integer(node: &Map<String, Value>, variant: Variant) -> Value {
+    let (low, high) = integer_range(node);
+    let mut value = (1 + variant.choice % 2) as f64;
+    value = value.max(low).min(high);
+    if let Some(step) = bound(node, "multipleOf").filter(|s| *s > 0.0) {
+        value = (value / step).ceil() * step;
+        if value > high {
+            value -= step;
+        }
+    }
+    json!(value as i64)
+}
+
+fn number(node: &Map<String, Value>, variant: Variant) -> Value {
+    let low = bound(node, "minimum").or_else(|| bound(node, "exclusiveMinimum").map(|x| x + 0.5));
+    let high = bound(node, "maximum").or_else(|| bound(node, "exclusiveMaximum").map(|x| x - 0.5));
+    let mut value = 1.5 + variant.choice as f64 % 2.0;
+    if let Some(low) = low {
+        value = value.max(low);
+    }
+    if let Some(high) = high {
+        value = value.min(high);
+    }
+    if let Some(step) = bound(node, "multipleOf").filter(|s| *s > 0.0) {
+        value = (value / step).ceil() * step;
+    }
+    json!(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples(schema: Value) -> Vec<Value> {
+        let validator = jsonschema::draft202012::new(&schema).unwrap();
+        valid_arguments(&schema, &validator)
+    }
+
+    #[test]
+    fn optional_fields_are_left_out_and_put_in() {
+        let found = samples(json!({"type": "object", "properties": {
+            "query": {"type": "string"}, "max_results": {"type": "integer", "minimum": 1, "maximum": 20}
+        }, "required": ["query"]}));
+        assert_eq!(found[0], json!({"query": "example"}));
+        assert_eq!(found[1], json!({"query": "example", "max_results": 1}));
+        assert_eq!(found[2], json!({"query": "another example", "max_results": 2}));
+        assert_eq!(found.len(), 4);
+    }
+
+    #[test]
+    fn references_enums_nested_objects_and_arrays_are_followed() {
+        let schema = json!({"type": "object", "properties": {
+            "origin": {"$ref": "#/$defs/Place"},
+            "stops": {"type": "array", "items": {"$ref": "#/$defs/Place"}, "minItems": 1},
+            "mode": {"anyOf": [{"$ref": "#/$defs/Mode"}, {"type": "null"}]},
+            "style": {"oneOf": [{"const": "plain"}, {"const": "formal"}]}
+        }, "required": ["origin", "stops", "style"], "$defs": {
+            "Place": {"type": "object", "properties": {"name": {"type": "string"},
+                "coordinates": {"type": ["object", "null"], "properties": {"lat": {"type": "number"}}, "required": ["lat"]}},
+                "required": ["name"]},
+            "Mode": {"type": "string", "enum": ["car", "train"]}
+        }});
+        let found = samples(schema);
+        assert_eq!(found.len(), 4, "{found:#?}");
+        assert_eq!(found[0], json!({"origin": {"name": "example"}, "stops": [{"name": "example"}], "style": "plain"}));
+        assert_eq!(found[2]["mode"], "train");
+        assert_eq!(found[2]["style"], "formal");
+        assert_eq!(found[1]["stops"].as_array().unwrap().len(), 2);
+        assert_eq!(found[1]["origin"]["coordinates"]["lat"], 1.5);
+    }
+
+    #[test]
+    fn formats_bounds_and_patterns_get_plausible_values() {
+        let found = samples(json!({"type": "object", "properties": {
+            "when": {"type": "string", "format": "date-time"},
+            "page": {"type": "string", "format": "uri"},
+            "source_url": {"type": "string"},
+            "code": {"type": "string", "pattern": "^[A-Z]+$"},
+            "word": {"type": "string", "minLength": 10, "maxLength": 12},
+            "even": {"type": "integer", "minimum": 5, "multipleOf": 2},
+            "ratio": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+            "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 1, "uniqueItems": true}
+        }, "required": ["when", "page", "source_url", "code", "word", "even", "ratio", "tags"]}));
+        assert_eq!(found[0]["when"], "2024-05-17T10:30:00Z");
+        assert_eq!(found[0]["source_url"], "https://example.com/");
+        assert_eq!(found[0]["code"], "A");
+        assert_eq!(found[0]["word"], "examplexxx");
+        assert_eq!(found[0]["even"], 6);
+        assert_eq!(found[0]["ratio"], 1.0);
+    }
+
+    #[test]
+    fn recursive_types_end_and_impossible_schemas_give_nothing() {
+        let tree = json!({"type": "object", "properties": {"root": {"$ref": "#/$defs/Node"}}, "required": ["root"],
+            "$defs": {"Node": {"type": "object", "properties": {"children": {"type": "array", "items": {"$ref": "#/$defs/Node"}}}}}});
+        assert!(!samples(tree).is_empty());
+        assert!(samples(json!({"type": "object", "properties": {"x": false}, "required": ["x"]})).is_empty());
+    }
+}
