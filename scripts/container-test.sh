@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Proves the container path end to end with podman: builds the research,
+# file_manager and orchestrator images (deploy/Containerfile: FROM scratch,
+# one static binary each), starts them with --network host on free loopback
+# ports, runs the contract tests against both module containers, and calls
+# one tool through the orchestrator container (GET /tools, POST /execute).
+# Containers and test images are always removed at the end.
+#
+# Usage: scripts/container-test.sh
+# Needs podman, runc and curl (scripts/test.sh installs podman and runc).
+# Without them it skips, unless REQUIRE_SERVICES=1, when it fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { echo "container-test: $*" >&2; }
+fail() { say "FAILED: $*"; exit 1; }
+
+missing=()
+for tool in podman runc curl; do
+    command -v "$tool" >/dev/null || missing+=("$tool")
+done
+if ((${#missing[@]})); then
+    if [ "${REQUIRE_SERVICES:-}" = 1 ]; then
+        fail "missing ${missing[*]} (apt-get install -y ${missing[*]}); REQUIRE_SERVICES=1 makes that a failure"
+    fi
+    say "SKIPPED: missing ${missing[*]} (apt-get install -y ${missing[*]})"
+    exit 0
+fi
+
+# Podman's default runtime and ulimits are refused on these machines.
+conf=/etc/containers/containers.conf
+if [ ! -e "$conf" ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        fail "$conf is missing; as root, write it with runtime = \"runc\" and default_ulimits (see deploy/README.md)"
+    fi
+    mkdir -p "$(dirname "$conf")"
+    cat >"$conf" <<'EOF'
+[engine]
+runtime = "runc"
+
+[containers]
+default_ulimits = ["nofile=16384:16384", "nproc=4096:4096"]
+EOF
+    say "wrote $conf"
+fi
+
+# One static build of the three binaries (reused when nothing changed), and
+# the contract-tests command for the host.
+triple=x86_64-unknown-linux-gnu
+target_dir=${CARGO_TARGET_DIR:-$PWD/target}
+release_dir=$target_dir/$triple/release
+RUSTFLAGS="-C target-feature=+crt-static" \
+    cargo build --release --locked --target "$triple" -p research -p file_manager -p orchestrator
+cargo build --locked -p contract-tests
+contract_tests=$target_dir/debug/contract-tests
+
+run_id=ct-$$
+images=()
+containers=()
+work=$(mktemp -d)
+cleanup() {
+    local status=$?
+    if ((status != 0)) && ((${#containers[@]})); then
+        for name in "${containers[@]}"; do
+            say "--- logs of $name"
+            podman logs "$name" 2>&1 | tail -n 40 >&2 || true
+        done
+    fi
+    ((${#containers[@]})) && podman rm -f -t 2 "${containers[@]}" >/dev/null 2>&1
+    ((${#images[@]})) && podman rmi -f "${images[@]}" >/dev/null 2>&1
+    rm -rf "$work"
+    exit "$status"
+}
+trap cleanup EXIT
+
+for binary in research file_manager orchestrator; do
+    image=localhost/tool-modules-$binary:$run_id
+    images+=("$image")
+    podman build --quiet -f deploy/Containerfile --build-arg "BINARY=$binary" -t "$image" "$release_dir" >/dev/null
+    size=$(podman image inspect --format '{{.Size}}' "$image")
+    say "image $binary: $((size / 1024)) KiB ($(du -k "$release_dir/$binary" | cut -f1) KiB binary)"
+done
+
+token=container-test-token-$RANDOM$RANDOM
+
+# Starts a container on the host network; PORT=0 lets the binary pick a
+# free port, read back from its first log line.
+start() {
+    local binary=$1 name=$run_id-$1
+    shift
+    containers+=("$name")
+    podman run -d --name "$name" --network host \
+        -e HOST=127.0.0.1 -e PORT=0 -e LOG_FORMAT=json -e SERVICE_AUTH_TOKEN="$token" \
+        "$@" "localhost/tool-modules-$binary:$run_id" >/dev/null
+}
+
+# Prints the port that container $1 logged as its listening address.
+port_of() {
+    local name=$run_id-$1 port
+    for _ in $(seq 100); do
+        port=$(podman logs "$name" 2>&1 | grep -o '"address":"[^"]*"' | head -n 1 | grep -o '[0-9]*"$' | tr -d '"') || true
+        if [ -n "$port" ]; then
+            echo "$port"
+            return
+        fi
+        [ "$(podman inspect --format '{{.State.Running}}' "$name")" = true ] || fail "$1 exited before listening"
+        sleep 0.1
+    done
+    fail "$1 did not log a listening address within 10 s"
+}
+
+start research
+start file_manager --tmpfs /data:rw,size=64m,mode=1777 -e FILE_MANAGER_DATA_DIR=/data
+research_url=http://127.0.0.1:$(port_of research)
+file_manager_url=http://127.0.0.1:$(port_of file_manager)
+
+for url in "$research_url" "$file_manager_url"; do
+    say "contract tests against $url"
+    SERVICE_AUTH_TOKEN=$token "$contract_tests" --url "$url" || fail "contract tests against $url"
+done
+
+start orchestrator serve \
+    -e MODULE_SERVICES="{\"research\": \"$research_url\", \"file_manager\": \"$file_manager_url\"}"
+orchestrator_url=http://127.0.0.1:$(port_of orchestrator)
+
+# The orchestrator discovers the modules in the background: wait for the tool.
+tool=file_manager.list_documents
+for _ in $(seq 100); do
+    tools=$(curl -fsS "$orchestrator_url/tools?user_permission=user") || fail "GET /tools"
+    grep -q "\"$tool\"" <<<"$tools" && break
+    sleep 0.1
+done
+grep -q "\"$tool\"" <<<"$tools" || fail "GET /tools never listed $tool: $tools"
+
+result=$(curl -fsS "$orchestrator_url/execute" -H 'content-type: application/json' \
+    -d "{\"tool_name\": \"$tool\", \"arguments\": {}, \"user_id\": \"alice\", \"user_permission\": \"user\"}") ||
+    fail "POST /execute"
+grep -q '"success":true' <<<"$result" || fail "POST /execute of $tool did not succeed: $result"
+say "called $tool through the orchestrator container: $result"
+say "passed"
