@@ -102,7 +102,7 @@ checks! {
     /// Valid arguments.
     ValidArguments = "execute.valid_arguments", "arguments generated from input_schema get 200 and are not refused as invalid_arguments or unknown_tool";
     /// ToolResult shape.
-    ResultShape = "execute.result_shape", "every ToolResult has tool_name (echoed), success, result, error, and error_kind on failure, with their JSON types";
+    ResultShape = "execute.result_shape", "every ToolResult has tool_name (echoed), success, result and error with their JSON types, and a known error_kind when it has one";
     /// Output conformance.
     OutputSchema = "execute.output_schema", "a successful result conforms to the tool's output_schema";
     /// Missing required field.

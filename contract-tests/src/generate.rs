@@ -37,10 +37,15 @@ const TEXTS: [&str; 2] = ["example", "another example"];
 const PATTERN_CANDIDATES: [&str; 12] =
     ["example", "a", "A", "1", "abc", "ABC", "abc123", "a1", "example-1", "example_1", "x@example.com", "2024-05-17"];
 
+/// The URL given to `uri`-format strings and to properties named like a
+/// URL, unless the caller has a better one (a fixture page).
+pub const DEFAULT_SAMPLE_URL: &str = "https://example.com/";
+
 /// Argument objects that `validator` (compiled from `schema`) accepts: at
 /// most one per variant, without duplicates; empty when none could be built.
-pub fn valid_arguments(schema: &Value, validator: &Validator) -> Vec<Value> {
-    let generator = Generator { root: schema };
+/// URLs in them are `sample_url`.
+pub fn valid_arguments(schema: &Value, validator: &Validator, sample_url: &str) -> Vec<Value> {
+    let generator = Generator { root: schema, sample_url };
     let mut samples: Vec<Value> = Vec::new();
     for variant in VARIANTS {
         let sample = generator.value(schema, None, variant, 0);
@@ -53,6 +58,7 @@ pub fn valid_arguments(schema: &Value, validator: &Validator) -> Vec<Value> {
 
 struct Generator<'a> {
     root: &'a Value,
+    sample_url: &'a str,
 }
 
 impl Generator<'_> {
@@ -64,7 +70,7 @@ impl Generator<'_> {
             return Value::Null;
         }
         let Value::Object(map) = node else {
-            return text(name, variant);
+            return self.text(name, variant);
         };
         if let Some(value) = map.get("const") {
             return value.clone();
@@ -72,26 +78,29 @@ impl Generator<'_> {
         if let Some(values) = map.get("enum").and_then(Value::as_array) {
             return pick_non_null(values, variant.choice).cloned().unwrap_or(Value::Null);
         }
-        if let Some(branches) = map.get("anyOf").or_else(|| map.get("oneOf")).and_then(Value::as_array) {
+        for union in ["anyOf", "oneOf"] {
+            let Some(branches) = map.get(union).and_then(Value::as_array) else { continue };
             let branches: Vec<&Value> = branches.iter().filter(|b| !is_null_schema(resolve(self.root, b))).collect();
             if !branches.is_empty() {
-                let branch = branches[variant.choice % branches.len()];
-                return self.value(branch, name, variant, depth + 1);
+                // The node's own keywords (a root `type`, `properties`) apply with the branch.
+                let branch = branches[variant.choice % branches.len()].clone();
+                let merged = self.merge(map, union, &[branch]);
+                return self.value(&merged, name, variant, depth + 1);
             }
         }
         if let Some(branches) = map.get("allOf").and_then(Value::as_array) {
-            let merged = self.merge(map, branches);
+            let merged = self.merge(map, "allOf", branches);
             return self.value(&merged, name, variant, depth + 1);
         }
         match type_of(map, variant.choice) {
             Some("object") => self.object(map, variant, depth),
             Some("array") => self.array(map, name, variant, depth),
-            Some("string") => string(map, name, variant),
+            Some("string") => self.string(map, name, variant),
             Some("integer") => integer(map, variant),
             Some("number") => number(map, variant),
             Some("boolean") => Value::Bool(variant.choice % 2 == 0),
             Some("null") => Value::Null,
-            _ => text(name, variant),
+            _ => self.text(name, variant),
         }
     }
 
@@ -111,7 +120,7 @@ impl Generator<'_> {
         }
         for key in required {
             if !out.contains_key(key) {
-                out.insert(key.to_owned(), text(Some(key), variant));
+                out.insert(key.to_owned(), self.text(Some(key), variant));
             }
         }
         if properties.is_none()
@@ -143,10 +152,48 @@ impl Generator<'_> {
         Value::Array(items)
     }
 
-    /// One object schema holding `node` (without `allOf`) and every branch.
-    fn merge(&self, node: &Map<String, Value>, branches: &[Value]) -> Value {
+    /// A plain string, or a URL or address when the property's name asks for one.
+    fn text(&self, name: Option<&str>, variant: Variant) -> Value {
+        let name = name.unwrap_or_default().to_ascii_lowercase();
+        if name.contains("url") || name.contains("uri") || name == "link" || name == "href" {
+            json!(self.sample_url)
+        } else if name.contains("email") {
+            json!("user@example.com")
+        } else {
+            json!(TEXTS[variant.choice % TEXTS.len()])
+        }
+    }
+
+    /// A string: a format's sample, a `pattern` match, or text cut to length.
+    fn string(&self, node: &Map<String, Value>, name: Option<&str>, variant: Variant) -> Value {
+        let format = node.get("format").and_then(Value::as_str);
+        if matches!(format, Some("uri" | "iri" | "url")) {
+            return json!(self.sample_url);
+        }
+        if let Some(value) = format.and_then(formatted) {
+            return json!(value);
+        }
+        if let Some(pattern) = node.get("pattern").and_then(Value::as_str) {
+            let only_pattern = json!({"type": "string", "pattern": pattern});
+            if let Ok(check) = jsonschema::draft202012::new(&only_pattern)
+                && let Some(found) = PATTERN_CANDIDATES.iter().find(|c| check.is_valid(&json!(c)))
+            {
+                return json!(found);
+            }
+        }
+        let mut value = self.text(name, variant).as_str().unwrap_or_default().to_owned();
+        let min = bound(node, "minLength").unwrap_or(0.0) as usize;
+        let max = bound(node, "maxLength").map_or(usize::MAX, |n| n as usize);
+        while value.chars().count() < min {
+            value.push('x');
+        }
+        json!(value.chars().take(max).collect::<String>())
+    }
+
+    /// One schema holding `node` (without its `keyword`) and every branch.
+    fn merge(&self, node: &Map<String, Value>, keyword: &str, branches: &[Value]) -> Value {
         let mut merged = node.clone();
-        merged.remove("allOf");
+        merged.remove(keyword);
         for branch in branches {
             let Some(branch) = resolve(self.root, branch).as_object() else { continue };
             for (key, value) in branch {
@@ -196,18 +243,6 @@ fn bound(node: &Map<String, Value>, key: &str) -> Option<f64> {
     node.get(key).and_then(Value::as_f64)
 }
 
-/// A plain string, or a URL or address when the property's name asks for one.
-fn text(name: Option<&str>, variant: Variant) -> Value {
-    let name = name.unwrap_or_default().to_ascii_lowercase();
-    if name.contains("url") || name.contains("uri") || name == "link" || name == "href" {
-        json!("https://example.com/")
-    } else if name.contains("email") {
-        json!("user@example.com")
-    } else {
-        json!(TEXTS[variant.choice % TEXTS.len()])
-    }
-}
-
 /// A plausible value for a string `format`.
 fn formatted(format: &str) -> Option<&'static str> {
     Some(match format {
@@ -219,7 +254,7 @@ fn formatted(format: &str) -> Option<&'static str> {
         "hostname" | "idn-hostname" => "example.com",
         "ipv4" => "127.0.0.1",
         "ipv6" => "::1",
-        "uri" | "uri-reference" | "iri" | "iri-reference" | "url" => "https://example.com/",
+        "uri-reference" | "iri-reference" => "https://example.com/",
         "uri-template" => "https://example.com/{id}",
         "uuid" => "6f1c2a3e-8d4b-4c7e-9a0f-1b2c3d4e5f60",
         "json-pointer" => "/example",
@@ -227,27 +262,6 @@ fn formatted(format: &str) -> Option<&'static str> {
         "regex" => "^example$",
         _ => return None,
     })
-}
-
-fn string(node: &Map<String, Value>, name: Option<&str>, variant: Variant) -> Value {
-    if let Some(value) = node.get("format").and_then(Value::as_str).and_then(formatted) {
-        return json!(value);
-    }
-    if let Some(pattern) = node.get("pattern").and_then(Value::as_str) {
-        let only_pattern = json!({"type": "string", "pattern": pattern});
-        if let Ok(check) = jsonschema::draft202012::new(&only_pattern)
-            && let Some(found) = PATTERN_CANDIDATES.iter().find(|c| check.is_valid(&json!(c)))
-        {
-            return json!(found);
-        }
-    }
-    let mut value = text(name, variant).as_str().unwrap_or_default().to_owned();
-    let min = bound(node, "minLength").unwrap_or(0.0) as usize;
-    let max = bound(node, "maxLength").map_or(usize::MAX, |n| n as usize);
-    while value.chars().count() < min {
-        value.push('x');
-    }
-    json!(value.chars().take(max).collect::<String>())
 }
 
 /// The inclusive range an integer may take.
@@ -292,7 +306,7 @@ mod tests {
 
     fn samples(schema: Value) -> Vec<Value> {
         let validator = jsonschema::draft202012::new(&schema).unwrap();
-        valid_arguments(&schema, &validator)
+        valid_arguments(&schema, &validator, DEFAULT_SAMPLE_URL)
     }
 
     #[test]
@@ -346,6 +360,17 @@ mod tests {
         assert_eq!(found[0]["word"], "examplexxx");
         assert_eq!(found[0]["even"], 6);
         assert_eq!(found[0]["ratio"], 1.0);
+    }
+
+    #[test]
+    fn union_branches_keep_the_keywords_beside_them() {
+        let found = samples(json!({"type": "object", "properties": {"q": {"type": "string"}, "n": {"type": "integer"}},
+            "anyOf": [{"required": ["q"]}, {"required": ["n"]}]}));
+        assert_eq!(found[0], json!({"q": "example"}));
+        assert_eq!(found[2], json!({"q": "another example", "n": 2}));
+        let all_of = samples(json!({"allOf": [{"$ref": "#/$defs/A"}, {"properties": {"b": {"type": "boolean"}}, "required": ["b"]}],
+            "$defs": {"A": {"type": "object", "properties": {"a": {"type": "number"}}, "required": ["a"]}}}));
+        assert_eq!(all_of[0], json!({"a": 1.5, "b": true}));
     }
 
     #[test]

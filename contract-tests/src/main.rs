@@ -1,1 +1,102 @@
-fn main() {}
+//! `contract-tests`: checks running modules against the module contract and
+//! prints one line per check. Exit status: 0 every check passed, 1 a check
+//! failed, 2 the suite could not run (unreachable module, bad arguments).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, ValueEnum};
+use contract_tests::generate::DEFAULT_SAMPLE_URL;
+use contract_tests::junit::to_junit;
+use contract_tests::report::RunReport;
+use contract_tests::suite::{SuiteOptions, check_module};
+
+/// Check running tool modules, in any language, against the module contract.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    /// Base URL of a module, e.g. http://127.0.0.1:8000 (repeat for several modules).
+    #[arg(long = "url", required = true, value_parser = parse_url)]
+    urls: Vec<String>,
+    /// The modules' service token (SERVICE_AUTH_TOKEN); also checks that calls without it get 401.
+    #[arg(long)]
+    token: Option<String>,
+    /// Also write a machine-readable report in this format to --out.
+    #[arg(long, value_enum, requires = "out")]
+    report: Option<ReportFormat>,
+    /// Where --report goes.
+    #[arg(long, requires = "report")]
+    out: Option<PathBuf>,
+    /// Do not call tools annotated `destructive`.
+    #[arg(long)]
+    read_only: bool,
+    /// The user_id sent with every tool call (default: a fresh one per run).
+    #[arg(long)]
+    user_id: Option<String>,
+    /// The URL put into URL-like tool arguments: a page your module may fetch.
+    #[arg(long, default_value = DEFAULT_SAMPLE_URL, value_parser = parse_url)]
+    sample_url: String,
+}
+
+/// The machine-readable report formats.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ReportFormat {
+    /// Every check's outcome as JSON.
+    Json,
+    /// JUnit XML, one test case per check.
+    Junit,
+}
+
+/// Accepts an absolute http(s) URL.
+fn parse_url(text: &str) -> Result<String, String> {
+    let url = reqwest::Url::parse(text).map_err(|e| format!("{text:?} is not a URL: {e}"))?;
+    match url.scheme() {
+        "http" | "https" => Ok(text.to_owned()),
+        other => Err(format!("{text:?} uses {other}:, expected http:// or https://")),
+    }
+}
+
+/// Exit status: could not run.
+const COULD_NOT_RUN: u8 = 2;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let options = SuiteOptions {
+        token: cli.token,
+        read_only: cli.read_only,
+        user_id: cli.user_id.unwrap_or_else(|| format!("contract-tests-{}", uuid::Uuid::new_v4())),
+        sample_url: cli.sample_url,
+    };
+    let mut reports = Vec::new();
+    let mut could_not_run = false;
+    for url in &cli.urls {
+        match check_module(url, &options).await {
+            Ok(report) => reports.push(report),
+            Err(error) => {
+                eprintln!("contract-tests: {error}");
+                could_not_run = true;
+            }
+        }
+    }
+    let run = RunReport::new(reports);
+    print!("{}", run.to_text());
+    if let (Some(format), Some(path)) = (cli.report, &cli.out) {
+        let written = match format {
+            ReportFormat::Json => Ok(run.to_json()),
+            ReportFormat::Junit => to_junit(&run).map_err(|e| e.to_string()),
+        }
+        .and_then(|text| std::fs::write(path, text).map_err(|e| e.to_string()));
+        if let Err(error) = written {
+            eprintln!("contract-tests: cannot write the report to {}: {error}", path.display());
+            return ExitCode::from(COULD_NOT_RUN);
+        }
+    }
+    if could_not_run {
+        ExitCode::from(COULD_NOT_RUN)
+    } else if run.passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -4,10 +4,9 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::check::{CheckResult, Findings, Status};
+use crate::check::{Check, CheckResult, Findings, Status};
 use crate::checks::execute::{BehaviourOptions, check_execute};
 use crate::checks::{auth, endpoints, manifest, parameters, providers, schemas, tools_of};
-use crate::check::Check;
 use crate::client::ModuleClient;
 
 /// What the suite needs besides the module's URL.
@@ -19,6 +18,9 @@ pub struct SuiteOptions {
     pub read_only: bool,
     /// The `user_id` sent with every tool call.
     pub user_id: String,
+    /// The URL put into URL-like arguments (`format: uri`, properties named
+    /// `url`); a page the module may fetch.
+    pub sample_url: String,
 }
 
 /// Why the suite could not run against a module at all.
@@ -81,7 +83,11 @@ pub async fn check_module(url: &str, options: &SuiteOptions) -> Result<ModuleRep
         schemas::check_schemas(&tools, &mut findings);
         parameters::check_parameters(&tools, &mut findings);
         providers::check_providers(&tools, &mut findings);
-        let behaviour = BehaviourOptions { read_only: options.read_only, user_id: options.user_id.clone() };
+        let behaviour = BehaviourOptions {
+            read_only: options.read_only,
+            user_id: options.user_id.clone(),
+            sample_url: options.sample_url.clone(),
+        };
         check_execute(&client, module_name.as_deref(), &tools, &behaviour, &mut findings).await;
     }
     findings.ran(Check::NoServerErrors);

@@ -29,6 +29,8 @@ pub struct BehaviourOptions {
     pub read_only: bool,
     /// The `user_id` sent with every call.
     pub user_id: String,
+    /// The URL put into URL-like arguments.
+    pub sample_url: String,
 }
 
 /// Runs every `/execute` check against the module.
@@ -90,7 +92,7 @@ impl Caller<'_> {
         let output = tool.output_schema().and_then(|schema| jsonschema::draft202012::new(schema).ok());
         let subject = Subject { label, name, timeout, output };
 
-        let samples = valid_arguments(&schema, &validator);
+        let samples = valid_arguments(&schema, &validator, &self.options.sample_url);
         if samples.is_empty() {
             findings.note(
                 Check::ValidArguments,
