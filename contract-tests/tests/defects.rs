@@ -1,0 +1,119 @@
+//! Proof that every check can fail: a module written with plain axum (no
+//! SDK) passes the whole suite as it is, and each of its deliberate defects
+//! is reported by exactly the checks that must catch it.
+
+#[path = "fixtures/plain_module.rs"]
+mod plain_module;
+
+use std::collections::BTreeSet;
+
+use contract_tests::{Check, ModuleReport, Status, SuiteOptions, check_module};
+use plain_module::{Defect, TOKEN, serve};
+
+/// Each defect, and the checks that must fail because of it (no others).
+const CASES: &[(Defect, &[&str])] = &[
+    (Defect::HealthBody, &["health.status_ok"]),
+    (Defect::OpenApiMissingRoute, &["openapi.document"]),
+    (Defect::NoTokenAccepted, &["auth.missing_token"]),
+    (Defect::AnyTokenAccepted, &["auth.wrong_token"]),
+    (Defect::ManifestMissing, &["manifest.available"]),
+    (Defect::DescriptionNotString, &["manifest.base_fields"]),
+    (Defect::ContractVersion, &["manifest.extension_fields"]),
+    (Defect::ModuleNameCase, &["manifest.module_name_valid"]),
+    (Defect::NoTools, &["manifest.has_tools"]),
+    (Defect::PermissionMissing, &["manifest.tool_base_fields"]),
+    (Defect::TimeoutNotNumber, &["manifest.tool_extension_fields"]),
+    (Defect::ParameterRequiredNotBoolean, &["manifest.parameter_fields"]),
+    (Defect::ToolNameCase, &["manifest.tool_names_valid"]),
+    (Defect::ToolNameOtherPrefix, &["manifest.tool_names_prefixed"]),
+    (Defect::DuplicateTool, &["manifest.tool_names_unique"]),
+    (Defect::UnknownPermission, &["manifest.permissions_valid"]),
+    (Defect::EmptyParameterDescription, &["manifest.descriptions_nonempty"]),
+    (Defect::InputSchemaInvalid, &["schema.input_metaschema"]),
+    (Defect::OutputSchemaInvalid, &["schema.output_metaschema"]),
+    (Defect::InputRootNullable, &["schema.input_root_object"]),
+    (Defect::RemoteReference, &["schema.references_local"]),
+    (Defect::ExtraParameter, &["parameters.names"]),
+    (Defect::RequiredMismatch, &["parameters.required"]),
+    (Defect::TypeMismatch, &["parameters.types"]),
+    (Defect::EnumMismatch, &["parameters.enums"]),
+    (Defect::ProviderNameTooLong, &["providers.tool_names"]),
+    (Defect::DescriptionTooLong, &["providers.description_length"]),
+    (Defect::RootUnion, &["providers.schema_shape"]),
+    (Defect::RefusesValidArguments, &["execute.valid_arguments"]),
+    (Defect::ResultWithoutError, &["execute.result_shape"]),
+    (Defect::ResultBreaksOutputSchema, &["execute.output_schema"]),
+    (Defect::AcceptsMissingRequired, &["execute.missing_required"]),
+    (Defect::AcceptsWrongType, &["execute.wrong_type"]),
+    (Defect::AcceptsWrongEnum, &["execute.wrong_enum"]),
+    (Defect::AcceptsNonObjectArguments, &["execute.arguments_not_object"]),
+    (Defect::UnknownToolNotFound, &["execute.unknown_tool"]),
+    (Defect::NonJsonPlainText, &["execute.non_json_body"]),
+    (Defect::NonJsonServerError, &["execute.non_json_body", "http.no_server_errors"]),
+];
+
+fn options(read_only: bool) -> SuiteOptions {
+    SuiteOptions {
+        token: Some(TOKEN.to_owned()),
+        read_only,
+        user_id: "defect-tests".to_owned(),
+        sample_url: "http://127.0.0.1:9/page".to_owned(),
+    }
+}
+
+async fn report(defect: Defect, read_only: bool) -> ModuleReport {
+    let module = serve(defect).await;
+    check_module(&module.url, &options(read_only)).await.unwrap()
+}
+
+#[tokio::test]
+async fn the_plain_module_passes_every_check() {
+    let report = report(Defect::None, false).await;
+    let not_passed: Vec<String> = report
+        .results
+        .iter()
+        .filter(|r| r.status != Status::Passed)
+        .map(|r| format!("{} {:?}: {}", r.check.name(), r.status, r.reason))
+        .collect();
+    assert!(not_passed.is_empty(), "{not_passed:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_defect_is_reported_by_exactly_its_checks() {
+    let mut mismatches = Vec::new();
+    for (defect, expected) in CASES {
+        let report = report(*defect, false).await;
+        let failed: BTreeSet<&str> = report.failures().map(|r| r.check.name()).collect();
+        let expected: BTreeSet<&str> = expected.iter().copied().collect();
+        if failed != expected {
+            let details: Vec<String> = report.failures().map(|r| format!("{}: {:?}", r.check.name(), r.problems)).collect();
+            mismatches.push(format!("{defect:?}: expected {expected:?}, failed {failed:?}\n  {}", details.join("\n  ")));
+        }
+    }
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+}
+
+#[test]
+fn every_check_has_a_defect_that_fails_it() {
+    let covered: BTreeSet<&str> = CASES.iter().flat_map(|(_, checks)| checks.iter().copied()).collect();
+    let uncovered: Vec<&str> = Check::ALL.iter().map(|c| c.name()).filter(|name| !covered.contains(name)).collect();
+    assert!(uncovered.is_empty(), "checks no defect proves: {uncovered:?}");
+}
+
+#[tokio::test]
+async fn read_only_leaves_destructive_tools_alone() {
+    let report = report(Defect::None, true).await;
+    let valid = report.results.iter().find(|r| r.check == Check::ValidArguments).unwrap();
+    assert_eq!(valid.status, Status::Passed);
+    assert_eq!(valid.notes, vec!["fixture.remove not called: it is destructive and --read-only was given".to_owned()]);
+}
+
+#[tokio::test]
+async fn problems_name_the_tool_and_what_was_wrong() {
+    let report = report(Defect::AcceptsWrongType, false).await;
+    let wrong_type = report.failures().next().unwrap();
+    assert_eq!(
+        wrong_type.reason,
+        "fixture.lookup with `limit` set to string \"contract tests: wrong type\": expected success: false with error_kind \"invalid_arguments\", got success: true, no error_kind"
+    );
+}
