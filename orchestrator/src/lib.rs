@@ -1,4 +1,25 @@
 //! The orchestrator: discovery, manifest cache, permission-filtered
 //! listing, provider formats and routed execution.
+//!
+//! Configuration comes from a TOML file and the environment ([`Config`]);
+//! [`Orchestrator`] assembles the parts; [`serve`] runs the HTTP API.
 
+pub mod app;
+pub mod auth;
+pub mod cache;
+pub mod caller;
+pub mod config;
+pub mod discovery;
+pub mod execute;
+pub mod http;
+pub mod manifest;
 pub mod providers;
+pub mod redis_cache;
+pub mod registry;
+pub mod server;
+pub mod tool_calls;
+
+pub use app::Orchestrator;
+pub use caller::Caller;
+pub use config::{Config, ConfigError};
+pub use server::serve;

@@ -1,0 +1,82 @@
+//! The orchestrator assembled from its configuration: one HTTP client, the
+//! manifest cache, the registry of modules and the executor, shared by the
+//! HTTP API and the command line.
+
+use std::sync::Arc;
+
+use module_sdk::{ToolCall, ToolDefinition, ToolResult};
+use serde_json::Value;
+
+use crate::cache::{CacheError, ManifestCache, MemoryCache};
+use crate::caller::Caller;
+use crate::config::Config;
+use crate::execute::{ExecuteRequest, Executor};
+use crate::providers::{self, ToolFormat};
+use crate::redis_cache::RedisCache;
+use crate::registry::Registry;
+
+/// Why the orchestrator could not be put together.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The HTTP client could not be created (TLS set-up).
+    #[error("cannot create the HTTP client: {0}")]
+    Client(#[from] reqwest::Error),
+    /// `REDIS_URL` could not be used.
+    #[error("cannot use REDIS_URL: {0}")]
+    Cache(#[from] CacheError),
+}
+
+/// Everything a running orchestrator holds.
+pub struct Orchestrator {
+    /// The settings it was built from.
+    pub config: Arc<Config>,
+    /// The modules and their manifests.
+    pub registry: Arc<Registry>,
+    /// Routes calls to modules.
+    pub executor: Executor,
+}
+
+impl Orchestrator {
+    /// Builds an orchestrator from `config`; nothing is contacted yet.
+    pub fn new(config: Config) -> Result<Self, BuildError> {
+        let config = Arc::new(config);
+        // One pooled client for discovery and every call. Modules are
+        // internal services: never send their traffic through a proxy.
+        let client = reqwest::Client::builder().no_proxy().build()?;
+        let cache: Arc<dyn ManifestCache> = match &config.redis_url {
+            Some(url) => Arc::new(RedisCache::new(url)?),
+            None => Arc::new(MemoryCache::default()),
+        };
+        let registry = Arc::new(Registry::new(
+            &config.module_services,
+            cache,
+            client.clone(),
+            config.service_auth_token.clone(),
+            config.discovery_timeout,
+        ));
+        let executor = Executor::new(Arc::clone(&registry), client, Arc::clone(&config));
+        Ok(Self { config, registry, executor })
+    }
+
+    /// The tools `caller` may use, in `format` (`raw`: the manifest form, each
+    /// tool with its `input_schema`).
+    pub fn render_tools(&self, caller: &Caller, format: ToolFormat) -> Value {
+        let tools = self.registry.tools_for(caller);
+        match format {
+            ToolFormat::Raw => serde_json::to_value(&tools).expect("tool definitions always serialize"),
+            other => providers::render_tools(other, &tools),
+        }
+    }
+
+    /// The tools `caller` may use, in our own form.
+    pub fn tools(&self, caller: &Caller) -> Vec<ToolDefinition> {
+        self.registry.tools_for(caller)
+    }
+
+    /// Runs one `POST /execute` request.
+    pub async fn execute(&self, request: ExecuteRequest) -> ToolResult {
+        let caller = Caller::new(request.user_permission.as_deref(), request.modules);
+        let call = ToolCall { tool_name: request.tool_name, arguments: request.arguments, user_id: request.user_id };
+        self.executor.execute(&caller, call, request.approved).await
+    }
+}

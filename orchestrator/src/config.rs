@@ -1,0 +1,340 @@
+//! The orchestrator's settings: a TOML file (`--config`) overlaid by the
+//! environment (the environment wins), checked once at start-up.
+//!
+//! Every setting has one name: the environment variable (`MODULE_SERVICES`)
+//! and, lower-cased, the TOML key (`module_services`). An empty environment
+//! variable counts as unset.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use module_sdk::LogFormat;
+use module_sdk::contract::is_valid_name;
+use serde::Deserialize;
+
+/// Tool timeout for modules not in `SLOW_MODULES` whose tools name none.
+pub const DEFAULT_TOOL_TIMEOUT_SECONDS: f64 = 30.0;
+/// Tool timeout for modules in `SLOW_MODULES` whose tools name none.
+pub const DEFAULT_SLOW_TOOL_TIMEOUT_SECONDS: f64 = 120.0;
+/// How long one module's `GET /manifest` may take.
+pub const DEFAULT_DISCOVERY_TIMEOUT_SECONDS: f64 = 10.0;
+/// How often every module is discovered again.
+pub const DEFAULT_REFRESH_INTERVAL_SECONDS: f64 = 300.0;
+/// The port the orchestrator listens on by default.
+pub const DEFAULT_PORT: u16 = 8080;
+
+/// Why the configuration cannot be used; each names the setting to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The `--config` file could not be read.
+    #[error("cannot read the config file {path}: {source}")]
+    Read {
+        /// The file given with `--config`.
+        path: PathBuf,
+        /// What went wrong.
+        source: std::io::Error,
+    },
+    /// The `--config` file is not valid TOML, or has an unknown or mistyped key.
+    #[error("the config file {path} is not valid: {reason}")]
+    File {
+        /// The file given with `--config`.
+        path: PathBuf,
+        /// The TOML parser's message, naming the key and line.
+        reason: String,
+    },
+    /// A setting has a value that cannot be used.
+    #[error("invalid {name} (TOML key `{key}`): {reason}; got `{value}`")]
+    Invalid {
+        /// The environment variable's name.
+        name: &'static str,
+        /// The TOML key.
+        key: String,
+        /// The offending value as given.
+        value: String,
+        /// What is expected instead.
+        reason: String,
+    },
+}
+
+/// The checked settings of an orchestrator.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// `MODULE_SERVICES`: module name -> base URL (no trailing slash).
+    pub module_services: BTreeMap<String, String>,
+    /// `SLOW_MODULES`: modules whose tools get `TOOL_EXECUTION_TIMEOUT`.
+    pub slow_modules: Vec<String>,
+    /// `TOOL_EXECUTION_TIMEOUT`: default tool timeout of slow modules.
+    pub slow_tool_timeout: Duration,
+    /// `DEFAULT_TOOL_TIMEOUT`: default tool timeout of the other modules.
+    pub default_tool_timeout: Duration,
+    /// `DISCOVERY_TIMEOUT`: the most one module's `GET /manifest` may take.
+    pub discovery_timeout: Duration,
+    /// `REFRESH_INTERVAL`: how often every module is discovered again.
+    pub refresh_interval: Duration,
+    /// `REDIS_URL`: the shared manifest cache; `None` keeps manifests in memory.
+    pub redis_url: Option<String>,
+    /// `SERVICE_AUTH_TOKEN`: sent to modules as `Authorization: Bearer`.
+    pub service_auth_token: Option<String>,
+    /// `ORCHESTRATOR_API_TOKEN`: what callers must present; `None` is development mode.
+    pub api_token: Option<String>,
+    /// `HOST`: the address to listen on.
+    pub host: IpAddr,
+    /// `PORT`: the port to listen on; 0 picks a free one.
+    pub port: u16,
+    /// `LOG_FORMAT`: `text` or `json`.
+    pub log_format: LogFormat,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            module_services: BTreeMap::new(),
+            slow_modules: Vec::new(),
+            slow_tool_timeout: Duration::from_secs_f64(DEFAULT_SLOW_TOOL_TIMEOUT_SECONDS),
+            default_tool_timeout: Duration::from_secs_f64(DEFAULT_TOOL_TIMEOUT_SECONDS),
+            discovery_timeout: Duration::from_secs_f64(DEFAULT_DISCOVERY_TIMEOUT_SECONDS),
+            refresh_interval: Duration::from_secs_f64(DEFAULT_REFRESH_INTERVAL_SECONDS),
+            redis_url: None,
+            service_auth_token: None,
+            api_token: None,
+            host: IpAddr::from([0, 0, 0, 0]),
+            port: DEFAULT_PORT,
+            log_format: LogFormat::Text,
+        }
+    }
+}
+
+/// The settings as written in the TOML file, every one optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    module_services: Option<BTreeMap<String, String>>,
+    slow_modules: Option<Vec<String>>,
+    tool_execution_timeout: Option<f64>,
+    default_tool_timeout: Option<f64>,
+    discovery_timeout: Option<f64>,
+    refresh_interval: Option<f64>,
+    redis_url: Option<String>,
+    service_auth_token: Option<String>,
+    orchestrator_api_token: Option<String>,
+    host: Option<String>,
+    port: Option<u16>,
+    log_format: Option<String>,
+}
+
+impl Config {
+    /// Reads `file` (when given) and the process environment.
+    pub fn load(file: Option<&Path>) -> Result<Self, ConfigError> {
+        Self::from_sources(file, |name| std::env::var(name).ok())
+    }
+
+    /// Reads `file` (when given) and then `lookup` (the environment, or a map in tests).
+    pub fn from_sources(file: Option<&Path>, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let from_file = match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+                toml::from_str(&text)
+                    .map_err(|e| ConfigError::File { path: path.to_owned(), reason: e.to_string() })?
+            }
+            None => FileConfig::default(),
+        };
+        Self::merge(from_file, lookup)
+    }
+
+    /// Overlays the environment on the file's values, then checks the result.
+    fn merge(file: FileConfig, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let env = |name: &str| lookup(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+        let defaults = Self::default();
+
+        let module_services = match env("MODULE_SERVICES") {
+            Some(text) => serde_json::from_str::<BTreeMap<String, String>>(&text).map_err(|e| {
+                invalid("MODULE_SERVICES", &text, format!("expected a JSON object of module name to base URL ({e})"))
+            })?,
+            None => file.module_services.unwrap_or_default(),
+        };
+        let module_services = module_services
+            .into_iter()
+            .map(|(name, url)| check_module(&name, &url).map(|url| (name, url)))
+            .collect::<Result<BTreeMap<_, _>, _>>()?;
+
+        let slow_modules = match env("SLOW_MODULES") {
+            Some(text) => text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect(),
+            None => file.slow_modules.unwrap_or_default(),
+        };
+        if let Some(unknown) = slow_modules.iter().find(|name| !module_services.contains_key(*name)) {
+            return Err(invalid(
+                "SLOW_MODULES",
+                &slow_modules.join(","),
+                format!("`{unknown}` is not a module of MODULE_SERVICES"),
+            ));
+        }
+
+        let seconds = |name: &'static str, from_file: Option<f64>, default: Duration| -> Result<Duration, ConfigError> {
+            let (text, value) = match env(name) {
+                Some(text) => {
+                    let value = text.parse::<f64>().ok();
+                    (text, value)
+                }
+                None => match from_file {
+                    Some(value) => (value.to_string(), Some(value)),
+                    None => return Ok(default),
+                },
+            };
+            value
+                .filter(|v| v.is_finite() && *v > 0.0)
+                .and_then(|v| Duration::try_from_secs_f64(v).ok())
+                .ok_or_else(|| invalid(name, &text, "expected a positive number of seconds".into()))
+        };
+
+        let redis_url = env("REDIS_URL").or(file.redis_url.filter(|s| !s.is_empty()));
+        if let Some(url) = &redis_url {
+            redis::Client::open(url.as_str())
+                .map_err(|e| invalid("REDIS_URL", url, format!("expected redis://host:port[/db] ({e})")))?;
+        }
+        let host = match env("HOST").or(file.host) {
+            Some(text) => text
+                .parse()
+                .map_err(|_| invalid("HOST", &text, "expected an IP address such as 0.0.0.0 or 127.0.0.1".into()))?,
+            None => defaults.host,
+        };
+        let port = match env("PORT") {
+            Some(text) => text
+                .parse()
+                .map_err(|_| invalid("PORT", &text, "expected a port number from 0 to 65535".into()))?,
+            None => file.port.unwrap_or(defaults.port),
+        };
+        let log_format = match env("LOG_FORMAT").or(file.log_format).as_deref() {
+            None | Some("text") => LogFormat::Text,
+            Some("json") => LogFormat::Json,
+            Some(other) => return Err(invalid("LOG_FORMAT", other, "expected `text` or `json`".into())),
+        };
+
+        Ok(Self {
+            slow_tool_timeout: seconds("TOOL_EXECUTION_TIMEOUT", file.tool_execution_timeout, defaults.slow_tool_timeout)?,
+            default_tool_timeout: seconds("DEFAULT_TOOL_TIMEOUT", file.default_tool_timeout, defaults.default_tool_timeout)?,
+            discovery_timeout: seconds("DISCOVERY_TIMEOUT", file.discovery_timeout, defaults.discovery_timeout)?,
+            refresh_interval: seconds("REFRESH_INTERVAL", file.refresh_interval, defaults.refresh_interval)?,
+            module_services,
+            slow_modules,
+            redis_url,
+            service_auth_token: env("SERVICE_AUTH_TOKEN").or(file.service_auth_token.filter(|s| !s.is_empty())),
+            api_token: env("ORCHESTRATOR_API_TOKEN").or(file.orchestrator_api_token.filter(|s| !s.is_empty())),
+            host,
+            port,
+            log_format,
+        })
+    }
+
+    /// The timeout of a tool that does not name its own.
+    pub fn fallback_timeout(&self, module: &str) -> Duration {
+        if self.slow_modules.iter().any(|slow| slow == module) {
+            self.slow_tool_timeout
+        } else {
+            self.default_tool_timeout
+        }
+    }
+}
+
+/// A `MODULE_SERVICES` entry: a contract-valid name and an http(s) base URL,
+/// returned without its trailing slash.
+fn check_module(name: &str, url: &str) -> Result<String, ConfigError> {
+    let entry = format!("{name}={url}");
+    if !is_valid_name(name) {
+        return Err(invalid(
+            "MODULE_SERVICES",
+            &entry,
+            format!("module name `{name}` must match ^[a-z][a-z0-9_]{{0,39}}$ (the module's own module_name)"),
+        ));
+    }
+    match url::Url::parse(url) {
+        Ok(parsed) if matches!(parsed.scheme(), "http" | "https") && parsed.host().is_some() => {
+            Ok(url.trim_end_matches('/').to_owned())
+        }
+        _ => Err(invalid(
+            "MODULE_SERVICES",
+            &entry,
+            format!("the URL of `{name}` must be an http:// or https:// base URL such as http://127.0.0.1:8001"),
+        )),
+    }
+}
+
+fn invalid(name: &'static str, value: &str, reason: String) -> ConfigError {
+    ConfigError::Invalid { name, key: name.to_lowercase(), value: value.to_owned(), reason }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use std::io::Write;
+
+    fn read(file: Option<&str>, pairs: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let env: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut temp = tempfile::NamedTempFile::new().unwrap();
+        let path = file.map(|text| {
+            temp.write_all(text.as_bytes()).unwrap();
+            temp.path().to_owned()
+        });
+        Config::from_sources(path.as_deref(), |name| env.get(name).cloned())
+    }
+
+    #[test]
+    fn defaults_need_nothing() {
+        assert_eq!(read(None, &[]).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn the_environment_wins_over_the_file() {
+        let file = r#"
+            slow_modules = ["research"]
+            discovery_timeout = 4
+            port = 9000
+            orchestrator_api_token = "from-file"
+            [module_services]
+            research = "http://127.0.0.1:8001/"
+            file_manager = "http://127.0.0.1:8002"
+        "#;
+        let config = read(Some(file), &[("PORT", "9100"), ("DISCOVERY_TIMEOUT", "0.5"), ("ORCHESTRATOR_API_TOKEN", "")]).unwrap();
+        assert_eq!(config.port, 9100);
+        assert_eq!(config.discovery_timeout, Duration::from_millis(500));
+        assert_eq!(config.module_services["research"], "http://127.0.0.1:8001");
+        assert_eq!(config.api_token.as_deref(), Some("from-file"), "an empty variable counts as unset");
+        assert_eq!(config.fallback_timeout("research"), Duration::from_secs(120));
+        assert_eq!(config.fallback_timeout("file_manager"), Duration::from_secs(30));
+
+        let env = read(Some(file), &[("MODULE_SERVICES", r#"{"other": "http://localhost:1"}"#), ("SLOW_MODULES", "")]);
+        let error = env.unwrap_err().to_string();
+        assert!(error.contains("SLOW_MODULES") && error.contains("research"), "{error}");
+    }
+
+    #[test]
+    fn each_bad_value_names_its_setting() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (&[("MODULE_SERVICES", "research=http://x")], "MODULE_SERVICES"),
+            (&[("MODULE_SERVICES", r#"{"Research": "http://x"}"#)], "MODULE_SERVICES"),
+            (&[("MODULE_SERVICES", r#"{"research": "ftp://x"}"#)], "MODULE_SERVICES"),
+            (&[("TOOL_EXECUTION_TIMEOUT", "-1")], "TOOL_EXECUTION_TIMEOUT"),
+            (&[("DEFAULT_TOOL_TIMEOUT", "soon")], "DEFAULT_TOOL_TIMEOUT"),
+            (&[("DISCOVERY_TIMEOUT", "0")], "DISCOVERY_TIMEOUT"),
+            (&[("REDIS_URL", "localhost:6379")], "REDIS_URL"),
+            (&[("HOST", "example")], "HOST"),
+            (&[("PORT", "70000")], "PORT"),
+            (&[("LOG_FORMAT", "xml")], "LOG_FORMAT"),
+        ];
+        for (env, name) in cases {
+            let error = read(None, env).unwrap_err().to_string();
+            assert!(error.contains(name), "{name}: {error}");
+        }
+    }
+
+    #[test]
+    fn unknown_or_mistyped_file_keys_are_refused() {
+        let error = read(Some("discovery_timeot = 3"), &[]).unwrap_err().to_string();
+        assert!(error.contains("discovery_timeot"), "{error}");
+        let error = read(Some("port = \"eighty\""), &[]).unwrap_err().to_string();
+        assert!(error.contains("port"), "{error}");
+    }
+}

@@ -1,0 +1,138 @@
+//! Fetching one module's manifest, and the background loop that keeps each
+//! module's manifest fresh: retried with backoff while a module is missing,
+//! refreshed periodically once found.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use module_sdk::ModuleManifest;
+use reqwest::StatusCode;
+
+use crate::manifest::ManifestError;
+use crate::registry::Registry;
+
+/// The first wait before discovering a missing module again.
+pub const FIRST_RETRY: Duration = Duration::from_secs(1);
+/// The longest wait between two attempts at a missing module.
+pub const MAX_RETRY: Duration = Duration::from_secs(60);
+/// The largest manifest accepted, 8 MiB.
+const MAX_MANIFEST_BYTES: usize = 8 * 1024 * 1024;
+
+/// Why a module's manifest could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoveryError {
+    /// The name is not a key of `MODULE_SERVICES`.
+    #[error("no module `{0}` is configured in MODULE_SERVICES")]
+    NotConfigured(String),
+    /// Nothing answered at the module's URL.
+    #[error("cannot reach {url}: {reason}")]
+    Unreachable {
+        /// The manifest URL.
+        url: String,
+        /// The connection error.
+        reason: String,
+    },
+    /// The module did not answer within the discovery timeout.
+    #[error("{url} did not answer within {seconds} s (DISCOVERY_TIMEOUT)")]
+    Timeout {
+        /// The manifest URL.
+        url: String,
+        /// The timeout that ran out.
+        seconds: f64,
+    },
+    /// The module answered with an error status.
+    #[error("{url} answered {status}{hint}")]
+    Status {
+        /// The manifest URL.
+        url: String,
+        /// The HTTP status.
+        status: StatusCode,
+        /// What to check, for the statuses that have an obvious cause.
+        hint: &'static str,
+    },
+    /// The body is not a ModuleManifest.
+    #[error("{url} did not send a ModuleManifest: {reason}")]
+    NotAManifest {
+        /// The manifest URL.
+        url: String,
+        /// The parser's message.
+        reason: String,
+    },
+    /// The manifest breaks the contract.
+    #[error("manifest rejected: {0}")]
+    Rejected(#[from] ManifestError),
+}
+
+/// `GET {base_url}/manifest` with the service token, within `timeout`.
+pub async fn fetch_manifest(
+    client: &reqwest::Client,
+    base_url: &str,
+    service_token: Option<&str>,
+    timeout: Duration,
+) -> Result<ModuleManifest, DiscoveryError> {
+    let url = format!("{base_url}/manifest");
+    let transport = |error: reqwest::Error| {
+        if error.is_timeout() {
+            DiscoveryError::Timeout { url: url.clone(), seconds: timeout.as_secs_f64() }
+        } else {
+            DiscoveryError::Unreachable { url: url.clone(), reason: error_chain(&error) }
+        }
+    };
+    let mut request = client.get(&url).timeout(timeout);
+    if let Some(token) = service_token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.map_err(transport)?;
+    let status = response.status();
+    if !status.is_success() {
+        let hint = match status {
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                ": the module refused the orchestrator's SERVICE_AUTH_TOKEN; give both the same token"
+            }
+            StatusCode::NOT_FOUND => ": is the URL in MODULE_SERVICES the module's base URL?",
+            _ => "",
+        };
+        return Err(DiscoveryError::Status { url, status, hint });
+    }
+    if response.content_length().is_some_and(|n| n > MAX_MANIFEST_BYTES as u64) {
+        return Err(DiscoveryError::NotAManifest { url, reason: format!("larger than {MAX_MANIFEST_BYTES} bytes") });
+    }
+    let body = response.bytes().await.map_err(transport)?;
+    serde_json::from_slice(&body).map_err(|e| DiscoveryError::NotAManifest { url, reason: e.to_string() })
+}
+
+/// An error with its causes, `outer: inner: ...`, as reqwest hides the useful part in the chain.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Keeps `module` discovered for as long as the process runs: at once,
+/// then every `refresh` while it answers, or after a doubling wait from
+/// [`FIRST_RETRY`] up to [`MAX_RETRY`] while it does not.
+pub async fn keep_discovered(registry: Arc<Registry>, module: String, refresh: Duration) {
+    let mut retry = FIRST_RETRY;
+    loop {
+        let wait = match registry.discover(&module).await {
+            Ok(()) => {
+                retry = FIRST_RETRY;
+                refresh
+            }
+            Err(_) => {
+                let wait = retry;
+                retry = (retry * 2).min(MAX_RETRY);
+                wait.min(refresh)
+            }
+        };
+        tokio::time::sleep(wait).await;
+    }
+}

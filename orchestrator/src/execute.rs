@@ -1,0 +1,207 @@
+//! Routed execution: one call from a caller to the module that serves the
+//! tool, with the permission checked again, the user injected, the tool's
+//! timeout, a retry only where it is safe, and every outcome a ToolResult.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use module_sdk::{ErrorKind, ToolCall, ToolResult};
+use reqwest::StatusCode;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use tokio::time::Instant;
+
+use crate::caller::Caller;
+use crate::config::Config;
+use crate::discovery::error_chain;
+use crate::registry::{Registry, RouteError, ToolRoute};
+
+/// Added to a tool's own `timeout_seconds`, so the module's timeout answer
+/// arrives before the orchestrator gives up.
+pub const TIMEOUT_GRACE: Duration = Duration::from_secs(1);
+/// How many times a call is sent at most, when a retry is safe.
+const MAX_ATTEMPTS: u32 = 3;
+/// The wait before the first retry; doubled for each further one.
+const FIRST_RETRY_DELAY: Duration = Duration::from_millis(100);
+
+/// The body of the orchestrator's `POST /execute`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ExecuteRequest {
+    /// Full tool name, `module.tool`.
+    pub tool_name: String,
+    /// The tool's arguments (absent reads as `{}`).
+    #[serde(default)]
+    pub arguments: Map<String, Value>,
+    /// The authenticated user, passed to the module as the call's `user_id`.
+    #[serde(default)]
+    pub user_id: Option<String>,
+    /// The caller's level (`guest`, `user`, `admin`, `owner`); unknown or absent is `guest`.
+    #[serde(default)]
+    pub user_permission: Option<String>,
+    /// The modules the caller's persona allows; absent allows all.
+    #[serde(default)]
+    pub modules: Option<Vec<String>>,
+    /// The user explicitly approved this call (needed for `requires_approval` tools).
+    #[serde(default)]
+    pub approved: bool,
+}
+
+/// Runs calls against modules through one pooled HTTP client.
+pub struct Executor {
+    registry: Arc<Registry>,
+    client: reqwest::Client,
+    config: Arc<Config>,
+}
+
+impl Executor {
+    /// An executor routing through `registry` with `client`, with the
+    /// timeouts and service token of `config`.
+    pub fn new(registry: Arc<Registry>, client: reqwest::Client, config: Arc<Config>) -> Self {
+        Self { registry, client, config }
+    }
+
+    /// Runs `call` for `caller`; `approved` says the user approved it. Every
+    /// outcome, including refusals and unreachable modules, is a ToolResult.
+    pub async fn execute(&self, caller: &Caller, call: ToolCall, approved: bool) -> ToolResult {
+        let started = Instant::now();
+        let tool_name = call.tool_name.clone();
+        let (module, result) = match self.registry.route(&call.tool_name) {
+            Ok(route) => (route.module.clone(), self.run(caller, &route, call, approved).await),
+            Err(error) => (String::new(), refusal(&tool_name, &error)),
+        };
+        tracing::info!(
+            tool = %tool_name,
+            module = %module,
+            permission = %caller.permission,
+            duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+            outcome = result.error_kind.map_or("success", ErrorKind::as_str),
+            "routed call"
+        );
+        result
+    }
+
+    async fn run(&self, caller: &Caller, route: &ToolRoute, call: ToolCall, approved: bool) -> ToolResult {
+        let tool = route.tool();
+        if !caller.allows_module(&route.module) {
+            let message = format!("module `{}` is not among the modules this caller may use", route.module);
+            return ToolResult::failure(call.tool_name, ErrorKind::PermissionDenied, message);
+        }
+        if !caller.may_use(&route.module, tool) {
+            let message = format!(
+                "`{}` requires `{}` permission; this caller has `{}`",
+                tool.name, tool.required_permission, caller.permission
+            );
+            return ToolResult::failure(call.tool_name, ErrorKind::PermissionDenied, message);
+        }
+        if tool.requires_approval == Some(true) && !approved {
+            let message = format!("`{}` needs the user's explicit approval; ask the user, then call it again with approval", tool.name);
+            return ToolResult::failure(call.tool_name, ErrorKind::PermissionDenied, message);
+        }
+        let timeout = match tool.timeout_seconds {
+            Some(seconds) => Duration::from_secs_f64(seconds) + TIMEOUT_GRACE,
+            None => self.config.fallback_timeout(&route.module),
+        };
+        let idempotent = tool.annotations.is_some_and(|a| a.idempotent || a.read_only);
+        self.send(route, &call, timeout, idempotent).await
+    }
+
+    /// Posts `call` to the module, retrying a connection that was refused
+    /// (nothing was sent) and, for idempotent tools, a connection that broke.
+    async fn send(&self, route: &ToolRoute, call: &ToolCall, timeout: Duration, idempotent: bool) -> ToolResult {
+        let url = format!("{}/execute", route.url);
+        let deadline = Instant::now() + timeout;
+        let mut delay = FIRST_RETRY_DELAY;
+        let mut attempt = 1;
+        loop {
+            let mut request = self.client.post(&url).json(call).timeout(deadline.saturating_duration_since(Instant::now()));
+            if let Some(token) = &self.config.service_auth_token {
+                request = request.bearer_auth(token);
+            }
+            let error = match request.send().await {
+                Ok(response) => return self.read_answer(route, call, response, timeout).await,
+                Err(error) => error,
+            };
+            let retry_is_safe = !error.is_timeout() && (error.is_connect() || idempotent);
+            if !retry_is_safe || attempt == MAX_ATTEMPTS || Instant::now() + delay >= deadline {
+                return transport_failure(route, call, &error, timeout);
+            }
+            tracing::debug!(tool = %call.tool_name, attempt, error = %error_chain(&error), "retrying call");
+            tokio::time::sleep(delay).await;
+            delay *= 2;
+            attempt += 1;
+        }
+    }
+
+    /// Turns the module's HTTP answer into the call's ToolResult.
+    async fn read_answer(&self, route: &ToolRoute, call: &ToolCall, response: reqwest::Response, timeout: Duration) -> ToolResult {
+        let status = response.status();
+        let body = match response.bytes().await {
+            Ok(body) => body,
+            Err(error) => return transport_failure(route, call, &error, timeout),
+        };
+        let name = call.tool_name.clone();
+        if status == StatusCode::OK {
+            return match serde_json::from_slice::<ToolResult>(&body) {
+                Ok(result) if result.tool_name == call.tool_name => result,
+                Ok(result) => ToolResult::failure(
+                    name,
+                    ErrorKind::ExecutionFailed,
+                    format!("module `{}` answered for tool `{}` instead", route.module, result.tool_name),
+                ),
+                Err(error) => ToolResult::failure(
+                    name,
+                    ErrorKind::ExecutionFailed,
+                    format!("module `{}` answered with something that is not a ToolResult: {error}", route.module),
+                ),
+            };
+        }
+        let detail = serde_json::from_slice::<module_sdk::contract::ErrorBody>(&body)
+            .map(|b| b.error)
+            .unwrap_or_else(|_| String::from_utf8_lossy(&body).chars().take(300).collect());
+        let (kind, message) = match status {
+            StatusCode::BAD_REQUEST | StatusCode::UNPROCESSABLE_ENTITY => {
+                (ErrorKind::InvalidArguments, format!("the module refused the call: {detail}"))
+            }
+            StatusCode::PAYLOAD_TOO_LARGE => {
+                (ErrorKind::InvalidArguments, "the arguments are larger than the module accepts; send less".to_owned())
+            }
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => (
+                ErrorKind::Unavailable,
+                format!("module `{}` refused the orchestrator's service token (SERVICE_AUTH_TOKEN): {detail}", route.module),
+            ),
+            _ => (ErrorKind::Unavailable, format!("module `{}` answered HTTP {status}: {detail}", route.module)),
+        };
+        ToolResult::failure(name, kind, message)
+    }
+}
+
+/// The ToolResult of a call that never reached a tool.
+fn refusal(tool_name: &str, error: &RouteError) -> ToolResult {
+    let kind = match error {
+        RouteError::NotDiscovered { .. } => ErrorKind::Unavailable,
+        RouteError::BadName(_) | RouteError::UnknownModule { .. } | RouteError::UnknownTool { .. } => ErrorKind::UnknownTool,
+    };
+    ToolResult::failure(tool_name, kind, error.to_string())
+}
+
+/// The ToolResult of a call whose HTTP exchange failed.
+fn transport_failure(route: &ToolRoute, call: &ToolCall, error: &reqwest::Error, timeout: Duration) -> ToolResult {
+    let (kind, message) = if error.is_timeout() {
+        (
+            ErrorKind::Timeout,
+            format!("`{}` did not finish within {} s; it may still be running", call.tool_name, timeout.as_secs_f64()),
+        )
+    } else if error.is_connect() {
+        (ErrorKind::Unavailable, format!("module `{}` cannot be reached: {}", route.module, error_chain(error)))
+    } else {
+        (
+            ErrorKind::Unavailable,
+            format!(
+                "the connection to module `{}` broke during the call, so it may or may not have taken effect: {}",
+                route.module,
+                error_chain(error)
+            ),
+        )
+    };
+    ToolResult::failure(call.tool_name.clone(), kind, message)
+}

@@ -1,0 +1,141 @@
+//! The orchestrator's HTTP API: `/health`, `/modules`, `/tools`,
+//! `/refresh-tools`, `/execute` and `/v1/tool-calls`.
+
+use std::sync::Arc;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use module_sdk::contract::ErrorBody;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::app::Orchestrator;
+use crate::auth::Authorized;
+use crate::caller::Caller;
+use crate::execute::ExecuteRequest;
+use crate::providers::{CallFormat, ToolFormat};
+use crate::registry::ModuleState;
+use crate::tool_calls::{ToolCallsRequest, run_tool_calls};
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    /// The orchestrator behind the API.
+    pub orchestrator: Arc<Orchestrator>,
+}
+
+/// The API's routes over `orchestrator`.
+pub fn router(orchestrator: Arc<Orchestrator>) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/modules", get(modules))
+        .route("/tools", get(tools))
+        .route("/refresh-tools", post(refresh_tools))
+        .route("/execute", post(execute))
+        .route("/v1/tool-calls", post(tool_calls))
+        .with_state(AppState { orchestrator })
+}
+
+/// A JSON `{"error": message}` answer with `status`.
+pub fn error_response(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(ErrorBody { error: message.into() })).into_response()
+}
+
+/// A body that is not the expected JSON, as a `{"error": ...}` answer.
+fn bad_body(rejection: JsonRejection) -> Response {
+    error_response(rejection.status(), rejection.body_text())
+}
+
+/// Liveness, with a one-line summary; never needs a token.
+async fn health(State(state): State<AppState>) -> Response {
+    let statuses = state.orchestrator.registry.statuses();
+    let up = statuses.iter().filter(|s| s.state == ModuleState::Up).count();
+    Json(json!({
+        "status": "ok",
+        "cache": state.orchestrator.registry.cache_kind(),
+        "modules_up": up,
+        "modules": statuses.len(),
+    }))
+    .into_response()
+}
+
+/// Every module's URL, state, tool count, last success and last error.
+async fn modules(_: Authorized, State(state): State<AppState>) -> Response {
+    Json(json!({
+        "cache": state.orchestrator.registry.cache_kind(),
+        "modules": state.orchestrator.registry.statuses(),
+    }))
+    .into_response()
+}
+
+/// The query of `GET /tools`.
+#[derive(Debug, Deserialize)]
+struct ToolsQuery {
+    /// The caller's level; unknown or absent is `guest`.
+    permission: Option<String>,
+    /// Comma-separated allowed modules; absent allows all, empty allows none.
+    modules: Option<String>,
+    /// `raw` (default) or a provider format.
+    format: Option<String>,
+}
+
+/// The caller's tools in the asked format.
+async fn tools(_: Authorized, State(state): State<AppState>, Query(query): Query<ToolsQuery>) -> Response {
+    let format = match query.format.as_deref().unwrap_or("raw").parse::<ToolFormat>() {
+        Ok(format) => format,
+        Err(error) => {
+            let message = format!("{error}; use raw, openai, openai-responses, anthropic, gemini, gemini-json-schema or prompt");
+            return error_response(StatusCode::BAD_REQUEST, message);
+        }
+    };
+    let caller = Caller::new(query.permission.as_deref(), query.modules.as_deref().map(Caller::parse_modules));
+    Json(state.orchestrator.render_tools(&caller, format)).into_response()
+}
+
+/// Discovers every module now and answers with their states.
+async fn refresh_tools(_: Authorized, State(state): State<AppState>) -> Response {
+    state.orchestrator.registry.discover_all().await;
+    Json(json!({ "modules": state.orchestrator.registry.statuses() })).into_response()
+}
+
+/// Runs one tool call; every well-formed request gets a `200` ToolResult.
+async fn execute(_: Authorized, State(state): State<AppState>, body: Result<Json<ExecuteRequest>, JsonRejection>) -> Response {
+    match body {
+        Ok(Json(request)) => Json(state.orchestrator.execute(request).await).into_response(),
+        Err(rejection) => bad_body(rejection),
+    }
+}
+
+/// The query of `POST /v1/tool-calls`.
+#[derive(Debug, Deserialize)]
+struct ToolCallsQuery {
+    /// The provider format of the message: openai, openai-responses, anthropic, gemini or text.
+    format: Option<String>,
+}
+
+/// Runs every tool call of a model's message; answers in the provider's format.
+async fn tool_calls(
+    _: Authorized,
+    State(state): State<AppState>,
+    Query(query): Query<ToolCallsQuery>,
+    body: Result<Json<ToolCallsRequest>, JsonRejection>,
+) -> Response {
+    const FORMATS: &str = "use ?format=openai, openai-responses, anthropic, gemini or text";
+    let format = match query.format.as_deref().map(str::parse::<CallFormat>) {
+        Some(Ok(format)) => format,
+        Some(Err(error)) => return error_response(StatusCode::BAD_REQUEST, format!("{error}; {FORMATS}")),
+        None => return error_response(StatusCode::BAD_REQUEST, format!("missing the message format: {FORMATS}")),
+    };
+    let request = match body {
+        Ok(Json(request)) => request,
+        Err(rejection) => return bad_body(rejection),
+    };
+    match run_tool_calls(&state.orchestrator, format, request).await {
+        Ok(rendered) => Json(rendered).into_response(),
+        Err(error) => error_response(StatusCode::UNPROCESSABLE_ENTITY, error.to_string()),
+    }
+}

@@ -1,0 +1,171 @@
+//! The `orchestrator` command: serve the HTTP API, or list tools, show
+//! module states and call one tool from the terminal.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use module_sdk::ToolResult;
+use orchestrator::execute::ExecuteRequest;
+use orchestrator::providers::ToolFormat;
+use orchestrator::registry::ModuleStatus;
+use orchestrator::{Caller, Config, Orchestrator};
+use serde_json::{Map, Value};
+
+/// Finds tool modules, lists each caller's tools and routes their calls.
+///
+/// Settings come from the TOML file given with --config and from the
+/// environment (MODULE_SERVICES, REDIS_URL, PORT, ...), the environment winning.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct Cli {
+    /// A TOML file of settings (keys are the lower-case variable names).
+    #[arg(long, global = true, env = "ORCHESTRATOR_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the HTTP API until Ctrl-C or SIGTERM.
+    Serve,
+    /// Discover the modules once and print the tools a caller may use.
+    Tools {
+        /// The caller's permission: guest, user, admin or owner.
+        #[arg(long, default_value = "guest")]
+        permission: String,
+        /// Comma-separated modules the caller may use (default: all).
+        #[arg(long)]
+        modules: Option<String>,
+        /// raw, openai, openai-responses, anthropic, gemini, gemini-json-schema or prompt.
+        #[arg(long, default_value = "raw")]
+        format: ToolFormatArg,
+    },
+    /// Discover the modules once and print each one's state.
+    Modules,
+    /// Discover the tool's module and execute one call, printing the ToolResult.
+    Call {
+        /// The tool, `module.tool`.
+        tool_name: String,
+        /// The arguments, one JSON object.
+        #[arg(long, default_value = "{}")]
+        args: String,
+        /// The user the call is made for.
+        #[arg(long)]
+        user_id: Option<String>,
+        /// The caller's permission: guest, user, admin or owner.
+        #[arg(long, default_value = "guest")]
+        permission: String,
+        /// The user approved the call (for tools that require approval).
+        #[arg(long)]
+        approved: bool,
+    },
+}
+
+/// A `--format` value, checked by the provider module's own parser.
+#[derive(Debug, Clone, Copy)]
+struct ToolFormatArg(ToolFormat);
+
+impl std::str::FromStr for ToolFormatArg {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.parse().map(Self).map_err(|e: orchestrator::providers::ProviderError| e.to_string())
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let config = match Config::load(cli.config.as_deref()) {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("orchestrator: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    if matches!(cli.command, Command::Serve) {
+        module_sdk::init_logging(config.log_format);
+    } else {
+        // Keep stdout for the answer; only problems go to stderr.
+        let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    }
+    let orchestrator = match Orchestrator::new(config) {
+        Ok(orchestrator) => orchestrator,
+        Err(error) => {
+            eprintln!("orchestrator: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    match cli.command {
+        Command::Serve => match orchestrator::serve(orchestrator).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("orchestrator: {error}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Tools { permission, modules, format } => {
+            orchestrator.registry.load_cached().await;
+            orchestrator.registry.discover_all().await;
+            let caller = Caller::new(Some(&permission), modules.as_deref().map(Caller::parse_modules));
+            print_json(&orchestrator.render_tools(&caller, format.0));
+            ExitCode::SUCCESS
+        }
+        Command::Modules => {
+            orchestrator.registry.load_cached().await;
+            orchestrator.registry.discover_all().await;
+            print_modules(&orchestrator.registry.statuses());
+            ExitCode::SUCCESS
+        }
+        Command::Call { tool_name, args, user_id, permission, approved } => {
+            let arguments = match serde_json::from_str::<Map<String, Value>>(&args) {
+                Ok(arguments) => arguments,
+                Err(error) => {
+                    eprintln!("orchestrator: --args must be one JSON object: {error}");
+                    return ExitCode::from(2);
+                }
+            };
+            orchestrator.registry.load_cached().await;
+            if let Some((module, _)) = tool_name.split_once('.') {
+                // An unconfigured module is reported by the call itself.
+                let _ = orchestrator.registry.discover(module).await;
+            }
+            let request = ExecuteRequest {
+                tool_name,
+                arguments,
+                user_id,
+                user_permission: Some(permission),
+                modules: None,
+                approved,
+            };
+            let result: ToolResult = orchestrator.execute(request).await;
+            print_json(&serde_json::to_value(&result).expect("a ToolResult always serializes"));
+            if result.success { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+        }
+    }
+}
+
+fn print_json(value: &Value) {
+    println!("{}", serde_json::to_string_pretty(value).expect("JSON values always serialize"));
+}
+
+/// One line per module: name, state, tool count, URL, last success, last error.
+fn print_modules(statuses: &[ModuleStatus]) {
+    let width = statuses.iter().map(|s| s.name.len()).max().unwrap_or(4).max(4);
+    println!("{:width$}  {:6}  {:>5}  {:30}  {:25}  LAST ERROR", "NAME", "STATE", "TOOLS", "URL", "LAST SUCCESS");
+    for status in statuses {
+        let state = serde_json::to_value(status.state).expect("a state always serializes");
+        println!(
+            "{:width$}  {:6}  {:>5}  {:30}  {:25}  {}",
+            status.name,
+            state.as_str().unwrap_or_default(),
+            status.tool_count,
+            status.url,
+            status.last_success.as_deref().unwrap_or("-"),
+            status.last_error.as_deref().unwrap_or("-"),
+        );
+    }
+}

@@ -1,0 +1,379 @@
+//! What the orchestrator knows about its modules: each one's checked
+//! manifest and health, the permission-filtered tool list, and the route of
+//! a tool name to its module.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use module_sdk::{ModuleManifest, ToolDefinition};
+use serde::Serialize;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::cache::ManifestCache;
+use crate::caller::Caller;
+use crate::discovery::{DiscoveryError, fetch_manifest, keep_discovered};
+use crate::manifest::validate;
+
+/// Where a module stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModuleState {
+    /// The last discovery succeeded.
+    Up,
+    /// The module has not answered lately, but a manifest (from the cache or
+    /// an earlier discovery) keeps its tools listed.
+    Cached,
+    /// No manifest at all: the module has no tools to offer.
+    Down,
+}
+
+/// One module as `GET /modules` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModuleStatus {
+    /// The configured name.
+    pub name: String,
+    /// The configured base URL.
+    pub url: String,
+    /// Up, cached or down.
+    pub state: ModuleState,
+    /// How many tools its manifest lists (0 when down).
+    pub tool_count: usize,
+    /// When its manifest was last fetched successfully by this process (RFC 3339).
+    pub last_success: Option<String>,
+    /// Why the last discovery failed, when it did.
+    pub last_error: Option<String>,
+}
+
+/// Why a tool name does not lead to a tool that can be called.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    /// The name is not `module.tool`.
+    #[error("`{0}` is not a tool name: expected `<module>.<tool>`, e.g. `research.web_search`")]
+    BadName(String),
+    /// No module of that name is configured.
+    #[error("no module `{module}` is configured, so there is no tool `{tool}`; known modules: {known}")]
+    UnknownModule {
+        /// The module part of the name.
+        module: String,
+        /// The full tool name.
+        tool: String,
+        /// The configured modules.
+        known: String,
+    },
+    /// The module has never been discovered and nothing is cached.
+    #[error("module `{module}` has not been reached yet ({reason}); try again later")]
+    NotDiscovered {
+        /// The module.
+        module: String,
+        /// Its last discovery error.
+        reason: String,
+    },
+    /// The module has no tool of that name.
+    #[error("module `{module}` has no tool `{tool}`; its tools: {known}")]
+    UnknownTool {
+        /// The module.
+        module: String,
+        /// The full tool name.
+        tool: String,
+        /// The module's tools.
+        known: String,
+    },
+}
+
+/// Where a call goes: the module's URL and the tool's definition.
+#[derive(Debug, Clone)]
+pub struct ToolRoute {
+    /// The module's name.
+    pub module: String,
+    /// The module's base URL.
+    pub url: String,
+    manifest: Arc<ModuleManifest>,
+    index: usize,
+}
+
+impl ToolRoute {
+    /// The called tool's definition.
+    pub fn tool(&self) -> &ToolDefinition {
+        &self.manifest.tools[self.index]
+    }
+}
+
+/// What is known of one configured module.
+#[derive(Debug, Default)]
+struct Record {
+    manifest: Option<Arc<ModuleManifest>>,
+    answered: bool,
+    last_success: Option<OffsetDateTime>,
+    last_error: Option<String>,
+}
+
+#[derive(Debug)]
+struct Slot {
+    url: String,
+    record: RwLock<Record>,
+}
+
+impl Slot {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Record> {
+        self.record.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Record> {
+        self.record.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// The configured modules and what discovery has learnt about them.
+pub struct Registry {
+    modules: BTreeMap<String, Slot>,
+    cache: Arc<dyn ManifestCache>,
+    client: reqwest::Client,
+    service_token: Option<String>,
+    discovery_timeout: Duration,
+}
+
+impl Registry {
+    /// A registry of `modules` (name -> base URL), none discovered yet.
+    pub fn new(
+        modules: &BTreeMap<String, String>,
+        cache: Arc<dyn ManifestCache>,
+        client: reqwest::Client,
+        service_token: Option<String>,
+        discovery_timeout: Duration,
+    ) -> Self {
+        let modules = modules
+            .iter()
+            .map(|(name, url)| (name.clone(), Slot { url: url.clone(), record: RwLock::default() }))
+            .collect();
+        Self { modules, cache, client, service_token, discovery_timeout }
+    }
+
+    /// `memory` or `redis`.
+    pub fn cache_kind(&self) -> &'static str {
+        self.cache.kind()
+    }
+
+    /// Fills every module that has no manifest yet from the cache, so its
+    /// tools are listed before it answers.
+    pub async fn load_cached(&self) {
+        futures::future::join_all(self.modules.keys().map(|name| self.load_from_cache(name))).await;
+    }
+
+    async fn load_from_cache(&self, name: &str) {
+        let slot = &self.modules[name];
+        if slot.read().manifest.is_some() {
+            return;
+        }
+        match self.cache.load(name).await {
+            Ok(Some(manifest)) => match validate(name, manifest) {
+                Ok(manifest) => {
+                    tracing::info!(module = name, tools = manifest.tools.len(), cache = self.cache.kind(), "manifest loaded from cache");
+                    let mut record = slot.write();
+                    record.manifest.get_or_insert_with(|| Arc::new(manifest));
+                }
+                Err(error) => tracing::warn!(module = name, %error, "cached manifest rejected"),
+            },
+            Ok(None) => {}
+            Err(error) => tracing::warn!(module = name, %error, "cannot read the manifest cache"),
+        }
+    }
+
+    /// Fetches, checks and caches `name`'s manifest; on failure the module
+    /// keeps the manifest it had (or gets one from the cache) and the error
+    /// is recorded.
+    pub async fn discover(&self, name: &str) -> Result<(), DiscoveryError> {
+        let Some(slot) = self.modules.get(name) else {
+            return Err(DiscoveryError::NotConfigured(name.to_owned()));
+        };
+        let started = Instant::now();
+        let fetched = fetch_manifest(&self.client, &slot.url, self.service_token.as_deref(), self.discovery_timeout).await;
+        let checked = fetched.and_then(|manifest| validate(name, manifest).map_err(DiscoveryError::from));
+        match checked {
+            Ok(manifest) => {
+                tracing::info!(
+                    module = name,
+                    tools = manifest.tools.len(),
+                    duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+                    "module discovered"
+                );
+                if let Err(error) = self.cache.store(&manifest).await {
+                    tracing::warn!(module = name, %error, "manifest not cached; serving it from memory");
+                }
+                let mut record = slot.write();
+                record.manifest = Some(Arc::new(manifest));
+                record.answered = true;
+                record.last_success = Some(OffsetDateTime::now_utc());
+                record.last_error = None;
+                Ok(())
+            }
+            Err(error) => {
+                tracing::warn!(module = name, url = %slot.url, %error, "module discovery failed; will retry");
+                {
+                    let mut record = slot.write();
+                    record.answered = false;
+                    record.last_error = Some(error.to_string());
+                }
+                // Another replica may have reached it and cached its manifest.
+                self.load_from_cache(name).await;
+                Err(error)
+            }
+        }
+    }
+
+    /// Discovers every module at once, each within the discovery timeout.
+    pub async fn discover_all(&self) {
+        futures::future::join_all(self.modules.keys().map(|name| self.discover(name))).await;
+    }
+
+    /// Starts one background task per module that keeps it discovered
+    /// (see [`keep_discovered`]); they stop with the runtime.
+    pub fn spawn_discovery(self: &Arc<Self>, refresh: Duration) {
+        for name in self.modules.keys() {
+            tokio::spawn(keep_discovered(Arc::clone(self), name.clone(), refresh));
+        }
+    }
+
+    /// Every module's state, by name.
+    pub fn statuses(&self) -> Vec<ModuleStatus> {
+        self.modules
+            .iter()
+            .map(|(name, slot)| {
+                let record = slot.read();
+                let state = match (&record.manifest, record.answered) {
+                    (Some(_), true) => ModuleState::Up,
+                    (Some(_), false) => ModuleState::Cached,
+                    (None, _) => ModuleState::Down,
+                };
+                ModuleStatus {
+                    name: name.clone(),
+                    url: slot.url.clone(),
+                    state,
+                    tool_count: record.manifest.as_ref().map_or(0, |m| m.tools.len()),
+                    last_success: record.last_success.and_then(|t| t.format(&Rfc3339).ok()),
+                    last_error: record.last_error.clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// The tools `caller` may see, by module name then manifest order, each
+    /// with its `input_schema`.
+    pub fn tools_for(&self, caller: &Caller) -> Vec<ToolDefinition> {
+        self.modules
+            .iter()
+            .filter(|(name, _)| caller.allows_module(name))
+            .filter_map(|(name, slot)| slot.read().manifest.clone().map(|manifest| (name, manifest)))
+            .flat_map(|(name, manifest)| {
+                manifest
+                    .tools
+                    .iter()
+                    .filter(|tool| caller.may_use(name, tool))
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Where `tool_name` (`module.tool`) is served.
+    pub fn route(&self, tool_name: &str) -> Result<ToolRoute, RouteError> {
+        let Some((module, _)) = tool_name.split_once('.') else {
+            return Err(RouteError::BadName(tool_name.to_owned()));
+        };
+        let Some(slot) = self.modules.get(module) else {
+            return Err(RouteError::UnknownModule {
+                module: module.to_owned(),
+                tool: tool_name.to_owned(),
+                known: self.modules.keys().cloned().collect::<Vec<_>>().join(", "),
+            });
+        };
+        let record = slot.read();
+        let Some(manifest) = record.manifest.clone() else {
+            return Err(RouteError::NotDiscovered {
+                module: module.to_owned(),
+                reason: record.last_error.clone().unwrap_or_else(|| "discovery has not finished".into()),
+            });
+        };
+        match manifest.tools.iter().position(|tool| tool.name == tool_name) {
+            Some(index) => Ok(ToolRoute { module: module.to_owned(), url: slot.url.clone(), manifest, index }),
+            None => Err(RouteError::UnknownTool {
+                module: module.to_owned(),
+                tool: tool_name.to_owned(),
+                known: manifest.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", "),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::MemoryCache;
+    use module_sdk::Permission;
+    use serde_json::json;
+
+    fn manifest(module: &str, tools: &[(&str, &str)]) -> ModuleManifest {
+        serde_json::from_value(json!({
+            "module_name": module,
+            "description": "A module.",
+            "tools": tools.iter().map(|(name, permission)| json!({
+                "name": format!("{module}.{name}"),
+                "description": "A tool.",
+                "parameters": [],
+                "required_permission": permission
+            })).collect::<Vec<_>>()
+        }))
+        .unwrap()
+    }
+
+    /// A registry whose modules are unreachable, filled from a warm cache.
+    async fn warm_registry() -> Registry {
+        let cache = Arc::new(MemoryCache::default());
+        cache.store(&manifest("files", &[("read", "guest"), ("delete", "admin")])).await.unwrap();
+        cache.store(&manifest("notes", &[("add", "user")])).await.unwrap();
+        cache.store(&manifest("stray", &[("x", "guest")])).await.unwrap();
+        let modules: BTreeMap<String, String> = [("files", 1), ("notes", 2), ("empty", 3)]
+            .into_iter()
+            .map(|(name, port)| (name.to_owned(), format!("http://127.0.0.1:{port}")))
+            .collect();
+        let registry = Registry::new(&modules, cache, reqwest::Client::new(), None, Duration::from_millis(200));
+        registry.load_cached().await;
+        registry
+    }
+
+    #[tokio::test]
+    async fn a_warm_cache_lists_tools_filtered_by_permission_and_module() {
+        let registry = warm_registry().await;
+        let names = |caller: Caller| registry.tools_for(&caller).into_iter().map(|t| t.name).collect::<Vec<_>>();
+        assert_eq!(names(Caller::new(None, None)), ["files.read"]);
+        assert_eq!(names(Caller::new(Some("user"), None)), ["files.read", "notes.add"]);
+        assert_eq!(names(Caller::new(Some("owner"), Some(vec!["files".into()]))), ["files.read", "files.delete"]);
+        let states: Vec<_> = registry.statuses().into_iter().map(|s| (s.name, s.state, s.tool_count)).collect();
+        assert_eq!(
+            states,
+            [("empty".into(), ModuleState::Down, 0), ("files".into(), ModuleState::Cached, 2), ("notes".into(), ModuleState::Cached, 1)]
+        );
+    }
+
+    #[tokio::test]
+    async fn routes_name_what_is_wrong() {
+        let registry = warm_registry().await;
+        let route = registry.route("files.delete").unwrap();
+        assert_eq!((route.module.as_str(), route.tool().required_permission), ("files", Permission::Admin));
+        assert!(matches!(registry.route("files"), Err(RouteError::BadName(_))));
+        assert!(matches!(registry.route("stray.x"), Err(RouteError::UnknownModule { .. })));
+        assert!(matches!(registry.route("empty.x"), Err(RouteError::NotDiscovered { .. })));
+        let error = registry.route("files.write").unwrap_err().to_string();
+        assert!(error.contains("files.read, files.delete"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_failed_discovery_keeps_the_cached_manifest_and_records_why() {
+        let registry = warm_registry().await;
+        assert!(registry.discover("files").await.is_err());
+        let files = registry.statuses().into_iter().find(|s| s.name == "files").unwrap();
+        assert_eq!(files.state, ModuleState::Cached);
+        assert!(files.last_error.unwrap().contains("127.0.0.1:1"));
+    }
+}

@@ -1,0 +1,78 @@
+//! Serving the HTTP API: cached manifests first, discovery in the
+//! background, then requests until SIGINT or SIGTERM.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::serve::ListenerExt;
+use tokio::net::TcpListener;
+
+use crate::app::{BuildError, Orchestrator};
+use crate::http::router;
+
+/// Why the server stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The orchestrator could not be built from its configuration.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    /// The address could not be bound or serving failed.
+    #[error("cannot serve on {address}: {source}")]
+    Io {
+        /// The address from HOST and PORT.
+        address: SocketAddr,
+        /// The socket error.
+        source: std::io::Error,
+    },
+}
+
+/// Loads cached manifests, starts discovery, and serves until a shutdown signal.
+pub async fn serve(orchestrator: Orchestrator) -> Result<(), ServeError> {
+    let orchestrator = Arc::new(orchestrator);
+    let config = Arc::clone(&orchestrator.config);
+    let address = SocketAddr::new(config.host, config.port);
+    let io_error = |source| ServeError::Io { address, source };
+    let listener = TcpListener::bind(address).await.map_err(io_error)?;
+    let bound = listener.local_addr().map_err(io_error)?;
+
+    orchestrator.registry.load_cached().await;
+    orchestrator.registry.spawn_discovery(config.refresh_interval);
+    tracing::info!(
+        address = %bound,
+        modules = config.module_services.len(),
+        cache = orchestrator.registry.cache_kind(),
+        auth = config.api_token.is_some(),
+        "orchestrator listening"
+    );
+    // Without TCP_NODELAY small answers can stall ~40 ms (Nagle + delayed ACK).
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    axum::serve(listener, router(orchestrator))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .map_err(io_error)?;
+    tracing::info!("orchestrator stopped");
+    Ok(())
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = interrupt => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutdown signal received");
+}
