@@ -114,10 +114,9 @@ start file_manager --tmpfs /data:rw,size=64m,mode=1777 -e FILE_MANAGER_DATA_DIR=
 research_url=http://127.0.0.1:$(port_of research)
 file_manager_url=http://127.0.0.1:$(port_of file_manager)
 
-for url in "$research_url" "$file_manager_url"; do
-    say "contract tests against $url"
-    SERVICE_AUTH_TOKEN=$token "$contract_tests" --url "$url" || fail "contract tests against $url"
-done
+say "contract tests against the research and file_manager containers"
+"$contract_tests" --url "$research_url" --url "$file_manager_url" --token "$token" ||
+    fail "contract tests against $research_url and $file_manager_url"
 
 start orchestrator serve \
     -e MODULE_SERVICES="{\"research\": \"$research_url\", \"file_manager\": \"$file_manager_url\"}"

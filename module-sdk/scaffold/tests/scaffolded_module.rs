@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 /// The name of the module the test scaffolds.
 const NAME: &str = "weather";
+/// The service token the module is started with; the contract tests also check that calls without it get 401.
+const TOKEN: &str = "scaffold-test-token";
 
 /// Kills and reaps a child process when dropped, even when the test panics.
 struct KillOnDrop(Child);
@@ -131,13 +133,13 @@ fn a_scaffolded_module_builds_tests_and_passes_the_contract_tests_unedited() {
     let built = cargo(workspace, &["build", "--offline", "-p", NAME, "-p", "contract-tests"]);
     assert!(built.status.success(), "cargo build failed:\n{}", text(&built));
 
-    // The running module passes the contract tests.
+    // The running module, with a service token, passes the contract tests.
     let port = free_port();
     let mut module = KillOnDrop(
         Command::new(target_dir().join("debug").join(NAME))
             .env("HOST", "127.0.0.1")
             .env("PORT", port.to_string())
-            .env_remove("SERVICE_AUTH_TOKEN")
+            .env("SERVICE_AUTH_TOKEN", TOKEN)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -147,7 +149,7 @@ fn a_scaffolded_module_builds_tests_and_passes_the_contract_tests_unedited() {
     let url = format!("http://127.0.0.1:{port}");
     let contract_tests = target_dir().join("debug/contract-tests");
     let checked = Command::new(&contract_tests)
-        .args(["--url", &url])
+        .args(["--url", &url, "--token", TOKEN])
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", contract_tests.display()));
     assert!(checked.status.success(), "contract tests failed against {url}:\n{}", text(&checked));
