@@ -1,17 +1,36 @@
 //! Model provider formats, both ways: our tool definitions out in each
 //! provider's dialect, and each provider's tool calls back in.
 //!
-//! INTERFACE AGREED BETWEEN THE ORCHESTRATOR AND PROVIDER-FORMATS WORK.
-//! The bodies below are placeholders until the provider-formats issue lands;
-//! the HTTP layer codes against these signatures.
+//! Out: [`render_tools`] (or, memoized per tool, [`ConvertedCache::render_tools`])
+//! gives provider-safe names ([`names`]), schemas compiled for the provider
+//! ([`compile`]) and descriptions within its limits; [`rules::check`] says
+//! whether a definition is one the provider accepts. In: [`parse_calls`]
+//! reads a model's tool calls in the provider's own shape and maps names and
+//! arguments back; [`render_results`] writes the provider's own result
+//! messages.
 
+mod anthropic;
+mod arguments;
+mod cache;
+mod calls;
+pub mod compile;
+mod gemini;
+pub mod names;
+mod openai;
+pub mod rules;
+mod text;
+
+use std::fmt;
 use std::str::FromStr;
 
 use module_sdk::{ToolDefinition, ToolResult};
 use serde_json::{Map, Value};
 
+pub use cache::ConvertedCache;
+use names::NameMap;
+
 /// A tool-list format a caller can ask for with `GET /tools?format=...`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ToolFormat {
     /// `raw`: our manifest form (the default).
     Raw,
@@ -30,7 +49,7 @@ pub enum ToolFormat {
 }
 
 /// The shape of a model's tool calls at `POST /v1/tool-calls?format=...`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CallFormat {
     /// `openai`: an assistant message (or Chat Completions response) with `tool_calls`.
     OpenAi,
@@ -43,6 +62,31 @@ pub enum CallFormat {
     /// `text`: free model text with fenced or bare `{"tool": ..., "args": ...}` objects.
     Text,
 }
+
+/// A provider whose tool definitions have rules ([`rules::check`]): the
+/// [`ToolFormat`]s other than `raw` and `prompt`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Provider {
+    /// OpenAI Chat Completions.
+    OpenAiChat,
+    /// OpenAI Responses.
+    OpenAiResponses,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Gemini with OpenAPI-subset `parameters`.
+    Gemini,
+    /// Gemini with `parametersJsonSchema`.
+    GeminiJsonSchema,
+}
+
+/// Every provider, for tests and tools that check all of them.
+pub const PROVIDERS: [Provider; 5] = [
+    Provider::OpenAiChat,
+    Provider::OpenAiResponses,
+    Provider::Anthropic,
+    Provider::Gemini,
+    Provider::GeminiJsonSchema,
+];
 
 /// One tool call a model asked for, mapped back to our names.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,52 +117,195 @@ pub enum ProviderError {
     },
 }
 
+impl ToolFormat {
+    /// Every tool format, in the order the documentation lists them.
+    pub const ALL: [ToolFormat; 7] = [
+        Self::Raw,
+        Self::OpenAiChat,
+        Self::OpenAiResponses,
+        Self::Anthropic,
+        Self::Gemini,
+        Self::GeminiJsonSchema,
+        Self::Prompt,
+    ];
+
+    /// The name used in `?format=`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Raw => "raw",
+            Self::OpenAiChat => "openai",
+            Self::OpenAiResponses => "openai-responses",
+            Self::Anthropic => "anthropic",
+            Self::Gemini => "gemini",
+            Self::GeminiJsonSchema => "gemini-json-schema",
+            Self::Prompt => "prompt",
+        }
+    }
+
+    /// The provider whose rules this format's definitions follow, if any.
+    pub fn provider(self) -> Option<Provider> {
+        match self {
+            Self::Raw | Self::Prompt => None,
+            Self::OpenAiChat => Some(Provider::OpenAiChat),
+            Self::OpenAiResponses => Some(Provider::OpenAiResponses),
+            Self::Anthropic => Some(Provider::Anthropic),
+            Self::Gemini => Some(Provider::Gemini),
+            Self::GeminiJsonSchema => Some(Provider::GeminiJsonSchema),
+        }
+    }
+}
+
+impl Provider {
+    /// The tool format that produces this provider's definitions.
+    pub fn format(self) -> ToolFormat {
+        match self {
+            Self::OpenAiChat => ToolFormat::OpenAiChat,
+            Self::OpenAiResponses => ToolFormat::OpenAiResponses,
+            Self::Anthropic => ToolFormat::Anthropic,
+            Self::Gemini => ToolFormat::Gemini,
+            Self::GeminiJsonSchema => ToolFormat::GeminiJsonSchema,
+        }
+    }
+}
+
+impl CallFormat {
+    /// The name used in `?format=`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OpenAi => "openai",
+            Self::OpenAiResponses => "openai-responses",
+            Self::Anthropic => "anthropic",
+            Self::Gemini => "gemini",
+            Self::Text => "text",
+        }
+    }
+}
+
+impl fmt::Display for ToolFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for CallFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl FromStr for ToolFormat {
     type Err = ProviderError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s {
-            "raw" => Self::Raw,
-            "openai" => Self::OpenAiChat,
-            "openai-responses" => Self::OpenAiResponses,
-            "anthropic" => Self::Anthropic,
-            "gemini" => Self::Gemini,
-            "gemini-json-schema" => Self::GeminiJsonSchema,
-            "prompt" => Self::Prompt,
-            other => return Err(ProviderError::UnknownFormat(other.to_owned())),
-        })
+        Self::ALL
+            .into_iter()
+            .find(|format| format.as_str() == s)
+            .ok_or_else(|| ProviderError::UnknownFormat(s.to_owned()))
     }
 }
 
 impl FromStr for CallFormat {
     type Err = ProviderError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(match s {
-            "openai" => Self::OpenAi,
-            "openai-responses" => Self::OpenAiResponses,
-            "anthropic" => Self::Anthropic,
-            "gemini" => Self::Gemini,
-            "text" => Self::Text,
-            other => return Err(ProviderError::UnknownFormat(other.to_owned())),
-        })
+        [Self::OpenAi, Self::OpenAiResponses, Self::Anthropic, Self::Gemini, Self::Text]
+            .into_iter()
+            .find(|format| format.as_str() == s)
+            .ok_or_else(|| ProviderError::UnknownFormat(s.to_owned()))
+    }
+}
+
+impl RequestedCall {
+    /// The failed result to answer with instead of executing this call, when
+    /// it cannot be executed: the name maps to no tool of the caller, or the
+    /// arguments could not be read. The message tells the model what to fix.
+    pub fn unexecutable_result(&self) -> Option<ToolResult> {
+        calls::unexecutable_result(self)
     }
 }
 
 /// The caller's tools in `format`: a JSON array of tool definitions for the
 /// provider formats, the manifest form for `raw`, `{"prompt": "..."}` for `prompt`.
 pub fn render_tools(format: ToolFormat, tools: &[ToolDefinition]) -> Value {
-    let _ = (format, tools);
-    todo!("provider-formats issue")
+    let names = NameMap::new(tools);
+    assemble(format, tools, |tool| convert_tool(format, tool, &names.provider_name(&tool.name)))
+}
+
+/// One tool converted to `format` under the provider-safe `name`.
+fn convert_tool(format: ToolFormat, tool: &ToolDefinition, name: &str) -> Value {
+    match format {
+        ToolFormat::Raw => serde_json::to_value(tool).expect("a ToolDefinition always serializes"),
+        ToolFormat::OpenAiChat => openai::chat_definition(tool, name),
+        ToolFormat::OpenAiResponses => openai::responses_definition(tool, name),
+        ToolFormat::Anthropic => anthropic::definition(tool, name),
+        ToolFormat::Gemini => gemini::definition(tool, name),
+        ToolFormat::GeminiJsonSchema => gemini::json_schema_definition(tool, name),
+        ToolFormat::Prompt => Value::String(text::tool_section(tool)),
+    }
+}
+
+/// Puts converted tools together into the answer for `format`.
+fn assemble(format: ToolFormat, tools: &[ToolDefinition], convert: impl FnMut(&ToolDefinition) -> Value) -> Value {
+    let converted = tools.iter().map(convert);
+    match format {
+        ToolFormat::Prompt => {
+            let sections: Vec<String> = converted
+                .map(|section| match section {
+                    Value::String(text) => text,
+                    other => other.to_string(),
+                })
+                .collect();
+            serde_json::json!({ "prompt": text::prompt(&sections) })
+        }
+        _ => Value::Array(converted.collect()),
+    }
 }
 
 /// Reads the tool calls out of a model's message in `format`; `tools` are
 /// the caller's tools, used to map provider-safe names back.
 pub fn parse_calls(format: CallFormat, body: &Value, tools: &[ToolDefinition]) -> Result<Vec<RequestedCall>, ProviderError> {
-    let _ = (format, body, tools);
-    todo!("provider-formats issue")
+    let mut calls = match format {
+        CallFormat::OpenAi => openai::parse_chat(body)?,
+        CallFormat::OpenAiResponses => openai::parse_responses(body)?,
+        CallFormat::Anthropic => anthropic::parse(body)?,
+        CallFormat::Gemini => gemini::parse(body)?,
+        CallFormat::Text => text::parse(body)?,
+    };
+    let names = NameMap::new(tools);
+    for call in &mut calls {
+        let tool = names.tool_for(&call.provider_name).and_then(|name| tools.iter().find(|t| t.name == name));
+        call.tool_name = tool.map(|t| t.name.clone());
+        if let (Some(tool), Ok(arguments)) = (tool, &mut call.arguments) {
+            let renamed = matches!(format, CallFormat::Gemini);
+            arguments::restore(&compile::input_schema(tool), arguments, renamed);
+        }
+    }
+    Ok(calls)
 }
 
 /// The provider's own result messages for executed calls, in call order.
 pub fn render_results(format: CallFormat, results: &[(RequestedCall, ToolResult)]) -> Value {
-    let _ = (format, results);
-    todo!("provider-formats issue")
+    match format {
+        CallFormat::OpenAi => openai::chat_results(results),
+        CallFormat::OpenAiResponses => openai::responses_results(results),
+        CallFormat::Anthropic => anthropic::results(results),
+        CallFormat::Gemini => gemini::results(results),
+        CallFormat::Text => text::results(results),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_names_read_back() {
+        for format in ToolFormat::ALL {
+            assert_eq!(format.as_str().parse::<ToolFormat>(), Ok(format));
+        }
+        for provider in PROVIDERS {
+            assert_eq!(provider.format().provider(), Some(provider));
+        }
+        assert_eq!("text".parse::<CallFormat>(), Ok(CallFormat::Text));
+        assert_eq!("xml".parse::<ToolFormat>(), Err(ProviderError::UnknownFormat("xml".into())));
+        assert!("prompt".parse::<CallFormat>().is_err());
+    }
 }

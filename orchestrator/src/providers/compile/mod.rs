@@ -1,0 +1,41 @@
+//! Schema compilation per provider: pure functions from one JSON Schema to
+//! another that the provider accepts, keeping as much meaning as it can
+//! (what a provider cannot take as a keyword goes into the description).
+//!
+//! - [`prepare`]: the shape every target starts from (no `$schema`, bare
+//!   `#/$defs` references only, unused definitions pruned). Anthropic and
+//!   Gemini's `parametersJsonSchema` take it as it is.
+//! - [`openai`]: strict structured outputs when possible, else non-strict.
+//! - [`gemini`]: Gemini's OpenAPI subset for `parameters`.
+
+mod gemini;
+mod notes;
+mod openai;
+mod prepare;
+mod size;
+pub(crate) mod walk;
+
+use std::borrow::Cow;
+
+use module_sdk::ToolDefinition;
+use module_sdk::schema::{is_object_schema, schema_from_parameters};
+use serde_json::Value;
+
+pub use gemini::{GEMINI_FORMATS, GEMINI_KEYWORDS, GEMINI_TYPES, gemini};
+pub use notes::phrase;
+pub use openai::{
+    Compiled, MAX_DEPTH, MAX_ENUM_VALUES, MAX_PROPERTIES, NotStrict, STRICT_BLOCKERS, STRICT_FORMATS, STRICT_KEYWORDS,
+    openai, strict_schema,
+};
+pub use prepare::prepare;
+pub use size::{Size, measure};
+
+/// The JSON Schema of a tool's arguments: its `input_schema` when that is
+/// an object schema, otherwise one built from its `parameters` (modules
+/// that send only the contract's base fields).
+pub fn input_schema(tool: &ToolDefinition) -> Cow<'_, Value> {
+    match &tool.input_schema {
+        Some(schema) if is_object_schema(schema) => Cow::Borrowed(schema),
+        _ => Cow::Owned(schema_from_parameters(&tool.parameters)),
+    }
+}

@@ -1,0 +1,109 @@
+//! Where the subschemas of a JSON Schema node are, so that passes can visit
+//! or rewrite every node without knowing every keyword.
+
+use serde_json::{Map, Value};
+
+/// Keywords whose value is one subschema.
+const SINGLE: &[&str] = &[
+    "items",
+    "additionalProperties",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "additionalItems",
+];
+
+/// Keywords whose value is a list of subschemas (`items` too, in its old tuple form).
+const LISTS: &[&str] = &["anyOf", "oneOf", "allOf", "prefixItems", "items"];
+
+/// Keywords whose value maps names to subschemas.
+const MAPS: &[&str] = &["properties", "$defs", "definitions", "patternProperties", "dependentSchemas"];
+
+/// Calls `f` with the JSON pointer suffix (e.g. `/properties/name`) and the
+/// value of every direct subschema of `node`.
+pub fn for_each_child<'a>(node: &'a Map<String, Value>, mut f: impl FnMut(String, &'a Value)) {
+    for (keyword, value) in node {
+        let keyword = keyword.as_str();
+        match value {
+            Value::Array(items) if LISTS.contains(&keyword) => {
+                for (index, item) in items.iter().enumerate() {
+                    f(format!("/{keyword}/{index}"), item);
+                }
+            }
+            Value::Object(map) if MAPS.contains(&keyword) => {
+                for (name, item) in map {
+                    f(format!("/{keyword}/{}", escape(name)), item);
+                }
+            }
+            Value::Object(_) | Value::Bool(_) if SINGLE.contains(&keyword) => f(format!("/{keyword}"), value),
+            _ => {}
+        }
+    }
+}
+
+/// Calls `f` on every direct subschema of `node`, allowing it to be rewritten.
+pub fn for_each_child_mut(node: &mut Map<String, Value>, mut f: impl FnMut(&mut Value)) {
+    for (keyword, value) in node.iter_mut() {
+        let keyword = keyword.as_str();
+        match value {
+            Value::Array(items) if LISTS.contains(&keyword) => items.iter_mut().for_each(&mut f),
+            Value::Object(map) if MAPS.contains(&keyword) => map.values_mut().for_each(&mut f),
+            Value::Object(_) | Value::Bool(_) if SINGLE.contains(&keyword) => f(value),
+            _ => {}
+        }
+    }
+}
+
+/// Calls `f` on `root` and every node below it, with its JSON pointer.
+pub fn for_each_node<'a>(root: &'a Value, path: &str, f: &mut impl FnMut(&str, &'a Value)) {
+    f(path, root);
+    if let Value::Object(map) = root {
+        for_each_child(map, |suffix, child| for_each_node(child, &format!("{path}{suffix}"), f));
+    }
+}
+
+/// A name escaped for use in a JSON pointer.
+pub fn escape(name: &str) -> String {
+    name.replace('~', "~0").replace('/', "~1")
+}
+
+/// The `$defs` entry a reference names, for references of the form `#/$defs/<name>`.
+pub fn def_name(reference: &str) -> Option<String> {
+    let name = reference.strip_prefix("#/$defs/")?;
+    (!name.contains('/')).then(|| name.replace("~1", "/").replace("~0", "~"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_subschema_is_visited_with_its_pointer() {
+        let schema = json!({
+            "properties": {"a/b": {"items": {"type": "string"}}},
+            "anyOf": [true, {"not": {}}],
+            "enum": [{"type": "not a schema"}],
+            "$defs": {"X": {"additionalProperties": false}}
+        });
+        let mut paths = Vec::new();
+        for_each_node(&schema, "", &mut |path, _| paths.push(path.to_owned()));
+        assert_eq!(
+            paths,
+            ["", "/properties/a~1b", "/properties/a~1b/items", "/anyOf/0", "/anyOf/1", "/anyOf/1/not", "/$defs/X", "/$defs/X/additionalProperties"]
+        );
+    }
+
+    #[test]
+    fn def_names_are_read_from_local_references_only() {
+        assert_eq!(def_name("#/$defs/Tree").as_deref(), Some("Tree"));
+        assert_eq!(def_name("#/$defs/a~1b").as_deref(), Some("a/b"));
+        assert_eq!(def_name("#/$defs/Tree/properties/x"), None);
+        assert_eq!(def_name("https://x/y.json"), None);
+    }
+}

@@ -1,0 +1,96 @@
+//! Gemini: `functionDeclarations` entries with OpenAPI-subset `parameters`
+//! or with `parametersJsonSchema`, `functionCall` parts in, and
+//! `functionResponse` parts out.
+
+use module_sdk::{ToolDefinition, ToolResult};
+use serde_json::{Map, Value, json};
+
+use super::calls::{arguments_from_value, generated_id, is_generated_id, not_shape};
+use super::compile;
+use super::{ProviderError, RequestedCall};
+
+/// A function declaration with OpenAPI-subset `parameters`.
+pub fn definition(tool: &ToolDefinition, name: &str) -> Value {
+    json!({
+        "name": name,
+        "description": tool.description.trim(),
+        "parameters": compile::gemini(&compile::input_schema(tool)),
+    })
+}
+
+/// A function declaration with `parametersJsonSchema`.
+pub fn json_schema_definition(tool: &ToolDefinition, name: &str) -> Value {
+    json!({
+        "name": name,
+        "description": tool.description.trim(),
+        "parametersJsonSchema": compile::prepare(&compile::input_schema(tool)),
+    })
+}
+
+/// The `functionCall` parts of a `generateContent` response (first
+/// candidate), a content, or a bare part list.
+pub fn parse(body: &Value) -> Result<Vec<RequestedCall>, ProviderError> {
+    let content = body.pointer("/candidates/0/content").unwrap_or(body);
+    let parts = match content.get("parts").unwrap_or(content) {
+        Value::Array(parts) => parts,
+        _ => return Err(not_shape("gemini", "expected a content with a `parts` list")),
+    };
+    parts
+        .iter()
+        .enumerate()
+        .filter_map(|(index, part)| part.get("functionCall").map(|call| (index, call)))
+        .map(|(index, call)| {
+            let name = call
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| not_shape("gemini", format!("functionCall in part {index} has no `name`")))?;
+            Ok(RequestedCall {
+                call_id: call.get("id").and_then(Value::as_str).map_or_else(|| generated_id(index), str::to_owned),
+                provider_name: name.to_owned(),
+                tool_name: None,
+                arguments: arguments_from_value(call.get("args").unwrap_or(&Value::Null)),
+            })
+        })
+        .collect()
+}
+
+/// One user content with a `functionResponse` part per result: the output
+/// under `output`, a failure under `error`; the call's id when Gemini sent one.
+pub fn results(results: &[(RequestedCall, ToolResult)]) -> Value {
+    let parts: Vec<Value> = results
+        .iter()
+        .map(|(call, result)| {
+            let response = if result.success {
+                json!({"output": result.result})
+            } else {
+                json!({"error": {
+                    "message": result.error.as_deref().unwrap_or("the tool failed without saying why"),
+                    "kind": result.error_kind,
+                }})
+            };
+            let mut function_response = Map::new();
+            if !is_generated_id(&call.call_id) {
+                function_response.insert("id".into(), call.call_id.clone().into());
+            }
+            function_response.insert("name".into(), call.provider_name.clone().into());
+            function_response.insert("response".into(), response);
+            json!({"functionResponse": function_response})
+        })
+        .collect();
+    json!({"role": "user", "parts": parts})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_parts_are_skipped_and_bad_shapes_refused() {
+        let calls = parse(&json!({"role": "model", "parts": [{"text": "thinking"}, {"functionCall": {"name": "m__t"}}]})).unwrap();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].call_id, generated_id(1));
+        assert_eq!(calls[0].arguments, Ok(Map::new()));
+        assert!(parse(&json!({"parts": {}})).is_err());
+        assert!(parse(&json!([{"functionCall": {"args": {}}}])).is_err());
+    }
+}
