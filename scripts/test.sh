@@ -16,6 +16,9 @@ if ((${#missing[@]})); then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# The SDK's compatibility test validates our JSON under pydantic models.
+python3 -c "import pydantic" 2>/dev/null || python3 -m pip install --quiet "pydantic>=2,<3"
+
 # In CI a missing service fails the tests instead of skipping them.
 export REQUIRE_SERVICES=1
 

@@ -84,6 +84,30 @@ where
 }
 
 /// One tool, ready to be registered on a [`crate::Module`].
+///
+/// With `#[tool]`, the doc comment is the description, and a tool without
+/// one is a compile error:
+///
+/// ```compile_fail
+/// # use module_sdk::{Context, ToolError, tool};
+/// # #[derive(serde::Deserialize, schemars::JsonSchema)] struct Args { x: u8 }
+/// #[tool]
+/// async fn undocumented(_ctx: Context, args: Args) -> Result<u8, ToolError> {
+///     Ok(args.x)
+/// }
+/// ```
+///
+/// The same function with a doc comment compiles:
+///
+/// ```
+/// # use module_sdk::{Context, ToolError, tool};
+/// # #[derive(serde::Deserialize, schemars::JsonSchema)] struct Args { x: u8 }
+/// /// Give the number back.
+/// #[tool]
+/// async fn documented(_ctx: Context, args: Args) -> Result<u8, ToolError> {
+///     Ok(args.x)
+/// }
+/// ```
 #[derive(Clone)]
 pub struct Tool {
     pub(crate) name: String,
