@@ -1,23 +1,38 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace, the way CI does. Installs what the tests
-# need (redis-server, podman) when it is missing. Usage: scripts/test.sh
+# need (redis-server, podman, pydantic) when it is missing. Usage: scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-missing=()
-command -v redis-server >/dev/null || missing+=(redis-server)
-command -v podman >/dev/null || missing+=(podman runc)
-if ((${#missing[@]})); then
+apt_updated=0
+# Installs Debian packages, running `apt-get update` once first.
+apt_install() {
     if [ "$(id -u)" -ne 0 ]; then
-        echo "scripts/test.sh: missing ${missing[*]}; install them (apt-get install -y ${missing[*]}) or run as root" >&2
+        echo "scripts/test.sh: missing $*; install them (apt-get install -y $*) or run as root" >&2
         exit 2
     fi
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    if [ "$apt_updated" -eq 0 ]; then
+        apt-get update -qq
+        apt_updated=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+missing=()
+command -v redis-server >/dev/null || missing+=(redis-server)
+command -v podman >/dev/null || missing+=(podman)
+command -v runc >/dev/null || missing+=(runc)
+command -v python3 >/dev/null || missing+=(python3)
+if ((${#missing[@]})); then
+    apt_install "${missing[@]}"
 fi
 
-# The SDK's compatibility test validates our JSON under pydantic models.
-python3 -c "import pydantic" 2>/dev/null || python3 -m pip install --quiet "pydantic>=2,<3"
+# The SDK's compatibility test validates our JSON under pydantic (v2) models.
+if ! python3 -c 'import sys, pydantic; sys.exit(pydantic.VERSION < "2")' 2>/dev/null; then
+    python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip
+    python3 -m pip install --quiet "pydantic>=2,<3" 2>/dev/null \
+        || python3 -m pip install --quiet --break-system-packages "pydantic>=2,<3"
+fi
 
 # In CI a missing service fails the tests instead of skipping them.
 export REQUIRE_SERVICES=1
