@@ -1,0 +1,122 @@
+//! Whole-process tests of routed execution: the permission checked again at
+//! `/execute`, the user injected, modules that die mid-call or outlive their
+//! timeout, and every outcome a ToolResult.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::modules::{sdk_module, stalling_module};
+use common::{ModuleServer, OrchestratorProcess, module_services};
+use serde_json::json;
+
+#[tokio::test]
+async fn a_guest_is_refused_an_admin_tool_it_never_listed() {
+    let (alpha, calls) = sdk_module("alpha");
+    let alpha = ModuleServer::sdk(alpha);
+    let orchestrator = OrchestratorProcess::start(&[("MODULE_SERVICES", &module_services(&[("alpha", alpha.url())]))]);
+    orchestrator.wait_for_module("alpha", "up", Duration::from_secs(10)).await;
+    assert!(!orchestrator.tool_names("permission=guest").await.contains(&"alpha.wipe".to_owned()));
+
+    for permission in [json!("guest"), json!("superuser"), json!(null)] {
+        let result = orchestrator
+            .execute(json!({"tool_name": "alpha.wipe", "arguments": {}, "user_id": "u1", "user_permission": permission}))
+            .await;
+        assert_eq!(result["success"], false);
+        assert_eq!(result["error_kind"], "permission_denied", "{result}");
+        assert!(result["error"].as_str().unwrap().contains("requires `admin`"), "{result}");
+    }
+    let outside_persona = orchestrator
+        .execute(json!({"tool_name": "alpha.echo", "arguments": {"text": "x"}, "user_permission": "owner", "modules": ["beta"]}))
+        .await;
+    assert_eq!(outside_persona["error_kind"], "permission_denied");
+    assert_eq!(calls.count(), 0, "no refused call reached the module");
+
+    let admin = orchestrator
+        .execute(json!({"tool_name": "alpha.wipe", "arguments": {}, "user_id": "u1", "user_permission": "admin"}))
+        .await;
+    assert_eq!(admin["success"], true, "{admin}");
+    assert_eq!(calls.count(), 1);
+}
+
+#[tokio::test]
+async fn calls_carry_the_user_and_bad_calls_are_answered_clearly() {
+    let (alpha, _) = sdk_module("alpha");
+    let alpha = ModuleServer::sdk(alpha);
+    let orchestrator = OrchestratorProcess::start(&[("MODULE_SERVICES", &module_services(&[("alpha", alpha.url())]))]);
+    orchestrator.wait_for_module("alpha", "up", Duration::from_secs(10)).await;
+
+    let echoed = orchestrator
+        .execute(json!({"tool_name": "alpha.echo", "arguments": {"text": "hi"}, "user_id": "user-42"}))
+        .await;
+    assert_eq!(echoed, json!({"tool_name": "alpha.echo", "success": true, "result": {"text": "hi", "user_id": "user-42"}, "error": null}));
+
+    let cases = [
+        (json!({"tool_name": "alpha.erase"}), "unknown_tool", "alpha.echo, alpha.wipe"),
+        (json!({"tool_name": "gamma.echo"}), "unknown_tool", "no module `gamma`"),
+        (json!({"tool_name": "echo"}), "unknown_tool", "expected `<module>.<tool>`"),
+        (json!({"tool_name": "alpha.echo", "arguments": {"text": 5}}), "invalid_arguments", "text"),
+    ];
+    for (request, kind, detail) in cases {
+        let result = orchestrator.execute(request.clone()).await;
+        assert_eq!(result["success"], false, "{request}");
+        assert_eq!(result["error_kind"], kind, "{result}");
+        assert!(result["error"].as_str().unwrap().contains(detail), "{result}");
+    }
+
+    let (status, body) = orchestrator.post("/execute", &json!({"tool_name": "alpha.echo", "arguments": [1]})).await;
+    assert_eq!(status, 422);
+    assert!(body["error"].as_str().unwrap().contains("arguments"), "{body}");
+}
+
+#[tokio::test]
+async fn a_module_killed_mid_call_or_gone_gives_unavailable() {
+    let (stalling, calls) = stalling_module("slow");
+    let mut slow = ModuleServer::start(stalling);
+    let (alpha, _) = sdk_module("alpha");
+    let mut alpha = ModuleServer::sdk(alpha);
+    let services = module_services(&[("slow", slow.url()), ("alpha", alpha.url())]);
+    let orchestrator = OrchestratorProcess::start(&[("MODULE_SERVICES", &services)]);
+    orchestrator.wait_for_module("slow", "up", Duration::from_secs(10)).await;
+    orchestrator.wait_for_module("alpha", "up", Duration::from_secs(10)).await;
+
+    let call = orchestrator.execute(json!({"tool_name": "slow.stall", "arguments": {}}));
+    let kill = async {
+        while calls.count() == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        slow.kill();
+    };
+    let (result, ()) = tokio::join!(call, kill);
+    assert_eq!(result["success"], false);
+    assert_eq!(result["error_kind"], "unavailable", "{result}");
+    assert!(result["error"].as_str().unwrap().contains("broke during the call"), "{result}");
+
+    // A module that is gone before the call: the connection is refused.
+    alpha.kill();
+    let result = orchestrator.execute(json!({"tool_name": "alpha.echo", "arguments": {"text": "x"}})).await;
+    assert_eq!(result["error_kind"], "unavailable", "{result}");
+    assert!(result["error"].as_str().unwrap().contains("cannot be reached"), "{result}");
+}
+
+#[tokio::test]
+async fn a_tool_that_outlives_its_timeout_gives_timeout() {
+    let (stalling, calls) = stalling_module("slow");
+    let slow = ModuleServer::start(stalling);
+    let services = module_services(&[("slow", slow.url())]);
+    let orchestrator = OrchestratorProcess::start(&[("MODULE_SERVICES", &services), ("DEFAULT_TOOL_TIMEOUT", "0.5")]);
+    orchestrator.wait_for_module("slow", "up", Duration::from_secs(10)).await;
+
+    // `wait` names its own timeout (1 s): the orchestrator waits that plus a grace second.
+    let started = Instant::now();
+    let result = orchestrator.execute(json!({"tool_name": "slow.wait", "arguments": {}})).await;
+    assert_eq!(result["error_kind"], "timeout", "{result}");
+    assert!(result["error"].as_str().unwrap().contains("within 2 s"), "{result}");
+    assert!(started.elapsed() >= Duration::from_secs(2));
+
+    // `stall` names none: the configured default applies.
+    let result = orchestrator.execute(json!({"tool_name": "slow.stall", "arguments": {}})).await;
+    assert_eq!(result["error_kind"], "timeout", "{result}");
+    assert!(result["error"].as_str().unwrap().contains("within 0.5 s"), "{result}");
+    assert_eq!(calls.count(), 2, "a timed-out call is not sent again");
+}
