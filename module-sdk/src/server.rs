@@ -88,6 +88,7 @@ pub(crate) fn router(service: Arc<ModuleService>, config: &ServeConfig) -> Route
         .route("/manifest", get(manifest))
         .route("/execute", post(execute))
         .route("/openapi.json", get(openapi))
+        .fallback(not_found)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .with_state(state)
 }
@@ -167,6 +168,14 @@ fn bad_call_message(error: &serde_json::Error) -> String {
 #[utoipa::path(get, path = "/openapi.json", responses((status = 200, description = "OpenAPI 3.1 document")))]
 pub(crate) async fn openapi(State(state): State<AppState>) -> Response {
     json_bytes(state.openapi_json.clone())
+}
+
+/// Any other path: a JSON 404 that lists the routes there are.
+async fn not_found() -> Response {
+    error_response(
+        StatusCode::NOT_FOUND,
+        "no such route; a module serves GET /health, GET /manifest, POST /execute and GET /openapi.json",
+    )
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM.

@@ -265,6 +265,10 @@ async fn health_and_openapi_describe_the_real_api() {
     let demo = Demo::start(&[]);
     let health: Value = client().get(demo.url("/health")).send().await.unwrap().json().await.unwrap();
     assert_eq!(health, json!({"status": "ok"}));
+    let missing = client().get(demo.url("/tools")).send().await.unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    let missing: Value = missing.json().await.unwrap();
+    assert!(missing["error"].as_str().unwrap().contains("POST /execute"));
     let doc: Value = client().get(demo.url("/openapi.json")).send().await.unwrap().json().await.unwrap();
     assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
     assert_eq!(doc["info"]["title"], "demo module");
