@@ -1,0 +1,90 @@
+//! Name resolution that refuses internal addresses, plugged into reqwest so
+//! that the address checked is the address connected to.
+//!
+//! Checking a host name and then letting the HTTP client resolve it again
+//! leaves a gap: a hostile DNS server can answer a public address to the
+//! check and `127.0.0.1` to the connection (DNS rebinding). Here the
+//! client's only resolver is this one, and it hands the client nothing but
+//! the addresses that passed the policy, so the connection is pinned to
+//! checked addresses. Hosts written as IP literals never reach a resolver;
+//! the fetcher checks those itself before each request.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+
+use crate::address_policy::{AddressPolicy, BlockedAddress};
+
+/// A host name whose every address is refused.
+#[derive(Debug, thiserror::Error)]
+#[error("{host} resolves only to refused addresses: {blocked}")]
+pub struct BlockedHost {
+    /// The name that was resolved.
+    pub host: String,
+    /// The first refused address and why.
+    pub blocked: BlockedAddress,
+}
+
+/// A reqwest resolver that filters the system resolver's answers through
+/// an [`AddressPolicy`].
+#[derive(Debug, Clone)]
+pub struct GuardedResolver {
+    policy: Arc<AddressPolicy>,
+}
+
+impl GuardedResolver {
+    /// A resolver enforcing `policy`.
+    pub fn new(policy: Arc<AddressPolicy>) -> Self {
+        Self { policy }
+    }
+}
+
+impl Resolve for GuardedResolver {
+    fn resolve(&self, name: Name) -> Resolving {
+        let policy = self.policy.clone();
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            // The port is replaced by the connector; 0 is a placeholder.
+            let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let mut first_refusal = None;
+            let mut permitted = Vec::with_capacity(resolved.len());
+            for address in resolved {
+                match policy.check(address.ip()) {
+                    Ok(()) => permitted.push(address),
+                    Err(blocked) => {
+                        first_refusal.get_or_insert(blocked);
+                    }
+                }
+            }
+            match (permitted.is_empty(), first_refusal) {
+                (true, Some(blocked)) => Err(Box::new(BlockedHost { host, blocked }) as _),
+                _ => Ok(Box::new(permitted.into_iter()) as Addrs),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::str::FromStr;
+
+    #[tokio::test]
+    async fn localhost_is_refused_and_names_the_range() {
+        let resolver = GuardedResolver::new(Arc::new(AddressPolicy::new(Vec::new())));
+        let error = resolver.resolve(Name::from_str("localhost").unwrap()).await.err().unwrap();
+        let blocked = error.downcast_ref::<BlockedHost>().expect("a BlockedHost error");
+        assert_eq!(blocked.host, "localhost");
+        assert_eq!(blocked.blocked.range, "loopback");
+    }
+
+    #[tokio::test]
+    async fn allowed_addresses_are_the_only_ones_returned() {
+        let policy = AddressPolicy::new(vec!["127.0.0.1/32".parse().unwrap()]);
+        let resolver = GuardedResolver::new(Arc::new(policy));
+        let addresses: Vec<SocketAddr> = resolver.resolve(Name::from_str("localhost").unwrap()).await.unwrap().collect();
+        assert!(!addresses.is_empty());
+        assert!(addresses.iter().all(|a| a.ip() == std::net::Ipv4Addr::LOCALHOST), "{addresses:?}");
+    }
+}

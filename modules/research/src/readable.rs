@@ -1,0 +1,163 @@
+//! HTML turned into what a model can read: the title, the main text as
+//! plain text (headings, paragraphs, lists and tables kept), and the links.
+//!
+//! The main text is the page's `<main>`, `<article>` or `[role=main]`
+//! element when it has one (navigation and footers are then left out),
+//! else its whole body; html2text renders it and drops scripts and styles.
+//! Pages nested too deeply to build a tree from in reasonable time are read
+//! from the tokenizer pass of [`crate::skim`] instead (text without layout).
+
+use schemars::JsonSchema;
+use scraper::{ElementRef, Html, Selector};
+use serde::Serialize;
+use url::Url;
+
+use crate::skim::skim;
+
+/// Width, in columns, that text is wrapped to.
+const WRAP_COLUMNS: usize = 100;
+/// Most links returned for one page.
+const MAX_LINKS: usize = 100;
+/// Most characters of a link's text.
+const MAX_LINK_TEXT_CHARS: usize = 200;
+
+/// A link found on a page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct Link {
+    /// The absolute http(s) URL the link points to.
+    pub url: String,
+    /// The link's visible text (may be empty, e.g. for an image link).
+    pub text: String,
+}
+
+/// The readable parts of an HTML page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Readable {
+    /// The page's `<title>`, else its `og:title`, else its first `<h1>`.
+    pub title: Option<String>,
+    /// The main text, as plain text.
+    pub text: String,
+    /// Distinct http(s) links of the page, absolute, in document order.
+    pub links: Vec<Link>,
+}
+
+/// Extracts title, main text and links from `html`, resolving relative
+/// links against `base` (the page's final URL).
+pub fn readable(html: &str, base: &Url) -> Readable {
+    let skimmed = skim(html);
+    if skimmed.too_deep {
+        let links = absolute_links(skimmed.links.into_iter(), base);
+        return Readable { title: skimmed.title, text: skimmed.text, links };
+    }
+    let document = Html::parse_document(html);
+    let main = ["main", "article", "[role=main]"]
+        .into_iter()
+        .find_map(|selector| document.select(&selector_of(selector)).next());
+    let main_html = main.map_or_else(|| document.html(), |element| element.html());
+    let text = html2text::config::plain_no_decorate()
+        .string_from_read(main_html.as_bytes(), WRAP_COLUMNS)
+        // Rendering fails only for widths too narrow for the content; the
+        // plain text of the tree is a faithful, unformatted fallback.
+        .unwrap_or_else(|_| collapse_whitespace(&main.unwrap_or(document.root_element()).text().collect::<String>()));
+    let anchor_selector = selector_of("a[href]");
+    let anchors = document.select(&anchor_selector).filter_map(|anchor| {
+        let href = anchor.value().attr("href")?.to_owned();
+        Some((href, anchor.text().collect::<String>()))
+    });
+    Readable { title: title(&document), text: text.trim().to_owned(), links: absolute_links(anchors, base) }
+}
+
+fn selector_of(selector: &str) -> Selector {
+    Selector::parse(selector).expect("the built-in selectors are valid")
+}
+
+fn title(document: &Html) -> Option<String> {
+    let element_text = |selector: &str| {
+        document
+            .select(&selector_of(selector))
+            .map(|e: ElementRef<'_>| collapse_whitespace(&e.text().collect::<String>()))
+            .find(|t| !t.is_empty())
+    };
+    let og_title = || {
+        document
+            .select(&selector_of(r#"meta[property="og:title"]"#))
+            .filter_map(|e| e.value().attr("content"))
+            .map(collapse_whitespace)
+            .find(|t| !t.is_empty())
+    };
+    element_text("title").or_else(og_title).or_else(|| element_text("h1"))
+}
+
+/// The distinct http(s) targets of `(href, text)` pairs, resolved against
+/// `base`, in order, at most [`MAX_LINKS`].
+fn absolute_links(anchors: impl Iterator<Item = (String, String)>, base: &Url) -> Vec<Link> {
+    let mut seen = std::collections::HashSet::new();
+    anchors
+        .filter_map(|(href, text)| {
+            let url = base.join(href.trim()).ok()?;
+            matches!(url.scheme(), "http" | "https").then_some((url, text))
+        })
+        .filter(|(url, _)| seen.insert(url.to_string()))
+        .take(MAX_LINKS)
+        .map(|(url, text)| Link { url: url.into(), text: collapse_whitespace(&text).chars().take(MAX_LINK_TEXT_CHARS).collect() })
+        .collect()
+}
+
+/// Runs of whitespace turned into one space, ends trimmed.
+pub fn collapse_whitespace(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> Url {
+        Url::parse("https://example.org/docs/page.html").unwrap()
+    }
+
+    #[test]
+    fn title_text_and_links_are_extracted() {
+        let html = r#"<!doctype html><html><head><title> The  Page </title>
+            <style>p { color: red }</style><script>var secret = "not text";</script></head>
+            <body><nav><a href="/home">Home</a></nav>
+            <main><h1>Heading</h1><p>First paragraph with <a href="other.html">a link</a>.</p>
+            <ul><li>one</li><li>two</li></ul></main>
+            <footer><a href="mailto:x@example.org">mail</a><a href="https://example.org/docs/other.html">again</a></footer>
+            </body></html>"#;
+        let page = readable(html, &base());
+        assert_eq!(page.title.as_deref(), Some("The Page"));
+        assert!(page.text.contains("Heading"), "{}", page.text);
+        assert!(page.text.contains("First paragraph with"), "{}", page.text);
+        assert!(page.text.contains("one") && page.text.contains("two"));
+        assert!(!page.text.contains("Home"), "navigation outside <main> is left out: {}", page.text);
+        assert!(!page.text.contains("secret") && !page.text.contains("color"), "{}", page.text);
+        let urls: Vec<&str> = page.links.iter().map(|l| l.url.as_str()).collect();
+        assert_eq!(urls, ["https://example.org/home", "https://example.org/docs/other.html"]);
+        assert_eq!(page.links[1].text, "a link");
+    }
+
+    #[test]
+    fn pages_without_main_use_the_body_and_fall_back_for_the_title() {
+        let page = readable(r#"<meta property="og:title" content="OG title"><p>Body text</p>"#, &base());
+        assert_eq!(page.title.as_deref(), Some("OG title"));
+        assert_eq!(page.text, "Body text");
+        let page = readable("<h1>Only a heading</h1>", &base());
+        assert_eq!(page.title.as_deref(), Some("Only a heading"));
+        assert_eq!(readable("", &base()).title, None);
+    }
+
+    #[test]
+    fn hostile_markup_is_survived() {
+        let deep = format!("{}<a href=/in>deep</a>{}", "<div>".repeat(20_000), "</div>".repeat(20_000));
+        let page = readable(&format!("<title>Deep</title>{deep}"), &base());
+        assert_eq!(page.title.as_deref(), Some("Deep"));
+        assert_eq!(page.text, "deep");
+        assert_eq!(page.links, [Link { url: "https://example.org/in".into(), text: "deep".into() }]);
+        let many_links: String = (0..500).map(|i| format!("<a href=\"/p{i}\">{i}</a>")).collect();
+        assert_eq!(readable(&many_links, &base()).links.len(), MAX_LINKS);
+        let broken = readable("<a href=\"http://[::1\">x</a><a href=\"javascript:alert(1)\">y</a><p>ok", &base());
+        assert!(broken.links.is_empty());
+        assert!(broken.text.ends_with("ok"), "{}", broken.text);
+    }
+}

@@ -1,0 +1,115 @@
+//! The module's own settings, read from the command line or the
+//! environment (the HTTP server's settings — `HOST`, `PORT`,
+//! `SERVICE_AUTH_TOKEN`, `MAX_BODY_BYTES`, `LOG_FORMAT` — are read by
+//! `Module::serve`).
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use clap::Parser;
+use ipnet::IpNet;
+use url::Url;
+
+/// Settings of the research module.
+#[derive(Debug, Clone, Parser)]
+#[command(version, about = "Serve the research module: web and news search, safe page fetching, summaries.")]
+pub struct Settings {
+    /// Base URL of a SearxNG instance whose JSON format is enabled
+    /// (`search.formats: [html, json]` in its settings.yml). Without it the
+    /// search tools answer `unavailable`.
+    #[arg(long, env = "SEARXNG_URL", value_parser = parse_http_url)]
+    pub searxng_url: Option<Url>,
+
+    /// Seconds a search may take, SearxNG's own fan-out included.
+    #[arg(long, env = "SEARCH_TIMEOUT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=120))]
+    pub search_timeout_seconds: u64,
+
+    /// Seconds a page fetch may take in total, redirects and body included.
+    #[arg(long, env = "FETCH_TIMEOUT_SECONDS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=55))]
+    pub fetch_timeout_seconds: u64,
+
+    /// Seconds a TCP (and TLS) connection to a page's server may take.
+    #[arg(long, env = "FETCH_CONNECT_TIMEOUT_SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=55))]
+    pub fetch_connect_timeout_seconds: u64,
+
+    /// Most bytes of a page body that are read; the rest is cut off and the
+    /// result marked `truncated`.
+    #[arg(long, env = "FETCH_MAX_BYTES", default_value_t = 2 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1024..=64 * 1024 * 1024))]
+    pub fetch_max_bytes: u64,
+
+    /// Most redirects followed for one fetch.
+    #[arg(long, env = "FETCH_MAX_REDIRECTS", default_value_t = 5, value_parser = clap::value_parser!(u8).range(0..=20))]
+    pub fetch_max_redirects: u8,
+
+    /// Networks that may be fetched although they are loopback, private,
+    /// link-local or otherwise internal: comma-separated CIDRs or single
+    /// addresses, e.g. `127.0.0.1` or `10.20.0.0/16`. Empty (the default)
+    /// allows public addresses only.
+    #[arg(long, env = "FETCH_ALLOW_NETWORKS", value_delimiter = ',', value_parser = parse_network)]
+    pub fetch_allow_networks: Vec<IpNet>,
+}
+
+impl Settings {
+    /// The total time budget of one fetch.
+    pub fn fetch_timeout(&self) -> Duration {
+        Duration::from_secs(self.fetch_timeout_seconds)
+    }
+
+    /// The time budget of one connection attempt.
+    pub fn fetch_connect_timeout(&self) -> Duration {
+        Duration::from_secs(self.fetch_connect_timeout_seconds)
+    }
+
+    /// The time budget of one search.
+    pub fn search_timeout(&self) -> Duration {
+        Duration::from_secs(self.search_timeout_seconds)
+    }
+}
+
+/// An absolute `http` or `https` URL.
+fn parse_http_url(text: &str) -> Result<Url, String> {
+    let url = Url::parse(text.trim()).map_err(|e| format!("not a URL ({e}); expected e.g. http://searxng:8080"))?;
+    match url.scheme() {
+        "http" | "https" => Ok(url),
+        other => Err(format!("scheme `{other}` is not supported; use http or https")),
+    }
+}
+
+/// A CIDR network, or a single address taken as a network of one.
+fn parse_network(text: &str) -> Result<IpNet, String> {
+    let text = text.trim();
+    text.parse::<IpNet>()
+        .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
+        .map_err(|_| format!("`{text}` is neither a CIDR network (10.0.0.0/8) nor an IP address (127.0.0.1)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_allow_public_addresses_only() {
+        let settings = Settings::try_parse_from(["research"]).unwrap();
+        assert!(settings.searxng_url.is_none());
+        assert!(settings.fetch_allow_networks.is_empty());
+        assert_eq!(settings.fetch_max_redirects, 5);
+    }
+
+    #[test]
+    fn networks_and_urls_are_parsed_and_bad_ones_refused() {
+        let settings = Settings::try_parse_from([
+            "research",
+            "--fetch-allow-networks",
+            "127.0.0.1, 10.0.0.0/8,::1",
+            "--searxng-url",
+            "http://search.internal:8080/searx/",
+        ])
+        .unwrap();
+        let networks: Vec<String> = settings.fetch_allow_networks.iter().map(ToString::to_string).collect();
+        assert_eq!(networks, ["127.0.0.1/32", "10.0.0.0/8", "::1/128"]);
+        assert_eq!(settings.searxng_url.unwrap().path(), "/searx/");
+        assert!(Settings::try_parse_from(["research", "--fetch-allow-networks", "example.com"]).is_err());
+        assert!(Settings::try_parse_from(["research", "--searxng-url", "ftp://x"]).is_err());
+        assert!(Settings::try_parse_from(["research", "--fetch-max-bytes", "10"]).is_err());
+    }
+}

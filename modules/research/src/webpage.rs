@@ -1,0 +1,168 @@
+//! The `fetch_webpage` tool: a page's title, readable text and links.
+
+use std::time::Duration;
+
+use module_sdk::{Context, ToolError, tool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::charset;
+use crate::fetcher::{BodyKind, FetchError, Fetched, Fetcher};
+use crate::readable::{Link, readable};
+
+/// Time kept back from the call's deadline to turn the page into text and
+/// answer, so a slow server gets this tool's own timeout message.
+const ANSWER_MARGIN: Duration = Duration::from_secs(2);
+
+/// Arguments of `fetch_webpage`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct FetchWebpage {
+    /// The page's full http or https address, e.g. `https://example.org/article`.
+    #[schemars(length(min = 1, max = 2048))]
+    pub url: String,
+    /// Most characters of page text to return (200-100000, default 20000);
+    /// longer text is cut and `truncated` is set.
+    #[serde(default = "default_max_chars")]
+    #[schemars(range(min = 200, max = 100_000))]
+    pub max_chars: u32,
+}
+
+fn default_max_chars() -> u32 {
+    20_000
+}
+
+/// A fetched page in readable form.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WebPage {
+    /// The address the page was read from, after redirects.
+    pub url: String,
+    /// The HTTP status of the final answer.
+    pub status: u16,
+    /// The media type the server declared, e.g. `text/html`, if any.
+    pub content_type: Option<String>,
+    /// The character encoding the text was decoded from.
+    pub encoding: String,
+    /// The page's title, when it has one.
+    pub title: Option<String>,
+    /// The page's main text, as plain text.
+    pub text: String,
+    /// Links on the page (absolute http(s) URLs, at most 100), empty for plain text.
+    pub links: Vec<Link>,
+    /// True when the page was longer than `max_chars` or the module's byte limit and was cut.
+    pub truncated: bool,
+}
+
+/// Fetch a web page over HTTP(S) and return its title, main text and links.
+/// Internal and private network addresses are refused.
+#[tool(read_only, idempotent, open_world, timeout_seconds = 60)]
+pub async fn fetch_webpage(ctx: Context, args: FetchWebpage) -> Result<WebPage, ToolError> {
+    let fetcher = ctx.state::<Fetcher>()?;
+    let budget = ctx.remaining().saturating_sub(ANSWER_MARGIN);
+    let fetched = fetcher.fetch(&args.url, budget).await.map_err(tool_error)?;
+    let max_chars = usize::try_from(args.max_chars).unwrap_or(usize::MAX);
+    // Parsing a large page is CPU work; keep it off the async workers.
+    tokio::task::spawn_blocking(move || to_web_page(fetched, max_chars))
+        .await
+        .map_err(|e| ToolError::execution_failed(format!("turning the page into text failed: {e}")))
+}
+
+/// Decodes the body and extracts its readable parts.
+fn to_web_page(fetched: Fetched, max_chars: usize) -> WebPage {
+    let header_charset = fetched.content_type.as_ref().and_then(|t| t.get_param(mime::CHARSET));
+    let is_html = fetched.kind == BodyKind::Html;
+    let (decoded, encoding) = charset::decode(&fetched.body, header_charset.as_ref().map(|c| c.as_str()), is_html);
+    let (title, text, links) = match fetched.kind {
+        BodyKind::Html => {
+            let page = readable(&decoded, &fetched.url);
+            (page.title, page.text, page.links)
+        }
+        BodyKind::Text => (None, decoded.trim().to_owned(), Vec::new()),
+    };
+    let (text, cut) = match text.char_indices().nth(max_chars) {
+        Some((end, _)) => (text[..end].to_owned(), true),
+        None => (text, false),
+    };
+    WebPage {
+        url: fetched.url.into(),
+        status: fetched.status.as_u16(),
+        content_type: fetched.content_type.map(|t| t.essence_str().to_owned()),
+        encoding: encoding.to_owned(),
+        title,
+        text,
+        links,
+        truncated: cut || fetched.truncated,
+    }
+}
+
+/// The contract's error kind for each way a fetch fails.
+fn tool_error(error: FetchError) -> ToolError {
+    let message = error.to_string();
+    match error {
+        FetchError::InvalidUrl(..) | FetchError::UnsupportedScheme(_) => ToolError::invalid_arguments(message),
+        FetchError::Refused { .. } => ToolError::permission_denied(message),
+        FetchError::TimedOut(_) => ToolError::timeout(message),
+        FetchError::Unreachable { .. } => ToolError::unavailable(message),
+        FetchError::Status { status, .. } if status.as_u16() == 404 || status.as_u16() == 410 => {
+            ToolError::not_found(message)
+        }
+        FetchError::Status { status, .. } if status.is_server_error() => ToolError::unavailable(message),
+        FetchError::Status { .. }
+        | FetchError::TooManyRedirects(_)
+        | FetchError::BadRedirect(_)
+        | FetchError::UnsupportedContentType(_)
+        | FetchError::Transfer { .. } => ToolError::execution_failed(message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::StatusCode;
+    use url::Url;
+
+    fn fetched(content_type: &str, body: &[u8], truncated: bool) -> Fetched {
+        Fetched {
+            url: Url::parse("https://example.org/a/").unwrap(),
+            status: StatusCode::OK,
+            content_type: Some(content_type.parse().unwrap()),
+            kind: if content_type.starts_with("text/html") { BodyKind::Html } else { BodyKind::Text },
+            body: body.to_vec(),
+            truncated,
+        }
+    }
+
+    #[test]
+    fn html_is_decoded_and_made_readable() {
+        let page = to_web_page(
+            fetched("text/html; charset=iso-8859-1", b"<title>Caf\xe9</title><p>Cr\xe8me <a href=b>br\xfbl\xe9e</a></p>", false),
+            1000,
+        );
+        assert_eq!(page.title.as_deref(), Some("Café"));
+        assert!(page.text.contains("Crème"), "{}", page.text);
+        assert_eq!(page.links, [Link { url: "https://example.org/a/b".into(), text: "brûlée".into() }]);
+        assert_eq!((page.encoding.as_str(), page.content_type.as_deref()), ("windows-1252", Some("text/html")));
+        assert!(!page.truncated);
+    }
+
+    #[test]
+    fn text_is_cut_at_max_chars_on_a_character_boundary() {
+        let page = to_web_page(fetched("text/plain", "ééééé".as_bytes(), false), 3);
+        assert_eq!((page.text.as_str(), page.truncated), ("ééé", true));
+        assert!(page.links.is_empty() && page.title.is_none());
+        assert!(to_web_page(fetched("text/plain", b"abc", true), 10).truncated, "a byte cut is reported too");
+    }
+
+    #[test]
+    fn failures_get_the_contract_error_kinds() {
+        use module_sdk::ErrorKind;
+        let url = Url::parse("https://example.org/").unwrap();
+        let status = |code: u16| FetchError::Status { url: url.clone(), status: StatusCode::from_u16(code).unwrap() };
+        assert_eq!(tool_error(status(404)).kind(), ErrorKind::NotFound);
+        assert_eq!(tool_error(status(503)).kind(), ErrorKind::Unavailable);
+        assert_eq!(tool_error(status(403)).kind(), ErrorKind::ExecutionFailed);
+        assert_eq!(tool_error(FetchError::TimedOut(3)).kind(), ErrorKind::Timeout);
+        let refused = FetchError::Refused { url, reason: "x".into() };
+        assert_eq!(tool_error(refused).kind(), ErrorKind::PermissionDenied);
+        assert_eq!(tool_error(FetchError::UnsupportedScheme("ftp".into())).kind(), ErrorKind::InvalidArguments);
+    }
+}
