@@ -1,0 +1,178 @@
+//! The research binary as a process, over HTTP, against a local fixture
+//! server standing in for web pages and SearxNG.
+
+mod support;
+
+use std::sync::atomic::Ordering;
+
+use serde_json::{Value, json};
+use support::fixture::Fixture;
+use support::process::ModuleProcess;
+
+const BINARY: &str = env!("CARGO_BIN_EXE_research");
+
+/// The module configured to search the fixture and to fetch from 127.0.0.1 only.
+async fn start(fixture: &Fixture) -> ModuleProcess {
+    ModuleProcess::start(
+        BINARY,
+        &[
+            ("SEARXNG_URL", &fixture.url("/")),
+            ("FETCH_ALLOW_NETWORKS", "127.0.0.1"),
+            ("FETCH_TIMEOUT_SECONDS", "2"),
+            ("FETCH_MAX_BYTES", "65536"),
+            ("FETCH_MAX_REDIRECTS", "3"),
+        ],
+    )
+    .await
+}
+
+fn error_kind(result: &Value) -> &str {
+    assert_eq!(result["success"], false, "{result}");
+    result["error_kind"].as_str().unwrap()
+}
+
+#[tokio::test]
+async fn the_manifest_lists_the_four_tools() {
+    let fixture = Fixture::start().await;
+    let module = start(&fixture).await;
+    let manifest = module.get("/manifest").await;
+    assert_eq!(manifest["module_name"], "research");
+    let names: Vec<&str> = manifest["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["research.web_search", "research.news_search", "research.fetch_webpage", "research.summarize_text"]);
+}
+
+#[tokio::test]
+async fn web_and_news_search_read_searxng_json() {
+    let fixture = Fixture::start().await;
+    let module = start(&fixture).await;
+    let web = module.call("web_search", json!({"query": "danube", "max_results": 3})).await;
+    assert_eq!(web["success"], true, "{web}");
+    let results = web["result"]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3, "the hostile javascript: result is dropped and the count respected");
+    assert_eq!(results[0], json!({
+        "title": "danube result 1",
+        "url": "https://example.org/general/1",
+        "snippet": "Snippet 1 about danube.",
+        "published_date": null
+    }));
+    let news = module.call("news_search", json!({"query": "danube"})).await;
+    let results = news["result"]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 5, "five by default");
+    assert_eq!(results[0]["url"], "https://example.org/news/1");
+    assert_eq!(results[0]["published_date"], "2024-05-01T08:00:00");
+}
+
+#[tokio::test]
+async fn search_failures_are_reported_as_unavailable() {
+    let fixture = Fixture::start().await;
+    let module = start(&fixture).await;
+    let failed = module.call("web_search", json!({"query": "engine failure"})).await;
+    assert_eq!(error_kind(&failed), "unavailable");
+    assert!(failed["error"].as_str().unwrap().contains("HTTP 500"), "{failed}");
+
+    let unconfigured = ModuleProcess::start(BINARY, &[]).await;
+    let result = unconfigured.call("news_search", json!({"query": "x"})).await;
+    assert_eq!(error_kind(&result), "unavailable");
+    assert!(result["error"].as_str().unwrap().contains("SEARXNG_URL"), "{result}");
+}
+
+#[tokio::test]
+async fn pages_are_fetched_as_readable_text_with_links() {
+    let fixture = Fixture::start().await;
+    let module = start(&fixture).await;
+    let result = module.call("fetch_webpage", json!({"url": fixture.url("/redirect")})).await;
+    assert_eq!(result["success"], true, "{result}");
+    let page = &result["result"];
+    assert_eq!(page["url"], fixture.url("/page.html"), "the redirect was followed");
+    assert_eq!(page["title"], "Fixture page");
+    let text = page["text"].as_str().unwrap();
+    assert!(text.contains("Rivers of Europe") && text.contains("The Danube flows through ten countries."), "{text}");
+    assert!(!text.contains("script text") && !text.contains("Home"), "{text}");
+    assert_eq!(page["links"], json!([
+        {"url": fixture.url("/"), "text": "Home"},
+        {"url": fixture.url("/notes.txt"), "text": "the notes"},
+        {"url": "https://example.org/x", "text": "elsewhere"}
+    ]));
+    assert_eq!(page["truncated"], false);
+
+    let latin1 = module.call("fetch_webpage", json!({"url": fixture.url("/latin1.html")})).await;
+    assert_eq!(latin1["result"]["title"], "Café", "{latin1}");
+    assert!(latin1["result"]["text"].as_str().unwrap().contains("Crème brûlée"), "{latin1}");
+
+    let text = module.call("fetch_webpage", json!({"url": fixture.url("/notes.txt")})).await;
+    assert_eq!(text["result"]["text"], "Plain notes.\nSecond line.", "{text}");
+    assert_eq!(text["result"]["content_type"], "text/plain");
+}
+
+#[tokio::test]
+async fn redirects_to_internal_addresses_are_refused_before_connecting() {
+    let fixture = Fixture::start().await;
+    let module = start(&fixture).await;
+    for (path, refused) in [
+        ("/to-private", "127.0.0.2 is in the loopback range"),
+        ("/to-unspecified", "0.0.0.0 is in the unspecified"),
+        ("/to-ipv6-loopback", "::1 is in the loopback range"),
+    ] {
+        let result = module.call("fetch_webpage", json!({"url": fixture.url(path)})).await;
+        assert_eq!(error_kind(&result), "permission_denied", "{path}: {result}");
+        assert!(result["error"].as_str().unwrap().contains(refused), "{path}: {result}");
+    }
+    let to_file = module.call("fetch_webpage", json!({"url": fixture.url("/to-file")})).await;
+    assert_eq!(error_kind(&to_file), "invalid_arguments", "{to_file}");
+    assert_eq!(fixture.secret_hits.load(Ordering::SeqCst), 0, "no refused target was ever requested");
+}
+
+#[tokio::test]
+async fn without_an_allow_list_the_local_server_is_out_of_reach() {
+    let fixture = Fixture::start().await;
+    let module = ModuleProcess::start(BINARY, &[]).await;
+    let by_address = module.call("fetch_webpage", json!({"url": fixture.url("/secret")})).await;
+    assert_eq!(error_kind(&by_address), "permission_denied", "{by_address}");
+    let by_name = format!("http://localhost:{}/secret", fixture.address.port());
+    let by_name = module.call("fetch_webpage", json!({"url": by_name})).await;
+    assert_eq!(error_kind(&by_name), "permission_denied", "{by_name}");
+    assert!(by_name["error"].as_str().unwrap().contains("localhost resolves only to refused addresses"), "{by_name}");
+    assert_eq!(fixture.secret_hits.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn huge_slow_and_odd_pages_are_bounded() {
+    let fixture = Fixture::start().await;
+    let module = start(&fixture).await;
+    let huge = module.call("fetch_webpage", json!({"url": fixture.url("/huge"), "max_chars": 100000})).await;
+    assert_eq!(huge["success"], true, "{huge}");
+    assert_eq!(huge["result"]["truncated"], true);
+    let text_len = huge["result"]["text"].as_str().unwrap().len();
+    assert!(text_len > 10_000 && text_len <= 65536, "at most FETCH_MAX_BYTES were read: {text_len}");
+
+    for path in ["/slow", "/stall"] {
+        let started = std::time::Instant::now();
+        let result = module.call("fetch_webpage", json!({"url": fixture.url(path)})).await;
+        assert_eq!(error_kind(&result), "timeout", "{path}: {result}");
+        assert!(started.elapsed().as_secs() < 10, "{path} gave up after FETCH_TIMEOUT_SECONDS, not the fixture's 30 s");
+    }
+
+    let looping = module.call("fetch_webpage", json!({"url": fixture.url("/loop")})).await;
+    assert_eq!(error_kind(&looping), "execution_failed");
+    assert!(looping["error"].as_str().unwrap().contains("after 3 redirects"), "{looping}");
+    let image = module.call("fetch_webpage", json!({"url": fixture.url("/image.png")})).await;
+    assert!(image["error"].as_str().unwrap().contains("image/png"), "{image}");
+    let missing = module.call("fetch_webpage", json!({"url": fixture.url("/missing")})).await;
+    assert_eq!(error_kind(&missing), "not_found", "{missing}");
+}
+
+#[tokio::test]
+async fn summaries_over_http() {
+    let fixture = Fixture::start().await;
+    let module = start(&fixture).await;
+    let text = "Solar panels turn sunlight into electricity. The price of solar panels fell sharply. \
+        My neighbour owns a cat. Cheap solar panels now power millions of homes.";
+    let result = module.call("summarize_text", json!({"text": text, "max_sentences": 2})).await;
+    assert_eq!(result["success"], true, "{result}");
+    let sentences = result["result"]["sentences"].as_array().unwrap();
+    assert_eq!(sentences.len(), 2);
+    assert!(sentences.iter().all(|s| s.as_str().unwrap().contains("solar")), "{sentences:?}");
+    assert_eq!(result["result"]["total_sentences"], 4);
+    let empty = module.call("summarize_text", json!({"text": ""})).await;
+    assert_eq!(error_kind(&empty), "invalid_arguments");
+}

@@ -1,0 +1,142 @@
+//! A local HTTP server standing in for the web and for SearxNG.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::json;
+
+/// The fixture server, running on the test's runtime.
+pub struct Fixture {
+    /// Where it listens.
+    pub address: SocketAddr,
+    /// How many requests reached `/secret`; a refused redirect must leave it at 0.
+    pub secret_hits: Arc<AtomicUsize>,
+}
+
+impl Fixture {
+    /// Starts the server on a free loopback port.
+    pub async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let secret_hits = Arc::new(AtomicUsize::new(0));
+        let state = Shared { port: address.port(), secret_hits: secret_hits.clone() };
+        let app = Router::new()
+            .route("/page.html", get(page))
+            .route("/latin1.html", get(latin1))
+            .route("/notes.txt", get(|| async { ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "Plain notes.\nSecond line.") }))
+            .route("/image.png", get(|| async { ([(header::CONTENT_TYPE, "image/png")], vec![0x89, b'P', b'N', b'G']) }))
+            .route("/redirect", get(|| async { redirect("/page.html") }))
+            .route("/loop", get(|| async { redirect("/loop") }))
+            .route("/to-private", get(|State(s): State<Shared>| async move { redirect(&format!("http://127.0.0.2:{}/secret", s.port)) }))
+            .route("/to-unspecified", get(|State(s): State<Shared>| async move { redirect(&format!("http://0.0.0.0:{}/secret", s.port)) }))
+            .route("/to-ipv6-loopback", get(|State(s): State<Shared>| async move { redirect(&format!("http://[::1]:{}/secret", s.port)) }))
+            .route("/to-file", get(|| async { redirect("file:///etc/passwd") }))
+            .route("/secret", get(|State(s): State<Shared>| async move {
+                s.secret_hits.fetch_add(1, Ordering::SeqCst);
+                "TOP SECRET"
+            }))
+            .route("/huge", get(huge))
+            .route("/slow", get(|| async {
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                "too late"
+            }))
+            .route("/stall", get(stall))
+            .route("/search", get(search))
+            .with_state(state);
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Self { address, secret_hits }
+    }
+
+    /// `http://127.0.0.1:<port><path>`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.address)
+    }
+}
+
+#[derive(Clone)]
+struct Shared {
+    port: u16,
+    secret_hits: Arc<AtomicUsize>,
+}
+
+fn redirect(location: &str) -> Response {
+    (StatusCode::FOUND, [(header::LOCATION, location.to_owned())]).into_response()
+}
+
+async fn page() -> Response {
+    let html = r#"<!doctype html><html><head><meta charset="utf-8"><title>Fixture  page</title>
+        <script>document.write("script text")</script></head>
+        <body><nav><a href="/">Home</a></nav>
+        <main><h1>Rivers of Europe</h1><p>The Danube flows through ten countries.</p>
+        <p>See <a href="/notes.txt">the notes</a> and <a href="https://example.org/x">elsewhere</a>.</p></main>
+        </body></html>"#;
+    ([(header::CONTENT_TYPE, "text/html")], html).into_response()
+}
+
+/// A page in ISO-8859-1, said so only in the header.
+async fn latin1() -> Response {
+    let body: &[u8] = b"<title>Caf\xe9</title><p>Cr\xe8me br\xfbl\xe9e</p>";
+    ([(header::CONTENT_TYPE, "text/html; charset=ISO-8859-1")], body).into_response()
+}
+
+/// An endless page.
+async fn huge() -> Response {
+    let chunk = Bytes::from("<p>".to_owned() + &"endless text ".repeat(1000) + "</p>");
+    let stream = futures::stream::repeat_with(move || Ok::<_, std::io::Error>(chunk.clone()));
+    ([(header::CONTENT_TYPE, "text/html")], Body::from_stream(stream)).into_response()
+}
+
+/// Headers and a first chunk, then nothing.
+async fn stall() -> Response {
+    let first = futures::stream::once(async { Ok::<_, std::io::Error>(Bytes::from_static(b"<p>start")) });
+    let never = futures::stream::pending();
+    ([(header::CONTENT_TYPE, "text/html")], Body::from_stream(futures::StreamExt::chain(first, never))).into_response()
+}
+
+/// SearxNG's `/search?format=json`, with the fields a real instance sends.
+async fn search(Query(query): Query<HashMap<String, String>>) -> Response {
+    if query.get("format").map(String::as_str) != Some("json") {
+        return (StatusCode::FORBIDDEN, "Forbidden").into_response();
+    }
+    let q = query.get("q").cloned().unwrap_or_default();
+    if q == "engine failure" {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "boom").into_response();
+    }
+    let category = query.get("categories").cloned().unwrap_or_default();
+    // A result a hostile engine could send comes first; it must be dropped.
+    let hostile = json!({"url": "javascript:alert(1)", "title": "hostile", "content": "x"});
+    let results: Vec<_> = std::iter::once(hostile)
+        .chain((1..=8).map(|i| {
+            json!({
+                "url": format!("https://example.org/{category}/{i}"),
+                "title": format!("{q} result {i}"),
+                "content": format!("Snippet {i} about {q}."),
+                "engine": "duckduckgo",
+                "engines": ["duckduckgo"],
+                "category": category,
+                "score": 1.0 / f64::from(i),
+                "publishedDate": if category == "news" { json!(format!("2024-05-0{i}T08:00:00")) } else { json!(null) },
+            })
+        }))
+        .collect();
+    axum::Json(json!({
+        "query": q,
+        "number_of_results": 0,
+        "results": results,
+        "answers": [],
+        "corrections": [],
+        "infoboxes": [],
+        "suggestions": [],
+        "unresponsive_engines": []
+    }))
+    .into_response()
+}
