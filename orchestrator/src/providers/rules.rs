@@ -269,7 +269,9 @@ fn check_strict(schema: &Value, path: &str, report: &mut Report) {
     check_references(schema, path, true, report);
     for_each_node(schema, path, &mut |node_path, node| {
         let Value::Object(map) = node else {
-            report.add(Rule::StrictUntyped, node_path, "a boolean schema");
+            if !(node == &Value::Bool(false) && node_path.ends_with("/additionalProperties")) {
+                report.add(Rule::StrictUntyped, node_path, "a boolean schema");
+            }
             return;
         };
         for (keyword, value) in map {

@@ -121,7 +121,11 @@ fn convert(node: &Value) -> Map<String, Value> {
     match branches.len() {
         0 => {}
         1 => {
-            let Value::Object(mut only) = branches.remove(0) else { return finish(any_value(map), nullable) };
+            // A `true` branch adds nothing to the node's own keywords.
+            let mut only = match branches.remove(0) {
+                Value::Object(only) => only,
+                _ => Map::new(),
+            };
             only.extend(map);
             return finish(convert(&Value::Object(only)), nullable);
         }
