@@ -114,7 +114,7 @@ fn expand(attr: TokenStream2, function: ItemFn) -> syn::Result<TokenStream2> {
     let options = parse_options(attr)?;
     let ident = &function.sig.ident;
     if function.sig.asyncness.is_none() {
-        return Err(syn::Error::new_spanned(&function.sig.fn_token, "#[tool] needs an `async fn`"));
+        return Err(syn::Error::new_spanned(function.sig.fn_token, "#[tool] needs an `async fn`"));
     }
     if !function.sig.generics.params.is_empty() {
         return Err(syn::Error::new_spanned(&function.sig.generics, "#[tool] functions cannot be generic"));
