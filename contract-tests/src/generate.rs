@@ -3,6 +3,8 @@
 //! branch reachable, references followed, bounds and formats respected.
 //! Every sample is checked against the schema before it is used.
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use jsonschema::Validator;
 use module_sdk::schema::resolve;
 use serde_json::{Map, Value, json};
@@ -32,6 +34,9 @@ const MAX_DEPTH: usize = 24;
 
 /// Plain strings, by choice.
 const TEXTS: [&str; 2] = ["example", "another example"];
+
+/// The UUID given to `format: uuid` and to properties named like an id.
+const SAMPLE_UUID: &str = "6f1c2a3e-8d4b-4c7e-9a0f-1b2c3d4e5f60";
 
 /// Strings tried, in order, against a `pattern`.
 const PATTERN_CANDIDATES: [&str; 12] =
@@ -152,15 +157,21 @@ impl Generator<'_> {
         Value::Array(items)
     }
 
-    /// A plain string, or a URL or address when the property's name asks for one.
+    /// A plain string, or what the property's name asks for: a URL, an
+    /// address, base64 data, an id (a UUID, the most common kind).
     fn text(&self, name: Option<&str>, variant: Variant) -> Value {
         let name = name.unwrap_or_default().to_ascii_lowercase();
+        let plain = TEXTS[variant.choice % TEXTS.len()];
         if name.contains("url") || name.contains("uri") || name == "link" || name == "href" {
             json!(self.sample_url)
         } else if name.contains("email") {
             json!("user@example.com")
+        } else if name.contains("base64") {
+            json!(BASE64.encode(plain))
+        } else if name == "id" || name.ends_with("_id") {
+            json!(SAMPLE_UUID)
         } else {
-            json!(TEXTS[variant.choice % TEXTS.len()])
+            json!(plain)
         }
     }
 
@@ -172,6 +183,9 @@ impl Generator<'_> {
         }
         if let Some(value) = format.and_then(formatted) {
             return json!(value);
+        }
+        if node.get("contentEncoding").and_then(Value::as_str) == Some("base64") {
+            return json!(BASE64.encode(TEXTS[variant.choice % TEXTS.len()]));
         }
         if let Some(pattern) = node.get("pattern").and_then(Value::as_str) {
             let only_pattern = json!({"type": "string", "pattern": pattern});
@@ -256,7 +270,7 @@ fn formatted(format: &str) -> Option<&'static str> {
         "ipv6" => "::1",
         "uri-reference" | "iri-reference" => "https://example.com/",
         "uri-template" => "https://example.com/{id}",
-        "uuid" => "6f1c2a3e-8d4b-4c7e-9a0f-1b2c3d4e5f60",
+        "uuid" => SAMPLE_UUID,
         "json-pointer" => "/example",
         "relative-json-pointer" => "0",
         "regex" => "^example$",
@@ -360,6 +374,11 @@ mod tests {
         assert_eq!(found[0]["word"], "examplexxx");
         assert_eq!(found[0]["even"], 6);
         assert_eq!(found[0]["ratio"], 1.0);
+        let named = samples(json!({"type": "object", "properties": {
+            "file_id": {"type": "string"}, "data_base64": {"type": "string"},
+            "blob": {"type": "string", "contentEncoding": "base64"}, "key": {"type": "string", "format": "uuid"}
+        }, "required": ["file_id", "data_base64", "blob", "key"]}));
+        assert_eq!(named[0], json!({"file_id": SAMPLE_UUID, "data_base64": "ZXhhbXBsZQ==", "blob": "ZXhhbXBsZQ==", "key": SAMPLE_UUID}));
     }
 
     #[test]

@@ -23,12 +23,16 @@ pub fn build(args: &[&str]) -> Vec<(String, PathBuf)> {
     let output = cargo().arg("build").args(args).arg("--message-format=json").output().unwrap();
     let messages: Vec<Value> =
         String::from_utf8_lossy(&output.stdout).lines().filter_map(|line| serde_json::from_str(line).ok()).collect();
-    assert!(
-        output.status.success(),
-        "cargo build {args:?} failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stderr),
-        messages.iter().filter_map(|m| m.pointer("/message/rendered").and_then(Value::as_str)).collect::<String>()
-    );
+    if !output.status.success() {
+        let errors: String = messages
+            .iter()
+            .filter(|m| m.pointer("/message/level").is_some_and(|level| level == "error"))
+            .filter_map(|m| m.pointer("/message/rendered").and_then(Value::as_str))
+            .collect();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let tail: Vec<&str> = stderr.lines().filter(|line| !line.trim_start().starts_with("Compiling")).collect();
+        panic!("cargo build {args:?} failed:\n{errors}\n{}", tail.join("\n"));
+    }
     messages
         .iter()
         .filter(|m| m["reason"] == "compiler-artifact")
@@ -36,8 +40,13 @@ pub fn build(args: &[&str]) -> Vec<(String, PathBuf)> {
         .collect()
 }
 
-/// The packages under `modules/` that have a binary target, from `cargo metadata`.
+/// The packages under `modules/` that have a binary target, from `cargo
+/// metadata`; only those named in `CONTRACT_TESTS_MODULES` (comma-separated)
+/// when it is set, to check one module while working on it.
 pub fn module_packages() -> Vec<String> {
+    let only: Option<Vec<String>> = std::env::var("CONTRACT_TESTS_MODULES")
+        .ok()
+        .map(|names| names.split(',').map(|name| name.trim().to_owned()).filter(|name| !name.is_empty()).collect());
     let output = cargo().args(["metadata", "--format-version", "1", "--no-deps"]).output().unwrap();
     assert!(output.status.success(), "cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr));
     let metadata: Value = serde_json::from_slice(&output.stdout).unwrap();
@@ -49,6 +58,7 @@ pub fn module_packages() -> Vec<String> {
         .filter(|p| p["manifest_path"].as_str().is_some_and(|path| Path::new(path).starts_with(&modules_dir)))
         .filter(|p| p["targets"].as_array().unwrap().iter().any(|t| t["kind"].as_array().unwrap().iter().any(|k| k == "bin")))
         .map(|p| p["name"].as_str().unwrap().to_owned())
+        .filter(|name| only.as_ref().is_none_or(|only| only.contains(name)))
         .collect();
     names.sort();
     names
