@@ -1,0 +1,484 @@
+//! Per-user file storage under one root directory.
+//!
+//! Layout: `<root>/users/<sha256 of user_id>/<file id>.rec`. The user's
+//! directory name is a digest, so no user id (they are untrusted text too)
+//! can name a path; the file name is a UUID the module generated, so no
+//! argument can either. Each `.rec` file holds metadata and content
+//! together (see [`crate::record`]) and is created atomically (see
+//! [`crate::atomic`]): after a crash at any point every file is whole or
+//! absent, and the only leftovers, temporary files, are removed when the
+//! store opens. One module process owns a root at a time.
+//!
+//! Nothing under the root is trusted to be what the module made: a
+//! symbolic link or special file planted in place of a user directory or a
+//! record is refused (directories are checked with `symlink_metadata`,
+//! records are opened with `O_NOFOLLOW | O_NONBLOCK` and checked to be
+//! regular files), never followed.
+//!
+//! Writes of one user are serialized by a per-user lock so that the size
+//! and count limits hold under concurrent calls; reads need no lock.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufReader};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+use uuid::Uuid;
+
+use crate::atomic;
+use crate::record::{self, FileInfo, FileKind, MAX_HEADER_BYTES, RecordError};
+
+/// The directory under the root that holds the users' areas.
+const USERS_DIR: &str = "users";
+/// The extension of record files.
+const RECORD_EXTENSION: &str = "rec";
+
+/// How much a user may store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest file, in bytes.
+    pub file_max_bytes: u64,
+    /// Most bytes per user.
+    pub user_quota_bytes: u64,
+    /// Most files per user.
+    pub user_max_files: u64,
+}
+
+/// A file to store.
+#[derive(Debug, Clone)]
+pub struct NewFile {
+    /// Its sanitized name.
+    pub name: String,
+    /// How it was made.
+    pub kind: FileKind,
+    /// Its media type.
+    pub media_type: String,
+    /// Its content.
+    pub content: Vec<u8>,
+}
+
+/// Why a storage operation failed; messages are meant for the model.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// No such file in the caller's area.
+    #[error("there is no file with id {0} among your files; list_files shows the ids you have")]
+    NotFound(Uuid),
+    /// The file is larger than the per-file limit.
+    #[error("the file is {size} bytes, more than the limit of {limit} bytes per file")]
+    TooLarge {
+        /// The file's size.
+        size: u64,
+        /// The per-file limit.
+        limit: u64,
+    },
+    /// The user's quota would be exceeded.
+    #[error("storing {size} more bytes would exceed your storage quota ({used} of {quota} bytes used); delete files to make room")]
+    QuotaExceeded {
+        /// The new file's size.
+        size: u64,
+        /// Bytes stored already.
+        used: u64,
+        /// The per-user quota.
+        quota: u64,
+    },
+    /// The user has as many files as allowed.
+    #[error("you already have {0} files, the most allowed; delete files to make room")]
+    TooManyFiles(u64),
+    /// Something under the root is a link or special file the module did not make.
+    #[error("refused: {0} is not a regular file or directory of this module (possibly a planted link); an operator must check the storage")]
+    Unsafe(&'static str),
+    /// A record failed its checks.
+    #[error("file {id} is damaged and cannot be read ({source}); an operator must check the storage")]
+    Damaged {
+        /// The damaged file's id.
+        id: Uuid,
+        /// What is wrong with it.
+        source: RecordError,
+    },
+    /// The file system failed.
+    #[error("storage error: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// Bytes and files a user stores.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Usage {
+    bytes: u64,
+    files: u64,
+}
+
+/// The per-user lock, guarding that user's usage (loaded on first write).
+type AreaLock = Arc<Mutex<Option<Usage>>>;
+
+/// The storage of all users' files.
+#[derive(Debug)]
+pub struct Store {
+    users_dir: PathBuf,
+    limits: Limits,
+    areas: Mutex<HashMap<String, AreaLock>>,
+}
+
+impl Store {
+    /// Opens (creating when missing) the store at `root`, and removes the
+    /// temporary files an earlier crash left.
+    pub fn open(root: &Path, limits: Limits) -> Result<Self, StoreError> {
+        fs::create_dir_all(root)?;
+        let root = root.canonicalize()?;
+        let users_dir = root.join(USERS_DIR);
+        match fs::symlink_metadata(&users_dir) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => return Err(StoreError::Unsafe("the users directory")),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                fs::create_dir(&users_dir)?;
+                atomic::sync_dir(&root)?;
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let store = Self { users_dir, limits, areas: Mutex::default() };
+        store.remove_temporaries()?;
+        Ok(store)
+    }
+
+    /// The limits this store enforces.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    fn remove_temporaries(&self) -> Result<(), StoreError> {
+        let mut removed = 0;
+        for entry in fs::read_dir(&self.users_dir)? {
+            let entry = entry?;
+            if entry.file_type()?.is_dir() {
+                removed += atomic::remove_temporaries(&entry.path())?;
+            } else {
+                tracing::warn!(entry = ?entry.file_name(), "skipping a non-directory in the users directory");
+            }
+        }
+        if removed > 0 {
+            tracing::info!(removed, "removed temporary files left by an interrupted write");
+        }
+        Ok(())
+    }
+
+    /// Stores `file` for `user_id` under a new id, within the limits.
+    pub fn create(&self, user_id: &str, file: NewFile) -> Result<FileInfo, StoreError> {
+        let size = file.content.len() as u64;
+        if size > self.limits.file_max_bytes {
+            return Err(StoreError::TooLarge { size, limit: self.limits.file_max_bytes });
+        }
+        let lock = self.area_lock(user_id);
+        let mut usage = lock_area(&lock);
+        let dir = self.area_for_writing(user_id)?;
+        let current = match *usage {
+            Some(current) => current,
+            None => self.usage_of(&dir)?,
+        };
+        if current.files >= self.limits.user_max_files {
+            return Err(StoreError::TooManyFiles(self.limits.user_max_files));
+        }
+        if current.bytes + size > self.limits.user_quota_bytes {
+            return Err(StoreError::QuotaExceeded { size, used: current.bytes, quota: self.limits.user_quota_bytes });
+        }
+        let id = Uuid::new_v4();
+        let info = FileInfo {
+            file_id: id.to_string(),
+            name: file.name,
+            kind: file.kind,
+            media_type: file.media_type,
+            size_bytes: size,
+            sha256: record::sha256_hex(&file.content),
+            created_at: OffsetDateTime::now_utc().format(&Rfc3339).expect("the current time always formats"),
+        };
+        atomic::create_file(&dir, &record_name(id), &record::encode(&info, &file.content))?;
+        *usage = Some(Usage { bytes: current.bytes + size, files: current.files + 1 });
+        Ok(info)
+    }
+
+    /// The file `id` of `user_id`, with its content verified.
+    pub fn read(&self, user_id: &str, id: Uuid) -> Result<(FileInfo, Vec<u8>), StoreError> {
+        let dir = self.existing_area(user_id)?.ok_or(StoreError::NotFound(id))?;
+        let file = self.open_record(&dir, id)?;
+        let (info, content) = record::read(&mut BufReader::new(file)).map_err(|source| StoreError::Damaged { id, source })?;
+        check_id(&info, id)?;
+        Ok((info, content))
+    }
+
+    /// Every readable file of `user_id`, oldest first.
+    pub fn list(&self, user_id: &str) -> Result<Vec<FileInfo>, StoreError> {
+        let Some(dir) = self.existing_area(user_id)? else { return Ok(Vec::new()) };
+        let mut files = Vec::new();
+        for entry in fs::read_dir(&dir)? {
+            let entry = entry?;
+            let Some(id) = entry.file_name().to_str().and_then(record_id) else { continue };
+            match self.open_record(&dir, id).and_then(|file| header_of(file, id)) {
+                Ok(info) => files.push(info),
+                Err(error) => tracing::warn!(file_id = %id, %error, "skipping an unreadable record"),
+            }
+        }
+        files.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.file_id.cmp(&b.file_id)));
+        Ok(files)
+    }
+
+    /// Deletes the file `id` of `user_id`; returns what it was.
+    pub fn delete(&self, user_id: &str, id: Uuid) -> Result<FileInfo, StoreError> {
+        let lock = self.area_lock(user_id);
+        let mut usage = lock_area(&lock);
+        let dir = self.existing_area(user_id)?.ok_or(StoreError::NotFound(id))?;
+        // Opening first proves it is a regular record of this user, not a link.
+        let info = header_of(self.open_record(&dir, id)?, id)?;
+        atomic::remove_file(&dir, &record_name(id))?;
+        if let Some(current) = usage.as_mut() {
+            current.bytes = current.bytes.saturating_sub(info.size_bytes);
+            current.files = current.files.saturating_sub(1);
+        }
+        Ok(info)
+    }
+
+    fn area_lock(&self, user_id: &str) -> AreaLock {
+        let mut areas = self.areas.lock().unwrap_or_else(PoisonError::into_inner);
+        areas.entry(area_name(user_id)).or_default().clone()
+    }
+
+    /// The user's directory when it exists, checked to be a real directory.
+    fn existing_area(&self, user_id: &str) -> Result<Option<PathBuf>, StoreError> {
+        let dir = self.users_dir.join(area_name(user_id));
+        match fs::symlink_metadata(&dir) {
+            Ok(meta) if meta.is_dir() => Ok(Some(dir)),
+            Ok(_) => Err(StoreError::Unsafe("your storage area")),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The user's directory, created (durably) when missing.
+    fn area_for_writing(&self, user_id: &str) -> Result<PathBuf, StoreError> {
+        if let Some(dir) = self.existing_area(user_id)? {
+            return Ok(dir);
+        }
+        let dir = self.users_dir.join(area_name(user_id));
+        fs::create_dir(&dir)?;
+        atomic::sync_dir(&self.users_dir)?;
+        Ok(dir)
+    }
+
+    /// Opens a record without following links or blocking on special files,
+    /// refusing anything but a regular file of plausible size.
+    fn open_record(&self, dir: &Path, id: Uuid) -> Result<File, StoreError> {
+        let opened = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(dir.join(record_name(id)));
+        let file = match opened {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(StoreError::NotFound(id)),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(StoreError::Unsafe("the file's storage entry")),
+            Err(e) => return Err(e.into()),
+        };
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Err(StoreError::Unsafe("the file's storage entry"));
+        }
+        let largest = self.limits.file_max_bytes + (MAX_HEADER_BYTES as u64) + 64;
+        if meta.len() > largest {
+            let source = RecordError::BadHeader(format!("the record is {} bytes, more than any file this store writes", meta.len()));
+            return Err(StoreError::Damaged { id, source });
+        }
+        Ok(file)
+    }
+
+    /// A user's usage, counted from the records on disk.
+    fn usage_of(&self, dir: &Path) -> Result<Usage, StoreError> {
+        let mut usage = Usage::default();
+        for entry in fs::read_dir(dir)? {
+            let entry = entry?;
+            let Some(id) = entry.file_name().to_str().and_then(record_id) else { continue };
+            // An unreadable record still takes space; count it at its size on disk.
+            let size = match self.open_record(dir, id).and_then(|file| header_of(file, id)) {
+                Ok(info) => info.size_bytes,
+                Err(_) => entry.metadata()?.len(),
+            };
+            usage.bytes += size;
+            usage.files += 1;
+        }
+        Ok(usage)
+    }
+}
+
+/// Locks a user's area; a lock poisoned by a panic forgets the usage, which
+/// is then counted again from disk.
+fn lock_area(lock: &AreaLock) -> MutexGuard<'_, Option<Usage>> {
+    lock.lock().unwrap_or_else(|poisoned| {
+        let mut usage = poisoned.into_inner();
+        *usage = None;
+        usage
+    })
+}
+
+/// The directory name of a user's area: the hex SHA-256 of the user id.
+fn area_name(user_id: &str) -> String {
+    record::sha256_hex(user_id.as_bytes())
+}
+
+fn record_name(id: Uuid) -> String {
+    format!("{}.{RECORD_EXTENSION}", id.hyphenated())
+}
+
+/// The id of a record file name, only when it is exactly the name this
+/// store gives (so temporary and foreign files are ignored).
+fn record_id(file_name: &str) -> Option<Uuid> {
+    let id = Uuid::try_parse(file_name.strip_suffix(&format!(".{RECORD_EXTENSION}"))?).ok()?;
+    (record_name(id) == file_name).then_some(id)
+}
+
+fn header_of(file: File, id: Uuid) -> Result<FileInfo, StoreError> {
+    let info = record::read_header(&mut BufReader::new(file)).map_err(|source| StoreError::Damaged { id, source })?;
+    check_id(&info, id)?;
+    Ok(info)
+}
+
+/// A record copied to another file's name is damaged, not that file.
+fn check_id(info: &FileInfo, id: Uuid) -> Result<(), StoreError> {
+    if info.file_id == id.to_string() {
+        Ok(())
+    } else {
+        let source = RecordError::BadHeader(format!("it holds file {}", info.file_id));
+        Err(StoreError::Damaged { id, source })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    const LIMITS: Limits = Limits { file_max_bytes: 100, user_quota_bytes: 250, user_max_files: 4 };
+
+    fn text(name: &str, content: &str) -> NewFile {
+        NewFile { name: name.into(), kind: FileKind::Document, media_type: "text/plain".into(), content: content.as_bytes().to_vec() }
+    }
+
+    fn only_area(root: &Path) -> PathBuf {
+        let mut areas: Vec<PathBuf> = fs::read_dir(root.join(USERS_DIR)).unwrap().map(|e| e.unwrap().path()).collect();
+        assert_eq!(areas.len(), 1);
+        areas.pop().unwrap()
+    }
+
+    #[test]
+    fn files_round_trip_per_user() {
+        let root = tempfile::tempdir().unwrap();
+        let store = Store::open(root.path(), LIMITS).unwrap();
+        let info = store.create("alice", text("a.txt", "hello")).unwrap();
+        let id = Uuid::parse_str(&info.file_id).unwrap();
+        assert_eq!(store.read("alice", id).unwrap(), (info.clone(), b"hello".to_vec()));
+        assert_eq!(store.list("alice").unwrap(), [info.clone()]);
+        assert!(store.list("bob").unwrap().is_empty());
+        assert!(matches!(store.read("bob", id), Err(StoreError::NotFound(_))));
+        assert!(matches!(store.delete("bob", id), Err(StoreError::NotFound(_))));
+        assert_eq!(store.delete("alice", id).unwrap(), info);
+        assert!(matches!(store.read("alice", id), Err(StoreError::NotFound(_))));
+        assert!(matches!(store.delete("alice", id), Err(StoreError::NotFound(_))));
+    }
+
+    #[test]
+    fn limits_are_enforced_and_freed_by_deletes() {
+        let root = tempfile::tempdir().unwrap();
+        let store = Store::open(root.path(), LIMITS).unwrap();
+        let too_big = store.create("u", text("big", &"x".repeat(101))).unwrap_err();
+        assert_eq!(too_big.to_string(), "the file is 101 bytes, more than the limit of 100 bytes per file");
+        let first = store.create("u", text("1", &"x".repeat(100))).unwrap();
+        store.create("u", text("2", &"x".repeat(100))).unwrap();
+        let full = store.create("u", text("3", &"x".repeat(51))).unwrap_err();
+        assert!(matches!(full, StoreError::QuotaExceeded { size: 51, used: 200, quota: 250 }), "{full}");
+        store.delete("u", Uuid::parse_str(&first.file_id).unwrap()).unwrap();
+        store.create("u", text("3", &"x".repeat(51))).unwrap();
+        store.create("u", text("4", "")).unwrap();
+        store.create("u", text("5", "")).unwrap();
+        assert!(matches!(store.create("u", text("6", "")), Err(StoreError::TooManyFiles(4))));
+        // A new process counts the usage from disk.
+        let reopened = Store::open(root.path(), LIMITS).unwrap();
+        assert!(matches!(reopened.create("u", text("6", "")), Err(StoreError::TooManyFiles(4))));
+    }
+
+    #[test]
+    fn planted_links_and_special_files_are_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let secret = outside.path().join("secret");
+        fs::write(&secret, "secret").unwrap();
+        let store = Store::open(root.path(), LIMITS).unwrap();
+        store.create("mallory", text("mine", "x")).unwrap();
+        let area = only_area(root.path());
+        let id = Uuid::new_v4();
+        symlink(&secret, area.join(record_name(id))).unwrap();
+        assert!(matches!(store.read("mallory", id), Err(StoreError::Unsafe(_))));
+        assert!(matches!(store.delete("mallory", id), Err(StoreError::Unsafe(_))));
+        assert_eq!(store.list("mallory").unwrap().len(), 1, "the link is not listed");
+        assert_eq!(fs::read_to_string(&secret).unwrap(), "secret");
+
+        // A whole user area replaced by a link to somewhere else.
+        fs::rename(&area, outside.path().join("moved")).unwrap();
+        symlink(outside.path(), &area).unwrap();
+        assert!(matches!(store.list("mallory"), Err(StoreError::Unsafe(_))));
+        assert!(matches!(store.create("mallory", text("x", "x")), Err(StoreError::Unsafe(_))));
+        assert!(matches!(store.read("mallory", id), Err(StoreError::Unsafe(_))));
+    }
+
+    #[test]
+    fn damaged_and_foreign_records_are_reported_not_served() {
+        let root = tempfile::tempdir().unwrap();
+        let store = Store::open(root.path(), LIMITS).unwrap();
+        let info = store.create("u", text("a", "original")).unwrap();
+        let id = Uuid::parse_str(&info.file_id).unwrap();
+        let area = only_area(root.path());
+        let path = area.join(record_name(id));
+        let mut bytes = fs::read(&path).unwrap();
+        *bytes.last_mut().unwrap() = b'X';
+        fs::write(&path, &bytes).unwrap();
+        assert!(matches!(store.read("u", id), Err(StoreError::Damaged { .. })));
+        // The same record under another id is not that other file.
+        let other = Uuid::new_v4();
+        fs::copy(&path, area.join(record_name(other))).unwrap();
+        assert!(matches!(store.read("u", other), Err(StoreError::Damaged { .. })));
+        fs::write(area.join("notes.txt"), "stray").unwrap();
+        assert_eq!(store.list("u").unwrap(), [info], "only the readable record with its own name is listed");
+    }
+
+    #[test]
+    fn opening_sweeps_temporaries_and_refuses_a_linked_users_directory() {
+        let root = tempfile::tempdir().unwrap();
+        Store::open(root.path(), LIMITS).unwrap().create("u", text("a", "a")).unwrap();
+        let area = only_area(root.path());
+        fs::write(area.join(format!("{}half-written", atomic::TEMP_PREFIX)), "par").unwrap();
+        Store::open(root.path(), LIMITS).unwrap();
+        assert_eq!(fs::read_dir(&area).unwrap().count(), 1);
+
+        let other = tempfile::tempdir().unwrap();
+        let linked_root = tempfile::tempdir().unwrap();
+        symlink(other.path(), linked_root.path().join(USERS_DIR)).unwrap();
+        assert!(matches!(Store::open(linked_root.path(), LIMITS), Err(StoreError::Unsafe(_))));
+    }
+
+    #[test]
+    fn hostile_user_ids_map_to_plain_directory_names() {
+        for user_id in ["../../etc", "/", "a\0b", "", "\u{202E}x", &"x".repeat(10_000)] {
+            let name = area_name(user_id);
+            assert_eq!(name.len(), 64);
+            assert!(name.bytes().all(|b| b.is_ascii_hexdigit()), "{name}");
+        }
+        assert_ne!(area_name("alice"), area_name("Alice"));
+    }
+
+    #[test]
+    fn record_names_parse_only_in_their_canonical_form() {
+        let id = Uuid::new_v4();
+        assert_eq!(record_id(&record_name(id)), Some(id));
+        assert_eq!(record_id(&format!("{}.rec", id.simple())), None);
+        assert_eq!(record_id(&format!("{}.rec", id.hyphenated().to_string().to_uppercase())), None);
+        assert_eq!(record_id(&format!("{}{id}.rec", atomic::TEMP_PREFIX)), None);
+        assert_eq!(record_id(&id.to_string()), None);
+    }
+}
