@@ -374,7 +374,7 @@ mod tests {
         let info = store.create("alice", text("a.txt", "hello")).unwrap();
         let id = Uuid::parse_str(&info.file_id).unwrap();
         assert_eq!(store.read("alice", id).unwrap(), (info.clone(), b"hello".to_vec()));
-        assert_eq!(store.list("alice").unwrap(), [info.clone()]);
+        assert_eq!(store.list("alice").unwrap(), std::slice::from_ref(&info));
         assert!(store.list("bob").unwrap().is_empty());
         assert!(matches!(store.read("bob", id), Err(StoreError::NotFound(_))));
         assert!(matches!(store.delete("bob", id), Err(StoreError::NotFound(_))));

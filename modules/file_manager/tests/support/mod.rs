@@ -1,0 +1,3 @@
+//! Helpers of the whole-process tests.
+
+pub mod process;
