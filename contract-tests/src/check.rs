@@ -97,8 +97,8 @@ checks! {
     ProviderNames = "providers.tool_names", "every tool's provider-safe name <module>__<tool> is accepted by OpenAI, Anthropic, Bedrock and Gemini";
     /// Description lengths.
     ProviderDescriptions = "providers.description_length", "every tool description fits OpenAI's 1,024 characters";
-    /// Schema shape every provider accepts.
-    ProviderSchemaShape = "providers.schema_shape", "every input_schema converts for every provider (object root, no root union, Gemini-safe property names)";
+    /// Conversion for every provider.
+    ProviderConvertible = "providers.convertible", "every tool, converted by the orchestrator for each provider, passes that provider's rules";
     /// Valid arguments.
     ValidArguments = "execute.valid_arguments", "arguments generated from input_schema get 200 and are not refused as invalid_arguments or unknown_tool";
     /// ToolResult shape.

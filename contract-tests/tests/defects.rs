@@ -39,7 +39,9 @@ const CASES: &[(Defect, &[&str])] = &[
     (Defect::EnumMismatch, &["parameters.enums"]),
     (Defect::ProviderNameTooLong, &["providers.tool_names"]),
     (Defect::DescriptionTooLong, &["providers.description_length"]),
-    (Defect::RootUnion, &["providers.schema_shape"]),
+    // The orchestrator's converters repair whatever a valid schema holds, so
+    // only a schema that is not valid JSON Schema fails to convert.
+    (Defect::UnknownPropertyType, &["schema.input_metaschema", "parameters.types", "providers.convertible"]),
     (Defect::RefusesValidArguments, &["execute.valid_arguments"]),
     (Defect::ResultWithoutError, &["execute.result_shape"]),
     (Defect::ResultBreaksOutputSchema, &["execute.output_schema"]),

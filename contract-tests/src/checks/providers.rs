@@ -1,11 +1,10 @@
 //! Whether every tool can be given to every model provider
-//! (`shared/PROVIDERS.md`): the provider-safe name, the description length
-//! and the schema shape the converters need.
-//!
-//! The orchestrator's full rule checker is not available yet; these are the
-//! rules the converters cannot repair. Replacing this file's body with a
-//! call to that checker is the whole integration.
+//! (`shared/PROVIDERS.md`): the contract's own limits (the provider-safe
+//! name, the description length), and the orchestrator's converters run on
+//! each tool with their output put through the orchestrator's rule checker.
 
+use module_sdk::ToolDefinition;
+use orchestrator::providers::{PROVIDERS, render_tools, rules};
 use serde_json::Value;
 
 use super::ToolView;
@@ -17,13 +16,9 @@ pub const MAX_NAME_CHARS: usize = 64;
 /// The longest tool description OpenAI accepts.
 pub const MAX_DESCRIPTION_CHARS: usize = 1024;
 
-/// Keywords that may not sit at the root of a tool's parameters (OpenAI
-/// rejects a root union; Gemini needs a single root `type`).
-const ROOT_UNIONS: [&str; 4] = ["anyOf", "oneOf", "allOf", "not"];
-
 /// Runs the provider checks over every tool.
 pub fn check_providers(tools: &[ToolView<'_>], findings: &mut Findings) {
-    for check in [Check::ProviderNames, Check::ProviderDescriptions, Check::ProviderSchemaShape] {
+    for check in [Check::ProviderNames, Check::ProviderDescriptions, Check::ProviderConvertible] {
         findings.ran(check);
     }
     for tool in tools {
@@ -42,12 +37,27 @@ pub fn check_providers(tools: &[ToolView<'_>], findings: &mut Findings) {
                 );
             }
         }
-        if let Some(schema) = tool.input_schema() {
-            for problem in schema_shape_problems(schema) {
-                findings.fail(Check::ProviderSchemaShape, format!("{label} input_schema: {problem}"));
+        // A tool whose base fields do not read is reported by the manifest checks.
+        if let Ok(definition) = serde_json::from_value::<ToolDefinition>(Value::Object(tool.entry.clone())) {
+            for problem in conversion_problems(&definition) {
+                findings.fail(Check::ProviderConvertible, format!("{label}: {problem}"));
             }
         }
     }
+}
+
+/// What each provider's rules refuse in the orchestrator's conversion of `definition`.
+fn conversion_problems(definition: &ToolDefinition) -> Vec<String> {
+    let tools = std::slice::from_ref(definition);
+    PROVIDERS
+        .into_iter()
+        .flat_map(|provider| {
+            let converted = render_tools(provider.format(), tools);
+            rules::check_all(provider, &converted)
+                .into_iter()
+                .map(move |violation| format!("as {} tool: {violation}", provider.format().as_str()))
+        })
+        .collect()
 }
 
 /// The provider-safe form of a tool name: `research.web_search` becomes `research__web_search`.
@@ -71,44 +81,6 @@ fn provider_name_problem(name: &str) -> Option<String> {
     None
 }
 
-/// Where a schema breaks what every provider's converter needs.
-fn schema_shape_problems(schema: &Value) -> Vec<String> {
-    let mut problems: Vec<String> = ROOT_UNIONS
-        .iter()
-        .filter(|keyword| schema.get(**keyword).is_some())
-        .map(|keyword| format!("`{keyword}` at the root; providers need a plain object root"))
-        .collect();
-    property_name_problems(schema, "", &mut problems);
-    problems
-}
-
-/// Property names Gemini refuses (`^[A-Za-z_][A-Za-z0-9_]*$`), anywhere in the schema.
-fn property_name_problems(node: &Value, at: &str, problems: &mut Vec<String>) {
-    match node {
-        Value::Object(map) => {
-            if let Some(properties) = map.get("properties").and_then(Value::as_object) {
-                for name in properties.keys().filter(|name| !is_gemini_property_name(name)) {
-                    problems.push(format!("property {name:?} at {}/properties: Gemini accepts only [A-Za-z_][A-Za-z0-9_]*", if at.is_empty() { "#" } else { at }));
-                }
-            }
-            for (key, child) in map {
-                property_name_problems(child, &format!("{at}/{key}"), problems);
-            }
-        }
-        Value::Array(items) => {
-            for (index, child) in items.iter().enumerate() {
-                property_name_problems(child, &format!("{at}/{index}"), problems);
-            }
-        }
-        _ => {}
-    }
-}
-
-fn is_gemini_property_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_') && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,13 +96,14 @@ mod tests {
     }
 
     #[test]
-    fn schema_shape_finds_root_unions_and_bad_property_names() {
-        let ok = json!({"type": "object", "properties": {"a_b": {"type": "object", "properties": {"_c": {}}}}});
-        assert!(schema_shape_problems(&ok).is_empty());
-        let bad = json!({"type": "object", "anyOf": [{}], "properties": {"x": {"properties": {"a-b": {}}}},
-            "$defs": {"D": {"properties": {"1x": {}}}}});
-        let problems = schema_shape_problems(&bad);
-        assert_eq!(problems.len(), 3, "{problems:?}");
-        assert!(problems[1].contains("\"a-b\" at /properties/x/properties"), "{problems:?}");
+    fn conversion_is_checked_for_every_provider() {
+        let tool = |schema: Value| -> ToolDefinition {
+            serde_json::from_value(json!({"name": "m.t", "description": "d", "input_schema": schema})).unwrap()
+        };
+        let fine = tool(json!({"type": "object", "properties": {"a-b": {"type": "string"}}, "required": ["a-b"]}));
+        assert_eq!(conversion_problems(&fine), Vec::<String>::new());
+        let problems = conversion_problems(&tool(json!({"type": "object", "properties": {"a": {"type": "text"}}})));
+        assert!(!problems.is_empty() && problems.iter().all(|p| p.starts_with("as ")), "{problems:?}");
+        assert!(problems.iter().any(|p| p.starts_with("as gemini tool:")), "{problems:?}");
     }
 }
