@@ -188,7 +188,8 @@ async fn a_crash_in_the_middle_of_many_writes_leaves_every_file_whole_or_absent(
     let acknowledged = Arc::new(Mutex::new(HashSet::<String>::new()));
     for round in 0..3 {
         let mut module = ModuleProcess::start(work.path(), &[]).await;
-        let before = check_whole_after_restart(&module, work.path(), &acknowledged.lock().unwrap()).await;
+        let so_far = acknowledged.lock().unwrap().clone();
+        let before = check_whole_after_restart(&module, work.path(), &so_far).await;
         let writers: Vec<_> = (0..4)
             .map(|writer| {
                 let client = module.client();
@@ -219,7 +220,8 @@ async fn a_crash_in_the_middle_of_many_writes_leaves_every_file_whole_or_absent(
         eprintln!("round {round}: killed with {temporaries} temporary file(s) on disk");
     }
     let module = ModuleProcess::start(work.path(), &[]).await;
-    check_whole_after_restart(&module, work.path(), &acknowledged.lock().unwrap()).await;
+    let all = acknowledged.lock().unwrap().clone();
+    check_whole_after_restart(&module, work.path(), &all).await;
 }
 
 /// Checks a restarted store: every acknowledged file is there, every file
