@@ -28,14 +28,14 @@ use crate::settings::Settings;
 
 /// The research module with its clients built from `settings`.
 fn module(settings: &Settings) -> Result<Module, reqwest::Error> {
-    let searx = Searx::new(settings.searxng_url.clone(), settings.search_timeout())?;
+    let searx = Searx::new(settings.searxng_url.0.clone(), settings.search_timeout())?;
     let limits = FetchLimits {
         total: settings.fetch_timeout(),
         connect: settings.fetch_connect_timeout(),
         max_bytes: usize::try_from(settings.fetch_max_bytes).unwrap_or(usize::MAX),
         max_redirects: settings.fetch_max_redirects,
     };
-    let fetcher = Fetcher::new(AddressPolicy::new(settings.fetch_allow_networks.clone()), limits)?;
+    let fetcher = Fetcher::new(AddressPolicy::new(settings.fetch_allow_networks.0.clone()), limits)?;
     Ok(Module::new(
         "research",
         "Research tools: search the web and the news, read web pages as text, and summarize long texts.",

@@ -15,10 +15,10 @@ use url::Url;
 #[command(version, about = "Serve the research module: web and news search, safe page fetching, summaries.")]
 pub struct Settings {
     /// Base URL of a SearxNG instance whose JSON format is enabled
-    /// (`search.formats: [html, json]` in its settings.yml). Without it the
-    /// search tools answer `unavailable`.
-    #[arg(long, env = "SEARXNG_URL", value_parser = parse_http_url)]
-    pub searxng_url: Option<Url>,
+    /// (`search.formats: [html, json]` in its settings.yml). Unset or empty,
+    /// the search tools answer `unavailable`.
+    #[arg(long, env = "SEARXNG_URL", default_value = "", hide_default_value = true, value_parser = parse_optional_url)]
+    pub searxng_url: OptionalUrl,
 
     /// Seconds a search may take, SearxNG's own fan-out included.
     #[arg(long, env = "SEARCH_TIMEOUT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=120))]
@@ -45,9 +45,17 @@ pub struct Settings {
     /// link-local or otherwise internal: comma-separated CIDRs or single
     /// addresses, e.g. `127.0.0.1` or `10.20.0.0/16`. Empty (the default)
     /// allows public addresses only.
-    #[arg(long, env = "FETCH_ALLOW_NETWORKS", value_delimiter = ',', value_parser = parse_network)]
-    pub fetch_allow_networks: Vec<IpNet>,
+    #[arg(long, env = "FETCH_ALLOW_NETWORKS", default_value = "", hide_default_value = true, value_parser = parse_networks)]
+    pub fetch_allow_networks: Networks,
 }
+
+/// A URL that may be left empty (unset and empty mean the same).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OptionalUrl(pub Option<Url>);
+
+/// A list of networks, written comma-separated (empty: none).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Networks(pub Vec<IpNet>);
 
 impl Settings {
     /// The total time budget of one fetch.
@@ -66,21 +74,27 @@ impl Settings {
     }
 }
 
-/// An absolute `http` or `https` URL.
-fn parse_http_url(text: &str) -> Result<Url, String> {
-    let url = Url::parse(text.trim()).map_err(|e| format!("not a URL ({e}); expected e.g. http://searxng:8080"))?;
+/// An absolute `http` or `https` URL, or nothing.
+fn parse_optional_url(text: &str) -> Result<OptionalUrl, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(OptionalUrl(None));
+    }
+    let url = Url::parse(text).map_err(|e| format!("not a URL ({e}); expected e.g. http://searxng:8080"))?;
     match url.scheme() {
-        "http" | "https" => Ok(url),
+        "http" | "https" => Ok(OptionalUrl(Some(url))),
         other => Err(format!("scheme `{other}` is not supported; use http or https")),
     }
 }
 
-/// A CIDR network, or a single address taken as a network of one.
-fn parse_network(text: &str) -> Result<IpNet, String> {
-    let text = text.trim();
-    text.parse::<IpNet>()
-        .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
-        .map_err(|_| format!("`{text}` is neither a CIDR network (10.0.0.0/8) nor an IP address (127.0.0.1)"))
+/// Comma-separated CIDR networks or single addresses (a network of one).
+fn parse_networks(text: &str) -> Result<Networks, String> {
+    let parse = |item: &str| {
+        item.parse::<IpNet>()
+            .or_else(|_| item.parse::<IpAddr>().map(IpNet::from))
+            .map_err(|_| format!("`{item}` is neither a CIDR network (10.0.0.0/8) nor an IP address (127.0.0.1)"))
+    };
+    text.split(',').map(str::trim).filter(|item| !item.is_empty()).map(parse).collect::<Result<_, _>>().map(Networks)
 }
 
 #[cfg(test)]
@@ -90,8 +104,10 @@ mod tests {
     #[test]
     fn defaults_allow_public_addresses_only() {
         let settings = Settings::try_parse_from(["research"]).unwrap();
-        assert!(settings.searxng_url.is_none());
-        assert!(settings.fetch_allow_networks.is_empty());
+        assert_eq!(settings.searxng_url, OptionalUrl(None));
+        assert_eq!(settings.fetch_allow_networks, Networks(Vec::new()));
+        let empty = Settings::try_parse_from(["research", "--searxng-url", " ", "--fetch-allow-networks", ""]).unwrap();
+        assert_eq!((empty.searxng_url, empty.fetch_allow_networks), (OptionalUrl(None), Networks(Vec::new())));
         assert_eq!(settings.fetch_max_redirects, 5);
     }
 
@@ -105,9 +121,9 @@ mod tests {
             "http://search.internal:8080/searx/",
         ])
         .unwrap();
-        let networks: Vec<String> = settings.fetch_allow_networks.iter().map(ToString::to_string).collect();
+        let networks: Vec<String> = settings.fetch_allow_networks.0.iter().map(ToString::to_string).collect();
         assert_eq!(networks, ["127.0.0.1/32", "10.0.0.0/8", "::1/128"]);
-        assert_eq!(settings.searxng_url.unwrap().path(), "/searx/");
+        assert_eq!(settings.searxng_url.0.unwrap().path(), "/searx/");
         assert!(Settings::try_parse_from(["research", "--fetch-allow-networks", "example.com"]).is_err());
         assert!(Settings::try_parse_from(["research", "--searxng-url", "ftp://x"]).is_err());
         assert!(Settings::try_parse_from(["research", "--fetch-max-bytes", "10"]).is_err());
