@@ -13,6 +13,7 @@ use url::{Host, Url};
 
 use crate::address_policy::AddressPolicy;
 use crate::guarded_resolver::{BlockedHost, GuardedResolver};
+use crate::text::error_chain;
 
 /// What the fetcher asks servers for.
 const ACCEPT_TEXT: &str = "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.1";
@@ -249,18 +250,6 @@ fn body_kind(content_type: Option<&mime::Mime>) -> Result<BodyKind, FetchError> 
     } else {
         Err(FetchError::UnsupportedContentType(media_type.essence_str().to_owned()))
     }
-}
-
-/// An error and its causes on one line (reqwest's own message is terse).
-fn error_chain(error: &reqwest::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ mod search;
 mod settings;
 mod skim;
 mod summarize;
+mod text;
 mod webpage;
 
 use std::process::ExitCode;

@@ -13,6 +13,7 @@ use serde::Serialize;
 use url::Url;
 
 use crate::skim::skim;
+use crate::text::collapse_whitespace;
 
 /// Width, in columns, that text is wrapped to.
 const WRAP_COLUMNS: usize = 100;
@@ -101,11 +102,6 @@ fn absolute_links(anchors: impl Iterator<Item = (String, String)>, base: &Url) -
         .take(MAX_LINKS)
         .map(|(url, text)| Link { url: url.into(), text: collapse_whitespace(&text).chars().take(MAX_LINK_TEXT_CHARS).collect() })
         .collect()
-}
-
-/// Runs of whitespace turned into one space, ends trimmed.
-pub fn collapse_whitespace(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
-use crate::readable::collapse_whitespace;
+use crate::text::{collapse_whitespace, error_chain};
 
 /// Most characters of a result's snippet.
 const MAX_SNIPPET_CHARS: usize = 500;
@@ -168,13 +168,7 @@ impl Searx {
         if error.is_timeout() {
             return SearchError::TimedOut(self.timeout.as_secs());
         }
-        let mut detail = error.to_string();
-        let mut source = std::error::Error::source(error);
-        while let Some(cause) = source {
-            detail = format!("{detail}: {cause}");
-            source = cause.source();
-        }
-        SearchError::Unreachable { url: url.clone(), detail }
+        SearchError::Unreachable { url: url.clone(), detail: error_chain(error) }
     }
 }
 

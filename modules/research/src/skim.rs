@@ -17,6 +17,8 @@ use html5ever::tokenizer::states::RawKind;
 use html5ever::tokenizer::{BufferQueue, TagKind, Token, TokenSink, TokenSinkResult, Tokenizer, TokenizerOpts};
 use html5ever::{LocalName, local_name};
 
+use crate::text::collapse_whitespace;
+
 /// Nesting beyond which a page is not parsed into a tree.
 pub const MAX_DEPTH: usize = 512;
 
@@ -174,10 +176,10 @@ impl State {
         let lines: Vec<String> = self
             .text
             .lines()
-            .map(|line| line.split_whitespace().collect::<Vec<_>>().join(" "))
+            .map(collapse_whitespace)
             .filter(|line| !line.is_empty())
             .collect();
-        let title = self.title.map(|t| t.split_whitespace().collect::<Vec<_>>().join(" ")).filter(|t| !t.is_empty());
+        let title = self.title.map(|t| collapse_whitespace(&t)).filter(|t| !t.is_empty());
         Skimmed { too_deep: self.too_deep, text: lines.join("\n"), title, links: self.links }
     }
 }

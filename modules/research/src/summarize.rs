@@ -20,7 +20,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use unicode_segmentation::UnicodeSegmentation;
 
-use crate::readable::collapse_whitespace;
+use crate::text::collapse_whitespace;
 
 /// The most characters of input that are read; the rest is ignored and
 /// `input_truncated` set.
