@@ -253,6 +253,14 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_lists_every_check() {
+        let readme = include_str!("../../README.md");
+        let missing: Vec<&str> =
+            Check::ALL.iter().map(|c| c.name()).filter(|name| !readme.contains(&format!("| `{name}` |"))).collect();
+        assert!(missing.is_empty(), "add these checks to the README's contract tests table: {missing:?}");
+    }
+
+    #[test]
     fn findings_pass_fail_skip_and_default() {
         let mut findings = Findings::default();
         findings.ran(Check::HealthOk);

@@ -103,7 +103,7 @@ impl Generator<'_> {
             Some("string") => self.string(map, name, variant),
             Some("integer") => integer(map, variant),
             Some("number") => number(map, variant),
-            Some("boolean") => Value::Bool(variant.choice % 2 == 0),
+            Some("boolean") => Value::Bool(variant.choice.is_multiple_of(2)),
             Some("null") => Value::Null,
             _ => self.text(name, variant),
         }

@@ -288,7 +288,7 @@ pub fn result_shape_problems(result: &Value, tool_name: &str) -> Vec<String> {
             if present("result").is_some_and(|r| !r.is_null()) {
                 problems.push("success is false but result is not null".to_owned());
             }
-            if !error.as_str().is_some_and(|e| !e.trim().is_empty()) {
+            if error.as_str().is_none_or(|e| e.trim().is_empty()) {
                 problems.push(format!("success is false but error is not a message: {error}"));
             }
             if !kind.is_null() && !is_known_error_kind(kind) {
