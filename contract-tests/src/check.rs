@@ -190,11 +190,6 @@ impl Findings {
         self.entries.entry(check).or_insert_with(|| Entry::Skipped(reason.into()));
     }
 
-    /// Whether `check` has run (with or without problems).
-    pub fn has_run(&self, check: Check) -> bool {
-        matches!(self.entries.get(&check), Some(Entry::Ran { .. }))
-    }
-
     fn ran_entry(&mut self, check: Check) -> &mut Entry {
         let entry = self
             .entries

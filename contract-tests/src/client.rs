@@ -37,7 +37,7 @@ impl Reply {
         self.body.as_ref().map_err(|text| format!("the body is not JSON: {}", shorten(text)))
     }
 
-    /// Whether this is a `4xx` whose body is a JSON object with an `error` string.
+    /// Why the body is not the contract's error body `{"error": string}`, if it is not.
     pub fn error_body_problem(&self) -> Option<String> {
         match &self.body {
             Ok(value) if value.get("error").is_some_and(Value::is_string) => None,

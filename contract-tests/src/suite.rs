@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::check::{Check, CheckResult, Findings, Status};
-use crate::checks::execute::{BehaviourOptions, check_execute};
+use crate::checks::execute::check_execute;
 use crate::checks::{auth, endpoints, manifest, parameters, providers, schemas, tools_of};
 use crate::client::ModuleClient;
 
@@ -83,12 +83,7 @@ pub async fn check_module(url: &str, options: &SuiteOptions) -> Result<ModuleRep
         schemas::check_schemas(&tools, &mut findings);
         parameters::check_parameters(&tools, &mut findings);
         providers::check_providers(&tools, &mut findings);
-        let behaviour = BehaviourOptions {
-            read_only: options.read_only,
-            user_id: options.user_id.clone(),
-            sample_url: options.sample_url.clone(),
-        };
-        check_execute(&client, module_name.as_deref(), &tools, &behaviour, &mut findings).await;
+        check_execute(&client, module_name.as_deref(), &tools, options, &mut findings).await;
     }
     findings.ran(Check::NoServerErrors);
     for incident in client.incidents() {

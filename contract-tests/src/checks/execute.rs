@@ -15,6 +15,7 @@ use crate::check::{Check, Findings};
 use crate::client::{Auth, Failure, ModuleClient, REQUEST_TIMEOUT, Reply, shorten};
 use crate::generate::valid_arguments;
 use crate::mutate::mutations;
+use crate::suite::SuiteOptions;
 
 /// Added to a tool's own `timeout_seconds` before a call counts as hung.
 const TIMEOUT_MARGIN: Duration = Duration::from_secs(10);
@@ -22,23 +23,12 @@ const TIMEOUT_MARGIN: Duration = Duration::from_secs(10);
 /// How long a call to a tool without `timeout_seconds` may take.
 const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// How the behaviour checks run.
-#[derive(Debug, Clone)]
-pub struct BehaviourOptions {
-    /// Leave tools annotated `destructive` alone.
-    pub read_only: bool,
-    /// The `user_id` sent with every call.
-    pub user_id: String,
-    /// The URL put into URL-like arguments.
-    pub sample_url: String,
-}
-
 /// Runs every `/execute` check against the module.
 pub async fn check_execute(
     client: &ModuleClient,
     module_name: Option<&str>,
     tools: &[ToolView<'_>],
-    options: &BehaviourOptions,
+    options: &SuiteOptions,
     findings: &mut Findings,
 ) {
     let caller = Caller { client, options };
@@ -69,7 +59,7 @@ struct Subject<'a> {
 
 struct Caller<'a> {
     client: &'a ModuleClient,
-    options: &'a BehaviourOptions,
+    options: &'a SuiteOptions,
 }
 
 impl Caller<'_> {
