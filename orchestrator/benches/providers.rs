@@ -1,1 +1,229 @@
-fn main() {}
+//! Listing and converting 1,000 tools from 50 modules for one caller, in
+//! every format: cold (every schema compiled for the request) against
+//! cached (converted definitions memoized per format and tool in a
+//! `ConvertedCache`), side by side in one run.
+//!
+//! Run with `cargo bench -p orchestrator --bench providers`.
+
+// The argument types exist for the schemas derived from them.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use module_sdk::schema::{parameters_of, schema_for};
+use module_sdk::{ModuleManifest, Permission, ToolDefinition};
+use orchestrator::providers::{ConvertedCache, ToolFormat, render_tools};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+const MODULES: usize = 50;
+const TOOLS_PER_MODULE: usize = 20;
+
+/// A search tool's arguments.
+#[derive(Deserialize, JsonSchema)]
+struct Search {
+    /// What to search for.
+    query: String,
+    /// How many results to return (1-20).
+    #[serde(default = "five")]
+    #[schemars(range(min = 1, max = 20))]
+    max_results: u8,
+    /// Only results newer than this many days.
+    max_age_days: Option<u32>,
+    /// Which kind of results.
+    #[serde(default)]
+    kind: Kind,
+}
+
+fn five() -> u8 {
+    5
+}
+
+/// Kinds of results.
+#[derive(Deserialize, JsonSchema, Default)]
+#[serde(rename_all = "lowercase")]
+enum Kind {
+    /// Anything.
+    #[default]
+    All,
+    /// News only.
+    News,
+    /// Images only.
+    Images,
+}
+
+/// A trip plan's arguments: nested, optional, listed.
+#[derive(Deserialize, JsonSchema)]
+struct PlanTrip {
+    /// Where the trip starts.
+    origin: Place,
+    /// The stops, in order.
+    stops: Vec<Place>,
+    /// Most hours to travel per day.
+    max_hours_per_day: Option<f64>,
+}
+
+/// A place on the map.
+#[derive(Deserialize, JsonSchema)]
+struct Place {
+    /// The place's name.
+    name: String,
+    /// Latitude and longitude, when known.
+    coordinates: Option<Coordinates>,
+}
+
+/// A position in degrees.
+#[derive(Deserialize, JsonSchema)]
+struct Coordinates {
+    /// Degrees north.
+    lat: f64,
+    /// Degrees east.
+    lon: f64,
+}
+
+/// A file edit's arguments: tagged unions, maps and recursion.
+#[derive(Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+struct Edit {
+    /// The file.
+    file_path: String,
+    /// What to do.
+    operation: Operation,
+    /// Metadata to set.
+    metadata: HashMap<String, String>,
+    /// The directory tree to create.
+    tree: Option<Dir>,
+}
+
+/// An edit operation.
+#[derive(Deserialize, JsonSchema)]
+#[serde(tag = "op", rename_all = "snake_case")]
+enum Operation {
+    /// Replace a range of lines.
+    Replace {
+        /// First line.
+        from: u32,
+        /// Last line.
+        to: u32,
+        /// The new text.
+        text: String,
+    },
+    /// Append text.
+    Append {
+        /// The text.
+        text: String,
+    },
+    /// Delete the file.
+    Delete,
+}
+
+/// A directory and what it holds.
+#[derive(Deserialize, JsonSchema)]
+struct Dir {
+    /// Its name.
+    name: String,
+    /// Subdirectories.
+    children: Vec<Dir>,
+}
+
+/// 50 manifests of 20 tools, the schemas cycling through the types above.
+fn manifests() -> Vec<ModuleManifest> {
+    let schemas = [schema_for::<Search>(), schema_for::<PlanTrip>(), schema_for::<Edit>()];
+    let permissions = [Permission::Guest, Permission::User, Permission::Guest, Permission::Admin];
+    (0..MODULES)
+        .map(|m| {
+            let module_name = format!("module_{m:02}");
+            let tools = (0..TOOLS_PER_MODULE)
+                .map(|t| {
+                    let schema = schemas[(m + t) % schemas.len()].clone();
+                    ToolDefinition {
+                        name: format!("{module_name}.tool_{t:02}"),
+                        description: format!("Tool {t} of module {m}: does one careful thing with its arguments."),
+                        parameters: parameters_of(&schema),
+                        required_permission: permissions[t % permissions.len()],
+                        input_schema: Some(schema),
+                        output_schema: None,
+                        annotations: None,
+                        requires_approval: None,
+                        timeout_seconds: None,
+                    }
+                })
+                .collect();
+            ModuleManifest { module_name, description: "A module.".into(), tools, version: None, contract_version: None }
+        })
+        .collect()
+}
+
+/// The caller's tools: every tool its permission allows, as the registry lists them.
+fn list(manifests: &[ModuleManifest], caller: Permission) -> Vec<ToolDefinition> {
+    manifests
+        .iter()
+        .flat_map(|m| &m.tools)
+        .filter(|tool| caller.allows(tool.required_permission))
+        .cloned()
+        .collect()
+}
+
+/// The median of `runs` timings of `f`.
+fn median(runs: usize, mut f: impl FnMut()) -> Duration {
+    let mut times: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed()
+        })
+        .collect();
+    times.sort_unstable();
+    times[runs / 2]
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e3
+}
+
+fn main() {
+    let manifests = manifests();
+    let caller = Permission::Owner;
+    let tools = list(&manifests, caller);
+    let listing = median(31, || {
+        black_box(list(&manifests, caller));
+    });
+    println!("{} tools from {MODULES} modules for one caller; median of runs, in ms", tools.len());
+    println!("listing (permission filter + copy of the definitions): {:.2}", ms(listing));
+    println!(
+        "{:<19} {:>12} {:>14} {:>7} {:>10} {:>11} {:>13} {:>7}",
+        "format", "convert cold", "convert cached", "ratio", "serialize", "total cold", "total cached", "ratio"
+    );
+    let cache = ConvertedCache::new();
+    for format in ToolFormat::ALL {
+        let cold = median(11, || {
+            black_box(render_tools(format, &tools));
+        });
+        let answer = cache.render_tools(format, &tools);
+        assert_eq!(answer, render_tools(format, &tools), "cached and cold answers agree");
+        let cached = median(31, || {
+            black_box(cache.render_tools(format, &tools));
+        });
+        let serialize = median(31, || {
+            black_box(serde_json::to_vec(&answer).unwrap());
+        });
+        let (total_cold, total_cached) = (listing + cold + serialize, listing + cached + serialize);
+        println!(
+            "{:<19} {:>12.2} {:>14.2} {:>6.1}x {:>10.2} {:>11.2} {:>13.2} {:>6.1}x",
+            format.as_str(),
+            ms(cold),
+            ms(cached),
+            ratio(cold, cached),
+            ms(serialize),
+            ms(total_cold),
+            ms(total_cached),
+            ratio(total_cold, total_cached),
+        );
+    }
+}
+
+fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64()
+}

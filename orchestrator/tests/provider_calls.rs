@@ -3,124 +3,14 @@
 //! names and arguments and executed by a real SDK module, and the results
 //! come out as the provider's own result messages.
 
-use module_sdk::{Context, Module, ModuleService, ToolCall, ToolError, tool};
+mod provider_support;
+
+use module_sdk::{ModuleService, ToolCall};
 use orchestrator::providers::{CallFormat, RequestedCall, ToolFormat, parse_calls, render_results, render_tools};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-/// Arguments of `greet`.
-#[derive(Deserialize, JsonSchema)]
-struct Greet {
-    /// Who to greet.
-    name: String,
-    /// How to say it.
-    #[serde(default)]
-    style: Style,
-    /// How many exclamation marks to add (0-5).
-    #[serde(default)]
-    #[schemars(range(max = 5))]
-    excitement: u8,
-}
-
-/// A way of greeting.
-#[derive(Deserialize, JsonSchema, Default)]
-#[serde(rename_all = "snake_case")]
-enum Style {
-    /// "Hello, NAME".
-    #[default]
-    Plain,
-    /// "Good day to you, NAME".
-    Formal,
-}
-
-/// A greeting.
-#[derive(Serialize, JsonSchema)]
-struct Greeting {
-    /// The text.
-    text: String,
-}
-
-/// Say hello to someone.
-#[tool]
-async fn greet(_ctx: Context, args: Greet) -> Result<Greeting, ToolError> {
-    let bang = "!".repeat(usize::from(args.excitement));
-    let text = match args.style {
-        Style::Plain => format!("Hello, {}{bang}", args.name),
-        Style::Formal => format!("Good day to you, {}{bang}", args.name),
-    };
-    Ok(Greeting { text })
-}
-
-/// Arguments of `plan_trip`: nested and optional parts.
-#[derive(Deserialize, JsonSchema)]
-struct PlanTrip {
-    /// Where the trip starts.
-    origin: Place,
-    /// The stops, in order.
-    stops: Vec<Place>,
-    /// Most hours to travel per day.
-    max_hours_per_day: Option<f64>,
-}
-
-/// A place.
-#[derive(Deserialize, JsonSchema)]
-struct Place {
-    /// Its name.
-    name: String,
-    /// Latitude and longitude, when known.
-    coordinates: Option<[f64; 2]>,
-}
-
-/// The plan.
-#[derive(Serialize, JsonSchema)]
-struct Trip {
-    /// Every leg as `from -> to`.
-    legs: Vec<String>,
-    /// How many stops have coordinates.
-    located: usize,
-    /// The daily limit asked for.
-    max_hours_per_day: Option<f64>,
-    /// For whom.
-    user: Option<String>,
-}
-
-/// Plan a trip through a list of stops.
-#[tool]
-async fn plan_trip(ctx: Context, args: PlanTrip) -> Result<Trip, ToolError> {
-    let located = args.stops.iter().filter(|stop| stop.coordinates.is_some()).count();
-    let mut from = args.origin.name;
-    let mut legs = Vec::new();
-    for stop in args.stops {
-        legs.push(format!("{from} -> {}", stop.name));
-        from = stop.name;
-    }
-    Ok(Trip { legs, located, max_hours_per_day: args.max_hours_per_day, user: ctx.user_id().map(str::to_owned) })
-}
-
-/// Arguments with names Gemini cannot take as they are.
-#[derive(Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-struct Search {
-    /// What to look for.
-    search_terms: String,
-    /// How many results.
-    #[serde(default = "three")]
-    max_results: u8,
-}
-
-fn three() -> u8 {
-    3
-}
-
-/// Echo a search request back.
-#[tool]
-async fn search(_ctx: Context, args: Search) -> Result<Search, ToolError> {
-    Ok(args)
-}
-
 fn service() -> ModuleService {
-    Module::new("trips", "Trip tools.").tool(greet).tool(plan_trip).tool(search).build().unwrap()
+    provider_support::trips().build().unwrap()
 }
 
 /// Parses `message`, runs every call through the module (or answers it
@@ -293,6 +183,6 @@ fn bodies_that_are_not_the_providers_shape_are_errors() {
         (CallFormat::Text, json!([1])),
     ] {
         let error = parse_calls(format, &body, &tools).unwrap_err();
-        assert!(error.to_string().starts_with(&format!("the body is not a {format} message")), "{error}");
+        assert!(error.to_string().starts_with(&format!("the body is not in the `{format}` format")), "{error}");
     }
 }

@@ -108,7 +108,7 @@ pub enum ProviderError {
     #[error("unknown format `{0}`")]
     UnknownFormat(String),
     /// The body is not the provider's shape.
-    #[error("the body is not a {format} message: {reason}")]
+    #[error("the body is not in the `{format}` format: {reason}")]
     NotProviderShape {
         /// The format that was expected.
         format: &'static str,
