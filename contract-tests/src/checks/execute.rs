@@ -20,6 +20,9 @@ use crate::suite::SuiteOptions;
 /// Added to a tool's own `timeout_seconds` before a call counts as hung.
 const TIMEOUT_MARGIN: Duration = Duration::from_secs(10);
 
+/// The outcome of a call that succeeded.
+const SUCCESS: &str = "success";
+
 /// How long a call to a tool without `timeout_seconds` may take.
 const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -90,8 +93,15 @@ impl Caller<'_> {
             );
             return;
         }
+        let mut outcomes = Vec::new();
         for arguments in &samples {
-            self.valid_call(&subject, arguments, findings).await;
+            outcomes.extend(self.valid_call(&subject, arguments, findings).await);
+        }
+        if !outcomes.is_empty() && !outcomes.iter().any(|outcome| outcome == SUCCESS) {
+            outcomes.sort();
+            outcomes.dedup();
+            let kinds = outcomes.join(", ");
+            findings.note(Check::ValidArguments, format!("{}: no call succeeded ({kinds}), so its output was not checked", subject.label));
         }
         let base = samples.iter().filter_map(Value::as_object).max_by_key(|args| args.len());
         for mutation in base.map(|base| mutations(&schema, base, &validator)).unwrap_or_default() {
@@ -107,12 +117,13 @@ impl Caller<'_> {
         self.client.post("/execute", body.to_string().into_bytes(), Auth::Configured, subject.timeout).await
     }
 
-    async fn valid_call(&self, subject: &Subject<'_>, arguments: &Value, findings: &mut Findings) {
+    /// Calls with valid `arguments`; the outcome ([`SUCCESS`] or the
+    /// error kind) when the module answered with a ToolResult.
+    async fn valid_call(&self, subject: &Subject<'_>, arguments: &Value, findings: &mut Findings) -> Option<String> {
         findings.ran(Check::ValidArguments);
         let what = format!("{} with {}", subject.label, shorten(&arguments.to_string()));
-        let Some(result) = self.tool_result(Check::ValidArguments, &what, subject.name, self.call(subject, arguments).await, findings) else {
-            return;
-        };
+        let result = self.tool_result(Check::ValidArguments, &what, subject.name, self.call(subject, arguments).await, findings)?;
+        let kind = result.get("error_kind").and_then(Value::as_str);
         if result.get("success") == Some(&Value::Bool(true)) {
             if let Some(output) = &subject.output {
                 findings.ran(Check::OutputSchema);
@@ -121,12 +132,13 @@ impl Caller<'_> {
                     findings.fail(Check::OutputSchema, format!("{what}: result at {:?}: {error}", error.instance_path().to_string()));
                 }
             }
-        } else if let Some(kind) = result.get("error_kind").and_then(Value::as_str)
-            && [ErrorKind::InvalidArguments.as_str(), ErrorKind::UnknownTool.as_str()].contains(&kind)
-        {
+            return Some(SUCCESS.to_owned());
+        }
+        if let Some(kind) = kind.filter(|kind| [ErrorKind::InvalidArguments.as_str(), ErrorKind::UnknownTool.as_str()].contains(kind)) {
             let error = result.get("error").and_then(Value::as_str).unwrap_or_default();
             findings.fail(Check::ValidArguments, format!("{what}: refused as {kind}: {}", shorten(error)));
         }
+        Some(kind.unwrap_or("failure without error_kind").to_owned())
     }
 
     /// `arguments: [1]` gets 400/422 with a JSON error, or a ToolResult with `invalid_arguments`.
