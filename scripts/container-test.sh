@@ -31,7 +31,7 @@ fi
 conf=/etc/containers/containers.conf
 if [ ! -e "$conf" ]; then
     if [ "$(id -u)" -ne 0 ]; then
-        fail "$conf is missing; as root, write it with runtime = \"runc\" and default_ulimits (see deploy/README.md)"
+        fail "$conf is missing; as root, write it with runtime = \"runc\" and default_ulimits (see README.md, \"Deploy\")"
     fi
     mkdir -p "$(dirname "$conf")"
     cat >"$conf" <<'EOF'
@@ -63,11 +63,15 @@ cleanup() {
     if ((status != 0)) && ((${#containers[@]})); then
         for name in "${containers[@]}"; do
             say "--- logs of $name"
-            podman logs "$name" 2>&1 | tail -n 40 >&2 || true
+            podman logs "$name" 2>&1 | tail -n 20 >&2 || true
         done
     fi
-    ((${#containers[@]})) && podman rm -f -t 2 "${containers[@]}" >/dev/null 2>&1
-    ((${#images[@]})) && podman rmi -f "${images[@]}" >/dev/null 2>&1
+    if ((${#containers[@]})); then
+        podman rm -f -t 2 "${containers[@]}" >/dev/null 2>&1 || say "could not remove containers ${containers[*]}"
+    fi
+    if ((${#images[@]})); then
+        podman rmi -f "${images[@]}" >/dev/null 2>&1 || say "could not remove images ${images[*]}"
+    fi
     rm -rf "$work"
     exit "$status"
 }
@@ -83,15 +87,21 @@ done
 
 token=container-test-token-$RANDOM$RANDOM
 
-# Starts a container on the host network; PORT=0 lets the binary pick a
-# free port, read back from its first log line.
+# `start BINARY [PODMAN-OPTION...] [-- ARG...]` starts a container on the
+# host network; PORT=0 lets the binary pick a free port, read back from its
+# first log line.
 start() {
-    local binary=$1 name=$run_id-$1
+    local binary=$1 name=$run_id-$1 options=()
     shift
+    while (($#)) && [ "$1" != -- ]; do
+        options+=("$1")
+        shift
+    done
+    (($#)) && shift
     containers+=("$name")
     podman run -d --name "$name" --network host \
         -e HOST=127.0.0.1 -e PORT=0 -e LOG_FORMAT=json -e SERVICE_AUTH_TOKEN="$token" \
-        "$@" "localhost/tool-modules-$binary:$run_id" >/dev/null
+        "${options[@]}" "localhost/tool-modules-$binary:$run_id" "$@" >/dev/null
 }
 
 # Prints the port that container $1 logged as its listening address.
@@ -110,7 +120,7 @@ port_of() {
 }
 
 start research
-start file_manager --tmpfs /data:rw,size=64m,mode=1777 -e FILE_MANAGER_DATA_DIR=/data
+start file_manager --tmpfs /data:rw,size=64m,mode=1777 -e FILES_ROOT=/data/files
 research_url=http://127.0.0.1:$(port_of research)
 file_manager_url=http://127.0.0.1:$(port_of file_manager)
 
@@ -118,22 +128,27 @@ say "contract tests against the research and file_manager containers"
 "$contract_tests" --url "$research_url" --url "$file_manager_url" --token "$token" ||
     fail "contract tests against $research_url and $file_manager_url"
 
-start orchestrator serve \
-    -e MODULE_SERVICES="{\"research\": \"$research_url\", \"file_manager\": \"$file_manager_url\"}"
+api_token=container-test-api-token-$RANDOM$RANDOM
+start orchestrator -e ORCHESTRATOR_API_TOKEN="$api_token" \
+    -e MODULE_SERVICES="{\"research\": \"$research_url\", \"file_manager\": \"$file_manager_url\"}" -- serve
 orchestrator_url=http://127.0.0.1:$(port_of orchestrator)
+auth=(-H "Authorization: Bearer $api_token")
 
 # The orchestrator discovers the modules in the background: wait for the tool.
-tool=file_manager.list_documents
+tool=research.summarize_text
 for _ in $(seq 100); do
-    tools=$(curl -fsS "$orchestrator_url/tools?user_permission=user") || fail "GET /tools"
+    tools=$(curl -fsS "${auth[@]}" "$orchestrator_url/tools?permission=owner") || fail "GET /tools"
     grep -q "\"$tool\"" <<<"$tools" && break
     sleep 0.1
 done
 grep -q "\"$tool\"" <<<"$tools" || fail "GET /tools never listed $tool: $tools"
+grep -q '"file_manager\.' <<<"$tools" || fail "GET /tools lists no file_manager tool: $tools"
 
-result=$(curl -fsS "$orchestrator_url/execute" -H 'content-type: application/json' \
-    -d "{\"tool_name\": \"$tool\", \"arguments\": {}, \"user_id\": \"alice\", \"user_permission\": \"user\"}") ||
+text="Containers hold one static binary. The binary serves a module. A module answers tool calls from the orchestrator."
+result=$(curl -fsS "${auth[@]}" "$orchestrator_url/execute" -H 'content-type: application/json' \
+    -d "{\"tool_name\": \"$tool\", \"arguments\": {\"text\": \"$text\", \"max_sentences\": 1}}") ||
     fail "POST /execute"
 grep -q '"success":true' <<<"$result" || fail "POST /execute of $tool did not succeed: $result"
+grep -q '"total_sentences":3' <<<"$result" || fail "POST /execute of $tool answered unexpectedly: $result"
 say "called $tool through the orchestrator container: $result"
 say "passed"
