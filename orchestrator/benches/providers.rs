@@ -1,7 +1,7 @@
 //! Listing and converting 1,000 tools from 50 modules for one caller, in
 //! every format: cold (every schema compiled for the request) against
 //! cached (converted definitions memoized per format and tool in a
-//! `ConvertedCache`), side by side in one run.
+//! `ConvertedCache`, as values or as JSON text), side by side in one run.
 //!
 //! Run with `cargo bench -p orchestrator --bench providers`.
 
@@ -193,9 +193,11 @@ fn main() {
     println!("{} tools from {MODULES} modules for one caller; median of runs, in ms", tools.len());
     println!("listing (permission filter + copy of the definitions): {:.2}", ms(listing));
     println!(
-        "{:<19} {:>12} {:>14} {:>7} {:>10} {:>11} {:>13} {:>7}",
-        "format", "convert cold", "convert cached", "ratio", "serialize", "total cold", "total cached", "ratio"
+        "{:<19} {:>12} {:>14} {:>7} {:>10} {:>11} {:>13} {:>7} {:>12} {:>7}",
+        "format", "convert cold", "convert cached", "ratio", "serialize", "total cold", "total cached", "ratio",
+        "cached text", "ratio"
     );
+    println!("(total = listing + convert + serialize; cached text = listing + ConvertedCache::render_tools_json)");
     let cache = ConvertedCache::new();
     for format in ToolFormat::ALL {
         let cold = median(11, || {
@@ -209,9 +211,13 @@ fn main() {
         let serialize = median(31, || {
             black_box(serde_json::to_vec(&answer).unwrap());
         });
-        let (total_cold, total_cached) = (listing + cold + serialize, listing + cached + serialize);
+        let text = median(31, || {
+            black_box(cache.render_tools_json(format, &tools));
+        });
+        let (total_cold, total_cached, total_text) =
+            (listing + cold + serialize, listing + cached + serialize, listing + text);
         println!(
-            "{:<19} {:>12.2} {:>14.2} {:>6.1}x {:>10.2} {:>11.2} {:>13.2} {:>6.1}x",
+            "{:<19} {:>12.2} {:>14.2} {:>6.1}x {:>10.2} {:>11.2} {:>13.2} {:>6.1}x {:>12.2} {:>6.1}x",
             format.as_str(),
             ms(cold),
             ms(cached),
@@ -220,6 +226,8 @@ fn main() {
             ms(total_cold),
             ms(total_cached),
             ratio(total_cold, total_cached),
+            ms(total_text),
+            ratio(total_cold, total_text),
         );
     }
 }

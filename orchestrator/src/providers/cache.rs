@@ -20,16 +20,18 @@ struct Entry {
     name: String,
     /// The converted definition (or prompt section).
     converted: Value,
+    /// `converted` as JSON text, for answers written straight to the wire.
+    json: String,
 }
 
-/// Converted tool definitions shared by every request, keyed by format and
-/// tool name. An entry is used only while the tool's definition and its
+/// Converted tool definitions shared by every request, per format and tool
+/// name. An entry is used only while the tool's definition and its
 /// provider-safe name are the ones it was made from, so a refreshed
 /// manifest or a name collision in one caller's set can never serve a stale
 /// conversion; a stale entry is replaced. Safe to share between threads.
 #[derive(Default)]
 pub struct ConvertedCache {
-    entries: RwLock<HashMap<(ToolFormat, String), Entry>>,
+    formats: RwLock<HashMap<ToolFormat, HashMap<String, Entry>>>,
 }
 
 impl ConvertedCache {
@@ -41,29 +43,52 @@ impl ConvertedCache {
     /// What [`super::render_tools`] answers, converting only tools not seen before.
     pub fn render_tools(&self, format: ToolFormat, tools: &[ToolDefinition]) -> Value {
         let names = NameMap::new(tools);
-        assemble(format, tools, |tool| self.converted(format, tool, &names.provider_name(&tool.name)))
+        assemble(format, tools, |tool| {
+            self.with_entry(format, tool, &names.provider_name(&tool.name), |entry| entry.converted.clone())
+        })
     }
 
-    fn converted(&self, format: ToolFormat, tool: &ToolDefinition, name: &str) -> Value {
-        let key = (format, tool.name.clone());
+    /// The same answer as [`Self::render_tools`], as JSON text ready to send:
+    /// the cached definitions are copied as text, not rebuilt and serialized.
+    pub fn render_tools_json(&self, format: ToolFormat, tools: &[ToolDefinition]) -> String {
+        if format == ToolFormat::Prompt {
+            return self.render_tools(format, tools).to_string();
+        }
+        let names = NameMap::new(tools);
+        let mut out = String::from("[");
+        for (index, tool) in tools.iter().enumerate() {
+            if index > 0 {
+                out.push(',');
+            }
+            self.with_entry(format, tool, &names.provider_name(&tool.name), |entry| out.push_str(&entry.json));
+        }
+        out.push(']');
+        out
+    }
+
+    /// Runs `read` on the current entry of `tool` in `format` under `name`,
+    /// converting it first when there is none or it is stale.
+    fn with_entry<R>(&self, format: ToolFormat, tool: &ToolDefinition, name: &str, read: impl FnOnce(&Entry) -> R) -> R {
         {
-            let entries = self.entries.read().unwrap_or_else(PoisonError::into_inner);
-            if let Some(entry) = entries.get(&key)
+            let formats = self.formats.read().unwrap_or_else(PoisonError::into_inner);
+            if let Some(entry) = formats.get(&format).and_then(|entries| entries.get(&tool.name))
                 && entry.name == name
                 && entry.tool == *tool
             {
-                return entry.converted.clone();
+                return read(entry);
             }
         }
         let converted = convert_tool(format, tool, name);
-        let entry = Entry { tool: tool.clone(), name: name.to_owned(), converted: converted.clone() };
-        self.entries.write().unwrap_or_else(PoisonError::into_inner).insert(key, entry);
-        converted
+        let entry = Entry { tool: tool.clone(), name: name.to_owned(), json: converted.to_string(), converted };
+        let out = read(&entry);
+        let mut formats = self.formats.write().unwrap_or_else(PoisonError::into_inner);
+        formats.entry(format).or_default().insert(tool.name.clone(), entry);
+        out
     }
 
     /// How many converted definitions are held.
     pub fn len(&self) -> usize {
-        self.entries.read().unwrap_or_else(PoisonError::into_inner).len()
+        self.formats.read().unwrap_or_else(PoisonError::into_inner).values().map(HashMap::len).sum()
     }
 
     /// Whether nothing is held.
@@ -74,7 +99,10 @@ impl ConvertedCache {
     /// Drops the entries of tools for which `keep` (given the `module.tool`
     /// name) says false, e.g. those of a module that went away.
     pub fn retain_tools(&self, keep: impl Fn(&str) -> bool) {
-        self.entries.write().unwrap_or_else(PoisonError::into_inner).retain(|(_, name), _| keep(name));
+        let mut formats = self.formats.write().unwrap_or_else(PoisonError::into_inner);
+        for entries in formats.values_mut() {
+            entries.retain(|name, _| keep(name));
+        }
     }
 }
 
@@ -97,8 +125,11 @@ mod tests {
         let cache = ConvertedCache::new();
         let mut tools = vec![tool("a.search", "Search."), tool("b.fetch", "Fetch.")];
         for format in ToolFormat::ALL {
-            assert_eq!(cache.render_tools(format, &tools), render_tools(format, &tools));
-            assert_eq!(cache.render_tools(format, &tools), render_tools(format, &tools));
+            let fresh = render_tools(format, &tools);
+            assert_eq!(cache.render_tools(format, &tools), fresh);
+            assert_eq!(cache.render_tools(format, &tools), fresh);
+            let text = cache.render_tools_json(format, &tools);
+            assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), fresh, "{format}");
         }
         assert_eq!(cache.len(), 2 * ToolFormat::ALL.len());
         tools[0].description = "Search the web.".into();
