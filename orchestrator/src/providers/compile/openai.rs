@@ -19,7 +19,6 @@ pub const STRICT_FORMATS: &[&str] =
 pub const STRICT_KEYWORDS: &[&str] = &[
     "type",
     "description",
-    "title",
     "properties",
     "required",
     "additionalProperties",
