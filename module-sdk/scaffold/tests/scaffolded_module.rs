@@ -152,5 +152,6 @@ fn a_scaffolded_module_builds_tests_and_passes_the_contract_tests_unedited() {
         .args(["--url", &url, "--token", TOKEN])
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", contract_tests.display()));
+    println!("{}", text(&checked));
     assert!(checked.status.success(), "contract tests failed against {url}:\n{}", text(&checked));
 }
