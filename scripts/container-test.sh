@@ -80,7 +80,7 @@ trap cleanup EXIT
 for binary in research file_manager orchestrator; do
     image=localhost/tool-modules-$binary:$run_id
     images+=("$image")
-    podman build --quiet -f deploy/Containerfile --build-arg "BINARY=$binary" -t "$image" "$release_dir" >/dev/null
+    podman build --quiet --layers=false -f deploy/Containerfile --build-arg "BINARY=$binary" -t "$image" "$release_dir" >/dev/null
     size=$(podman image inspect --format '{{.Size}}' "$image")
     say "image $binary: $((size / 1024)) KiB ($(du -k "$release_dir/$binary" | cut -f1) KiB binary)"
 done
@@ -141,8 +141,8 @@ for _ in $(seq 100); do
     grep -q "\"$tool\"" <<<"$tools" && break
     sleep 0.1
 done
-grep -q "\"$tool\"" <<<"$tools" || fail "GET /tools never listed $tool: $tools"
-grep -q '"file_manager\.' <<<"$tools" || fail "GET /tools lists no file_manager tool: $tools"
+grep -q "\"$tool\"" <<<"$tools" || fail "GET /tools never listed $tool: ${tools:0:400}"
+grep -q '"file_manager\.' <<<"$tools" || fail "GET /tools lists no file_manager tool: ${tools:0:400}"
 
 text="Containers hold one static binary. The binary serves a module. A module answers tool calls from the orchestrator."
 result=$(curl -fsS "${auth[@]}" "$orchestrator_url/execute" -H 'content-type: application/json' \
