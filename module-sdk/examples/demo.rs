@@ -58,7 +58,8 @@ async fn greet(_ctx: Context, args: Greet) -> Result<Greeting, ToolError> {
 struct PlanTrip {
     /// Where the trip starts.
     origin: Place,
-    /// The stops, in order.
+    /// The stops, in order (at least one).
+    #[schemars(length(min = 1))]
     stops: Vec<Place>,
     /// How to travel between stops.
     mode: Option<Mode>,
@@ -109,9 +110,6 @@ struct Trip {
 /// Plan a trip through a list of stops.
 #[tool(permission = "user")]
 async fn plan_trip(ctx: Context, args: PlanTrip) -> Result<Trip, ToolError> {
-    if args.stops.is_empty() {
-        return Err(ToolError::invalid_arguments("give at least one stop"));
-    }
     let mut from = args.origin.name;
     let mut legs = Vec::new();
     for stop in args.stops {

@@ -230,6 +230,23 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// Every kind the contract defines.
+    pub const ALL: [ErrorKind; 7] = [
+        Self::UnknownTool,
+        Self::InvalidArguments,
+        Self::PermissionDenied,
+        Self::NotFound,
+        Self::Timeout,
+        Self::Unavailable,
+        Self::ExecutionFailed,
+    ];
+
+    /// The kind named `name`, if the contract defines it (unlike serde,
+    /// which reads unknown names as `execution_failed`).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|kind| kind.as_str() == name)
+    }
+
     /// The contract's name of this kind.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -401,6 +418,11 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(r.error_kind, Some(ErrorKind::ExecutionFailed));
+        assert_eq!(ErrorKind::from_name("quota"), None);
+        for kind in ErrorKind::ALL {
+            assert_eq!(ErrorKind::from_name(kind.as_str()), Some(kind));
+            assert_eq!(serde_json::to_value(kind).unwrap(), kind.as_str());
+        }
     }
 
     #[test]

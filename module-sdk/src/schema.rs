@@ -19,6 +19,37 @@ pub fn schema_for<T: JsonSchema>() -> Value {
     schema
 }
 
+/// The schema of a tool's arguments: [`schema_for`], with every plain struct
+/// closed (`additionalProperties: false`), so that a misspelled or invented
+/// argument is reported to the model instead of silently ignored.
+///
+/// An object that says anything about `additionalProperties` itself (a map,
+/// `#[schemars(extend("additionalProperties" = true))]`), or that combines
+/// subschemas (`#[serde(flatten)]` of an enum), is left as it is.
+pub fn arguments_schema_for<T: JsonSchema>() -> Value {
+    let mut schema = schema_for::<T>();
+    close_objects(&mut schema);
+    schema
+}
+
+fn close_objects(node: &mut Value) {
+    match node {
+        Value::Object(map) => {
+            let plain_struct = map.get("type").and_then(Value::as_str) == Some("object")
+                && map.contains_key("properties")
+                && !["additionalProperties", "unevaluatedProperties", "patternProperties", "allOf", "anyOf", "oneOf", "$ref"]
+                    .iter()
+                    .any(|keyword| map.contains_key(*keyword));
+            if plain_struct {
+                map.insert("additionalProperties".into(), Value::Bool(false));
+            }
+            map.values_mut().for_each(close_objects);
+        }
+        Value::Array(items) => items.iter_mut().for_each(close_objects),
+        _ => {}
+    }
+}
+
 /// The contract's `parameters`: one entry per top-level property of `schema`.
 pub fn parameters_of(schema: &Value) -> Vec<ToolParameter> {
     let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
@@ -265,6 +296,23 @@ mod tests {
         assert_eq!(params[5].description, "A place.");
         assert!(params.iter().all(|p| !p.description.is_empty()));
         assert!(unresolved_references(&schema).is_empty());
+    }
+
+    #[test]
+    fn argument_structs_are_closed_but_maps_and_unions_are_not() {
+        #[derive(Deserialize, JsonSchema)]
+        #[allow(dead_code)]
+        struct Args {
+            home: Address,
+            labels: std::collections::HashMap<String, String>,
+            anything: Value,
+        }
+        let schema = arguments_schema_for::<Args>();
+        assert_eq!(schema["additionalProperties"], false);
+        assert_eq!(schema["$defs"]["Address"]["additionalProperties"], false);
+        assert_eq!(schema["properties"]["labels"]["additionalProperties"], json!({"type": "string"}));
+        assert_eq!(schema["properties"]["anything"], json!(true));
+        assert!(schema_for::<Args>().get("additionalProperties").is_none());
     }
 
     #[test]

@@ -89,6 +89,7 @@ pub(crate) fn router(service: Arc<ModuleService>, config: &ServeConfig) -> Route
         .route("/execute", post(execute))
         .route("/openapi.json", get(openapi))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .with_state(state)
 }
@@ -175,6 +176,14 @@ async fn not_found() -> Response {
     error_response(
         StatusCode::NOT_FOUND,
         "no such route; a module serves GET /health, GET /manifest, POST /execute and GET /openapi.json",
+    )
+}
+
+/// A known path with the wrong method: a JSON 405.
+async fn method_not_allowed() -> Response {
+    error_response(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "wrong method for this route; a module serves GET /health, GET /manifest, POST /execute and GET /openapi.json",
     )
 }
 

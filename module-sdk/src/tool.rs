@@ -19,7 +19,7 @@ use serde_json::Value;
 use crate::context::Context;
 use crate::contract::{Permission, ToolAnnotations};
 use crate::error::ToolError;
-use crate::schema::schema_for;
+use crate::schema::{arguments_schema_for, schema_for};
 
 /// How long a tool may run unless it says otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -137,7 +137,7 @@ impl Tool {
             annotations: ToolAnnotations::default(),
             requires_approval: false,
             timeout: DEFAULT_TIMEOUT,
-            input_schema: schema_for::<A>(),
+            input_schema: arguments_schema_for::<A>(),
             output_schema: schema_for::<R>(),
             handler: Arc::new(Typed { handler, types: PhantomData }),
         }

@@ -169,6 +169,7 @@ async fn invalid_arguments_get_a_tool_result_naming_the_path() {
         (json!({"name": "Ann", "style": "shouty"}), "arguments.style"),
         (json!({"name": {"first": "Ann"}}), "arguments.name: expected string"),
         (json!({"name": "Ann", "excitement": 9}), "at most 5"),
+        (json!({"name": "Ann", "excitment": 2}), "arguments: unexpected field(s) excitment"),
     ];
     for (arguments, expected) in cases {
         let result = execute(&demo, json!({"tool_name": "demo.greet", "arguments": arguments})).await;
@@ -269,6 +270,9 @@ async fn health_and_openapi_describe_the_real_api() {
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
     let missing: Value = missing.json().await.unwrap();
     assert!(missing["error"].as_str().unwrap().contains("POST /execute"));
+    let wrong_method = client().get(demo.url("/execute")).send().await.unwrap();
+    assert_eq!(wrong_method.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert!(wrong_method.json::<Value>().await.unwrap()["error"].is_string());
     let doc: Value = client().get(demo.url("/openapi.json")).send().await.unwrap().json().await.unwrap();
     assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
     assert_eq!(doc["info"]["title"], "demo module");
