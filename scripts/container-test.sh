@@ -124,6 +124,11 @@ start file_manager --tmpfs /data:rw,size=64m,mode=1777 -e FILES_ROOT=/data/files
 research_url=http://127.0.0.1:$(port_of research)
 file_manager_url=http://127.0.0.1:$(port_of file_manager)
 
+# The images' own healthcheck (compose runs `/app --healthcheck`; PORT=0 here, so name the port).
+for name in research file_manager; do
+    podman exec -e PORT="$(port_of "$name")" "$name" /app --healthcheck || fail "$name: /app --healthcheck"
+done
+
 say "contract tests against the research and file_manager containers"
 "$contract_tests" --url "$research_url" --url "$file_manager_url" --token "$token" ||
     fail "contract tests against $research_url and $file_manager_url"

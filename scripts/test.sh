@@ -39,3 +39,6 @@ export REQUIRE_SERVICES=1
 
 cargo build --workspace --all-targets --locked
 cargo test --workspace --locked
+
+# Images of the modules and the orchestrator, run with podman, checked end to end.
+scripts/container-test.sh

@@ -46,6 +46,7 @@ mod config;
 mod context;
 pub mod contract;
 mod error;
+mod healthcheck;
 mod logging;
 mod module;
 mod openapi;
@@ -61,6 +62,7 @@ pub use contract::{
     ErrorKind, ModuleManifest, Permission, ToolAnnotations, ToolCall, ToolDefinition, ToolParameter, ToolResult,
 };
 pub use error::{ModuleError, ServeError, ToolError};
+pub use healthcheck::{local_address, probe_health, run_healthcheck_if_requested};
 pub use logging::init_logging;
 pub use module::{Module, ModuleService};
 pub use module_sdk_macros::tool;

@@ -52,6 +52,8 @@ fn module(settings: &Settings) -> Result<Module, reqwest::Error> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // `--healthcheck` (for container healthchecks) probes a running instance and exits.
+    module_sdk::run_healthcheck_if_requested();
     let settings = Settings::parse();
     let served = match module(&settings) {
         Ok(module) => module.serve().await.map_err(|e| e.to_string()),
