@@ -70,3 +70,8 @@ pub use openapi::openapi_document;
 pub use testing::TestClient;
 pub use tool::{DEFAULT_TIMEOUT, IntoTool, Tool, ToolHandler};
 pub use validate::ArgumentValidator;
+
+/// The README's Rust examples, compiled as doctests so they stay true.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;
