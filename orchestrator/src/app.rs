@@ -11,7 +11,7 @@ use crate::cache::{CacheError, ManifestCache, MemoryCache};
 use crate::caller::Caller;
 use crate::config::Config;
 use crate::execute::{ExecuteRequest, Executor};
-use crate::providers::{self, ToolFormat};
+use crate::providers::{ConvertedCache, ToolFormat};
 use crate::redis_cache::RedisCache;
 use crate::registry::Registry;
 
@@ -34,6 +34,8 @@ pub struct Orchestrator {
     pub registry: Arc<Registry>,
     /// Routes calls to modules.
     pub executor: Executor,
+    /// Tool definitions already converted to provider formats.
+    converted: ConvertedCache,
 }
 
 impl Orchestrator {
@@ -55,7 +57,7 @@ impl Orchestrator {
             config.discovery_timeout,
         ));
         let executor = Executor::new(Arc::clone(&registry), client, Arc::clone(&config));
-        Ok(Self { config, registry, executor })
+        Ok(Self { config, registry, executor, converted: ConvertedCache::new() })
     }
 
     /// The tools `caller` may use, in `format` (`raw`: the manifest form, each
@@ -64,7 +66,16 @@ impl Orchestrator {
         let tools = self.registry.tools_for(caller);
         match format {
             ToolFormat::Raw => serde_json::to_value(&tools).expect("tool definitions always serialize"),
-            other => providers::render_tools(other, &tools),
+            other => self.converted.render_tools(other, &tools),
+        }
+    }
+
+    /// [`Self::render_tools`] as JSON text, ready to send.
+    pub fn render_tools_json(&self, caller: &Caller, format: ToolFormat) -> String {
+        let tools = self.registry.tools_for(caller);
+        match format {
+            ToolFormat::Raw => serde_json::to_string(&tools).expect("tool definitions always serialize"),
+            other => self.converted.render_tools_json(other, &tools),
         }
     }
 

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Query, State};
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -93,7 +93,8 @@ async fn tools(_: Authorized, State(state): State<AppState>, Query(query): Query
         }
     };
     let caller = Caller::new(query.permission.as_deref(), query.modules.as_deref().map(Caller::parse_modules));
-    Json(state.orchestrator.render_tools(&caller, format)).into_response()
+    let body = state.orchestrator.render_tools_json(&caller, format);
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 /// Discovers every module now and answers with their states.

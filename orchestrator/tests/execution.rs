@@ -120,3 +120,28 @@ async fn a_tool_that_outlives_its_timeout_gives_timeout() {
     assert!(result["error"].as_str().unwrap().contains("within 0.5 s"), "{result}");
     assert_eq!(calls.count(), 2, "a timed-out call is not sent again");
 }
+
+#[tokio::test]
+async fn a_models_tool_calls_run_as_the_caller_through_the_same_checks() {
+    let (alpha, calls) = sdk_module("alpha");
+    let alpha = ModuleServer::sdk(alpha);
+    let orchestrator = OrchestratorProcess::start(&[("MODULE_SERVICES", &module_services(&[("alpha", alpha.url())]))]);
+    orchestrator.wait_for_module("alpha", "up", Duration::from_secs(10)).await;
+
+    let message = json!({"role": "assistant", "content": null, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "alpha__echo", "arguments": "{\"text\": \"hi\"}"}},
+        {"id": "c2", "type": "function", "function": {"name": "alpha__wipe", "arguments": "{}"}}
+    ]});
+    let request = json!({"user_id": "u9", "user_permission": "guest", "modules": ["alpha"], "message": message});
+    let (status, answer) = orchestrator.post("/v1/tool-calls?format=openai", &request).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer[0]["tool_call_id"], "c1");
+    assert!(answer[0]["content"].as_str().unwrap().contains("u9"), "the user is injected: {answer}");
+    assert_eq!(answer[1]["tool_call_id"], "c2");
+    assert!(answer[1]["content"].as_str().unwrap().contains("unknown_tool"), "a guest cannot call wipe: {answer}");
+    assert_eq!(calls.count(), 1, "only the echo reached the module");
+
+    let (status, answer) = orchestrator.post("/v1/tool-calls", &request).await;
+    assert_eq!(status, 400);
+    assert!(answer["error"].as_str().unwrap().contains("format"), "{answer}");
+}

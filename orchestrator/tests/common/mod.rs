@@ -32,7 +32,8 @@ pub struct OrchestratorProcess {
 }
 
 impl OrchestratorProcess {
-    /// Starts the binary with `env` on a free port and waits until it listens.
+    /// Starts the binary with `env` on a free port and waits until it listens
+    /// (a `RUST_LOG` in `env` must keep `orchestrator::server` at `info`).
     pub fn start(env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(BINARY);
         command
@@ -53,18 +54,23 @@ impl OrchestratorProcess {
         let (address_tx, address_rx) = std::sync::mpsc::channel();
         let sink = Arc::clone(&logs);
         std::thread::spawn(move || {
+            let mut listening = false;
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Ok(event) = serde_json::from_str::<Value>(&line)
+                if !listening
+                    && let Ok(event) = serde_json::from_str::<Value>(&line)
                     && event["message"] == "orchestrator listening"
                 {
+                    listening = true;
                     let _ = address_tx.send(event["address"].as_str().unwrap_or_default().to_owned());
                 }
                 sink.lock().unwrap().push(line);
             }
         });
-        let address = address_rx
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap_or_else(|_| panic!("the orchestrator did not start; its logs: {:#?}", logs.lock().unwrap()));
+        let Ok(address) = address_rx.recv_timeout(Duration::from_secs(20)) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the orchestrator did not start; its logs: {:#?}", logs.lock().unwrap());
+        };
         Self { child, url: format!("http://{address}"), logs, client: reqwest::Client::new() }
     }
 
