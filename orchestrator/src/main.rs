@@ -155,11 +155,11 @@ fn print_json(value: &Value) {
 /// One line per module: name, state, tool count, URL, last success, last error.
 fn print_modules(statuses: &[ModuleStatus]) {
     let width = statuses.iter().map(|s| s.name.len()).max().unwrap_or(4).max(4);
-    println!("{:width$}  {:6}  {:>5}  {:30}  {:25}  LAST ERROR", "NAME", "STATE", "TOOLS", "URL", "LAST SUCCESS");
+    println!("{:width$}  {:6}  {:>5}  {:30}  {:20}  LAST ERROR", "NAME", "STATE", "TOOLS", "URL", "LAST SUCCESS");
     for status in statuses {
         let state = serde_json::to_value(status.state).expect("a state always serializes");
         println!(
-            "{:width$}  {:6}  {:>5}  {:30}  {:25}  {}",
+            "{:width$}  {:6}  {:>5}  {:30}  {:20}  {}",
             status.name,
             state.as_str().unwrap_or_default(),
             status.tool_count,

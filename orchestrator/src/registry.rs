@@ -251,7 +251,7 @@ impl Registry {
                     url: slot.url.clone(),
                     state,
                     tool_count: record.manifest.as_ref().map_or(0, |m| m.tools.len()),
-                    last_success: record.last_success.and_then(|t| t.format(&Rfc3339).ok()),
+                    last_success: record.last_success.and_then(|t| t.replace_nanosecond(0).ok()?.format(&Rfc3339).ok()),
                     last_error: record.last_error.clone(),
                 }
             })
