@@ -137,6 +137,7 @@ api_token=container-test-api-token-$RANDOM$RANDOM
 start orchestrator -e ORCHESTRATOR_API_TOKEN="$api_token" \
     -e MODULE_SERVICES="{\"research\": \"$research_url\", \"file_manager\": \"$file_manager_url\"}" -- serve
 orchestrator_url=http://127.0.0.1:$(port_of orchestrator)
+podman exec -e PORT="$(port_of orchestrator)" orchestrator /app healthcheck || fail "orchestrator: /app healthcheck"
 auth=(-H "Authorization: Bearer $api_token")
 
 # The orchestrator discovers the modules in the background: wait for the tool.

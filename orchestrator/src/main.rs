@@ -30,6 +30,9 @@ struct Cli {
 enum Command {
     /// Serve the HTTP API until Ctrl-C or SIGTERM.
     Serve,
+    /// Probe a running orchestrator's /health on HOST:PORT; exit 0 when healthy
+    /// (for container healthchecks: scratch images have no curl).
+    Healthcheck,
     /// Discover the modules once and print the tools a caller may use.
     Tools {
         /// The caller's permission: guest, user, admin or owner.
@@ -92,6 +95,7 @@ async fn main() -> ExitCode {
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     }
+    let health_address = module_sdk::local_address(config.host, config.port);
     let orchestrator = match Orchestrator::new(config) {
         Ok(orchestrator) => orchestrator,
         Err(error) => {
@@ -100,6 +104,13 @@ async fn main() -> ExitCode {
         }
     };
     match cli.command {
+        Command::Healthcheck => match module_sdk::probe_health(health_address) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(reason) => {
+                eprintln!("orchestrator: unhealthy: {reason}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Serve => match orchestrator::serve(orchestrator).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(error) => {

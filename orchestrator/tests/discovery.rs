@@ -148,6 +148,20 @@ fn a_bad_configuration_stops_start_up_naming_the_setting() {
 }
 
 #[test]
+fn the_healthcheck_command_probes_a_running_orchestrator() {
+    let orchestrator = OrchestratorProcess::start(&[]);
+    let port = orchestrator.url.rsplit(':').next().unwrap().to_owned();
+    let probe = |port: &str| {
+        let output = Command::new(BINARY).env_clear().env("PORT", port).arg("healthcheck").output().unwrap();
+        (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
+    };
+    assert_eq!(probe(&port).0, Some(0));
+    let (code, stderr) = probe(&free_port().to_string());
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("unhealthy"), "{stderr}");
+}
+
+#[test]
 fn the_command_line_lists_tools_shows_modules_and_calls_one_tool() {
     let (alpha, calls) = sdk_module("alpha");
     let alpha = ModuleServer::sdk(alpha);
