@@ -1,11 +1,45 @@
-//! Bearer-token auth for `/manifest` and `/execute`, compared in constant time.
+//! Bearer-token auth for `/manifest` and `/execute`, compared in constant
+//! time; the check itself is public so other services (the orchestrator)
+//! answer exactly alike.
 
 use axum::extract::FromRequestParts;
-use axum::http::{StatusCode, header, request::Parts};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, StatusCode, header, request::Parts};
+use axum::response::Response;
 use subtle::ConstantTimeEq;
 
 use crate::server::{AppState, error_response};
+
+/// Why a request's bearer token was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BearerRefusal {
+    /// No `Authorization: Bearer ...` header.
+    Missing,
+    /// A bearer token, but not the expected one.
+    Wrong,
+}
+
+/// Checks that `headers` carry `Authorization: Bearer <expected>`, comparing
+/// the tokens in constant time.
+pub fn check_bearer(headers: &HeaderMap, expected: &str) -> Result<(), BearerRefusal> {
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "));
+    match presented {
+        Some(token) if bool::from(token.as_bytes().ct_eq(expected.as_bytes())) => Ok(()),
+        Some(_) => Err(BearerRefusal::Wrong),
+        None => Err(BearerRefusal::Missing),
+    }
+}
+
+/// The `401` answer: `{"error": message}` with `WWW-Authenticate: Bearer`.
+pub fn unauthorized(message: &str) -> Response {
+    let mut response = error_response(StatusCode::UNAUTHORIZED, message);
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+    response
+}
 
 /// Proof that the request carried the module's service token (or that the
 /// module runs without one); add it as a handler argument to protect a route.
@@ -18,23 +52,13 @@ impl FromRequestParts<AppState> for Authorized {
         let Some(expected) = state.auth_token.as_deref() else {
             return Ok(Self);
         };
-        let presented = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "));
-        match presented {
-            Some(token) if bool::from(token.as_bytes().ct_eq(expected.as_bytes())) => Ok(Self),
-            Some(_) => Err(unauthorized("the bearer token is not this module's service token")),
-            None => Err(unauthorized("missing `Authorization: Bearer <token>` header: this module requires its service token")),
-        }
+        check_bearer(&parts.headers, expected).map(|()| Self).map_err(|refusal| {
+            unauthorized(match refusal {
+                BearerRefusal::Wrong => "the bearer token is not this module's service token",
+                BearerRefusal::Missing => {
+                    "missing `Authorization: Bearer <token>` header: this module requires its service token"
+                }
+            })
+        })
     }
-}
-
-fn unauthorized(message: &str) -> Response {
-    let mut response = error_response(StatusCode::UNAUTHORIZED, message);
-    response
-        .headers_mut()
-        .insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
-    response.into_response()
 }

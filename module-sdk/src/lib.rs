@@ -56,6 +56,7 @@ mod testing;
 mod tool;
 mod validate;
 
+pub use auth::{BearerRefusal, check_bearer, unauthorized};
 pub use config::{DEFAULT_MAX_BODY_BYTES, LogFormat, ServeConfig};
 pub use context::Context;
 pub use contract::{
@@ -67,6 +68,7 @@ pub use logging::init_logging;
 pub use module::{Module, ModuleService};
 pub use module_sdk_macros::tool;
 pub use openapi::openapi_document;
+pub use server::{error_response, shutdown_signal};
 pub use testing::TestClient;
 pub use tool::{DEFAULT_TIMEOUT, IntoTool, Tool, ToolHandler};
 pub use validate::ArgumentValidator;

@@ -94,8 +94,9 @@ pub(crate) fn router(service: Arc<ModuleService>, config: &ServeConfig) -> Route
         .with_state(state)
 }
 
-/// A JSON `{"error": message}` answer with `status`.
-pub(crate) fn error_response(status: StatusCode, message: impl Into<String>) -> Response {
+/// A JSON `{"error": message}` answer with `status`, the body of every
+/// non-200 answer of the contract.
+pub fn error_response(status: StatusCode, message: impl Into<String>) -> Response {
     (status, axum::Json(ErrorBody { error: message.into() })).into_response()
 }
 
@@ -187,8 +188,9 @@ async fn method_not_allowed() -> Response {
     )
 }
 
-/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
-async fn shutdown_signal() {
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM: the graceful-shutdown signal of
+/// module servers, and of any other service that wants the same behaviour.
+pub async fn shutdown_signal() {
     let interrupt = tokio::signal::ctrl_c();
     #[cfg(unix)]
     let terminate = async {

@@ -9,7 +9,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use module_sdk::contract::ErrorBody;
+use module_sdk::error_response;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -38,11 +38,6 @@ pub fn router(orchestrator: Arc<Orchestrator>) -> Router {
         .route("/execute", post(execute))
         .route("/v1/tool-calls", post(tool_calls))
         .with_state(AppState { orchestrator })
-}
-
-/// A JSON `{"error": message}` answer with `status`.
-pub fn error_response(status: StatusCode, message: impl Into<String>) -> Response {
-    (status, Json(ErrorBody { error: message.into() })).into_response()
 }
 
 /// A body that is not the expected JSON, as a `{"error": ...}` answer.

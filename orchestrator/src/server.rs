@@ -49,30 +49,10 @@ pub async fn serve(orchestrator: Orchestrator) -> Result<(), ServeError> {
         let _ = tcp.set_nodelay(true);
     });
     axum::serve(listener, router(orchestrator))
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(module_sdk::shutdown_signal())
         .await
         .map_err(io_error)?;
     tracing::info!("orchestrator stopped");
     Ok(())
 }
 
-/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
-async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = interrupt => {},
-        () = terminate => {},
-    }
-    tracing::info!("shutdown signal received");
-}
