@@ -119,15 +119,19 @@ port_of() {
     fail "$1 did not log a listening address within 10 s"
 }
 
+# `healthcheck BINARY FLAG` runs the image's own health probe inside its
+# container, as compose's healthcheck does (PORT=0 here, so name the port).
+healthcheck() {
+    podman exec -e PORT="$(port_of "$1")" "$run_id-$1" /app "$2" || fail "$1: /app $2 inside the container"
+}
+
 start research
 start file_manager --tmpfs /data:rw,size=64m,mode=1777 -e FILES_ROOT=/data/files
 research_url=http://127.0.0.1:$(port_of research)
 file_manager_url=http://127.0.0.1:$(port_of file_manager)
 
-# The images' own healthcheck (compose runs `/app --healthcheck`; PORT=0 here, so name the port).
-for name in research file_manager; do
-    podman exec -e PORT="$(port_of "$name")" "$name" /app --healthcheck || fail "$name: /app --healthcheck"
-done
+healthcheck research --healthcheck
+healthcheck file_manager --healthcheck
 
 say "contract tests against the research and file_manager containers"
 "$contract_tests" --url "$research_url" --url "$file_manager_url" --token "$token" ||
@@ -137,7 +141,7 @@ api_token=container-test-api-token-$RANDOM$RANDOM
 start orchestrator -e ORCHESTRATOR_API_TOKEN="$api_token" \
     -e MODULE_SERVICES="{\"research\": \"$research_url\", \"file_manager\": \"$file_manager_url\"}" -- serve
 orchestrator_url=http://127.0.0.1:$(port_of orchestrator)
-podman exec -e PORT="$(port_of orchestrator)" orchestrator /app healthcheck || fail "orchestrator: /app healthcheck"
+healthcheck orchestrator healthcheck
 auth=(-H "Authorization: Bearer $api_token")
 
 # The orchestrator discovers the modules in the background: wait for the tool.
