@@ -5,6 +5,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use module_sdk::error_chain;
 use reqwest::header::AUTHORIZATION;
 use serde_json::Value;
 
@@ -147,17 +148,6 @@ impl ModuleClient {
     }
 }
 
-/// An error with its causes, which is where reqwest says what really happened.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
 
 /// At most 200 characters of `text`, for messages.
 pub fn shorten(text: &str) -> String {

@@ -77,6 +77,24 @@ impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
     }
 }
 
+/// An error and its causes on one line, `outer: cause: cause`, skipping a
+/// cause whose text the message already quotes. Clients such as reqwest
+/// name only the outermost layer ("error sending request") and keep what
+/// really happened in the chain.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// A module definition that breaks the contract, found before it serves.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ModuleError {
@@ -131,4 +149,23 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer")]
+    struct Outer(#[source] std::io::Error);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer: {0}")]
+    struct Quoting(#[source] std::io::Error);
+
+    #[test]
+    fn causes_are_chained_once() {
+        assert_eq!(error_chain(&Outer(std::io::Error::other("inner"))), "outer: inner");
+        assert_eq!(error_chain(&Quoting(std::io::Error::other("inner"))), "outer: inner");
+    }
 }

@@ -62,7 +62,7 @@ pub use context::Context;
 pub use contract::{
     ErrorKind, ModuleManifest, Permission, ToolAnnotations, ToolCall, ToolDefinition, ToolParameter, ToolResult,
 };
-pub use error::{ModuleError, ServeError, ToolError};
+pub use error::{ModuleError, ServeError, ToolError, error_chain};
 pub use healthcheck::{local_address, probe_health, run_healthcheck_if_requested};
 pub use logging::init_logging;
 pub use module::{Module, ModuleService};

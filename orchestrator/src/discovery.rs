@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use module_sdk::ModuleManifest;
+use module_sdk::{ModuleManifest, error_chain};
 use reqwest::StatusCode;
 
 use crate::manifest::ManifestError;
@@ -101,20 +101,6 @@ pub async fn fetch_manifest(
     serde_json::from_slice(&body).map_err(|e| DiscoveryError::NotAManifest { url, reason: e.to_string() })
 }
 
-/// An error with its causes, `outer: inner: ...`, as reqwest hides the useful part in the chain.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
 
 /// Keeps `module` discovered for as long as the process runs: at once,
 /// then every `refresh` while it answers, or after a doubling wait from

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 
 use crate::caller::Caller;
 use crate::config::Config;
-use crate::discovery::error_chain;
+use module_sdk::error_chain;
 use crate::registry::{Registry, RouteError, ToolRoute};
 
 /// Added to a tool's own `timeout_seconds`, so the module's timeout answer

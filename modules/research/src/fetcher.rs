@@ -13,7 +13,7 @@ use url::{Host, Url};
 
 use crate::address_policy::AddressPolicy;
 use crate::guarded_resolver::{BlockedHost, GuardedResolver};
-use crate::text::error_chain;
+use module_sdk::error_chain;
 
 /// What the fetcher asks servers for.
 const ACCEPT_TEXT: &str = "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.1";

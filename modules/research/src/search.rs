@@ -12,7 +12,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
-use crate::text::{collapse_whitespace, error_chain};
+use module_sdk::error_chain;
+
+use crate::text::collapse_whitespace;
 
 /// Most characters of a result's snippet.
 const MAX_SNIPPET_CHARS: usize = 500;
