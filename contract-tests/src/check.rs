@@ -191,10 +191,7 @@ impl Findings {
     }
 
     fn ran_entry(&mut self, check: Check) -> &mut Entry {
-        let entry = self
-            .entries
-            .entry(check)
-            .or_insert_with(|| Entry::Ran { problems: Vec::new(), notes: Vec::new() });
+        let entry = self.entries.entry(check).or_insert_with(|| Entry::Ran { problems: Vec::new(), notes: Vec::new() });
         if matches!(entry, Entry::Skipped(_)) {
             *entry = Entry::Ran { problems: Vec::new(), notes: Vec::new() };
         }
@@ -214,13 +211,9 @@ impl Findings {
                     problems,
                     notes,
                 },
-                Some(Entry::Ran { problems, notes }) => CheckResult {
-                    check,
-                    status: Status::Failed,
-                    reason: problems[0].clone(),
-                    problems,
-                    notes,
-                },
+                Some(Entry::Ran { problems, notes }) => {
+                    CheckResult { check, status: Status::Failed, reason: problems[0].clone(), problems, notes }
+                }
                 Some(Entry::Skipped(reason)) => skipped(check, reason),
                 None => skipped(check, unrecorded.to_owned()),
             })

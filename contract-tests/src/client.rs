@@ -148,7 +148,6 @@ impl ModuleClient {
     }
 }
 
-
 /// At most 200 characters of `text`, for messages.
 pub fn shorten(text: &str) -> String {
     const LIMIT: usize = 200;

@@ -280,8 +280,14 @@ fn formatted(format: &str) -> Option<&'static str> {
 
 /// The inclusive range an integer may take.
 fn integer_range(node: &Map<String, Value>) -> (f64, f64) {
-    let low = bound(node, "minimum").map(f64::ceil).into_iter().chain(bound(node, "exclusiveMinimum").map(|x| x.floor() + 1.0));
-    let high = bound(node, "maximum").map(f64::floor).into_iter().chain(bound(node, "exclusiveMaximum").map(|x| x.ceil() - 1.0));
+    let low = bound(node, "minimum")
+        .map(f64::ceil)
+        .into_iter()
+        .chain(bound(node, "exclusiveMinimum").map(|x| x.floor() + 1.0));
+    let high = bound(node, "maximum")
+        .map(f64::floor)
+        .into_iter()
+        .chain(bound(node, "exclusiveMaximum").map(|x| x.ceil() - 1.0));
     (low.fold(f64::NEG_INFINITY, f64::max), high.fold(f64::INFINITY, f64::min))
 }
 
@@ -378,17 +384,23 @@ mod tests {
             "file_id": {"type": "string"}, "data_base64": {"type": "string"},
             "blob": {"type": "string", "contentEncoding": "base64"}, "key": {"type": "string", "format": "uuid"}
         }, "required": ["file_id", "data_base64", "blob", "key"]}));
-        assert_eq!(named[0], json!({"file_id": SAMPLE_UUID, "data_base64": "ZXhhbXBsZQ==", "blob": "ZXhhbXBsZQ==", "key": SAMPLE_UUID}));
+        assert_eq!(
+            named[0],
+            json!({"file_id": SAMPLE_UUID, "data_base64": "ZXhhbXBsZQ==", "blob": "ZXhhbXBsZQ==", "key": SAMPLE_UUID})
+        );
     }
 
     #[test]
     fn union_branches_keep_the_keywords_beside_them() {
-        let found = samples(json!({"type": "object", "properties": {"q": {"type": "string"}, "n": {"type": "integer"}},
+        let found =
+            samples(json!({"type": "object", "properties": {"q": {"type": "string"}, "n": {"type": "integer"}},
             "anyOf": [{"required": ["q"]}, {"required": ["n"]}]}));
         assert_eq!(found[0], json!({"q": "example"}));
         assert_eq!(found[2], json!({"q": "another example", "n": 2}));
-        let all_of = samples(json!({"allOf": [{"$ref": "#/$defs/A"}, {"properties": {"b": {"type": "boolean"}}, "required": ["b"]}],
-            "$defs": {"A": {"type": "object", "properties": {"a": {"type": "number"}}, "required": ["a"]}}}));
+        let all_of = samples(
+            json!({"allOf": [{"$ref": "#/$defs/A"}, {"properties": {"b": {"type": "boolean"}}, "required": ["b"]}],
+            "$defs": {"A": {"type": "object", "properties": {"a": {"type": "number"}}, "required": ["a"]}}}),
+        );
         assert_eq!(all_of[0], json!({"a": 1.5, "b": true}));
     }
 

@@ -63,9 +63,7 @@ fn types_at(root: &Value, node: &Value, depth: usize) -> Option<BTreeSet<&'stati
 
 /// The JSON Schema type names, as `'static` strings.
 fn static_name(name: &str) -> Option<&'static str> {
-    ["null", "boolean", "integer", "number", "string", "array", "object"]
-        .into_iter()
-        .find(|known| *known == name)
+    ["null", "boolean", "integer", "number", "string", "array", "object"].into_iter().find(|known| *known == name)
 }
 
 #[cfg(test)]

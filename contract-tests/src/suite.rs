@@ -72,11 +72,7 @@ pub async fn check_module(url: &str, options: &SuiteOptions) -> Result<ModuleRep
     endpoints::check_openapi(&client, &mut findings).await;
     auth::check_auth(&client, &mut findings).await;
     let manifest = manifest::fetch(&client, &mut findings).await;
-    let module_name = manifest
-        .as_ref()
-        .and_then(|m| m.get("module_name"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+    let module_name = manifest.as_ref().and_then(|m| m.get("module_name")).and_then(Value::as_str).map(str::to_owned);
     if let Some(manifest) = &manifest {
         manifest::check_manifest(manifest, &mut findings);
         let tools = tools_of(manifest);

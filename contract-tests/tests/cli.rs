@@ -41,7 +41,17 @@ async fn a_python_module_without_the_sdk_passes_with_a_junit_report() {
     let dir = tempfile::tempdir().unwrap();
     let python = start_python_module(dir.path()).await;
     let report = dir.path().join("report.xml");
-    let output = contract_tests(&["--url", &python.url, "--token", PYTHON_TOKEN, "--report", "junit", "--out", report.to_str().unwrap()]).await;
+    let output = contract_tests(&[
+        "--url",
+        &python.url,
+        "--token",
+        PYTHON_TOKEN,
+        "--report",
+        "junit",
+        "--out",
+        report.to_str().unwrap(),
+    ])
+    .await;
     let stdout = text(&output.stdout);
     assert_eq!(output.status.code(), Some(0), "{stdout}\n{}\n{}", text(&output.stderr), python.log());
     assert_eq!(stdout.matches("\n  PASS ").count(), Check::ALL.len(), "{stdout}");
@@ -56,7 +66,17 @@ async fn a_failed_check_exits_1_and_is_named_in_every_report() {
     let module = serve(Defect::UnknownToolNotFound).await;
     let dir = tempfile::tempdir().unwrap();
     let json_path = dir.path().join("report.json");
-    let output = contract_tests(&["--url", &module.url, "--token", TOKEN, "--report", "json", "--out", json_path.to_str().unwrap()]).await;
+    let output = contract_tests(&[
+        "--url",
+        &module.url,
+        "--token",
+        TOKEN,
+        "--report",
+        "json",
+        "--out",
+        json_path.to_str().unwrap(),
+    ])
+    .await;
     let stdout = text(&output.stdout);
     assert_eq!(output.status.code(), Some(1), "{stdout}");
     assert!(

@@ -88,8 +88,10 @@ async fn each_defect_is_reported_by_exactly_its_checks() {
         let failed: BTreeSet<&str> = report.failures().map(|r| r.check.name()).collect();
         let expected: BTreeSet<&str> = expected.iter().copied().collect();
         if failed != expected {
-            let details: Vec<String> = report.failures().map(|r| format!("{}: {:?}", r.check.name(), r.problems)).collect();
-            mismatches.push(format!("{defect:?}: expected {expected:?}, failed {failed:?}\n  {}", details.join("\n  ")));
+            let details: Vec<String> =
+                report.failures().map(|r| format!("{}: {:?}", r.check.name(), r.problems)).collect();
+            mismatches
+                .push(format!("{defect:?}: expected {expected:?}, failed {failed:?}\n  {}", details.join("\n  ")));
         }
     }
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));

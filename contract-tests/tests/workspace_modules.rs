@@ -21,7 +21,10 @@ async fn every_workspace_module_passes_the_whole_suite() {
     let packages = workspace::module_packages();
     let binaries = tokio::task::spawn_blocking(workspace::module_binaries).await.unwrap();
     for package in &packages {
-        assert!(binaries.iter().any(|(name, _)| name == package), "no binary was built for modules/{package}: {binaries:?}");
+        assert!(
+            binaries.iter().any(|(name, _)| name == package),
+            "no binary was built for modules/{package}: {binaries:?}"
+        );
     }
     let web = web::serve().await;
     let mut failures = Vec::new();

@@ -54,7 +54,9 @@ async fn serve(router: Router) -> SocketAddr {
 
 /// Requests completed per second by `connections` keep-alive clients in `seconds`.
 async fn measure(address: SocketAddr, connections: usize, seconds: f64) -> f64 {
-    let body = Bytes::from_static(br#"{"tool_name":"bench.echo","arguments":{"text":"hello, world","count":7},"user_id":"u1"}"#);
+    let body = Bytes::from_static(
+        br#"{"tool_name":"bench.echo","arguments":{"text":"hello, world","count":7},"user_id":"u1"}"#,
+    );
     let done = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let mut workers = Vec::new();
@@ -121,5 +123,11 @@ async fn main() {
         sdk_total += sdk_rate;
         println!("{round:>6} {bare_rate:>14.0} {sdk_rate:>14.0} {:>8.3}", sdk_rate / bare_rate);
     }
-    println!("{:>6} {:>14.0} {:>14.0} {:>8.3}", "all", bare_total / rounds as f64, sdk_total / rounds as f64, sdk_total / bare_total);
+    println!(
+        "{:>6} {:>14.0} {:>14.0} {:>8.3}",
+        "all",
+        bare_total / rounds as f64,
+        sdk_total / rounds as f64,
+        sdk_total / bare_total
+    );
 }

@@ -165,9 +165,13 @@ fn module() -> Module {
         .tool(plan_trip)
         .tool(sleep)
         .tool(
-            Tool::new("explode", "Fail with a panic, to show that a panicking handler does not take the module down.", explode)
-                .permission(Permission::Admin)
-                .destructive(),
+            Tool::new(
+                "explode",
+                "Fail with a panic, to show that a panicking handler does not take the module down.",
+                explode,
+            )
+            .permission(Permission::Admin)
+            .destructive(),
         )
 }
 

@@ -35,9 +35,7 @@ pub fn check_bearer(headers: &HeaderMap, expected: &str) -> Result<(), BearerRef
 /// The `401` answer: `{"error": message}` with `WWW-Authenticate: Bearer`.
 pub fn unauthorized(message: &str) -> Response {
     let mut response = error_response(StatusCode::UNAUTHORIZED, message);
-    response
-        .headers_mut()
-        .insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+    response.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
     response
 }
 

@@ -61,7 +61,9 @@ impl ServeConfig {
             reason: reason.to_owned(),
         };
         let host = match get("HOST") {
-            Some(v) => v.parse().map_err(|_| invalid("HOST", v, "expected an IP address such as 0.0.0.0 or 127.0.0.1"))?,
+            Some(v) => {
+                v.parse().map_err(|_| invalid("HOST", v, "expected an IP address such as 0.0.0.0 or 127.0.0.1"))?
+            }
             None => defaults.host,
         };
         let port = match get("PORT") {
@@ -102,7 +104,9 @@ mod tests {
 
     #[test]
     fn values_are_read_and_bad_ones_named() {
-        let config = read(&[("PORT", "9001"), ("HOST", "127.0.0.1"), ("SERVICE_AUTH_TOKEN", "s3cret"), ("LOG_FORMAT", "json")]).unwrap();
+        let config =
+            read(&[("PORT", "9001"), ("HOST", "127.0.0.1"), ("SERVICE_AUTH_TOKEN", "s3cret"), ("LOG_FORMAT", "json")])
+                .unwrap();
         assert_eq!(config.port, 9001);
         assert_eq!(config.auth_token.as_deref(), Some("s3cret"));
         assert_eq!(config.log_format, LogFormat::Json);

@@ -187,13 +187,7 @@ pub struct ToolResult {
 impl ToolResult {
     /// A successful result carrying `result`.
     pub fn success(tool_name: impl Into<String>, result: Value) -> Self {
-        Self {
-            tool_name: tool_name.into(),
-            success: true,
-            result,
-            error: None,
-            error_kind: None,
-        }
+        Self { tool_name: tool_name.into(), success: true, result, error: None, error_kind: None }
     }
 
     /// A failed result with a message a model can act on.
@@ -268,9 +262,7 @@ impl fmt::Display for ErrorKind {
 }
 
 /// A privilege level, ordered `guest < user < admin < owner`.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Permission {
     /// Anyone, the default for a tool.
@@ -285,12 +277,7 @@ pub enum Permission {
 }
 
 /// Every permission, lowest first.
-pub const PERMISSIONS: [Permission; 4] = [
-    Permission::Guest,
-    Permission::User,
-    Permission::Admin,
-    Permission::Owner,
-];
+pub const PERMISSIONS: [Permission; 4] = [Permission::Guest, Permission::User, Permission::Admin, Permission::Owner];
 
 impl Permission {
     /// The contract's name of this level.
@@ -340,10 +327,7 @@ impl FromStr for Permission {
     type Err = UnknownPermission;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        PERMISSIONS
-            .into_iter()
-            .find(|p| p.as_str() == s)
-            .ok_or_else(|| UnknownPermission(s.to_owned()))
+        PERMISSIONS.into_iter().find(|p| p.as_str() == s).ok_or_else(|| UnknownPermission(s.to_owned()))
     }
 }
 
@@ -396,8 +380,7 @@ mod tests {
         assert_eq!(def.required_permission, Permission::Owner);
         assert_eq!(def.parameters[0].kind, ParameterType::String);
         assert!(def.input_schema.is_none());
-        let bare: ToolDefinition =
-            serde_json::from_value(json!({"name": "m.t", "description": "d"})).unwrap();
+        let bare: ToolDefinition = serde_json::from_value(json!({"name": "m.t", "description": "d"})).unwrap();
         assert_eq!(bare.required_permission, Permission::Guest);
     }
 

@@ -108,7 +108,9 @@ pub enum ModuleError {
     #[error("{0} has no description: add a doc comment (or pass a non-empty description)")]
     MissingDescription(String),
     /// Two tools share a name.
-    #[error("tool `{0}` already exists in this module: register the second one under a different name with `.name(\"...\")`")]
+    #[error(
+        "tool `{0}` already exists in this module: register the second one under a different name with `.name(\"...\")`"
+    )]
     DuplicateTool(String),
     /// The module has no tools.
     #[error("module `{0}` has no tools: register at least one with `.tool(...)`")]

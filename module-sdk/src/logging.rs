@@ -11,9 +11,7 @@ use crate::config::LogFormat;
 /// installed already.
 pub fn init_logging(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stdout().is_terminal());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(std::io::stdout().is_terminal());
     // An error only means a subscriber exists already (a test, an embedding
     // program), which is fine to keep.
     let _ = match format {

@@ -134,13 +134,7 @@ impl RegisteredTool {
             requires_approval: Some(tool.requires_approval),
             timeout_seconds: Some(seconds),
         };
-        Ok(Self {
-            name: full_name.into(),
-            definition,
-            validator,
-            handler: tool.handler,
-            timeout: tool.timeout,
-        })
+        Ok(Self { name: full_name.into(), definition, validator, handler: tool.handler, timeout: tool.timeout })
     }
 }
 
@@ -180,7 +174,11 @@ impl ModuleService {
 
     async fn run(&self, call: ToolCall) -> ToolResult {
         let Some(tool) = self.tools.get(&call.tool_name) else {
-            return ToolResult::failure(call.tool_name.clone(), ErrorKind::UnknownTool, self.unknown_tool(&call.tool_name));
+            return ToolResult::failure(
+                call.tool_name.clone(),
+                ErrorKind::UnknownTool,
+                self.unknown_tool(&call.tool_name),
+            );
         };
         let arguments = Value::Object(call.arguments);
         if let Err(problems) = tool.validator.check(&arguments) {
@@ -299,7 +297,10 @@ mod tests {
         let bad_tool = Module::new("m", "x").tool(echo().name("Echo")).build().err().unwrap();
         assert!(matches!(bad_tool, ModuleError::InvalidToolName(_)));
         let undocumented = Module::new("m", "x").tool(echo().name("e").description("  ")).build().err().unwrap();
-        assert_eq!(undocumented.to_string(), "tool `m.e` has no description: add a doc comment (or pass a non-empty description)");
+        assert_eq!(
+            undocumented.to_string(),
+            "tool `m.e` has no description: add a doc comment (or pass a non-empty description)"
+        );
         assert!(matches!(Module::new("m", "x").build(), Err(ModuleError::NoTools(_))));
         async fn takes_a_string(_ctx: Context, _text: String) -> Result<(), ToolError> {
             Ok(())

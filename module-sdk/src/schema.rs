@@ -37,9 +37,17 @@ fn close_objects(node: &mut Value) {
         Value::Object(map) => {
             let plain_struct = map.get("type").and_then(Value::as_str) == Some("object")
                 && map.contains_key("properties")
-                && !["additionalProperties", "unevaluatedProperties", "patternProperties", "allOf", "anyOf", "oneOf", "$ref"]
-                    .iter()
-                    .any(|keyword| map.contains_key(*keyword));
+                && ![
+                    "additionalProperties",
+                    "unevaluatedProperties",
+                    "patternProperties",
+                    "allOf",
+                    "anyOf",
+                    "oneOf",
+                    "$ref",
+                ]
+                .iter()
+                .any(|keyword| map.contains_key(*keyword));
             if plain_struct {
                 map.insert("additionalProperties".into(), Value::Bool(false));
             }
@@ -73,8 +81,7 @@ pub fn parameters_of(schema: &Value) -> Vec<ToolParameter> {
             ToolParameter {
                 name: name.clone(),
                 kind,
-                description: description_of(property, resolved)
-                    .unwrap_or_else(|| format!("The `{name}` argument.")),
+                description: description_of(property, resolved).unwrap_or_else(|| format!("The `{name}` argument.")),
                 required: required.contains(&name.as_str()),
                 allowed,
             }
@@ -103,10 +110,7 @@ pub fn resolve<'a>(root: &'a Value, node: &'a Value) -> &'a Value {
 /// The non-null branches of a node: its `anyOf`/`oneOf` alternatives (resolved)
 /// without `{"type": "null"}`, or the node itself.
 fn branches<'a>(root: &'a Value, node: &'a Value) -> Vec<&'a Value> {
-    let union = node
-        .get("anyOf")
-        .or_else(|| node.get("oneOf"))
-        .and_then(Value::as_array);
+    let union = node.get("anyOf").or_else(|| node.get("oneOf")).and_then(Value::as_array);
     match union {
         Some(alternatives) => alternatives
             .iter()
@@ -121,10 +125,7 @@ fn branches<'a>(root: &'a Value, node: &'a Value) -> Vec<&'a Value> {
 fn value_type(root: &Value, node: &Value) -> Option<ParameterType> {
     branches(root, node).into_iter().find_map(|branch| match branch.get("type") {
         Some(Value::String(name)) => ParameterType::from_schema_type(name),
-        Some(Value::Array(names)) => names
-            .iter()
-            .filter_map(Value::as_str)
-            .find_map(ParameterType::from_schema_type),
+        Some(Value::Array(names)) => names.iter().filter_map(Value::as_str).find_map(ParameterType::from_schema_type),
         _ => branch.get("properties").map(|_| ParameterType::Object),
     })
 }
@@ -198,11 +199,7 @@ pub fn schema_from_parameters(parameters: &[ToolParameter]) -> Value {
         }
         properties.insert(parameter.name.clone(), property.into());
     }
-    let required: Vec<Value> = parameters
-        .iter()
-        .filter(|p| p.required)
-        .map(|p| p.name.clone().into())
-        .collect();
+    let required: Vec<Value> = parameters.iter().filter(|p| p.required).map(|p| p.name.clone().into()).collect();
     serde_json::json!({"type": "object", "properties": properties, "required": required})
 }
 
@@ -269,10 +266,8 @@ mod tests {
         assert!(is_object_schema(&schema));
         assert!(schema.get("title").is_none());
         let params = parameters_of(&schema);
-        let view: Vec<(&str, &str, bool)> = params
-            .iter()
-            .map(|p| (p.name.as_str(), p.kind.as_str(), p.required))
-            .collect();
+        let view: Vec<(&str, &str, bool)> =
+            params.iter().map(|p| (p.name.as_str(), p.kind.as_str(), p.required)).collect();
         assert_eq!(
             view,
             vec![

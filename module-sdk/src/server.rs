@@ -62,10 +62,7 @@ impl Module {
         let listener = listener.tap_io(|tcp| {
             let _ = tcp.set_nodelay(true);
         });
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown_signal())
-            .await
-            .map_err(io_error)?;
+        axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.map_err(io_error)?;
         tracing::info!("module stopped");
         Ok(())
     }
@@ -77,12 +74,8 @@ pub(crate) fn router(service: Arc<ModuleService>, config: &ServeConfig) -> Route
     let openapi_json = Bytes::from(
         serde_json::to_vec(&openapi_document(service.manifest())).expect("an OpenAPI document always serializes"),
     );
-    let state = AppState {
-        service,
-        auth_token: config.auth_token.as_deref().map(Arc::from),
-        manifest_json,
-        openapi_json,
-    };
+    let state =
+        AppState { service, auth_token: config.auth_token.as_deref().map(Arc::from), manifest_json, openapi_json };
     Router::new()
         .route("/health", get(health))
         .route("/manifest", get(manifest))

@@ -76,9 +76,8 @@ where
         let output = self.handler.call(ctx, args);
         Box::pin(async move {
             let output = output.await?;
-            serde_json::to_value(output).map_err(|e| {
-                ToolError::execution_failed(format!("the tool's result could not be serialized: {e}"))
-            })
+            serde_json::to_value(output)
+                .map_err(|e| ToolError::execution_failed(format!("the tool's result could not be serialized: {e}")))
         })
     }
 }

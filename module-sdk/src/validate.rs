@@ -18,9 +18,7 @@ impl ArgumentValidator {
     /// Compiles `schema` as draft 2020-12; no reference leaves the document
     /// (the crate is built without network or file resolution).
     pub fn new(schema: &Value) -> Result<Self, String> {
-        jsonschema::draft202012::new(schema)
-            .map(|validator| Self { validator })
-            .map_err(|e| e.to_string())
+        jsonschema::draft202012::new(schema).map(|validator| Self { validator }).map_err(|e| e.to_string())
     }
 
     /// `Ok` when `arguments` fit the schema; otherwise one message listing
@@ -29,11 +27,7 @@ impl ArgumentValidator {
         if self.validator.is_valid(arguments) {
             return Ok(());
         }
-        let mut problems: Vec<String> = self
-            .validator
-            .iter_errors(arguments)
-            .map(|error| describe(&error))
-            .collect();
+        let mut problems: Vec<String> = self.validator.iter_errors(arguments).map(|error| describe(&error)).collect();
         problems.dedup();
         let extra = problems.len().saturating_sub(MAX_REPORTED);
         problems.truncate(MAX_REPORTED);
@@ -77,9 +71,7 @@ fn describe(error: &ValidationError<'_>) -> String {
         ValidationErrorKind::Type { kind } => {
             let expected = match kind {
                 TypeKind::Single(t) => t.to_string(),
-                TypeKind::Multiple(set) => {
-                    set.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" or ")
-                }
+                TypeKind::Multiple(set) => set.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" or "),
             };
             format!("expected {expected}, got {got}")
         }

@@ -114,7 +114,8 @@ async fn manifest_parameters_agree_with_input_schema() {
         assert_eq!(schema["type"], "object");
         assert!(module_sdk::schema::unresolved_references(schema).is_empty());
         let properties = schema["properties"].as_object().unwrap();
-        let required: Vec<&str> = schema["required"].as_array().map_or(vec![], |r| r.iter().map(|v| v.as_str().unwrap()).collect());
+        let required: Vec<&str> =
+            schema["required"].as_array().map_or(vec![], |r| r.iter().map(|v| v.as_str().unwrap()).collect());
         let parameters = tool["parameters"].as_array().unwrap();
         let parameter_names: Vec<&str> = parameters.iter().map(|p| p["name"].as_str().unwrap()).collect();
         let property_names: Vec<&str> = properties.keys().map(String::as_str).collect();
@@ -135,7 +136,12 @@ async fn manifest_parameters_agree_with_input_schema() {
         .collect();
     assert_eq!(
         view,
-        [("origin", "object", true), ("stops", "array", true), ("mode", "string", false), ("max_hours_per_day", "number", false)]
+        [
+            ("origin", "object", true),
+            ("stops", "array", true),
+            ("mode", "string", false),
+            ("max_hours_per_day", "number", false)
+        ]
     );
     assert_eq!(plan["parameters"][2]["enum"], json!(["car", "train", "bike"]));
     assert_eq!(manifest["tools"][0]["parameters"][1]["enum"], json!(["plain", "formal"]));
@@ -146,8 +152,12 @@ async fn manifest_parameters_agree_with_input_schema() {
 #[tokio::test]
 async fn valid_calls_succeed_and_user_id_reaches_the_handler() {
     let demo = Demo::start(&[]);
-    let greeting = execute(&demo, json!({"tool_name": "demo.greet", "arguments": {"name": "Ann", "excitement": 2}})).await;
-    assert_eq!(greeting, json!({"tool_name": "demo.greet", "success": true, "result": {"text": "Hello, Ann!!"}, "error": null}));
+    let greeting =
+        execute(&demo, json!({"tool_name": "demo.greet", "arguments": {"name": "Ann", "excitement": 2}})).await;
+    assert_eq!(
+        greeting,
+        json!({"tool_name": "demo.greet", "success": true, "result": {"text": "Hello, Ann!!"}, "error": null})
+    );
     let trip = execute(
         &demo,
         json!({"tool_name": "demo.plan_trip", "user_id": "u-42", "arguments": {
@@ -243,7 +253,8 @@ async fn auth_accepts_the_token_and_refuses_missing_or_wrong_ones() {
     let call = json!({"tool_name": "demo.greet", "arguments": {"name": "A"}});
     for (path, is_post) in [("/manifest", false), ("/execute", true)] {
         for token in [None, Some("Bearer wrong"), Some("s3cret"), Some("Basic s3cret")] {
-            let mut request = if is_post { client().post(demo.url(path)).json(&call) } else { client().get(demo.url(path)) };
+            let mut request =
+                if is_post { client().post(demo.url(path)).json(&call) } else { client().get(demo.url(path)) };
             if let Some(token) = token {
                 request = request.header("Authorization", token);
             }

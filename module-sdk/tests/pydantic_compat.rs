@@ -6,8 +6,8 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use module_sdk::{ErrorKind, Module, Permission, ToolCall, ToolError, ToolResult, tool};
 use module_sdk::{Context, contract::ModuleManifest};
+use module_sdk::{ErrorKind, Module, Permission, ToolCall, ToolError, ToolResult, tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -57,13 +57,7 @@ async fn forecast(_ctx: Context, _args: Forecast) -> Result<Weather, ToolError> 
 }
 
 fn manifest() -> ModuleManifest {
-    Module::new("weather", "Weather tools.")
-        .version("0.1.0")
-        .tool(forecast)
-        .build()
-        .unwrap()
-        .manifest()
-        .clone()
+    Module::new("weather", "Weather tools.").version("0.1.0").tool(forecast).build().unwrap().manifest().clone()
 }
 
 /// Runs the pydantic models over `documents`: the exit code and the report.
@@ -91,7 +85,11 @@ fn manifests_calls_and_results_validate_under_the_existing_pydantic_models() {
     };
     let results = [
         ToolResult::success("weather.forecast", json!({"temperature": 21.5})),
-        ToolResult::failure("weather.forecast", ErrorKind::InvalidArguments, "arguments.city: required field is missing"),
+        ToolResult::failure(
+            "weather.forecast",
+            ErrorKind::InvalidArguments,
+            "arguments.city: required field is missing",
+        ),
     ];
     let documents = json!({
         "manifests": [manifest],

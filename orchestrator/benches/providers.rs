@@ -151,19 +151,20 @@ fn manifests() -> Vec<ModuleManifest> {
                     }
                 })
                 .collect();
-            ModuleManifest { module_name, description: "A module.".into(), tools, version: None, contract_version: None }
+            ModuleManifest {
+                module_name,
+                description: "A module.".into(),
+                tools,
+                version: None,
+                contract_version: None,
+            }
         })
         .collect()
 }
 
 /// The caller's tools: every tool its permission allows, as the registry lists them.
 fn list(manifests: &[ModuleManifest], caller: Permission) -> Vec<ToolDefinition> {
-    manifests
-        .iter()
-        .flat_map(|m| &m.tools)
-        .filter(|tool| caller.allows(tool.required_permission))
-        .cloned()
-        .collect()
+    manifests.iter().flat_map(|m| &m.tools).filter(|tool| caller.allows(tool.required_permission)).cloned().collect()
 }
 
 /// The median of `runs` timings of `f`.
@@ -194,8 +195,16 @@ fn main() {
     println!("listing (permission filter + copy of the definitions): {:.2}", ms(listing));
     println!(
         "{:<19} {:>12} {:>14} {:>7} {:>10} {:>11} {:>13} {:>7} {:>12} {:>7}",
-        "format", "convert cold", "convert cached", "ratio", "serialize", "total cold", "total cached", "ratio",
-        "cached text", "ratio"
+        "format",
+        "convert cold",
+        "convert cached",
+        "ratio",
+        "serialize",
+        "total cold",
+        "total cached",
+        "ratio",
+        "cached text",
+        "ratio"
     );
     println!("(total = listing + convert + serialize; cached text = listing + ConvertedCache::render_tools_json)");
     let cache = ConvertedCache::new();

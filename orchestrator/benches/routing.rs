@@ -87,7 +87,8 @@ async fn routing() {
     let services = module_services(&[("bench", module.url())]);
     // As shipped (one info event per call), and with per-call logging off.
     let logged = OrchestratorProcess::start(&[("MODULE_SERVICES", &services)]);
-    let quiet = OrchestratorProcess::start(&[("MODULE_SERVICES", &services), ("RUST_LOG", "warn,orchestrator::server=info")]);
+    let quiet =
+        OrchestratorProcess::start(&[("MODULE_SERVICES", &services), ("RUST_LOG", "warn,orchestrator::server=info")]);
     for orchestrator in [&logged, &quiet] {
         orchestrator.wait_for_module("bench", "up", Duration::from_secs(10)).await;
     }
@@ -101,7 +102,9 @@ async fn routing() {
         ("routed, RUST_LOG=warn", format!("{}/execute", quiet.url), &request),
     ];
 
-    println!("routing: the same SDK tool (echo) called directly and through the orchestrator binary, {PHASE:?} per phase");
+    println!(
+        "routing: the same SDK tool (echo) called directly and through the orchestrator binary, {PHASE:?} per phase"
+    );
     println!(
         "{:>7}  {:<26}  {:>8}  {:>6}  {:>8}  {:>8}  {:>10}  {:>10}",
         "callers", "path", "rps", "ratio", "p50 ms", "p99 ms", "+p50 ms", "+p99 ms"
@@ -133,7 +136,8 @@ async fn routing() {
 async fn discovery() {
     let answering: Vec<ModuleServer> = (0..40).map(|i| ModuleServer::sdk(sdk_module(&format!("m{i:02}")).0)).collect();
     let hung: Vec<HungServer> = (0..10).map(|_| HungServer::start()).collect();
-    let mut modules: Vec<(String, String)> = answering.iter().enumerate().map(|(i, m)| (format!("m{i:02}"), m.url())).collect();
+    let mut modules: Vec<(String, String)> =
+        answering.iter().enumerate().map(|(i, m)| (format!("m{i:02}"), m.url())).collect();
     modules.extend(hung.iter().enumerate().map(|(i, h)| (format!("hung{i:02}"), h.url())));
     let named: Vec<(&str, String)> = modules.iter().map(|(n, u)| (n.as_str(), u.clone())).collect();
     let timeout = format!("{}", DISCOVERY_TIMEOUT.as_secs_f64());
@@ -158,7 +162,11 @@ async fn discovery() {
     rounds.sort();
     let median = rounds[rounds.len() / 2];
     println!();
-    println!("discovery: 50 modules, 10 of them hung, DISCOVERY_TIMEOUT {} ms, median of {} refreshes", ms(DISCOVERY_TIMEOUT), rounds.len());
+    println!(
+        "discovery: 50 modules, 10 of them hung, DISCOVERY_TIMEOUT {} ms, median of {} refreshes",
+        ms(DISCOVERY_TIMEOUT),
+        rounds.len()
+    );
     println!(
         "one full discovery took {:.0} ms = {:.2}x the discovery timeout (one module after another would take at least 10x)",
         ms(median),

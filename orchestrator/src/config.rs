@@ -136,8 +136,7 @@ impl Config {
             Some(path) => {
                 let text = std::fs::read_to_string(path)
                     .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
-                toml::from_str(&text)
-                    .map_err(|e| ConfigError::File { path: path.to_owned(), reason: e.to_string() })?
+                toml::from_str(&text).map_err(|e| ConfigError::File { path: path.to_owned(), reason: e.to_string() })?
             }
             None => FileConfig::default(),
         };
@@ -172,22 +171,23 @@ impl Config {
             ));
         }
 
-        let seconds = |name: &'static str, from_file: Option<f64>, default: Duration| -> Result<Duration, ConfigError> {
-            let (text, value) = match env(name) {
-                Some(text) => {
-                    let value = text.parse::<f64>().ok();
-                    (text, value)
-                }
-                None => match from_file {
-                    Some(value) => (value.to_string(), Some(value)),
-                    None => return Ok(default),
-                },
+        let seconds =
+            |name: &'static str, from_file: Option<f64>, default: Duration| -> Result<Duration, ConfigError> {
+                let (text, value) = match env(name) {
+                    Some(text) => {
+                        let value = text.parse::<f64>().ok();
+                        (text, value)
+                    }
+                    None => match from_file {
+                        Some(value) => (value.to_string(), Some(value)),
+                        None => return Ok(default),
+                    },
+                };
+                value
+                    .filter(|v| v.is_finite() && *v > 0.0)
+                    .and_then(|v| Duration::try_from_secs_f64(v).ok())
+                    .ok_or_else(|| invalid(name, &text, "expected a positive number of seconds".into()))
             };
-            value
-                .filter(|v| v.is_finite() && *v > 0.0)
-                .and_then(|v| Duration::try_from_secs_f64(v).ok())
-                .ok_or_else(|| invalid(name, &text, "expected a positive number of seconds".into()))
-        };
 
         let redis_url = env("REDIS_URL").or(file.redis_url.filter(|s| !s.is_empty()));
         if let Some(url) = &redis_url {
@@ -201,9 +201,9 @@ impl Config {
             None => defaults.host,
         };
         let port = match env("PORT") {
-            Some(text) => text
-                .parse()
-                .map_err(|_| invalid("PORT", &text, "expected a port number from 0 to 65535".into()))?,
+            Some(text) => {
+                text.parse().map_err(|_| invalid("PORT", &text, "expected a port number from 0 to 65535".into()))?
+            }
             None => file.port.unwrap_or(defaults.port),
         };
         let log_format = match env("LOG_FORMAT").or(file.log_format).as_deref() {
@@ -213,8 +213,16 @@ impl Config {
         };
 
         Ok(Self {
-            slow_tool_timeout: seconds("TOOL_EXECUTION_TIMEOUT", file.tool_execution_timeout, defaults.slow_tool_timeout)?,
-            default_tool_timeout: seconds("DEFAULT_TOOL_TIMEOUT", file.default_tool_timeout, defaults.default_tool_timeout)?,
+            slow_tool_timeout: seconds(
+                "TOOL_EXECUTION_TIMEOUT",
+                file.tool_execution_timeout,
+                defaults.slow_tool_timeout,
+            )?,
+            default_tool_timeout: seconds(
+                "DEFAULT_TOOL_TIMEOUT",
+                file.default_tool_timeout,
+                defaults.default_tool_timeout,
+            )?,
             discovery_timeout: seconds("DISCOVERY_TIMEOUT", file.discovery_timeout, defaults.discovery_timeout)?,
             refresh_interval: seconds("REFRESH_INTERVAL", file.refresh_interval, defaults.refresh_interval)?,
             module_services,
@@ -297,7 +305,9 @@ mod tests {
             research = "http://127.0.0.1:8001/"
             file_manager = "http://127.0.0.1:8002"
         "#;
-        let config = read(Some(file), &[("PORT", "9100"), ("DISCOVERY_TIMEOUT", "0.5"), ("ORCHESTRATOR_API_TOKEN", "")]).unwrap();
+        let config =
+            read(Some(file), &[("PORT", "9100"), ("DISCOVERY_TIMEOUT", "0.5"), ("ORCHESTRATOR_API_TOKEN", "")])
+                .unwrap();
         assert_eq!(config.port, 9100);
         assert_eq!(config.discovery_timeout, Duration::from_millis(500));
         assert_eq!(config.module_services["research"], "http://127.0.0.1:8001");

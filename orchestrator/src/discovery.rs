@@ -101,7 +101,6 @@ pub async fn fetch_manifest(
     serde_json::from_slice(&body).map_err(|e| DiscoveryError::NotAManifest { url, reason: e.to_string() })
 }
 
-
 /// Keeps `module` discovered for as long as the process runs: at once,
 /// then every `refresh` while it answers, or after a doubling wait from
 /// [`FIRST_RETRY`] up to [`MAX_RETRY`] while it does not.

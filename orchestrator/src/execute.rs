@@ -13,8 +13,8 @@ use tokio::time::Instant;
 
 use crate::caller::Caller;
 use crate::config::Config;
-use module_sdk::error_chain;
 use crate::registry::{Registry, RouteError, ToolRoute};
+use module_sdk::error_chain;
 
 /// Added to a tool's own `timeout_seconds`, so the module's timeout answer
 /// arrives before the orchestrator gives up.
@@ -94,7 +94,10 @@ impl Executor {
             return ToolResult::failure(call.tool_name, ErrorKind::PermissionDenied, message);
         }
         if tool.requires_approval == Some(true) && !approved {
-            let message = format!("`{}` needs the user's explicit approval; ask the user, then call it again with approval", tool.name);
+            let message = format!(
+                "`{}` needs the user's explicit approval; ask the user, then call it again with approval",
+                tool.name
+            );
             return ToolResult::failure(call.tool_name, ErrorKind::PermissionDenied, message);
         }
         let timeout = match tool.timeout_seconds {
@@ -113,7 +116,8 @@ impl Executor {
         let mut delay = FIRST_RETRY_DELAY;
         let mut attempt = 1;
         loop {
-            let mut request = self.client.post(&url).json(call).timeout(deadline.saturating_duration_since(Instant::now()));
+            let mut request =
+                self.client.post(&url).json(call).timeout(deadline.saturating_duration_since(Instant::now()));
             if let Some(token) = &self.config.service_auth_token {
                 request = request.bearer_auth(token);
             }
@@ -133,7 +137,13 @@ impl Executor {
     }
 
     /// Turns the module's HTTP answer into the call's ToolResult.
-    async fn read_answer(&self, route: &ToolRoute, call: &ToolCall, response: reqwest::Response, timeout: Duration) -> ToolResult {
+    async fn read_answer(
+        &self,
+        route: &ToolRoute,
+        call: &ToolCall,
+        response: reqwest::Response,
+        timeout: Duration,
+    ) -> ToolResult {
         let status = response.status();
         let body = match response.bytes().await {
             Ok(body) => body,
@@ -167,7 +177,10 @@ impl Executor {
             }
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => (
                 ErrorKind::Unavailable,
-                format!("module `{}` refused the orchestrator's service token (SERVICE_AUTH_TOKEN): {detail}", route.module),
+                format!(
+                    "module `{}` refused the orchestrator's service token (SERVICE_AUTH_TOKEN): {detail}",
+                    route.module
+                ),
             ),
             _ => (ErrorKind::Unavailable, format!("module `{}` answered HTTP {status}: {detail}", route.module)),
         };
@@ -179,7 +192,9 @@ impl Executor {
 fn refusal(tool_name: &str, error: &RouteError) -> ToolResult {
     let kind = match error {
         RouteError::NotDiscovered { .. } => ErrorKind::Unavailable,
-        RouteError::BadName(_) | RouteError::UnknownModule { .. } | RouteError::UnknownTool { .. } => ErrorKind::UnknownTool,
+        RouteError::BadName(_) | RouteError::UnknownModule { .. } | RouteError::UnknownTool { .. } => {
+            ErrorKind::UnknownTool
+        }
     };
     ToolResult::failure(tool_name, kind, error.to_string())
 }

@@ -83,7 +83,8 @@ async fn tools(_: Authorized, State(state): State<AppState>, Query(query): Query
     let format = match query.format.as_deref().unwrap_or("raw").parse::<ToolFormat>() {
         Ok(format) => format,
         Err(error) => {
-            let message = format!("{error}; use raw, openai, openai-responses, anthropic, gemini, gemini-json-schema or prompt");
+            let message =
+                format!("{error}; use raw, openai, openai-responses, anthropic, gemini, gemini-json-schema or prompt");
             return error_response(StatusCode::BAD_REQUEST, message);
         }
     };
@@ -99,7 +100,11 @@ async fn refresh_tools(_: Authorized, State(state): State<AppState>) -> Response
 }
 
 /// Runs one tool call; every well-formed request gets a `200` ToolResult.
-async fn execute(_: Authorized, State(state): State<AppState>, body: Result<Json<ExecuteRequest>, JsonRejection>) -> Response {
+async fn execute(
+    _: Authorized,
+    State(state): State<AppState>,
+    body: Result<Json<ExecuteRequest>, JsonRejection>,
+) -> Response {
     match body {
         Ok(Json(request)) => Json(state.orchestrator.execute(request).await).into_response(),
         Err(rejection) => bad_body(rejection),

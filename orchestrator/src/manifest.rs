@@ -161,18 +161,34 @@ mod tests {
             ("notes", Box::new(|m| m["tools"][0]["name"] = json!("files.add")), "`files.add`"),
             ("notes", Box::new(|m| m["tools"][0]["name"] = json!("notes.add.x")), "`notes.add.x`"),
             ("notes", Box::new(|m| m["tools"][0]["name"] = json!("notesadd")), "`notesadd`"),
-            ("notes", Box::new(|m| { let t = m["tools"][0].clone(); m["tools"].as_array_mut().unwrap().push(t); }), "listed twice"),
-            ("notes", Box::new(|m| m["tools"][0]["description"] = json!("")), "tool `notes.add` has an empty"),
-            ("notes", Box::new(|m| m["tools"][0]["timeout_seconds"] = json!(0)), "timeout_seconds 0"),
-            ("notes", Box::new(|m| m["tools"][0]["input_schema"] = json!({"type": "array"})), "not `\"type\": \"object\"`"),
             (
                 "notes",
-                Box::new(|m| m["tools"][0]["input_schema"] = json!({"type": "object", "properties": {"text": {"$ref": "http://x/y.json"}}, "required": ["text"]})),
+                Box::new(|m| {
+                    let t = m["tools"][0].clone();
+                    m["tools"].as_array_mut().unwrap().push(t);
+                }),
+                "listed twice",
+            ),
+            ("notes", Box::new(|m| m["tools"][0]["description"] = json!("")), "tool `notes.add` has an empty"),
+            ("notes", Box::new(|m| m["tools"][0]["timeout_seconds"] = json!(0)), "timeout_seconds 0"),
+            (
+                "notes",
+                Box::new(|m| m["tools"][0]["input_schema"] = json!({"type": "array"})),
+                "not `\"type\": \"object\"`",
+            ),
+            (
+                "notes",
+                Box::new(
+                    |m| m["tools"][0]["input_schema"] = json!({"type": "object", "properties": {"text": {"$ref": "http://x/y.json"}}, "required": ["text"]}),
+                ),
                 "http://x/y.json",
             ),
             (
                 "notes",
-                Box::new(|m| m["tools"][0]["input_schema"] = json!({"type": "object", "properties": {"body": {"type": "string"}}})),
+                Box::new(|m| {
+                    m["tools"][0]["input_schema"] =
+                        json!({"type": "object", "properties": {"body": {"type": "string"}}})
+                }),
                 "disagree",
             ),
         ];

@@ -169,7 +169,12 @@ impl Registry {
         match self.cache.load(name).await {
             Ok(Some(manifest)) => match validate(name, manifest) {
                 Ok(manifest) => {
-                    tracing::info!(module = name, tools = manifest.tools.len(), cache = self.cache.kind(), "manifest loaded from cache");
+                    tracing::info!(
+                        module = name,
+                        tools = manifest.tools.len(),
+                        cache = self.cache.kind(),
+                        "manifest loaded from cache"
+                    );
                     let mut record = slot.write();
                     record.manifest.get_or_insert_with(|| Arc::new(manifest));
                 }
@@ -188,7 +193,8 @@ impl Registry {
             return Err(DiscoveryError::NotConfigured(name.to_owned()));
         };
         let started = Instant::now();
-        let fetched = fetch_manifest(&self.client, &slot.url, self.service_token.as_deref(), self.discovery_timeout).await;
+        let fetched =
+            fetch_manifest(&self.client, &slot.url, self.service_token.as_deref(), self.discovery_timeout).await;
         let checked = fetched.and_then(|manifest| validate(name, manifest).map_err(DiscoveryError::from));
         match checked {
             Ok(manifest) => {
@@ -266,12 +272,7 @@ impl Registry {
             .filter(|(name, _)| caller.allows_module(name))
             .filter_map(|(name, slot)| slot.read().manifest.clone().map(|manifest| (name, manifest)))
             .flat_map(|(name, manifest)| {
-                manifest
-                    .tools
-                    .iter()
-                    .filter(|tool| caller.may_use(name, tool))
-                    .cloned()
-                    .collect::<Vec<_>>()
+                manifest.tools.iter().filter(|tool| caller.may_use(name, tool)).cloned().collect::<Vec<_>>()
             })
             .collect()
     }
@@ -352,7 +353,11 @@ mod tests {
         let states: Vec<_> = registry.statuses().into_iter().map(|s| (s.name, s.state, s.tool_count)).collect();
         assert_eq!(
             states,
-            [("empty".into(), ModuleState::Down, 0), ("files".into(), ModuleState::Cached, 2), ("notes".into(), ModuleState::Cached, 1)]
+            [
+                ("empty".into(), ModuleState::Down, 0),
+                ("files".into(), ModuleState::Cached, 2),
+                ("notes".into(), ModuleState::Cached, 1)
+            ]
         );
     }
 

@@ -55,4 +55,3 @@ pub async fn serve(orchestrator: Orchestrator) -> Result<(), ServeError> {
     tracing::info!("orchestrator stopped");
     Ok(())
 }
-

@@ -35,14 +35,19 @@ pub struct ToolCallsRequest {
 /// A call that cannot be run (unknown tool, unreadable arguments) becomes a
 /// failed result the model can act on; only a message that is not in the
 /// provider's shape at all is an error.
-pub async fn run_tool_calls(orchestrator: &Orchestrator, format: CallFormat, request: ToolCallsRequest) -> Result<Value, ProviderError> {
+pub async fn run_tool_calls(
+    orchestrator: &Orchestrator,
+    format: CallFormat,
+    request: ToolCallsRequest,
+) -> Result<Value, ProviderError> {
     let caller = Caller::new(request.user_permission.as_deref(), request.modules);
     let visible = orchestrator.tools(&caller);
     let calls = providers::parse_calls(format, &request.message, &visible)?;
-    let results = join_all(calls.iter().map(|requested| {
-        run_one(orchestrator, &caller, requested, request.user_id.clone(), &request.approved_tools)
-    }))
-    .await;
+    let results =
+        join_all(calls.iter().map(|requested| {
+            run_one(orchestrator, &caller, requested, request.user_id.clone(), &request.approved_tools)
+        }))
+        .await;
     let pairs: Vec<(RequestedCall, ToolResult)> = calls.into_iter().zip(results).collect();
     Ok(providers::render_results(format, &pairs))
 }
@@ -64,7 +69,8 @@ async fn run_one(
     let arguments = match &requested.arguments {
         Ok(arguments) => arguments.clone(),
         Err(reason) => {
-            let message = format!("the arguments of this call could not be read: {reason}; send them as one JSON object");
+            let message =
+                format!("the arguments of this call could not be read: {reason}; send them as one JSON object");
             return ToolResult::failure(tool_name.clone(), ErrorKind::InvalidArguments, message);
         }
     };

@@ -95,7 +95,10 @@ async fn listing_filters_by_permission_and_persona_and_fails_closed() {
     assert_eq!(orchestrator.tool_names("permission=admin&modules=beta").await, ["beta.echo", "beta.wipe"]);
     assert_eq!(orchestrator.tool_names("permission=owner&modules=").await, Vec::<String>::new());
     assert_eq!(orchestrator.tool_names("permission=owner&modules=gamma").await, Vec::<String>::new());
-    assert_eq!(orchestrator.tool_names("permission=user&modules=alpha,beta&format=raw").await, ["alpha.echo", "beta.echo"]);
+    assert_eq!(
+        orchestrator.tool_names("permission=user&modules=alpha,beta&format=raw").await,
+        ["alpha.echo", "beta.echo"]
+    );
 
     let (status, body) = orchestrator.get_with("/tools?format=yaml", None).await;
     assert_eq!(status, 400);
@@ -167,7 +170,11 @@ fn the_command_line_lists_tools_shows_modules_and_calls_one_tool() {
     let alpha = ModuleServer::sdk(alpha);
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("orchestrator.toml");
-    let toml = format!("discovery_timeout = 1\n[module_services]\nalpha = \"{}\"\nnowhere = \"http://127.0.0.1:{}\"\n", alpha.url(), free_port());
+    let toml = format!(
+        "discovery_timeout = 1\n[module_services]\nalpha = \"{}\"\nnowhere = \"http://127.0.0.1:{}\"\n",
+        alpha.url(),
+        free_port()
+    );
     std::fs::write(&file, toml).unwrap();
     let run = |args: &[&str]| {
         let output = Command::new(BINARY).env_clear().arg("--config").arg(&file).args(args).output().unwrap();

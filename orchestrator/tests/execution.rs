@@ -20,7 +20,9 @@ async fn a_guest_is_refused_an_admin_tool_it_never_listed() {
 
     for permission in [json!("guest"), json!("superuser"), json!(null)] {
         let result = orchestrator
-            .execute(json!({"tool_name": "alpha.wipe", "arguments": {}, "user_id": "u1", "user_permission": permission}))
+            .execute(
+                json!({"tool_name": "alpha.wipe", "arguments": {}, "user_id": "u1", "user_permission": permission}),
+            )
             .await;
         assert_eq!(result["success"], false);
         assert_eq!(result["error_kind"], "permission_denied", "{result}");
@@ -49,7 +51,10 @@ async fn calls_carry_the_user_and_bad_calls_are_answered_clearly() {
     let echoed = orchestrator
         .execute(json!({"tool_name": "alpha.echo", "arguments": {"text": "hi"}, "user_id": "user-42"}))
         .await;
-    assert_eq!(echoed, json!({"tool_name": "alpha.echo", "success": true, "result": {"text": "hi", "user_id": "user-42"}, "error": null}));
+    assert_eq!(
+        echoed,
+        json!({"tool_name": "alpha.echo", "success": true, "result": {"text": "hi", "user_id": "user-42"}, "error": null})
+    );
 
     let cases = [
         (json!({"tool_name": "alpha.erase"}), "unknown_tool", "alpha.echo, alpha.wipe"),

@@ -139,7 +139,10 @@ async fn gemini_function_calls_round_trip_with_safe_property_names() {
         "usageMetadata": {"promptTokenCount": 10}
     });
     let (calls, rendered) = round_trip(CallFormat::Gemini, response).await;
-    assert_eq!(calls[0].arguments, Ok(json!({"search-terms": "fjords", "max-results": 2}).as_object().unwrap().clone()));
+    assert_eq!(
+        calls[0].arguments,
+        Ok(json!({"search-terms": "fjords", "max-results": 2}).as_object().unwrap().clone())
+    );
     assert_eq!(
         rendered,
         json!({"role": "user", "parts": [
@@ -169,7 +172,10 @@ async fn text_protocol_calls_round_trip() {
     let content = rendered["content"].as_str().unwrap();
     assert_eq!(rendered["role"], "user");
     assert!(content.contains("### trips.greet (generated_call_1) result\n{\"text\":\"Hello, Ada\"}"), "{content}");
-    assert!(content.contains("### trips.search (generated_call_2) result\n{\"search-terms\":\"lakes\",\"max-results\":3}"), "{content}");
+    assert!(
+        content.contains("### trips.search (generated_call_2) result\n{\"search-terms\":\"lakes\",\"max-results\":3}"),
+        "{content}"
+    );
 }
 
 #[test]

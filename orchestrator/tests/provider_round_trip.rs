@@ -94,8 +94,10 @@ async fn every_format_lists_accepted_tools_and_runs_the_calls_it_gets_back() {
         let (greet, plan) = (name_at(provider, &listing, 0), name_at(provider, &listing, 1));
         assert_eq!((greet.as_str(), plan.as_str()), ("trips__greet", "trips__plan_trip"));
 
-        let request = json!({"user_id": "user-7", "user_permission": "user", "message": message(provider, &greet, &plan)});
-        let (status, answer) = orchestrator.post(&format!("/v1/tool-calls?format={}", call_format(provider)), &request).await;
+        let request =
+            json!({"user_id": "user-7", "user_permission": "user", "message": message(provider, &greet, &plan)});
+        let (status, answer) =
+            orchestrator.post(&format!("/v1/tool-calls?format={}", call_format(provider)), &request).await;
         assert_eq!(status, 200, "{format}: {answer}");
         assert_eq!(
             result_texts(provider, &answer),
@@ -138,9 +140,16 @@ async fn malformed_arguments_get_an_answer_the_model_can_act_on_and_bad_bodies_a
     let content = answer[0]["content"].as_str().unwrap();
     assert!(content.contains("invalid_arguments") && content.contains("not valid JSON"), "{content}");
 
-    let (status, answer) = orchestrator.post("/v1/tool-calls?format=anthropic", &json!({"message": {"content": 5}})).await;
+    let (status, answer) =
+        orchestrator.post("/v1/tool-calls?format=anthropic", &json!({"message": {"content": 5}})).await;
     assert_eq!(status, 422, "{answer}");
-    assert!(answer["error"].as_str().unwrap().contains("not in the `anthropic` format: expected a message with a `content` list"), "{answer}");
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("not in the `anthropic` format: expected a message with a `content` list"),
+        "{answer}"
+    );
     let (status, _) = orchestrator.post("/v1/tool-calls?format=cohere", &json!({"message": {}})).await;
     assert_eq!(status, 400);
     let (status, _) = orchestrator.get_with("/tools?format=cohere", None).await;

@@ -69,90 +69,98 @@ fn leaf() -> impl Strategy<Value = Value> {
         Just(json!({"type": "object"})),
         Just(json!({"type": "array"})),
         prop::sample::select(vec!["D0", "D1", "D2"]).prop_map(|name| json!({"$ref": format!("#/$defs/{name}")})),
-        prop::sample::select(vec!["D0", "D1", "D2"])
-            .prop_map(|name| json!({"$ref": format!("#/$defs/{name}"), "description": "A referenced thing.", "default": null})),
+        prop::sample::select(vec!["D0", "D1", "D2"]).prop_map(
+            |name| json!({"$ref": format!("#/$defs/{name}"), "description": "A referenced thing.", "default": null})
+        ),
     ]
 }
 
 /// An object schema over `inner` property schemas.
 fn object(inner: BoxedStrategy<Value>) -> BoxedStrategy<Value> {
     let property = (prop::sample::select(NAMES), inner, any::<bool>(), option::of("[A-Za-z ]{0,30}"));
-    (vec(property, 1..6), any::<bool>()).prop_map(|(properties, closed)| {
-        let mut map = Map::new();
-        let mut required = Vec::new();
-        for (name, mut schema, is_required, description) in properties {
-            if let (Some(text), Value::Object(node)) = (description, &mut schema) {
-                node.insert("description".into(), text.into());
+    (vec(property, 1..6), any::<bool>())
+        .prop_map(|(properties, closed)| {
+            let mut map = Map::new();
+            let mut required = Vec::new();
+            for (name, mut schema, is_required, description) in properties {
+                if let (Some(text), Value::Object(node)) = (description, &mut schema) {
+                    node.insert("description".into(), text.into());
+                }
+                if is_required && !required.contains(&json!(name)) {
+                    required.push(json!(name));
+                }
+                map.insert(name.to_owned(), schema);
             }
-            if is_required && !required.contains(&json!(name)) {
-                required.push(json!(name));
+            let mut node = json!({"type": "object", "properties": map, "required": required});
+            if closed {
+                node["additionalProperties"] = json!(false);
             }
-            map.insert(name.to_owned(), schema);
-        }
-        let mut node = json!({"type": "object", "properties": map, "required": required});
-        if closed {
-            node["additionalProperties"] = json!(false);
-        }
-        node
-    })
-    .boxed()
+            node
+        })
+        .boxed()
 }
 
 /// Any schema: leaves combined up to a few levels deep.
 fn schema() -> BoxedStrategy<Value> {
-    leaf().prop_recursive(4, 48, 5, |inner| {
-        prop_oneof![
-            object(inner.clone()),
-            (inner.clone(), option::of(0u32..3), any::<bool>()).prop_map(|(items, min, unique)| {
-                let mut node = json!({"type": "array", "items": items});
-                if let Some(min) = min {
-                    node["minItems"] = json!(min);
-                    node["maxItems"] = json!(min + 20);
-                }
-                if unique {
-                    node["uniqueItems"] = json!(true);
-                }
-                node
-            }),
-            inner.clone().prop_map(|values| json!({"type": "object", "additionalProperties": values})),
-            inner.clone().prop_map(|some| json!({"anyOf": [some, {"type": "null"}], "description": "Optional."})),
-            vec(inner.clone(), 2..4).prop_map(|branches| json!({"oneOf": branches})),
-            vec(inner.clone(), 1..3).prop_map(|branches| json!({"anyOf": branches})),
-            inner.clone().prop_map(|only| json!({"allOf": [only], "description": "All of one."})),
-            (object(inner.clone()), object(inner.clone())).prop_map(|(a, b)| json!({"allOf": [a, b]})),
-            vec(inner.clone(), 1..3).prop_map(|positions| json!({"type": "array", "prefixItems": positions, "items": false})),
-            inner.prop_map(|value| json!({"type": "integer", "default": value.get("type").cloned().unwrap_or(json!(5))})),
-        ]
-    })
-    .boxed()
+    leaf()
+        .prop_recursive(4, 48, 5, |inner| {
+            prop_oneof![
+                object(inner.clone()),
+                (inner.clone(), option::of(0u32..3), any::<bool>()).prop_map(|(items, min, unique)| {
+                    let mut node = json!({"type": "array", "items": items});
+                    if let Some(min) = min {
+                        node["minItems"] = json!(min);
+                        node["maxItems"] = json!(min + 20);
+                    }
+                    if unique {
+                        node["uniqueItems"] = json!(true);
+                    }
+                    node
+                }),
+                inner.clone().prop_map(|values| json!({"type": "object", "additionalProperties": values})),
+                inner.clone().prop_map(|some| json!({"anyOf": [some, {"type": "null"}], "description": "Optional."})),
+                vec(inner.clone(), 2..4).prop_map(|branches| json!({"oneOf": branches})),
+                vec(inner.clone(), 1..3).prop_map(|branches| json!({"anyOf": branches})),
+                inner.clone().prop_map(|only| json!({"allOf": [only], "description": "All of one."})),
+                (object(inner.clone()), object(inner.clone())).prop_map(|(a, b)| json!({"allOf": [a, b]})),
+                vec(inner.clone(), 1..3)
+                    .prop_map(|positions| json!({"type": "array", "prefixItems": positions, "items": false})),
+                inner.prop_map(
+                    |value| json!({"type": "integer", "default": value.get("type").cloned().unwrap_or(json!(5))})
+                ),
+            ]
+        })
+        .boxed()
 }
 
 /// A whole argument schema: an object root and three definitions, `D0`
 /// recursive through itself, `D1` and `D2` random (they may refer to each other).
 fn root_schema() -> impl Strategy<Value = Value> {
-    (object(schema()), schema(), schema(), object(schema()), any::<bool>()).prop_map(|(mut root, d1, d2, d0_extra, header)| {
-        let mut d0 = json!({
-            "type": "object",
-            "description": "A node of a tree.",
-            "properties": {
-                "label": {"type": "string"},
-                "next": {"anyOf": [{"$ref": "#/$defs/D0"}, {"type": "null"}]},
-                "kids": {"type": "array", "items": {"$ref": "#/$defs/D0"}}
-            },
-            "required": ["label"]
-        });
-        if let Some(extra) = d0_extra["properties"].as_object() {
-            for (name, schema) in extra {
-                d0["properties"][name] = schema.clone();
+    (object(schema()), schema(), schema(), object(schema()), any::<bool>()).prop_map(
+        |(mut root, d1, d2, d0_extra, header)| {
+            let mut d0 = json!({
+                "type": "object",
+                "description": "A node of a tree.",
+                "properties": {
+                    "label": {"type": "string"},
+                    "next": {"anyOf": [{"$ref": "#/$defs/D0"}, {"type": "null"}]},
+                    "kids": {"type": "array", "items": {"$ref": "#/$defs/D0"}}
+                },
+                "required": ["label"]
+            });
+            if let Some(extra) = d0_extra["properties"].as_object() {
+                for (name, schema) in extra {
+                    d0["properties"][name] = schema.clone();
+                }
             }
-        }
-        root["$defs"] = json!({"D0": d0, "D1": d1, "D2": d2});
-        if header {
-            root["$schema"] = json!("https://json-schema.org/draft/2020-12/schema");
-            root["title"] = json!("Arguments");
-        }
-        root
-    })
+            root["$defs"] = json!({"D0": d0, "D1": d1, "D2": d2});
+            if header {
+                root["$schema"] = json!("https://json-schema.org/draft/2020-12/schema");
+                root["title"] = json!("Arguments");
+            }
+            root
+        },
+    )
 }
 
 fn tool(name: &str, description: String, schema: Value) -> ToolDefinition {

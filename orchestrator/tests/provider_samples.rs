@@ -276,7 +276,10 @@ fn the_conversions_keep_what_the_types_say() {
     assert_eq!(properties["max_results"]["maximum"], 20);
     assert_eq!(properties["maybe_shape"]["nullable"], true);
     let mode = &gemini[1]["parameters"]["properties"]["mode"];
-    assert_eq!((mode["type"].clone(), mode["enum"].clone(), mode["nullable"].clone()), (json!("string"), json!(["car", "train", "bike"]), json!(true)));
+    assert_eq!(
+        (mode["type"].clone(), mode["enum"].clone(), mode["nullable"].clone()),
+        (json!("string"), json!(["car", "train", "bike"]), json!(true))
+    );
 }
 
 /// The manifest a sample module binary serves, or `None` (said loudly)
@@ -312,9 +315,8 @@ fn served_manifest(binary: PathBuf) -> Option<Vec<ToolDefinition>> {
         return None;
     };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let manifest: Value = runtime.block_on(async {
-        reqwest::get(format!("http://{address}/manifest")).await.unwrap().json().await.unwrap()
-    });
+    let manifest: Value = runtime
+        .block_on(async { reqwest::get(format!("http://{address}/manifest")).await.unwrap().json().await.unwrap() });
     Some(serde_json::from_value(manifest["tools"].clone()).expect("the manifest's tools read as ToolDefinitions"))
 }
 

@@ -50,7 +50,8 @@ async fn redis_going_away_mid_run_changes_nothing_for_callers_and_is_reconnected
     let Some(mut redis_server) = RedisServer::start() else { return };
     let alpha = ModuleServer::sdk(sdk_module("alpha").0);
     let services = module_services(&[("alpha", alpha.url())]);
-    let orchestrator = OrchestratorProcess::start(&[("MODULE_SERVICES", &services), ("REDIS_URL", &redis_server.url())]);
+    let orchestrator =
+        OrchestratorProcess::start(&[("MODULE_SERVICES", &services), ("REDIS_URL", &redis_server.url())]);
     orchestrator.wait_for_module("alpha", "up", Duration::from_secs(10)).await;
 
     redis_server.kill();

@@ -14,12 +14,14 @@ const WRONG_TOKEN: &str = "contract-tests-wrong-token";
 /// Runs the auth checks, or skips them when no token was given.
 pub async fn check_auth(client: &ModuleClient, findings: &mut Findings) {
     if !client.has_token() {
-        let reason = "no --token given; start the module with SERVICE_AUTH_TOKEN and pass the same --token to check auth";
+        let reason =
+            "no --token given; start the module with SERVICE_AUTH_TOKEN and pass the same --token to check auth";
         findings.skip(Check::AuthMissingToken, reason);
         findings.skip(Check::AuthWrongToken, reason);
         return;
     }
-    for (check, auth) in [(Check::AuthMissingToken, Auth::Without), (Check::AuthWrongToken, Auth::Bearer(WRONG_TOKEN))] {
+    for (check, auth) in [(Check::AuthMissingToken, Auth::Without), (Check::AuthWrongToken, Auth::Bearer(WRONG_TOKEN))]
+    {
         findings.ran(check);
         let answers = [
             ("GET /manifest", client.get("/manifest", auth).await),

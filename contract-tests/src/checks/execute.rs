@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use jsonschema::Validator;
+use module_sdk::ToolParameter;
 use module_sdk::contract::ErrorKind;
 use module_sdk::schema::schema_from_parameters;
-use module_sdk::ToolParameter;
 use serde_json::{Value, json};
 
 use super::{ToolView, json_type};
@@ -70,18 +70,29 @@ impl Caller<'_> {
         let label = tool.label();
         let Some(name) = tool.name() else { return };
         if self.options.read_only && tool.is_destructive() {
-            findings.note(Check::ValidArguments, format!("{label} not called: it is destructive and --read-only was given"));
+            findings.note(
+                Check::ValidArguments,
+                format!("{label} not called: it is destructive and --read-only was given"),
+            );
             return;
         }
         let Some(schema) = behaviour_schema(tool) else {
-            findings.note(Check::ValidArguments, format!("{label} not called: neither input_schema nor parameters can be read"));
+            findings.note(
+                Check::ValidArguments,
+                format!("{label} not called: neither input_schema nor parameters can be read"),
+            );
             return;
         };
         let Ok(validator) = jsonschema::draft202012::new(&schema) else {
-            findings.note(Check::ValidArguments, format!("{label} not called: its input_schema does not compile (see schema.input_metaschema)"));
+            findings.note(
+                Check::ValidArguments,
+                format!("{label} not called: its input_schema does not compile (see schema.input_metaschema)"),
+            );
             return;
         };
-        let timeout = tool.timeout_seconds().map_or(DEFAULT_CALL_TIMEOUT, |s| Duration::from_secs_f64(s.min(600.0)) + TIMEOUT_MARGIN);
+        let timeout = tool
+            .timeout_seconds()
+            .map_or(DEFAULT_CALL_TIMEOUT, |s| Duration::from_secs_f64(s.min(600.0)) + TIMEOUT_MARGIN);
         let output = tool.output_schema().and_then(|schema| jsonschema::draft202012::new(schema).ok());
         let subject = Subject { label, name, timeout, output };
 
@@ -101,7 +112,10 @@ impl Caller<'_> {
             outcomes.sort();
             outcomes.dedup();
             let kinds = outcomes.join(", ");
-            findings.note(Check::ValidArguments, format!("{}: no call succeeded ({kinds}), so its output was not checked", subject.label));
+            findings.note(
+                Check::ValidArguments,
+                format!("{}: no call succeeded ({kinds}), so its output was not checked", subject.label),
+            );
         }
         let base = samples.iter().filter_map(Value::as_object).max_by_key(|args| args.len());
         for mutation in base.map(|base| mutations(&schema, base, &validator)).unwrap_or_default() {
@@ -122,19 +136,30 @@ impl Caller<'_> {
     async fn valid_call(&self, subject: &Subject<'_>, arguments: &Value, findings: &mut Findings) -> Option<String> {
         findings.ran(Check::ValidArguments);
         let what = format!("{} with {}", subject.label, shorten(&arguments.to_string()));
-        let result = self.tool_result(Check::ValidArguments, &what, subject.name, self.call(subject, arguments).await, findings)?;
+        let result = self.tool_result(
+            Check::ValidArguments,
+            &what,
+            subject.name,
+            self.call(subject, arguments).await,
+            findings,
+        )?;
         let kind = result.get("error_kind").and_then(Value::as_str);
         if result.get("success") == Some(&Value::Bool(true)) {
             if let Some(output) = &subject.output {
                 findings.ran(Check::OutputSchema);
                 let payload = result.get("result").unwrap_or(&Value::Null);
                 for error in output.iter_errors(payload) {
-                    findings.fail(Check::OutputSchema, format!("{what}: result at {:?}: {error}", error.instance_path().to_string()));
+                    findings.fail(
+                        Check::OutputSchema,
+                        format!("{what}: result at {:?}: {error}", error.instance_path().to_string()),
+                    );
                 }
             }
             return Some(SUCCESS.to_owned());
         }
-        if let Some(kind) = kind.filter(|kind| [ErrorKind::InvalidArguments.as_str(), ErrorKind::UnknownTool.as_str()].contains(kind)) {
+        if let Some(kind) =
+            kind.filter(|kind| [ErrorKind::InvalidArguments.as_str(), ErrorKind::UnknownTool.as_str()].contains(kind))
+        {
             let error = result.get("error").and_then(Value::as_str).unwrap_or_default();
             findings.fail(Check::ValidArguments, format!("{what}: refused as {kind}: {}", shorten(error)));
         }
@@ -161,14 +186,25 @@ impl Caller<'_> {
         let name = format!("{module_name}.contract_tests_no_such_tool");
         let subject = Subject { label: name.clone(), name: &name, timeout: REQUEST_TIMEOUT, output: None };
         let reply = self.call(&subject, &json!({})).await;
-        self.expect_failure(Check::UnknownTool, &format!("call to {name}"), &name, reply, ErrorKind::UnknownTool, findings);
+        self.expect_failure(
+            Check::UnknownTool,
+            &format!("call to {name}"),
+            &name,
+            reply,
+            ErrorKind::UnknownTool,
+            findings,
+        );
     }
 
     async fn non_json_body(&self, findings: &mut Findings) {
         let check = Check::NonJsonBody;
         findings.ran(check);
         let what = "POST /execute with a body that is not JSON";
-        match self.client.post("/execute", b"{\"tool_name\": this is not JSON".to_vec(), Auth::Configured, REQUEST_TIMEOUT).await {
+        match self
+            .client
+            .post("/execute", b"{\"tool_name\": this is not JSON".to_vec(), Auth::Configured, REQUEST_TIMEOUT)
+            .await
+        {
             Err(failure) => findings.fail(check, format!("{what}: {failure}")),
             Ok(reply) if !(400..500).contains(&reply.status) => {
                 findings.fail(check, format!("{what}: expected a 4xx, got {}", reply.status));
@@ -198,7 +234,10 @@ impl Caller<'_> {
         if success != Some(&Value::Bool(false)) || got != Some(kind.as_str()) {
             let got_kind = got.map_or_else(|| "no error_kind".to_owned(), |k| format!("error_kind {k:?}"));
             let got_success = success.map_or_else(|| "no success".to_owned(), |s| format!("success: {s}"));
-            findings.fail(check, format!("{what}: expected success: false with error_kind \"{kind}\", got {got_success}, {got_kind}"));
+            findings.fail(
+                check,
+                format!("{what}: expected success: false with error_kind \"{kind}\", got {got_success}, {got_kind}"),
+            );
         }
     }
 
@@ -258,7 +297,9 @@ pub fn result_shape_problems(result: &Value, tool_name: &str) -> Vec<String> {
     let mut problems = Vec::new();
     match fields.get("tool_name") {
         Some(Value::String(echoed)) if echoed == tool_name => {}
-        Some(Value::String(echoed)) => problems.push(format!("tool_name is {echoed:?}, expected the call's {tool_name:?}")),
+        Some(Value::String(echoed)) => {
+            problems.push(format!("tool_name is {echoed:?}, expected the call's {tool_name:?}"))
+        }
         other => problems.push(format!("tool_name must be a string, got {}", other.map_or("nothing", json_type))),
     }
     let success = match fields.get("success") {
@@ -316,7 +357,8 @@ mod tests {
     fn result_shapes_are_checked_field_by_field() {
         let ok = json!({"tool_name": "m.t", "success": true, "result": {"x": 1}, "error": null});
         assert!(result_shape_problems(&ok, "m.t").is_empty());
-        let failed = json!({"tool_name": "m.t", "success": false, "result": null, "error": "no", "error_kind": "not_found"});
+        let failed =
+            json!({"tool_name": "m.t", "success": false, "result": null, "error": "no", "error_kind": "not_found"});
         assert!(result_shape_problems(&failed, "m.t").is_empty());
         let bad = json!({"tool_name": "m.other", "success": "yes", "error": null});
         let problems = result_shape_problems(&bad, "m.t");

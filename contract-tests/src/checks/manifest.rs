@@ -74,13 +74,26 @@ pub fn check_manifest(manifest: &Value, findings: &mut Findings) {
 
 /// Reports `key` of `object` unless it is present (or, when `optional`,
 /// absent or null) with the expected JSON type.
-fn field(findings: &mut Findings, check: Check, owner: &str, object: &Value, key: &str, expected: Expected, optional: bool) {
+fn field(
+    findings: &mut Findings,
+    check: Check,
+    owner: &str,
+    object: &Value,
+    key: &str,
+    expected: Expected,
+    optional: bool,
+) {
     match object.get(key) {
         None | Some(Value::Null) if optional => {}
         None => findings.fail(check, format!("{owner}: `{key}` is missing (expected {})", expected.describe())),
         Some(value) if !expected.accepts(value) => findings.fail(
             check,
-            format!("{owner}: `{key}` must be {}, got {} {}", expected.describe(), json_type(value), shorten(&value.to_string())),
+            format!(
+                "{owner}: `{key}` must be {}, got {} {}",
+                expected.describe(),
+                json_type(value),
+                shorten(&value.to_string())
+            ),
         ),
         Some(_) => {}
     }
@@ -93,7 +106,10 @@ fn check_module_fields(manifest: &Value, findings: &mut Findings) {
     field(findings, Check::ManifestBaseFields, "manifest", manifest, "tools", Expected::Array, false);
     if let Some(tools) = manifest.get("tools").and_then(Value::as_array) {
         for (index, tool) in tools.iter().enumerate().filter(|(_, tool)| !tool.is_object()) {
-            findings.fail(Check::ManifestBaseFields, format!("manifest: tools[{index}] must be an object, got {}", json_type(tool)));
+            findings.fail(
+                Check::ManifestBaseFields,
+                format!("manifest: tools[{index}] must be an object, got {}", json_type(tool)),
+            );
         }
     }
 
@@ -103,7 +119,9 @@ fn check_module_fields(manifest: &Value, findings: &mut Findings) {
     if let Some(version) = manifest.get("contract_version").and_then(Value::as_str).filter(|v| *v != CONTRACT_VERSION) {
         findings.fail(
             Check::ManifestExtensionFields,
-            format!("manifest: contract_version is {version:?}; this suite checks contract version {CONTRACT_VERSION:?}"),
+            format!(
+                "manifest: contract_version is {version:?}; this suite checks contract version {CONTRACT_VERSION:?}"
+            ),
         );
     }
 
@@ -161,7 +179,12 @@ fn check_parameter_fields(owner: &str, parameter: &Value, findings: &mut Finding
         findings.fail(Check::ParameterFields, format!("{owner}: must be an object, got {}", json_type(parameter)));
         return;
     }
-    for (key, expected) in [("name", Expected::String), ("type", Expected::String), ("description", Expected::String), ("required", Expected::Boolean)] {
+    for (key, expected) in [
+        ("name", Expected::String),
+        ("type", Expected::String),
+        ("description", Expected::String),
+        ("required", Expected::Boolean),
+    ] {
         field(findings, Check::ParameterFields, owner, parameter, key, expected, false);
     }
     if let Some(kind) = parameter.get("type").and_then(Value::as_str)
@@ -239,7 +262,10 @@ fn check_descriptions(manifest: &Value, tools: &[ToolView<'_>], findings: &mut F
         for parameter in tool.parameters().into_iter().flatten() {
             if blank(parameter.get("description")) {
                 let name = parameter.get("name").and_then(Value::as_str).unwrap_or("?");
-                findings.fail(Check::DescriptionsNonEmpty, format!("{} parameter `{name}`: the description is empty", tool.label()));
+                findings.fail(
+                    Check::DescriptionsNonEmpty,
+                    format!("{} parameter `{name}`: the description is empty", tool.label()),
+                );
             }
         }
     }
@@ -299,7 +325,11 @@ mod tests {
             ],
             "{found:#?}"
         );
-        assert!(found[1].1.contains("`timeout_seconds` must be a positive number, got string \"30\""), "{}", found[1].1);
+        assert!(
+            found[1].1.contains("`timeout_seconds` must be a positive number, got string \"30\""),
+            "{}",
+            found[1].1
+        );
         assert!(found[2].1.contains("`required` must be a boolean, got string"), "{}", found[2].1);
     }
 
@@ -311,8 +341,14 @@ mod tests {
         m.as_object_mut().unwrap().remove("description");
         m["tools"][0].as_object_mut().unwrap().remove("required_permission");
         let found = failures(m);
-        assert!(found.contains(&("manifest.base_fields".into(), "manifest: `description` is missing (expected a string)".into())));
-        assert!(found.contains(&("manifest.base_fields".into(), "manifest: tools[2] must be an object, got integer".into())));
+        assert!(found.contains(&(
+            "manifest.base_fields".into(),
+            "manifest: `description` is missing (expected a string)".into()
+        )));
+        assert!(
+            found
+                .contains(&("manifest.base_fields".into(), "manifest: tools[2] must be an object, got integer".into()))
+        );
         assert!(found.iter().any(|(n, p)| n == "manifest.tool_base_fields" && p.contains("required_permission")));
         assert!(found.contains(&("manifest.tool_names_unique".into(), "\"demo.greet\" is listed 2 times".into())));
     }

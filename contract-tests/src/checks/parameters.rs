@@ -37,7 +37,10 @@ fn compare(label: &str, declared: &[Value], schema: &Value, findings: &mut Findi
     for wanted in &expected {
         let name = wanted.name.as_str();
         let Some(parameter) = by_name.get(name) else {
-            findings.fail(Check::ParameterNames, format!("{label}: input_schema property `{name}` is missing from parameters"));
+            findings.fail(
+                Check::ParameterNames,
+                format!("{label}: input_schema property `{name}` is missing from parameters"),
+            );
             continue;
         };
         if let Some(required) = parameter.get("required").and_then(Value::as_bool)
@@ -46,7 +49,9 @@ fn compare(label: &str, declared: &[Value], schema: &Value, findings: &mut Findi
             let listed = if wanted.required { "lists it" } else { "does not list it" };
             findings.fail(
                 Check::ParameterRequired,
-                format!("{label}: parameter `{name}` says required: {required}, but input_schema's `required` {listed}"),
+                format!(
+                    "{label}: parameter `{name}` says required: {required}, but input_schema's `required` {listed}"
+                ),
             );
         }
         let property = properties.and_then(|p| p.get(name)).unwrap_or(&Value::Bool(true));
@@ -57,7 +62,10 @@ fn compare(label: &str, declared: &[Value], schema: &Value, findings: &mut Findi
             let allowed: Vec<&str> = types.into_iter().collect();
             findings.fail(
                 Check::ParameterTypes,
-                format!("{label}: parameter `{name}` has type {kind:?}, but input_schema allows {}", allowed.join(" or ")),
+                format!(
+                    "{label}: parameter `{name}` has type {kind:?}, but input_schema allows {}",
+                    allowed.join(" or ")
+                ),
             );
         }
         let declared_enum: Option<BTreeSet<&str>> = parameter
@@ -69,7 +77,11 @@ fn compare(label: &str, declared: &[Value], schema: &Value, findings: &mut Findi
         if declared_enum != schema_enum {
             findings.fail(
                 Check::ParameterEnums,
-                format!("{label}: parameter `{name}` has enum {}, but input_schema allows {}", show(&declared_enum), show(&schema_enum)),
+                format!(
+                    "{label}: parameter `{name}` has enum {}, but input_schema allows {}",
+                    show(&declared_enum),
+                    show(&schema_enum)
+                ),
             );
         }
     }
@@ -109,15 +121,21 @@ mod tests {
 
     #[test]
     fn consistent_parameters_pass() {
-        let ok = json!([param("q", "string", true, json!(null)), param("n", "integer", false, json!(null)),
-            param("mode", "string", false, json!(["b", "a"]))]);
+        let ok = json!([
+            param("q", "string", true, json!(null)),
+            param("n", "integer", false, json!(null)),
+            param("mode", "string", false, json!(["b", "a"]))
+        ]);
         assert_eq!(failed(ok), vec![]);
     }
 
     #[test]
     fn each_disagreement_is_named() {
-        let bad = json!([param("q", "integer", false, json!(null)), param("mode", "string", false, json!(["a"])),
-            param("extra", "string", false, json!(null))]);
+        let bad = json!([
+            param("q", "integer", false, json!(null)),
+            param("mode", "string", false, json!(["a"])),
+            param("extra", "string", false, json!(null))
+        ]);
         let found = failed(bad);
         let names: Vec<&str> = found.iter().map(|(n, _)| *n).collect();
         assert_eq!(

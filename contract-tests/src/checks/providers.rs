@@ -70,10 +70,14 @@ fn provider_name_problem(name: &str) -> Option<String> {
     let safe = provider_safe_name(name);
     let chars = safe.chars().count();
     if chars == 0 || chars > MAX_NAME_CHARS {
-        return Some(format!("the provider-safe name {safe:?} has {chars} characters; providers accept 1 to {MAX_NAME_CHARS}"));
+        return Some(format!(
+            "the provider-safe name {safe:?} has {chars} characters; providers accept 1 to {MAX_NAME_CHARS}"
+        ));
     }
     if let Some(bad) = safe.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-')) {
-        return Some(format!("the provider-safe name {safe:?} contains {bad:?}; OpenAI, Anthropic and Bedrock accept only [a-zA-Z0-9_-]"));
+        return Some(format!(
+            "the provider-safe name {safe:?} contains {bad:?}; OpenAI, Anthropic and Bedrock accept only [a-zA-Z0-9_-]"
+        ));
     }
     if safe.starts_with(|c: char| !(c.is_ascii_alphabetic() || c == '_')) {
         return Some(format!("the provider-safe name {safe:?} must start with a letter or underscore for Gemini"));

@@ -28,7 +28,9 @@ pub fn check_schemas(tools: &[ToolView<'_>], findings: &mut Findings) {
             for reference in unresolved_references(schema) {
                 findings.fail(
                     Check::ReferencesLocal,
-                    format!("{label} {key}: $ref {reference:?} is not a local reference that resolves inside the schema"),
+                    format!(
+                        "{label} {key}: $ref {reference:?} is not a local reference that resolves inside the schema"
+                    ),
                 );
             }
         }
@@ -36,7 +38,10 @@ pub fn check_schemas(tools: &[ToolView<'_>], findings: &mut Findings) {
             && !is_object_schema(schema)
         {
             let found = schema.get("type").map_or_else(|| "no `type`".to_owned(), |t| format!("\"type\": {t}"));
-            findings.fail(Check::InputRootObject, format!("{label} input_schema: the root has {found}, expected \"type\": \"object\""));
+            findings.fail(
+                Check::InputRootObject,
+                format!("{label} input_schema: the root has {found}, expected \"type\": \"object\""),
+            );
         }
         if tool.field("input_schema").is_none() {
             findings.note(Check::InputMetaschema, format!("{label} has no input_schema; its parameters stand for it"));

@@ -36,7 +36,9 @@ pub fn build(args: &[&str]) -> Vec<(String, PathBuf)> {
     messages
         .iter()
         .filter(|m| m["reason"] == "compiler-artifact")
-        .filter_map(|m| Some((m.pointer("/target/name")?.as_str()?.to_owned(), PathBuf::from(m["executable"].as_str()?))))
+        .filter_map(|m| {
+            Some((m.pointer("/target/name")?.as_str()?.to_owned(), PathBuf::from(m["executable"].as_str()?)))
+        })
         .collect()
 }
 
@@ -56,7 +58,9 @@ pub fn module_packages() -> Vec<String> {
         .unwrap()
         .iter()
         .filter(|p| p["manifest_path"].as_str().is_some_and(|path| Path::new(path).starts_with(&modules_dir)))
-        .filter(|p| p["targets"].as_array().unwrap().iter().any(|t| t["kind"].as_array().unwrap().iter().any(|k| k == "bin")))
+        .filter(|p| {
+            p["targets"].as_array().unwrap().iter().any(|t| t["kind"].as_array().unwrap().iter().any(|k| k == "bin"))
+        })
         .map(|p| p["name"].as_str().unwrap().to_owned())
         .filter(|name| only.as_ref().is_none_or(|only| only.contains(name)))
         .collect();

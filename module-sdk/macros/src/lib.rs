@@ -47,7 +47,10 @@ fn parse_options(attr: TokenStream2) -> syn::Result<Options> {
     for meta in metas {
         let key = meta.path().get_ident().map(ToString::to_string).unwrap_or_default();
         let call = match (&meta, key.as_str()) {
-            (Meta::Path(_), flag @ ("read_only" | "destructive" | "idempotent" | "open_world" | "requires_approval")) => {
+            (
+                Meta::Path(_),
+                flag @ ("read_only" | "destructive" | "idempotent" | "open_world" | "requires_approval"),
+            ) => {
                 let method = syn::Ident::new(flag, Span::call_site());
                 quote!(.#method())
             }
@@ -62,7 +65,12 @@ fn parse_options(attr: TokenStream2) -> syn::Result<Options> {
                     "user" => quote!(User),
                     "admin" => quote!(Admin),
                     "owner" => quote!(Owner),
-                    _ => return Err(syn::Error::new_spanned(level, "permission must be one of \"guest\", \"user\", \"admin\", \"owner\"")),
+                    _ => {
+                        return Err(syn::Error::new_spanned(
+                            level,
+                            "permission must be one of \"guest\", \"user\", \"admin\", \"owner\"",
+                        ));
+                    }
                 };
                 quote!(.permission(::module_sdk::Permission::#variant))
             }
@@ -70,7 +78,9 @@ fn parse_options(attr: TokenStream2) -> syn::Result<Options> {
                 let seconds = match &nv.value {
                     Expr::Lit(ExprLit { lit: Lit::Int(int), .. }) => int.base10_parse::<f64>()?,
                     Expr::Lit(ExprLit { lit: Lit::Float(float), .. }) => float.base10_parse::<f64>()?,
-                    other => return Err(syn::Error::new_spanned(other, "timeout_seconds takes a number, e.g. 30 or 2.5")),
+                    other => {
+                        return Err(syn::Error::new_spanned(other, "timeout_seconds takes a number, e.g. 30 or 2.5"));
+                    }
                 };
                 if !(seconds > 0.0 && seconds.is_finite()) {
                     return Err(syn::Error::new_spanned(&nv.value, "timeout_seconds must be positive"));
@@ -123,7 +133,9 @@ fn expand(attr: TokenStream2, function: ItemFn) -> syn::Result<TokenStream2> {
     if description.is_empty() {
         return Err(syn::Error::new_spanned(
             ident,
-            format!("tool `{ident}` has no description: add a doc comment (`/// What it does.`) above the function; models choose tools by it"),
+            format!(
+                "tool `{ident}` has no description: add a doc comment (`/// What it does.`) above the function; models choose tools by it"
+            ),
         ));
     }
     let name = options.name.map_or_else(|| ident.to_string(), |n| n.value());

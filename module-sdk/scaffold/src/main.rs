@@ -36,7 +36,11 @@ fn run(cli: Cli) -> Result<(), ScaffoldError> {
     let mut workspace = match &cli.root {
         Some(root) => Workspace::open(root)?,
         None => {
-            let here = std::env::current_dir().map_err(|e| ScaffoldError::Io { action: "read", path: ".".into(), source: e })?;
+            let here = std::env::current_dir().map_err(|e| ScaffoldError::Io {
+                action: "read",
+                path: ".".into(),
+                source: e,
+            })?;
             Workspace::discover(&here)?
         }
     };

@@ -111,7 +111,9 @@ impl Workspace {
         let array = item.as_array().ok_or_else(|| self.bad_manifest(format!("`workspace.{key}` is not an array")))?;
         array
             .iter()
-            .map(|value| value.as_str().ok_or_else(|| self.bad_manifest(format!("`workspace.{key}` holds a non-string"))))
+            .map(|value| {
+                value.as_str().ok_or_else(|| self.bad_manifest(format!("`workspace.{key}` holds a non-string")))
+            })
             .collect()
     }
 
@@ -162,7 +164,9 @@ mod tests {
 
     #[test]
     fn adding_a_member_keeps_the_manifest_and_its_comments() {
-        let (dir, mut ws) = workspace("# top comment\n[workspace]\nmembers = [\"a\"] # keep me\n\n[workspace.package]\nversion = \"1.0.0\"\n");
+        let (dir, mut ws) = workspace(
+            "# top comment\n[workspace]\nmembers = [\"a\"] # keep me\n\n[workspace.package]\nversion = \"1.0.0\"\n",
+        );
         ws.add_member("modules/weather").unwrap();
         let saved = fs::read_to_string(dir.path().join("Cargo.toml")).unwrap();
         assert!(saved.starts_with("# top comment\n"), "{saved}");
@@ -176,7 +180,11 @@ mod tests {
     fn locked_names_come_from_the_lock_file() {
         let (dir, ws) = workspace("[workspace]\n");
         assert!(ws.locked_package_names().unwrap().is_empty());
-        fs::write(dir.path().join("Cargo.lock"), "version = 4\n[[package]]\nname = \"serde\"\n[[package]]\nname = \"my-crate\"\n").unwrap();
+        fs::write(
+            dir.path().join("Cargo.lock"),
+            "version = 4\n[[package]]\nname = \"serde\"\n[[package]]\nname = \"my-crate\"\n",
+        )
+        .unwrap();
         assert_eq!(ws.locked_package_names().unwrap(), ["serde", "my-crate"]);
     }
 }

@@ -86,7 +86,13 @@ mod tests {
         let (_root, client) = client(&[]);
         let tools = &client.manifest().tools;
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
-        let expected = ["file_manager.create_document", "file_manager.upload_file", "file_manager.read_document", "file_manager.list_files", "file_manager.delete_file"];
+        let expected = [
+            "file_manager.create_document",
+            "file_manager.upload_file",
+            "file_manager.read_document",
+            "file_manager.list_files",
+            "file_manager.delete_file",
+        ];
         assert_eq!(names, expected);
         let delete = &tools[4];
         assert_eq!(delete.required_permission, Permission::User);
@@ -94,7 +100,11 @@ mod tests {
         let format = tools[0].parameters.iter().find(|p| p.name == "format").unwrap();
         assert_eq!(format.allowed.as_deref(), Some(&["md", "txt", "json", "csv", "html"].map(String::from)[..]));
         for tool in tools {
-            assert!(tool.parameters.iter().all(|p| !p.description.starts_with("The `")), "{}: every argument documented", tool.name);
+            assert!(
+                tool.parameters.iter().all(|p| !p.description.starts_with("The `")),
+                "{}: every argument documented",
+                tool.name
+            );
         }
     }
 
@@ -119,27 +129,35 @@ mod tests {
     #[tokio::test]
     async fn uploads_round_trip_binary_content() {
         let (_root, client) = client(&[]);
-        let upload = client.call_as("u", "upload_file", json!({"filename": "pixel.png", "data_base64": "iVBORw0K\nGgo="})).await;
+        let upload =
+            client.call_as("u", "upload_file", json!({"filename": "pixel.png", "data_base64": "iVBORw0K\nGgo="})).await;
         assert!(upload.success, "{upload:?}");
         assert_eq!(upload.result["media_type"], "application/octet-stream");
         assert_eq!(upload.result["size_bytes"], 8);
         let id = upload.result["file_id"].as_str().unwrap();
         let read = client.call_as("u", "read_document", json!({"file_id": id})).await;
-        assert_eq!((read.result["encoding"].as_str(), read.result["content"].as_str()), (Some("base64"), Some("iVBORw0KGgo=")));
+        assert_eq!(
+            (read.result["encoding"].as_str(), read.result["content"].as_str()),
+            (Some("base64"), Some("iVBORw0KGgo="))
+        );
         let bad = client.call_as("u", "upload_file", json!({"filename": "x.bin", "data_base64": "not base64!"})).await;
         assert_eq!(failure(&bad).0, ErrorKind::InvalidArguments);
-        let bad_json = client.call_as("u", "upload_file", json!({"filename": "x.json", "data_base64": "eyJhIjo="})).await;
+        let bad_json =
+            client.call_as("u", "upload_file", json!({"filename": "x.json", "data_base64": "eyJhIjo="})).await;
         assert!(failure(&bad_json).1.contains("not valid JSON"), "{bad_json:?}");
     }
 
     #[tokio::test]
     async fn json_and_csv_are_validated_before_storing() {
         let (_root, client) = client(&[]);
-        let bad_json = client.call_as("u", "create_document", json!({"title": "t", "content": "{\"a\": }", "format": "json"})).await;
+        let bad_json = client
+            .call_as("u", "create_document", json!({"title": "t", "content": "{\"a\": }", "format": "json"}))
+            .await;
         let (kind, message) = failure(&bad_json);
         assert_eq!(kind, ErrorKind::InvalidArguments);
         assert!(message.starts_with("arguments.content: the content is not valid JSON"), "{message}");
-        let bad_csv = client.call_as("u", "create_document", json!({"title": "t", "content": "a,b\n1\n", "format": "csv"})).await;
+        let bad_csv =
+            client.call_as("u", "create_document", json!({"title": "t", "content": "a,b\n1\n", "format": "csv"})).await;
         assert!(failure(&bad_csv).1.contains("not valid CSV"), "{bad_csv:?}");
         let list = client.call_as("u", "list_files", json!({})).await;
         assert_eq!(list.result["files"], json!([]), "nothing was stored");
@@ -170,7 +188,8 @@ mod tests {
         let (kind, message) = failure(&big);
         assert_eq!(kind, ErrorKind::InvalidArguments);
         assert_eq!(message, "the file is 11 bytes, more than the limit of 10 bytes per file");
-        let big_upload = client.call_as("u", "upload_file", json!({"filename": "a", "data_base64": "A".repeat(4000)})).await;
+        let big_upload =
+            client.call_as("u", "upload_file", json!({"filename": "a", "data_base64": "A".repeat(4000)})).await;
         assert!(failure(&big_upload).1.contains("more than the limit of 10 bytes"), "{big_upload:?}");
         create(&client, "u", json!({"title": "t", "content": "1234567890"})).await;
         let full = client.call_as("u", "create_document", json!({"title": "t", "content": "123456"})).await;
@@ -181,7 +200,9 @@ mod tests {
     #[tokio::test]
     async fn file_ids_are_never_paths() {
         let (_root, client) = client(&[]);
-        for file_id in ["../../etc/passwd", "/etc/passwd", "..", "a\0b", "%2e%2e%2f", "0b7e8f5a-3c1d-4a2b-9e6f-1a2b3c4d5e6f/../x"] {
+        for file_id in
+            ["../../etc/passwd", "/etc/passwd", "..", "a\0b", "%2e%2e%2f", "0b7e8f5a-3c1d-4a2b-9e6f-1a2b3c4d5e6f/../x"]
+        {
             for tool in ["read_document", "delete_file"] {
                 let result = client.call_as("u", tool, json!({"file_id": file_id})).await;
                 let (kind, message) = failure(&result);

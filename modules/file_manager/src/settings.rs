@@ -34,7 +34,11 @@ pub struct Settings {
 impl Settings {
     /// The storage limits these settings give.
     pub fn limits(&self) -> Limits {
-        Limits { file_max_bytes: self.file_max_bytes, user_quota_bytes: self.user_quota_bytes, user_max_files: self.user_max_files }
+        Limits {
+            file_max_bytes: self.file_max_bytes,
+            user_quota_bytes: self.user_quota_bytes,
+            user_max_files: self.user_max_files,
+        }
     }
 }
 

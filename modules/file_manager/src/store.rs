@@ -76,7 +76,9 @@ pub enum StoreError {
         limit: u64,
     },
     /// The user's quota would be exceeded.
-    #[error("storing {size} more bytes would exceed your storage quota ({used} of {quota} bytes used); delete files to make room")]
+    #[error(
+        "storing {size} more bytes would exceed your storage quota ({used} of {quota} bytes used); delete files to make room"
+    )]
     QuotaExceeded {
         /// The new file's size.
         size: u64,
@@ -89,7 +91,9 @@ pub enum StoreError {
     #[error("you already have {0} files, the most allowed; delete files to make room")]
     TooManyFiles(u64),
     /// Something under the root is a link or special file the module did not make.
-    #[error("refused: {0} is not a regular file or directory of this module (possibly a planted link); an operator must check the storage")]
+    #[error(
+        "refused: {0} is not a regular file or directory of this module (possibly a planted link); an operator must check the storage"
+    )]
     Unsafe(&'static str),
     /// A record failed its checks.
     #[error("file {id} is damaged and cannot be read ({source}); an operator must check the storage")]
@@ -202,7 +206,8 @@ impl Store {
     pub fn read(&self, user_id: &str, id: Uuid) -> Result<(FileInfo, Vec<u8>), StoreError> {
         let dir = self.existing_area(user_id)?.ok_or(StoreError::NotFound(id))?;
         let file = self.open_record(&dir, id)?;
-        let (info, content) = record::read(&mut BufReader::new(file)).map_err(|source| StoreError::Damaged { id, source })?;
+        let (info, content) =
+            record::read(&mut BufReader::new(file)).map_err(|source| StoreError::Damaged { id, source })?;
         check_id(&info, id)?;
         Ok((info, content))
     }
@@ -275,7 +280,9 @@ impl Store {
         let file = match opened {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(StoreError::NotFound(id)),
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(StoreError::Unsafe("the file's storage entry")),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(StoreError::Unsafe("the file's storage entry"));
+            }
             Err(e) => return Err(e.into()),
         };
         let meta = file.metadata()?;
@@ -284,7 +291,10 @@ impl Store {
         }
         let largest = self.limits.file_max_bytes + (MAX_HEADER_BYTES as u64) + 64;
         if meta.len() > largest {
-            let source = RecordError::BadHeader(format!("the record is {} bytes, more than any file this store writes", meta.len()));
+            let source = RecordError::BadHeader(format!(
+                "the record is {} bytes, more than any file this store writes",
+                meta.len()
+            ));
             return Err(StoreError::Damaged { id, source });
         }
         Ok(file)
@@ -358,7 +368,12 @@ mod tests {
     const LIMITS: Limits = Limits { file_max_bytes: 100, user_quota_bytes: 250, user_max_files: 4 };
 
     fn text(name: &str, content: &str) -> NewFile {
-        NewFile { name: name.into(), kind: FileKind::Document, media_type: "text/plain".into(), content: content.as_bytes().to_vec() }
+        NewFile {
+            name: name.into(),
+            kind: FileKind::Document,
+            media_type: "text/plain".into(),
+            content: content.as_bytes().to_vec(),
+        }
     }
 
     fn only_area(root: &Path) -> PathBuf {

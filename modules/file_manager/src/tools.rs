@@ -20,8 +20,10 @@ use crate::store::{NewFile, Store, StoreError};
 const BINARY_MEDIA_TYPE: &str = "application/octet-stream";
 
 /// Standard base64, with or without padding.
-const BASE64: GeneralPurpose =
-    GeneralPurpose::new(&base64::alphabet::STANDARD, GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent));
+const BASE64: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
 
 /// Arguments of `create_document`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -209,6 +211,8 @@ fn tool_error(error: StoreError) -> ToolError {
             tracing::error!(%message, "storage integrity problem");
             ToolError::execution_failed(message)
         }
-        StoreError::QuotaExceeded { .. } | StoreError::TooManyFiles(_) | StoreError::Io(_) => ToolError::execution_failed(message),
+        StoreError::QuotaExceeded { .. } | StoreError::TooManyFiles(_) | StoreError::Io(_) => {
+            ToolError::execution_failed(message)
+        }
     }
 }

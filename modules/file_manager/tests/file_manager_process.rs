@@ -84,9 +84,12 @@ async fn traversal_attempts_stay_inside_the_callers_area() {
         let result = module.call("mallory", "upload_file", json!({"filename": name, "data_base64": "YQ=="})).await;
         assert_eq!(error_kind(&result), "invalid_arguments", "{name:?}: {result}");
     }
-    let disguised = module.call("mallory", "upload_file", json!({"filename": "photo\u{202E}gpj.exe", "data_base64": "YQ=="})).await;
+    let disguised =
+        module.call("mallory", "upload_file", json!({"filename": "photo\u{202E}gpj.exe", "data_base64": "YQ=="})).await;
     assert_eq!(disguised["result"]["name"], "photo_gpj.exe", "{disguised}");
-    let titled = module.call("mallory", "create_document", json!({"title": "../../outside", "content": "x", "format": "txt"})).await;
+    let titled = module
+        .call("mallory", "create_document", json!({"title": "../../outside", "content": "x", "format": "txt"}))
+        .await;
     assert_eq!(titled["result"]["name"], "outside.txt", "{titled}");
 
     for user in ["../..", "/", "a\0b", "\u{202E}"] {
@@ -113,7 +116,8 @@ async fn links_planted_in_the_root_are_refused_not_followed() {
     let secret = work.path().join("secret.txt");
     fs::write(&secret, "secret").unwrap();
     let module = ModuleProcess::start(&root, &[]).await;
-    let victim_file = file_id(&module.call("victim", "create_document", json!({"title": "v", "content": "victim's"})).await);
+    let victim_file =
+        file_id(&module.call("victim", "create_document", json!({"title": "v", "content": "victim's"})).await);
     let own = file_id(&module.call("mallory", "create_document", json!({"title": "m", "content": "mine"})).await);
     let areas: Vec<PathBuf> = fs::read_dir(root.join("users")).unwrap().map(|e| e.unwrap().path()).collect();
     let mallory_area = areas.iter().find(|a| a.join(format!("{own}.rec")).exists()).unwrap().clone();
@@ -134,7 +138,11 @@ async fn links_planted_in_the_root_are_refused_not_followed() {
 
     // A record name that links to another user's record.
     let linked = uuid::Uuid::new_v4().to_string();
-    std::os::unix::fs::symlink(victim_area.join(format!("{victim_file}.rec")), mallory_area.join(format!("{linked}.rec"))).unwrap();
+    std::os::unix::fs::symlink(
+        victim_area.join(format!("{victim_file}.rec")),
+        mallory_area.join(format!("{linked}.rec")),
+    )
+    .unwrap();
     let read = module.call("mallory", "read_document", json!({"file_id": linked})).await;
     assert_eq!(error_kind(&read), "execution_failed", "{read}");
 
@@ -158,8 +166,10 @@ async fn links_planted_in_the_root_are_refused_not_followed() {
 async fn two_users_never_see_each_others_files() {
     let work = tempfile::tempdir().unwrap();
     let module = ModuleProcess::start(work.path(), &[]).await;
-    let alice_file = file_id(&module.call("alice", "create_document", json!({"title": "diary", "content": "dear diary"})).await);
-    let bob_file = file_id(&module.call("bob", "upload_file", json!({"filename": "b.txt", "data_base64": "Ym9i"})).await);
+    let alice_file =
+        file_id(&module.call("alice", "create_document", json!({"title": "diary", "content": "dear diary"})).await);
+    let bob_file =
+        file_id(&module.call("bob", "upload_file", json!({"filename": "b.txt", "data_base64": "Ym9i"})).await);
     for (user, other_file) in [("bob", &alice_file), ("alice", &bob_file)] {
         for tool in ["read_document", "delete_file"] {
             let result = module.call(user, tool, json!({"file_id": other_file})).await;
@@ -168,7 +178,8 @@ async fn two_users_never_see_each_others_files() {
     }
     for (user, own) in [("alice", &alice_file), ("bob", &bob_file)] {
         let listed = module.call(user, "list_files", json!({})).await;
-        let ids: Vec<&str> = listed["result"]["files"].as_array().unwrap().iter().map(|f| f["file_id"].as_str().unwrap()).collect();
+        let ids: Vec<&str> =
+            listed["result"]["files"].as_array().unwrap().iter().map(|f| f["file_id"].as_str().unwrap()).collect();
         assert_eq!(ids, [own.as_str()], "{user}");
     }
     let read = module.call("alice", "read_document", json!({"file_id": alice_file})).await;

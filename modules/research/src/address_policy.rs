@@ -163,7 +163,9 @@ mod tests {
     #[test]
     fn public_addresses_pass() {
         let policy = AddressPolicy::new(Vec::new());
-        for address in ["93.184.215.14", "1.1.1.1", "172.32.0.1", "2606:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808"] {
+        for address in
+            ["93.184.215.14", "1.1.1.1", "172.32.0.1", "2606:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808"]
+        {
             assert_eq!(refused(&policy, address), None, "{address}");
         }
     }

@@ -58,7 +58,8 @@ mod tests {
 
     #[test]
     fn meta_declarations_are_read() {
-        let (text, encoding) = decode(b"<head><meta charset=\"windows-1251\"></head>\xcf\xf0\xe8\xe2\xe5\xf2", None, true);
+        let (text, encoding) =
+            decode(b"<head><meta charset=\"windows-1251\"></head>\xcf\xf0\xe8\xe2\xe5\xf2", None, true);
         assert!(text.ends_with("Привет"), "{text}");
         assert_eq!(encoding, "windows-1251");
         let http_equiv = b"<meta http-equiv=\"Content-Type\" content=\"text/html; charset=shift_jis\">\x93\xfa\x96\x7b";

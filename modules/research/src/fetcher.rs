@@ -208,11 +208,8 @@ impl Fetcher {
         if !status.is_success() {
             return Err(FetchError::Status { url, status });
         }
-        let content_type: Option<mime::Mime> = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse().ok());
+        let content_type: Option<mime::Mime> =
+            response.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
         let kind = body_kind(content_type.as_ref())?;
         let max = self.limits.max_bytes;
         let expected = response.content_length().map_or(0, |n| usize::try_from(n).unwrap_or(max));
@@ -243,9 +240,16 @@ impl Fetcher {
 fn body_kind(content_type: Option<&mime::Mime>) -> Result<BodyKind, FetchError> {
     let Some(media_type) = content_type else { return Ok(BodyKind::Html) };
     let (top, sub) = (media_type.type_(), media_type.subtype());
-    if (top == mime::TEXT && sub == mime::HTML) || sub.as_str() == "xhtml" || media_type.suffix().is_some_and(|s| s.as_str() == "xhtml") {
+    if (top == mime::TEXT && sub == mime::HTML)
+        || sub.as_str() == "xhtml"
+        || media_type.suffix().is_some_and(|s| s.as_str() == "xhtml")
+    {
         Ok(BodyKind::Html)
-    } else if top == mime::TEXT || sub == mime::JSON || sub == mime::XML || media_type.suffix().is_some_and(|s| s == mime::JSON || s == mime::XML) {
+    } else if top == mime::TEXT
+        || sub == mime::JSON
+        || sub == mime::XML
+        || media_type.suffix().is_some_and(|s| s == mime::JSON || s == mime::XML)
+    {
         Ok(BodyKind::Text)
     } else {
         Err(FetchError::UnsupportedContentType(media_type.essence_str().to_owned()))

@@ -83,7 +83,8 @@ mod tests {
     async fn allowed_addresses_are_the_only_ones_returned() {
         let policy = AddressPolicy::new(vec!["127.0.0.1/32".parse().unwrap()]);
         let resolver = GuardedResolver::new(Arc::new(policy));
-        let addresses: Vec<SocketAddr> = resolver.resolve(Name::from_str("localhost").unwrap()).await.unwrap().collect();
+        let addresses: Vec<SocketAddr> =
+            resolver.resolve(Name::from_str("localhost").unwrap()).await.unwrap().collect();
         assert!(!addresses.is_empty());
         assert!(addresses.iter().all(|a| a.ip() == std::net::Ipv4Addr::LOCALHOST), "{addresses:?}");
     }

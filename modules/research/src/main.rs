@@ -84,11 +84,18 @@ mod tests {
         let client = client(&[]);
         let manifest = client.manifest();
         let names: Vec<&str> = manifest.tools.iter().map(|t| t.name.as_str()).collect();
-        assert_eq!(names, ["research.web_search", "research.news_search", "research.fetch_webpage", "research.summarize_text"]);
+        assert_eq!(
+            names,
+            ["research.web_search", "research.news_search", "research.fetch_webpage", "research.summarize_text"]
+        );
         for tool in &manifest.tools {
             assert_eq!(tool.required_permission, Permission::Guest, "{}", tool.name);
             assert!(tool.annotations.as_ref().unwrap().read_only, "{}", tool.name);
-            assert!(tool.parameters.iter().all(|p| !p.description.starts_with("The `")), "{}: every argument documented", tool.name);
+            assert!(
+                tool.parameters.iter().all(|p| !p.description.starts_with("The `")),
+                "{}: every argument documented",
+                tool.name
+            );
             let output = tool.output_schema.as_ref().unwrap();
             assert!(output["properties"].as_object().is_some_and(|p| !p.is_empty()), "{}: {output}", tool.name);
         }
@@ -118,7 +125,9 @@ mod tests {
     #[tokio::test]
     async fn fetching_internal_addresses_is_denied() {
         let client = client(&[]);
-        for url in ["http://127.0.0.1/", "http://localhost/", "http://[::1]/", "http://169.254.169.254/latest/meta-data/"] {
+        for url in
+            ["http://127.0.0.1/", "http://localhost/", "http://[::1]/", "http://169.254.169.254/latest/meta-data/"]
+        {
             let result = client.call("fetch_webpage", json!({"url": url})).await;
             assert_eq!(result.error_kind, Some(ErrorKind::PermissionDenied), "{url}: {result:?}");
         }

@@ -100,7 +100,10 @@ fn absolute_links(anchors: impl Iterator<Item = (String, String)>, base: &Url) -
         })
         .filter(|(url, _)| seen.insert(url.to_string()))
         .take(MAX_LINKS)
-        .map(|(url, text)| Link { url: url.into(), text: collapse_whitespace(&text).chars().take(MAX_LINK_TEXT_CHARS).collect() })
+        .map(|(url, text)| Link {
+            url: url.into(),
+            text: collapse_whitespace(&text).chars().take(MAX_LINK_TEXT_CHARS).collect(),
+        })
         .collect()
 }
 

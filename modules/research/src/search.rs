@@ -79,7 +79,9 @@ impl Category {
 #[derive(Debug, thiserror::Error)]
 pub enum SearchError {
     /// `SEARXNG_URL` is not set.
-    #[error("web search is not configured: set SEARXNG_URL to the address of a SearxNG instance with the JSON format enabled")]
+    #[error(
+        "web search is not configured: set SEARXNG_URL to the address of a SearxNG instance with the JSON format enabled"
+    )]
     NotConfigured,
     /// SearxNG did not answer in time.
     #[error("the search engine did not answer within {0} seconds; try again later")]
@@ -93,7 +95,9 @@ pub enum SearchError {
         detail: String,
     },
     /// SearxNG refused the JSON format (it is off in its default settings).
-    #[error("the search engine refused JSON answers (HTTP 403); enable the json format in SearxNG's settings.yml (search.formats)")]
+    #[error(
+        "the search engine refused JSON answers (HTTP 403); enable the json format in SearxNG's settings.yml (search.formats)"
+    )]
     JsonDisabled,
     /// SearxNG answered with an error status.
     #[error("the search engine answered HTTP {0}")]
@@ -146,7 +150,12 @@ impl Searx {
     }
 
     /// Searches `category` for `query`, returning at most `max_results`.
-    pub async fn search(&self, query: &str, category: Category, max_results: usize) -> Result<Vec<SearchHit>, SearchError> {
+    pub async fn search(
+        &self,
+        query: &str,
+        category: Category,
+        max_results: usize,
+    ) -> Result<Vec<SearchHit>, SearchError> {
         let endpoint = self.endpoint.as_ref().ok_or(SearchError::NotConfigured)?;
         let response = self
             .client
@@ -161,7 +170,11 @@ impl Searx {
             status => return Err(SearchError::Status(status)),
         }
         let answer: SearxAnswer = response.json().await.map_err(|e| {
-            if e.is_timeout() { SearchError::TimedOut(self.timeout.as_secs()) } else { SearchError::BadAnswer(e.to_string()) }
+            if e.is_timeout() {
+                SearchError::TimedOut(self.timeout.as_secs())
+            } else {
+                SearchError::BadAnswer(e.to_string())
+            }
         })?;
         Ok(answer.results.into_iter().filter_map(hit).take(max_results).collect())
     }
@@ -177,8 +190,10 @@ impl Searx {
 /// A result worth returning: it has an http(s) URL; text is tidied and cut.
 fn hit(result: SearxResult) -> Option<SearchHit> {
     let url = Url::parse(result.url?.trim()).ok().filter(|u| matches!(u.scheme(), "http" | "https"))?;
-    let title = result.title.map(|t| collapse_whitespace(&t)).filter(|t| !t.is_empty()).unwrap_or_else(|| url.to_string());
-    let snippet = collapse_whitespace(result.content.as_deref().unwrap_or_default()).chars().take(MAX_SNIPPET_CHARS).collect();
+    let title =
+        result.title.map(|t| collapse_whitespace(&t)).filter(|t| !t.is_empty()).unwrap_or_else(|| url.to_string());
+    let snippet =
+        collapse_whitespace(result.content.as_deref().unwrap_or_default()).chars().take(MAX_SNIPPET_CHARS).collect();
     let published_date = result.published_date.map(|d| d.trim().to_owned()).filter(|d| !d.is_empty());
     Some(SearchHit { title, url: url.into(), snippet, published_date })
 }
@@ -222,7 +237,8 @@ mod tests {
 
     #[test]
     fn the_endpoint_keeps_the_base_path() {
-        let searx = |base: &str| Searx::new(Some(Url::parse(base).unwrap()), Duration::from_secs(1)).unwrap().endpoint.unwrap();
+        let searx =
+            |base: &str| Searx::new(Some(Url::parse(base).unwrap()), Duration::from_secs(1)).unwrap().endpoint.unwrap();
         assert_eq!(searx("http://s:8080").as_str(), "http://s:8080/search");
         assert_eq!(searx("http://s:8080/searx/").as_str(), "http://s:8080/searx/search");
     }

@@ -102,7 +102,18 @@ impl State {
         // tree builder would; their content is never page text.
         let raw = match &name {
             n if *n == local_name!("script") => Some(RawKind::ScriptData),
-            n if [local_name!("style"), local_name!("xmp"), local_name!("iframe"), local_name!("noembed"), local_name!("noframes"), local_name!("noscript")].contains(n) => Some(RawKind::Rawtext),
+            n if [
+                local_name!("style"),
+                local_name!("xmp"),
+                local_name!("iframe"),
+                local_name!("noembed"),
+                local_name!("noframes"),
+                local_name!("noscript"),
+            ]
+            .contains(n) =>
+            {
+                Some(RawKind::Rawtext)
+            }
             n if *n == local_name!("title") || *n == local_name!("textarea") => Some(RawKind::Rcdata),
             _ => None,
         };
@@ -173,12 +184,7 @@ impl State {
 
     fn finish(mut self) -> Skimmed {
         self.finish_link();
-        let lines: Vec<String> = self
-            .text
-            .lines()
-            .map(collapse_whitespace)
-            .filter(|line| !line.is_empty())
-            .collect();
+        let lines: Vec<String> = self.text.lines().map(collapse_whitespace).filter(|line| !line.is_empty()).collect();
         let title = self.title.map(|t| collapse_whitespace(&t)).filter(|t| !t.is_empty());
         Skimmed { too_deep: self.too_deep, text: lines.join("\n"), title, links: self.links }
     }
@@ -188,7 +194,20 @@ impl State {
 fn is_void(name: &LocalName) -> bool {
     matches!(
         name.as_ref(),
-        "area" | "base" | "br" | "col" | "embed" | "hr" | "img" | "input" | "link" | "meta" | "param" | "source" | "track" | "wbr"
+        "area"
+            | "base"
+            | "br"
+            | "col"
+            | "embed"
+            | "hr"
+            | "img"
+            | "input"
+            | "link"
+            | "meta"
+            | "param"
+            | "source"
+            | "track"
+            | "wbr"
     )
 }
 
@@ -201,8 +220,32 @@ fn closes_itself(name: &LocalName) -> bool {
 fn is_block(name: &LocalName) -> bool {
     matches!(
         name.as_ref(),
-        "p" | "div" | "br" | "li" | "ul" | "ol" | "dl" | "dt" | "dd" | "tr" | "table" | "section" | "article" | "main"
-            | "header" | "footer" | "nav" | "aside" | "blockquote" | "pre" | "h1" | "h2" | "h3" | "h4" | "h5" | "h6" | "hr"
+        "p" | "div"
+            | "br"
+            | "li"
+            | "ul"
+            | "ol"
+            | "dl"
+            | "dt"
+            | "dd"
+            | "tr"
+            | "table"
+            | "section"
+            | "article"
+            | "main"
+            | "header"
+            | "footer"
+            | "nav"
+            | "aside"
+            | "blockquote"
+            | "pre"
+            | "h1"
+            | "h2"
+            | "h3"
+            | "h4"
+            | "h5"
+            | "h6"
+            | "hr"
     )
 }
 

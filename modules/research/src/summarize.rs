@@ -84,11 +84,8 @@ pub fn summarize(text: &str, max_sentences: usize) -> Summary {
             *centroid.entry(word).or_default() += weight;
         }
     }
-    let mut ranked: Vec<(usize, f64)> = vectors
-        .iter()
-        .enumerate()
-        .map(|(index, vector)| (index, centrality(vector, &centroid)))
-        .collect();
+    let mut ranked: Vec<(usize, f64)> =
+        vectors.iter().enumerate().map(|(index, vector)| (index, centrality(vector, &centroid))).collect();
     // Long-enough sentences first, then by score, then by position.
     ranked.sort_by(|(a, score_a), (b, score_b)| {
         let short = |i: usize| sentences[i].word_count < MIN_WORDS;
@@ -185,7 +182,11 @@ mod tests {
         for aside in ["It was sunny.", "A local bakery won a prize."] {
             assert!(!summary.sentences.iter().any(|s| s == aside), "{:?}", summary.sentences);
         }
-        assert!(summary.sentences[0].contains("bridge") || summary.sentences[1].contains("bridge"), "{:?}", summary.sentences);
+        assert!(
+            summary.sentences[0].contains("bridge") || summary.sentences[1].contains("bridge"),
+            "{:?}",
+            summary.sentences
+        );
         let positions: Vec<usize> = summary.sentences.iter().map(|s| ARTICLE.find(s.as_str()).unwrap()).collect();
         assert!(positions.windows(2).all(|w| w[0] < w[1]), "original order: {positions:?}");
         assert_eq!(summary.summary, summary.sentences.join(" "));

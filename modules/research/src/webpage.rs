@@ -134,7 +134,11 @@ mod tests {
     #[test]
     fn html_is_decoded_and_made_readable() {
         let page = to_web_page(
-            fetched("text/html; charset=iso-8859-1", b"<title>Caf\xe9</title><p>Cr\xe8me <a href=b>br\xfbl\xe9e</a></p>", false),
+            fetched(
+                "text/html; charset=iso-8859-1",
+                b"<title>Caf\xe9</title><p>Cr\xe8me <a href=b>br\xfbl\xe9e</a></p>",
+                false,
+            ),
             1000,
         );
         assert_eq!(page.title.as_deref(), Some("Café"));

@@ -38,7 +38,10 @@ async fn the_manifest_lists_the_four_tools() {
     let manifest = module.get("/manifest").await;
     assert_eq!(manifest["module_name"], "research");
     let names: Vec<&str> = manifest["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["research.web_search", "research.news_search", "research.fetch_webpage", "research.summarize_text"]);
+    assert_eq!(
+        names,
+        ["research.web_search", "research.news_search", "research.fetch_webpage", "research.summarize_text"]
+    );
 }
 
 #[tokio::test]
@@ -49,12 +52,15 @@ async fn web_and_news_search_read_searxng_json() {
     assert_eq!(web["success"], true, "{web}");
     let results = web["result"]["results"].as_array().unwrap();
     assert_eq!(results.len(), 3, "the hostile javascript: result is dropped and the count respected");
-    assert_eq!(results[0], json!({
-        "title": "danube result 1",
-        "url": "https://example.org/general/1",
-        "snippet": "Snippet 1 about danube.",
-        "published_date": null
-    }));
+    assert_eq!(
+        results[0],
+        json!({
+            "title": "danube result 1",
+            "url": "https://example.org/general/1",
+            "snippet": "Snippet 1 about danube.",
+            "published_date": null
+        })
+    );
     let news = module.call("news_search", json!({"query": "danube"})).await;
     let results = news["result"]["results"].as_array().unwrap();
     assert_eq!(results.len(), 5, "five by default");
@@ -88,11 +94,14 @@ async fn pages_are_fetched_as_readable_text_with_links() {
     let text = page["text"].as_str().unwrap();
     assert!(text.contains("Rivers of Europe") && text.contains("The Danube flows through ten countries."), "{text}");
     assert!(!text.contains("script text") && !text.contains("Home"), "{text}");
-    assert_eq!(page["links"], json!([
-        {"url": fixture.url("/"), "text": "Home"},
-        {"url": fixture.url("/notes.txt"), "text": "the notes"},
-        {"url": "https://example.org/x", "text": "elsewhere"}
-    ]));
+    assert_eq!(
+        page["links"],
+        json!([
+            {"url": fixture.url("/"), "text": "Home"},
+            {"url": fixture.url("/notes.txt"), "text": "the notes"},
+            {"url": "https://example.org/x", "text": "elsewhere"}
+        ])
+    );
     assert_eq!(page["truncated"], false);
 
     let latin1 = module.call("fetch_webpage", json!({"url": fixture.url("/latin1.html")})).await;

@@ -51,9 +51,8 @@ fn restore_value(root: &Value, node: &Value, value: &mut Value, renamed: bool, d
         Value::Object(map) => restore_object(root, node, map, renamed, depth),
         Value::Array(items) => {
             let node = resolve(root, node);
-            let item = node.get("items").or_else(|| {
-                branches(root, node).into_iter().find_map(|branch| branch.get("items"))
-            });
+            let item =
+                node.get("items").or_else(|| branches(root, node).into_iter().find_map(|branch| branch.get("items")));
             if let Some(item) = item.filter(|item| item.is_object()) {
                 items.iter_mut().for_each(|value| restore_value(root, item, value, renamed, depth + 1));
             }

@@ -68,7 +68,13 @@ impl ConvertedCache {
 
     /// Runs `read` on the current entry of `tool` in `format` under `name`,
     /// converting it first when there is none or it is stale.
-    fn with_entry<R>(&self, format: ToolFormat, tool: &ToolDefinition, name: &str, read: impl FnOnce(&Entry) -> R) -> R {
+    fn with_entry<R>(
+        &self,
+        format: ToolFormat,
+        tool: &ToolDefinition,
+        name: &str,
+        read: impl FnOnce(&Entry) -> R,
+    ) -> R {
         {
             let formats = self.formats.read().unwrap_or_else(PoisonError::into_inner);
             if let Some(entry) = formats.get(&format).and_then(|entries| entries.get(&tool.name))

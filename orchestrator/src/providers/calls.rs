@@ -44,10 +44,7 @@ pub fn arguments_from_value(value: &Value) -> Result<Map<String, Value>, String>
     match value {
         Value::Object(map) => Ok(map.clone()),
         Value::Null => Ok(Map::new()),
-        other => Err(format!(
-            "the arguments must be a JSON object of named arguments, not {}",
-            json_kind(other)
-        )),
+        other => Err(format!("the arguments must be a JSON object of named arguments, not {}", json_kind(other))),
     }
 }
 
@@ -88,10 +85,7 @@ pub fn unexecutable_result(call: &RequestedCall) -> Option<ToolResult> {
         );
         return Some(ToolResult::failure(call.provider_name.clone(), ErrorKind::UnknownTool, message));
     };
-    call.arguments
-        .as_ref()
-        .err()
-        .map(|why| ToolResult::failure(tool.clone(), ErrorKind::InvalidArguments, why.clone()))
+    call.arguments.as_ref().err().map(|why| ToolResult::failure(tool.clone(), ErrorKind::InvalidArguments, why.clone()))
 }
 
 #[cfg(test)]

@@ -86,7 +86,9 @@ mod tests {
 
     #[test]
     fn text_parts_are_skipped_and_bad_shapes_refused() {
-        let calls = parse(&json!({"role": "model", "parts": [{"text": "thinking"}, {"functionCall": {"name": "m__t"}}]})).unwrap();
+        let calls =
+            parse(&json!({"role": "model", "parts": [{"text": "thinking"}, {"functionCall": {"name": "m__t"}}]}))
+                .unwrap();
         assert_eq!(calls.len(), 1);
         assert_eq!(calls[0].call_id, generated_id(1));
         assert_eq!(calls[0].arguments, Ok(Map::new()));

@@ -261,7 +261,11 @@ fn assemble(format: ToolFormat, tools: &[ToolDefinition], convert: impl FnMut(&T
 
 /// Reads the tool calls out of a model's message in `format`; `tools` are
 /// the caller's tools, used to map provider-safe names back.
-pub fn parse_calls(format: CallFormat, body: &Value, tools: &[ToolDefinition]) -> Result<Vec<RequestedCall>, ProviderError> {
+pub fn parse_calls(
+    format: CallFormat,
+    body: &Value,
+    tools: &[ToolDefinition],
+) -> Result<Vec<RequestedCall>, ProviderError> {
     let mut calls = match format {
         CallFormat::OpenAi => openai::parse_chat(body)?,
         CallFormat::OpenAiResponses => openai::parse_responses(body)?,

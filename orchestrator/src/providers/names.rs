@@ -131,16 +131,14 @@ pub fn is_gemini_property_name(name: &str) -> bool {
 /// `_` (and a `_` in front when needed), numbered when that meets another.
 /// A pure function of the property names, so calls can be mapped back.
 pub fn gemini_property_names(properties: &Map<String, Value>) -> Vec<(&str, String)> {
-    let mut taken: HashSet<String> =
-        properties.keys().filter(|name| is_gemini_property_name(name)).cloned().collect();
+    let mut taken: HashSet<String> = properties.keys().filter(|name| is_gemini_property_name(name)).cloned().collect();
     properties
         .keys()
         .map(|name| {
             if is_gemini_property_name(name) {
                 return (name.as_str(), name.clone());
             }
-            let mut safe: String =
-                name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+            let mut safe: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
             if !safe.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
                 safe.insert(0, '_');
             }
@@ -180,10 +178,7 @@ mod tests {
     use serde_json::json;
 
     fn tools(names: &[&str]) -> Vec<ToolDefinition> {
-        names
-            .iter()
-            .map(|name| serde_json::from_value(json!({"name": name, "description": "d"})).unwrap())
-            .collect()
+        names.iter().map(|name| serde_json::from_value(json!({"name": name, "description": "d"})).unwrap()).collect()
     }
 
     #[test]

@@ -43,7 +43,9 @@ pub fn parse_chat(body: &Value) -> Result<Vec<RequestedCall>, ProviderError> {
         Value::Array(calls) => calls,
         Value::Object(map) => match map.get("tool_calls") {
             Some(Value::Array(calls)) => calls,
-            Some(Value::Null) | None if map.contains_key("role") || map.contains_key("content") => return Ok(Vec::new()),
+            Some(Value::Null) | None if map.contains_key("role") || map.contains_key("content") => {
+                return Ok(Vec::new());
+            }
             _ => return Err(not_shape("openai", "expected an assistant message with `tool_calls`")),
         },
         _ => return Err(not_shape("openai", "expected a JSON object or a list of tool calls")),

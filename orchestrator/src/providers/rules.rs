@@ -212,7 +212,11 @@ fn check_name(provider: Provider, name: &str, path: &str, report: &mut Report) {
         _ => !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-')),
     };
     if !ok || name.len() > MAX_NAME_LEN {
-        report.add(Rule::Name, path, format!("`{name}` does not match this provider's name pattern (at most {MAX_NAME_LEN})"));
+        report.add(
+            Rule::Name,
+            path,
+            format!("`{name}` does not match this provider's name pattern (at most {MAX_NAME_LEN})"),
+        );
     }
 }
 
@@ -301,7 +305,9 @@ fn check_strict(schema: &Value, path: &str, report: &mut Report) {
         report.add(
             Rule::StrictSize,
             path,
-            format!("{size:?} is over {MAX_DEPTH} levels, {MAX_PROPERTIES} properties or {MAX_ENUM_VALUES} enum values"),
+            format!(
+                "{size:?} is over {MAX_DEPTH} levels, {MAX_PROPERTIES} properties or {MAX_ENUM_VALUES} enum values"
+            ),
         );
     }
 }
@@ -321,22 +327,36 @@ fn check_gemini(schema: &Value, path: &str, report: &mut Report) {
         match map.get("type") {
             None if map.contains_key("anyOf") => {}
             Some(Value::String(t)) if GEMINI_TYPES.contains(&t.as_str()) => {}
-            other => report.add(Rule::SingleType, node_path, format!("needs one type of {GEMINI_TYPES:?}, has {other:?}")),
+            other => {
+                report.add(Rule::SingleType, node_path, format!("needs one type of {GEMINI_TYPES:?}, has {other:?}"))
+            }
         }
         if let Some(values) = map.get("enum") {
             let strings = values.as_array().is_some_and(|v| v.iter().all(Value::is_string));
             if !strings || kind != Some("string") {
-                report.add(Rule::EnumStrings, &format!("{node_path}/enum"), "an enum must list strings on a string node");
+                report.add(
+                    Rule::EnumStrings,
+                    &format!("{node_path}/enum"),
+                    "an enum must list strings on a string node",
+                );
             }
         }
         if let Some(format) = map.get("format") {
             let ok = kind == Some("string") && format.as_str().is_some_and(|f| GEMINI_FORMATS.contains(&f));
             if !ok {
-                report.add(Rule::Format, &format!("{node_path}/format"), format!("Gemini does not take the format {format} here"));
+                report.add(
+                    Rule::Format,
+                    &format!("{node_path}/format"),
+                    format!("Gemini does not take the format {format} here"),
+                );
             }
         }
         for name in declared(map).into_iter().filter(|n| !is_gemini_property_name(n)) {
-            report.add(Rule::PropertyName, &format!("{node_path}/properties/{}", escape(name)), "not a name Gemini takes");
+            report.add(
+                Rule::PropertyName,
+                &format!("{node_path}/properties/{}", escape(name)),
+                "not a name Gemini takes",
+            );
         }
         check_required(map, node_path, report);
         if kind == Some("array") && !map.get("items").is_some_and(Value::is_object) {
@@ -359,7 +379,8 @@ mod tests {
         let tool = |name: &str| json!({"name": name, "description": "d", "input_schema": {"type": "object"}});
         assert_eq!(rules(Provider::Anthropic, tool("research.web_search")), [(Rule::Name, "/name".into())]);
         assert_eq!(rules(Provider::Anthropic, tool("research__web_search")), []);
-        let gemini = json!({"name": "research.web_search", "description": "d", "parametersJsonSchema": {"type": "object"}});
+        let gemini =
+            json!({"name": "research.web_search", "description": "d", "parametersJsonSchema": {"type": "object"}});
         assert_eq!(rules(Provider::GeminiJsonSchema, gemini), []);
         let long = "a".repeat(65);
         assert_eq!(rules(Provider::Anthropic, tool(&long)), [(Rule::Name, "/name".into())]);
@@ -433,14 +454,16 @@ mod tests {
     #[test]
     fn shapes_and_lists_are_checked() {
         assert_eq!(rules(Provider::OpenAiChat, json!({"function": {}}))[0].0, Rule::Shape);
-        let extra = json!({"type": "function", "name": "a", "parameters": {"type": "object"}, "strict": false, "extra": 1});
+        let extra =
+            json!({"type": "function", "name": "a", "parameters": {"type": "object"}, "strict": false, "extra": 1});
         assert_eq!(rules(Provider::OpenAiResponses, extra), [(Rule::Shape, "/extra".into())]);
         let root = json!({"name": "a", "parametersJsonSchema": {"type": "array", "$schema": "x"}});
         assert_eq!(
             rules(Provider::GeminiJsonSchema, root),
             [(Rule::RootObject, "/parametersJsonSchema".into()), (Rule::Keyword, "/parametersJsonSchema".into())]
         );
-        let one = json!({"name": "a", "input_schema": {"type": "object", "properties": {"x": {"$ref": "#/$defs/Nope"}}}});
+        let one =
+            json!({"name": "a", "input_schema": {"type": "object", "properties": {"x": {"$ref": "#/$defs/Nope"}}}});
         let list = json!([one, one]);
         let found: Vec<(Rule, String)> =
             check_all(Provider::Anthropic, &list).into_iter().map(|v| (v.rule, v.path)).collect();

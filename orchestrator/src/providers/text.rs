@@ -73,7 +73,12 @@ pub fn parse(body: &Value) -> Result<Vec<RequestedCall>, ProviderError> {
         Value::String(text) => text,
         Value::Object(map) => match map.get("text").or_else(|| map.get("content")) {
             Some(Value::String(text)) => text,
-            _ => return Err(not_shape("text", "expected a string, or an object with the text under `text` or `content`")),
+            _ => {
+                return Err(not_shape(
+                    "text",
+                    "expected a string, or an object with the text under `text` or `content`",
+                ));
+            }
         },
         _ => return Err(not_shape("text", "expected the model's text as a JSON string")),
     };
@@ -146,7 +151,9 @@ fn fenced(body: &str) -> Option<Found> {
     }
     match serde_json::from_str::<Value>(body) {
         Ok(value) => Some(Found::Value(value)),
-        Err(e) if body.contains("\"tool\"") => Some(Found::Malformed { name: quoted_tool_name(body), error: e.to_string() }),
+        Err(e) if body.contains("\"tool\"") => {
+            Some(Found::Malformed { name: quoted_tool_name(body), error: e.to_string() })
+        }
         Err(_) => None,
     }
 }

@@ -225,7 +225,8 @@ impl HungServer {
 
 /// `MODULE_SERVICES` for `(name, url)` pairs.
 pub fn module_services(modules: &[(&str, String)]) -> String {
-    let map: serde_json::Map<String, Value> = modules.iter().map(|(n, u)| ((*n).to_owned(), Value::from(u.as_str()))).collect();
+    let map: serde_json::Map<String, Value> =
+        modules.iter().map(|(n, u)| ((*n).to_owned(), Value::from(u.as_str()))).collect();
     Value::Object(map).to_string()
 }
 

@@ -104,15 +104,13 @@ pub fn stalling_module(name: &str) -> (Router, Calls) {
         ]
     });
     let counter = calls.clone();
-    let router = Router::new()
-        .route("/manifest", get(move || std::future::ready(Json(manifest.clone()))))
-        .route(
-            "/execute",
-            post(move |Json(_call): Json<Value>| {
-                counter.record();
-                std::future::pending::<Json<Value>>()
-            }),
-        );
+    let router = Router::new().route("/manifest", get(move || std::future::ready(Json(manifest.clone())))).route(
+        "/execute",
+        post(move |Json(_call): Json<Value>| {
+            counter.record();
+            std::future::pending::<Json<Value>>()
+        }),
+    );
     (router, calls)
 }
 

@@ -32,23 +32,44 @@ impl Fixture {
         let app = Router::new()
             .route("/page.html", get(page))
             .route("/latin1.html", get(latin1))
-            .route("/notes.txt", get(|| async { ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "Plain notes.\nSecond line.") }))
-            .route("/image.png", get(|| async { ([(header::CONTENT_TYPE, "image/png")], vec![0x89, b'P', b'N', b'G']) }))
+            .route(
+                "/notes.txt",
+                get(|| async { ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "Plain notes.\nSecond line.") }),
+            )
+            .route(
+                "/image.png",
+                get(|| async { ([(header::CONTENT_TYPE, "image/png")], vec![0x89, b'P', b'N', b'G']) }),
+            )
             .route("/redirect", get(|| async { redirect("/page.html") }))
             .route("/loop", get(|| async { redirect("/loop") }))
-            .route("/to-private", get(|State(s): State<Shared>| async move { redirect(&format!("http://127.0.0.2:{}/secret", s.port)) }))
-            .route("/to-unspecified", get(|State(s): State<Shared>| async move { redirect(&format!("http://0.0.0.0:{}/secret", s.port)) }))
-            .route("/to-ipv6-loopback", get(|State(s): State<Shared>| async move { redirect(&format!("http://[::1]:{}/secret", s.port)) }))
+            .route(
+                "/to-private",
+                get(|State(s): State<Shared>| async move { redirect(&format!("http://127.0.0.2:{}/secret", s.port)) }),
+            )
+            .route(
+                "/to-unspecified",
+                get(|State(s): State<Shared>| async move { redirect(&format!("http://0.0.0.0:{}/secret", s.port)) }),
+            )
+            .route(
+                "/to-ipv6-loopback",
+                get(|State(s): State<Shared>| async move { redirect(&format!("http://[::1]:{}/secret", s.port)) }),
+            )
             .route("/to-file", get(|| async { redirect("file:///etc/passwd") }))
-            .route("/secret", get(|State(s): State<Shared>| async move {
-                s.secret_hits.fetch_add(1, Ordering::SeqCst);
-                "TOP SECRET"
-            }))
+            .route(
+                "/secret",
+                get(|State(s): State<Shared>| async move {
+                    s.secret_hits.fetch_add(1, Ordering::SeqCst);
+                    "TOP SECRET"
+                }),
+            )
             .route("/huge", get(huge))
-            .route("/slow", get(|| async {
-                tokio::time::sleep(Duration::from_secs(30)).await;
-                "too late"
-            }))
+            .route(
+                "/slow",
+                get(|| async {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                    "too late"
+                }),
+            )
             .route("/stall", get(stall))
             .route("/search", get(search))
             .with_state(state);

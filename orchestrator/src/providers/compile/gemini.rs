@@ -71,9 +71,9 @@ fn inline(node: &Value, defs: &Map<String, Value>, stack: &mut Vec<String>) -> V
             continue;
         }
         let value = match (keyword.as_str(), value) {
-            ("properties", Value::Object(children)) => Value::Object(
-                children.iter().map(|(name, child)| (name.clone(), inline(child, defs, stack))).collect(),
-            ),
+            ("properties", Value::Object(children)) => {
+                Value::Object(children.iter().map(|(name, child)| (name.clone(), inline(child, defs, stack))).collect())
+            }
             ("anyOf" | "oneOf" | "allOf" | "prefixItems", Value::Array(items)) => {
                 Value::Array(items.iter().map(|item| inline(item, defs, stack)).collect())
             }
@@ -276,11 +276,7 @@ fn convert_array(map: &mut Map<String, Value>) {
     let items = match (map.remove("prefixItems"), map.remove("items")) {
         (Some(Value::Array(positions)), _) if !positions.is_empty() => {
             notes::append(map, &[format!("exactly {} items, in order", positions.len())]);
-            if positions.len() == 1 {
-                positions[0].clone()
-            } else {
-                json!({"anyOf": positions})
-            }
+            if positions.len() == 1 { positions[0].clone() } else { json!({"anyOf": positions}) }
         }
         (_, Some(Value::Array(positions))) if !positions.is_empty() => json!({"anyOf": positions}),
         (_, Some(item @ Value::Object(_))) => item,

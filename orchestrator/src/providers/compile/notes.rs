@@ -5,8 +5,8 @@ use serde_json::{Map, Value};
 
 /// Integer and floating-point `format`s: the type and range say all they mean.
 const NUMERIC_FORMATS: &[&str] = &[
-    "int8", "int16", "int32", "int64", "int128", "uint", "uint8", "uint16", "uint32", "uint64", "uint128",
-    "float", "double",
+    "int8", "int16", "int32", "int64", "int128", "uint", "uint8", "uint16", "uint32", "uint64", "uint128", "float",
+    "double",
 ];
 
 /// A phrase saying what `keyword: value` asks of a value, or `None` when
@@ -68,10 +68,8 @@ pub fn append(node: &mut Map<String, Value>, phrases: &[String]) {
 /// of each into the description.
 pub fn move_to_description(node: &mut Map<String, Value>, keep: impl Fn(&str, &Value) -> bool) {
     let dropped: Vec<String> = node.keys().filter(|k| !keep(k, &node[k.as_str()])).cloned().collect();
-    let phrases: Vec<String> = dropped
-        .iter()
-        .filter_map(|keyword| node.remove(keyword).and_then(|value| phrase(keyword, &value)))
-        .collect();
+    let phrases: Vec<String> =
+        dropped.iter().filter_map(|keyword| node.remove(keyword).and_then(|value| phrase(keyword, &value))).collect();
     append(node, &phrases);
 }
 
@@ -82,7 +80,8 @@ mod tests {
 
     #[test]
     fn dropped_limits_are_written_into_the_description() {
-        let mut node = json!({"type": "integer", "description": "How many.", "maximum": 20, "default": 5, "format": "uint8"});
+        let mut node =
+            json!({"type": "integer", "description": "How many.", "maximum": 20, "default": 5, "format": "uint8"});
         let node = node.as_object_mut().unwrap();
         move_to_description(node, |k, _| k == "type" || k == "description");
         assert_eq!(json!(node), json!({"type": "integer", "description": "How many. (at most 20; default: 5)"}));

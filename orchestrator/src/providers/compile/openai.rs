@@ -169,9 +169,8 @@ fn strict_node(node: &Value, path: &str) -> Result<Value, NotStrict> {
 /// `additionalProperties: false` and every property required, the
 /// optional ones made nullable.
 fn close_object(out: &mut Map<String, Value>, required: Option<&Value>) {
-    let required: Vec<&str> = required.and_then(Value::as_array).map_or(Vec::new(), |names| {
-        names.iter().filter_map(Value::as_str).collect()
-    });
+    let required: Vec<&str> =
+        required.and_then(Value::as_array).map_or(Vec::new(), |names| names.iter().filter_map(Value::as_str).collect());
     let mut all = Vec::new();
     if let Some(Value::Object(properties)) = out.get_mut("properties") {
         for (name, property) in properties.iter_mut() {
@@ -274,7 +273,10 @@ mod tests {
     #[test]
     fn what_cannot_be_strict_stays_non_strict_and_says_where() {
         for (property, why) in [
-            (json!({"type": "object", "additionalProperties": {"type": "integer"}}), "a free-form map at `/properties/p`"),
+            (
+                json!({"type": "object", "additionalProperties": {"type": "integer"}}),
+                "a free-form map at `/properties/p`",
+            ),
             (json!(true), "a `true`/`false` schema at `/properties/p`"),
             (json!({"allOf": [{"type": "string"}, {"minLength": 1}]}), "`allOf` at `/properties/p`"),
             (json!({"type": "array"}), "an array without `items` at `/properties/p`"),

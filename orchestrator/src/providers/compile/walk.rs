@@ -95,7 +95,16 @@ mod tests {
         for_each_node(&schema, "", &mut |path, _| paths.push(path.to_owned()));
         assert_eq!(
             paths,
-            ["", "/properties/a~1b", "/properties/a~1b/items", "/anyOf/0", "/anyOf/1", "/anyOf/1/not", "/$defs/X", "/$defs/X/additionalProperties"]
+            [
+                "",
+                "/properties/a~1b",
+                "/properties/a~1b/items",
+                "/anyOf/0",
+                "/anyOf/1",
+                "/anyOf/1/not",
+                "/$defs/X",
+                "/$defs/X/additionalProperties"
+            ]
         );
     }
 
