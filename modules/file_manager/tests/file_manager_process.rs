@@ -56,7 +56,7 @@ async fn traversal_attempts_stay_inside_the_callers_area() {
     let root = work.path().join("root");
     let sentinel = work.path().join("outside.txt");
     fs::write(&sentinel, "do not touch").unwrap();
-    let module = ModuleProcess::start(&root, &[]).await;
+    let module = ModuleProcess::start(&root, &[]);
 
     let sentinel_path = sentinel.to_str().unwrap().to_owned();
     let hostile_ids = [
@@ -115,7 +115,7 @@ async fn links_planted_in_the_root_are_refused_not_followed() {
     let root = work.path().join("root");
     let secret = work.path().join("secret.txt");
     fs::write(&secret, "secret").unwrap();
-    let module = ModuleProcess::start(&root, &[]).await;
+    let module = ModuleProcess::start(&root, &[]);
     let victim_file =
         file_id(&module.call("victim", "create_document", json!({"title": "v", "content": "victim's"})).await);
     let own = file_id(&module.call("mallory", "create_document", json!({"title": "m", "content": "mine"})).await);
@@ -165,7 +165,7 @@ async fn links_planted_in_the_root_are_refused_not_followed() {
 #[tokio::test]
 async fn two_users_never_see_each_others_files() {
     let work = tempfile::tempdir().unwrap();
-    let module = ModuleProcess::start(work.path(), &[]).await;
+    let module = ModuleProcess::start(work.path(), &[]);
     let alice_file =
         file_id(&module.call("alice", "create_document", json!({"title": "diary", "content": "dear diary"})).await);
     let bob_file =
@@ -198,7 +198,7 @@ async fn a_crash_in_the_middle_of_many_writes_leaves_every_file_whole_or_absent(
     let work = tempfile::tempdir().unwrap();
     let acknowledged = Arc::new(Mutex::new(HashSet::<String>::new()));
     for round in 0..3 {
-        let mut module = ModuleProcess::start(work.path(), &[]).await;
+        let mut module = ModuleProcess::start(work.path(), &[]);
         let so_far = acknowledged.lock().unwrap().clone();
         let before = check_whole_after_restart(&module, work.path(), &so_far).await;
         let writers: Vec<_> = (0..4)
@@ -230,7 +230,7 @@ async fn a_crash_in_the_middle_of_many_writes_leaves_every_file_whole_or_absent(
         let temporaries = walk(work.path()).iter().filter(|p| p.to_str().unwrap().contains("/.tmp-")).count();
         eprintln!("round {round}: killed with {temporaries} temporary file(s) on disk");
     }
-    let module = ModuleProcess::start(work.path(), &[]).await;
+    let module = ModuleProcess::start(work.path(), &[]);
     let all = acknowledged.lock().unwrap().clone();
     check_whole_after_restart(&module, work.path(), &all).await;
 }
@@ -265,7 +265,7 @@ fn short_content(title: &str) -> String {
 #[tokio::test]
 async fn concurrent_writers_all_land_and_the_quota_holds() {
     let work = tempfile::tempdir().unwrap();
-    let module = ModuleProcess::start(work.path(), &[("USER_QUOTA_BYTES", "10000"), ("FILE_MAX_BYTES", "1000")]).await;
+    let module = ModuleProcess::start(work.path(), &[("USER_QUOTA_BYTES", "10000"), ("FILE_MAX_BYTES", "1000")]);
     let writers: Vec<_> = (0..8)
         .map(|writer| {
             let client = module.client();

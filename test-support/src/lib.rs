@@ -1,0 +1,34 @@
+//! The workspace's shared harness for whole-process tests (dev-only, never
+//! published).
+//!
+//! - [`Process`]: a real binary started with `PORT=0`; the address it bound
+//!   is read back from its "listening" log line, so there is no port race.
+//!   Its output is captured, and it is killed when dropped.
+//! - [`ModuleClient`]: calls a module (or the orchestrator) over HTTP.
+//! - [`RedisServer`]: a real `redis-server` for the tests that need one.
+//!
+//! ```no_run
+//! # async fn example() {
+//! // In a module's tests/: `Command::new(env!("CARGO_BIN_EXE_research"))`.
+//! let mut command = std::process::Command::new("target/debug/research");
+//! command.env("RUST_LOG", "warn"); // the "listening" line is kept anyway
+//! let module = test_support::Process::start(command);
+//! let summary = serde_json::json!({"text": "One. Two.", "max_sentences": 1});
+//! let result = module.client().call("research.summarize_text", summary, None).await;
+//! assert_eq!(result["success"], true);
+//! # }
+//! ```
+
+mod client;
+mod process;
+mod redis_server;
+
+pub use client::ModuleClient;
+pub use process::{Process, START_TIMEOUT};
+pub use redis_server::RedisServer;
+
+/// Whether missing services must fail the tests (`REQUIRE_SERVICES=1`, set
+/// by `scripts/test.sh`) instead of skipping them loudly.
+pub fn services_required() -> bool {
+    std::env::var("REQUIRE_SERVICES").as_deref() == Ok("1")
+}

@@ -1,0 +1,224 @@
+//! A real binary of the workspace, started on a port the kernel picks.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal};
+use serde_json::Value;
+
+use crate::ModuleClient;
+
+/// How long a started binary may take to log that it listens.
+pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Log targets whose "listening" event must survive any `RUST_LOG` a test sets.
+const LISTENING_TARGETS: &str = "module_sdk::server=info,orchestrator::server=info";
+
+/// A running binary, killed and reaped when dropped (even when a test panics).
+pub struct Process {
+    child: Child,
+    address: SocketAddr,
+    logs: Arc<Mutex<Vec<String>>>,
+}
+
+impl Process {
+    /// Starts `command` with `HOST=127.0.0.1`, `PORT=0` and `LOG_FORMAT=json`
+    /// (set them on `command` to override) and waits until it logs an event
+    /// whose message ends in `listening` with the `address` it bound.
+    ///
+    /// `RUST_LOG` defaults to `info`; when the command sets another filter,
+    /// the listening events are kept anyway. Everything the process writes on
+    /// stdout and stderr is kept, line by line, for [`Process::logs`]. Panics
+    /// with those logs when the process exits or does not listen within
+    /// [`START_TIMEOUT`].
+    pub fn start(mut command: Command) -> Self {
+        let log_filter = command
+            .get_envs()
+            .find(|(key, _)| *key == "RUST_LOG")
+            .and_then(|(_, value)| value)
+            .map(|value| format!("{},{LISTENING_TARGETS}", value.to_string_lossy()))
+            .unwrap_or_else(|| "info".to_owned());
+        for (name, default) in [("HOST", "127.0.0.1"), ("PORT", "0"), ("LOG_FORMAT", "json")] {
+            if !command.get_envs().any(|(key, value)| key == name && value.is_some()) {
+                command.env(name, default);
+            }
+        }
+        command.env("RUST_LOG", log_filter).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let program = command.get_program().to_string_lossy().into_owned();
+        let mut child = command.spawn().unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
+
+        let logs = Arc::new(Mutex::new(Vec::new()));
+        let (address_tx, address_rx) = mpsc::channel();
+        collect_lines(child.stdout.take().expect("stdout is piped"), Arc::clone(&logs), Some(address_tx));
+        collect_lines(child.stderr.take().expect("stderr is piped"), Arc::clone(&logs), None);
+
+        let deadline = Instant::now() + START_TIMEOUT;
+        let address = loop {
+            match address_rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(address) => break address,
+                Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {
+                    if let Ok(Some(status)) = child.try_wait() {
+                        // Let the readers catch the last lines before reporting.
+                        std::thread::sleep(Duration::from_millis(100));
+                        panic!("{program} exited ({status}) before listening; its output:\n{}", joined(&logs));
+                    }
+                }
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("{program} did not listen within {START_TIMEOUT:?}; its output:\n{}", joined(&logs));
+                }
+            }
+        };
+        Self { child, address, logs }
+    }
+
+    /// The address it listens on.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// `http://ADDRESS`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.address)
+    }
+
+    /// A client of this process's HTTP API.
+    pub fn client(&self) -> ModuleClient {
+        ModuleClient::new(self.url())
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Every line it wrote so far, stdout and stderr interleaved as read.
+    pub fn logs(&self) -> Vec<String> {
+        self.logs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    /// The log lines that are JSON events, parsed.
+    pub fn events(&self) -> Vec<Value> {
+        self.logs().iter().filter_map(|line| serde_json::from_str(line).ok()).collect()
+    }
+
+    /// Waits up to `within` for a log line containing `needle`.
+    pub fn wait_for_log(&self, needle: &str, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        loop {
+            if self.logs().iter().any(|line| line.contains(needle)) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Kills it with SIGKILL, as a crash would, and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Sends SIGTERM and waits up to 10 s for it to exit (then SIGKILL).
+    pub fn terminate(&mut self) -> ExitStatus {
+        signal(self.child.id(), Signal::TERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                return self.child.wait().expect("the child is reaped");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends SIGSTOP: the process stays, holding its sockets, and answers
+    /// nothing (a hung dependency) until [`Process::resume`].
+    pub fn pause(&self) {
+        signal(self.child.id(), Signal::STOP);
+    }
+
+    /// Sends SIGCONT after [`Process::pause`].
+    pub fn resume(&self) {
+        signal(self.child.id(), Signal::CONT);
+    }
+
+    /// Whether it is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Reads `stream` line by line into `logs` on a thread of its own; the
+/// first JSON event whose message ends in "listening" sends its `address`.
+fn collect_lines(
+    stream: impl Read + Send + 'static,
+    logs: Arc<Mutex<Vec<String>>>,
+    mut address_tx: Option<mpsc::Sender<SocketAddr>>,
+) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            if let Some(tx) = &address_tx
+                && let Some(address) = listening_address(&line)
+            {
+                let _ = tx.send(address);
+                address_tx = None;
+            }
+            logs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(line);
+        }
+    });
+}
+
+/// The `address` of a JSON "... listening" event.
+fn listening_address(line: &str) -> Option<SocketAddr> {
+    let event: Value = serde_json::from_str(line).ok()?;
+    let message = event.get("message").or_else(|| event.pointer("/fields/message"))?.as_str()?;
+    if !message.ends_with("listening") {
+        return None;
+    }
+    let address = event.get("address").or_else(|| event.pointer("/fields/address"))?.as_str()?;
+    address.parse().ok()
+}
+
+/// Sends `signal` to process `pid`, ignoring a process already gone.
+fn signal(pid: u32, signal: Signal) {
+    if let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
+        let _ = rustix::process::kill_process(pid, signal);
+    }
+}
+
+fn joined(logs: &Mutex<Vec<String>>) -> String {
+    logs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::listening_address;
+
+    #[test]
+    fn reads_the_address_of_a_listening_event() {
+        let flat = r#"{"message":"module listening","address":"127.0.0.1:4321"}"#;
+        let nested = r#"{"fields":{"message":"orchestrator listening","address":"127.0.0.1:99"}}"#;
+        assert_eq!(listening_address(flat).unwrap().port(), 4321);
+        assert_eq!(listening_address(nested).unwrap().port(), 99);
+        assert_eq!(listening_address(r#"{"message":"module stopped","address":"127.0.0.1:1"}"#), None);
+        assert_eq!(listening_address("module listening on 127.0.0.1:1"), None);
+    }
+}
