@@ -34,8 +34,15 @@ async fn every_workspace_module_passes_the_whole_suite() {
         std::fs::create_dir(&files).unwrap();
         let command = || {
             let mut command = Command::new(executable);
+            // Each module runs in its own directory, so relative defaults
+            // (`./data/...`) land in it; the settings below cover every
+            // sample module's storage, and the skills module's sample skills.
             command
+                .current_dir(dir.path())
                 .env("SERVICE_AUTH_TOKEN", TOKEN)
+                .env("NOTES_DB", dir.path().join("notes.db"))
+                .env("SCHEDULER_DB", dir.path().join("scheduler.db"))
+                .env("SKILLS_DIR", workspace::root().join("modules/skills/examples"))
                 .env("FILES_ROOT", &files)
                 .env("SEARXNG_URL", &web.url)
                 .env("FETCH_ALLOW_NETWORKS", "127.0.0.1")
