@@ -6,8 +6,6 @@
 #[allow(dead_code)]
 #[path = "fixtures/plain_module.rs"]
 mod plain_module;
-#[path = "support/processes.rs"]
-mod processes;
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -15,6 +13,7 @@ use std::process::{Command, Output};
 use contract_tests::Check;
 use plain_module::{Defect, TOKEN, serve};
 use serde_json::Value;
+use test_support::Process;
 
 const PYTHON_TOKEN: &str = "python-token";
 
@@ -26,24 +25,21 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-async fn start_python_module(dir: &Path) -> processes::Running {
+fn start_python_module() -> Process {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/python_module.py");
-    let command = || {
-        let mut command = Command::new("python3");
-        command.arg(&script).env("SERVICE_AUTH_TOKEN", PYTHON_TOKEN);
-        command
-    };
-    processes::start(command, dir, "python_module").await
+    let mut command = Command::new("python3");
+    command.arg(&script).env("SERVICE_AUTH_TOKEN", PYTHON_TOKEN);
+    Process::start(command)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_module_without_the_sdk_passes_with_a_junit_report() {
     let dir = tempfile::tempdir().unwrap();
-    let python = start_python_module(dir.path()).await;
+    let python = start_python_module();
     let report = dir.path().join("report.xml");
     let output = contract_tests(&[
         "--url",
-        &python.url,
+        &python.url(),
         "--token",
         PYTHON_TOKEN,
         "--report",
@@ -53,7 +49,7 @@ async fn a_python_module_without_the_sdk_passes_with_a_junit_report() {
     ])
     .await;
     let stdout = text(&output.stdout);
-    assert_eq!(output.status.code(), Some(0), "{stdout}\n{}\n{}", text(&output.stderr), python.log());
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{}\n{}", text(&output.stderr), python.logs().join("\n"));
     assert_eq!(stdout.matches("\n  PASS ").count(), Check::ALL.len(), "{stdout}");
     assert!(stdout.contains("(pyfixture)"), "{stdout}");
     let xml = std::fs::read_to_string(&report).unwrap();
@@ -97,12 +93,11 @@ async fn a_failed_check_exits_1_and_is_named_in_every_report() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_modules_are_checked_in_one_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let python = start_python_module(dir.path()).await;
+    let python = start_python_module();
     let plain = serve(Defect::None).await;
     // The token is the plain module's: the Python module refuses it, which
     // fails that module's checks only.
-    let output = contract_tests(&["--url", &plain.url, "--url", &python.url, "--token", TOKEN]).await;
+    let output = contract_tests(&["--url", &plain.url, "--url", &python.url(), "--token", TOKEN]).await;
     let stdout = text(&output.stdout);
     assert_eq!(output.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains(&format!("{} (fixture)", plain.url)), "{stdout}");
@@ -112,7 +107,9 @@ async fn several_modules_are_checked_in_one_run() {
 
 #[tokio::test]
 async fn an_unreachable_module_exits_2() {
-    let url = format!("http://127.0.0.1:{}", processes::free_port());
+    // A port the kernel just handed out and nothing listens on any more.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}");
     let output = contract_tests(&["--url", &url]).await;
     assert_eq!(output.status.code(), Some(2));
     assert!(text(&output.stderr).contains("nothing answers there"), "{}", text(&output.stderr));

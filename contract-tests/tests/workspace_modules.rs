@@ -3,8 +3,6 @@
 //! own temporary directories, a service token and a local web fixture
 //! (SearxNG answers and a page to fetch), then checked.
 
-#[path = "support/processes.rs"]
-mod processes;
 #[path = "fixtures/web.rs"]
 mod web;
 #[path = "support/workspace.rs"]
@@ -13,6 +11,7 @@ mod workspace;
 use std::process::Command;
 
 use contract_tests::{Check, RunReport, Status, SuiteOptions, check_module};
+use test_support::Process;
 
 const TOKEN: &str = "workspace-modules-token";
 
@@ -32,31 +31,28 @@ async fn every_workspace_module_passes_the_whole_suite() {
         let dir = tempfile::tempdir().unwrap();
         let files = dir.path().join("files");
         std::fs::create_dir(&files).unwrap();
-        let command = || {
-            let mut command = Command::new(executable);
-            // Each module runs in its own directory, so relative defaults
-            // (`./data/...`) land in it; the settings below cover every
-            // sample module's storage, and the skills module's sample skills.
-            command
-                .current_dir(dir.path())
-                .env("SERVICE_AUTH_TOKEN", TOKEN)
-                .env("NOTES_DB", dir.path().join("notes.db"))
-                .env("SCHEDULER_DB", dir.path().join("scheduler.db"))
-                .env("SKILLS_DIR", workspace::root().join("modules/skills/examples"))
-                .env("FILES_ROOT", &files)
-                .env("SEARXNG_URL", &web.url)
-                .env("FETCH_ALLOW_NETWORKS", "127.0.0.1")
-                .env("RUST_LOG", "warn");
-            command
-        };
-        let running = processes::start(command, dir.path(), name).await;
+        let mut command = Command::new(executable);
+        // Each module runs in its own directory, so relative defaults
+        // (`./data/...`) land in it; the settings below cover every
+        // sample module's storage, and the skills module's sample skills.
+        command
+            .current_dir(dir.path())
+            .env("SERVICE_AUTH_TOKEN", TOKEN)
+            .env("NOTES_DB", dir.path().join("notes.db"))
+            .env("SCHEDULER_DB", dir.path().join("scheduler.db"))
+            .env("SKILLS_DIR", workspace::root().join("modules/skills/examples"))
+            .env("FILES_ROOT", &files)
+            .env("SEARXNG_URL", &web.url)
+            .env("FETCH_ALLOW_NETWORKS", "127.0.0.1")
+            .env("RUST_LOG", "warn");
+        let running = Process::start(command);
         let options = SuiteOptions {
             token: Some(TOKEN.to_owned()),
             read_only: false,
             user_id: "contract-tests-user".to_owned(),
             sample_url: web.page_url(),
         };
-        let report = check_module(&running.url, &options).await.unwrap();
+        let report = check_module(&running.url(), &options).await.unwrap();
         let text = RunReport::new(vec![report.clone()]).to_text();
         println!("{name}:\n{text}");
         let exercised = [Check::AuthMissingToken, Check::ManifestBaseFields, Check::ValidArguments, Check::UnknownTool];
@@ -67,7 +63,10 @@ async fn every_workspace_module_passes_the_whole_suite() {
             .map(|r| r.check.name())
             .collect();
         if !report.passed() || !not_run.is_empty() {
-            failures.push(format!("{name} (not passed: {not_run:?}):\n{text}\n{name}'s output:\n{}", running.log()));
+            failures.push(format!(
+                "{name} (not passed: {not_run:?}):\n{text}\n{name}'s output:\n{}",
+                running.logs().join("\n")
+            ));
         }
     }
     assert!(failures.is_empty(), "modules that break the contract:\n{}", failures.join("\n"));
