@@ -12,7 +12,7 @@ use support::process::ModuleProcess;
 const BINARY: &str = env!("CARGO_BIN_EXE_research");
 
 /// The module configured to search the fixture and to fetch from 127.0.0.1 only.
-async fn start(fixture: &Fixture) -> ModuleProcess {
+fn start(fixture: &Fixture) -> ModuleProcess {
     ModuleProcess::start(
         BINARY,
         &[
@@ -23,7 +23,6 @@ async fn start(fixture: &Fixture) -> ModuleProcess {
             ("FETCH_MAX_REDIRECTS", "3"),
         ],
     )
-    .await
 }
 
 fn error_kind(result: &Value) -> &str {
@@ -34,7 +33,7 @@ fn error_kind(result: &Value) -> &str {
 #[tokio::test]
 async fn the_manifest_lists_the_four_tools() {
     let fixture = Fixture::start().await;
-    let module = start(&fixture).await;
+    let module = start(&fixture);
     let manifest = module.get("/manifest").await;
     assert_eq!(manifest["module_name"], "research");
     let names: Vec<&str> = manifest["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
@@ -47,7 +46,7 @@ async fn the_manifest_lists_the_four_tools() {
 #[tokio::test]
 async fn web_and_news_search_read_searxng_json() {
     let fixture = Fixture::start().await;
-    let module = start(&fixture).await;
+    let module = start(&fixture);
     let web = module.call("web_search", json!({"query": "danube", "max_results": 3})).await;
     assert_eq!(web["success"], true, "{web}");
     let results = web["result"]["results"].as_array().unwrap();
@@ -71,12 +70,12 @@ async fn web_and_news_search_read_searxng_json() {
 #[tokio::test]
 async fn search_failures_are_reported_as_unavailable() {
     let fixture = Fixture::start().await;
-    let module = start(&fixture).await;
+    let module = start(&fixture);
     let failed = module.call("web_search", json!({"query": "engine failure"})).await;
     assert_eq!(error_kind(&failed), "unavailable");
     assert!(failed["error"].as_str().unwrap().contains("HTTP 500"), "{failed}");
 
-    let unconfigured = ModuleProcess::start(BINARY, &[]).await;
+    let unconfigured = ModuleProcess::start(BINARY, &[]);
     let result = unconfigured.call("news_search", json!({"query": "x"})).await;
     assert_eq!(error_kind(&result), "unavailable");
     assert!(result["error"].as_str().unwrap().contains("SEARXNG_URL"), "{result}");
@@ -85,7 +84,7 @@ async fn search_failures_are_reported_as_unavailable() {
 #[tokio::test]
 async fn pages_are_fetched_as_readable_text_with_links() {
     let fixture = Fixture::start().await;
-    let module = start(&fixture).await;
+    let module = start(&fixture);
     let result = module.call("fetch_webpage", json!({"url": fixture.url("/redirect")})).await;
     assert_eq!(result["success"], true, "{result}");
     let page = &result["result"];
@@ -116,7 +115,7 @@ async fn pages_are_fetched_as_readable_text_with_links() {
 #[tokio::test]
 async fn redirects_to_internal_addresses_are_refused_before_connecting() {
     let fixture = Fixture::start().await;
-    let module = start(&fixture).await;
+    let module = start(&fixture);
     for (path, refused) in [
         ("/to-private", "127.0.0.2 is in the loopback range"),
         ("/to-unspecified", "0.0.0.0 is in the unspecified"),
@@ -134,7 +133,7 @@ async fn redirects_to_internal_addresses_are_refused_before_connecting() {
 #[tokio::test]
 async fn without_an_allow_list_the_local_server_is_out_of_reach() {
     let fixture = Fixture::start().await;
-    let module = ModuleProcess::start(BINARY, &[]).await;
+    let module = ModuleProcess::start(BINARY, &[]);
     let by_address = module.call("fetch_webpage", json!({"url": fixture.url("/secret")})).await;
     assert_eq!(error_kind(&by_address), "permission_denied", "{by_address}");
     let by_name = format!("http://localhost:{}/secret", fixture.address.port());
@@ -147,7 +146,7 @@ async fn without_an_allow_list_the_local_server_is_out_of_reach() {
 #[tokio::test]
 async fn huge_slow_and_odd_pages_are_bounded() {
     let fixture = Fixture::start().await;
-    let module = start(&fixture).await;
+    let module = start(&fixture);
     let huge = module.call("fetch_webpage", json!({"url": fixture.url("/huge"), "max_chars": 100000})).await;
     assert_eq!(huge["success"], true, "{huge}");
     assert_eq!(huge["result"]["truncated"], true);
@@ -173,7 +172,7 @@ async fn huge_slow_and_odd_pages_are_bounded() {
 #[tokio::test]
 async fn summaries_over_http() {
     let fixture = Fixture::start().await;
-    let module = start(&fixture).await;
+    let module = start(&fixture);
     let text = "Solar panels turn sunlight into electricity. The price of solar panels fell sharply. \
         My neighbour owns a cat. Cheap solar panels now power millions of homes.";
     let result = module.call("summarize_text", json!({"text": text, "max_sentences": 2})).await;
