@@ -7,9 +7,10 @@ mod common;
 use std::time::Duration;
 
 use common::modules::sdk_module;
-use common::{ModuleServer, OrchestratorProcess, RedisServer, free_port, module_services};
+use common::{ModuleServer, OrchestratorProcess, free_port, module_services};
 use redis::AsyncCommands;
 use serde_json::{Value, json};
+use test_support::RedisServer;
 
 #[tokio::test]
 async fn a_restart_lists_cached_tools_while_every_module_is_down() {

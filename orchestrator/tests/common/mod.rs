@@ -1,82 +1,48 @@
 //! Shared parts of the whole-process tests (and the routing benchmark): the
-//! real orchestrator binary on a free port, module servers that can be
-//! killed like a process, and a real `redis-server`.
+//! real orchestrator binary (started through `test-support`), module servers
+//! that can be killed like a process, and hung ports.
 
 #![allow(dead_code)] // Each test binary uses a different part of this file.
 
-use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener as StdListener};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::net::TcpListener as StdListener;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use axum::Router;
 use serde_json::Value;
+use test_support::Process;
 use tokio::runtime::Runtime;
 
 /// The orchestrator binary under test.
 pub const BINARY: &str = env!("CARGO_BIN_EXE_orchestrator");
 
-/// A port nothing listens on (bound once, then released).
+/// A port nothing listens on (bound once, then released): for addresses
+/// that must refuse connections, or a module server started later.
 pub fn free_port() -> u16 {
     StdListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A running `orchestrator serve`, killed when dropped.
 pub struct OrchestratorProcess {
-    child: Child,
+    process: Process,
     /// `http://127.0.0.1:PORT`.
     pub url: String,
-    logs: Arc<Mutex<Vec<String>>>,
     client: reqwest::Client,
 }
 
 impl OrchestratorProcess {
-    /// Starts the binary with `env` on a free port and waits until it listens
-    /// (a `RUST_LOG` in `env` must keep `orchestrator::server` at `info`).
+    /// Starts the binary with only `env` on a port the kernel picks, once it
+    /// listens (logs in JSON at `info` unless `env` sets `RUST_LOG`).
     pub fn start(env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(BINARY);
-        command
-            .arg("serve")
-            .env_clear()
-            .env("HOST", "127.0.0.1")
-            .env("PORT", "0")
-            .env("LOG_FORMAT", "json")
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        for (name, value) in env {
-            command.env(name, value);
-        }
-        let mut child = command.spawn().expect("the orchestrator binary starts");
-        let stdout = child.stdout.take().unwrap();
-        let logs = Arc::new(Mutex::new(Vec::new()));
-        let (address_tx, address_rx) = std::sync::mpsc::channel();
-        let sink = Arc::clone(&logs);
-        std::thread::spawn(move || {
-            let mut listening = false;
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if !listening
-                    && let Ok(event) = serde_json::from_str::<Value>(&line)
-                    && event["message"] == "orchestrator listening"
-                {
-                    listening = true;
-                    let _ = address_tx.send(event["address"].as_str().unwrap_or_default().to_owned());
-                }
-                sink.lock().unwrap().push(line);
-            }
-        });
-        let Ok(address) = address_rx.recv_timeout(Duration::from_secs(20)) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the orchestrator did not start; its logs: {:#?}", logs.lock().unwrap());
-        };
-        Self { child, url: format!("http://{address}"), logs, client: reqwest::Client::new() }
+        command.arg("serve").env_clear().envs(env.iter().copied());
+        let process = Process::start(command);
+        Self { url: process.url(), process, client: reqwest::Client::new() }
     }
 
     /// Every log line so far.
     pub fn logs(&self) -> Vec<String> {
-        self.logs.lock().unwrap().clone()
+        self.process.logs()
     }
 
     /// `GET path`, as JSON; panics unless the answer is 200.
@@ -140,13 +106,6 @@ impl OrchestratorProcess {
     pub async fn tool_names(&self, query: &str) -> Vec<String> {
         let tools = self.get(&format!("/tools?{query}")).await;
         tools.as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
-    }
-}
-
-impl Drop for OrchestratorProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -228,74 +187,6 @@ pub fn module_services(modules: &[(&str, String)]) -> String {
     let map: serde_json::Map<String, Value> =
         modules.iter().map(|(n, u)| ((*n).to_owned(), Value::from(u.as_str()))).collect();
     Value::Object(map).to_string()
-}
-
-/// A `redis-server` on a free port, without persistence, killed when dropped.
-pub struct RedisServer {
-    child: Option<Child>,
-    /// The port it listens on.
-    pub port: u16,
-}
-
-impl RedisServer {
-    /// Starts one, or says why not: `None` (with a loud message) when
-    /// `redis-server` is missing, a panic instead when REQUIRE_SERVICES=1.
-    pub fn start() -> Option<Self> {
-        let found = Command::new("redis-server").arg("--version").stdout(Stdio::null()).status().is_ok();
-        if !found {
-            assert!(
-                std::env::var("REQUIRE_SERVICES").as_deref() != Ok("1"),
-                "redis-server is not installed and REQUIRE_SERVICES=1: install it (apt-get install -y redis-server)"
-            );
-            eprintln!("\n!!! SKIPPED: redis-server is not installed; install it to run this test !!!\n");
-            return None;
-        }
-        let mut server = Self { child: None, port: free_port() };
-        server.restart();
-        Some(server)
-    }
-
-    /// `redis://127.0.0.1:PORT`.
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
-    }
-
-    /// Kills the server (its data goes with it).
-    pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// Starts the server again on the same port, empty, and waits until it answers.
-    pub fn restart(&mut self) {
-        self.kill();
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("redis-server starts");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let address = SocketAddr::from(([127, 0, 0, 1], self.port));
-        while std::net::TcpStream::connect_timeout(&address, Duration::from_millis(100)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start on port {}", self.port);
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// A connection for inspecting what the orchestrator wrote.
-    pub async fn connection(&self) -> redis::aio::MultiplexedConnection {
-        redis::Client::open(self.url()).unwrap().get_multiplexed_async_connection().await.unwrap()
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        self.kill();
-    }
 }
 
 pub mod modules;
