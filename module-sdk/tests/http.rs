@@ -1,26 +1,19 @@
 //! Whole-process tests: the demo example module (`examples/demo.rs`) runs as
 //! a real process on a free port and is called over HTTP.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdout, Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use test_support::Process;
 
 /// A running demo module; killed when dropped, even if the test panics.
 struct Demo {
-    child: Child,
-    stdout: BufReader<ChildStdout>,
-    base: String,
-}
-
-impl Drop for Demo {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    process: Process,
+    /// How many log lines [`Demo::next_event`] has looked at.
+    seen: usize,
 }
 
 /// The demo binary, which `cargo test` builds with the package's examples.
@@ -36,50 +29,31 @@ fn demo_binary() -> PathBuf {
 }
 
 impl Demo {
-    /// Starts the demo on a free port (PORT=0) and reads the bound address
-    /// from its JSON start-up log line.
+    /// Starts the demo with `env` on a port the kernel picks.
     fn start(env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(demo_binary());
-        command
-            .env("HOST", "127.0.0.1")
-            .env("PORT", "0")
-            .env("LOG_FORMAT", "json")
-            .env("RUST_LOG", "info")
-            .env_remove("SERVICE_AUTH_TOKEN")
-            .env_remove("MAX_BODY_BYTES")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        for (name, value) in env {
-            command.env(name, value);
-        }
-        let mut child = command.spawn().expect("the demo module starts");
-        let mut stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        let address = loop {
-            line.clear();
-            assert!(stdout.read_line(&mut line).unwrap() > 0, "the demo exited before listening");
-            let event: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            if event["message"] == "module listening" {
-                break event["address"].as_str().unwrap().to_owned();
-            }
-        };
-        Self { child, stdout, base: format!("http://{address}") }
+        command.env_remove("SERVICE_AUTH_TOKEN").env_remove("MAX_BODY_BYTES").envs(env.iter().copied());
+        Self { process: Process::start(command), seen: 0 }
     }
 
     fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
+        format!("{}{path}", self.process.url())
     }
 
-    /// The next JSON log event whose message is `message`.
+    /// The next JSON log event whose message is `message` (within 10 s).
     fn next_event(&mut self, message: &str) -> Value {
-        let mut line = String::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            line.clear();
-            assert!(self.stdout.read_line(&mut line).unwrap() > 0, "log ended before `{message}`");
-            let event: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            if event["message"] == message {
-                return event;
+            let logs = self.process.logs();
+            for (index, line) in logs.iter().enumerate().skip(self.seen) {
+                let event: Value = serde_json::from_str(line).unwrap_or(Value::Null);
+                if event["message"] == message {
+                    self.seen = index + 1;
+                    return event;
+                }
             }
+            assert!(Instant::now() < deadline, "no `{message}` event in the log: {logs:#?}");
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }
@@ -320,10 +294,8 @@ async fn each_call_logs_one_event_and_sigterm_lets_calls_finish() {
         }
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let status = Command::new("kill").args(["-TERM", &demo.child.id().to_string()]).status().unwrap();
-    assert!(status.success());
+    let exit = demo.process.terminate();
+    assert!(exit.success(), "clean exit after SIGTERM: {exit:?}");
     let finished = in_flight.await.unwrap();
     assert_eq!(finished["success"], true, "the call in flight finished: {finished}");
-    let exit = demo.child.wait().unwrap();
-    assert!(exit.success(), "clean exit after SIGTERM: {exit:?}");
 }

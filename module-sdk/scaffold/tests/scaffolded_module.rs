@@ -5,25 +5,15 @@
 //! The copy shares this build's target directory, so the dependencies are
 //! not compiled again.
 
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
+
+use test_support::Process;
 
 /// The name of the module the test scaffolds.
 const NAME: &str = "weather";
 /// The service token the module is started with; the contract tests also check that calls without it get 401.
 const TOKEN: &str = "scaffold-test-token";
-
-/// Kills and reaps a child process when dropped, even when the test panics.
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
@@ -84,21 +74,6 @@ fn text(output: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap().local_addr().unwrap().port()
-}
-
-fn wait_for_port(port: u16, child: &mut Child) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect((Ipv4Addr::LOCALHOST, port)).is_err() {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("the module exited before listening: {status}");
-        }
-        assert!(Instant::now() < deadline, "the module did not listen on port {port} within 20 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn a_scaffolded_module_builds_tests_and_passes_the_contract_tests_unedited() {
     let copy = tempfile::Builder::new().prefix("scaffold-workspace-").tempdir().unwrap();
@@ -134,19 +109,10 @@ fn a_scaffolded_module_builds_tests_and_passes_the_contract_tests_unedited() {
     assert!(built.status.success(), "cargo build failed:\n{}", text(&built));
 
     // The running module, with a service token, passes the contract tests.
-    let port = free_port();
-    let mut module = KillOnDrop(
-        Command::new(target_dir().join("debug").join(NAME))
-            .env("HOST", "127.0.0.1")
-            .env("PORT", port.to_string())
-            .env("SERVICE_AUTH_TOKEN", TOKEN)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for_port(port, &mut module.0);
-    let url = format!("http://127.0.0.1:{port}");
+    let mut command = Command::new(target_dir().join("debug").join(NAME));
+    command.env("SERVICE_AUTH_TOKEN", TOKEN);
+    let module = Process::start(command);
+    let url = module.url();
     let contract_tests = target_dir().join("debug/contract-tests");
     let checked = Command::new(&contract_tests)
         .args(["--url", &url, "--token", TOKEN])
