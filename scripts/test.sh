@@ -37,6 +37,10 @@ fi
 # In CI a missing service fails the tests instead of skipping them.
 export REQUIRE_SERVICES=1
 
+# The lint gate: formatting (rustfmt.toml) and clippy with every warning an error.
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
 cargo build --workspace --all-targets --locked
 cargo test --workspace --locked
 
