@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use module_sdk::{ToolCall, ToolDefinition, ToolResult};
+use module_sdk::{ToolDefinition, ToolResult};
 use serde_json::Value;
 
 use crate::cache::{CacheError, ManifestCache, MemoryCache};
@@ -86,8 +86,7 @@ impl Orchestrator {
 
     /// Runs one `POST /execute` request.
     pub async fn execute(&self, request: ExecuteRequest) -> ToolResult {
-        let caller = Caller::new(request.user_permission.as_deref(), request.modules);
-        let call = ToolCall { tool_name: request.tool_name, arguments: request.arguments, user_id: request.user_id };
-        self.executor.execute(&caller, call, request.approved).await
+        let caller = request.caller.into_caller();
+        self.executor.execute(&caller, request.tool_name, request.arguments, request.approved).await
     }
 }

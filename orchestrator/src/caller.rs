@@ -1,11 +1,40 @@
-//! Who is asking: the permission level and the modules a caller may use,
-//! applied the same way to listing and to execution (fail closed).
+//! Who is asking: the user, the permission level and the modules a caller
+//! may use, applied the same way to listing and to execution (fail closed).
 
 use module_sdk::{Permission, ToolDefinition};
+use serde::Deserialize;
+
+/// The caller fields of a request body, flattened into both `POST /execute`
+/// and `POST /v1/tool-calls`, so both read a caller the same way.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct CallerFields {
+    /// The authenticated user, passed to modules as each call's `user_id`.
+    #[serde(default)]
+    pub user_id: Option<String>,
+    /// The caller's level (`guest`, `user`, `admin`, `owner`); unknown or absent is `guest`.
+    #[serde(default)]
+    pub user_permission: Option<String>,
+    /// The modules the caller's persona allows; absent allows all.
+    #[serde(default)]
+    pub modules: Option<Vec<String>>,
+}
+
+impl CallerFields {
+    /// The caller these fields describe; module names are trimmed, as in
+    /// the `modules=` list of `GET /tools`.
+    pub fn into_caller(self) -> Caller {
+        let modules = self.modules.map(|names| {
+            names.iter().map(|name| name.trim()).filter(|name| !name.is_empty()).map(str::to_owned).collect()
+        });
+        Caller::new(self.user_permission.as_deref(), modules).with_user(self.user_id)
+    }
+}
 
 /// A caller as the orchestrator's client describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Caller {
+    /// The user calls are made for: the only source of a call's `user_id`.
+    pub user_id: Option<String>,
     /// The caller's level; an unknown permission string reads as `guest`.
     pub permission: Permission,
     /// The modules the caller's persona allows; `None` allows every module.
@@ -13,10 +42,16 @@ pub struct Caller {
 }
 
 impl Caller {
-    /// A caller from the strings of a request: an unknown permission is
-    /// `guest`, an absent one too.
+    /// A caller without a user, from the strings of a request: an unknown
+    /// permission is `guest`, an absent one too.
     pub fn new(permission: Option<&str>, modules: Option<Vec<String>>) -> Self {
-        Self { permission: permission.map_or(Permission::Guest, Permission::for_caller), modules }
+        Self { user_id: None, permission: permission.map_or(Permission::Guest, Permission::for_caller), modules }
+    }
+
+    /// The same caller, acting for `user_id`.
+    pub fn with_user(mut self, user_id: Option<String>) -> Self {
+        self.user_id = user_id;
+        self
     }
 
     /// Reads a comma-separated module list (`a,b`); an empty string allows none.
@@ -64,5 +99,18 @@ mod tests {
         assert!(!admin.may_use("b", &tool(Permission::Guest)));
         let nothing = Caller::new(Some("owner"), Some(Caller::parse_modules("")));
         assert!(!nothing.allows_module("m"));
+    }
+
+    #[test]
+    fn request_fields_trim_module_names_and_carry_the_user() {
+        let fields: CallerFields = serde_json::from_value(
+            serde_json::json!({"user_id": "ada", "user_permission": "user", "modules": [" m ", ""]}),
+        )
+        .unwrap();
+        let caller = fields.into_caller();
+        assert_eq!(caller.user_id.as_deref(), Some("ada"));
+        assert_eq!(caller.permission, Permission::User);
+        assert_eq!(caller.modules, Some(vec!["m".to_owned()]));
+        assert_eq!(CallerFields::default().into_caller(), Caller::new(None, None));
     }
 }

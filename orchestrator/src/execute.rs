@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
-use crate::caller::Caller;
+use crate::caller::{Caller, CallerFields};
 use crate::config::Config;
 use crate::registry::{Registry, RouteError, ToolRoute};
 use module_sdk::error_chain;
@@ -32,15 +32,9 @@ pub struct ExecuteRequest {
     /// The tool's arguments (absent reads as `{}`).
     #[serde(default)]
     pub arguments: Map<String, Value>,
-    /// The authenticated user, passed to the module as the call's `user_id`.
-    #[serde(default)]
-    pub user_id: Option<String>,
-    /// The caller's level (`guest`, `user`, `admin`, `owner`); unknown or absent is `guest`.
-    #[serde(default)]
-    pub user_permission: Option<String>,
-    /// The modules the caller's persona allows; absent allows all.
-    #[serde(default)]
-    pub modules: Option<Vec<String>>,
+    /// Who is calling.
+    #[serde(flatten)]
+    pub caller: CallerFields,
     /// The user explicitly approved this call (needed for `requires_approval` tools).
     #[serde(default)]
     pub approved: bool,
@@ -60,10 +54,19 @@ impl Executor {
         Self { registry, client, config }
     }
 
-    /// Runs `call` for `caller`; `approved` says the user approved it. Every
-    /// outcome, including refusals and unreachable modules, is a ToolResult.
-    pub async fn execute(&self, caller: &Caller, call: ToolCall, approved: bool) -> ToolResult {
+    /// Runs `tool_name` with `arguments` for `caller`; `approved` says the
+    /// user approved it. The call's `user_id` is the caller's, set here and
+    /// nowhere else. Every outcome, including refusals and unreachable
+    /// modules, is a ToolResult.
+    pub async fn execute(
+        &self,
+        caller: &Caller,
+        tool_name: String,
+        arguments: Map<String, Value>,
+        approved: bool,
+    ) -> ToolResult {
         let started = Instant::now();
+        let call = ToolCall { tool_name, arguments, user_id: caller.user_id.clone() };
         let tool_name = call.tool_name.clone();
         let (module, result) = match self.registry.route(&call.tool_name) {
             Ok(route) => (route.module.clone(), self.run(caller, &route, call, approved).await),

@@ -20,6 +20,6 @@ pub mod server;
 pub mod tool_calls;
 
 pub use app::Orchestrator;
-pub use caller::Caller;
+pub use caller::{Caller, CallerFields};
 pub use config::{Config, ConfigError};
 pub use server::serve;

@@ -9,7 +9,7 @@ use module_sdk::ToolResult;
 use orchestrator::execute::ExecuteRequest;
 use orchestrator::providers::ToolFormat;
 use orchestrator::registry::ModuleStatus;
-use orchestrator::{Caller, Config, Orchestrator};
+use orchestrator::{Caller, CallerFields, Config, Orchestrator};
 use serde_json::{Map, Value};
 
 /// Finds tool modules, lists each caller's tools and routes their calls.
@@ -144,14 +144,8 @@ async fn main() -> ExitCode {
                 // An unconfigured module is reported by the call itself.
                 let _ = orchestrator.registry.discover(module).await;
             }
-            let request = ExecuteRequest {
-                tool_name,
-                arguments,
-                user_id,
-                user_permission: Some(permission),
-                modules: None,
-                approved,
-            };
+            let caller = CallerFields { user_id, user_permission: Some(permission), modules: None };
+            let request = ExecuteRequest { tool_name, arguments, caller, approved };
             let result: ToolResult = orchestrator.execute(request).await;
             print_json(&serde_json::to_value(&result).expect("a ToolResult always serializes"));
             if result.success { ExitCode::SUCCESS } else { ExitCode::FAILURE }

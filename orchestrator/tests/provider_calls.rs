@@ -21,12 +21,12 @@ async fn round_trip(format: CallFormat, message: Value) -> (Vec<RequestedCall>, 
     let calls = parse_calls(format, &message, &tools).unwrap();
     let mut pairs = Vec::new();
     for call in &calls {
-        let result = match call.unexecutable_result() {
-            Some(refused) => refused,
-            None => {
+        let result = match call.executable() {
+            Err(refused) => refused,
+            Ok((tool_name, arguments)) => {
                 let call_body = ToolCall {
-                    tool_name: call.tool_name.clone().unwrap(),
-                    arguments: call.arguments.clone().unwrap(),
+                    tool_name: tool_name.to_owned(),
+                    arguments: arguments.clone(),
                     user_id: Some("user-7".into()),
                 };
                 service.execute(call_body).await

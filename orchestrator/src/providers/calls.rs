@@ -76,16 +76,21 @@ pub fn result_text(result: &ToolResult) -> String {
     }
 }
 
-/// The failed result for a call that cannot be executed, if it cannot.
-pub fn unexecutable_result(call: &RequestedCall) -> Option<ToolResult> {
+/// What a call runs with, its tool name and arguments; or, when it cannot
+/// run (the name maps to no tool, the arguments could not be read), the
+/// failed result to answer instead, telling the model what to fix.
+pub fn executable(call: &RequestedCall) -> Result<(&str, &Map<String, Value>), ToolResult> {
     let Some(tool) = &call.tool_name else {
         let message = format!(
             "there is no tool named `{}`; call one of the tools you were given, by its exact name",
             call.provider_name
         );
-        return Some(ToolResult::failure(call.provider_name.clone(), ErrorKind::UnknownTool, message));
+        return Err(ToolResult::failure(call.provider_name.clone(), ErrorKind::UnknownTool, message));
     };
-    call.arguments.as_ref().err().map(|why| ToolResult::failure(tool.clone(), ErrorKind::InvalidArguments, why.clone()))
+    match &call.arguments {
+        Ok(arguments) => Ok((tool, arguments)),
+        Err(why) => Err(ToolResult::failure(tool.clone(), ErrorKind::InvalidArguments, why.clone())),
+    }
 }
 
 #[cfg(test)]
@@ -119,11 +124,11 @@ mod tests {
             arguments: Ok(Map::new()),
         };
         assert!(is_generated_id(&call.call_id));
-        assert_eq!(unexecutable_result(&call).unwrap().error_kind, Some(ErrorKind::UnknownTool));
+        assert_eq!(executable(&call).unwrap_err().error_kind, Some(ErrorKind::UnknownTool));
         call.tool_name = Some("m.t".into());
-        assert_eq!(unexecutable_result(&call), None);
+        assert_eq!(executable(&call), Ok(("m.t", &Map::new())));
         call.arguments = Err("bad".into());
-        let result = unexecutable_result(&call).unwrap();
+        let result = executable(&call).unwrap_err();
         assert_eq!((result.tool_name.as_str(), result.error.as_deref()), ("m.t", Some("bad")));
     }
 }

@@ -214,11 +214,12 @@ impl FromStr for CallFormat {
 }
 
 impl RequestedCall {
-    /// The failed result to answer with instead of executing this call, when
-    /// it cannot be executed: the name maps to no tool of the caller, or the
-    /// arguments could not be read. The message tells the model what to fix.
-    pub fn unexecutable_result(&self) -> Option<ToolResult> {
-        calls::unexecutable_result(self)
+    /// The tool name and arguments to run this call with; or, when it
+    /// cannot run (the name maps to no tool of the caller, the arguments
+    /// could not be read), the failed result to answer with instead, whose
+    /// message tells the model what to fix.
+    pub fn executable(&self) -> Result<(&str, &Map<String, Value>), ToolResult> {
+        calls::executable(self)
     }
 }
 
