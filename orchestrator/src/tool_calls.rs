@@ -54,7 +54,7 @@ async fn run_one(
 ) -> ToolResult {
     let (tool_name, arguments) = match requested.executable() {
         Ok(runnable) => runnable,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let approved = approved_tools.iter().any(|approved| approved == tool_name);
     orchestrator.executor.execute(caller, tool_name.to_owned(), arguments.clone(), approved).await

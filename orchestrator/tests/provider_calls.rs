@@ -22,7 +22,7 @@ async fn round_trip(format: CallFormat, message: Value) -> (Vec<RequestedCall>, 
     let mut pairs = Vec::new();
     for call in &calls {
         let result = match call.executable() {
-            Err(refused) => refused,
+            Err(refused) => *refused,
             Ok((tool_name, arguments)) => {
                 let call_body = ToolCall {
                     tool_name: tool_name.to_owned(),

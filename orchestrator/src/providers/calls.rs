@@ -79,17 +79,17 @@ pub fn result_text(result: &ToolResult) -> String {
 /// What a call runs with, its tool name and arguments; or, when it cannot
 /// run (the name maps to no tool, the arguments could not be read), the
 /// failed result to answer instead, telling the model what to fix.
-pub fn executable(call: &RequestedCall) -> Result<(&str, &Map<String, Value>), ToolResult> {
+pub fn executable(call: &RequestedCall) -> Result<(&str, &Map<String, Value>), Box<ToolResult>> {
     let Some(tool) = &call.tool_name else {
         let message = format!(
             "there is no tool named `{}`; call one of the tools you were given, by its exact name",
             call.provider_name
         );
-        return Err(ToolResult::failure(call.provider_name.clone(), ErrorKind::UnknownTool, message));
+        return Err(Box::new(ToolResult::failure(call.provider_name.clone(), ErrorKind::UnknownTool, message)));
     };
     match &call.arguments {
         Ok(arguments) => Ok((tool, arguments)),
-        Err(why) => Err(ToolResult::failure(tool.clone(), ErrorKind::InvalidArguments, why.clone())),
+        Err(why) => Err(Box::new(ToolResult::failure(tool.clone(), ErrorKind::InvalidArguments, why.clone()))),
     }
 }
 

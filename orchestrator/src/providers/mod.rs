@@ -218,7 +218,7 @@ impl RequestedCall {
     /// cannot run (the name maps to no tool of the caller, the arguments
     /// could not be read), the failed result to answer with instead, whose
     /// message tells the model what to fix.
-    pub fn executable(&self) -> Result<(&str, &Map<String, Value>), ToolResult> {
+    pub fn executable(&self) -> Result<(&str, &Map<String, Value>), Box<ToolResult>> {
         calls::executable(self)
     }
 }
