@@ -1,0 +1,35 @@
+//! The notes module: an agent's long-term memory. Each user's notes, with
+//! tags, in one SQLite database (`NOTES_DB`), searched with FTS5 and BM25
+//! ranking.
+//!
+//! The library holds the store and the tools so that the benchmark
+//! (`benches/search.rs`) measures the same code the binary serves.
+
+pub mod cursor;
+pub mod note;
+pub mod query;
+pub mod settings;
+pub mod store;
+pub mod tags;
+pub mod tools;
+
+use module_sdk::Module;
+
+use crate::settings::Settings;
+use crate::store::{Store, StoreError};
+
+/// The module over the database `settings.notes_db` (opened and migrated now).
+pub fn module(settings: &Settings) -> Result<Module, StoreError> {
+    let store = Store::open(&settings.notes_db, settings.limits(), settings.busy_timeout())?;
+    Ok(Module::new(
+        "notes",
+        "The user's long-term notes: save facts to remember, search them by relevance, list, edit and delete them.",
+    )
+    .version(env!("CARGO_PKG_VERSION"))
+    .state(store)
+    .tool(tools::save_note)
+    .tool(tools::search_notes)
+    .tool(tools::list_notes)
+    .tool(tools::update_note)
+    .tool(tools::delete_note))
+}

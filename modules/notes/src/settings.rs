@@ -1,0 +1,69 @@
+//! The module's own settings, read from the command line or the
+//! environment (the HTTP server's settings — `HOST`, `PORT`,
+//! `SERVICE_AUTH_TOKEN`, `MAX_BODY_BYTES`, `LOG_FORMAT` — are read by
+//! `Module::serve`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::store::Limits;
+
+/// Settings of the notes module.
+#[derive(Debug, Clone, Parser)]
+#[command(version, about = "Serve the notes module: per-user notes with tags, searched by relevance.")]
+pub struct Settings {
+    /// The SQLite database file holding every user's notes; it and its
+    /// directory are created when missing.
+    #[arg(long, env = "NOTES_DB", default_value = "./data/notes.db")]
+    pub notes_db: PathBuf,
+
+    /// Largest note, in bytes of UTF-8 text.
+    #[arg(long, env = "NOTES_NOTE_MAX_BYTES", default_value_t = 16 * 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    pub note_max_bytes: u64,
+
+    /// Most notes one user may keep.
+    #[arg(long, env = "NOTES_USER_MAX_NOTES", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub user_max_notes: u64,
+
+    /// Most bytes of notes one user may keep, all notes together.
+    #[arg(long, env = "NOTES_USER_MAX_BYTES", default_value_t = 20 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    pub user_max_bytes: u64,
+
+    /// How long a database statement waits for a lock held by another
+    /// connection, in milliseconds.
+    #[arg(long, env = "NOTES_BUSY_TIMEOUT_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub busy_timeout_ms: u64,
+}
+
+impl Settings {
+    /// The storage limits these settings give.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            note_max_bytes: self.note_max_bytes,
+            user_max_notes: self.user_max_notes,
+            user_max_bytes: self.user_max_bytes,
+        }
+    }
+
+    /// How long a statement waits for a lock.
+    pub fn busy_timeout(&self) -> Duration {
+        Duration::from_millis(self.busy_timeout_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_refusals() {
+        let settings = Settings::try_parse_from(["notes"]).unwrap();
+        assert_eq!(settings.notes_db, PathBuf::from("./data/notes.db"));
+        assert_eq!(settings.limits().note_max_bytes, 16 * 1024);
+        assert_eq!(settings.busy_timeout(), Duration::from_secs(5));
+        assert!(Settings::try_parse_from(["notes", "--user-max-notes", "0"]).is_err());
+        assert!(Settings::try_parse_from(["notes", "--note-max-bytes", "lots"]).is_err());
+    }
+}

@@ -1,0 +1,690 @@
+//! Every user's notes in one SQLite database, searched with FTS5.
+//!
+//! - Durability: WAL journal with `synchronous = FULL`, one transaction per
+//!   change, committed before the tool answers: a note acknowledged is a
+//!   note kept, even if the process is killed the next instant.
+//! - Isolation: every statement names the caller's `user_id`; a search
+//!   joins each full-text match to its note and keeps only the caller's.
+//! - Limits: per-user counts and bytes are kept in a `usage` table by
+//!   triggers and checked inside the writing transaction, so concurrent
+//!   saves cannot overshoot them.
+//! - Schema: migrations numbered by `PRAGMA user_version`, applied at open.
+//!
+//! One connection writes (behind a mutex); reads take a connection from a
+//! small pool, so searches run while a save commits. All methods block:
+//! call them off the async workers.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior, params_from_iter};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+use uuid::Uuid;
+
+use crate::cursor::Cursor;
+use crate::note::{Note, SearchHit};
+
+/// The schema, one step per version; step `i` brings `user_version` from `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE notes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    user_id TEXT NOT NULL,
+    content TEXT NOT NULL,
+    tags TEXT NOT NULL,              -- the normalized tags as a JSON array of strings
+    source TEXT,
+    size_bytes INTEGER NOT NULL,     -- bytes of content, counted against the user's quota
+    created_at INTEGER NOT NULL,     -- microseconds since 1970, UTC
+    updated_at INTEGER NOT NULL
+);
+CREATE INDEX notes_newest_first ON notes (user_id, created_at, seq);
+
+CREATE TABLE note_tags (
+    user_id TEXT NOT NULL,
+    tag TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    PRIMARY KEY (user_id, tag, seq)
+) WITHOUT ROWID;
+CREATE INDEX note_tags_of_note ON note_tags (seq);
+
+CREATE TABLE usage (
+    user_id TEXT PRIMARY KEY,
+    notes INTEGER NOT NULL,
+    bytes INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE VIRTUAL TABLE notes_fts USING fts5(
+    content, tags,
+    content = 'notes', content_rowid = 'seq',
+    tokenize = 'unicode61 remove_diacritics 2',
+    prefix = '2 3'
+);
+
+CREATE TRIGGER notes_inserted AFTER INSERT ON notes BEGIN
+    INSERT INTO notes_fts (rowid, content, tags) VALUES (new.seq, new.content, new.tags);
+    INSERT INTO note_tags (user_id, tag, seq) SELECT new.user_id, value, new.seq FROM json_each(new.tags);
+    INSERT INTO usage (user_id, notes, bytes) VALUES (new.user_id, 1, new.size_bytes)
+        ON CONFLICT (user_id) DO UPDATE SET notes = notes + 1, bytes = bytes + excluded.bytes;
+END;
+
+CREATE TRIGGER notes_deleted AFTER DELETE ON notes BEGIN
+    INSERT INTO notes_fts (notes_fts, rowid, content, tags) VALUES ('delete', old.seq, old.content, old.tags);
+    DELETE FROM note_tags WHERE seq = old.seq;
+    UPDATE usage SET notes = notes - 1, bytes = bytes - old.size_bytes WHERE user_id = old.user_id;
+END;
+
+CREATE TRIGGER notes_updated AFTER UPDATE OF content, tags ON notes BEGIN
+    INSERT INTO notes_fts (notes_fts, rowid, content, tags) VALUES ('delete', old.seq, old.content, old.tags);
+    INSERT INTO notes_fts (rowid, content, tags) VALUES (new.seq, new.content, new.tags);
+    DELETE FROM note_tags WHERE seq = old.seq;
+    INSERT INTO note_tags (user_id, tag, seq) SELECT new.user_id, value, new.seq FROM json_each(new.tags);
+    UPDATE usage SET bytes = bytes - old.size_bytes + new.size_bytes WHERE user_id = new.user_id;
+END;
+"#];
+
+/// The columns of a note, in the order [`note_from_row`] reads them.
+const NOTE_COLUMNS: &str = "n.id, n.content, n.tags, n.source, n.created_at, n.updated_at";
+
+/// Column weights of BM25: words in the content count twice as much as words in tags.
+const BM25_WEIGHTS: &str = "1.0, 0.5";
+
+/// Words of context in a search snippet.
+const SNIPPET_WORDS: u32 = 24;
+
+/// Idle read connections kept open.
+const MAX_IDLE_READERS: usize = 4;
+
+/// How much one user may keep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest note content, in bytes (UTF-8).
+    pub note_max_bytes: u64,
+    /// Most notes per user.
+    pub user_max_notes: u64,
+    /// Most content bytes per user, all notes together.
+    pub user_max_bytes: u64,
+}
+
+/// A note to store; its tags are already normalized.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewNote {
+    /// Its text.
+    pub content: String,
+    /// Its normalized tags.
+    pub tags: Vec<String>,
+    /// Where it came from.
+    pub source: Option<String>,
+}
+
+/// A change to a note: what is `None` stays as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NoteChange {
+    /// The new text.
+    pub content: Option<String>,
+    /// The new normalized tags (replacing the old ones).
+    pub tags: Option<Vec<String>>,
+}
+
+/// Which notes a search or listing keeps besides the user's own.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// Only notes carrying every one of these normalized tags.
+    pub tags: Vec<String>,
+    /// Only notes saved or changed at or after this time.
+    pub since: Option<OffsetDateTime>,
+}
+
+/// One page of a listing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    /// The notes, newest first.
+    pub notes: Vec<Note>,
+    /// Where the next page starts, when there are more notes.
+    pub next: Option<Cursor>,
+}
+
+/// Why a storage operation failed; messages are meant for the model.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// No such note among the caller's.
+    #[error("there is no note with id {0} among your notes; search_notes and list_notes show the ids you have")]
+    NotFound(Uuid),
+    /// The note is larger than the per-note limit.
+    #[error("the note is {size} bytes, more than the limit of {limit} bytes per note; shorten it or split it")]
+    TooLarge {
+        /// The note's size.
+        size: u64,
+        /// The per-note limit.
+        limit: u64,
+    },
+    /// The user already has the most notes allowed.
+    #[error("you already have {limit} notes, the limit per user; delete notes you no longer need")]
+    TooManyNotes {
+        /// The per-user note limit.
+        limit: u64,
+    },
+    /// The user's byte quota would be exceeded.
+    #[error(
+        "storing {size} more bytes would exceed your notes quota ({used} of {limit} bytes used); delete or shorten notes"
+    )]
+    QuotaExceeded {
+        /// The bytes to add.
+        size: u64,
+        /// Bytes stored now.
+        used: u64,
+        /// The per-user byte limit.
+        limit: u64,
+    },
+    /// The database was written by a newer version of this module.
+    #[error("the database has schema version {found}, newer than this module's {known}; run a newer module")]
+    SchemaTooNew {
+        /// The version in the file.
+        found: i64,
+        /// The newest version this module knows.
+        known: i64,
+    },
+    /// The database's directory could not be created.
+    #[error("cannot create the directory {path}: {source}")]
+    Directory {
+        /// The directory.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// SQLite failed.
+    #[error("the notes database failed: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+}
+
+/// The notes database.
+pub struct Store {
+    path: PathBuf,
+    limits: Limits,
+    busy_timeout: Duration,
+    writer: Mutex<Connection>,
+    readers: Mutex<Vec<Connection>>,
+}
+
+impl Store {
+    /// Opens (creating when missing, with its directory) the database at
+    /// `path` and brings its schema up to date. `busy_timeout` is how long a
+    /// statement waits for a lock held by another connection.
+    pub fn open(path: &Path, limits: Limits, busy_timeout: Duration) -> Result<Self, StoreError> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|source| StoreError::Directory { path: parent.to_owned(), source })?;
+        }
+        let mut writer = connect(path, busy_timeout)?;
+        // WAL is a property of the file; it stays once set.
+        writer.pragma_update(None, "journal_mode", "WAL")?;
+        migrate(&mut writer)?;
+        Ok(Self {
+            path: path.to_owned(),
+            limits,
+            busy_timeout,
+            writer: Mutex::new(writer),
+            readers: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The limits this store enforces.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Stores `note` for `user_id`; the stored note.
+    pub fn save(&self, user_id: &str, note: NewNote) -> Result<Note, StoreError> {
+        self.write(|tx| insert(tx, user_id, &note, self.limits, now_micros()))
+    }
+
+    /// Stores many notes for `user_id` in one transaction (all or none),
+    /// with the same limits as [`Store::save`]; how many were stored. For
+    /// imports and benchmarks, where one commit per note is too slow.
+    pub fn import(&self, user_id: &str, notes: impl IntoIterator<Item = NewNote>) -> Result<usize, StoreError> {
+        self.write(|tx| {
+            let now = now_micros();
+            let mut count = 0;
+            for note in notes {
+                insert(tx, user_id, &note, self.limits, now)?;
+                count += 1;
+            }
+            Ok(count)
+        })
+    }
+
+    /// Changes `user_id`'s note `id`; the note as it is now.
+    pub fn update(&self, user_id: &str, id: Uuid, change: NoteChange) -> Result<Note, StoreError> {
+        self.write(|tx| {
+            let (old_size, mut content, mut tags) = tx
+                .query_row(
+                    "SELECT size_bytes, content, tags FROM notes WHERE id = ?1 AND user_id = ?2",
+                    (id.to_string(), user_id),
+                    |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?, row.get::<_, String>(2)?)),
+                )
+                .optional()?
+                .ok_or(StoreError::NotFound(id))?;
+            if let Some(new_content) = change.content {
+                let size = byte_size(&new_content);
+                check_size(size, self.limits)?;
+                let (_, used) = usage(tx, user_id)?;
+                let grown = size.saturating_sub(old_size as u64);
+                if used + grown > self.limits.user_max_bytes {
+                    return Err(StoreError::QuotaExceeded { size: grown, used, limit: self.limits.user_max_bytes });
+                }
+                content = new_content;
+            }
+            if let Some(new_tags) = change.tags {
+                tags = tags_json(&new_tags);
+            }
+            tx.execute(
+                "UPDATE notes SET content = ?1, tags = ?2, size_bytes = ?3, updated_at = ?4 WHERE id = ?5 AND user_id = ?6",
+                (&content, &tags, byte_size(&content) as i64, now_micros(), id.to_string(), user_id),
+            )?;
+            find(tx, user_id, id)
+        })
+    }
+
+    /// Deletes `user_id`'s note `id`; the note as it was.
+    pub fn delete(&self, user_id: &str, id: Uuid) -> Result<Note, StoreError> {
+        self.write(|tx| {
+            let note = find(tx, user_id, id)?;
+            tx.execute("DELETE FROM notes WHERE id = ?1 AND user_id = ?2", (id.to_string(), user_id))?;
+            Ok(note)
+        })
+    }
+
+    /// `user_id`'s note `id`.
+    pub fn get(&self, user_id: &str, id: Uuid) -> Result<Note, StoreError> {
+        self.read(|conn| find(conn, user_id, id))
+    }
+
+    /// `user_id`'s notes matching the FTS5 expression `fts_query` (see
+    /// [`crate::query::fts_query`]) and `filter`, best first, at most `limit`.
+    pub fn search(
+        &self,
+        user_id: &str,
+        fts_query: &str,
+        filter: &Filter,
+        limit: usize,
+    ) -> Result<Vec<SearchHit>, StoreError> {
+        let mut sql = format!(
+            "SELECT {NOTE_COLUMNS}, bm25(notes_fts, {BM25_WEIGHTS}) AS rank,
+                    snippet(notes_fts, 0, '**', '**', '…', {SNIPPET_WORDS})
+             FROM notes_fts JOIN notes n ON n.seq = notes_fts.rowid
+             WHERE notes_fts MATCH ? AND n.user_id = ?"
+        );
+        let mut parameters = vec![SqlValue::from(fts_query.to_owned()), SqlValue::from(user_id.to_owned())];
+        filter.append(&mut sql, &mut parameters, user_id);
+        sql.push_str(" ORDER BY rank LIMIT ?");
+        parameters.push(SqlValue::from(limit as i64));
+        self.read(|conn| {
+            let mut statement = conn.prepare_cached(&sql)?;
+            let hits = statement.query_map(params_from_iter(parameters), |row| {
+                Ok(SearchHit { note: note_from_row(row)?, score: -row.get::<_, f64>(6)?, snippet: row.get(7)? })
+            })?;
+            Ok(hits.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
+    /// A page of `user_id`'s notes matching `filter`, newest first, starting
+    /// after `after` (from the start when `None`), at most `limit`.
+    pub fn list(
+        &self,
+        user_id: &str,
+        filter: &Filter,
+        after: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page, StoreError> {
+        let mut sql = format!("SELECT {NOTE_COLUMNS}, n.seq FROM notes n WHERE n.user_id = ?");
+        let mut parameters = vec![SqlValue::from(user_id.to_owned())];
+        if let Some(after) = after {
+            sql.push_str(" AND (n.created_at, n.seq) < (?, ?)");
+            parameters.extend([SqlValue::from(after.created_at_micros), SqlValue::from(after.seq)]);
+        }
+        filter.append(&mut sql, &mut parameters, user_id);
+        sql.push_str(" ORDER BY n.created_at DESC, n.seq DESC LIMIT ?");
+        // One more than asked tells whether there is a next page.
+        parameters.push(SqlValue::from(limit as i64 + 1));
+        let mut rows = self.read(|conn| {
+            let mut statement = conn.prepare_cached(&sql)?;
+            let rows = statement.query_map(params_from_iter(parameters), |row| {
+                Ok((note_from_row(row)?, row.get::<_, i64>(4)?, row.get::<_, i64>(6)?))
+            })?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })?;
+        let more = rows.len() > limit;
+        rows.truncate(limit);
+        let next = rows
+            .last()
+            .filter(|_| more)
+            .map(|(_, created_at_micros, seq)| Cursor { created_at_micros: *created_at_micros, seq: *seq });
+        Ok(Page { notes: rows.into_iter().map(|(note, _, _)| note).collect(), next })
+    }
+
+    /// Runs `work` in one immediate (write-locking) transaction, committed when it succeeds.
+    fn write<T>(&self, work: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let mut conn = lock(&self.writer);
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let value = work(&tx)?;
+        tx.commit()?;
+        Ok(value)
+    }
+
+    /// Runs `work` on a read connection from the pool.
+    fn read<T>(&self, work: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let idle = lock(&self.readers).pop();
+        let conn = match idle {
+            Some(conn) => conn,
+            None => connect(&self.path, self.busy_timeout)?,
+        };
+        let value = work(&conn);
+        let mut readers = lock(&self.readers);
+        if readers.len() < MAX_IDLE_READERS {
+            readers.push(conn);
+        }
+        value
+    }
+}
+
+impl Filter {
+    /// Appends this filter's conditions on `n` (a `notes` row) to `sql`.
+    fn append(&self, sql: &mut String, parameters: &mut Vec<SqlValue>, user_id: &str) {
+        if let Some(since) = self.since {
+            sql.push_str(" AND n.updated_at >= ?");
+            parameters.push(SqlValue::from(micros(since)));
+        }
+        for tag in &self.tags {
+            sql.push_str(" AND n.seq IN (SELECT seq FROM note_tags WHERE user_id = ? AND tag = ?)");
+            parameters.extend([SqlValue::from(user_id.to_owned()), SqlValue::from(tag.clone())]);
+        }
+    }
+}
+
+/// A connection with this module's settings.
+fn connect(path: &Path, busy_timeout: Duration) -> Result<Connection, StoreError> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags)?;
+    conn.busy_timeout(busy_timeout)?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    Ok(conn)
+}
+
+/// Applies the migrations the database has not seen yet, each in its own transaction.
+fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let known = MIGRATIONS.len() as i64;
+    loop {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Exclusive)?;
+        let version: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
+        if version > known {
+            return Err(StoreError::SchemaTooNew { found: version, known });
+        }
+        let Some(step) = MIGRATIONS.get(version as usize) else { return Ok(()) };
+        tx.execute_batch(step)?;
+        tx.pragma_update(None, "user_version", version + 1)?;
+        tx.commit()?;
+        tracing::info!(version = version + 1, "notes database migrated");
+    }
+}
+
+/// Inserts one note after checking the limits.
+fn insert(tx: &Transaction<'_>, user_id: &str, note: &NewNote, limits: Limits, now: i64) -> Result<Note, StoreError> {
+    let size = byte_size(&note.content);
+    check_size(size, limits)?;
+    let (count, used) = usage(tx, user_id)?;
+    if count >= limits.user_max_notes {
+        return Err(StoreError::TooManyNotes { limit: limits.user_max_notes });
+    }
+    if used + size > limits.user_max_bytes {
+        return Err(StoreError::QuotaExceeded { size, used, limit: limits.user_max_bytes });
+    }
+    let id = Uuid::new_v4();
+    let mut statement = tx.prepare_cached(
+        "INSERT INTO notes (id, user_id, content, tags, source, size_bytes, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
+    )?;
+    statement.execute((
+        id.to_string(),
+        user_id,
+        &note.content,
+        tags_json(&note.tags),
+        &note.source,
+        size as i64,
+        now,
+    ))?;
+    let stamp = timestamp(now);
+    Ok(Note {
+        note_id: id.to_string(),
+        content: note.content.clone(),
+        tags: note.tags.clone(),
+        source: note.source.clone(),
+        created_at: stamp.clone(),
+        updated_at: stamp,
+    })
+}
+
+/// `user_id`'s note `id`, read through `conn`.
+fn find(conn: &Connection, user_id: &str, id: Uuid) -> Result<Note, StoreError> {
+    let sql = format!("SELECT {NOTE_COLUMNS} FROM notes n WHERE n.id = ?1 AND n.user_id = ?2");
+    conn.prepare_cached(&sql)?
+        .query_row((id.to_string(), user_id), note_from_row)
+        .optional()?
+        .ok_or(StoreError::NotFound(id))
+}
+
+/// The user's note count and content bytes.
+fn usage(conn: &Connection, user_id: &str) -> Result<(u64, u64), StoreError> {
+    let found = conn
+        .prepare_cached("SELECT notes, bytes FROM usage WHERE user_id = ?1")?
+        .query_row([user_id], |row| Ok((row.get::<_, i64>(0)? as u64, row.get::<_, i64>(1)? as u64)))
+        .optional()?;
+    Ok(found.unwrap_or((0, 0)))
+}
+
+fn check_size(size: u64, limits: Limits) -> Result<(), StoreError> {
+    if size > limits.note_max_bytes {
+        return Err(StoreError::TooLarge { size, limit: limits.note_max_bytes });
+    }
+    Ok(())
+}
+
+/// A note from the first six columns of `row` ([`NOTE_COLUMNS`]).
+fn note_from_row(row: &Row<'_>) -> rusqlite::Result<Note> {
+    let tags: String = row.get(2)?;
+    Ok(Note {
+        note_id: row.get(0)?,
+        content: row.get(1)?,
+        tags: serde_json::from_str(&tags).unwrap_or_default(),
+        source: row.get(3)?,
+        created_at: timestamp(row.get(4)?),
+        updated_at: timestamp(row.get(5)?),
+    })
+}
+
+fn tags_json(tags: &[String]) -> String {
+    serde_json::to_string(tags).unwrap_or_else(|_| "[]".to_owned())
+}
+
+fn byte_size(content: &str) -> u64 {
+    content.len() as u64
+}
+
+fn now_micros() -> i64 {
+    micros(OffsetDateTime::now_utc())
+}
+
+fn micros(time: OffsetDateTime) -> i64 {
+    i64::try_from(time.unix_timestamp_nanos() / 1000).unwrap_or(i64::MAX)
+}
+
+/// RFC 3339 text of a time in microseconds since 1970.
+fn timestamp(micros: i64) -> String {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(micros) * 1000)
+        .ok()
+        .and_then(|time| time.format(&Rfc3339).ok())
+        .unwrap_or_default()
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding a connection leaves no half-done transaction
+    // (it is rolled back when dropped), so the connection is still usable.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::query::fts_query;
+
+    const LIMITS: Limits = Limits { note_max_bytes: 1000, user_max_notes: 100, user_max_bytes: 10_000 };
+
+    fn store(limits: Limits) -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("sub/dir/notes.db"), limits, Duration::from_secs(5)).unwrap();
+        (dir, store)
+    }
+
+    fn note(content: &str, tags: &[&str]) -> NewNote {
+        NewNote { content: content.to_owned(), tags: tags.iter().map(|t| (*t).to_owned()).collect(), source: None }
+    }
+
+    fn search(store: &Store, user: &str, text: &str, filter: &Filter) -> Vec<String> {
+        let query = fts_query(text).unwrap();
+        store.search(user, &query, filter, 10).unwrap().into_iter().map(|hit| hit.note.content).collect()
+    }
+
+    #[test]
+    fn notes_round_trip_and_are_found_by_words_in_any_case_or_accent() {
+        let (_dir, store) = store(LIMITS);
+        let saved = store.save("alice", note("My sister's birthday is May 3", &["family"])).unwrap();
+        store.save("alice", note("Le café près de la gare ouvre à 7h", &[])).unwrap();
+        let id = Uuid::parse_str(&saved.note_id).unwrap();
+        assert_eq!(store.get("alice", id).unwrap(), saved);
+        assert_eq!(search(&store, "alice", "when is my SISTER's birthday?", &Filter::default()).len(), 1);
+        assert_eq!(search(&store, "alice", "cafe pres", &Filter::default()), ["Le café près de la gare ouvre à 7h"]);
+        assert_eq!(search(&store, "alice", "birth*", &Filter::default()).len(), 1);
+        assert_eq!(search(&store, "alice", "family", &Filter::default()).len(), 1, "tags are searched too");
+        let hit = &store.search("alice", &fts_query("birthday").unwrap(), &Filter::default(), 10).unwrap()[0];
+        assert!(hit.snippet.contains("**birthday**"), "{}", hit.snippet);
+        assert!(hit.score > 0.0);
+    }
+
+    #[test]
+    fn other_users_notes_are_never_seen() {
+        let (_dir, store) = store(LIMITS);
+        let bobs = store.save("bob", note("bob's secret plan", &["secret"])).unwrap();
+        store.save("alice", note("alice's plan", &["secret"])).unwrap();
+        assert_eq!(search(&store, "alice", "secret plan", &Filter::default()), ["alice's plan"]);
+        let id = Uuid::parse_str(&bobs.note_id).unwrap();
+        assert!(matches!(store.get("alice", id), Err(StoreError::NotFound(_))));
+        assert!(matches!(store.update("alice", id, NoteChange::default()), Err(StoreError::NotFound(_))));
+        assert!(matches!(store.delete("alice", id), Err(StoreError::NotFound(_))));
+        let page = store.list("alice", &Filter { tags: vec!["secret".into()], since: None }, None, 10).unwrap();
+        assert_eq!(page.notes.len(), 1);
+        assert_eq!(store.get("bob", id).unwrap().content, "bob's secret plan");
+    }
+
+    #[test]
+    fn the_exact_phrase_ranks_above_a_shared_word() {
+        let (_dir, store) = store(LIMITS);
+        let phrase = "Remember: sister birthday on May 3, buy flowers before the weekend";
+        store.save("u", note("Birthday party at the office: birthday cake, birthday card", &[])).unwrap();
+        store.save("u", note("The sister of my friend Bob: her birthday is in June", &[])).unwrap();
+        store.save("u", note(phrase, &[])).unwrap();
+        store.save("u", note("Dentist on Friday", &[])).unwrap();
+        let found = search(&store, "u", "sister birthday", &Filter::default());
+        assert_eq!(found.len(), 3, "{found:?}");
+        assert_eq!(found[0], phrase, "{found:?}");
+        assert!(found[2].starts_with("Birthday party"), "one shared word ranks last: {found:?}");
+    }
+
+    #[test]
+    fn tags_and_time_filter_searches_and_listings() {
+        let (_dir, store) = store(LIMITS);
+        store.save("u", note("plan one", &["work", "q3"])).unwrap();
+        let before = OffsetDateTime::now_utc();
+        store.save("u", note("plan two", &["work"])).unwrap();
+        let work = Filter { tags: vec!["work".into()], since: None };
+        let both = Filter { tags: vec!["work".into(), "q3".into()], since: None };
+        let recent = Filter { tags: Vec::new(), since: Some(before) };
+        assert_eq!(search(&store, "u", "plan", &work).len(), 2);
+        assert_eq!(search(&store, "u", "plan", &both), ["plan one"]);
+        assert_eq!(search(&store, "u", "plan", &recent), ["plan two"]);
+        assert_eq!(store.list("u", &both, None, 10).unwrap().notes.len(), 1);
+    }
+
+    #[test]
+    fn listings_page_newest_first_without_gaps_or_repeats() {
+        let (_dir, store) = store(LIMITS);
+        for i in 0..7 {
+            store.save("u", note(&format!("note {i}"), &[])).unwrap();
+        }
+        let mut seen = Vec::new();
+        let mut after = None;
+        loop {
+            let page = store.list("u", &Filter::default(), after, 3).unwrap();
+            seen.extend(page.notes.into_iter().map(|n| n.content));
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        let expected: Vec<String> = (0..7).rev().map(|i| format!("note {i}")).collect();
+        assert_eq!(seen, expected);
+    }
+
+    #[test]
+    fn limits_hold_and_name_themselves() {
+        let (_dir, store) = store(Limits { note_max_bytes: 10, user_max_notes: 2, user_max_bytes: 15 });
+        let big = store.save("u", note("12345678901", &[])).unwrap_err();
+        assert_eq!(
+            big.to_string(),
+            "the note is 11 bytes, more than the limit of 10 bytes per note; shorten it or split it"
+        );
+        let first = store.save("u", note("1234567890", &[])).unwrap();
+        let over = store.save("u", note("123456", &[])).unwrap_err();
+        assert!(over.to_string().contains("(10 of 15 bytes used)"), "{over}");
+        let id = Uuid::parse_str(&first.note_id).unwrap();
+        let grow = NoteChange { content: Some("12345678901".to_owned()), tags: None };
+        assert!(matches!(store.update("u", id, grow), Err(StoreError::TooLarge { .. })));
+        store.save("u", note("12345", &[])).unwrap();
+        let many = store.save("u", note("1", &[])).unwrap_err();
+        assert!(many.to_string().contains("2 notes, the limit per user"), "{many}");
+        store.delete("u", id).unwrap();
+        store.save("u", note("1234567890", &[])).unwrap();
+        store.save("other", note("1234567890", &[])).unwrap();
+    }
+
+    #[test]
+    fn updates_reindex_and_keep_created_at() {
+        let (_dir, store) = store(LIMITS);
+        let saved = store.save("u", note("old words", &["a"])).unwrap();
+        let id = Uuid::parse_str(&saved.note_id).unwrap();
+        let change = NoteChange { content: Some("new words".into()), tags: Some(vec!["b".into()]) };
+        let updated = store.update("u", id, change).unwrap();
+        assert_eq!(updated.created_at, saved.created_at);
+        assert!(updated.updated_at >= saved.updated_at);
+        assert_eq!(updated.tags, ["b"]);
+        assert!(search(&store, "u", "old", &Filter::default()).is_empty());
+        assert_eq!(search(&store, "u", "new", &Filter::default()), ["new words"]);
+        assert!(store.list("u", &Filter { tags: vec!["a".into()], since: None }, None, 5).unwrap().notes.is_empty());
+        store.delete("u", id).unwrap();
+        assert!(search(&store, "u", "words", &Filter::default()).is_empty());
+    }
+
+    #[test]
+    fn reopening_keeps_notes_and_a_newer_schema_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notes.db");
+        let id = Store::open(&path, LIMITS, Duration::from_secs(1)).unwrap().save("u", note("kept", &[])).unwrap();
+        let store = Store::open(&path, LIMITS, Duration::from_secs(1)).unwrap();
+        assert_eq!(store.get("u", Uuid::parse_str(&id.note_id).unwrap()).unwrap().content, "kept");
+        lock(&store.writer).pragma_update(None, "user_version", 99).unwrap();
+        drop(store);
+        let refused = Store::open(&path, LIMITS, Duration::from_secs(1)).err().unwrap();
+        assert!(matches!(refused, StoreError::SchemaTooNew { found: 99, known: 1 }), "{refused}");
+    }
+}
