@@ -12,6 +12,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
+pub use crate::manifest_check::{ManifestError, check_manifest};
+
 /// The contract version this crate speaks, sent as `contract_version`.
 pub const CONTRACT_VERSION: &str = "1";
 

@@ -5,6 +5,7 @@
 use std::fmt;
 
 use crate::contract::ErrorKind;
+use crate::manifest_check::ManifestError;
 
 /// A tool's failure, turned into a `success: false` ToolResult.
 ///
@@ -98,32 +99,28 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
 /// A module definition that breaks the contract, found before it serves.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ModuleError {
-    /// The module name does not match `^[a-z][a-z0-9_]{0,39}$`.
-    #[error("module name `{0}` is not valid: use 1 to 40 lowercase letters, digits or `_`, starting with a letter")]
-    InvalidModuleName(String),
-    /// A tool name does not match `^[a-z][a-z0-9_]{0,39}$`.
-    #[error("tool name `{0}` is not valid: use 1 to 40 lowercase letters, digits or `_`, starting with a letter")]
-    InvalidToolName(String),
-    /// A description is empty.
-    #[error("{0} has no description: add a doc comment (or pass a non-empty description)")]
-    MissingDescription(String),
-    /// Two tools share a name.
-    #[error(
-        "tool `{0}` already exists in this module: register the second one under a different name with `.name(\"...\")`"
-    )]
-    DuplicateTool(String),
-    /// The module has no tools.
-    #[error("module `{0}` has no tools: register at least one with `.tool(...)`")]
-    NoTools(String),
-    /// A tool's argument type is not a JSON object.
-    #[error("the arguments of tool `{0}` must be a struct (a JSON object), not {1}")]
-    ArgumentsNotObject(String, String),
+    /// The manifest the definition makes breaks a rule of the contract (the
+    /// same check an orchestrator applies); the message says how to fix it.
+    #[error("{0}: {hint}", hint = author_hint(.0))]
+    Contract(#[from] ManifestError),
     /// A tool's argument schema could not be compiled into a validator.
     #[error("the input schema of tool `{0}` is not a valid JSON Schema: {1}")]
     InvalidSchema(String, String),
-    /// A tool's timeout is zero or not finite.
-    #[error("tool `{0}` has a timeout of {1} seconds: use a positive, finite number")]
-    InvalidTimeout(String, f64),
+}
+
+/// What a tool author changes in the Rust code to fix `error`.
+fn author_hint(error: &ManifestError) -> &'static str {
+    match error {
+        ManifestError::BadModuleName(_) | ManifestError::BadToolName { .. } => {
+            "use 1 to 40 lowercase letters, digits or `_`, starting with a letter"
+        }
+        ManifestError::MissingDescription(_) => "add a doc comment (or pass a non-empty description)",
+        ManifestError::NoTools(_) => "register at least one with `.tool(...)`",
+        ManifestError::DuplicateTool(_) => "register the second one under a different name with `.name(\"...\")`",
+        ManifestError::BadSchema { .. } => "a tool's arguments must be a struct (a JSON object)",
+        ManifestError::BadTimeout { .. } => "use a positive, finite timeout",
+        ManifestError::ParametersDisagree(_) => "the SDK derives both from one type; please report this",
+    }
 }
 
 /// Why a module server could not start or stopped with an error.

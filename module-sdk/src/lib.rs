@@ -48,6 +48,7 @@ pub mod contract;
 mod error;
 mod healthcheck;
 mod logging;
+mod manifest_check;
 mod module;
 mod openapi;
 pub mod schema;

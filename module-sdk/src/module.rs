@@ -11,10 +11,10 @@ use tokio::time::Instant;
 
 use crate::context::{Context, StateMap};
 use crate::contract::{
-    CONTRACT_VERSION, ErrorKind, ModuleManifest, ToolCall, ToolDefinition, ToolResult, is_valid_name,
+    CONTRACT_VERSION, ErrorKind, ModuleManifest, ToolCall, ToolDefinition, ToolResult, check_manifest,
 };
 use crate::error::ModuleError;
-use crate::schema::{is_object_schema, parameters_of};
+use crate::schema::parameters_of;
 use crate::tool::{ErasedHandler, IntoTool, Tool};
 use crate::validate::ArgumentValidator;
 
@@ -65,33 +65,23 @@ impl Module {
     /// Checks the definition against the contract and compiles every
     /// tool's argument validator.
     pub fn build(self) -> Result<ModuleService, ModuleError> {
-        if !is_valid_name(&self.name) {
-            return Err(ModuleError::InvalidModuleName(self.name));
-        }
-        if self.description.is_empty() {
-            return Err(ModuleError::MissingDescription(format!("module `{}`", self.name)));
-        }
-        if self.tools.is_empty() {
-            return Err(ModuleError::NoTools(self.name));
-        }
         let mut tools = HashMap::with_capacity(self.tools.len());
         let mut definitions = Vec::with_capacity(self.tools.len());
         for tool in self.tools {
             let full_name = format!("{}.{}", self.name, tool.name);
             let registered = RegisteredTool::new(&full_name, tool)?;
-            if tools.contains_key(&full_name) {
-                return Err(ModuleError::DuplicateTool(full_name));
-            }
             definitions.push(registered.definition.clone());
             tools.insert(full_name, registered);
         }
-        let manifest = ModuleManifest {
+        let mut manifest = ModuleManifest {
             module_name: self.name,
             description: self.description,
             tools: definitions,
             version: self.version,
             contract_version: Some(CONTRACT_VERSION.to_owned()),
         };
+        // The orchestrator's own check: what passes here, it accepts.
+        check_manifest(&mut manifest)?;
         Ok(ModuleService { manifest, tools, state: Arc::new(self.state) })
     }
 }
@@ -106,21 +96,10 @@ struct RegisteredTool {
 }
 
 impl RegisteredTool {
+    /// Compiles the tool's validator; the contract's rules are checked on
+    /// the whole manifest afterwards.
     fn new(full_name: &str, tool: Tool) -> Result<Self, ModuleError> {
-        if !is_valid_name(&tool.name) {
-            return Err(ModuleError::InvalidToolName(tool.name));
-        }
-        if tool.description.is_empty() {
-            return Err(ModuleError::MissingDescription(format!("tool `{full_name}`")));
-        }
-        if !is_object_schema(&tool.input_schema) {
-            let found = tool.input_schema.get("type").map_or("a non-object schema".into(), Value::to_string);
-            return Err(ModuleError::ArgumentsNotObject(full_name.to_owned(), found));
-        }
         let seconds = tool.timeout.as_secs_f64();
-        if seconds <= 0.0 {
-            return Err(ModuleError::InvalidTimeout(full_name.to_owned(), seconds));
-        }
         let validator = ArgumentValidator::new(&tool.input_schema)
             .map_err(|e| ModuleError::InvalidSchema(full_name.to_owned(), e))?;
         let definition = ToolDefinition {
@@ -241,6 +220,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::contract::ManifestError;
     use crate::{Context, Permission, ToolError, tool};
 
     #[derive(Deserialize, JsonSchema)]
@@ -284,31 +264,35 @@ mod tests {
     #[test]
     fn duplicate_tools_are_refused_with_a_hint() {
         let error = module().tool(echo).build().err().unwrap();
-        assert_eq!(error, ModuleError::DuplicateTool("unit.echo".into()));
+        assert_eq!(error, ModuleError::Contract(ManifestError::DuplicateTool("unit.echo".into())));
         let message = error.to_string();
-        assert!(message.contains("already exists") && message.contains("different name"), "{message}");
+        assert!(message.contains("listed twice") && message.contains("different name"), "{message}");
         assert!(module().tool(echo().name("echo_again")).build().is_ok());
     }
 
     #[test]
     fn definitions_that_break_the_contract_are_refused() {
-        let bad_module = Module::new("Bad-Name", "x").tool(echo).build().err().unwrap();
-        assert!(matches!(bad_module, ModuleError::InvalidModuleName(_)));
-        let bad_tool = Module::new("m", "x").tool(echo().name("Echo")).build().err().unwrap();
-        assert!(matches!(bad_tool, ModuleError::InvalidToolName(_)));
+        let contract_break = |module: Module| match module.build() {
+            Err(ModuleError::Contract(error)) => error,
+            other => panic!("expected a contract error, got {:?}", other.err()),
+        };
+        let bad_module = contract_break(Module::new("Bad-Name", "x").tool(echo));
+        assert!(matches!(bad_module, ManifestError::BadModuleName(_)));
+        let bad_tool = contract_break(Module::new("m", "x").tool(echo().name("Echo")));
+        assert!(matches!(bad_tool, ManifestError::BadToolName { .. }));
         let undocumented = Module::new("m", "x").tool(echo().name("e").description("  ")).build().err().unwrap();
         assert_eq!(
             undocumented.to_string(),
-            "tool `m.e` has no description: add a doc comment (or pass a non-empty description)"
+            "tool `m.e` has an empty description: add a doc comment (or pass a non-empty description)"
         );
-        assert!(matches!(Module::new("m", "x").build(), Err(ModuleError::NoTools(_))));
+        assert!(matches!(contract_break(Module::new("m", "x")), ManifestError::NoTools(_)));
         async fn takes_a_string(_ctx: Context, _text: String) -> Result<(), ToolError> {
             Ok(())
         }
         let not_object = Module::new("m", "x").tool(Tool::new("s", "x", takes_a_string)).build().err().unwrap();
-        assert!(matches!(not_object, ModuleError::ArgumentsNotObject(..)), "{not_object}");
-        let zero = Module::new("m", "x").tool(echo().timeout(Duration::ZERO)).build().err().unwrap();
-        assert!(matches!(zero, ModuleError::InvalidTimeout(..)));
+        assert!(not_object.to_string().contains("must be a struct"), "{not_object}");
+        let zero = contract_break(Module::new("m", "x").tool(echo().timeout(Duration::ZERO)));
+        assert!(matches!(zero, ManifestError::BadTimeout { .. }));
     }
 
     #[test]

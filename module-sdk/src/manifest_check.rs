@@ -1,0 +1,195 @@
+//! The contract's rules for a manifest, in one function: the SDK applies
+//! them to the manifest it builds, the orchestrator to every manifest it
+//! receives, so a module built with the SDK can never serve what an
+//! orchestrator refuses.
+
+use std::collections::HashSet;
+
+use crate::contract::{ModuleManifest, ToolParameter, is_valid_name};
+use crate::schema::{is_object_schema, parameters_of, schema_from_parameters, unresolved_references};
+
+/// Why a manifest breaks the contract; the message names the module or tool
+/// at fault.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ManifestError {
+    /// `module_name` breaks `^[a-z][a-z0-9_]{0,39}$`.
+    #[error("module_name `{0}` does not match ^[a-z][a-z0-9_]{{0,39}}$")]
+    BadModuleName(String),
+    /// The module or a tool has no description (`module `x`` or `tool `x.y``).
+    #[error("{0} has an empty description")]
+    MissingDescription(String),
+    /// The manifest lists no tools.
+    #[error("module `{0}` lists no tools")]
+    NoTools(String),
+    /// A tool name is not `<module_name>.<tool>` with a valid `<tool>`.
+    #[error("tool `{name}` is not named `{module}.<tool>` with <tool> matching ^[a-z][a-z0-9_]{{0,39}}$")]
+    BadToolName {
+        /// The module's name.
+        module: String,
+        /// The tool's name as sent.
+        name: String,
+    },
+    /// Two tools share a name.
+    #[error("tool `{0}` is listed twice")]
+    DuplicateTool(String),
+    /// `input_schema` is not an object schema, or refers outside itself.
+    #[error("tool `{tool}` has an unusable input_schema: {reason}")]
+    BadSchema {
+        /// The tool's name.
+        tool: String,
+        /// What is wrong with the schema.
+        reason: String,
+    },
+    /// `parameters` and `input_schema` name different properties or requirements.
+    #[error("tool `{0}`: parameters and input_schema disagree on the property names or the required set")]
+    ParametersDisagree(String),
+    /// `timeout_seconds` is not a positive, finite number.
+    #[error("tool `{tool}` has timeout_seconds {seconds}; expected a positive, finite number")]
+    BadTimeout {
+        /// The tool's name.
+        tool: String,
+        /// The value sent.
+        seconds: f64,
+    },
+}
+
+/// Checks `manifest` against the contract's rules, and fills in every tool's
+/// `input_schema` that a base-fields-only module left out (built from its
+/// `parameters`).
+pub fn check_manifest(manifest: &mut ModuleManifest) -> Result<(), ManifestError> {
+    let module = manifest.module_name.clone();
+    if !is_valid_name(&module) {
+        return Err(ManifestError::BadModuleName(module));
+    }
+    if manifest.description.trim().is_empty() {
+        return Err(ManifestError::MissingDescription(format!("module `{module}`")));
+    }
+    if manifest.tools.is_empty() {
+        return Err(ManifestError::NoTools(module));
+    }
+    let mut seen = HashSet::new();
+    for tool in &mut manifest.tools {
+        let name = tool.name.clone();
+        let suffix = name.strip_prefix(&module).and_then(|rest| rest.strip_prefix('.'));
+        if !suffix.is_some_and(is_valid_name) {
+            return Err(ManifestError::BadToolName { module: module.clone(), name });
+        }
+        if !seen.insert(name.clone()) {
+            return Err(ManifestError::DuplicateTool(name));
+        }
+        if tool.description.trim().is_empty() {
+            return Err(ManifestError::MissingDescription(format!("tool `{name}`")));
+        }
+        if let Some(seconds) = tool.timeout_seconds.filter(|s| !(s.is_finite() && *s > 0.0)) {
+            return Err(ManifestError::BadTimeout { tool: name, seconds });
+        }
+        match &tool.input_schema {
+            None => tool.input_schema = Some(schema_from_parameters(&tool.parameters)),
+            Some(schema) => {
+                let bad = |reason: String| ManifestError::BadSchema { tool: name.clone(), reason };
+                if !is_object_schema(schema) {
+                    let found = schema.get("type").map_or_else(|| "no type".to_owned(), |t| format!("type {t}"));
+                    return Err(bad(format!("its root is not `\"type\": \"object\"` (found {found})")));
+                }
+                let outside = unresolved_references(schema);
+                if !outside.is_empty() {
+                    return Err(bad(format!("references that do not resolve inside it: {}", outside.join(", "))));
+                }
+                if !tool.parameters.is_empty() && !same_shape(&parameters_of(schema), &tool.parameters) {
+                    return Err(ManifestError::ParametersDisagree(name));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether two parameter lists name the same properties with the same required set.
+fn same_shape(a: &[ToolParameter], b: &[ToolParameter]) -> bool {
+    let shape = |list: &[ToolParameter]| -> HashSet<(String, bool)> {
+        list.iter().map(|p| (p.name.clone(), p.required)).collect()
+    };
+    shape(a) == shape(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn checked(value: Value) -> Result<ModuleManifest, ManifestError> {
+        let mut manifest: ModuleManifest = serde_json::from_value(value).unwrap();
+        check_manifest(&mut manifest).map(|()| manifest)
+    }
+
+    fn good() -> Value {
+        json!({
+            "module_name": "notes",
+            "description": "Keeps notes.",
+            "tools": [{
+                "name": "notes.add",
+                "description": "Add a note.",
+                "parameters": [{"name": "text", "type": "string", "description": "The note.", "required": true, "enum": null}],
+                "required_permission": "user"
+            }]
+        })
+    }
+
+    #[test]
+    fn a_base_fields_manifest_gets_its_schema_from_parameters() {
+        let manifest = checked(good()).unwrap();
+        let schema = manifest.tools[0].input_schema.as_ref().unwrap();
+        assert_eq!(schema["properties"]["text"]["type"], "string");
+        assert_eq!(schema["required"], json!(["text"]));
+    }
+
+    #[test]
+    fn every_contract_break_is_named() {
+        type Break = Box<dyn Fn(&mut Value)>;
+        let cases: Vec<(Break, &str)> = vec![
+            (Box::new(|m| m["module_name"] = json!("Notes")), "module_name `Notes`"),
+            (Box::new(|m| m["description"] = json!(" ")), "module `notes` has an empty description"),
+            (Box::new(|m| m["tools"] = json!([])), "module `notes` lists no tools"),
+            (Box::new(|m| m["tools"][0]["name"] = json!("files.add")), "`files.add`"),
+            (Box::new(|m| m["tools"][0]["name"] = json!("notes.add.x")), "`notes.add.x`"),
+            (Box::new(|m| m["tools"][0]["name"] = json!("notesadd")), "`notesadd`"),
+            (
+                Box::new(|m| {
+                    let t = m["tools"][0].clone();
+                    m["tools"].as_array_mut().unwrap().push(t);
+                }),
+                "listed twice",
+            ),
+            (Box::new(|m| m["tools"][0]["description"] = json!("")), "tool `notes.add` has an empty"),
+            (Box::new(|m| m["tools"][0]["timeout_seconds"] = json!(0)), "timeout_seconds 0"),
+            (Box::new(|m| m["tools"][0]["input_schema"] = json!({"type": "array"})), "not `\"type\": \"object\"`"),
+            (
+                Box::new(
+                    |m| m["tools"][0]["input_schema"] = json!({"type": "object", "properties": {"text": {"$ref": "http://x/y.json"}}, "required": ["text"]}),
+                ),
+                "http://x/y.json",
+            ),
+            (
+                Box::new(|m| {
+                    m["tools"][0]["input_schema"] =
+                        json!({"type": "object", "properties": {"body": {"type": "string"}}})
+                }),
+                "disagree",
+            ),
+        ];
+        for (break_it, expected) in cases {
+            let mut value = good();
+            break_it(&mut value);
+            let error = checked(value).unwrap_err().to_string();
+            assert!(error.contains(expected), "expected `{expected}` in `{error}`");
+        }
+    }
+
+    #[test]
+    fn a_full_schema_that_agrees_is_kept() {
+        let mut value = good();
+        let schema = json!({"type": "object", "properties": {"text": {"type": "string", "description": "The note.", "maxLength": 9}}, "required": ["text"]});
+        value["tools"][0]["input_schema"] = schema.clone();
+        assert_eq!(checked(value).unwrap().tools[0].input_schema, Some(schema));
+    }
+}
