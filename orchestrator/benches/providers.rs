@@ -17,6 +17,7 @@ use module_sdk::{ModuleManifest, Permission, ToolDefinition};
 use orchestrator::providers::{ConvertedCache, ToolFormat, render_tools};
 use schemars::JsonSchema;
 use serde::Deserialize;
+use test_support::samples::PlanTrip;
 
 const MODULES: usize = 50;
 const TOOLS_PER_MODULE: usize = 20;
@@ -52,35 +53,6 @@ enum Kind {
     News,
     /// Images only.
     Images,
-}
-
-/// A trip plan's arguments: nested, optional, listed.
-#[derive(Deserialize, JsonSchema)]
-struct PlanTrip {
-    /// Where the trip starts.
-    origin: Place,
-    /// The stops, in order.
-    stops: Vec<Place>,
-    /// Most hours to travel per day.
-    max_hours_per_day: Option<f64>,
-}
-
-/// A place on the map.
-#[derive(Deserialize, JsonSchema)]
-struct Place {
-    /// The place's name.
-    name: String,
-    /// Latitude and longitude, when known.
-    coordinates: Option<Coordinates>,
-}
-
-/// A position in degrees.
-#[derive(Deserialize, JsonSchema)]
-struct Coordinates {
-    /// Degrees north.
-    lat: f64,
-    /// Degrees east.
-    lon: f64,
 }
 
 /// A file edit's arguments: tagged unions, maps and recursion.

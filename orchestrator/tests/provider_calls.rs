@@ -58,7 +58,7 @@ async fn openai_chat_tool_calls_round_trip() {
                 {"id": "call_a", "type": "function", "function": {"name": "trips__greet",
                     "arguments": "{\"name\":\"Ada\",\"style\":null,\"excitement\":null}"}},
                 {"id": "call_b", "type": "function", "function": {"name": "trips__plan_trip",
-                    "arguments": "{\"origin\":{\"name\":\"Oslo\",\"coordinates\":null},\"stops\":[{\"name\":\"Bergen\",\"coordinates\":[60.4,5.3]}],\"max_hours_per_day\":null}"}},
+                    "arguments": "{\"origin\":{\"name\":\"Oslo\",\"coordinates\":null},\"stops\":[{\"name\":\"Bergen\",\"coordinates\":{\"lat\":60.4,\"lon\":5.3}}],\"max_hours_per_day\":null}"}},
                 {"id": "call_c", "type": "function", "function": {"name": "trips__greet", "arguments": "{\"name\": \"Bob\""}},
                 {"id": "call_d", "type": "function", "function": {"name": "trips__fly", "arguments": "{}"}}
             ]
@@ -75,7 +75,7 @@ async fn openai_chat_tool_calls_round_trip() {
     assert_eq!(messages[0], json!({"role": "tool", "tool_call_id": "call_a", "content": "{\"text\":\"Hello, Ada\"}"}));
     assert_eq!(
         messages[1],
-        json!({"role": "tool", "tool_call_id": "call_b", "content": "{\"legs\":[\"Oslo -> Bergen\"],\"located\":1,\"max_hours_per_day\":null,\"user\":\"user-7\"}"})
+        json!({"role": "tool", "tool_call_id": "call_b", "content": "{\"legs\":[\"Oslo -> Bergen\"],\"mode\":null,\"max_hours_per_day\":null,\"planned_for\":\"user-7\"}"})
     );
     let malformed = messages[2]["content"].as_str().unwrap();
     assert_eq!(messages[2]["tool_call_id"], "call_c");

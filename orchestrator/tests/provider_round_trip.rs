@@ -103,7 +103,7 @@ async fn every_format_lists_accepted_tools_and_runs_the_calls_it_gets_back() {
             result_texts(provider, &answer),
             [
                 r#"{"text":"Hello, Ada!"}"#,
-                r#"{"legs":["Oslo -> Bergen"],"located":0,"max_hours_per_day":null,"user":"user-7"}"#
+                r#"{"legs":["Oslo -> Bergen"],"mode":null,"max_hours_per_day":null,"planned_for":"user-7"}"#
             ],
             "{format}: {answer:#}"
         );

@@ -7,82 +7,16 @@
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::process::Command;
 
 use module_sdk::{Context, Module, ToolDefinition, ToolError, tool};
 use orchestrator::providers::{PROVIDERS, Provider, ToolFormat, render_tools, rules};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-
-/// Arguments of `greet` (as in the demo module).
-#[derive(Deserialize, JsonSchema)]
-struct Greet {
-    /// Who to greet.
-    name: String,
-    /// How to say it.
-    #[serde(default)]
-    style: Style,
-    /// How many exclamation marks to add (0-5).
-    #[serde(default)]
-    #[schemars(range(max = 5))]
-    excitement: u8,
-}
-
-/// A way of greeting.
-#[derive(Deserialize, Serialize, JsonSchema, Default)]
-#[serde(rename_all = "snake_case")]
-enum Style {
-    /// "Hello, NAME".
-    #[default]
-    Plain,
-    /// "Good day to you, NAME".
-    Formal,
-}
-
-/// Arguments of `plan_trip` (as in the demo module).
-#[derive(Deserialize, JsonSchema)]
-struct PlanTrip {
-    /// Where the trip starts.
-    origin: Place,
-    /// The stops, in order.
-    stops: Vec<Place>,
-    /// How to travel between stops.
-    mode: Option<Mode>,
-    /// Most hours to travel per day.
-    max_hours_per_day: Option<f64>,
-}
-
-/// A place on the map.
-#[derive(Deserialize, Serialize, JsonSchema)]
-struct Place {
-    /// The place's name.
-    name: String,
-    /// Latitude and longitude, when known.
-    coordinates: Option<Coordinates>,
-}
-
-/// A position in degrees.
-#[derive(Deserialize, Serialize, JsonSchema)]
-struct Coordinates {
-    /// Degrees north.
-    lat: f64,
-    /// Degrees east.
-    lon: f64,
-}
-
-/// A means of travel.
-#[derive(Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-enum Mode {
-    Car,
-    Train,
-    Bike,
-}
+use test_support::Process;
+use test_support::samples::{Greet, PlanTrip};
 
 /// Arguments with the shapes providers refuse most often.
 #[derive(Deserialize, JsonSchema)]
@@ -283,51 +217,21 @@ fn the_conversions_keep_what_the_types_say() {
 }
 
 /// The manifest a sample module binary serves, or `None` (said loudly)
-/// when the binary is not built or does not serve.
+/// when the binary is not built; under `REQUIRE_SERVICES=1` (CI) a missing
+/// binary fails the test instead.
 fn served_manifest(binary: PathBuf) -> Option<Vec<ToolDefinition>> {
     if !binary.exists() {
-        eprintln!("\n!!! SKIPPED {}: not built (`cargo test --workspace` builds it) !!!\n", binary.display());
+        let message = format!("{} is not built (`cargo test --workspace` builds it)", binary.display());
+        assert!(!test_support::services_required(), "{message}");
+        eprintln!("\n!!! SKIPPED: {message} !!!\n");
         return None;
     }
-    let mut child = Command::new(&binary)
-        .env("HOST", "127.0.0.1")
-        .env("PORT", "0")
-        .env("LOG_FORMAT", "json")
-        .env("RUST_LOG", "info")
-        .env_remove("SERVICE_AUTH_TOKEN")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the module binary starts");
-    let guard = KillOnDrop(&mut child);
-    let stdout = guard.0.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let event: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            if event["message"] == "module listening" {
-                let _ = tx.send(event["address"].as_str().unwrap_or_default().to_owned());
-            }
-        }
-    });
-    let Ok(address) = rx.recv_timeout(Duration::from_secs(20)) else {
-        eprintln!("\n!!! SKIPPED {}: it did not start serving !!!\n", binary.display());
-        return None;
-    };
+    let mut command = Command::new(&binary);
+    command.env_remove("SERVICE_AUTH_TOKEN");
+    let module = Process::start(command);
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let manifest: Value = runtime
-        .block_on(async { reqwest::get(format!("http://{address}/manifest")).await.unwrap().json().await.unwrap() });
+    let manifest = runtime.block_on(module.client().manifest());
     Some(serde_json::from_value(manifest["tools"].clone()).expect("the manifest's tools read as ToolDefinitions"))
-}
-
-/// Kills and reaps a child process when dropped, also when a test panics.
-struct KillOnDrop<'a>(&'a mut Child);
-
-impl Drop for KillOnDrop<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// The directory holding this build's binaries (`target/debug`).

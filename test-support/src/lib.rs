@@ -6,6 +6,8 @@
 //!   Its output is captured, and it is killed when dropped.
 //! - [`ModuleClient`]: calls a module (or the orchestrator) over HTTP.
 //! - [`RedisServer`]: a real `redis-server` for the tests that need one.
+//! - [`samples`]: the sample tool types, for the demo module and the
+//!   provider conversion tests.
 //!
 //! ```no_run
 //! # async fn example() {
@@ -22,6 +24,7 @@
 mod client;
 mod process;
 mod redis_server;
+pub mod samples;
 
 pub use client::ModuleClient;
 pub use process::{Process, START_TIMEOUT};
