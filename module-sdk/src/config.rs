@@ -2,8 +2,10 @@
 //! read from the environment with defaults that suit development.
 
 use std::net::IpAddr;
+use std::time::Duration;
 
 use crate::error::ServeError;
+use crate::listener::ServerLimits;
 
 /// The default largest request body, 2 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
@@ -27,8 +29,9 @@ pub struct ServeConfig {
     pub port: u16,
     /// `SERVICE_AUTH_TOKEN`; `None` (unset or empty) is development mode, no auth.
     pub auth_token: Option<String>,
-    /// `MAX_BODY_BYTES`, default 2 MiB; larger bodies get `413`.
-    pub max_body_bytes: usize,
+    /// `MAX_BODY_BYTES`, `HEADER_READ_TIMEOUT_SECONDS`,
+    /// `BODY_READ_TIMEOUT_SECONDS` and `MAX_CONNECTIONS`.
+    pub limits: ServerLimits,
     /// `LOG_FORMAT` (`text` or `json`).
     pub log_format: LogFormat,
 }
@@ -39,7 +42,7 @@ impl Default for ServeConfig {
             host: IpAddr::from([0, 0, 0, 0]),
             port: 8000,
             auth_token: None,
-            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            limits: ServerLimits::default(),
             log_format: LogFormat::Text,
         }
     }
@@ -70,19 +73,34 @@ impl ServeConfig {
             Some(v) => v.parse().map_err(|_| invalid("PORT", v, "expected a port number from 0 to 65535"))?,
             None => defaults.port,
         };
-        let max_body_bytes = match get("MAX_BODY_BYTES") {
+        let count = |name: &'static str, what: &str, default: usize| match get(name) {
             Some(v) => match v.parse::<usize>() {
-                Ok(n) if n > 0 => n,
-                _ => return Err(invalid("MAX_BODY_BYTES", v, "expected a positive number of bytes")),
+                Ok(n) if n > 0 => Ok(n),
+                _ => Err(invalid(name, v, &format!("expected a positive number of {what}"))),
             },
-            None => defaults.max_body_bytes,
+            None => Ok(default),
+        };
+        let seconds = |name: &'static str, default: Duration| match get(name) {
+            Some(v) => {
+                match v.parse::<f64>().ok().filter(|s| *s > 0.0).and_then(|s| Duration::try_from_secs_f64(s).ok()) {
+                    Some(duration) => Ok(duration),
+                    None => Err(invalid(name, v, "expected a positive number of seconds")),
+                }
+            }
+            None => Ok(default),
+        };
+        let limits = ServerLimits {
+            max_body_bytes: count("MAX_BODY_BYTES", "bytes", defaults.limits.max_body_bytes)?,
+            header_read_timeout: seconds("HEADER_READ_TIMEOUT_SECONDS", defaults.limits.header_read_timeout)?,
+            body_read_timeout: seconds("BODY_READ_TIMEOUT_SECONDS", defaults.limits.body_read_timeout)?,
+            max_connections: count("MAX_CONNECTIONS", "connections", defaults.limits.max_connections)?,
         };
         let log_format = match get("LOG_FORMAT").as_deref() {
             None | Some("text") => LogFormat::Text,
             Some("json") => LogFormat::Json,
             Some(other) => return Err(invalid("LOG_FORMAT", other.to_owned(), "expected `text` or `json`")),
         };
-        Ok(Self { host, port, auth_token: get("SERVICE_AUTH_TOKEN"), max_body_bytes, log_format })
+        Ok(Self { host, port, auth_token: get("SERVICE_AUTH_TOKEN"), limits, log_format })
     }
 }
 
@@ -113,6 +131,35 @@ mod tests {
         let error = read(&[("PORT", "eighty")]).unwrap_err().to_string();
         assert!(error.contains("PORT") && error.contains("eighty"), "{error}");
         assert!(read(&[("MAX_BODY_BYTES", "0")]).is_err());
+        for (name, bad) in [
+            ("HEADER_READ_TIMEOUT_SECONDS", "0"),
+            ("BODY_READ_TIMEOUT_SECONDS", "-1"),
+            ("BODY_READ_TIMEOUT_SECONDS", "soon"),
+            ("HEADER_READ_TIMEOUT_SECONDS", "1e300"),
+            ("MAX_CONNECTIONS", "0"),
+            ("MAX_CONNECTIONS", "many"),
+        ] {
+            let error = read(&[(name, bad)]).unwrap_err().to_string();
+            assert!(error.contains(name) && error.contains(bad), "{error}");
+        }
+    }
+
+    #[test]
+    fn limits_are_read() {
+        let config = read(&[
+            ("MAX_BODY_BYTES", "1000"),
+            ("HEADER_READ_TIMEOUT_SECONDS", "0.5"),
+            ("BODY_READ_TIMEOUT_SECONDS", "2"),
+            ("MAX_CONNECTIONS", "7"),
+        ])
+        .unwrap();
+        let expected = ServerLimits {
+            max_body_bytes: 1000,
+            header_read_timeout: Duration::from_millis(500),
+            body_read_timeout: Duration::from_secs(2),
+            max_connections: 7,
+        };
+        assert_eq!(config.limits, expected);
         assert!(read(&[("LOG_FORMAT", "xml")]).is_err());
     }
 }

@@ -47,6 +47,7 @@ mod context;
 pub mod contract;
 mod error;
 mod healthcheck;
+mod listener;
 mod logging;
 mod manifest_check;
 mod module;
@@ -65,6 +66,9 @@ pub use contract::{
 };
 pub use error::{ModuleError, ServeError, ToolError, error_chain};
 pub use healthcheck::{local_address, probe_health, run_healthcheck_if_requested};
+pub use listener::{
+    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, ServerLimits, serve_router,
+};
 pub use logging::init_logging;
 pub use module::{Module, ModuleService};
 pub use module_sdk_macros::tool;

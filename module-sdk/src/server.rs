@@ -11,7 +11,6 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::serve::ListenerExt;
 use serde_json::error::Category;
 use tokio::net::TcpListener;
 
@@ -19,6 +18,7 @@ use crate::auth::Authorized;
 use crate::config::ServeConfig;
 use crate::contract::{ErrorBody, ModuleManifest, ToolCall, ToolResult};
 use crate::error::{ModuleError, ServeError};
+use crate::listener::serve_router;
 use crate::logging::init_logging;
 use crate::module::{Module, ModuleService};
 use crate::openapi::openapi_document;
@@ -40,8 +40,10 @@ impl Module {
     }
 
     /// Serves the module with settings from the environment (`HOST`, `PORT`,
-    /// `SERVICE_AUTH_TOKEN`, `MAX_BODY_BYTES`, `LOG_FORMAT`) until SIGINT or
-    /// SIGTERM; calls in flight then finish before it returns.
+    /// `SERVICE_AUTH_TOKEN`, `LOG_FORMAT` and the [`ServerLimits`](crate::ServerLimits):
+    /// `MAX_BODY_BYTES`, `HEADER_READ_TIMEOUT_SECONDS`, `BODY_READ_TIMEOUT_SECONDS`,
+    /// `MAX_CONNECTIONS`) until SIGINT or SIGTERM; calls in flight then finish
+    /// before it returns.
     pub async fn serve(self) -> Result<(), ServeError> {
         let config = ServeConfig::from_env()?;
         init_logging(config.log_format);
@@ -57,12 +59,7 @@ impl Module {
             auth = config.auth_token.is_some(),
             "module listening"
         );
-        let app = router(service, &config);
-        // Without TCP_NODELAY a streamed answer stalls ~40 ms (Nagle + delayed ACK).
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.map_err(io_error)?;
+        serve_router(listener, router(service, &config), config.limits, shutdown_signal()).await;
         tracing::info!("module stopped");
         Ok(())
     }
@@ -83,7 +80,7 @@ pub(crate) fn router(service: Arc<ModuleService>, config: &ServeConfig) -> Route
         .route("/openapi.json", get(openapi))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(DefaultBodyLimit::max(config.limits.max_body_bytes))
         .with_state(state)
 }
 

@@ -1,0 +1,229 @@
+//! Serving a router over TCP with every connection bounded: how many there
+//! are, how long a request head and a request body may take to arrive, and
+//! how large a body may say it is. Modules and the orchestrator serve through
+//! [`serve_router`], so both bound slow and hostile clients the same way.
+//!
+//! - **Connections**: at most [`ServerLimits::max_connections`] at once. At
+//!   the cap the server stops accepting (backpressure): new connections wait
+//!   in the kernel's accept queue and are served when a slot frees, which the
+//!   timeouts below guarantee happens.
+//! - **Request heads**: hyper's header read timeout. The clock starts when the
+//!   server waits for a request (a new connection, or the end of the previous
+//!   answer on a kept-alive one) and stops when the head is complete, so it
+//!   bounds idle keep-alive connections too. Past it the connection is closed
+//!   without an answer (hyper's behaviour; nothing of the request was parsed).
+//! - **Request bodies**: a deadline for the whole body, counted from the end of
+//!   the head. Past it the caller gets `408` with `Connection: close`.
+//! - **Declared length**: a `Content-Length` over
+//!   [`ServerLimits::max_body_bytes`] gets `413` at once, before any of the
+//!   body is read (and so without `100 Continue`). A body without a declared
+//!   length is stopped at the limit by the router's `DefaultBodyLimit`.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderValue, Request, StatusCode, header};
+use axum::response::Response;
+use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio::time::Sleep;
+use tower::ServiceExt;
+
+use crate::config::DEFAULT_MAX_BODY_BYTES;
+use crate::server::error_response;
+
+/// The default [`ServerLimits::header_read_timeout`], 10 s.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default [`ServerLimits::body_read_timeout`], 30 s.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default [`ServerLimits::max_connections`], 1024.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+
+/// The budgets of an HTTP server's connections and requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerLimits {
+    /// `MAX_BODY_BYTES`: the largest request body; larger ones get `413`.
+    pub max_body_bytes: usize,
+    /// `HEADER_READ_TIMEOUT_SECONDS`: how long a connection may wait for a
+    /// complete request head (idle keep-alive time included); past it the
+    /// connection is closed.
+    pub header_read_timeout: Duration,
+    /// `BODY_READ_TIMEOUT_SECONDS`: how long a request body may take to
+    /// arrive after its head; past it the caller gets `408`.
+    pub body_read_timeout: Duration,
+    /// `MAX_CONNECTIONS`: connections served at once; more wait to be accepted.
+    pub max_connections: usize,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}
+
+/// Serves `router` on `listener` within `limits` until `shutdown` resolves;
+/// then stops accepting and returns once the requests in flight are answered
+/// (idle connections are closed at once).
+///
+/// `router` should carry `DefaultBodyLimit::max(limits.max_body_bytes)` so
+/// that bodies without a declared length stop at the same limit.
+pub async fn serve_router(
+    listener: TcpListener,
+    router: Router,
+    limits: ServerLimits,
+    shutdown: impl Future<Output = ()>,
+) {
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
+    let slots = Arc::new(Semaphore::new(limits.max_connections.clamp(1, Semaphore::MAX_PERMITS)));
+    let graceful = GracefulShutdown::new();
+    let guard = RequestGuard { router, limits };
+    let mut shutdown = pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            slot = Arc::clone(&slots).acquire_owned() => slot.expect("the connection semaphore is never closed"),
+            () = &mut shutdown => break,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => stream,
+                Err(error) => {
+                    wait_after_accept_error(&error).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        // Without TCP_NODELAY small answers can stall ~40 ms (Nagle + delayed ACK).
+        let _ = stream.set_nodelay(true);
+        let guard = guard.clone();
+        let service = hyper::service::service_fn(move |request| guard.clone().handle(request));
+        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                // Header timeouts, resets and malformed requests: the client's doing, not ours.
+                tracing::debug!(error = %error, "connection closed with an error");
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
+/// After a failed `accept`: go on at once if only that connection failed;
+/// otherwise (out of descriptors, memory) pause so the loop does not spin.
+async fn wait_after_accept_error(error: &std::io::Error) {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    if matches!(error.kind(), ConnectionAborted | ConnectionRefused | ConnectionReset) {
+        return;
+    }
+    tracing::warn!(error = %error, "cannot accept a connection; retrying in 100 ms");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+/// What each request passes before the router: the declared-length check
+/// and the body deadline.
+#[derive(Clone)]
+struct RequestGuard {
+    router: Router,
+    limits: ServerLimits,
+}
+
+impl RequestGuard {
+    async fn handle(self, request: Request<Incoming>) -> Result<Response, Infallible> {
+        let body = request.body();
+        if body.is_end_stream() {
+            return self.router.oneshot(request.map(Body::new)).await;
+        }
+        let declared = body.size_hint().exact();
+        if declared.is_some_and(|length| length > self.limits.max_body_bytes as u64) {
+            let message = format!(
+                "the request body is larger than this server accepts: Content-Length {} is over MAX_BODY_BYTES ({})",
+                declared.unwrap_or_default(),
+                self.limits.max_body_bytes
+            );
+            return Ok(closing(error_response(StatusCode::PAYLOAD_TOO_LARGE, message)));
+        }
+        let timed_out = Arc::new(AtomicBool::new(false));
+        let request = request.map(|inner| {
+            Body::new(DeadlineBody {
+                inner,
+                deadline: tokio::time::sleep(self.limits.body_read_timeout),
+                timed_out: Arc::clone(&timed_out),
+            })
+        });
+        let response = self.router.oneshot(request).await?;
+        if timed_out.load(Ordering::Relaxed) {
+            let message = format!(
+                "the request body did not arrive within BODY_READ_TIMEOUT_SECONDS ({} s)",
+                self.limits.body_read_timeout.as_secs_f64()
+            );
+            return Ok(closing(error_response(StatusCode::REQUEST_TIMEOUT, message)));
+        }
+        Ok(response)
+    }
+}
+
+/// `response` with `Connection: close`: the rest of the request is not read.
+fn closing(mut response: Response) -> Response {
+    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+/// The body read timed out (`BODY_READ_TIMEOUT_SECONDS`).
+#[derive(Debug, thiserror::Error)]
+#[error("the request body did not arrive in time")]
+struct BodyReadTimeout;
+
+pin_project_lite::pin_project! {
+    /// A request body that fails once its deadline passes, and says so in
+    /// `timed_out` so that the answer becomes a `408`.
+    struct DeadlineBody {
+        inner: Incoming,
+        #[pin]
+        deadline: Sleep,
+        timed_out: Arc<AtomicBool>,
+    }
+}
+
+impl HttpBody for DeadlineBody {
+    type Data = Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = self.project();
+        if let Poll::Ready(frame) = Pin::new(this.inner).poll_frame(cx) {
+            return Poll::Ready(frame.map(|result| result.map_err(Into::into)));
+        }
+        if this.deadline.poll(cx).is_ready() {
+            this.timed_out.store(true, Ordering::Relaxed);
+            return Poll::Ready(Some(Err(BodyReadTimeout.into())));
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
