@@ -1,0 +1,24 @@
+//! Run a program from an argv, contained: a cleared environment plus an
+//! allow-list, stdin closed, its own process group, resource limits set
+//! before exec, a wall-clock timeout that kills the whole group, and
+//! stdout/stderr read concurrently with a byte cap.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), limited_process::RunError> {
+//! use limited_process::{Limits, Run};
+//! let run = Run::new("wc", ["-w"]).env("PATH", "/usr/bin:/bin").limits(Limits::default());
+//! let outcome = run.run().await?;
+//! println!("{:?} {}", outcome.exit, String::from_utf8_lossy(&outcome.stdout.bytes));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! No shell is involved: the argv is given to `execve` as it is.
+
+mod limits;
+mod output;
+mod run;
+
+pub use limits::Limits;
+pub use output::Captured;
+pub use run::{Exit, Outcome, Run, RunError};

@@ -1,0 +1,54 @@
+//! Resource limits, applied in the child between fork and exec.
+
+use std::io;
+use std::os::unix::process::CommandExt;
+
+use nix::sys::resource::{Resource, setrlimit};
+
+/// The kernel resource limits (`setrlimit`) a program runs under; each is
+/// both the soft and the hard limit, so the program cannot raise it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// `RLIMIT_CPU`: CPU seconds before the kernel kills the process.
+    pub cpu_seconds: u64,
+    /// `RLIMIT_AS`: the largest virtual address space, in bytes.
+    pub address_space_bytes: u64,
+    /// `RLIMIT_NOFILE`: the most open file descriptors.
+    pub open_files: u64,
+    /// `RLIMIT_NPROC`: the most processes of the running user (counted by
+    /// the kernel per user, not per group; ignored for root).
+    pub processes: u64,
+}
+
+impl Default for Limits {
+    /// 30 CPU seconds, 1 GiB of address space, 256 open files, 256 processes.
+    fn default() -> Self {
+        Self { cpu_seconds: 30, address_space_bytes: 1 << 30, open_files: 256, processes: 256 }
+    }
+}
+
+impl Limits {
+    /// Sets every limit on the calling process. Only `setrlimit` calls: no
+    /// allocation, no locks, so it may run between fork and exec.
+    fn apply(&self) -> io::Result<()> {
+        let set = |resource, value: u64| setrlimit(resource, value, value).map_err(io::Error::from);
+        set(Resource::RLIMIT_CPU, self.cpu_seconds)?;
+        set(Resource::RLIMIT_AS, self.address_space_bytes)?;
+        set(Resource::RLIMIT_NOFILE, self.open_files)?;
+        set(Resource::RLIMIT_NPROC, self.processes)
+    }
+}
+
+/// Makes `command`'s child set `limits` on itself right before exec; the
+/// spawn fails if a limit cannot be set.
+#[allow(unsafe_code)]
+pub(crate) fn apply_before_exec(command: &mut std::process::Command, limits: Limits) {
+    // SAFETY: the closure runs in the forked child, where only
+    // async-signal-safe calls are allowed. It captures `Limits` by value
+    // (plain integers) and makes only `setrlimit` system calls: it
+    // allocates nothing, takes no locks, touches no shared state.
+    // (`io::Error::from(Errno)` is `from_raw_os_error`, which does not allocate.)
+    unsafe {
+        command.pre_exec(move || limits.apply());
+    }
+}

@@ -1,0 +1,297 @@
+//! One contained run of a program: spawn, read, wait, and clean up.
+
+use std::ffi::OsString;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::task::JoinHandle;
+
+use crate::limits::{Limits, apply_before_exec};
+use crate::output::{Captured, read_capped};
+
+/// How long the output readers may still run after the process group is
+/// gone: a descendant that left the group may hold a pipe open.
+const DRAIN_GRACE: Duration = Duration::from_millis(500);
+
+/// What to run and under which limits; build with [`Run::new`].
+#[derive(Debug, Clone)]
+pub struct Run {
+    program: OsString,
+    args: Vec<OsString>,
+    current_dir: Option<PathBuf>,
+    env: Vec<(OsString, OsString)>,
+    limits: Limits,
+    timeout: Duration,
+    max_output_bytes: usize,
+}
+
+/// How the program ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// It exited with this code.
+    Code(i32),
+    /// A signal ended it (SIGKILL after the timeout, SIGXCPU at the CPU limit...).
+    Signal(i32),
+}
+
+/// The result of a run that started.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// How it ended.
+    pub exit: Exit,
+    /// Whether it was killed for running past the timeout.
+    pub timed_out: bool,
+    /// Its standard output, capped.
+    pub stdout: Captured,
+    /// Its standard error, capped.
+    pub stderr: Captured,
+    /// Wall-clock time from spawn to exit.
+    pub duration: Duration,
+}
+
+/// Why a program could not be run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The program could not be started (not found, not executable, a
+    /// limit that could not be set, a missing working directory).
+    #[error("cannot start `{program}`: {source}")]
+    Spawn {
+        /// The program, as given.
+        program: String,
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
+    /// Waiting for the program failed.
+    #[error("lost track of `{program}`: {source}")]
+    Wait {
+        /// The program, as given.
+        program: String,
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
+}
+
+impl Run {
+    /// Runs `program` (looked up in the allow-listed `PATH` when it has no
+    /// slash) with `args`, an empty environment, [`Limits::default`], a 30 s
+    /// timeout and 1 MiB per output stream.
+    pub fn new<I, S>(program: impl Into<OsString>, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        Self {
+            program: program.into(),
+            args: args.into_iter().map(Into::into).collect(),
+            current_dir: None,
+            env: Vec::new(),
+            limits: Limits::default(),
+            timeout: Duration::from_secs(30),
+            max_output_bytes: 1 << 20,
+        }
+    }
+
+    /// Runs in `dir` instead of the caller's directory.
+    pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.current_dir = Some(dir.into());
+        self
+    }
+
+    /// Adds one variable to the otherwise empty environment.
+    pub fn env(mut self, name: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((name.into(), value.into()));
+        self
+    }
+
+    /// The resource limits set before exec.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The wall-clock time after which the whole process group is killed.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The most bytes kept of stdout, and of stderr, each.
+    pub fn max_output_bytes(mut self, bytes: usize) -> Self {
+        self.max_output_bytes = bytes;
+        self
+    }
+
+    /// Runs the program to its end (or its timeout), then kills whatever is
+    /// left of its process group, so no descendant outlives the run.
+    pub async fn run(&self) -> Result<Outcome, RunError> {
+        let program = self.program.to_string_lossy().into_owned();
+        let mut command = std::process::Command::new(&self.program);
+        command
+            .args(&self.args)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        if let Some(dir) = &self.current_dir {
+            command.current_dir(dir);
+        }
+        apply_before_exec(&mut command, self.limits);
+        let mut command = tokio::process::Command::from(command);
+        command.kill_on_drop(true);
+        let started = Instant::now();
+        let mut child = command.spawn().map_err(|source| RunError::Spawn { program: program.clone(), source })?;
+        // The child leads its own group, so the group id is its pid.
+        let group = child.id().and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw);
+        let _kill_group_on_drop = GroupGuard(group);
+        let stdout = reader(child.stdout.take(), self.max_output_bytes);
+        let stderr = reader(child.stderr.take(), self.max_output_bytes);
+        let (status, timed_out) = match tokio::time::timeout(self.timeout, child.wait()).await {
+            Ok(status) => (status.map_err(|source| RunError::Wait { program: program.clone(), source })?, false),
+            Err(_elapsed) => {
+                kill_group(group);
+                (child.wait().await.map_err(|source| RunError::Wait { program, source })?, true)
+            }
+        };
+        let duration = started.elapsed();
+        // Background children still in the group end with their parent.
+        kill_group(group);
+        Ok(Outcome {
+            exit: exit_of(status),
+            timed_out,
+            stdout: finish(stdout).await,
+            stderr: finish(stderr).await,
+            duration,
+        })
+    }
+}
+
+/// Kills the process group when a run is dropped half-way (its caller
+/// gave up), so a cancelled run leaves nothing behind either.
+struct GroupGuard(Option<Pid>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        kill_group(self.0);
+    }
+}
+
+/// SIGKILL to every process of the group; a group already gone is fine.
+fn kill_group(group: Option<Pid>) {
+    if let Some(group) = group {
+        let _ = killpg(group, Signal::SIGKILL);
+    }
+}
+
+fn reader(
+    pipe: Option<impl tokio::io::AsyncRead + Unpin + Send + 'static>,
+    cap: usize,
+) -> Option<JoinHandle<Captured>> {
+    pipe.map(|pipe| tokio::spawn(read_capped(pipe, cap)))
+}
+
+/// The reader's result; one kept open by an escaped descendant is cut off
+/// after [`DRAIN_GRACE`] with what it had (then marked cut).
+async fn finish(reader: Option<JoinHandle<Captured>>) -> Captured {
+    let Some(mut reader) = reader else { return Captured::default() };
+    match tokio::time::timeout(DRAIN_GRACE, &mut reader).await {
+        Ok(Ok(captured)) => captured,
+        Ok(Err(_)) | Err(_) => {
+            reader.abort();
+            Captured { cut: true, ..Captured::default() }
+        }
+    }
+}
+
+fn exit_of(status: ExitStatus) -> Exit {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => Exit::Code(code),
+        (None, Some(signal)) => Exit::Signal(signal),
+        (None, None) => Exit::Code(-1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> Run {
+        Run::new("/bin/sh", ["-c", script]).env("PATH", "/usr/bin:/bin")
+    }
+
+    #[tokio::test]
+    async fn output_exit_code_and_environment() {
+        let outcome = sh("echo out; echo err >&2; echo \"[$SECRET_HOME][$KEPT]\"; exit 3")
+            .env("KEPT", "yes")
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(outcome.exit, Exit::Code(3));
+        assert_eq!(outcome.stdout.bytes, b"out\n[][yes]\n");
+        assert_eq!(outcome.stderr.bytes, b"err\n");
+        assert!(!outcome.timed_out && !outcome.stdout.cut);
+    }
+
+    #[tokio::test]
+    async fn stdin_is_closed() {
+        let outcome = sh("cat; echo done").timeout(Duration::from_secs(5)).run().await.unwrap();
+        assert_eq!(outcome.stdout.bytes, b"done\n");
+    }
+
+    #[tokio::test]
+    async fn the_timeout_kills_the_whole_group() {
+        let dir = std::env::temp_dir().join(format!("limited-process-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pid_file = dir.join("child.pid");
+        let script = format!("sleep 30 & echo $! > {}; wait", pid_file.display());
+        let outcome = sh(&script).timeout(Duration::from_millis(500)).run().await.unwrap();
+        assert!(outcome.timed_out);
+        assert_eq!(outcome.exit, Exit::Signal(9));
+        assert!(outcome.duration < Duration::from_secs(5));
+        let child: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let alive = nix::sys::signal::kill(Pid::from_raw(child), None).is_ok();
+        let zombie = std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|s| s.contains(") Z"));
+        assert!(!alive || zombie, "the background child {child} survived");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn output_is_capped_and_the_rest_drained() {
+        let outcome = sh("head -c 5000000 /dev/zero").max_output_bytes(1000).run().await.unwrap();
+        assert_eq!(outcome.exit, Exit::Code(0), "the writer was never blocked");
+        assert_eq!(outcome.stdout.bytes.len(), 1000);
+        assert!(outcome.stdout.cut);
+        assert_eq!(outcome.stdout.total_bytes, 5_000_000);
+    }
+
+    #[tokio::test]
+    async fn limits_are_set_before_exec() {
+        let limits = Limits { cpu_seconds: 7, address_space_bytes: 1 << 30, open_files: 33, processes: 99 };
+        let outcome = sh("ulimit -t; ulimit -n; ulimit -v").limits(limits).run().await.unwrap();
+        assert_eq!(String::from_utf8_lossy(&outcome.stdout.bytes), "7\n33\n1048576\n");
+        let tight = Limits { address_space_bytes: 50 << 20, ..limits };
+        let hungry = Run::new("python3", ["-c", "x = bytearray(200 * 1024 * 1024)"])
+            .env("PATH", "/usr/bin:/bin")
+            .limits(tight)
+            .run()
+            .await
+            .unwrap();
+        assert_ne!(hungry.exit, Exit::Code(0), "{:?}", String::from_utf8_lossy(&hungry.stderr.bytes));
+        let spin = sh("while :; do :; done").limits(Limits { cpu_seconds: 1, ..limits }).run().await.unwrap();
+        assert!(matches!(spin.exit, Exit::Signal(_)), "{:?}", spin.exit);
+        assert!(!spin.timed_out);
+    }
+
+    #[tokio::test]
+    async fn a_missing_program_is_a_spawn_error() {
+        let error = Run::new("/nonexistent/program", ["x"]).run().await.unwrap_err();
+        assert!(matches!(error, RunError::Spawn { .. }));
+        assert!(error.to_string().contains("/nonexistent/program"), "{error}");
+    }
+}
