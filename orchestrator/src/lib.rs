@@ -13,11 +13,13 @@ pub mod discovery;
 pub mod execute;
 pub mod http;
 pub mod manifest;
-pub mod providers;
 pub mod redis_cache;
 pub mod registry;
 pub mod server;
 pub mod tool_calls;
+
+/// The provider formats, from their own crate (`orchestrator/provider-formats`).
+pub use provider_formats as providers;
 
 pub use app::Orchestrator;
 pub use caller::{Caller, CallerFields};

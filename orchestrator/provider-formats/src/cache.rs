@@ -115,7 +115,7 @@ impl ConvertedCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::render_tools;
+    use crate::render_tools;
     use serde_json::json;
 
     fn tool(name: &str, description: &str) -> ToolDefinition {

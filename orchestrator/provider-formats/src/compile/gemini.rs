@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use super::notes;
 use super::prepare::prepare;
 use super::walk::def_name;
-use crate::providers::names::gemini_property_names;
+use crate::names::gemini_property_names;
 
 /// The keywords Gemini's `Schema` takes.
 pub const GEMINI_KEYWORDS: &[&str] = &[
