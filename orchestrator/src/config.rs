@@ -10,8 +10,8 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use module_sdk::LogFormat;
 use module_sdk::contract::is_valid_name;
+use module_sdk::{LogFormat, ServerLimits};
 use serde::Deserialize;
 
 /// Tool timeout for modules not in `SLOW_MODULES` whose tools name none.
@@ -85,6 +85,9 @@ pub struct Config {
     pub port: u16,
     /// `LOG_FORMAT`: `text` or `json`.
     pub log_format: LogFormat,
+    /// `MAX_BODY_BYTES`, `HEADER_READ_TIMEOUT_SECONDS`, `BODY_READ_TIMEOUT_SECONDS`
+    /// and `MAX_CONNECTIONS`: the budgets of callers' connections and requests.
+    pub limits: ServerLimits,
 }
 
 impl Default for Config {
@@ -102,6 +105,7 @@ impl Default for Config {
             host: IpAddr::from([0, 0, 0, 0]),
             port: DEFAULT_PORT,
             log_format: LogFormat::Text,
+            limits: ServerLimits::default(),
         }
     }
 }
@@ -122,6 +126,10 @@ struct FileConfig {
     host: Option<String>,
     port: Option<u16>,
     log_format: Option<String>,
+    max_body_bytes: Option<usize>,
+    header_read_timeout_seconds: Option<f64>,
+    body_read_timeout_seconds: Option<f64>,
+    max_connections: Option<usize>,
 }
 
 impl Config {
@@ -189,6 +197,41 @@ impl Config {
                     .ok_or_else(|| invalid(name, &text, "expected a positive number of seconds".into()))
             };
 
+        let count = |name: &'static str, what: &str, from_file: Option<usize>, default: usize| {
+            let (text, value) = match env(name) {
+                Some(text) => {
+                    let value = text.parse::<usize>().ok();
+                    (text, value)
+                }
+                None => match from_file {
+                    Some(value) => (value.to_string(), Some(value)),
+                    None => return Ok(default),
+                },
+            };
+            value
+                .filter(|n| *n > 0)
+                .ok_or_else(|| invalid(name, &text, format!("expected a positive number of {what}")))
+        };
+        let limits = ServerLimits {
+            max_body_bytes: count("MAX_BODY_BYTES", "bytes", file.max_body_bytes, defaults.limits.max_body_bytes)?,
+            header_read_timeout: seconds(
+                "HEADER_READ_TIMEOUT_SECONDS",
+                file.header_read_timeout_seconds,
+                defaults.limits.header_read_timeout,
+            )?,
+            body_read_timeout: seconds(
+                "BODY_READ_TIMEOUT_SECONDS",
+                file.body_read_timeout_seconds,
+                defaults.limits.body_read_timeout,
+            )?,
+            max_connections: count(
+                "MAX_CONNECTIONS",
+                "connections",
+                file.max_connections,
+                defaults.limits.max_connections,
+            )?,
+        };
+
         let redis_url = env("REDIS_URL").or(file.redis_url.filter(|s| !s.is_empty()));
         if let Some(url) = &redis_url {
             redis::Client::open(url.as_str())
@@ -233,6 +276,7 @@ impl Config {
             host,
             port,
             log_format,
+            limits,
         })
     }
 
@@ -333,11 +377,30 @@ mod tests {
             (&[("HOST", "example")], "HOST"),
             (&[("PORT", "70000")], "PORT"),
             (&[("LOG_FORMAT", "xml")], "LOG_FORMAT"),
+            (&[("MAX_BODY_BYTES", "0")], "MAX_BODY_BYTES"),
+            (&[("HEADER_READ_TIMEOUT_SECONDS", "never")], "HEADER_READ_TIMEOUT_SECONDS"),
+            (&[("BODY_READ_TIMEOUT_SECONDS", "1e300")], "BODY_READ_TIMEOUT_SECONDS"),
+            (&[("MAX_CONNECTIONS", "-5")], "MAX_CONNECTIONS"),
         ];
         for (env, name) in cases {
             let error = read(None, env).unwrap_err().to_string();
             assert!(error.contains(name), "{name}: {error}");
         }
+    }
+
+    #[test]
+    fn limits_come_from_the_file_or_the_environment() {
+        let file = "max_body_bytes = 4096\nheader_read_timeout_seconds = 2.5\nmax_connections = 9";
+        let config = read(Some(file), &[("BODY_READ_TIMEOUT_SECONDS", "7"), ("MAX_CONNECTIONS", "11")]).unwrap();
+        let expected = ServerLimits {
+            max_body_bytes: 4096,
+            header_read_timeout: Duration::from_millis(2500),
+            body_read_timeout: Duration::from_secs(7),
+            max_connections: 11,
+        };
+        assert_eq!(config.limits, expected);
+        let error = read(Some("max_connections = 0"), &[]).unwrap_err().to_string();
+        assert!(error.contains("MAX_CONNECTIONS") && error.contains("max_connections"), "{error}");
     }
 
     #[test]

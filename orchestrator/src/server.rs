@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::serve::ListenerExt;
+use axum::extract::DefaultBodyLimit;
 use tokio::net::TcpListener;
 
 use crate::app::{BuildError, Orchestrator};
@@ -16,7 +16,7 @@ pub enum ServeError {
     /// The orchestrator could not be built from its configuration.
     #[error(transparent)]
     Build(#[from] BuildError),
-    /// The address could not be bound or serving failed.
+    /// The address could not be bound.
     #[error("cannot serve on {address}: {source}")]
     Io {
         /// The address from HOST and PORT.
@@ -44,14 +44,10 @@ pub async fn serve(orchestrator: Orchestrator) -> Result<(), ServeError> {
         auth = config.api_token.is_some(),
         "orchestrator listening"
     );
-    // Without TCP_NODELAY small answers can stall ~40 ms (Nagle + delayed ACK).
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, router(orchestrator))
-        .with_graceful_shutdown(module_sdk::shutdown_signal())
-        .await
-        .map_err(io_error)?;
+    // The same connection budgets as modules; bodies without a declared
+    // length stop at MAX_BODY_BYTES through the router's body limit.
+    let app = router(orchestrator).layer(DefaultBodyLimit::max(config.limits.max_body_bytes));
+    module_sdk::serve_router(listener, app, config.limits, module_sdk::shutdown_signal()).await;
     tracing::info!("orchestrator stopped");
     Ok(())
 }
