@@ -330,6 +330,29 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_schema_given_at_run_time_is_served_and_enforced() {
+        async fn count(_ctx: Context, args: serde_json::Map<String, Value>) -> Result<usize, ToolError> {
+            Ok(args.len())
+        }
+        let schema = json!({
+            "type": "object",
+            "properties": {"word": {"type": "string", "description": "A word.", "maxLength": 3}},
+            "required": ["word"],
+            "additionalProperties": false
+        });
+        let client =
+            Module::new("m", "x").tool(Tool::new("count", "Count.", count).input_schema(schema)).test_client().unwrap();
+        let definition = &client.manifest().tools[0];
+        assert_eq!(definition.parameters[0].name, "word");
+        assert_eq!(definition.input_schema.as_ref().unwrap()["properties"]["word"]["maxLength"], 3);
+        assert_eq!(client.call("count", json!({"word": "abc"})).await.result, json!(1));
+        let long = client.call("count", json!({"word": "abcd"})).await;
+        assert_eq!(long.error_kind, Some(ErrorKind::InvalidArguments));
+        let extra = client.call("count", json!({"word": "a", "other": 1})).await;
+        assert_eq!(extra.error_kind, Some(ErrorKind::InvalidArguments));
+    }
+
+    #[tokio::test]
     async fn missing_state_is_reported_not_panicked() {
         let client = Module::new("m", "x").tool(stateful).test_client().unwrap();
         let result = client.call_as("u", "stateful", json!({"text": "hi"})).await;

@@ -196,6 +196,16 @@ impl Tool {
         self.timeout = timeout;
         self
     }
+
+    /// Replaces the input schema read off the argument type, for tools whose
+    /// arguments are only known at run time (read from a file, say): the
+    /// handler then takes a `serde_json::Map<String, Value>`, and `schema`
+    /// (a JSON Schema with root `"type": "object"`) is what the manifest
+    /// shows and what arguments are validated against before the call.
+    pub fn input_schema(mut self, schema: Value) -> Self {
+        self.input_schema = schema;
+        self
+    }
 }
 
 /// Anything that can be registered as a tool: a [`Tool`], or a function
