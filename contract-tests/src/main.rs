@@ -1,11 +1,13 @@
 //! `contract-tests`: checks running modules against the module contract and
-//! prints one line per check. Exit status: 0 every check passed, 1 a check
-//! failed, 2 the suite could not run (unreachable module, bad arguments).
+//! prints one line per check. Exit status: 0 no check failed (warnings
+//! allowed), 1 a check failed, 2 the suite could not run (unreachable
+//! module, bad arguments).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
+use contract_tests::Level;
 use contract_tests::generate::DEFAULT_SAMPLE_URL;
 use contract_tests::junit::to_junit;
 use contract_tests::report::RunReport;
@@ -18,6 +20,10 @@ struct Cli {
     /// Base URL of a module, e.g. http://127.0.0.1:8000 (repeat for several modules).
     #[arg(long = "url", required = true, value_parser = parse_url)]
     urls: Vec<String>,
+    /// How much of the contract to require: `base` (what existing orchestrators of the format rely on; the rest
+    /// is reported as warnings) or `full` (every extension).
+    #[arg(long, value_enum, default_value_t = Level::Full)]
+    level: Level,
     /// The modules' service token (SERVICE_AUTH_TOKEN); also checks that calls without it get 401.
     #[arg(long)]
     token: Option<String>,
@@ -67,6 +73,7 @@ async fn main() -> ExitCode {
         read_only: cli.read_only,
         user_id: cli.user_id.unwrap_or_else(|| format!("contract-tests-{}", uuid::Uuid::new_v4())),
         sample_url: cli.sample_url,
+        level: cli.level,
     };
     let mut reports = Vec::new();
     let mut could_not_run = false;

@@ -12,7 +12,7 @@ const MAX_EXTRA_LINES: usize = 10;
 /// Every module's report, in the order the URLs were given.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
-    /// Whether every check of every module passed or was skipped.
+    /// Whether no check of any module failed (passed, warned or skipped).
     pub passed: bool,
     /// One report per module.
     pub modules: Vec<ModuleReport>,
@@ -35,15 +35,16 @@ impl RunReport {
         let mut out = String::new();
         for module in &self.modules {
             let name = module.module_name.as_deref().unwrap_or("manifest unreadable");
-            out.push_str(&format!("{} ({name})\n", module.url));
+            out.push_str(&format!("{} ({name}), level {}\n", module.url, module.level));
             for result in &module.results {
                 push_result(&mut out, result);
             }
             let count = |status| module.results.iter().filter(|r| r.status == status).count();
             out.push_str(&format!(
-                "{}: {} passed, {} failed, {} skipped\n\n",
+                "{}: {} passed, {} warned, {} failed, {} skipped\n\n",
                 module.url,
                 count(Status::Passed),
+                count(Status::Warned),
                 count(Status::Failed),
                 count(Status::Skipped)
             ));
@@ -55,15 +56,19 @@ impl RunReport {
 fn push_result(out: &mut String, result: &CheckResult) {
     let label = match result.status {
         Status::Passed => "PASS",
+        Status::Warned => "WARN",
         Status::Failed => "FAIL",
         Status::Skipped => "SKIP",
     };
     out.push_str(&format!("  {label} {}: {}\n", result.check.name(), result.reason));
-    let extra = result.problems.iter().skip(1);
-    for problem in extra.clone().take(MAX_EXTRA_LINES) {
-        out.push_str(&format!("         {problem}\n"));
+    // The reason is the first problem or, when none counts, the first warning.
+    let warnings = result.warnings.iter().map(|warning| format!("warning: {warning}"));
+    let mut extra: Vec<String> = result.problems.iter().cloned().chain(warnings).skip(1).collect();
+    let hidden = extra.len().saturating_sub(MAX_EXTRA_LINES);
+    extra.truncate(MAX_EXTRA_LINES);
+    for line in extra {
+        out.push_str(&format!("         {line}\n"));
     }
-    let hidden = extra.count().saturating_sub(MAX_EXTRA_LINES);
     if hidden > 0 {
         out.push_str(&format!("         and {hidden} more (see --report json)\n"));
     }

@@ -4,7 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::check::{Check, CheckResult, Findings, Status};
+use crate::check::{Check, CheckResult, Findings, Level, Status};
 use crate::checks::execute::check_execute;
 use crate::checks::{auth, endpoints, manifest, parameters, providers, schemas, tools_of};
 use crate::client::ModuleClient;
@@ -21,6 +21,9 @@ pub struct SuiteOptions {
     /// The URL put into URL-like arguments (`format: uri`, properties named
     /// `url`); a page the module may fetch.
     pub sample_url: String,
+    /// How much of the contract the module is held to: at [`Level::Base`]
+    /// what only the full contract asks is a warning, not a failure.
+    pub level: Level,
 }
 
 /// Why the suite could not run against a module at all.
@@ -46,12 +49,14 @@ pub struct ModuleReport {
     pub url: String,
     /// The module's name, when its manifest said.
     pub module_name: Option<String>,
+    /// The level the module was checked at.
+    pub level: Level,
     /// One result per check, in [`Check::ALL`] order.
     pub results: Vec<CheckResult>,
 }
 
 impl ModuleReport {
-    /// Whether no check failed.
+    /// Whether no check failed (warnings do not count).
     pub fn passed(&self) -> bool {
         self.results.iter().all(|r| r.status != Status::Failed)
     }
@@ -59,6 +64,11 @@ impl ModuleReport {
     /// The results that failed.
     pub fn failures(&self) -> impl Iterator<Item = &CheckResult> {
         self.results.iter().filter(|r| r.status == Status::Failed)
+    }
+
+    /// The results that warned: what only a higher level than the run's requires.
+    pub fn warnings(&self) -> impl Iterator<Item = &CheckResult> {
+        self.results.iter().filter(|r| r.status == Status::Warned)
     }
 }
 
@@ -88,6 +98,8 @@ pub async fn check_module(url: &str, options: &SuiteOptions) -> Result<ModuleRep
     Ok(ModuleReport {
         url: client.base().to_owned(),
         module_name,
-        results: findings.into_results("not run: the manifest could not be read (see manifest.available)"),
+        level: options.level,
+        results: findings
+            .into_results(options.level, "not run: the manifest could not be read (see manifest.available)"),
     })
 }

@@ -1,5 +1,6 @@
-//! The `contract-tests` command as a user runs it: against a Python module
-//! written without the SDK and against the plain-axum fixture, with its
+//! The `contract-tests` command as a user runs it: against Python modules
+//! written without the SDK (one with every extension, one with only the
+//! base fields) and against the plain-axum fixture, at both levels, with its
 //! reports and exit statuses (0 passed, 1 a check failed, 2 could not run).
 
 // These tests need only a few of the fixture's defects; defects.rs uses them all.
@@ -7,6 +8,7 @@
 #[path = "fixtures/plain_module.rs"]
 mod plain_module;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -17,6 +19,35 @@ use test_support::Process;
 
 const PYTHON_TOKEN: &str = "python-token";
 
+/// What the base-only Python module does differently from the full
+/// contract: these checks warn at `--level base` and fail at `--level full`.
+const EXTENSION_FINDINGS: [&str; 9] = [
+    "openapi.document",
+    "auth.missing_token",
+    "auth.wrong_token",
+    "execute.missing_required",
+    "execute.wrong_type",
+    "execute.wrong_enum",
+    "execute.arguments_not_object",
+    "execute.unknown_tool",
+    "execute.non_json_body",
+];
+
+/// The checks of extensions the base-only Python module does not send.
+const ABSENT_EXTENSIONS: [&str; 11] = [
+    "manifest.extension_fields",
+    "manifest.tool_extension_fields",
+    "schema.input_metaschema",
+    "schema.output_metaschema",
+    "schema.input_root_object",
+    "schema.references_local",
+    "parameters.names",
+    "parameters.required",
+    "parameters.types",
+    "parameters.enums",
+    "execute.output_schema",
+];
+
 async fn contract_tests(args: &[&str]) -> Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_contract-tests")).args(args).output().await.unwrap()
 }
@@ -25,8 +56,31 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// The checks of each status (`PASS`, `WARN`, `FAIL`, `SKIP`) in the printed report.
+fn statuses(stdout: &str) -> BTreeMap<&str, BTreeSet<&str>> {
+    let mut found: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for line in stdout.lines() {
+        let Some(rest) = line.strip_prefix("  ") else { continue };
+        if let Some((label, rest)) = rest.split_once(' ')
+            && ["PASS", "WARN", "FAIL", "SKIP"].contains(&label)
+            && let Some((check, _)) = rest.split_once(':')
+        {
+            found.entry(label).or_default().insert(check);
+        }
+    }
+    found
+}
+
 fn start_python_module() -> Process {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/python_module.py");
+    start_python("python_module.py")
+}
+
+fn start_base_python_module() -> Process {
+    start_python("base_python_module.py")
+}
+
+fn start_python(fixture: &str) -> Process {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(fixture);
     let mut command = Command::new("python3");
     command.arg(&script).env("SERVICE_AUTH_TOKEN", PYTHON_TOKEN);
     Process::start(command)
@@ -55,6 +109,102 @@ async fn a_python_module_without_the_sdk_passes_with_a_junit_report() {
     let xml = std::fs::read_to_string(&report).unwrap();
     assert!(xml.contains(&format!("tests=\"{}\"", Check::ALL.len())), "{xml}");
     assert!(xml.contains("failures=\"0\"") && xml.contains("name=\"execute.wrong_enum\""), "{xml}");
+    assert!(xml.contains("<property name=\"level\" value=\"full\"/>"), "{xml}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_full_python_module_passes_every_check_at_base_too() {
+    let python = start_python_module();
+    let output = contract_tests(&["--url", &python.url(), "--token", PYTHON_TOKEN, "--level", "base"]).await;
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{}", text(&output.stderr));
+    assert!(stdout.contains(&format!("{} (pyfixture), level base\n", python.url())), "{stdout}");
+    assert!(
+        stdout.contains(&format!("{}: {} passed, 0 warned, 0 failed, 0 skipped", python.url(), Check::ALL.len())),
+        "{stdout}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_base_only_python_module_passes_base_with_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    let python = start_base_python_module();
+    let report = dir.path().join("report.xml");
+    let output = contract_tests(&[
+        "--url",
+        &python.url(),
+        "--token",
+        PYTHON_TOKEN,
+        "--level",
+        "base",
+        "--report",
+        "junit",
+        "--out",
+        report.to_str().unwrap(),
+    ])
+    .await;
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{}\n{}", text(&output.stderr), python.logs().join("\n"));
+    assert!(stdout.contains(&format!("{} (legacy), level base\n", python.url())), "{stdout}");
+    let found = statuses(&stdout);
+    assert_eq!(found.get("FAIL"), None, "{stdout}");
+    assert_eq!(found["WARN"], BTreeSet::from(EXTENSION_FINDINGS), "{stdout}");
+    assert_eq!(found["SKIP"], BTreeSet::from(ABSENT_EXTENSIONS), "{stdout}");
+    let passed = Check::ALL.len() - EXTENSION_FINDINGS.len() - ABSENT_EXTENSIONS.len();
+    assert_eq!(found["PASS"].len(), passed, "{stdout}");
+    assert!(
+        found["PASS"].contains("execute.valid_arguments") && found["PASS"].contains("http.no_server_errors"),
+        "{stdout}"
+    );
+    for warning in [
+        "  WARN execute.unknown_tool: call to legacy.contract_tests_no_such_tool: expected success: false with error_kind \"unknown_tool\", got success: false, no error_kind",
+        "  WARN auth.missing_token: GET /manifest: expected 401, got 403",
+        "  WARN execute.non_json_body: POST /execute with a body that is not JSON: 422 but the body is not {\"error\": string}: {\"detail\":",
+        "  SKIP schema.input_metaschema: no tool has an input_schema (an extension)",
+    ] {
+        assert!(stdout.contains(warning), "{warning}\n{stdout}");
+    }
+    assert!(stdout.contains(&format!("{}: {passed} passed, 9 warned, 0 failed, 11 skipped", python.url())), "{stdout}");
+    let xml = std::fs::read_to_string(&report).unwrap();
+    assert!(xml.contains("failures=\"0\"") && xml.contains("<property name=\"level\" value=\"base\"/>"), "{xml}");
+    assert!(xml.contains("<system-out>warning: call to legacy.contract_tests_no_such_tool"), "{xml}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_base_only_python_module_fails_full_naming_the_extension_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let python = start_base_python_module();
+    let json_path = dir.path().join("report.json");
+    // No --level: full is the default.
+    let output = contract_tests(&[
+        "--url",
+        &python.url(),
+        "--token",
+        PYTHON_TOKEN,
+        "--report",
+        "json",
+        "--out",
+        json_path.to_str().unwrap(),
+    ])
+    .await;
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}\n{}", text(&output.stderr));
+    assert!(stdout.contains("(legacy), level full\n"), "{stdout}");
+    let found = statuses(&stdout);
+    assert_eq!(found["FAIL"], BTreeSet::from(EXTENSION_FINDINGS), "{stdout}");
+    assert_eq!(found.get("WARN"), None, "{stdout}");
+    assert!(
+        stdout.contains("  FAIL execute.missing_required: legacy.echo with required `text` left out: expected success: false with error_kind \"invalid_arguments\", got 422 {\"detail\":"),
+        "{stdout}"
+    );
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(report["passed"], false);
+    assert_eq!(report["modules"][0]["level"], "full");
+    let results = report["modules"][0]["results"].as_array().unwrap();
+    let unknown = results.iter().find(|r| r["check"] == "execute.unknown_tool").unwrap();
+    assert_eq!((&unknown["level"], &unknown["status"]), (&Value::from("base"), &Value::from("failed")));
+    let openapi = results.iter().find(|r| r["check"] == "openapi.document").unwrap();
+    assert_eq!((&openapi["level"], &openapi["status"]), (&Value::from("full"), &Value::from("failed")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -101,7 +251,8 @@ async fn several_modules_are_checked_in_one_run() {
     let stdout = text(&output.stdout);
     assert_eq!(output.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains(&format!("{} (fixture)", plain.url)), "{stdout}");
-    assert!(stdout.contains(&format!("{}: {} passed, 0 failed, 0 skipped", plain.url, Check::ALL.len())), "{stdout}");
+    let summary = format!("{}: {} passed, 0 warned, 0 failed, 0 skipped", plain.url, Check::ALL.len());
+    assert!(stdout.contains(&summary), "{stdout}");
     assert!(stdout.contains("  FAIL manifest.available: GET /manifest: expected 200, got 401"), "{stdout}");
 }
 
@@ -123,6 +274,7 @@ async fn bad_arguments_exit_2() {
         vec!["--url", "ftp://127.0.0.1:21"],
         vec!["--url", "http://127.0.0.1:1", "--report", "json"],
         vec!["--url", "http://127.0.0.1:1", "--report", "xml", "--out", "x"],
+        vec!["--url", "http://127.0.0.1:1", "--level", "strict"],
     ] {
         let output = contract_tests(&args).await;
         assert_eq!(output.status.code(), Some(2), "{args:?}: {}", text(&output.stderr));

@@ -1,13 +1,14 @@
 //! Proof that every check can fail: a module written with plain axum (no
-//! SDK) passes the whole suite as it is, and each of its deliberate defects
-//! is reported by exactly the checks that must catch it.
+//! SDK) passes the whole suite as it is, at both levels, and each of its
+//! deliberate defects is reported by exactly the checks that must catch it:
+//! as failures at the full level, as failures or warnings at the base level.
 
 #[path = "fixtures/plain_module.rs"]
 mod plain_module;
 
 use std::collections::BTreeSet;
 
-use contract_tests::{Check, ModuleReport, Status, SuiteOptions, check_module};
+use contract_tests::{Check, Level, ModuleReport, Status, SuiteOptions, check_module};
 use plain_module::{Defect, TOKEN, serve};
 
 /// Each defect, and the checks that must fail because of it (no others).
@@ -54,30 +55,38 @@ const CASES: &[(Defect, &[&str])] = &[
     (Defect::NonJsonServerError, &["execute.non_json_body", "http.no_server_errors"]),
 ];
 
-fn options(read_only: bool) -> SuiteOptions {
+fn options(read_only: bool, level: Level) -> SuiteOptions {
     SuiteOptions {
         token: Some(TOKEN.to_owned()),
         read_only,
         user_id: "defect-tests".to_owned(),
         sample_url: "http://127.0.0.1:9/page".to_owned(),
+        level,
     }
 }
 
-async fn report(defect: Defect, read_only: bool) -> ModuleReport {
+async fn report_at(defect: Defect, read_only: bool, level: Level) -> ModuleReport {
     let module = serve(defect).await;
-    check_module(&module.url, &options(read_only)).await.unwrap()
+    check_module(&module.url, &options(read_only, level)).await.unwrap()
+}
+
+async fn report(defect: Defect, read_only: bool) -> ModuleReport {
+    report_at(defect, read_only, Level::Full).await
 }
 
 #[tokio::test]
-async fn the_plain_module_passes_every_check() {
-    let report = report(Defect::None, false).await;
-    let not_passed: Vec<String> = report
-        .results
-        .iter()
-        .filter(|r| r.status != Status::Passed)
-        .map(|r| format!("{} {:?}: {}", r.check.name(), r.status, r.reason))
-        .collect();
-    assert!(not_passed.is_empty(), "{not_passed:#?}");
+async fn the_plain_module_passes_every_check_at_both_levels() {
+    for level in [Level::Base, Level::Full] {
+        let report = report_at(Defect::None, false, level).await;
+        assert_eq!(report.level, level);
+        let not_passed: Vec<String> = report
+            .results
+            .iter()
+            .filter(|r| r.status != Status::Passed)
+            .map(|r| format!("{} {:?}: {}", r.check.name(), r.status, r.reason))
+            .collect();
+        assert!(not_passed.is_empty(), "at {level}: {not_passed:#?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -87,7 +96,7 @@ async fn each_defect_is_reported_by_exactly_its_checks() {
         let report = report(*defect, false).await;
         let failed: BTreeSet<&str> = report.failures().map(|r| r.check.name()).collect();
         let expected: BTreeSet<&str> = expected.iter().copied().collect();
-        if failed != expected {
+        if failed != expected || report.warnings().next().is_some() {
             let details: Vec<String> =
                 report.failures().map(|r| format!("{}: {:?}", r.check.name(), r.problems)).collect();
             mismatches
@@ -95,6 +104,49 @@ async fn each_defect_is_reported_by_exactly_its_checks() {
         }
     }
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+}
+
+/// At base, a defect still shows under its checks, failed or warned, and
+/// fails only what base requires: a check of the full level never fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_base_each_defect_fails_or_warns_exactly_its_checks() {
+    let mut mismatches = Vec::new();
+    for (defect, expected) in CASES {
+        let report = report_at(*defect, false, Level::Base).await;
+        let failed: BTreeSet<&str> = report.failures().map(|r| r.check.name()).collect();
+        let warned: BTreeSet<&str> = report.warnings().map(|r| r.check.name()).collect();
+        let shown: BTreeSet<&str> = failed.union(&warned).copied().collect();
+        let expected: BTreeSet<&str> = expected.iter().copied().collect();
+        let full_failed: Vec<&str> =
+            report.failures().filter(|r| r.check.level() == Level::Full).map(|r| r.check.name()).collect();
+        if shown != expected || !full_failed.is_empty() {
+            mismatches.push(format!("{defect:?}: expected {expected:?}, failed {failed:?}, warned {warned:?}"));
+        }
+    }
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+}
+
+/// Defects that existing orchestrators of the format cannot live with fail
+/// at base too; defects in what only the full contract asks only warn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_base_what_orchestrators_rely_on_still_fails() {
+    let cases = [
+        (Defect::RefusesValidArguments, "execute.valid_arguments", Status::Failed),
+        (Defect::AcceptsMissingRequired, "execute.missing_required", Status::Failed),
+        (Defect::UnknownPermission, "manifest.permissions_valid", Status::Failed),
+        (Defect::NonJsonServerError, "http.no_server_errors", Status::Failed),
+        (Defect::AnyTokenAccepted, "auth.wrong_token", Status::Failed),
+        (Defect::UnknownToolNotFound, "execute.unknown_tool", Status::Warned),
+        (Defect::NonJsonPlainText, "execute.non_json_body", Status::Warned),
+        (Defect::OpenApiMissingRoute, "openapi.document", Status::Warned),
+        (Defect::InputSchemaInvalid, "schema.input_metaschema", Status::Warned),
+    ];
+    for (defect, check, status) in cases {
+        let report = report_at(defect, false, Level::Base).await;
+        let result = report.results.iter().find(|r| r.check.name() == check).unwrap();
+        assert_eq!(result.status, status, "{defect:?}: {result:#?}");
+        assert_eq!(report.passed(), status != Status::Failed, "{defect:?}");
+    }
 }
 
 #[test]

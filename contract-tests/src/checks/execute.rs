@@ -11,7 +11,7 @@ use module_sdk::schema::schema_from_parameters;
 use serde_json::{Value, json};
 
 use super::{ToolView, json_type};
-use crate::check::{Check, Findings};
+use crate::check::{Check, Findings, Level};
 use crate::client::{Auth, Failure, ModuleClient, REQUEST_TIMEOUT, Reply, shorten};
 use crate::generate::valid_arguments;
 use crate::mutate::mutations;
@@ -22,6 +22,11 @@ const TIMEOUT_MARGIN: Duration = Duration::from_secs(10);
 
 /// The outcome of a call that succeeded.
 const SUCCESS: &str = "success";
+
+/// The statuses with which a module may refuse a malformed call or invalid
+/// arguments instead of answering a ToolResult (FastAPI answers 422
+/// `{"detail": [...]}`); the body's shape is checked at the full level only.
+const REFUSALS: [u16; 2] = [400, 422];
 
 /// How long a call to a tool without `timeout_seconds` may take.
 const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -166,15 +171,16 @@ impl Caller<'_> {
         Some(kind.unwrap_or("failure without error_kind").to_owned())
     }
 
-    /// `arguments: [1]` gets 400/422 with a JSON error, or a ToolResult with `invalid_arguments`.
+    /// `arguments: [1]` gets 400/422 (with a JSON error at full), or a
+    /// ToolResult with `success: false` (and `invalid_arguments` at full).
     async fn non_object_arguments(&self, subject: &Subject<'_>, findings: &mut Findings) {
         let check = Check::ArgumentsNotObject;
         findings.ran(check);
         let what = format!("{} with \"arguments\": [1]", subject.label);
         match self.call(subject, &json!([1])).await {
-            Ok(reply) if reply.status == 400 || reply.status == 422 => {
+            Ok(reply) if REFUSALS.contains(&reply.status) => {
                 if let Some(problem) = reply.error_body_problem() {
-                    findings.fail(check, format!("{what}: {} but {problem}", reply.status));
+                    findings.fail_at(check, Level::Full, format!("{what}: {} but {problem}", reply.status));
                 }
             }
             reply => self.expect_failure(check, &what, subject.name, reply, ErrorKind::InvalidArguments, findings),
@@ -211,13 +217,14 @@ impl Caller<'_> {
             }
             Ok(reply) => {
                 if let Some(problem) = reply.error_body_problem() {
-                    findings.fail(check, format!("{what}: {} but {problem}", reply.status));
+                    findings.fail_at(check, Level::Full, format!("{what}: {} but {problem}", reply.status));
                 }
             }
         }
     }
 
-    /// A call that must give `success: false` with `kind`.
+    /// A call that must give `success: false` (base) with `kind` (full).
+    /// Invalid arguments may also be refused with 400/422 at base.
     fn expect_failure(
         &self,
         check: Check,
@@ -228,16 +235,29 @@ impl Caller<'_> {
         findings: &mut Findings,
     ) {
         findings.ran(check);
+        let expected = format!("expected success: false with error_kind \"{kind}\"");
+        if let Ok(refusal) = &reply
+            && kind == ErrorKind::InvalidArguments
+            && REFUSALS.contains(&refusal.status)
+        {
+            let body = refusal.body.as_ref().map_or_else(|text| text.clone(), Value::to_string);
+            findings.fail_at(
+                check,
+                Level::Full,
+                format!("{what}: {expected}, got {} {}", refusal.status, shorten(&body)),
+            );
+            return;
+        }
         let Some(result) = self.tool_result(check, what, tool_name, reply, findings) else { return };
         let success = result.get("success");
         let got = result.get("error_kind").and_then(Value::as_str);
-        if success != Some(&Value::Bool(false)) || got != Some(kind.as_str()) {
-            let got_kind = got.map_or_else(|| "no error_kind".to_owned(), |k| format!("error_kind {k:?}"));
-            let got_success = success.map_or_else(|| "no success".to_owned(), |s| format!("success: {s}"));
-            findings.fail(
-                check,
-                format!("{what}: expected success: false with error_kind \"{kind}\", got {got_success}, {got_kind}"),
-            );
+        let got_kind = got.map_or_else(|| "no error_kind".to_owned(), |k| format!("error_kind {k:?}"));
+        let got_success = success.map_or_else(|| "no success".to_owned(), |s| format!("success: {s}"));
+        let problem = format!("{what}: {expected}, got {got_success}, {got_kind}");
+        if success != Some(&Value::Bool(false)) {
+            findings.fail(check, problem);
+        } else if got != Some(kind.as_str()) {
+            findings.fail_at(check, Level::Full, problem);
         }
     }
 
@@ -266,8 +286,8 @@ impl Caller<'_> {
         findings.ran(Check::ResultShape);
         match reply.body {
             Ok(result) => {
-                for problem in result_shape_problems(&result, tool_name) {
-                    findings.fail(Check::ResultShape, format!("{what}: {problem}"));
+                for (level, problem) in result_shape_problems(&result, tool_name) {
+                    findings.fail_at(Check::ResultShape, level, format!("{what}: {problem}"));
                 }
                 Some(result)
             }
@@ -289,10 +309,12 @@ fn behaviour_schema(tool: &ToolView<'_>) -> Option<Value> {
     Some(schema_from_parameters(&parameters))
 }
 
-/// What is wrong with the shape of a ToolResult answering a call to `tool_name`.
-pub fn result_shape_problems(result: &Value, tool_name: &str) -> Vec<String> {
+/// What is wrong with the shape of a ToolResult answering a call to
+/// `tool_name`, each with the level that requires it (`error_kind` is an
+/// extension).
+pub fn result_shape_problems(result: &Value, tool_name: &str) -> Vec<(Level, String)> {
     let Some(fields) = result.as_object() else {
-        return vec![format!("the ToolResult is {}, not an object", json_type(result))];
+        return vec![(Level::Base, format!("the ToolResult is {}, not an object", json_type(result)))];
     };
     let mut problems = Vec::new();
     match fields.get("tool_name") {
@@ -323,9 +345,6 @@ pub fn result_shape_problems(result: &Value, tool_name: &str) -> Vec<String> {
             if !error.is_null() {
                 problems.push(format!("success is true but error is {}", shorten(&error.to_string())));
             }
-            if !kind.is_null() {
-                problems.push(format!("success is true but error_kind is {kind}"));
-            }
         }
         Some(false) => {
             if present("result").is_some_and(|r| !r.is_null()) {
@@ -334,11 +353,18 @@ pub fn result_shape_problems(result: &Value, tool_name: &str) -> Vec<String> {
             if error.as_str().is_none_or(|e| e.trim().is_empty()) {
                 problems.push(format!("success is false but error is not a message: {error}"));
             }
-            if !kind.is_null() && !is_known_error_kind(kind) {
-                problems.push(format!("error_kind {kind} is not one of the contract's kinds"));
-            }
         }
         None => {}
+    }
+    let mut problems: Vec<(Level, String)> = problems.into_iter().map(|problem| (Level::Base, problem)).collect();
+    match success {
+        Some(true) if !kind.is_null() => {
+            problems.push((Level::Full, format!("success is true but error_kind is {kind}")));
+        }
+        Some(false) if !kind.is_null() && !is_known_error_kind(kind) => {
+            problems.push((Level::Full, format!("error_kind {kind} is not one of the contract's kinds")));
+        }
+        _ => {}
     }
     problems
 }
@@ -357,15 +383,19 @@ mod tests {
     fn result_shapes_are_checked_field_by_field() {
         let ok = json!({"tool_name": "m.t", "success": true, "result": {"x": 1}, "error": null});
         assert!(result_shape_problems(&ok, "m.t").is_empty());
+        let base_only = json!({"tool_name": "m.t", "success": false, "result": null, "error": "no"});
+        assert!(result_shape_problems(&base_only, "m.t").is_empty());
         let failed =
             json!({"tool_name": "m.t", "success": false, "result": null, "error": "no", "error_kind": "not_found"});
         assert!(result_shape_problems(&failed, "m.t").is_empty());
         let bad = json!({"tool_name": "m.other", "success": "yes", "error": null});
         let problems = result_shape_problems(&bad, "m.t");
         assert_eq!(problems.len(), 3, "{problems:?}");
-        assert!(problems[1].contains("success must be a boolean, got string"));
+        assert!(problems[1].1.contains("success must be a boolean, got string"));
+        assert!(problems.iter().all(|(level, _)| *level == Level::Base));
         let wrong_kind = json!({"tool_name": "m.t", "success": false, "result": 1, "error": "", "error_kind": "quota"});
-        assert_eq!(result_shape_problems(&wrong_kind, "m.t").len(), 3);
-        assert!(result_shape_problems(&json!([1]), "m.t")[0].contains("array"));
+        let levels: Vec<Level> = result_shape_problems(&wrong_kind, "m.t").into_iter().map(|(l, _)| l).collect();
+        assert_eq!(levels, [Level::Base, Level::Base, Level::Full]);
+        assert!(result_shape_problems(&json!([1]), "m.t")[0].1.contains("array"));
     }
 }

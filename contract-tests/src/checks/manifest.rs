@@ -10,6 +10,18 @@ use super::{ToolView, json_type, tools_of};
 use crate::check::{Check, Findings};
 use crate::client::{Auth, ModuleClient, shorten};
 
+/// The manifest's extension fields.
+const MANIFEST_EXTENSIONS: [&str; 2] = ["version", "contract_version"];
+
+/// The tool extension fields `manifest.tool_extension_fields` checks, with their JSON types.
+const TOOL_EXTENSIONS: [(&str, Expected); 5] = [
+    ("input_schema", Expected::Object),
+    ("output_schema", Expected::Object),
+    ("annotations", Expected::Object),
+    ("requires_approval", Expected::Boolean),
+    ("timeout_seconds", Expected::PositiveNumber),
+];
+
 /// The JSON types a field may have.
 #[derive(Debug, Clone, Copy)]
 enum Expected {
@@ -113,7 +125,12 @@ fn check_module_fields(manifest: &Value, findings: &mut Findings) {
         }
     }
 
-    findings.ran(Check::ManifestExtensionFields);
+    if MANIFEST_EXTENSIONS.iter().all(|key| manifest.get(key).is_none_or(Value::is_null)) {
+        findings
+            .skip(Check::ManifestExtensionFields, "the manifest has no extension fields (version, contract_version)");
+    } else {
+        findings.ran(Check::ManifestExtensionFields);
+    }
     field(findings, Check::ManifestExtensionFields, "manifest", manifest, "version", Expected::String, true);
     field(findings, Check::ManifestExtensionFields, "manifest", manifest, "contract_version", Expected::String, true);
     if let Some(version) = manifest.get("contract_version").and_then(Value::as_str).filter(|v| *v != CONTRACT_VERSION) {
@@ -138,7 +155,6 @@ fn check_module_fields(manifest: &Value, findings: &mut Findings) {
 
 fn check_tool_fields(tools: &[ToolView<'_>], findings: &mut Findings) {
     findings.ran(Check::ToolBaseFields);
-    findings.ran(Check::ToolExtensionFields);
     findings.ran(Check::ParameterFields);
     for tool in tools {
         let label = tool.label();
@@ -152,15 +168,11 @@ fn check_tool_fields(tools: &[ToolView<'_>], findings: &mut Findings) {
         for (key, expected) in base {
             field(findings, Check::ToolBaseFields, &label, &raw, key, expected, false);
         }
-        let extensions = [
-            ("input_schema", Expected::Object),
-            ("output_schema", Expected::Object),
-            ("annotations", Expected::Object),
-            ("requires_approval", Expected::Boolean),
-            ("timeout_seconds", Expected::PositiveNumber),
-        ];
-        for (key, expected) in extensions {
-            field(findings, Check::ToolExtensionFields, &label, &raw, key, expected, true);
+        for (key, expected) in TOOL_EXTENSIONS {
+            if tool.field(key).is_some() {
+                findings.ran(Check::ToolExtensionFields);
+                field(findings, Check::ToolExtensionFields, &label, &raw, key, expected, true);
+            }
         }
         if let Some(annotations) = tool.field("annotations").filter(|a| a.is_object()) {
             for hint in ["read_only", "destructive", "idempotent", "open_world"] {
@@ -172,6 +184,10 @@ fn check_tool_fields(tools: &[ToolView<'_>], findings: &mut Findings) {
             check_parameter_fields(&format!("{label} parameters[{index}]"), parameter, findings);
         }
     }
+    findings.skip(
+        Check::ToolExtensionFields,
+        "no tool has an extension field (input_schema, output_schema, annotations, requires_approval, timeout_seconds)",
+    );
 }
 
 fn check_parameter_fields(owner: &str, parameter: &Value, findings: &mut Findings) {
@@ -281,7 +297,7 @@ mod tests {
         let mut findings = Findings::default();
         check_manifest(&manifest, &mut findings);
         findings
-            .into_results("")
+            .into_results(crate::Level::Full, "")
             .into_iter()
             .filter(|r| r.status == Status::Failed)
             .flat_map(|r| r.problems.into_iter().map(move |p| (r.check.name().to_owned(), p)))
@@ -331,6 +347,24 @@ mod tests {
             found[1].1
         );
         assert!(found[2].1.contains("`required` must be a boolean, got string"), "{}", found[2].1);
+    }
+
+    #[test]
+    fn extension_checks_skip_a_manifest_of_base_fields_only() {
+        let mut m = good();
+        for key in ["version", "contract_version"] {
+            m.as_object_mut().unwrap().remove(key);
+        }
+        for key in ["input_schema", "annotations", "timeout_seconds"] {
+            m["tools"][0].as_object_mut().unwrap().remove(key);
+        }
+        let mut findings = Findings::default();
+        check_manifest(&m, &mut findings);
+        let results = findings.into_results(crate::Level::Full, "");
+        let status = |check| results.iter().find(|r| r.check == check).unwrap().status;
+        assert_eq!(status(Check::ManifestExtensionFields), Status::Skipped);
+        assert_eq!(status(Check::ToolExtensionFields), Status::Skipped);
+        assert_eq!(status(Check::ToolBaseFields), Status::Passed);
     }
 
     #[test]

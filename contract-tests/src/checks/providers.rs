@@ -4,11 +4,11 @@
 //! each tool with their output put through the orchestrator's rule checker.
 
 use module_sdk::ToolDefinition;
-use orchestrator::providers::{PROVIDERS, render_tools, rules};
+use provider_formats::{PROVIDERS, render_tools, rules};
 use serde_json::Value;
 
 use super::ToolView;
-use crate::check::{Check, Findings};
+use crate::check::{Check, Findings, Level};
 
 /// The longest tool name any provider accepts.
 pub const MAX_NAME_CHARS: usize = 64;
@@ -39,8 +39,17 @@ pub fn check_providers(tools: &[ToolView<'_>], findings: &mut Findings) {
         }
         // A tool whose base fields do not read is reported by the manifest checks.
         if let Ok(definition) = serde_json::from_value::<ToolDefinition>(Value::Object(tool.entry.clone())) {
-            for problem in conversion_problems(&definition) {
-                findings.fail(Check::ProviderConvertible, format!("{label}: {problem}"));
+            // What an orchestrator reading only the base fields converts:
+            // the schema built from `parameters`.
+            let base_view = ToolDefinition { input_schema: None, output_schema: None, ..definition.clone() };
+            let base_problems = conversion_problems(&base_view);
+            for problem in &base_problems {
+                findings.fail(Check::ProviderConvertible, format!("{label} (from parameters): {problem}"));
+            }
+            if definition.input_schema.is_some() {
+                for problem in conversion_problems(&definition).into_iter().filter(|p| !base_problems.contains(p)) {
+                    findings.fail_at(Check::ProviderConvertible, Level::Full, format!("{label}: {problem}"));
+                }
             }
         }
     }

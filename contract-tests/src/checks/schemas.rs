@@ -12,8 +12,16 @@ pub const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
 
 /// Runs the schema checks over every tool.
 pub fn check_schemas(tools: &[ToolView<'_>], findings: &mut Findings) {
-    for check in [Check::InputMetaschema, Check::OutputMetaschema, Check::InputRootObject, Check::ReferencesLocal] {
-        findings.ran(check);
+    let some_input = tools.iter().any(|tool| tool.input_schema().is_some());
+    if some_input {
+        findings.ran(Check::InputMetaschema);
+        findings.ran(Check::InputRootObject);
+    }
+    if tools.iter().any(|tool| tool.output_schema().is_some()) {
+        findings.ran(Check::OutputMetaschema);
+    }
+    if tools.iter().any(|tool| tool.input_schema().is_some() || tool.output_schema().is_some()) {
+        findings.ran(Check::ReferencesLocal);
     }
     for tool in tools {
         let label = tool.label();
@@ -43,10 +51,15 @@ pub fn check_schemas(tools: &[ToolView<'_>], findings: &mut Findings) {
                 format!("{label} input_schema: the root has {found}, expected \"type\": \"object\""),
             );
         }
-        if tool.field("input_schema").is_none() {
+        if some_input && tool.field("input_schema").is_none() {
             findings.note(Check::InputMetaschema, format!("{label} has no input_schema; its parameters stand for it"));
         }
     }
+    let no_input = "no tool has an input_schema (an extension); their parameters stand for it";
+    findings.skip(Check::InputMetaschema, no_input);
+    findings.skip(Check::InputRootObject, no_input);
+    findings.skip(Check::OutputMetaschema, "no tool has an output_schema (an extension)");
+    findings.skip(Check::ReferencesLocal, "no tool has an input_schema or output_schema (extensions)");
 }
 
 /// Why `schema` is not a usable draft 2020-12 schema: metaschema errors, a
