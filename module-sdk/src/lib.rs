@@ -78,6 +78,44 @@ pub use testing::TestClient;
 pub use tool::{DEFAULT_TIMEOUT, IntoTool, Tool, ToolHandler};
 pub use validate::ArgumentValidator;
 
+/// `#[tool]` refuses a function that is not a tool, where it is written.
+///
+/// Two arguments, the context and the argument type:
+///
+/// ```compile_fail
+/// # use module_sdk::{ToolError, tool};
+/// /// Say hello.
+/// #[tool]
+/// async fn greet(name: String) -> Result<String, ToolError> {
+///     Ok(name)
+/// }
+/// ```
+///
+/// A `Result`:
+///
+/// ```compile_fail
+/// # use module_sdk::{Context, tool};
+/// # #[derive(serde::Deserialize, schemars::JsonSchema)] struct Args { x: u8 }
+/// /// Give the number back.
+/// #[tool]
+/// async fn number(_ctx: Context, args: Args) -> u8 {
+///     args.x
+/// }
+/// ```
+///
+/// A handler that is not `async fn(Context, Args) -> Result<Output,
+/// ToolError>` is refused by `Tool::new` with the shape to write:
+///
+/// ```compile_fail,E0277
+/// # use module_sdk::{Context, Tool};
+/// fn not_async(_ctx: Context, _args: u8) -> u8 {
+///     0
+/// }
+/// let _ = Tool::new("n", "Not a tool.", not_async);
+/// ```
+#[cfg(doctest)]
+pub struct ToolSignatureDoctests;
+
 /// The README's Rust examples, compiled as doctests so they stay true.
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]

@@ -25,6 +25,11 @@ use crate::schema::{arguments_schema_for, schema_for};
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// An async function usable as a tool: `async fn(Context, A) -> Result<R, ToolError>`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a tool handler",
+    label = "not `async fn(Context, {A}) -> Result<{R}, ToolError>`",
+    note = "a tool is `async fn name(ctx: Context, args: Args) -> Result<Output, ToolError>`, with `Args: Deserialize + JsonSchema` and `Output: Serialize + JsonSchema`, and its future must be `Send` (hold no `Rc` or `std::sync::MutexGuard` across an `.await`)"
+)]
 pub trait ToolHandler<A, R>: Clone + Send + Sync + 'static {
     /// The future the handler returns.
     type Future: Future<Output = Result<R, ToolError>> + Send + 'static;

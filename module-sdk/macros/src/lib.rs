@@ -17,7 +17,7 @@ use proc_macro2::{Span, TokenStream as TokenStream2};
 use quote::quote;
 use syn::parse::Parser;
 use syn::punctuated::Punctuated;
-use syn::{Attribute, Expr, ExprLit, ItemFn, Lit, LitStr, Meta, Token};
+use syn::{Attribute, Expr, ExprLit, ItemFn, Lit, LitStr, Meta, ReturnType, Signature, Token, Type};
 
 /// Turns a documented `async fn(Context, Args) -> Result<Output, ToolError>`
 /// into a tool that `Module::tool` registers.
@@ -120,6 +120,39 @@ fn doc_text(attrs: &[Attribute]) -> String {
     lines.join("\n").trim().to_owned()
 }
 
+/// The shape every tool has: two arguments, the `Context` and the argument
+/// type, and a `Result`; anything else is refused where it is written, with
+/// the shape to write instead.
+fn check_signature(sig: &Signature) -> syn::Result<()> {
+    const SHAPE: &str = "async fn name(ctx: Context, args: YourArgs) -> Result<YourOutput, ToolError>";
+    if sig.inputs.len() != 2 {
+        let found = sig.inputs.len();
+        let message = format!("a tool takes exactly two arguments, the context and its argument type; found {found}: write `{SHAPE}`");
+        return Err(match found {
+            0 => syn::Error::new(sig.paren_token.span.join(), message),
+            _ => syn::Error::new_spanned(&sig.inputs, message),
+        });
+    }
+    if let Some(receiver) = sig.receiver() {
+        return Err(syn::Error::new_spanned(receiver, format!("a tool is a free function, not a method: write `{SHAPE}`")));
+    }
+    let returns_result = match &sig.output {
+        ReturnType::Type(_, ty) => match ty.as_ref() {
+            Type::Path(path) => path.path.segments.last().is_some_and(|last| last.ident.to_string().ends_with("Result")),
+            _ => false,
+        },
+        ReturnType::Default => false,
+    };
+    if !returns_result {
+        let message = format!("a tool returns a `Result` whose error is `ToolError`: write `{SHAPE}`");
+        return Err(match &sig.output {
+            ReturnType::Type(_, ty) => syn::Error::new_spanned(ty, message),
+            ReturnType::Default => syn::Error::new_spanned(&sig.ident, message),
+        });
+    }
+    Ok(())
+}
+
 fn expand(attr: TokenStream2, function: ItemFn) -> syn::Result<TokenStream2> {
     let options = parse_options(attr)?;
     let ident = &function.sig.ident;
@@ -129,6 +162,7 @@ fn expand(attr: TokenStream2, function: ItemFn) -> syn::Result<TokenStream2> {
     if !function.sig.generics.params.is_empty() {
         return Err(syn::Error::new_spanned(&function.sig.generics, "#[tool] functions cannot be generic"));
     }
+    check_signature(&function.sig)?;
     let description = doc_text(&function.attrs);
     if description.is_empty() {
         return Err(syn::Error::new_spanned(
