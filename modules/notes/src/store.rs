@@ -5,6 +5,8 @@
 //!   note kept, even if the process is killed the next instant.
 //! - Isolation: every statement names the caller's `user_id`; a search
 //!   joins each full-text match to its note and keeps only the caller's.
+//!   The index also holds a per-user token, so a search walks the caller's
+//!   part of the index rather than every user's.
 //! - Limits: per-user counts and bytes are kept in a `usage` table by
 //!   triggers and checked inside the writing transaction, so concurrent
 //!   saves cannot overshoot them.
@@ -20,6 +22,7 @@ use std::time::Duration;
 
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior, params_from_iter};
+use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use uuid::Uuid;
@@ -33,6 +36,7 @@ CREATE TABLE notes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     id TEXT NOT NULL UNIQUE,
     user_id TEXT NOT NULL,
+    owner TEXT NOT NULL,             -- the user's token in the full-text index (see owner_token)
     content TEXT NOT NULL,
     tags TEXT NOT NULL,              -- the normalized tags as a JSON array of strings
     source TEXT,
@@ -57,28 +61,30 @@ CREATE TABLE usage (
 ) WITHOUT ROWID;
 
 CREATE VIRTUAL TABLE notes_fts USING fts5(
-    content, tags,
+    content, tags, owner,
     content = 'notes', content_rowid = 'seq',
     tokenize = 'unicode61 remove_diacritics 2',
     prefix = '2 3'
 );
 
 CREATE TRIGGER notes_inserted AFTER INSERT ON notes BEGIN
-    INSERT INTO notes_fts (rowid, content, tags) VALUES (new.seq, new.content, new.tags);
+    INSERT INTO notes_fts (rowid, content, tags, owner) VALUES (new.seq, new.content, new.tags, new.owner);
     INSERT INTO note_tags (user_id, tag, seq) SELECT new.user_id, value, new.seq FROM json_each(new.tags);
     INSERT INTO usage (user_id, notes, bytes) VALUES (new.user_id, 1, new.size_bytes)
         ON CONFLICT (user_id) DO UPDATE SET notes = notes + 1, bytes = bytes + excluded.bytes;
 END;
 
 CREATE TRIGGER notes_deleted AFTER DELETE ON notes BEGIN
-    INSERT INTO notes_fts (notes_fts, rowid, content, tags) VALUES ('delete', old.seq, old.content, old.tags);
+    INSERT INTO notes_fts (notes_fts, rowid, content, tags, owner)
+        VALUES ('delete', old.seq, old.content, old.tags, old.owner);
     DELETE FROM note_tags WHERE seq = old.seq;
     UPDATE usage SET notes = notes - 1, bytes = bytes - old.size_bytes WHERE user_id = old.user_id;
 END;
 
 CREATE TRIGGER notes_updated AFTER UPDATE OF content, tags ON notes BEGIN
-    INSERT INTO notes_fts (notes_fts, rowid, content, tags) VALUES ('delete', old.seq, old.content, old.tags);
-    INSERT INTO notes_fts (rowid, content, tags) VALUES (new.seq, new.content, new.tags);
+    INSERT INTO notes_fts (notes_fts, rowid, content, tags, owner)
+        VALUES ('delete', old.seq, old.content, old.tags, old.owner);
+    INSERT INTO notes_fts (rowid, content, tags, owner) VALUES (new.seq, new.content, new.tags, new.owner);
     DELETE FROM note_tags WHERE seq = old.seq;
     INSERT INTO note_tags (user_id, tag, seq) SELECT new.user_id, value, new.seq FROM json_each(new.tags);
     UPDATE usage SET bytes = bytes - old.size_bytes + new.size_bytes WHERE user_id = new.user_id;
@@ -88,8 +94,9 @@ END;
 /// The columns of a note, in the order [`note_from_row`] reads them.
 const NOTE_COLUMNS: &str = "n.id, n.content, n.tags, n.source, n.created_at, n.updated_at";
 
-/// Column weights of BM25: words in the content count twice as much as words in tags.
-const BM25_WEIGHTS: &str = "1.0, 0.5";
+/// Column weights of BM25: words in the content count twice as much as
+/// words in tags; the owner token counts for nothing.
+const BM25_WEIGHTS: &str = "1.0, 0.5, 0.0";
 
 /// Words of context in a search snippet.
 const SNIPPET_WORDS: u32 = 24;
@@ -317,7 +324,10 @@ impl Store {
              FROM notes_fts JOIN notes n ON n.seq = notes_fts.rowid
              WHERE notes_fts MATCH ? AND n.user_id = ?"
         );
-        let mut parameters = vec![SqlValue::from(fts_query.to_owned()), SqlValue::from(user_id.to_owned())];
+        // The owner token lets FTS5 skip other users' notes inside the index;
+        // `n.user_id = ?` below is what guarantees isolation.
+        let expression = format!("owner : \"{}\" AND {{content tags}} : ({fts_query})", owner_token(user_id));
+        let mut parameters = vec![SqlValue::from(expression), SqlValue::from(user_id.to_owned())];
         filter.append(&mut sql, &mut parameters, user_id);
         sql.push_str(" ORDER BY rank LIMIT ?");
         parameters.push(SqlValue::from(limit as i64));
@@ -443,12 +453,13 @@ fn insert(tx: &Transaction<'_>, user_id: &str, note: &NewNote, limits: Limits, n
     }
     let id = Uuid::new_v4();
     let mut statement = tx.prepare_cached(
-        "INSERT INTO notes (id, user_id, content, tags, source, size_bytes, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
+        "INSERT INTO notes (id, user_id, owner, content, tags, source, size_bytes, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
     )?;
     statement.execute((
         id.to_string(),
         user_id,
+        owner_token(user_id),
         &note.content,
         tags_json(&note.tags),
         &note.source,
@@ -502,6 +513,14 @@ fn note_from_row(row: &Row<'_>) -> rusqlite::Result<Note> {
         created_at: timestamp(row.get(4)?),
         updated_at: timestamp(row.get(5)?),
     })
+}
+
+/// The word that stands for `user_id` in the full-text index: `u` and 32
+/// hex digits of its SHA-256, one token for any tokenizer, whatever the id.
+fn owner_token(user_id: &str) -> String {
+    let digest = Sha256::digest(user_id.as_bytes());
+    let hex: String = digest[..16].iter().map(|byte| format!("{byte:02x}")).collect();
+    format!("u{hex}")
 }
 
 fn tags_json(tags: &[String]) -> String {
