@@ -98,7 +98,7 @@ async fn hundreds_of_slow_clients_are_closed_while_normal_calls_are_served() {
 
 #[tokio::test]
 async fn at_the_connection_cap_new_connections_wait_for_a_free_slot() {
-    let orchestrator = start_orchestrator(&[("MAX_CONNECTIONS", "4"), ("HEADER_READ_TIMEOUT_SECONDS", "2")]);
+    let orchestrator = start_orchestrator(&[("MAX_CONNECTIONS", "4"), ("HEADER_READ_TIMEOUT_SECONDS", "3")]);
     let address = orchestrator.address();
     let mut held = Vec::new();
     for _ in 0..4 {
@@ -111,7 +111,7 @@ async fn at_the_connection_cap_new_connections_wait_for_a_free_slot() {
     assert!(early.is_err(), "a fifth connection was served while four held every slot: {early:?}");
 
     let answer =
-        read_until_closed(&mut waiting, Duration::from_secs(2) + MARGIN).await.expect("served once a slot frees");
+        read_until_closed(&mut waiting, Duration::from_secs(3) + MARGIN).await.expect("served once a slot frees");
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     for stream in &mut held {
         assert!(read_until_closed(stream, MARGIN).await.is_some(), "a held connection is closed by its timeout");
