@@ -5,10 +5,8 @@
 //! `research --help`); the HTTP server's come from `HOST`, `PORT`,
 //! `SERVICE_AUTH_TOKEN`, `MAX_BODY_BYTES` and `LOG_FORMAT`.
 
-mod address_policy;
 mod charset;
 mod fetcher;
-mod guarded_resolver;
 mod readable;
 mod search;
 mod settings;
@@ -20,9 +18,9 @@ mod webpage;
 use std::process::ExitCode;
 
 use clap::Parser;
+use guarded_http::AddressPolicy;
 use module_sdk::Module;
 
-use crate::address_policy::AddressPolicy;
 use crate::fetcher::{FetchLimits, Fetcher};
 use crate::search::Searx;
 use crate::settings::Settings;

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::charset;
 use crate::fetcher::{BodyKind, FetchError, Fetched, Fetcher};
 use crate::readable::{Link, readable};
+use guarded_http::GuardedError;
 
 /// Time kept back from the call's deadline to turn the page into text and
 /// answer, so a slow server gets this tool's own timeout message.
@@ -98,19 +99,21 @@ fn to_web_page(fetched: Fetched, max_chars: usize) -> WebPage {
 fn tool_error(error: FetchError) -> ToolError {
     let message = error.to_string();
     match error {
-        FetchError::InvalidUrl(..) | FetchError::UnsupportedScheme(_) => ToolError::invalid_arguments(message),
-        FetchError::Refused { .. } => ToolError::permission_denied(message),
-        FetchError::TimedOut(_) => ToolError::timeout(message),
-        FetchError::Unreachable { .. } => ToolError::unavailable(message),
+        FetchError::Request(GuardedError::InvalidUrl(..) | GuardedError::UnsupportedScheme(_)) => {
+            ToolError::invalid_arguments(message)
+        }
+        FetchError::Request(GuardedError::Refused { .. }) => ToolError::permission_denied(message),
+        FetchError::TimedOut(_) | FetchError::Request(GuardedError::TimedOut(_)) => ToolError::timeout(message),
+        FetchError::Request(GuardedError::Unreachable { .. }) => ToolError::unavailable(message),
         FetchError::Status { status, .. } if status.as_u16() == 404 || status.as_u16() == 410 => {
             ToolError::not_found(message)
         }
         FetchError::Status { status, .. } if status.is_server_error() => ToolError::unavailable(message),
         FetchError::Status { .. }
-        | FetchError::TooManyRedirects(_)
-        | FetchError::BadRedirect(_)
-        | FetchError::UnsupportedContentType(_)
-        | FetchError::Transfer { .. } => ToolError::execution_failed(message),
+        | FetchError::Request(
+            GuardedError::TooManyRedirects(_) | GuardedError::BadRedirect(_) | GuardedError::Transfer { .. },
+        )
+        | FetchError::UnsupportedContentType(_) => ToolError::execution_failed(message),
     }
 }
 
@@ -165,8 +168,11 @@ mod tests {
         assert_eq!(tool_error(status(503)).kind(), ErrorKind::Unavailable);
         assert_eq!(tool_error(status(403)).kind(), ErrorKind::ExecutionFailed);
         assert_eq!(tool_error(FetchError::TimedOut(3)).kind(), ErrorKind::Timeout);
-        let refused = FetchError::Refused { url, reason: "x".into() };
+        let refused = FetchError::Request(GuardedError::Refused { url, reason: "x".into() });
         assert_eq!(tool_error(refused).kind(), ErrorKind::PermissionDenied);
-        assert_eq!(tool_error(FetchError::UnsupportedScheme("ftp".into())).kind(), ErrorKind::InvalidArguments);
+        assert_eq!(
+            tool_error(GuardedError::UnsupportedScheme("ftp".into()).into()).kind(),
+            ErrorKind::InvalidArguments
+        );
     }
 }

@@ -7,7 +7,7 @@
 //! client's only resolver is this one, and it hands the client nothing but
 //! the addresses that passed the policy, so the connection is pinned to
 //! checked addresses. Hosts written as IP literals never reach a resolver;
-//! the fetcher checks those itself before each request.
+//! the client checks those itself before each request.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

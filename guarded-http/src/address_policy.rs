@@ -99,6 +99,18 @@ impl AddressPolicy {
     }
 }
 
+/// Networks written comma-separated as CIDRs or single addresses (a network
+/// of one), e.g. `127.0.0.1, 10.20.0.0/16`; empty text is no network. For
+/// settings such as `FETCH_ALLOW_NETWORKS`.
+pub fn parse_networks(text: &str) -> Result<Vec<IpNet>, String> {
+    let parse = |item: &str| {
+        item.parse::<IpNet>()
+            .or_else(|_| item.parse::<IpAddr>().map(IpNet::from))
+            .map_err(|_| format!("`{item}` is neither a CIDR network (10.0.0.0/8) nor an IP address (127.0.0.1)"))
+    };
+    text.split(',').map(str::trim).filter(|item| !item.is_empty()).map(parse).collect()
+}
+
 /// 2000::/3, the only IPv6 range routed on the public internet.
 const GLOBAL_UNICAST: IpNet = IpNet::V6(match ipnet::Ipv6Net::new(Ipv6Addr::new(0x2000, 0, 0, 0, 0, 0, 0, 0), 3) {
     Ok(net) => net,
@@ -178,6 +190,14 @@ mod tests {
         assert_eq!(refused(&policy, "127.0.0.2"), Some("loopback"));
         assert_eq!(refused(&policy, "::1"), Some("loopback"));
         assert_eq!(refused(&policy, "10.0.0.1"), Some("private"));
+    }
+
+    #[test]
+    fn networks_are_read_from_settings_text() {
+        assert_eq!(parse_networks(" ").unwrap(), Vec::<IpNet>::new());
+        let networks = parse_networks("127.0.0.1, 10.20.0.0/16").unwrap();
+        assert_eq!(networks, ["127.0.0.1/32".parse::<IpNet>().unwrap(), "10.20.0.0/16".parse().unwrap()]);
+        assert!(parse_networks("localhost").unwrap_err().contains("`localhost` is neither"));
     }
 
     #[test]

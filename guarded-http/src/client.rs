@@ -1,0 +1,291 @@
+//! Requests over HTTP(S) to addresses a model chose: only http(s), only
+//! permitted addresses (checked on every redirect hop, connections pinned
+//! to the checked addresses), bounded in time, redirects and bytes.
+
+use std::error::Error as _;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use module_sdk::error_chain;
+use reqwest::dns::{Name, Resolve};
+use reqwest::header::{AUTHORIZATION, COOKIE, HeaderMap, LOCATION, PROXY_AUTHORIZATION};
+use reqwest::redirect::Policy;
+use reqwest::{Method, Response, StatusCode};
+use url::{Host, Url};
+
+use crate::address_policy::AddressPolicy;
+use crate::guarded_resolver::{BlockedHost, GuardedResolver};
+
+/// How far the client may go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientLimits {
+    /// Longest a whole request may take, redirects and body included.
+    pub total: Duration,
+    /// Longest one connection attempt may take.
+    pub connect: Duration,
+    /// Most redirects followed.
+    pub max_redirects: u8,
+}
+
+/// One request to make.
+#[derive(Debug, Clone)]
+pub struct GuardedRequest {
+    /// The HTTP method.
+    pub method: Method,
+    /// The URL, as the model wrote it.
+    pub url: String,
+    /// Headers to send.
+    pub headers: HeaderMap,
+    /// The body, if any.
+    pub body: Option<Vec<u8>>,
+}
+
+impl GuardedRequest {
+    /// A GET of `url` with `headers`.
+    pub fn get(url: &str, headers: HeaderMap) -> Self {
+        Self { method: Method::GET, url: url.to_owned(), headers, body: None }
+    }
+}
+
+/// Why a request failed; every message is meant for the model.
+#[derive(Debug, thiserror::Error)]
+pub enum GuardedError {
+    /// The text is not an absolute URL.
+    #[error("`{0}` is not an absolute URL ({1}); pass a full address such as https://example.org/page")]
+    InvalidUrl(String, url::ParseError),
+    /// The URL's scheme is not http or https.
+    #[error("only http and https URLs can be fetched, not `{0}:` URLs")]
+    UnsupportedScheme(String),
+    /// The address is internal and not allowed.
+    #[error("refused to fetch {url}: {reason}")]
+    Refused {
+        /// The URL that was refused (the start or a redirect target).
+        url: Url,
+        /// Why: the address and its range.
+        reason: String,
+    },
+    /// The request took longer than its budget.
+    #[error("the page did not load within {0} seconds")]
+    TimedOut(u64),
+    /// The server could not be reached.
+    #[error("could not connect to {url}: {detail}")]
+    Unreachable {
+        /// The URL being fetched.
+        url: Url,
+        /// The connection error.
+        detail: String,
+    },
+    /// The redirect chain is longer than allowed.
+    #[error("gave up after {0} redirects; fetch the final address directly")]
+    TooManyRedirects(u8),
+    /// A redirect had no usable `Location`.
+    #[error("{0} redirected without a valid Location header")]
+    BadRedirect(Url),
+    /// The connection broke while the body was read.
+    #[error("reading {url} failed: {detail}")]
+    Transfer {
+        /// The URL being fetched.
+        url: Url,
+        /// The transfer error.
+        detail: String,
+    },
+}
+
+/// A reqwest client that connects only where an [`AddressPolicy`] permits.
+#[derive(Debug, Clone)]
+pub struct GuardedClient {
+    client: reqwest::Client,
+    policy: Arc<AddressPolicy>,
+    limits: ClientLimits,
+}
+
+impl GuardedClient {
+    /// A client that connects only where `policy` permits, within `limits`,
+    /// introducing itself as `user_agent`.
+    pub fn new(policy: AddressPolicy, limits: ClientLimits, user_agent: &str) -> Result<Self, reqwest::Error> {
+        let policy = Arc::new(policy);
+        let client = reqwest::Client::builder()
+            // Every hop is checked here, so the client must not follow any.
+            .redirect(Policy::none())
+            // A proxy would resolve the name itself, bypassing the check.
+            .no_proxy()
+            .dns_resolver(Arc::new(GuardedResolver::new(policy.clone())))
+            .connect_timeout(limits.connect)
+            .timeout(limits.total)
+            .user_agent(user_agent)
+            .build()?;
+        Ok(Self { client, policy, limits })
+    }
+
+    /// The limits this client was built with.
+    pub fn limits(&self) -> ClientLimits {
+        self.limits
+    }
+
+    /// Sends `request`, following up to `max_redirects` redirects, each
+    /// checked before it is requested; answers the final URL and response
+    /// (whatever its status), its body not yet read. The caller bounds the
+    /// whole exchange in time (the client's total timeout bounds each hop).
+    ///
+    /// Redirects 301, 302 and 303 continue as a GET without body (as
+    /// browsers do); 307 and 308 repeat the method and body. Credentials
+    /// (`Authorization`, `Cookie`) are dropped when a redirect changes host.
+    pub async fn send(&self, request: GuardedRequest) -> Result<(Url, Response), GuardedError> {
+        let GuardedRequest { mut method, url, mut headers, mut body } = request;
+        let mut url = Url::parse(url.trim()).map_err(|e| GuardedError::InvalidUrl(url.clone(), e))?;
+        for _ in 0..=self.limits.max_redirects {
+            self.check(&url)?;
+            let mut builder = self.client.request(method.clone(), url.clone()).headers(headers.clone());
+            if let Some(bytes) = &body {
+                builder = builder.body(bytes.clone());
+            }
+            let response = builder.send().await.map_err(|e| self.request_error(&url, e))?;
+            if !response.status().is_redirection() || response.status() == StatusCode::NOT_MODIFIED {
+                return Ok((url, response));
+            }
+            let location = response.headers().get(LOCATION).and_then(|v| v.to_str().ok());
+            let next = location.and_then(|l| url.join(l).ok()).ok_or_else(|| GuardedError::BadRedirect(url.clone()))?;
+            if !matches!(response.status(), StatusCode::TEMPORARY_REDIRECT | StatusCode::PERMANENT_REDIRECT)
+                && method != Method::HEAD
+            {
+                method = Method::GET;
+                body = None;
+            }
+            if next.host() != url.host() || next.port_or_known_default() != url.port_or_known_default() {
+                for name in [AUTHORIZATION, COOKIE, PROXY_AUTHORIZATION] {
+                    headers.remove(name);
+                }
+            }
+            url = next;
+        }
+        Err(GuardedError::TooManyRedirects(self.limits.max_redirects))
+    }
+
+    /// Checks `url` the way [`GuardedClient::send`] does before connecting,
+    /// without sending anything: an absolute http(s) URL whose host (an IP
+    /// literal, or every address a name resolves to now) the policy permits.
+    /// A name that does not resolve passes; it is checked again on sending.
+    pub async fn preflight(&self, url: &str) -> Result<Url, GuardedError> {
+        let parsed = Url::parse(url.trim()).map_err(|e| GuardedError::InvalidUrl(url.to_owned(), e))?;
+        self.check(&parsed)?;
+        if let Some(Host::Domain(host)) = parsed.host()
+            && let Ok(name) = Name::from_str(host)
+            && let Err(error) = GuardedResolver::new(self.policy.clone()).resolve(name).await
+            && let Some(blocked) = error.downcast_ref::<BlockedHost>()
+        {
+            return Err(GuardedError::Refused { url: parsed.clone(), reason: blocked.to_string() });
+        }
+        Ok(parsed)
+    }
+
+    /// Refuses other schemes and IP-literal hosts outside the policy
+    /// (host names are checked by the resolver when connecting).
+    fn check(&self, url: &Url) -> Result<(), GuardedError> {
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(GuardedError::UnsupportedScheme(url.scheme().to_owned()));
+        }
+        let literal = match url.host() {
+            Some(Host::Ipv4(ip)) => Some(ip.into()),
+            Some(Host::Ipv6(ip)) => Some(ip.into()),
+            Some(Host::Domain(_)) => None,
+            None => return Err(GuardedError::Refused { url: url.clone(), reason: "the URL has no host".into() }),
+        };
+        match literal.map(|ip| self.policy.check(ip)) {
+            Some(Err(blocked)) => Err(GuardedError::Refused { url: url.clone(), reason: blocked.to_string() }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Classifies a failed request: a refused host, a timeout, or an
+    /// unreachable server.
+    fn request_error(&self, url: &Url, error: reqwest::Error) -> GuardedError {
+        let mut source = error.source();
+        while let Some(cause) = source {
+            if let Some(blocked) = cause.downcast_ref::<BlockedHost>() {
+                return GuardedError::Refused { url: url.clone(), reason: blocked.to_string() };
+            }
+            source = cause.source();
+        }
+        if error.is_timeout() {
+            return GuardedError::TimedOut(self.limits.total.as_secs());
+        }
+        GuardedError::Unreachable { url: url.clone(), detail: error_chain(&error) }
+    }
+}
+
+/// Reads at most `max_bytes` of `response`'s body from `url`; true when the
+/// body was longer and was cut.
+pub async fn read_capped(url: &Url, mut response: Response, max_bytes: usize) -> Result<(Vec<u8>, bool), GuardedError> {
+    let expected = response.content_length().map_or(0, |n| usize::try_from(n).unwrap_or(max_bytes));
+    let mut body = Vec::with_capacity(expected.min(max_bytes));
+    while let Some(chunk) = response.chunk().await.map_err(|e| transfer_error(url, e))? {
+        let room = max_bytes - body.len();
+        if chunk.len() > room {
+            body.extend_from_slice(&chunk[..room]);
+            return Ok((body, true));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok((body, false))
+}
+
+fn transfer_error(url: &Url, error: reqwest::Error) -> GuardedError {
+    if error.is_timeout() {
+        GuardedError::TimedOut(0)
+    } else {
+        GuardedError::Transfer { url: url.clone(), detail: error_chain(&error) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(allowed: &[&str]) -> GuardedClient {
+        let policy = AddressPolicy::new(allowed.iter().map(|n| n.parse().unwrap()).collect());
+        let limits = ClientLimits { total: Duration::from_secs(5), connect: Duration::from_secs(2), max_redirects: 2 };
+        GuardedClient::new(policy, limits, "guarded-http-test").unwrap()
+    }
+
+    #[tokio::test]
+    async fn bad_urls_schemes_and_internal_hosts_are_refused_before_any_request() {
+        let client = client(&[]);
+        for (url, expected) in [
+            ("not a url", "is not an absolute URL"),
+            ("file:///etc/passwd", "only http and https"),
+            ("gopher://example.org/", "only http and https"),
+            ("http://127.0.0.1:9/", "127.0.0.1 is in the loopback range"),
+            ("http://[::ffff:7f00:1]/", "::ffff:127.0.0.1 is in the loopback range"),
+            ("http://2130706433/", "127.0.0.1 is in the loopback range"),
+            ("http://0x7f.1/", "127.0.0.1 is in the loopback range"),
+            ("http://0/", "0.0.0.0 is in the unspecified"),
+            ("http://localhost:9/", "localhost resolves only to refused addresses"),
+        ] {
+            let error = client.send(GuardedRequest::get(url, HeaderMap::new())).await.unwrap_err().to_string();
+            assert!(error.contains(expected), "{url}: {error}");
+        }
+    }
+
+    #[tokio::test]
+    async fn preflight_refuses_what_send_would_refuse() {
+        let client = client(&[]);
+        for url in ["http://127.0.0.1:9/", "http://localhost/x", "ftp://example.org/"] {
+            assert!(client.preflight(url).await.is_err(), "{url}");
+        }
+        assert!(client.preflight("https://example.org/a").await.is_ok());
+        assert!(super::tests::client(&["127.0.0.0/8", "::1/128"]).preflight("http://localhost:9/").await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn an_allowed_network_is_connected_to() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        let error = client(&["127.0.0.1/32"])
+            .send(GuardedRequest::get(&format!("http://127.0.0.1:{port}/"), HeaderMap::new()))
+            .await
+            .unwrap_err();
+        assert!(!matches!(error, GuardedError::Refused { .. }), "not refused, only closed: {error}");
+    }
+}
