@@ -263,8 +263,12 @@ impl Store {
         })
     }
 
-    /// Changes `user_id`'s note `id`; the note as it is now.
+    /// Changes `user_id`'s note `id`; the note as it is now. An empty
+    /// change leaves the note, `updated_at` included, as it was.
     pub fn update(&self, user_id: &str, id: Uuid, change: NoteChange) -> Result<Note, StoreError> {
+        if change == NoteChange::default() {
+            return self.get(user_id, id);
+        }
         self.write(|tx| {
             let (old_size, mut content, mut tags) = tx
                 .query_row(

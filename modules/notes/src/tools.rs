@@ -75,9 +75,9 @@ pub struct ListNotes {
     pub cursor: Option<String>,
 }
 
-/// Arguments of `update_note`: give `content`, `tags` or both.
+/// Arguments of `update_note`: give `content`, `tags` or both (with
+/// neither, the note is answered unchanged).
 #[derive(Debug, Deserialize, JsonSchema)]
-#[schemars(extend("anyOf" = [{"required": ["content"]}, {"required": ["tags"]}]))]
 pub struct UpdateNote {
     /// The note's id, from `save_note`, `search_notes` or `list_notes`.
     #[schemars(extend("format" = "uuid"))]
@@ -179,14 +179,12 @@ pub async fn list_notes(ctx: Context, args: ListNotes) -> Result<NoteList, ToolE
     Ok(NoteList { notes: page.notes, next_cursor: page.next.map(Cursor::encode) })
 }
 
-/// Change one of the user's notes: its text, its tags, or both.
+/// Change one of the user's notes: its text, its tags, or both. Answers
+/// the note as it is now.
 #[tool(idempotent)]
 pub async fn update_note(ctx: Context, args: UpdateNote) -> Result<Note, ToolError> {
     let user_id = ctx.require_user_id()?.to_owned();
     let id = parse_note_id(&args.note_id)?;
-    if args.content.is_none() && args.tags.is_none() {
-        return Err(ToolError::invalid_arguments("give the note's new content, its new tags, or both"));
-    }
     let change = NoteChange {
         content: args.content,
         tags: args.tags.as_deref().map(|t| tags_argument("tags", Some(t))).transpose()?,
