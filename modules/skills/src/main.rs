@@ -1,0 +1,51 @@
+//! The skills module: every tool of every `SKILL.toml` under `SKILLS_DIR`
+//! becomes a contract tool with a real schema, run without a shell, in a
+//! contained process, with its output scrubbed of credentials.
+//!
+//! Its own settings come from the command line or the environment (see
+//! `skills --help`); the HTTP server's come from `HOST`, `PORT`,
+//! `SERVICE_AUTH_TOKEN`, `MAX_BODY_BYTES` and `LOG_FORMAT`.
+
+mod arguments;
+mod catalog;
+mod runner;
+mod scrub;
+mod serve;
+mod settings;
+mod skill_file;
+mod template;
+mod tools;
+mod watch;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use module_sdk::{ServeConfig, init_logging};
+
+use crate::serve::LiveRouter;
+use crate::settings::Settings;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    // `--healthcheck` (for container healthchecks) probes a running instance and exits.
+    module_sdk::run_healthcheck_if_requested();
+    let settings = Settings::parse();
+    match run(settings).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("skills: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(settings: Settings) -> Result<(), String> {
+    let config = ServeConfig::from_env().map_err(|e| e.to_string())?;
+    init_logging(config.log_format);
+    if !settings.skills_dir.is_dir() {
+        return Err(format!("SKILLS_DIR={} is not a directory", settings.skills_dir.display()));
+    }
+    let live = LiveRouter::new(&settings, config)?;
+    let _watcher = watch::watch(settings, live.clone())?;
+    live.serve().await.map_err(|e| e.to_string())
+}

@@ -1,0 +1,122 @@
+//! Running one call of a skill tool: the argv from the arguments, the
+//! contained process, and a result with its output scrubbed.
+
+use std::path::Path;
+
+use limited_process::{Exit, Run, RunError};
+use module_sdk::ToolError;
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::arguments::as_word;
+use crate::catalog::SkillTool;
+
+/// Characters of stderr's end quoted in an error.
+const STDERR_TAIL_CHARS: usize = 600;
+
+/// `E2BIG`: the arguments together exceed what `execve` accepts.
+const E2BIG: i32 = 7;
+
+/// `SIGXCPU`: the CPU-seconds limit was reached.
+const SIGXCPU: i32 = 24;
+
+/// What a script gave back.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SkillOutput {
+    /// The exit code (0).
+    pub exit_code: i32,
+    /// Standard output: parsed when it is JSON, else the text.
+    pub stdout: Value,
+    /// Standard error, as text.
+    pub stderr: String,
+    /// Whether stdout or stderr was longer than the tool's `max_output_bytes`
+    /// and was cut there.
+    pub truncated: bool,
+}
+
+/// Runs `tool` with the validated `arguments`.
+pub async fn run(tool: &SkillTool, arguments: Map<String, Value>) -> Result<SkillOutput, ToolError> {
+    let argv = tool
+        .template
+        .argv(|name| arguments.get(name).filter(|v| !v.is_null()).map(as_word))
+        .map_err(|error| ToolError::invalid_arguments(error.to_string()))?;
+    let (program, args) = argv.split_first().expect("a template has a program word");
+    let mut run = Run::new(program_path(&tool.directory, program), args)
+        .current_dir(&tool.directory)
+        .limits(tool.limits)
+        .timeout(process_timeout(tool.timeout))
+        .max_output_bytes(tool.max_output_bytes);
+    for (name, value) in &tool.env {
+        run = run.env(name, value);
+    }
+    let outcome = run.run().await.map_err(|error| match &error {
+        RunError::Spawn { source, .. } if source.raw_os_error() == Some(E2BIG) => ToolError::invalid_arguments(
+            "the arguments together are longer than the kernel accepts for one command line; send shorter values",
+        ),
+        _ => ToolError::execution_failed(tool.scrubber.scrub(&error.to_string())),
+    })?;
+    let stdout = tool.scrubber.scrub(&String::from_utf8_lossy(&outcome.stdout.bytes));
+    let stderr = tool.scrubber.scrub(&String::from_utf8_lossy(&outcome.stderr.bytes));
+    let tail = stderr_tail(&stderr);
+    if outcome.timed_out {
+        let seconds = tool.timeout.as_secs_f64();
+        return Err(ToolError::timeout(format!(
+            "the script ran past the tool's timeout of {seconds} s and was killed with its child processes{tail}"
+        )));
+    }
+    match outcome.exit {
+        Exit::Code(0) => Ok(SkillOutput {
+            exit_code: 0,
+            stdout: serde_json::from_str(&stdout).unwrap_or(Value::String(stdout)),
+            stderr,
+            truncated: outcome.stdout.cut || outcome.stderr.cut,
+        }),
+        Exit::Code(code) => Err(ToolError::execution_failed(format!("the script exited with code {code}{tail}"))),
+        Exit::Signal(SIGXCPU) => Err(ToolError::execution_failed(format!(
+            "the script used up its CPU time limit of {} s (SKILL_CPU_SECONDS) and was stopped{tail}",
+            tool.limits.cpu_seconds
+        ))),
+        Exit::Signal(signal) => Err(ToolError::execution_failed(format!(
+            "the script was ended by signal {signal} (a resource limit, or a crash){tail}"
+        ))),
+    }
+}
+
+/// A program word with a slash is a path inside the skill's directory;
+/// a bare name is looked up in the allow-listed `PATH`.
+fn program_path(directory: &Path, program: &str) -> std::ffi::OsString {
+    if program.contains('/') { directory.join(program).into_os_string() } else { program.into() }
+}
+
+/// The process's own deadline, a little before the SDK's, so a timed-out
+/// call reports what the script printed and always kills its group first.
+fn process_timeout(timeout: std::time::Duration) -> std::time::Duration {
+    timeout.saturating_sub((timeout / 10).min(std::time::Duration::from_millis(500)))
+}
+
+/// `; stderr ends with: ...` with the last characters of stderr, or nothing.
+fn stderr_tail(stderr: &str) -> String {
+    let trimmed = stderr.trim_end();
+    if trimmed.is_empty() {
+        return String::new();
+    }
+    let count = trimmed.chars().count();
+    let tail: String = trimmed.chars().skip(count.saturating_sub(STDERR_TAIL_CHARS)).collect();
+    format!("; stderr ends with: {tail}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn helpers() {
+        assert_eq!(program_path(Path::new("/s"), "scripts/a.py"), "/s/scripts/a.py");
+        assert_eq!(program_path(Path::new("/s"), "python3"), "python3");
+        assert_eq!(stderr_tail("  \n"), "");
+        assert_eq!(stderr_tail(&format!("{}end\n", "x".repeat(1000))).chars().count(), 600 + 20);
+        let ten = std::time::Duration::from_secs(10);
+        assert_eq!(process_timeout(ten), std::time::Duration::from_millis(9500));
+    }
+}

@@ -1,0 +1,219 @@
+//! Command templates: split into argv words once, at load time; a value
+//! replaces its placeholder inside one word, so it can never add words,
+//! pipes, redirections or substitutions.
+
+use std::collections::BTreeSet;
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// The kernel's limit on one argument (`MAX_ARG_STRLEN`, 128 KiB), less
+/// its terminating NUL byte.
+pub const MAX_ARGUMENT_BYTES: usize = 128 * 1024 - 1;
+
+/// `{name}`: a placeholder; any other brace is literal text.
+static PLACEHOLDER: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\{([A-Za-z_][A-Za-z0-9_]*)\}").expect("a valid pattern"));
+
+/// Why a template cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TemplateError {
+    /// Unbalanced quotes and the like.
+    #[error("cannot split into words (shell-words rules): {0}")]
+    Split(String),
+    /// Nothing to run.
+    #[error("is empty")]
+    Empty,
+    /// The model would choose the program.
+    #[error("the program (the first word, `{0}`) cannot contain a placeholder")]
+    PlaceholderProgram(String),
+}
+
+/// Why a call's value cannot be put into the command line.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ValueError {
+    /// A NUL byte ends a C string, so no argument can carry one.
+    #[error("arguments.{0}: contains a NUL character, which no command-line argument can carry")]
+    Nul(String),
+    /// Longer than the kernel accepts for one argument.
+    #[error(
+        "arguments.{name}: makes a command-line argument of {bytes} bytes (UTF-8), over the kernel's limit of {MAX_ARGUMENT_BYTES} bytes per argument"
+    )]
+    TooLong {
+        /// The argument's name.
+        name: String,
+        /// The size of the word it makes.
+        bytes: usize,
+    },
+}
+
+/// A piece of an argv word.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Text(String),
+    Placeholder(String),
+}
+
+/// One argv word: text and placeholders.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Word(Vec<Piece>);
+
+impl Word {
+    fn parse(word: &str) -> Self {
+        let mut pieces = Vec::new();
+        let mut last = 0;
+        for found in PLACEHOLDER.captures_iter(word) {
+            let whole = found.get(0).expect("group 0 always matches");
+            if whole.start() > last {
+                pieces.push(Piece::Text(word[last..whole.start()].to_owned()));
+            }
+            pieces.push(Piece::Placeholder(found[1].to_owned()));
+            last = whole.end();
+        }
+        if last < word.len() || pieces.is_empty() {
+            pieces.push(Piece::Text(word[last..].to_owned()));
+        }
+        Self(pieces)
+    }
+
+    fn placeholders(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().filter_map(|piece| match piece {
+            Piece::Placeholder(name) => Some(name.as_str()),
+            Piece::Text(_) => None,
+        })
+    }
+
+    fn literal_bytes(&self) -> usize {
+        self.0.iter().map(|piece| if let Piece::Text(text) = piece { text.len() } else { 0 }).sum()
+    }
+
+    /// A literal word that looks like an option (`--limit`, `-n`).
+    fn is_flag(&self) -> bool {
+        matches!(self.0.as_slice(), [Piece::Text(text)] if text.starts_with('-'))
+    }
+}
+
+/// A command line with `{placeholders}`, split into words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandTemplate {
+    words: Vec<Word>,
+}
+
+impl CommandTemplate {
+    /// Splits `command` into words with shell-words rules (quotes and
+    /// backslashes group; nothing is expanded) and finds the placeholders.
+    pub fn parse(command: &str) -> Result<Self, TemplateError> {
+        let words: Vec<Word> = shell_words::split(command)
+            .map_err(|e| TemplateError::Split(e.to_string()))?
+            .iter()
+            .map(|word| Word::parse(word))
+            .collect();
+        let program = words.first().ok_or(TemplateError::Empty)?;
+        if program.placeholders().next().is_some() {
+            return Err(TemplateError::PlaceholderProgram(shell_words::split(command).unwrap_or_default()[0].clone()));
+        }
+        Ok(Self { words })
+    }
+
+    /// The placeholders, each once, in order of first appearance.
+    pub fn placeholders(&self) -> Vec<&str> {
+        let mut seen = BTreeSet::new();
+        self.words.iter().flat_map(Word::placeholders).filter(|name| seen.insert(*name)).collect()
+    }
+
+    /// The longest value (in bytes) `name` can take so that every word it
+    /// is in stays within [`MAX_ARGUMENT_BYTES`], when it is its word's only
+    /// placeholder (the check at call time is exact).
+    pub fn max_value_bytes(&self, name: &str) -> usize {
+        self.words
+            .iter()
+            .filter(|word| word.placeholders().any(|p| p == name))
+            .map(|word| MAX_ARGUMENT_BYTES.saturating_sub(word.literal_bytes()))
+            .min()
+            .unwrap_or(MAX_ARGUMENT_BYTES)
+    }
+
+    /// The program and its arguments, with `value(name)` in each
+    /// placeholder. A word with an absent value is left out, with the flag
+    /// word right before it (`--limit {limit}`).
+    pub fn argv(&self, value: impl Fn(&str) -> Option<String>) -> Result<Vec<String>, ValueError> {
+        let mut argv: Vec<String> = Vec::with_capacity(self.words.len());
+        let mut previous_was_flag = false;
+        for word in &self.words {
+            let mut text = String::new();
+            let mut complete = true;
+            for piece in &word.0 {
+                match piece {
+                    Piece::Text(literal) => text.push_str(literal),
+                    Piece::Placeholder(name) => match value(name) {
+                        Some(value) if value.contains('\0') => return Err(ValueError::Nul(name.clone())),
+                        Some(value) => text.push_str(&value),
+                        None => complete = false,
+                    },
+                }
+            }
+            if !complete {
+                if previous_was_flag {
+                    argv.pop();
+                }
+                previous_was_flag = false;
+                continue;
+            }
+            if text.len() > MAX_ARGUMENT_BYTES {
+                let name = word.placeholders().next().unwrap_or_default().to_owned();
+                return Err(ValueError::TooLong { name, bytes: text.len() });
+            }
+            previous_was_flag = word.is_flag();
+            argv.push(text);
+        }
+        Ok(argv)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(command: &str, values: &[(&str, &str)]) -> Vec<String> {
+        let template = CommandTemplate::parse(command).unwrap();
+        template.argv(|name| values.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned())).unwrap()
+    }
+
+    #[test]
+    fn values_stay_inside_their_word() {
+        let hostile = "; touch /tmp/x $(id) `id` | cat\n*";
+        assert_eq!(
+            argv("python3 'scripts/a b.py' list --name {name} --tag=x{name}y", &[("name", hostile)]),
+            ["python3", "scripts/a b.py", "list", "--name", hostile, &format!("--tag=x{hostile}y")]
+        );
+        assert_eq!(argv("echo \"{a}\" {b}", &[("a", "1"), ("b", "{a}")]), ["echo", "1", "{a}"]);
+    }
+
+    #[test]
+    fn an_absent_optional_value_removes_its_word_and_flag() {
+        let command = "reader list --limit {limit} --name {name} --tag={tag} {path}";
+        assert_eq!(argv(command, &[("path", "p")]), ["reader", "list", "p"]);
+        assert_eq!(argv(command, &[("limit", "5"), ("tag", "t")]), ["reader", "list", "--limit", "5", "--tag=t"]);
+    }
+
+    #[test]
+    fn placeholders_are_listed_once_in_order() {
+        let template = CommandTemplate::parse("run {b} {a} --x={b} {not a placeholder} {{c}}").unwrap();
+        assert_eq!(template.placeholders(), ["b", "a", "c"]);
+        assert_eq!(template.max_value_bytes("b"), MAX_ARGUMENT_BYTES - 4);
+    }
+
+    #[test]
+    fn bad_templates_and_values_are_refused() {
+        assert!(matches!(CommandTemplate::parse("run 'open"), Err(TemplateError::Split(_))));
+        assert_eq!(CommandTemplate::parse("  "), Err(TemplateError::Empty));
+        assert!(matches!(CommandTemplate::parse("{tool} x"), Err(TemplateError::PlaceholderProgram(_))));
+        let template = CommandTemplate::parse("echo --x={v}").unwrap();
+        assert_eq!(template.argv(|_| Some("a\0b".into())), Err(ValueError::Nul("v".into())));
+        let long = "a".repeat(MAX_ARGUMENT_BYTES - 3);
+        let error = template.argv(|_| Some(long.clone())).unwrap_err();
+        assert_eq!(error, ValueError::TooLong { name: "v".into(), bytes: MAX_ARGUMENT_BYTES + 1 });
+        assert!(error.to_string().contains("131071 bytes per argument"), "{error}");
+        assert!(template.argv(|_| Some("a".repeat(MAX_ARGUMENT_BYTES - 4))).is_ok());
+    }
+}
