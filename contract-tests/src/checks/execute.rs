@@ -340,31 +340,28 @@ pub fn result_shape_problems(result: &Value, tool_name: &str) -> Vec<(Level, Str
     }
     let error = present("error").unwrap_or(&Value::Null);
     let kind = present("error_kind").unwrap_or(&Value::Null);
+    let mut problems: Vec<(Level, String)> = problems.into_iter().map(|problem| (Level::Base, problem)).collect();
     match success {
         Some(true) => {
             if !error.is_null() {
-                problems.push(format!("success is true but error is {}", shorten(&error.to_string())));
+                problems.push((Level::Base, format!("success is true but error is {}", shorten(&error.to_string()))));
+            }
+            if !kind.is_null() {
+                problems.push((Level::Full, format!("success is true but error_kind is {kind}")));
             }
         }
         Some(false) => {
             if present("result").is_some_and(|r| !r.is_null()) {
-                problems.push("success is false but result is not null".to_owned());
+                problems.push((Level::Base, "success is false but result is not null".to_owned()));
             }
             if error.as_str().is_none_or(|e| e.trim().is_empty()) {
-                problems.push(format!("success is false but error is not a message: {error}"));
+                problems.push((Level::Base, format!("success is false but error is not a message: {error}")));
+            }
+            if !kind.is_null() && !is_known_error_kind(kind) {
+                problems.push((Level::Full, format!("error_kind {kind} is not one of the contract's kinds")));
             }
         }
         None => {}
-    }
-    let mut problems: Vec<(Level, String)> = problems.into_iter().map(|problem| (Level::Base, problem)).collect();
-    match success {
-        Some(true) if !kind.is_null() => {
-            problems.push((Level::Full, format!("success is true but error_kind is {kind}")));
-        }
-        Some(false) if !kind.is_null() && !is_known_error_kind(kind) => {
-            problems.push((Level::Full, format!("error_kind {kind} is not one of the contract's kinds")));
-        }
-        _ => {}
     }
     problems
 }
