@@ -1,0 +1,228 @@
+//! Whole-process tests: the real `skills` binary over skills written by
+//! the test into a temporary SKILLS_DIR.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use test_support::Process;
+
+/// A value the test's secret variable holds; it must never come back.
+const SECRET: &str = "tk-9f8e7d6c5b4a-secret";
+
+/// The probe skill: argv echo, a sleeper with a child, a flood, a secret printer.
+const PROBE_SKILL: &str = r#"
+[skill]
+name = "probe"
+description = "Tools that show what a script receives."
+env = ["SKILLS_TEST_SECRET"]
+
+[[tools]]
+name = "echo"
+description = "Print the arguments as JSON."
+command = "python3 scripts/echo_args.py --value {value}"
+[tools.args]
+value = "Any text."
+
+[[tools]]
+name = "sleeper"
+description = "Start a child, then sleep past the timeout."
+command = "sh scripts/sleeper.sh"
+timeout_seconds = 1
+
+[[tools]]
+name = "flood"
+description = "Print 50 MB."
+command = "head -c 52428800 /dev/zero"
+max_output_bytes = 1000
+
+[[tools]]
+name = "leak"
+description = "Print secrets."
+command = "python3 -c 'import os; print(\"value\", os.environ[\"SKILLS_TEST_SECRET\"], \"key AKIAIOSFODNN7EXAMPLE\")'"
+
+[[tools]]
+name = "fail"
+description = "Fail with a message on stderr."
+command = "python3 -c 'import sys; sys.exit(\"went wrong: password=hunter22\")'"
+"#;
+
+fn write(dir: &Path, relative: &str, text: &str) {
+    let path = dir.join(relative);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// A SKILLS_DIR with the probe skill, and the module serving it.
+fn start() -> (tempfile::TempDir, Process) {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "probe/SKILL.toml", PROBE_SKILL);
+    write(dir.path(), "probe/scripts/echo_args.py", "import json, sys\nprint(json.dumps(sys.argv[1:]))\n");
+    write(dir.path(), "probe/scripts/sleeper.sh", "sleep 30 &\necho $! > child.pid\nwait\n");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_skills"));
+    command.env("SKILLS_DIR", dir.path()).env("SKILLS_TEST_SECRET", SECRET).env("SKILLS_WATCH_DEBOUNCE_MS", "100");
+    (dir, Process::start(command))
+}
+
+fn tool_names(manifest: &Value) -> Vec<String> {
+    manifest["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+}
+
+#[tokio::test]
+async fn hostile_values_arrive_as_one_literal_argument() {
+    let (dir, module) = start();
+    let client = module.client();
+    let marker = dir.path().join("pwned");
+    let m = marker.display();
+    let values = [
+        format!("; touch {m}"),
+        format!("$(touch {m})"),
+        format!("`touch {m}`"),
+        format!("x | touch {m}"),
+        format!("x && touch {m} > {m}"),
+        format!("line one\nline two; touch {m}"),
+        "--flag-injection".to_owned(),
+        "-".to_owned(),
+        "*".to_owned(),
+        "~".to_owned(),
+        "~/x".to_owned(),
+        "$HOME".to_owned(),
+        "${PATH}".to_owned(),
+        "{value}".to_owned(),
+        "'\"\\".to_owned(),
+        String::new(),
+        "x".repeat(100 * 1024),
+    ];
+    for value in values {
+        let result = client.call("skills.probe_echo", json!({"value": value}), None).await;
+        assert_eq!(result["success"], true, "{result}");
+        assert_eq!(result["result"]["stdout"], json!(["--value", value]), "for {:?}", &value[..value.len().min(40)]);
+        assert_eq!(result["result"]["exit_code"], 0);
+    }
+    assert!(!marker.exists(), "a value ran a command");
+}
+
+#[tokio::test]
+async fn values_no_argument_can_carry_are_refused_saying_why() {
+    let (_dir, module) = start();
+    let client = module.client();
+    let manifest = client.manifest().await;
+    let echo = manifest["tools"].as_array().unwrap().iter().find(|t| t["name"] == "skills.probe_echo").unwrap();
+    assert_eq!(echo["input_schema"]["properties"]["value"]["maxLength"], 131_071);
+    let nul = client.call("skills.probe_echo", json!({"value": "a\u{0}b"}), None).await;
+    assert_eq!(nul["error_kind"], "invalid_arguments", "{nul}");
+    assert!(nul["error"].as_str().unwrap().contains("NUL"), "{nul}");
+    let long = client.call("skills.probe_echo", json!({"value": "x".repeat(131_072)}), None).await;
+    assert_eq!(long["error_kind"], "invalid_arguments", "{long}");
+    assert!(long["error"].as_str().unwrap().contains("131071"), "{long}");
+    // Within maxLength in characters, over the kernel's limit in bytes.
+    let wide = client.call("skills.probe_echo", json!({"value": "€".repeat(50_000)}), None).await;
+    assert_eq!(wide["error_kind"], "invalid_arguments", "{wide}");
+    assert!(wide["error"].as_str().unwrap().contains("150000 bytes"), "{wide}");
+    let just_fits = client.call("skills.probe_echo", json!({"value": "x".repeat(131_071)}), None).await;
+    assert_eq!(just_fits["success"], true, "{}", &just_fits.to_string()[..200]);
+}
+
+#[tokio::test]
+async fn a_script_past_its_timeout_is_killed_with_its_children() {
+    let (dir, module) = start();
+    let started = Instant::now();
+    let result = module.client().call("skills.probe_sleeper", json!({}), None).await;
+    assert_eq!(result["error_kind"], "timeout", "{result}");
+    assert!(result["error"].as_str().unwrap().contains("killed"), "{result}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let child: u32 = std::fs::read_to_string(dir.path().join("probe/child.pid")).unwrap().trim().parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{child}/stat"));
+        // Gone, or a zombie waiting for its reaper: not running either way.
+        if stat.as_ref().map_or(true, |s| s.rsplit(") ").next().is_some_and(|rest| rest.starts_with('Z'))) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the script's child {child} is still running: {stat:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[tokio::test]
+async fn fifty_megabytes_of_output_are_cut() {
+    let (_dir, module) = start();
+    let result = module.client().call("skills.probe_flood", json!({}), None).await;
+    assert_eq!(result["success"], true, "{}", &result.to_string()[..result.to_string().len().min(300)]);
+    assert_eq!(result["result"]["truncated"], true);
+    assert!(result["result"]["stdout"].as_str().unwrap().chars().count() <= 1000);
+}
+
+#[tokio::test]
+async fn secrets_are_redacted_and_failures_quote_stderr() {
+    let (_dir, module) = start();
+    let client = module.client();
+    let leak = client.call("skills.probe_leak", json!({}), None).await;
+    let stdout = leak["result"]["stdout"].as_str().unwrap();
+    assert_eq!(stdout, "value [redacted] key [redacted]\n", "{leak}");
+    let fail = client.call("skills.probe_fail", json!({}), None).await;
+    assert_eq!(fail["success"], false);
+    assert_eq!(fail["error_kind"], "execution_failed");
+    let error = fail["error"].as_str().unwrap();
+    assert!(error.contains("exited with code 1") && error.contains("went wrong: password=[redacted]"), "{error}");
+    assert!(!fail.to_string().contains("hunter22") && !leak.to_string().contains(SECRET));
+}
+
+/// Polls the manifest until `ready` holds, for at most two seconds.
+async fn manifest_within_two_seconds(module: &Process, ready: impl Fn(&Value) -> bool) -> Value {
+    let started = Instant::now();
+    loop {
+        let manifest = module.client().manifest().await;
+        if ready(&manifest) {
+            return manifest;
+        }
+        assert!(started.elapsed() < Duration::from_secs(2), "the manifest did not change in 2 s: {manifest}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn changes_under_skills_dir_reach_the_manifest_without_a_restart() {
+    let (dir, module) = start();
+    let pid = module.pid();
+    let skill = "[skill]\nname = \"later\"\n[[tools]]\nname = \"hello\"\ndescription = \"Say hello.\"\ncommand = \"echo hello\"\n";
+    write(dir.path(), "later/SKILL.toml", skill);
+    let manifest =
+        manifest_within_two_seconds(&module, |m| tool_names(m).contains(&"skills.later_hello".to_owned())).await;
+    assert!(tool_names(&manifest).contains(&"skills.probe_echo".to_owned()));
+    let result = module.client().call("skills.later_hello", json!({}), None).await;
+    assert_eq!(result["result"]["stdout"], "hello\n", "{result}");
+    write(dir.path(), "later/SKILL.toml", &skill.replace("Say hello.", "Greet."));
+    manifest_within_two_seconds(&module, |m| {
+        m["tools"].as_array().unwrap().iter().any(|t| t["name"] == "skills.later_hello" && t["description"] == "Greet.")
+    })
+    .await;
+    std::fs::remove_dir_all(dir.path().join("later")).unwrap();
+    manifest_within_two_seconds(&module, |m| !tool_names(m).contains(&"skills.later_hello".to_owned())).await;
+    assert_eq!(module.pid(), pid);
+}
+
+#[tokio::test]
+async fn a_broken_skill_file_beside_a_good_one_leaves_the_good_one_served() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "good/SKILL.toml",
+        "[skill]\nname = \"good\"\n[[tools]]\nname = \"hi\"\ndescription = \"Hi.\"\ncommand = \"echo hi\"\n",
+    );
+    write(dir.path(), "broken/SKILL.toml", "[skill]\nname = \"broken\"\n[[tools]]\nname = 5\n");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_skills"));
+    command.env("SKILLS_DIR", dir.path());
+    let module = Process::start(command);
+    let client = module.client();
+    let manifest = client.manifest().await;
+    assert_eq!(tool_names(&manifest), ["skills.list_skills", "skills.good_hi"]);
+    assert_eq!(client.call("skills.good_hi", json!({}), None).await["result"]["stdout"], "hi\n");
+    let listed = client.call("skills.list_skills", json!({}), None).await;
+    let problem = &listed["result"]["problems"][0];
+    assert!(problem["file"].as_str().unwrap().ends_with("broken/SKILL.toml"), "{listed}");
+    assert_eq!((problem["line"].as_u64(), problem["column"].as_u64()), (Some(4), Some(8)), "{listed}");
+    let logged = module.logs().into_iter().find(|line| line.contains("SKILL.toml problem")).expect("a logged problem");
+    assert!(logged.contains("broken/SKILL.toml") && logged.contains("\"line\":4"), "{logged}");
+}
