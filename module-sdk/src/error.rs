@@ -9,10 +9,13 @@ use crate::manifest_check::ManifestError;
 
 /// A tool's failure, turned into a `success: false` ToolResult.
 ///
-/// Any `std::error::Error` converts into one with `?` (as
-/// `execution_failed`); the constructors pick another kind. Like
-/// `anyhow::Error`, it deliberately does not implement `std::error::Error`
-/// itself, which is what makes that blanket conversion possible.
+/// The constructors pick a kind. `?` converts any error that says its kind
+/// ([`ToolErrorKind`]: your module's own error type, and the standard
+/// library's errors), with the whole cause chain as the message; an error of
+/// another crate converts with [`ToolError::from_error`] or through your own
+/// error type. Like `anyhow::Error`, it deliberately does not implement
+/// `std::error::Error` itself, which is what makes that blanket conversion
+/// possible.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolError {
     kind: ErrorKind,
@@ -64,6 +67,13 @@ impl ToolError {
     pub fn message(&self) -> &str {
         &self.message
     }
+
+    /// Any error (one of another crate, which cannot implement
+    /// [`ToolErrorKind`]) as `execution_failed`, its message the whole cause
+    /// chain: `fetch(url).await.map_err(|e| ToolError::from_error(&e))?`.
+    pub fn from_error(error: &(dyn std::error::Error + 'static)) -> Self {
+        Self::execution_failed(error_chain(error))
+    }
 }
 
 impl fmt::Display for ToolError {
@@ -72,11 +82,89 @@ impl fmt::Display for ToolError {
     }
 }
 
-impl<E: std::error::Error + Send + Sync + 'static> From<E> for ToolError {
-    fn from(error: E) -> Self {
-        Self::execution_failed(error.to_string())
+/// An error that says which `error_kind` it is, so `?` turns it into a
+/// [`ToolError`] of that kind, its message the whole cause chain
+/// ([`error_chain`]).
+///
+/// Implement it for your module's error type (usually a thiserror enum that
+/// wraps the errors of the crates you use with `#[from]`):
+///
+/// ```
+/// use module_sdk::{ErrorKind, ToolErrorKind};
+///
+/// #[derive(Debug, thiserror::Error)]
+/// enum StoreError {
+///     #[error("no note {0}")]
+///     NotFound(String),
+///     #[error("the database failed")]
+///     Database(#[from] std::io::Error),
+/// }
+///
+/// impl ToolErrorKind for StoreError {
+///     fn kind(&self) -> ErrorKind {
+///         match self {
+///             StoreError::NotFound(_) => ErrorKind::NotFound,
+///             StoreError::Database(_) => ErrorKind::ExecutionFailed,
+///         }
+///     }
+/// }
+/// ```
+///
+/// `impl ToolErrorKind for MyError {}` keeps the default,
+/// `execution_failed`. The standard library's errors implement it already:
+/// an I/O time-out is `timeout`, a refused or broken connection
+/// `unavailable`, anything else `execution_failed`; so are `serde_json`'s,
+/// tokio's time-outs (`timeout`) and task failures.
+#[diagnostic::on_unimplemented(
+    message = "`?` cannot turn `{Self}` into a ToolError: the error does not say its kind",
+    note = "implement `module_sdk::ToolErrorKind for {Self}` (an empty impl means `execution_failed`), wrap it in your module's error type, or convert it with `ToolError::from_error(&e)` or a `ToolError` constructor"
+)]
+pub trait ToolErrorKind: std::error::Error {
+    /// The contract's `error_kind` for this error; `execution_failed` unless
+    /// the type says otherwise.
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::ExecutionFailed
     }
 }
+
+impl<E: ToolErrorKind + 'static> From<E> for ToolError {
+    fn from(error: E) -> Self {
+        Self::new(error.kind(), error_chain(&error))
+    }
+}
+
+impl ToolErrorKind for std::io::Error {
+    fn kind(&self) -> ErrorKind {
+        use std::io::ErrorKind as Io;
+        match std::io::Error::kind(self) {
+            Io::TimedOut => ErrorKind::Timeout,
+            Io::ConnectionRefused
+            | Io::ConnectionReset
+            | Io::ConnectionAborted
+            | Io::NotConnected
+            | Io::HostUnreachable
+            | Io::NetworkUnreachable => ErrorKind::Unavailable,
+            _ => ErrorKind::ExecutionFailed,
+        }
+    }
+}
+
+impl ToolErrorKind for tokio::time::error::Elapsed {
+    fn kind(&self) -> ErrorKind {
+        ErrorKind::Timeout
+    }
+}
+
+impl ToolErrorKind for serde_json::Error {}
+impl ToolErrorKind for tokio::task::JoinError {}
+impl ToolErrorKind for std::fmt::Error {}
+impl ToolErrorKind for std::num::ParseIntError {}
+impl ToolErrorKind for std::num::ParseFloatError {}
+impl ToolErrorKind for std::num::TryFromIntError {}
+impl ToolErrorKind for std::str::Utf8Error {}
+impl ToolErrorKind for std::string::FromUtf8Error {}
+impl ToolErrorKind for std::net::AddrParseError {}
+impl ToolErrorKind for std::time::SystemTimeError {}
 
 /// An error and its causes on one line, `outer: cause: cause`, skipping a
 /// cause whose text the message already quotes. Clients such as reqwest
@@ -161,6 +249,44 @@ mod tests {
     #[derive(Debug, thiserror::Error)]
     #[error("outer: {0}")]
     struct Quoting(#[source] std::io::Error);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("note {0} is not there")]
+    struct Missing(u32);
+
+    impl ToolErrorKind for Missing {
+        fn kind(&self) -> ErrorKind {
+            ErrorKind::NotFound
+        }
+    }
+
+    fn find(id: u32) -> Result<(), ToolError> {
+        Err(Missing(id))?
+    }
+
+    fn read() -> Result<(), ToolError> {
+        Err(Outer(std::io::Error::new(std::io::ErrorKind::TimedOut, "socket")))?
+    }
+
+    /// Its kind is its cause's.
+    impl ToolErrorKind for Outer {
+        fn kind(&self) -> ErrorKind {
+            ToolErrorKind::kind(&self.0)
+        }
+    }
+
+    #[test]
+    fn question_mark_keeps_the_kind_and_the_cause_chain() {
+        let missing = find(7).unwrap_err();
+        assert_eq!((missing.kind(), missing.message()), (ErrorKind::NotFound, "note 7 is not there"));
+        let timed_out = read().unwrap_err();
+        assert_eq!((timed_out.kind(), timed_out.message()), (ErrorKind::Timeout, "outer: socket"));
+        assert_eq!(ToolError::from(std::io::Error::other("disk full")).kind(), ErrorKind::ExecutionFailed);
+        let refused = ToolError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert_eq!(refused.kind(), ErrorKind::Unavailable);
+        let foreign = ToolError::from_error(&Outer(std::io::Error::other("inner")));
+        assert_eq!((foreign.kind(), foreign.message()), (ErrorKind::ExecutionFailed, "outer: inner"));
+    }
 
     #[test]
     fn causes_are_chained_once() {

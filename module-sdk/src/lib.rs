@@ -64,7 +64,7 @@ pub use context::Context;
 pub use contract::{
     ErrorKind, ModuleManifest, Permission, ToolAnnotations, ToolCall, ToolDefinition, ToolParameter, ToolResult,
 };
-pub use error::{ModuleError, ServeError, ToolError, error_chain};
+pub use error::{ModuleError, ServeError, ToolError, ToolErrorKind, error_chain};
 pub use healthcheck::{local_address, probe_health, run_healthcheck_if_requested};
 pub use listener::{
     DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, ServerLimits, serve_router,

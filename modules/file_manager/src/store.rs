@@ -25,6 +25,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use module_sdk::{ErrorKind, ToolErrorKind};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use uuid::Uuid;
@@ -106,6 +107,28 @@ pub enum StoreError {
     /// The file system failed.
     #[error("storage error: {0}")]
     Io(#[from] io::Error),
+}
+
+impl ToolErrorKind for StoreError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            StoreError::NotFound(_) => ErrorKind::NotFound,
+            StoreError::TooLarge { .. } => ErrorKind::InvalidArguments,
+            StoreError::QuotaExceeded { .. }
+            | StoreError::TooManyFiles(_)
+            | StoreError::Unsafe(_)
+            | StoreError::Damaged { .. }
+            | StoreError::Io(_) => ErrorKind::ExecutionFailed,
+        }
+    }
+}
+
+impl StoreError {
+    /// Whether the storage itself is not as this module left it (a planted
+    /// link, a damaged record): something an operator must look at.
+    pub fn is_integrity_problem(&self) -> bool {
+        matches!(self, StoreError::Unsafe(_) | StoreError::Damaged { .. })
+    }
 }
 
 /// Bytes and files a user stores.

@@ -123,7 +123,7 @@ pub async fn upload_file(ctx: Context, args: UploadFile) -> Result<FileInfo, Too
     // Refuse an oversized upload before decoding it (base64 is 4 bytes per 3).
     let smallest_size = (encoded.len() as u64 / 4 * 3).saturating_sub(2);
     if smallest_size > limit {
-        return Err(tool_error(StoreError::TooLarge { size: smallest_size, limit }));
+        return Err(StoreError::TooLarge { size: smallest_size, limit }.into());
     }
     let content = BASE64
         .decode(&encoded)
@@ -181,10 +181,13 @@ async fn with_store<T: Send + 'static>(
     work: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, ToolError> {
     let store: Arc<Store> = ctx.state::<Store>()?;
-    tokio::task::spawn_blocking(move || work(&store))
-        .await
-        .map_err(|e| ToolError::execution_failed(format!("the storage task failed: {e}")))?
-        .map_err(tool_error)
+    let done = tokio::task::spawn_blocking(move || work(&store)).await?;
+    done.inspect_err(|error| {
+        if error.is_integrity_problem() {
+            tracing::error!(%error, "storage integrity problem");
+        }
+    })
+    .map_err(ToolError::from)
 }
 
 /// A file id: a UUID, never a path.
@@ -199,20 +202,4 @@ fn parse_file_id(text: &str) -> Result<Uuid, ToolError> {
 
 fn invalid(argument: &str, error: impl std::fmt::Display) -> ToolError {
     ToolError::invalid_arguments(format!("arguments.{argument}: {error}"))
-}
-
-/// The contract's error kind for each storage failure.
-fn tool_error(error: StoreError) -> ToolError {
-    let message = error.to_string();
-    match error {
-        StoreError::NotFound(_) => ToolError::not_found(message),
-        StoreError::TooLarge { .. } => ToolError::invalid_arguments(message),
-        StoreError::Unsafe(_) | StoreError::Damaged { .. } => {
-            tracing::error!(%message, "storage integrity problem");
-            ToolError::execution_failed(message)
-        }
-        StoreError::QuotaExceeded { .. } | StoreError::TooManyFiles(_) | StoreError::Io(_) => {
-            ToolError::execution_failed(message)
-        }
-    }
 }
