@@ -1,28 +1,44 @@
 //! `/execute` throughput of an echo tool served by the SDK, next to a bare
-//! axum handler doing the same JSON work (parse a ToolCall, answer a
-//! ToolResult echoing the arguments), measured in alternating rounds in one
-//! run so machine noise hits both alike.
+//! axum handler doing the same JSON work by hand (deserialize the call and its
+//! arguments struct, serialize a ToolResult), each server in a process of its
+//! own and all driven by an independent load generator, `wrk`, in
+//! alternating rounds so machine noise hits them alike.
+//!
+//! Three servers: `bare`; `sdk`, the module as `Module::serve` runs it (its
+//! bounded connection loop included); `sdk-router`, the module's router under
+//! plain `axum::serve`, which tells the cost of the connection loop apart
+//! from the cost of `/execute` itself.
 //!
 //! Run: `cargo bench -p module-sdk --bench execute_throughput`
-//! Options (environment): BENCH_SECONDS per round (default 2), BENCH_ROUNDS
-//! (default 3), BENCH_CONNECTIONS (default 32).
+//! Needs `wrk` (Debian/Ubuntu: `apt-get install wrk`; macOS: `brew install wrk`).
+//! Options (environment): BENCH_SECONDS per round (default 5), BENCH_ROUNDS
+//! (default 3), BENCH_CONNECTIONS (default 32), BENCH_THREADS (wrk threads,
+//! default 1).
 //!
-//! Logging is off (no tracing subscriber), as with `RUST_LOG=warn` in production.
+//! Both set TCP_NODELAY on their connections. The servers run with `RUST_LOG=warn` (no per-call log line), as in
+//! production at that level. The benchmark binary is also the servers: run
+//! with `BENCH_SERVE=sdk` or `BENCH_SERVE=bare` it serves instead of measuring.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::io::Write;
+use std::process::Command;
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
-use module_sdk::{Context, Module, ServeConfig, ToolCall, ToolError, ToolResult, tool};
+use axum::serve::ListenerExt;
+use module_sdk::{Context, Module, ServeConfig, ToolError, tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tokio::net::{TcpListener, TcpStream};
+use serde_json::json;
+use test_support::Process;
+
+/// The one call both servers answer.
+const CALL: &str = r#"{"tool_name":"bench.echo","arguments":{"text":"hello, world","count":7},"user_id":"u1"}"#;
+/// The answer both servers give to [`CALL`], byte for byte.
+const ANSWER: &str =
+    r#"{"tool_name":"bench.echo","success":true,"result":{"text":"hello, world","count":7},"error":null}"#;
 
 /// Arguments of the echo tool.
 #[derive(Deserialize, Serialize, JsonSchema)]
@@ -39,95 +55,173 @@ async fn echo(_ctx: Context, args: Echo) -> Result<Echo, ToolError> {
     Ok(args)
 }
 
+/// The call as a hand-written handler reads it.
+#[derive(Deserialize)]
+struct BareCall {
+    tool_name: String,
+    arguments: Echo,
+    #[allow(dead_code, reason = "read as the SDK reads it, unused by an echo")]
+    user_id: Option<String>,
+}
+
+/// The result as a hand-written handler writes it.
+#[derive(Serialize)]
+struct BareResult {
+    tool_name: String,
+    success: bool,
+    result: Echo,
+    error: Option<String>,
+}
+
 /// The baseline: the same JSON work in a bare axum handler.
-async fn bare_execute(body: Bytes) -> axum::Json<ToolResult> {
-    let call: ToolCall = serde_json::from_slice(&body).expect("the benchmark sends valid calls");
-    axum::Json(ToolResult::success(call.tool_name, serde_json::Value::Object(call.arguments)))
+async fn bare_execute(body: Bytes) -> Response {
+    let call: BareCall = serde_json::from_slice(&body).expect("the benchmark sends valid calls");
+    let result = BareResult { tool_name: call.tool_name, success: true, result: call.arguments, error: None };
+    let bytes = serde_json::to_vec(&result).expect("the result serializes");
+    ([(header::CONTENT_TYPE, "application/json")], bytes).into_response()
 }
 
-async fn serve(router: Router) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    address
+/// Serves what `BENCH_SERVE` names, on `HOST`:`PORT`, logging the
+/// "listening" line the harness reads the address from.
+async fn serve(which: &str) {
+    match which {
+        "sdk" => bench_module().serve().await.expect("the module serves"),
+        "sdk-router" => {
+            let router = bench_module().router(&ServeConfig::default()).expect("the module is valid");
+            serve_with_axum(router).await;
+        }
+        "bare" => serve_with_axum(Router::new().route("/execute", post(bare_execute))).await,
+        other => panic!("BENCH_SERVE must be `sdk`, `sdk-router` or `bare`, not `{other}`"),
+    }
 }
 
-/// Requests completed per second by `connections` keep-alive clients in `seconds`.
-async fn measure(address: SocketAddr, connections: usize, seconds: f64) -> f64 {
-    let body = Bytes::from_static(
-        br#"{"tool_name":"bench.echo","arguments":{"text":"hello, world","count":7},"user_id":"u1"}"#,
+/// The module the SDK servers serve.
+fn bench_module() -> Module {
+    Module::new("bench", "Benchmark module.").tool(echo)
+}
+
+/// Serves `router` with `axum::serve` on `HOST`:`PORT`, with TCP_NODELAY as
+/// the SDK sets it, logging the address the harness reads back.
+async fn serve_with_axum(router: Router) {
+    let host = std::env::var("HOST").unwrap_or_else(|_| "127.0.0.1".into());
+    let port = std::env::var("PORT").unwrap_or_else(|_| "0".into());
+    let listener = tokio::net::TcpListener::bind(format!("{host}:{port}")).await.expect("bind");
+    let address = listener.local_addr().expect("a bound address").to_string();
+    println!("{}", json!({"message": "bench server listening", "address": address}));
+    let listener = listener.tap_io(|stream| {
+        let _ = stream.set_nodelay(true);
+    });
+    axum::serve(listener, router).await.expect("the server serves");
+}
+
+/// Starts this binary as the `which` server.
+fn start(which: &str) -> Process {
+    let mut command = Command::new(std::env::current_exe().expect("the benchmark's own path"));
+    command.env("BENCH_SERVE", which).env("RUST_LOG", "warn");
+    Process::start(command)
+}
+
+/// Panics unless `wrk` runs, saying how to install it.
+fn require_wrk() {
+    let found = Command::new("wrk").arg("--version").output().is_ok();
+    assert!(
+        found,
+        "this benchmark drives the servers with `wrk`, which is not installed: \
+         `apt-get install wrk` (Debian/Ubuntu) or `brew install wrk` (macOS)"
     );
-    let done = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut workers = Vec::new();
-    for _ in 0..connections {
-        let (done, stop, body) = (done.clone(), stop.clone(), body.clone());
-        workers.push(tokio::spawn(async move {
-            let stream = TcpStream::connect(address).await.unwrap();
-            stream.set_nodelay(true).unwrap();
-            let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.unwrap();
-            tokio::spawn(connection);
-            while !stop.load(Ordering::Relaxed) {
-                let request = hyper::Request::post("/execute")
-                    .header("host", "bench")
-                    .header("content-type", "application/json")
-                    .body(Full::new(body.clone()))
-                    .unwrap();
-                let response = sender.send_request(request).await.unwrap();
-                assert!(response.status().is_success());
-                let answer = response.into_body().collect().await.unwrap().to_bytes();
-                assert!(answer.starts_with(br#"{"tool_name":"bench.echo","success":true"#));
-                done.fetch_add(1, Ordering::Relaxed);
-            }
-        }));
-    }
-    let started = Instant::now();
-    tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
-    let count = done.load(Ordering::Relaxed);
-    let elapsed = started.elapsed().as_secs_f64();
-    stop.store(true, Ordering::Relaxed);
-    for worker in workers {
-        worker.await.unwrap();
-    }
-    count as f64 / elapsed
+}
+
+/// The wrk script that POSTs [`CALL`].
+fn wrk_script() -> tempfile::NamedTempFile {
+    let mut script = tempfile::Builder::new().suffix(".lua").tempfile().expect("a temp file");
+    write!(
+        script,
+        "wrk.method = \"POST\"\nwrk.path = \"/execute\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.body = '{CALL}'\n"
+    )
+    .expect("the script is written");
+    script
+}
+
+/// Requests per second `wrk` measured against `process` in `seconds`;
+/// panics when any answer was not a 2xx or a socket failed.
+fn measure(process: &Process, script: &std::path::Path, threads: usize, connections: usize, seconds: u64) -> f64 {
+    let output = Command::new("wrk")
+        .args([format!("-t{threads}"), format!("-c{connections}"), format!("-d{seconds}s")])
+        .arg("-s")
+        .arg(script)
+        .arg(format!("{}/execute", process.url()))
+        .output()
+        .expect("wrk runs");
+    let report = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "wrk failed: {report}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(!report.contains("Non-2xx") && !report.contains("Socket errors"), "some calls failed:\n{report}");
+    report
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("Requests/sec:"))
+        .and_then(|rate| rate.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no Requests/sec in wrk's report:\n{report}"))
+}
+
+/// Panics unless `process` gives [`ANSWER`] to [`CALL`].
+fn check_answer(process: &Process) {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    let call: serde_json::Value = serde_json::from_str(CALL).expect("the call is JSON");
+    let (status, answer) = runtime.block_on(process.client().post_execute(&call));
+    let expected: serde_json::Value = serde_json::from_str(ANSWER).expect("the answer is JSON");
+    assert_eq!((status, answer), (200, expected), "the servers must do the same work");
 }
 
 fn setting<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-#[tokio::main]
-async fn main() {
-    let seconds: f64 = setting("BENCH_SECONDS", 2.0);
+fn main() {
+    if let Ok(which) = std::env::var("BENCH_SERVE") {
+        let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+        return runtime.block_on(serve(&which));
+    }
+    let seconds: u64 = setting("BENCH_SECONDS", 5);
     let rounds: usize = setting("BENCH_ROUNDS", 3);
     let connections: usize = setting("BENCH_CONNECTIONS", 32);
+    let threads: usize = setting("BENCH_THREADS", 1);
+    require_wrk();
 
-    let sdk_router = Module::new("bench", "Benchmark module.")
-        .tool(echo)
-        .router(&ServeConfig::default())
-        .expect("the benchmark module is valid");
-    let sdk = serve(sdk_router).await;
-    let bare = serve(Router::new().route("/execute", post(bare_execute))).await;
-
-    // Warm both up before measuring.
-    measure(sdk, connections, 0.3).await;
-    measure(bare, connections, 0.3).await;
-
-    println!("/execute throughput, {connections} connections, {rounds} alternating rounds of {seconds} s");
-    println!("{:>6} {:>14} {:>14} {:>8}", "round", "bare req/s", "sdk req/s", "ratio");
-    let (mut bare_total, mut sdk_total) = (0.0, 0.0);
-    for round in 1..=rounds {
-        let bare_rate = measure(bare, connections, seconds).await;
-        let sdk_rate = measure(sdk, connections, seconds).await;
-        bare_total += bare_rate;
-        sdk_total += sdk_rate;
-        println!("{round:>6} {bare_rate:>14.0} {sdk_rate:>14.0} {:>8.3}", sdk_rate / bare_rate);
+    let servers = [("bare", start("bare")), ("sdk", start("sdk")), ("sdk-router", start("sdk-router"))];
+    let script = wrk_script();
+    for (_, server) in &servers {
+        check_answer(server);
+        // Warm up before measuring.
+        measure(server, script.path(), threads, connections, 1);
     }
+
     println!(
-        "{:>6} {:>14.0} {:>14.0} {:>8.3}",
-        "all",
-        bare_total / rounds as f64,
-        sdk_total / rounds as f64,
-        sdk_total / bare_total
+        "/execute throughput, separate processes, wrk -t{threads} -c{connections}, \
+         {rounds} alternating rounds of {seconds} s"
     );
+    println!(
+        "{:>6} {:>12} {:>12} {:>12} {:>10} {:>14}",
+        "round", "bare req/s", "sdk req/s", "router req/s", "sdk/bare", "router/bare"
+    );
+    let mut totals = [0.0; 3];
+    let row = |label: &str, rates: &[f64; 3]| {
+        println!(
+            "{label:>6} {:>12.0} {:>12.0} {:>12.0} {:>10.3} {:>14.3}",
+            rates[0],
+            rates[1],
+            rates[2],
+            rates[1] / rates[0],
+            rates[2] / rates[0]
+        );
+    };
+    for round in 1..=rounds {
+        let mut rates = [0.0; 3];
+        for (rate, (_, server)) in rates.iter_mut().zip(&servers) {
+            *rate = measure(server, script.path(), threads, connections, seconds);
+        }
+        for (total, rate) in totals.iter_mut().zip(rates) {
+            *total += rate;
+        }
+        row(&round.to_string(), &rates);
+    }
+    row("all", &totals.map(|total| total / rounds as f64));
 }
