@@ -6,7 +6,9 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures::FutureExt;
+use serde::Serialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::time::Instant;
 
 use crate::context::{Context, StateMap};
@@ -135,47 +137,50 @@ impl ModuleService {
     /// handler under its timeout with panics contained, and logs one event.
     /// Every failure becomes a `success: false` result, never a panic.
     pub async fn execute(&self, call: ToolCall) -> ToolResult {
-        let started = Instant::now();
-        let user_id_present = call.user_id.is_some();
-        let tool_name = call.tool_name.clone();
-        let result = self.run(call).await;
-        let outcome = result.error_kind.map_or("success", ErrorKind::as_str);
-        tracing::info!(
-            module = %self.manifest.module_name,
-            tool = %tool_name,
-            user_id_present,
-            duration_ms = started.elapsed().as_secs_f64() * 1000.0,
-            outcome,
-            "tool call"
-        );
-        result
+        self.answer(call).await.into_tool_result()
     }
 
-    async fn run(&self, call: ToolCall) -> ToolResult {
+    /// [`ModuleService::execute`] with the result left serialized: what
+    /// `POST /execute` writes out, in one pass.
+    pub(crate) async fn answer(&self, call: ToolCall) -> Answer {
+        let started = Instant::now();
+        let user_id_present = call.user_id.is_some();
+        let answer = self.run(call).await;
+        // The fields are only evaluated when the event is enabled.
+        tracing::info!(
+            module = %self.manifest.module_name,
+            tool = %answer.tool_name,
+            user_id_present,
+            duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+            outcome = answer.error_kind.map_or("success", ErrorKind::as_str),
+            "tool call"
+        );
+        answer
+    }
+
+    async fn run(&self, call: ToolCall) -> Answer {
         let Some(tool) = self.tools.get(&call.tool_name) else {
-            return ToolResult::failure(
-                call.tool_name.clone(),
-                ErrorKind::UnknownTool,
-                self.unknown_tool(&call.tool_name),
-            );
+            let message = self.unknown_tool(&call.tool_name);
+            return Answer::failure(call.tool_name, ErrorKind::UnknownTool, message);
         };
+        // Validated borrowed, then moved into the handler's argument type:
+        // the tree is never copied.
         let arguments = Value::Object(call.arguments);
         if let Err(problems) = tool.validator.check(&arguments) {
-            return ToolResult::failure(call.tool_name, ErrorKind::InvalidArguments, problems);
+            return Answer::failure(call.tool_name, ErrorKind::InvalidArguments, problems);
         }
         let ctx = Context::new(tool.name.clone(), call.user_id, tool.timeout, self.state.clone());
         // Cancelled when this call ends for any reason, including the caller
         // going away (the future is then dropped).
         let _cancel_on_exit = ctx.cancellation().clone().drop_guard();
-        let handler = tool.handler.clone();
-        let running = AssertUnwindSafe(async move { handler.call(ctx, arguments).await }).catch_unwind();
+        let running = AssertUnwindSafe(async { tool.handler.call(ctx, arguments).await }).catch_unwind();
         match tokio::time::timeout(tool.timeout, running).await {
-            Ok(Ok(Ok(value))) => ToolResult::success(call.tool_name, value),
-            Ok(Ok(Err(error))) => ToolResult::failure(call.tool_name, error.kind(), error.message()),
+            Ok(Ok(Ok(result))) => Answer::success(call.tool_name, result),
+            Ok(Ok(Err(error))) => Answer::failure(call.tool_name, error.kind(), error.message()),
             Ok(Err(panic)) => {
                 let detail = panic_message(panic.as_ref());
                 tracing::error!(tool = %call.tool_name, panic = %detail, "tool handler panicked");
-                ToolResult::failure(
+                Answer::failure(
                     call.tool_name,
                     ErrorKind::ExecutionFailed,
                     "the tool failed with an internal error; the module is still running, and the call can be retried or reported",
@@ -186,7 +191,7 @@ impl ModuleService {
                     "the tool did not finish within its timeout of {} s; try a smaller request",
                     tool.timeout.as_secs_f64()
                 );
-                ToolResult::failure(call.tool_name, ErrorKind::Timeout, message)
+                Answer::failure(call.tool_name, ErrorKind::Timeout, message)
             }
         }
     }
@@ -199,6 +204,47 @@ impl ModuleService {
             self.manifest.module_name,
             known.join(", ")
         )
+    }
+}
+
+/// A [`ToolResult`] whose `result` is the handler's output already
+/// serialized, so that `POST /execute` writes its answer in one pass; it
+/// serializes to exactly the JSON of the [`ToolResult`] it converts to.
+#[derive(Debug, Serialize)]
+pub(crate) struct Answer {
+    tool_name: String,
+    success: bool,
+    /// `None` (written `null`) on failure.
+    result: Option<Box<RawValue>>,
+    error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_kind: Option<ErrorKind>,
+}
+
+impl Answer {
+    fn success(tool_name: String, result: Box<RawValue>) -> Self {
+        Self { tool_name, success: true, result: Some(result), error: None, error_kind: None }
+    }
+
+    fn failure(tool_name: String, kind: ErrorKind, error: impl Into<String>) -> Self {
+        Self { tool_name, success: false, result: None, error: Some(error.into()), error_kind: Some(kind) }
+    }
+
+    /// The answer as a [`ToolResult`], its `result` parsed back into a tree.
+    fn into_tool_result(self) -> ToolResult {
+        let Some(raw) = self.result else {
+            let kind = self.error_kind.unwrap_or(ErrorKind::ExecutionFailed);
+            return ToolResult::failure(self.tool_name, kind, self.error.unwrap_or_default());
+        };
+        match serde_json::from_str(raw.get()) {
+            Ok(result) => ToolResult::success(self.tool_name, result),
+            // Only past serde_json's nesting limit (128 levels).
+            Err(error) => ToolResult::failure(
+                self.tool_name,
+                ErrorKind::ExecutionFailed,
+                format!("the tool's result could not be read back: {error}"),
+            ),
+        }
     }
 }
 
@@ -350,6 +396,19 @@ mod tests {
         assert_eq!(long.error_kind, Some(ErrorKind::InvalidArguments));
         let extra = client.call("count", json!({"word": "a", "other": 1})).await;
         assert_eq!(extra.error_kind, Some(ErrorKind::InvalidArguments));
+    }
+
+    #[test]
+    fn an_answer_is_written_as_the_tool_result_it_stands_for() {
+        let raw = serde_json::value::to_raw_value(&json!({"text": "hi", "n": [1, 2]})).unwrap();
+        let answers = [
+            Answer::success("m.echo".into(), raw),
+            Answer::failure("m.echo".into(), ErrorKind::InvalidArguments, "arguments.text: required field is missing"),
+        ];
+        for answer in answers {
+            let written = serde_json::to_string(&answer).unwrap();
+            assert_eq!(written, serde_json::to_string(&answer.into_tool_result()).unwrap());
+        }
     }
 
     #[tokio::test]

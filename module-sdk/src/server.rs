@@ -143,7 +143,14 @@ pub(crate) async fn execute(
         Ok(call) => call,
         Err(error) => return error_response(StatusCode::BAD_REQUEST, bad_call_message(&error)),
     };
-    axum::Json(state.service.execute(call).await).into_response()
+    let answer = state.service.answer(call).await;
+    match serde_json::to_vec(&answer) {
+        Ok(body) => json_bytes(Bytes::from(body)),
+        // Strings, pre-serialized JSON and an enum: never reached.
+        Err(error) => {
+            error_response(StatusCode::INTERNAL_SERVER_ERROR, format!("the answer could not be written: {error}"))
+        }
+    }
 }
 
 /// Says whether a body failed as JSON or as a ToolCall, and where.

@@ -15,6 +15,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::context::Context;
 use crate::contract::{Permission, ToolAnnotations};
@@ -50,8 +51,9 @@ where
     }
 }
 
-/// The future of a type-erased handler: arguments in, JSON result out.
-pub(crate) type JsonFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>>;
+/// The future of a type-erased handler: arguments in, the result serialized
+/// once, as it goes on the wire.
+pub(crate) type JsonFuture = Pin<Box<dyn Future<Output = Result<Box<RawValue>, ToolError>> + Send>>;
 
 /// A handler with its argument and result types erased to JSON.
 pub(crate) trait ErasedHandler: Send + Sync {
@@ -81,7 +83,7 @@ where
         let output = self.handler.call(ctx, args);
         Box::pin(async move {
             let output = output.await?;
-            serde_json::to_value(output)
+            serde_json::value::to_raw_value(&output)
                 .map_err(|e| ToolError::execution_failed(format!("the tool's result could not be serialized: {e}")))
         })
     }
