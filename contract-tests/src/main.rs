@@ -24,7 +24,8 @@ struct Cli {
     /// is reported as warnings) or `full` (every extension).
     #[arg(long, value_enum, default_value_t = Level::Full)]
     level: Level,
-    /// The modules' service token (SERVICE_AUTH_TOKEN); also checks that calls without it or with a wrong one are refused.
+    /// The modules' service token (SERVICE_AUTH_TOKEN); also checks that calls without it, or with a wrong one,
+    /// are refused.
     #[arg(long)]
     token: Option<String>,
     /// Also write a machine-readable report in this format to --out.
