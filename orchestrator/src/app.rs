@@ -3,6 +3,7 @@
 //! HTTP API and the command line.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use module_sdk::{ToolDefinition, ToolResult};
 use serde_json::Value;
@@ -13,6 +14,10 @@ use crate::config::Config;
 use crate::execute::{ExecuteRequest, Executor};
 use crate::providers::{ConvertedCache, ToolFormat};
 use crate::redis_cache::RedisCache;
+
+/// How long an idle pooled connection to a module is kept: under the
+/// modules' default idle close (`HEADER_READ_TIMEOUT_SECONDS`, 10 s).
+const MODULE_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 use crate::registry::Registry;
 
 /// Why the orchestrator could not be put together.
@@ -44,7 +49,11 @@ impl Orchestrator {
         let config = Arc::new(config);
         // One pooled client for discovery and every call. Modules are
         // internal services: never send their traffic through a proxy.
-        let client = reqwest::Client::builder().no_proxy().build()?;
+        // Modules close a kept-alive connection after HEADER_READ_TIMEOUT_SECONDS
+        // (10 s by default) of idleness; a pooled connection reused just as the
+        // module closes it fails a call that may not be retried. Dropping idle
+        // connections sooner than any module does avoids that race.
+        let client = reqwest::Client::builder().no_proxy().pool_idle_timeout(MODULE_IDLE_TIMEOUT).build()?;
         let cache: Arc<dyn ManifestCache> = match &config.redis_url {
             Some(url) => Arc::new(RedisCache::new(url)?),
             None => Arc::new(MemoryCache::default()),
