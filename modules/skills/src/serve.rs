@@ -57,8 +57,10 @@ impl LiveRouter {
             auth = self.config.auth_token.is_some(),
             "module listening"
         );
+        let limits = self.config.limits;
         let app = Router::new().fallback(forward).with_state(self);
-        axum::serve(listener, app).with_graceful_shutdown(module_sdk::shutdown_signal()).await.map_err(io_error)?;
+        // The SDK's connection loop: its header/body read timeouts and connection cap apply.
+        module_sdk::serve_router(listener, app, limits, module_sdk::shutdown_signal()).await;
         tracing::info!("module stopped");
         Ok(())
     }
