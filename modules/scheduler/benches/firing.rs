@@ -1,0 +1,3 @@
+//! The firing benchmark.
+
+fn main() {}

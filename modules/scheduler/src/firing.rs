@@ -1,0 +1,218 @@
+//! The firing loop: claim the runs that are due, deliver each (making an
+//! `api_call` first), then acknowledge it with the task's next run.
+//!
+//! A recurring task's next run is the first one after *now*, so a task that
+//! missed several runs while the module was down fires once and resumes its
+//! schedule. The loop sleeps until the next run is due (at most the poll
+//! interval) and wakes early when a task is added.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use guarded_http::header::{HeaderMap, HeaderName, HeaderValue};
+use guarded_http::{GuardedClient, GuardedRequest, read_capped};
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use serde_json::{Map, Value, json};
+use tokio::sync::Notify;
+
+use crate::delivery::{Event, Webhook};
+use crate::schedule::Schedule;
+use crate::store::{Outcome, Store, Task};
+use crate::task::{ExecutionData, rfc3339};
+
+/// Everything the firing loop needs.
+#[derive(Debug, Clone)]
+pub struct Firing {
+    /// The tasks.
+    pub store: Arc<Store>,
+    /// Where runs are delivered.
+    pub webhook: Webhook,
+    /// The client `api_call` tasks go through.
+    pub client: GuardedClient,
+    /// Most bytes of an `api_call` response kept.
+    pub api_call_max_bytes: usize,
+    /// This process's name in claims.
+    pub worker: String,
+    /// How long a claim holds.
+    pub lease: Duration,
+    /// Most runs claimed (and delivered concurrently) at once.
+    pub batch: u32,
+    /// Longest sleep between looks.
+    pub poll: Duration,
+    /// Rung when a task is added.
+    pub wake: Arc<Notify>,
+}
+
+impl Firing {
+    /// Fires due runs until the process ends.
+    pub async fn run(self) {
+        loop {
+            let fired = match self.fire_due().await {
+                Ok(fired) => fired,
+                Err(error) => {
+                    tracing::error!(%error, "firing due tasks failed; retrying");
+                    0
+                }
+            };
+            if fired >= self.batch as usize {
+                continue;
+            }
+            let sleep = self.until_next_look().await;
+            tokio::select! {
+                () = tokio::time::sleep(sleep) => {}
+                () = self.wake.notified() => {}
+            }
+        }
+    }
+
+    /// Claims and delivers one batch of due runs; how many.
+    pub async fn fire_due(&self) -> Result<usize, String> {
+        let now = Timestamp::now().as_millisecond();
+        let lease_until = now.saturating_add(i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX));
+        let (store, worker, batch) = (self.store.clone(), self.worker.clone(), self.batch);
+        let due = tokio::task::spawn_blocking(move || store.claim(&worker, now, lease_until, batch))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        let count = due.len();
+        futures::stream::iter(due).for_each_concurrent(None, |task| self.fire(task)).await;
+        Ok(count)
+    }
+
+    /// How long to sleep: until the next run, at most the poll interval.
+    async fn until_next_look(&self) -> Duration {
+        let store = self.store.clone();
+        let next = tokio::task::spawn_blocking(move || store.next_wake()).await.ok().and_then(Result::ok).flatten();
+        let now = Timestamp::now().as_millisecond();
+        match next {
+            Some(at) => Duration::from_millis(u64::try_from(at - now).unwrap_or(0)).min(self.poll),
+            None => self.poll,
+        }
+    }
+
+    /// Delivers one claimed run and acknowledges it.
+    async fn fire(&self, task: Task) {
+        let outcome = match self.webhook.deliver(&self.event(&task).await).await {
+            Ok(()) => Outcome::Delivered,
+            Err(why) => {
+                tracing::warn!(task = %task.id, %why, "a run could not be delivered");
+                Outcome::Failed(why)
+            }
+        };
+        let next = next_run(&task, Timestamp::now());
+        let (store, worker) = (self.store.clone(), self.worker.clone());
+        let finished = tokio::task::spawn_blocking(move || store.finish(&task, &worker, &outcome, next)).await;
+        match finished {
+            Ok(Ok(true)) => {}
+            Ok(Ok(false)) => tracing::warn!("a run's claim lapsed before it was acknowledged; it may fire again"),
+            Ok(Err(error)) => tracing::error!(%error, "acknowledging a run failed; it will fire again"),
+            Err(error) => tracing::error!(%error, "acknowledging a run failed; it will fire again"),
+        }
+    }
+
+    /// The event of one run; an `api_call` is made here and its outcome included.
+    async fn event(&self, task: &Task) -> Event {
+        let zone = TimeZone::get(&task.timezone).unwrap_or(TimeZone::UTC);
+        let scheduled = task.next_run.unwrap_or_default();
+        let mut body = Map::new();
+        body.insert("task_id".into(), json!(task.id));
+        body.insert("user_id".into(), json!(task.user_id));
+        body.insert("task_type".into(), json!(task.task_type));
+        body.insert("description".into(), json!(task.description));
+        body.insert("execution_data".into(), task.execution_data.clone());
+        if let Ok(ExecutionData::ApiCall { url, method, headers, body: request_body }) =
+            serde_json::from_value(task.execution_data.clone())
+        {
+            body.insert("api_call_result".into(), self.api_call(url, method.as_method(), headers, request_body).await);
+        }
+        body.insert("scheduled_at".into(), json!(rfc3339(scheduled, &zone)));
+        body.insert("fired_at".into(), json!(rfc3339(Timestamp::now().as_millisecond(), &zone)));
+        Event { id: format!("{}:{scheduled}", task.id), body }
+    }
+
+    /// Makes an `api_call` through the guarded client: `{status, body,
+    /// truncated}`, or `{error}` when it was refused or failed.
+    async fn api_call(
+        &self,
+        url: String,
+        method: guarded_http::Method,
+        headers: std::collections::BTreeMap<String, String>,
+        body: Option<String>,
+    ) -> Value {
+        let mut header_map = HeaderMap::new();
+        for (name, value) in headers {
+            if let (Ok(name), Ok(value)) = (HeaderName::try_from(name), HeaderValue::try_from(value)) {
+                header_map.insert(name, value);
+            }
+        }
+        let request = GuardedRequest { method, url, headers: header_map, body: body.map(String::into_bytes) };
+        let max = self.api_call_max_bytes;
+        let budget = self.client.limits().total;
+        let exchange = async {
+            let (url, response) = self.client.send(request).await?;
+            let status = response.status().as_u16();
+            let (bytes, truncated) = read_capped(&url, response, max).await?;
+            Ok::<_, guarded_http::GuardedError>(json!({
+                "status": status,
+                "body": String::from_utf8_lossy(&bytes),
+                "truncated": truncated,
+            }))
+        };
+        match tokio::time::timeout(budget, exchange).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(error)) => json!({"error": error.to_string()}),
+            Err(_) => json!({"error": format!("the request took longer than {} seconds", budget.as_secs())}),
+        }
+    }
+}
+
+/// The run after this one: for a recurring task the first after `now`
+/// (missed runs collapse into the one that just fired), within `max_runs`
+/// and `until`; `None` for a one-time reminder or a finished schedule.
+pub fn next_run(task: &Task, now: Timestamp) -> Option<i64> {
+    let schedule = Schedule::from_normalized(task.schedule.as_deref()?).ok()?;
+    if task.max_runs.is_some_and(|max| task.runs.saturating_add(1) >= max) {
+        return None;
+    }
+    let zone = TimeZone::get(&task.timezone).unwrap_or(TimeZone::UTC);
+    let next = schedule.next_after(now, &zone).ok()?.as_millisecond();
+    (task.until.is_none_or(|until| next <= until)).then_some(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uuid::Uuid;
+
+    fn task(schedule: Option<&str>, runs: u32, max_runs: Option<u32>, until: Option<i64>) -> Task {
+        Task {
+            id: Uuid::new_v4(),
+            user_id: "u".into(),
+            task_type: "reminder".into(),
+            description: "d".into(),
+            execution_data: Value::Null,
+            schedule: schedule.map(Into::into),
+            timezone: "UTC".into(),
+            status: "active".into(),
+            next_run: Some(0),
+            last_run: None,
+            runs,
+            max_runs,
+            until,
+            last_outcome: None,
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn missed_runs_collapse_into_one_and_limits_end_the_schedule() {
+        // Every minute, but the module was down for an hour: the next run is the first after now.
+        let now = Timestamp::from_second(3_600 * 24 + 30).unwrap();
+        assert_eq!(next_run(&task(Some("* * * * *"), 0, None, None), now), Some((3_600 * 24 + 60) * 1000));
+        assert_eq!(next_run(&task(None, 0, None, None), now), None, "one-time");
+        assert_eq!(next_run(&task(Some("* * * * *"), 2, Some(3), None), now), None, "the third run was the last");
+        assert_eq!(next_run(&task(Some("* * * * *"), 0, None, Some(now.as_millisecond())), now), None, "until");
+    }
+}

@@ -1,0 +1,394 @@
+//! Schedules: the phrases a model writes ("daily 9am", "weekdays 6pm",
+//! "monday 10:30", "every 15m") and 5-field cron expressions, normalized to
+//! one cron form and evaluated in a time zone by `croner` on `jiff`.
+//!
+//! DST follows the Open Cron Pattern Specification, as croner implements
+//! it: a fixed-time run whose wall-clock time falls in a spring-forward gap
+//! runs once, at the first instant after the gap; one whose time occurs
+//! twice on a fall-back day runs once, at the earlier instant. Interval
+//! schedules (`every 15m`) run on real instants, so they keep their pace
+//! through both transitions.
+
+use std::str::FromStr;
+
+use croner::Cron;
+use croner::parser::{CronParser, Seconds};
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+
+/// What a model may write as a schedule: the phrases exactly, or five cron
+/// fields (their values are checked by croner, which names the bad field).
+pub const SCHEDULE_PATTERN: &str = r"^\s*(every\s+(minute|hour|((1|2|3|4|5|6|10|12|15|20|30)\s*(s|secs?|seconds?|m|mins?|minutes?))|((1|2|3|4|6|8|12)\s*(h|hrs?|hours?))|(1\s*(d|days?)))|hourly|(every\s+day|daily|weekdays|weekends|(sunday|monday|tuesday|wednesday|thursday|friday|saturday)s?|sun|mon|tue|tues|wed|thu|thur|thurs|fri|sat)(\s+at)?\s+(([01]?[0-9]|2[0-3])(:[0-5][0-9])?|(0?[1-9]|1[0-2])(:[0-5][0-9])?\s*[ap]m)|[0-9A-Za-z*,/?#-]+(\s+[0-9A-Za-z*,/?#-]+){4})\s*$";
+
+/// Intervals of `every N<unit>` that keep a steady pace across hour and day
+/// boundaries, by unit: they divide the next unit up evenly.
+const EVEN_SECONDS: &[u32] = &[1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30];
+const EVEN_MINUTES: &[u32] = &[1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30];
+const EVEN_HOURS: &[u32] = &[1, 2, 3, 4, 6, 8, 12];
+
+/// Why a schedule could not be read; every message tells the model what to write instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScheduleError {
+    /// Neither a known phrase nor a valid cron expression.
+    #[error(
+        "cannot read the schedule {0:?} ({1}); write \"daily 9am\", \"weekdays 6pm\", \"monday 10:30\", \"every 15m\", or five cron fields \"minute hour day-of-month month day-of-week\" such as \"30 9 * * 1-5\""
+    )]
+    Unreadable(String, String),
+    /// An `every` interval that does not divide its unit evenly.
+    #[error(
+        "\"every {0}{1}\" does not divide evenly into the {2}; use one of {3} {1}, or a cron expression such as \"0 9,13,17 * * *\""
+    )]
+    UnevenInterval(u32, char, &'static str, String),
+    /// A time of day out of range.
+    #[error("{0:?} is not a time of day; write 9am, 6:30pm or 18:30")]
+    BadTime(String),
+    /// The schedule never fires again.
+    #[error("the schedule {0:?} has no future run")]
+    NeverRuns(String),
+}
+
+/// A schedule in its normalized cron form, ready to evaluate.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    cron: Cron,
+    text: String,
+}
+
+impl Schedule {
+    /// Reads a phrase or a 5-field cron expression.
+    pub fn parse(input: &str) -> Result<Self, ScheduleError> {
+        let text = match phrase(input)? {
+            Some(cron) => cron,
+            None => {
+                let fields = input.split_whitespace().collect::<Vec<_>>();
+                if fields.len() != 5 {
+                    let why = format!("{} fields, not a phrase or the 5 fields of a cron expression", fields.len());
+                    return Err(ScheduleError::Unreadable(shown(input), why));
+                }
+                fields.join(" ")
+            }
+        };
+        Self::from_normalized(&text).map_err(|e| match e {
+            ScheduleError::Unreadable(_, why) => ScheduleError::Unreadable(shown(input), why),
+            other => other,
+        })
+    }
+
+    /// A schedule stored in normalized form (5 fields, or 6 with seconds first).
+    pub fn from_normalized(text: &str) -> Result<Self, ScheduleError> {
+        let cron = CronParser::builder()
+            .seconds(Seconds::Optional)
+            .dom_and_dow(false)
+            .build()
+            .parse(text)
+            .map_err(|e| ScheduleError::Unreadable(shown(text), e.to_string()))?;
+        Ok(Self { cron, text: text.to_owned() })
+    }
+
+    /// The normalized cron form: 5 fields, or 6 (seconds first) for `every Ns`.
+    pub fn as_cron(&self) -> &str {
+        &self.text
+    }
+
+    /// The first run strictly after `after`, computed on the wall clock of `zone`.
+    pub fn next_after(&self, after: Timestamp, zone: &TimeZone) -> Result<Timestamp, ScheduleError> {
+        let start = after.to_zoned(zone.clone());
+        self.cron
+            .find_next_occurrence(&start, false)
+            .map(|zoned| zoned.timestamp())
+            .map_err(|_| ScheduleError::NeverRuns(self.text.clone()))
+    }
+
+    /// The next `count` runs after `after`.
+    pub fn upcoming(&self, after: Timestamp, zone: &TimeZone, count: usize) -> Result<Vec<Timestamp>, ScheduleError> {
+        let mut runs = Vec::with_capacity(count);
+        let mut cursor = after;
+        for _ in 0..count {
+            cursor = self.next_after(cursor, zone)?;
+            runs.push(cursor);
+        }
+        Ok(runs)
+    }
+}
+
+/// The cron form of a phrase; `None` when the input is not a phrase (it may be cron).
+fn phrase(input: &str) -> Result<Option<String>, ScheduleError> {
+    let lower = input.trim().to_ascii_lowercase();
+    let words: Vec<&str> = lower.split_whitespace().filter(|w| *w != "at").collect();
+    match words.as_slice() {
+        ["hourly"] => Ok(Some("0 * * * *".into())),
+        ["every", "minute"] => Ok(Some("* * * * *".into())),
+        ["every", "hour"] => Ok(Some("0 * * * *".into())),
+        ["every", rest @ ..] if !rest.is_empty() && !matches!(rest[0], "day") => every(&rest.concat()).map(Some),
+        ["every", "day", time @ ..] | ["daily", time @ ..] => on_days("*", time, input),
+        ["weekdays", time @ ..] => on_days("1-5", time, input),
+        ["weekends", time @ ..] => on_days("0,6", time, input),
+        [day, time @ ..] if weekday(day).is_some() && !time.is_empty() => {
+            on_days(weekday(day).unwrap_or_default(), time, input)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The cron form of an interval of `n` units.
+type CronOf = fn(u32) -> String;
+
+/// `every 15m`, `every 2h`, `every 30s`, `every 10 minutes`: aligned to
+/// the clock (`*/15` minutes: :00, :15, :30, :45).
+fn every(amount: &str) -> Result<String, ScheduleError> {
+    let digits: String = amount.chars().take_while(char::is_ascii_digit).collect();
+    let unit = &amount[digits.len()..];
+    let Ok(n) = digits.parse::<u32>() else {
+        return Err(ScheduleError::Unreadable(format!("every {amount}"), "the interval needs a number".into()));
+    };
+    let (unit, even, whole, form): (char, &[u32], &str, CronOf) = match unit {
+        "s" | "sec" | "secs" | "second" | "seconds" => ('s', EVEN_SECONDS, "minute", |n| format!("*/{n} * * * * *")),
+        "m" | "min" | "mins" | "minute" | "minutes" => ('m', EVEN_MINUTES, "hour", |n| format!("*/{n} * * * *")),
+        "h" | "hr" | "hrs" | "hour" | "hours" => ('h', EVEN_HOURS, "day", |n| format!("0 */{n} * * *")),
+        "d" | "day" | "days" if n == 1 => return Ok("0 0 * * *".into()),
+        _ => {
+            let why = format!("unknown unit {unit:?}: use s, m or h");
+            return Err(ScheduleError::Unreadable(format!("every {amount}"), why));
+        }
+    };
+    if !even.contains(&n) {
+        let choices = even.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+        return Err(ScheduleError::UnevenInterval(n, unit, whole, choices));
+    }
+    Ok(form(n))
+}
+
+/// `M H * * <days>` from a time of day such as `9am`, `6:30pm`, `18:30`.
+fn on_days(days: &str, time: &[&str], input: &str) -> Result<Option<String>, ScheduleError> {
+    if time.is_empty() {
+        let why = "the phrase needs a time of day such as 9am or 18:30".to_owned();
+        return Err(ScheduleError::Unreadable(shown(input), why));
+    }
+    let (hour, minute) = time_of_day(&time.concat())?;
+    Ok(Some(format!("{minute} {hour} * * {days}")))
+}
+
+/// Hour and minute of `9am`, `12pm`, `6:30pm`, `18:30`, `7`.
+fn time_of_day(text: &str) -> Result<(u32, u32), ScheduleError> {
+    let bad = || ScheduleError::BadTime(text.to_owned());
+    let (clock, meridiem) = match text.strip_suffix("am").or_else(|| text.strip_suffix("pm")) {
+        Some(clock) => (clock, Some(text.ends_with("pm"))),
+        None => (text, None),
+    };
+    let (hour, minute) = clock.split_once(':').unwrap_or((clock, "0"));
+    let hour: u32 = hour.parse().map_err(|_| bad())?;
+    let minute: u32 = minute.parse().map_err(|_| bad())?;
+    let hour = match meridiem {
+        Some(_) if !(1..=12).contains(&hour) => return Err(bad()),
+        Some(pm) => hour % 12 + if pm { 12 } else { 0 },
+        None => hour,
+    };
+    if hour > 23 || minute > 59 {
+        return Err(bad());
+    }
+    Ok((hour, minute))
+}
+
+/// The cron day-of-week number of a day name (`mon`, `monday`, `mondays`).
+fn weekday(word: &str) -> Option<&'static str> {
+    const DAYS: [(&str, &str); 7] = [
+        ("sunday", "0"),
+        ("monday", "1"),
+        ("tuesday", "2"),
+        ("wednesday", "3"),
+        ("thursday", "4"),
+        ("friday", "5"),
+        ("saturday", "6"),
+    ];
+    let word = word.strip_suffix('s').filter(|w| w.len() > 3).unwrap_or(word);
+    DAYS.iter().find(|(name, _)| word.len() >= 3 && name.starts_with(word)).map(|(_, n)| *n)
+}
+
+/// An input as quoted in an error: at most 80 characters.
+fn shown(input: &str) -> String {
+    input.chars().take(80).collect()
+}
+
+/// A time zone from its IANA name (`Europe/Berlin`, `UTC`).
+pub fn time_zone(name: &str) -> Result<TimeZone, String> {
+    TimeZone::get(name.trim()).map_err(|_| {
+        format!(
+            "{:?} is not an IANA time zone name; write a name such as Europe/Berlin, America/New_York or UTC",
+            shown(name)
+        )
+    })
+}
+
+impl FromStr for Schedule {
+    type Err = ScheduleError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        Self::parse(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jiff::civil::date;
+
+    fn cron(input: &str) -> String {
+        Schedule::parse(input).unwrap_or_else(|e| panic!("{input}: {e}")).as_cron().to_owned()
+    }
+
+    fn zone(name: &str) -> TimeZone {
+        time_zone(name).unwrap()
+    }
+
+    /// Every run of `schedule` in `zone` on the civil day `day`, as wall-clock times with offsets.
+    fn runs_on(schedule: &str, name: &str, day: jiff::civil::Date) -> Vec<String> {
+        let tz = zone(name);
+        let schedule = Schedule::parse(schedule).unwrap();
+        let start = day.yesterday().unwrap().at(12, 0, 0, 0).to_zoned(tz.clone()).unwrap().timestamp();
+        let mut runs = Vec::new();
+        let mut cursor = start;
+        loop {
+            cursor = schedule.next_after(cursor, &tz).unwrap();
+            let local = cursor.to_zoned(tz.clone());
+            if local.date() > day {
+                return runs;
+            }
+            if local.date() == day {
+                runs.push(local.strftime("%H:%M%:z").to_string());
+            }
+        }
+    }
+
+    #[test]
+    fn phrases_become_cron() {
+        assert_eq!(cron("daily 9am"), "0 9 * * *");
+        assert_eq!(cron("Daily at 9:15 PM"), "15 21 * * *");
+        assert_eq!(cron("every day 12am"), "0 0 * * *");
+        assert_eq!(cron("daily 12pm"), "0 12 * * *");
+        assert_eq!(cron("weekdays 6pm"), "0 18 * * 1-5");
+        assert_eq!(cron("weekends 10:30"), "30 10 * * 0,6");
+        assert_eq!(cron("monday 10:30"), "30 10 * * 1");
+        assert_eq!(cron("Fridays at 17:00"), "0 17 * * 5");
+        assert_eq!(cron("sun 8am"), "0 8 * * 0");
+        assert_eq!(cron("every 15m"), "*/15 * * * *");
+        assert_eq!(cron("every 15 minutes"), "*/15 * * * *");
+        assert_eq!(cron("every 2h"), "0 */2 * * *");
+        assert_eq!(cron("every 10s"), "*/10 * * * * *");
+        assert_eq!(cron("every minute"), "* * * * *");
+        assert_eq!(cron("hourly"), "0 * * * *");
+        assert_eq!(cron("30   9 * *   1-5"), "30 9 * * 1-5");
+        assert_eq!(cron("0 9 1 * MON"), "0 9 1 * MON");
+    }
+
+    #[test]
+    fn bad_input_gets_an_error_that_says_what_to_write() {
+        for (input, expected) in [
+            ("sometimes", "cannot read the schedule \"sometimes\""),
+            ("daily", "needs a time of day"),
+            ("daily 25:00", "\"25:00\" is not a time of day"),
+            ("daily 13pm", "\"13pm\" is not a time of day"),
+            ("monday 10:75", "is not a time of day"),
+            ("every 7m", "\"every 7m\" does not divide evenly into the hour; use one of 1, 2, 3"),
+            ("every 5h", "does not divide evenly into the day"),
+            ("every 3 fortnights", "unknown unit"),
+            ("61 * * * *", "cannot read the schedule \"61 * * * *\""),
+            ("* * * *", "4 fields"),
+            ("* * * * * * *", "7 fields"),
+            ("0 0 31 2 *", "has no future run"),
+            ("", "0 fields"),
+        ] {
+            let error = Schedule::parse(input)
+                .and_then(|s| s.next_after(Timestamp::UNIX_EPOCH, &TimeZone::UTC))
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(expected), "{input:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_pattern_admits_every_phrase_and_cron_form() {
+        let pattern = regex_lite(SCHEDULE_PATTERN);
+        for text in
+            ["daily 9am", "weekdays 6pm", "monday 10:30", "every 15m", "every 10 minutes", "hourly", "*/5 * * * *"]
+        {
+            assert!(pattern.is_match(text), "{text}");
+        }
+        for text in ["example", "", "rm -rf /", "daily"] {
+            assert!(!pattern.is_match(text), "{text}");
+        }
+    }
+
+    /// The schema's regex, checked the way the SDK validates arguments.
+    fn regex_lite(pattern: &str) -> jsonschema::Validator {
+        jsonschema::validator_for(&serde_json::json!({"type": "string", "pattern": pattern})).unwrap()
+    }
+
+    trait IsMatch {
+        fn is_match(&self, text: &str) -> bool;
+    }
+
+    impl IsMatch for jsonschema::Validator {
+        fn is_match(&self, text: &str) -> bool {
+            self.is_valid(&serde_json::json!(text))
+        }
+    }
+
+    #[test]
+    fn a_daily_0230_task_runs_once_on_both_dst_days_in_berlin() {
+        // 2026-03-29: 02:00 CET jumps to 03:00 CEST; 02:30 does not exist.
+        assert_eq!(runs_on("daily 2:30am", "Europe/Berlin", date(2026, 3, 29)), ["03:00+02:00"]);
+        // 2026-10-25: 03:00 CEST falls back to 02:00 CET; 02:30 happens twice.
+        assert_eq!(runs_on("daily 2:30am", "Europe/Berlin", date(2026, 10, 25)), ["02:30+02:00"]);
+        assert_eq!(runs_on("daily 2:30am", "Europe/Berlin", date(2026, 10, 26)), ["02:30+01:00"]);
+    }
+
+    #[test]
+    fn a_daily_0230_task_runs_once_on_both_dst_days_in_new_york() {
+        assert_eq!(runs_on("30 2 * * *", "America/New_York", date(2026, 3, 8)), ["03:00-04:00"]);
+        assert_eq!(runs_on("30 2 * * *", "America/New_York", date(2026, 3, 9)), ["02:30-04:00"]);
+        // 01:30 happens twice on 2026-11-01 (EDT, then EST): one run, the first.
+        assert_eq!(runs_on("30 1 * * *", "America/New_York", date(2026, 11, 1)), ["01:30-04:00"]);
+        assert_eq!(runs_on("30 2 * * *", "America/New_York", date(2026, 11, 1)), ["02:30-05:00"]);
+    }
+
+    #[test]
+    fn intervals_keep_real_time_through_a_fall_back_hour() {
+        let runs = runs_on("every 30m", "America/New_York", date(2026, 11, 1));
+        // 25 hours that day: 50 half hours, 01:00 and 01:30 twice.
+        assert_eq!(runs.len(), 50, "{runs:?}");
+        assert_eq!(runs.iter().filter(|r| r.starts_with("01:30")).count(), 2, "{runs:?}");
+    }
+
+    #[test]
+    fn every_15m_is_aligned_to_the_clock() {
+        let tz = zone("Asia/Kolkata");
+        let after = date(2026, 5, 17).at(10, 7, 42, 0).to_zoned(tz.clone()).unwrap().timestamp();
+        let runs = Schedule::parse("every 15m").unwrap().upcoming(after, &tz, 4).unwrap();
+        let shown: Vec<String> = runs.iter().map(|t| t.to_zoned(tz.clone()).strftime("%H:%M:%S").to_string()).collect();
+        assert_eq!(shown, ["10:15:00", "10:30:00", "10:45:00", "11:00:00"]);
+    }
+
+    #[test]
+    fn month_ends_and_leap_days() {
+        let tz = TimeZone::UTC;
+        let start = |y, m, d| date(y, m, d).at(0, 0, 0, 0).to_zoned(tz.clone()).unwrap().timestamp();
+        let days = |schedule: &str, after, n| -> Vec<String> {
+            let runs = Schedule::parse(schedule).unwrap().upcoming(after, &tz, n).unwrap();
+            runs.iter().map(|t| t.to_zoned(tz.clone()).date().to_string()).collect()
+        };
+        // Day 31 only in the months that have one.
+        assert_eq!(days("0 9 31 * *", start(2026, 1, 1), 3), ["2026-01-31", "2026-03-31", "2026-05-31"]);
+        // The last day of the month (`L`).
+        assert_eq!(days("0 9 L * *", start(2028, 1, 15), 3), ["2028-01-31", "2028-02-29", "2028-03-31"]);
+        // 29 February: leap years only.
+        assert_eq!(days("0 0 29 2 *", start(2025, 1, 1), 2), ["2028-02-29", "2032-02-29"]);
+    }
+
+    #[test]
+    fn unknown_time_zones_are_refused_with_examples() {
+        assert!(time_zone("Europe/Berlin").is_ok());
+        assert!(time_zone("UTC").is_ok());
+        let error = time_zone("Mars/Olympus_Mons").unwrap_err();
+        assert!(error.contains("not an IANA time zone name"), "{error}");
+    }
+}

@@ -1,0 +1,494 @@
+//! Every user's tasks in one SQLite database.
+//!
+//! - Durability: WAL journal with `synchronous = FULL`; a task is committed
+//!   before the tool answers, and a run is acknowledged (its next run
+//!   written) only after its delivery, so nothing acknowledged is lost.
+//! - Firing: due runs are found through the `(status, next_run)` index and
+//!   *claimed* in one write transaction (`claimed_by`, `lease_until`), so
+//!   two processes on one file never fire the same run. A process that dies
+//!   between claim and acknowledgement leaves a lease that expires; the run
+//!   is then claimed and delivered again (at-least-once).
+//! - Isolation: every statement of a tool names the caller's `user_id`.
+//! - Schema: migrations numbered by `PRAGMA user_version`, applied at open.
+//!
+//! All methods block: call them off the async workers.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
+use serde_json::Value;
+use uuid::Uuid;
+
+/// The schema, one step per version; step `i` brings `user_version` from `i` to `i + 1`.
+const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE tasks (
+    id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    task_type TEXT NOT NULL,          -- reminder, agent_task or api_call
+    description TEXT NOT NULL,
+    execution_data TEXT NOT NULL,     -- JSON
+    schedule TEXT,                    -- normalized cron; NULL for a one-time reminder
+    timezone TEXT NOT NULL,
+    status TEXT NOT NULL,             -- active, done, cancelled or failed
+    next_run INTEGER,                 -- milliseconds since 1970 UTC; NULL unless active
+    last_run INTEGER,
+    runs INTEGER NOT NULL DEFAULT 0,
+    max_runs INTEGER,
+    until INTEGER,
+    last_outcome TEXT,
+    claimed_by TEXT,                  -- the process firing the current run
+    lease_until INTEGER,              -- when that claim lapses
+    created_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX tasks_due ON tasks (status, next_run);
+CREATE INDEX tasks_of_user ON tasks (user_id, status, created_at);
+"#];
+
+/// The columns of a task, in the order [`task_from_row`] reads them.
+const TASK_COLUMNS: &str = "id, user_id, task_type, description, execution_data, schedule, timezone, status, next_run, \
+     last_run, runs, max_runs, until, last_outcome, created_at";
+
+/// How much one user may schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most active tasks per user.
+    pub user_max_tasks: u64,
+    /// Shortest time between two runs of a recurring task.
+    pub min_interval: Duration,
+    /// Largest `execution_data`, in bytes of JSON.
+    pub max_data_bytes: u64,
+    /// Furthest ahead a first run may be.
+    pub max_ahead: Duration,
+}
+
+/// Why a storage operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database's directory could not be created.
+    #[error("cannot create the directory {path}: {source}")]
+    Directory {
+        /// The directory.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// SQLite failed.
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The database was written by a newer version of the module.
+    #[error("the database schema is version {0}, newer than this module knows ({1}); upgrade the module")]
+    TooNew(i64, usize),
+    /// The caller has no task with this id.
+    #[error("no task {0} of yours; list_tasks shows your task ids")]
+    NotFound(Uuid),
+    /// The caller already has as many active tasks as allowed.
+    #[error("you already have {0} active tasks, the limit per user; cancel one with cancel_task first")]
+    TooManyTasks(u64),
+}
+
+/// A task to store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTask {
+    /// The owner.
+    pub user_id: String,
+    /// `reminder`, `agent_task` or `api_call`.
+    pub task_type: String,
+    /// What the task is for, in the user's words.
+    pub description: String,
+    /// What to do when it fires (JSON).
+    pub execution_data: Value,
+    /// The normalized cron schedule; `None` for a one-time reminder.
+    pub schedule: Option<String>,
+    /// The IANA time zone of the schedule.
+    pub timezone: String,
+    /// The first run, in milliseconds since 1970 UTC.
+    pub next_run: i64,
+    /// Stop after this many runs.
+    pub max_runs: Option<u32>,
+    /// No run after this time (milliseconds since 1970 UTC).
+    pub until: Option<i64>,
+}
+
+/// A stored task as the tools show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Task {
+    /// Its id.
+    pub id: Uuid,
+    /// The owner.
+    pub user_id: String,
+    /// `reminder`, `agent_task` or `api_call`.
+    pub task_type: String,
+    /// What it is for.
+    pub description: String,
+    /// What to do when it fires.
+    pub execution_data: Value,
+    /// The normalized cron schedule; `None` for a one-time reminder.
+    pub schedule: Option<String>,
+    /// The schedule's time zone.
+    pub timezone: String,
+    /// `active`, `done`, `cancelled` or `failed`.
+    pub status: String,
+    /// The next run (ms since 1970 UTC), when active.
+    pub next_run: Option<i64>,
+    /// The last run's scheduled time.
+    pub last_run: Option<i64>,
+    /// Runs so far.
+    pub runs: u32,
+    /// Most runs.
+    pub max_runs: Option<u32>,
+    /// No run after this time.
+    pub until: Option<i64>,
+    /// How the last run went.
+    pub last_outcome: Option<String>,
+    /// When it was created.
+    pub created_at: i64,
+}
+
+/// How a fired run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The webhook acknowledged it.
+    Delivered,
+    /// Every delivery attempt failed; why.
+    Failed(String),
+}
+
+/// Storage of tasks.
+#[derive(Debug)]
+pub struct Store {
+    conn: Mutex<Connection>,
+    limits: Limits,
+}
+
+impl Store {
+    /// Opens (creating when missing) the database at `path` and brings its
+    /// schema up to date. `busy_timeout` is how long a statement waits for
+    /// a lock held by another connection or process.
+    pub fn open(path: &Path, limits: Limits, busy_timeout: Duration) -> Result<Self, StoreError> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|source| StoreError::Directory { path: parent.to_owned(), source })?;
+        }
+        let mut conn = Connection::open(path)?;
+        conn.busy_timeout(busy_timeout)?;
+        // WAL is a property of the file; it stays once set.
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        migrate(&mut conn)?;
+        Ok(Self { conn: Mutex::new(conn), limits })
+    }
+
+    /// The limits this store enforces.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// Stores `task`, within the owner's task limit; the stored task.
+    pub fn add(&self, task: NewTask, now: i64) -> Result<Task, StoreError> {
+        self.write(|tx| {
+            let active: i64 = tx.query_row(
+                "SELECT COUNT(*) FROM tasks WHERE user_id = ?1 AND status = 'active'",
+                [&task.user_id],
+                |row| row.get(0),
+            )?;
+            if u64::try_from(active).unwrap_or(0) >= self.limits.user_max_tasks {
+                return Err(StoreError::TooManyTasks(self.limits.user_max_tasks));
+            }
+            let id = Uuid::new_v4();
+            tx.execute(
+                "INSERT INTO tasks (id, user_id, task_type, description, execution_data, schedule, timezone, status,
+                     next_run, max_runs, until, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'active', ?8, ?9, ?10, ?11)",
+                rusqlite::params![
+                    id.to_string(),
+                    task.user_id,
+                    task.task_type,
+                    task.description,
+                    task.execution_data.to_string(),
+                    task.schedule,
+                    task.timezone,
+                    task.next_run,
+                    task.max_runs,
+                    task.until,
+                    now
+                ],
+            )?;
+            get(tx, &task.user_id, id)
+        })
+    }
+
+    /// Stores many tasks in one transaction, without the per-user limit
+    /// (for the benchmark's set-up); how many were stored.
+    pub fn import(&self, tasks: impl IntoIterator<Item = NewTask>, now: i64) -> Result<usize, StoreError> {
+        self.write(|tx| {
+            let mut insert = tx.prepare(
+                "INSERT INTO tasks (id, user_id, task_type, description, execution_data, schedule, timezone, status,
+                     next_run, max_runs, until, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'active', ?8, ?9, ?10, ?11)",
+            )?;
+            let mut count = 0;
+            for task in tasks {
+                insert.execute(rusqlite::params![
+                    Uuid::new_v4().to_string(),
+                    task.user_id,
+                    task.task_type,
+                    task.description,
+                    task.execution_data.to_string(),
+                    task.schedule,
+                    task.timezone,
+                    task.next_run,
+                    task.max_runs,
+                    task.until,
+                    now
+                ])?;
+                count += 1;
+            }
+            Ok(count)
+        })
+    }
+
+    /// The caller's tasks, oldest first, optionally only those with `status`.
+    pub fn list(&self, user_id: &str, status: Option<&str>) -> Result<Vec<Task>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut statement = conn.prepare_cached(&format!(
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE user_id = ?1 AND (?2 IS NULL OR status = ?2) ORDER BY created_at, id"
+        ))?;
+        let tasks = statement.query_map((user_id, status), task_from_row)?.collect::<Result<Vec<_>, _>>()?;
+        Ok(tasks)
+    }
+
+    /// Cancels the caller's task `id` (no further runs); the task as it is
+    /// now. A task that is no longer active is answered as it is.
+    pub fn cancel(&self, user_id: &str, id: Uuid) -> Result<Task, StoreError> {
+        self.write(|tx| {
+            tx.execute(
+                "UPDATE tasks SET status = 'cancelled', next_run = NULL
+                 WHERE id = ?1 AND user_id = ?2 AND status = 'active'",
+                (id.to_string(), user_id),
+            )?;
+            get(tx, user_id, id)
+        })
+    }
+
+    /// Claims up to `limit` runs due at `now` for `worker`, until `lease_until`:
+    /// runs nobody holds, or whose holder's lease has lapsed.
+    pub fn claim(&self, worker: &str, now: i64, lease_until: i64, limit: u32) -> Result<Vec<Task>, StoreError> {
+        self.write(|tx| {
+            let mut statement = tx.prepare_cached(&format!(
+                "UPDATE tasks SET claimed_by = ?1, lease_until = ?2
+                 WHERE id IN (SELECT id FROM tasks WHERE status = 'active' AND next_run <= ?3
+                                AND (lease_until IS NULL OR lease_until <= ?3)
+                              ORDER BY next_run LIMIT ?4)
+                 RETURNING {TASK_COLUMNS}"
+            ))?;
+            let claimed = statement.query_map((worker, lease_until, now, limit), task_from_row)?;
+            claimed.collect::<Result<Vec<_>, _>>().map_err(StoreError::from)
+        })
+    }
+
+    /// Acknowledges the run of `task` claimed by `worker`: counts it, records
+    /// its outcome, and sets the task's next run (`None`: no more runs, the
+    /// task is done, or failed when a one-time task could not be delivered).
+    /// False when the claim had lapsed and was taken over.
+    pub fn finish(&self, task: &Task, worker: &str, outcome: &Outcome, next: Option<i64>) -> Result<bool, StoreError> {
+        let (status, text) = match (outcome, next) {
+            (_, Some(_)) => ("active", outcome_text(outcome)),
+            (Outcome::Failed(_), None) if task.schedule.is_none() => ("failed", outcome_text(outcome)),
+            (_, None) => ("done", outcome_text(outcome)),
+        };
+        self.write(|tx| {
+            let changed = tx.execute(
+                "UPDATE tasks SET claimed_by = NULL, lease_until = NULL, runs = runs + 1, last_run = ?3,
+                     last_outcome = ?4,
+                     next_run = CASE WHEN status = 'active' AND ?5 = 'active' THEN ?6 ELSE NULL END,
+                     status = CASE WHEN status = 'active' THEN ?5 ELSE status END
+                 WHERE id = ?1 AND claimed_by = ?2",
+                rusqlite::params![task.id.to_string(), worker, task.next_run, text, status, next],
+            )?;
+            Ok(changed == 1)
+        })
+    }
+
+    /// When the loop should look again: the earliest next run of an active
+    /// task nobody holds, or the earliest lease to lapse.
+    pub fn next_wake(&self) -> Result<Option<i64>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let due: Option<i64> = conn
+            .query_row(
+                "SELECT next_run FROM tasks WHERE status = 'active' AND next_run IS NOT NULL
+                 ORDER BY next_run LIMIT 1",
+                [],
+                |row| row.get(0),
+            )
+            .optional()?;
+        Ok(due)
+    }
+
+    /// Runs `work` in one immediate write transaction, committed when it succeeds.
+    fn write<T>(&self, work: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let value = work(&tx)?;
+        tx.commit()?;
+        Ok(value)
+    }
+}
+
+/// How an outcome is written in `last_outcome`.
+fn outcome_text(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Delivered => "delivered".to_owned(),
+        Outcome::Failed(why) => format!("failed: {why}"),
+    }
+}
+
+fn get(tx: &Transaction<'_>, user_id: &str, id: Uuid) -> Result<Task, StoreError> {
+    tx.query_row(
+        &format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1 AND user_id = ?2"),
+        (id.to_string(), user_id),
+        task_from_row,
+    )
+    .optional()?
+    .ok_or(StoreError::NotFound(id))
+}
+
+fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
+    let id: String = row.get(0)?;
+    let data: String = row.get(4)?;
+    Ok(Task {
+        id: Uuid::parse_str(&id)
+            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, e.into()))?,
+        user_id: row.get(1)?,
+        task_type: row.get(2)?,
+        description: row.get(3)?,
+        execution_data: serde_json::from_str(&data).unwrap_or(Value::Null),
+        schedule: row.get(5)?,
+        timezone: row.get(6)?,
+        status: row.get(7)?,
+        next_run: row.get(8)?,
+        last_run: row.get(9)?,
+        runs: row.get(10)?,
+        max_runs: row.get(11)?,
+        until: row.get(12)?,
+        last_outcome: row.get(13)?,
+        created_at: row.get(14)?,
+    })
+}
+
+/// Brings the schema to the newest version, one migration per transaction.
+fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    loop {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let version: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0))?;
+        let Some(step) = usize::try_from(version).ok().and_then(|v| MIGRATIONS.get(v)) else {
+            if version as usize > MIGRATIONS.len() {
+                return Err(StoreError::TooNew(version, MIGRATIONS.len()));
+            }
+            return Ok(());
+        };
+        tx.execute_batch(step)?;
+        tx.pragma_update(None, "user_version", version + 1)?;
+        tx.commit()?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const LIMITS: Limits = Limits {
+        user_max_tasks: 3,
+        min_interval: Duration::from_secs(60),
+        max_data_bytes: 1024,
+        max_ahead: Duration::from_secs(86_400),
+    };
+
+    fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db/scheduler.db"), LIMITS, Duration::from_secs(5)).unwrap();
+        (dir, store)
+    }
+
+    fn reminder(user: &str, next_run: i64) -> NewTask {
+        NewTask {
+            user_id: user.into(),
+            task_type: "reminder".into(),
+            description: "call mom".into(),
+            execution_data: json!({"task_type": "reminder", "message": "call mom"}),
+            schedule: None,
+            timezone: "UTC".into(),
+            next_run,
+            max_runs: None,
+            until: None,
+        }
+    }
+
+    #[test]
+    fn a_claimed_run_is_not_claimed_again_until_its_lease_lapses() {
+        let (_dir, store) = store();
+        let task = store.add(reminder("u", 1_000), 0).unwrap();
+        assert!(store.claim("a", 999, 5_000, 10).unwrap().is_empty(), "not due yet");
+        let claimed = store.claim("a", 1_000, 5_000, 10).unwrap();
+        assert_eq!(claimed.iter().map(|t| t.id).collect::<Vec<_>>(), [task.id]);
+        assert!(store.claim("b", 2_000, 9_000, 10).unwrap().is_empty(), "held by a");
+        let taken_over = store.claim("b", 5_000, 9_000, 10).unwrap();
+        assert_eq!(taken_over.len(), 1, "a's lease lapsed");
+        assert!(!store.finish(&claimed[0], "a", &Outcome::Delivered, None).unwrap(), "a lost its claim");
+        assert!(store.finish(&taken_over[0], "b", &Outcome::Delivered, None).unwrap());
+        let done = &store.list("u", None).unwrap()[0];
+        assert_eq!((done.status.as_str(), done.runs, done.next_run), ("done", 1, None));
+        assert!(store.claim("c", 99_000, 100_000, 10).unwrap().is_empty(), "done tasks never fire");
+    }
+
+    #[test]
+    fn recurring_tasks_advance_and_failed_one_time_tasks_are_marked() {
+        let (_dir, store) = store();
+        let mut recurring = reminder("u", 1_000);
+        recurring.schedule = Some("* * * * *".into());
+        store.add(recurring, 0).unwrap();
+        store.add(reminder("u", 1_000), 0).unwrap();
+        let claimed = store.claim("w", 1_000, 2_000, 10).unwrap();
+        for task in &claimed {
+            let next = task.schedule.as_ref().map(|_| 61_000);
+            store.finish(task, "w", &Outcome::Failed("HTTP 500".into()), next).unwrap();
+        }
+        let tasks = store.list("u", None).unwrap();
+        let statuses: Vec<(&str, Option<i64>)> = tasks.iter().map(|t| (t.status.as_str(), t.next_run)).collect();
+        assert!(statuses.contains(&("active", Some(61_000))), "{statuses:?}");
+        assert!(statuses.contains(&("failed", None)), "{statuses:?}");
+        assert!(tasks.iter().all(|t| t.last_outcome.as_deref() == Some("failed: HTTP 500")));
+        assert_eq!(store.list("u", Some("failed")).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn users_see_and_cancel_only_their_own_tasks_within_their_limit() {
+        let (_dir, store) = store();
+        let task = store.add(reminder("alice", 1_000), 0).unwrap();
+        assert!(store.list("bob", None).unwrap().is_empty());
+        assert!(matches!(store.cancel("bob", task.id), Err(StoreError::NotFound(_))));
+        assert_eq!(store.cancel("alice", task.id).unwrap().status, "cancelled");
+        assert!(store.claim("w", 9_000, 10_000, 10).unwrap().is_empty(), "cancelled tasks never fire");
+        for _ in 0..3 {
+            store.add(reminder("alice", 1_000), 0).unwrap();
+        }
+        let error = store.add(reminder("alice", 1_000), 0).unwrap_err().to_string();
+        assert!(error.contains("you already have 3 active tasks, the limit per user"), "{error}");
+    }
+
+    #[test]
+    fn due_runs_are_found_through_the_index() {
+        let (_dir, store) = store();
+        let conn = store.conn.lock().unwrap();
+        let plan: String = conn
+            .query_row(
+                "EXPLAIN QUERY PLAN SELECT id FROM tasks WHERE status = 'active' AND next_run <= 5 ORDER BY next_run",
+                [],
+                |row| row.get(3),
+            )
+            .unwrap();
+        assert!(plan.contains("USING INDEX tasks_due") || plan.contains("USING COVERING INDEX tasks_due"), "{plan}");
+    }
+}

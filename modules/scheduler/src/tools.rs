@@ -1,0 +1,432 @@
+//! The module's tools: add reminders and recurring tasks, list and cancel
+//! them, and tell the time; all keyed by the caller's `user_id`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use guarded_http::{GuardedClient, GuardedError};
+use jiff::tz::TimeZone;
+use jiff::{Timestamp, ToSpan};
+use module_sdk::{Context, ToolError, tool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+use uuid::Uuid;
+
+use crate::schedule::{SCHEDULE_PATTERN, Schedule, time_zone};
+use crate::store::{NewTask, Store, StoreError, Task};
+use crate::task::{ExecutionData, TaskView, rfc3339};
+
+/// A delay: numbers with units s, m, h, d, as in `30s`, `5m`, `1h30m`, `2d`.
+pub const DELAY_PATTERN: &str = r"^\s*([0-9]{1,6}\s*[smhd]\s*){1,4}$";
+
+/// An RFC 3339 time with its offset, e.g. `2026-05-17T09:00:00+02:00` or `2026-05-17T07:00:00Z`.
+pub const TIME_PATTERN: &str = r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt ]([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,9})?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$";
+
+/// The shape of an IANA time zone name (`UTC`, `Europe/Berlin`, `America/Argentina/Buenos_Aires`).
+pub const TIME_ZONE_PATTERN: &str = r"^(UTC|[A-Z][A-Za-z_+-]{1,30}(/[A-Za-z0-9_+-]{1,30}){1,2})$";
+
+/// How long the address check of a new `api_call` may wait for name resolution.
+const PREFLIGHT_BUDGET: Duration = Duration::from_secs(3);
+
+/// What the tools share: the store, the zone of times without one, the
+/// `api_call` client (for its address check) and the firing loop's bell.
+#[derive(Debug)]
+pub struct Scheduler {
+    /// The tasks.
+    pub store: Arc<Store>,
+    /// The zone of reminders and of schedules that name none.
+    pub default_zone: String,
+    /// The client `api_call` tasks go through.
+    pub client: GuardedClient,
+    /// Rung when a task is added, so the loop looks again.
+    pub wake: Arc<Notify>,
+}
+
+/// Arguments of `add_reminder`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AddReminder {
+    /// When to remind: `{"delay": "5m"}` (from now) or `{"at": "2026-05-17T09:00:00+02:00"}`.
+    pub when: When,
+    /// What to remind the user of, e.g. "call mom".
+    #[schemars(length(min = 1, max = 4000))]
+    pub message: String,
+}
+
+/// When a reminder fires.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum When {
+    /// After a delay.
+    Delay {
+        /// How long from now, e.g. `30s`, `5m`, `2h`, `1d`, `1h30m`.
+        #[schemars(regex(pattern = DELAY_PATTERN), length(max = 40))]
+        delay: String,
+    },
+    /// At a time.
+    At {
+        /// An RFC 3339 time with offset, e.g. `2026-05-17T09:00:00+02:00`. A time already past fires at once.
+        #[schemars(regex(pattern = TIME_PATTERN))]
+        at: String,
+    },
+}
+
+/// Arguments of `add_recurring_task`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AddRecurringTask {
+    /// When it runs: `daily 9am`, `weekdays 6pm`, `weekends 10:30`, `monday 10:30`, `hourly`, `every 15m`, `every 2h`, or five cron fields `minute hour day-of-month month day-of-week` such as `30 9 * * 1-5`.
+    #[schemars(regex(pattern = SCHEDULE_PATTERN), length(max = 200))]
+    pub schedule: String,
+    /// The IANA time zone the schedule is read in, e.g. `Europe/Berlin`; default: the module's setting (UTC unless set).
+    #[schemars(regex(pattern = TIME_ZONE_PATTERN))]
+    pub timezone: Option<String>,
+    /// What the task is for, in a few words.
+    #[schemars(length(min = 1, max = 500))]
+    pub description: String,
+    /// What to do each time it runs; `task_type` picks the kind.
+    pub execution_data: ExecutionData,
+    /// Stop after this many runs.
+    #[schemars(range(min = 1, max = 1_000_000))]
+    pub max_runs: Option<u32>,
+    /// No run after this time (RFC 3339 with offset).
+    #[schemars(regex(pattern = TIME_PATTERN))]
+    pub until: Option<String>,
+}
+
+/// Arguments of `list_tasks`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ListTasks {
+    /// Only tasks with this status (default `all`).
+    #[serde(default)]
+    pub status: TaskStatus,
+}
+
+/// A task's status, as a filter.
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskStatus {
+    /// Every task.
+    #[default]
+    All,
+    /// It will run again.
+    Active,
+    /// It ran for the last time.
+    Done,
+    /// It was cancelled.
+    Cancelled,
+    /// Its one run could not be delivered.
+    Failed,
+}
+
+/// Arguments of `cancel_task`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CancelTask {
+    /// The task's id, from `add_reminder`, `add_recurring_task` or `list_tasks`.
+    #[schemars(length(min = 1, max = 64))]
+    pub task_id: String,
+}
+
+/// Arguments of `get_current_time`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GetCurrentTime {
+    /// An IANA time zone to show the time in too, e.g. `Asia/Tokyo`; default: the module's setting.
+    #[schemars(regex(pattern = TIME_ZONE_PATTERN))]
+    pub timezone: Option<String>,
+}
+
+/// A scheduled reminder.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ReminderAdded {
+    /// The task's id (for `cancel_task`).
+    pub task_id: String,
+    /// When it fires (RFC 3339 with offset).
+    pub next_run: String,
+}
+
+/// A scheduled recurring task.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RecurringAdded {
+    /// The task's id (for `cancel_task`).
+    pub task_id: String,
+    /// The schedule in cron form (5 fields, or 6 with seconds first).
+    pub schedule: String,
+    /// The time zone it runs in.
+    pub timezone: String,
+    /// Its next three runs (RFC 3339 with offset; fewer when `max_runs` or `until` end it sooner).
+    pub next_runs: Vec<String>,
+}
+
+/// The caller's tasks.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TaskList {
+    /// The tasks, oldest first.
+    pub tasks: Vec<TaskView>,
+}
+
+/// The current time.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CurrentTime {
+    /// Now in UTC (RFC 3339).
+    pub utc: String,
+    /// Now in `timezone` (RFC 3339 with offset).
+    pub local: String,
+    /// The zone of `local`.
+    pub timezone: String,
+    /// Now in seconds since 1970.
+    pub unix_seconds: i64,
+}
+
+/// Remind the user of something once: after a delay ("in 5 minutes") or
+/// at a time. The reminder is delivered to the agent when it is due.
+#[tool(timeout_seconds = 30)]
+pub async fn add_reminder(ctx: Context, args: AddReminder) -> Result<ReminderAdded, ToolError> {
+    let user_id = ctx.require_user_id()?.to_owned();
+    let scheduler = ctx.state::<Scheduler>()?;
+    let limits = scheduler.store.limits();
+    let now = Timestamp::now();
+    let due = match &args.when {
+        When::Delay { delay } => now.as_millisecond() + parse_delay(delay)?,
+        When::At { at } => parse_time("when.at", at)?.max(now.as_millisecond()),
+    };
+    check_ahead(due, now, limits.max_ahead)?;
+    let message = args.message;
+    check_data_size(message.len() as u64, limits.max_data_bytes)?;
+    let execution_data = ExecutionData::Reminder { message: message.clone() };
+    let task = NewTask {
+        user_id,
+        task_type: execution_data.task_type().into(),
+        description: message,
+        execution_data: serde_json::to_value(&execution_data)
+            .map_err(|e| ToolError::execution_failed(e.to_string()))?,
+        schedule: None,
+        timezone: scheduler.default_zone.clone(),
+        next_run: due,
+        max_runs: Some(1),
+        until: None,
+    };
+    let task = add(&ctx, &scheduler, task).await?;
+    let zone = zone_of(&task);
+    Ok(ReminderAdded { task_id: task.id.to_string(), next_run: rfc3339(due, &zone) })
+}
+
+/// Schedule a task that repeats: a reminder, a prompt for the agent to run,
+/// or an HTTP request whose response is delivered. Returns the schedule in
+/// cron form and its next three runs.
+#[tool(timeout_seconds = 30)]
+pub async fn add_recurring_task(ctx: Context, args: AddRecurringTask) -> Result<RecurringAdded, ToolError> {
+    let user_id = ctx.require_user_id()?.to_owned();
+    let scheduler = ctx.state::<Scheduler>()?;
+    let limits = scheduler.store.limits();
+    let schedule = Schedule::parse(&args.schedule).map_err(|e| invalid("schedule", e))?;
+    let zone_name = args.timezone.unwrap_or_else(|| scheduler.default_zone.clone());
+    let zone = time_zone(&zone_name).map_err(|e| invalid("timezone", e))?;
+    let until = args.until.as_deref().map(|until| parse_time("until", until)).transpose()?;
+    let now = Timestamp::now();
+    let sample = schedule.upcoming(now, &zone, 10).map_err(|e| invalid("schedule", e))?;
+    let shortest = sample.windows(2).map(|w| w[1].as_millisecond() - w[0].as_millisecond()).min().unwrap_or(i64::MAX);
+    if shortest < limits.min_interval.as_millis() as i64 {
+        return Err(ToolError::invalid_arguments(format!(
+            "arguments.schedule runs every {} seconds at times; the shortest interval allowed is {} seconds",
+            shortest / 1000,
+            limits.min_interval.as_secs()
+        )));
+    }
+    let max_runs = args.max_runs.map(|n| n as usize).unwrap_or(usize::MAX);
+    let runs: Vec<i64> = sample
+        .iter()
+        .map(|t| t.as_millisecond())
+        .take_while(|t| until.is_none_or(|until| *t <= until))
+        .take(max_runs.min(3))
+        .collect();
+    let Some(first) = runs.first().copied() else {
+        return Err(ToolError::execution_failed("the schedule has no run before `until`; nothing was scheduled"));
+    };
+    check_ahead(first, now, limits.max_ahead)?;
+    let data_size = serde_json::to_vec(&args.execution_data).map_or(u64::MAX, |bytes| bytes.len() as u64);
+    check_data_size(data_size, limits.max_data_bytes)?;
+    if let ExecutionData::ApiCall { url, .. } = &args.execution_data {
+        preflight(&scheduler.client, url).await?;
+    }
+    let task = NewTask {
+        user_id,
+        task_type: args.execution_data.task_type().into(),
+        description: args.description,
+        execution_data: serde_json::to_value(&args.execution_data)
+            .map_err(|e| ToolError::execution_failed(e.to_string()))?,
+        schedule: Some(schedule.as_cron().to_owned()),
+        timezone: zone_name.clone(),
+        next_run: first,
+        max_runs: args.max_runs,
+        until,
+    };
+    let task = add(&ctx, &scheduler, task).await?;
+    Ok(RecurringAdded {
+        task_id: task.id.to_string(),
+        schedule: schedule.as_cron().to_owned(),
+        next_runs: runs.iter().map(|ms| rfc3339(*ms, &zone)).collect(),
+        timezone: zone_name,
+    })
+}
+
+/// List the caller's scheduled tasks with their last run, next run, runs so
+/// far and last outcome.
+#[tool(read_only, idempotent)]
+pub async fn list_tasks(ctx: Context, args: ListTasks) -> Result<TaskList, ToolError> {
+    let user_id = ctx.require_user_id()?.to_owned();
+    let status = match args.status {
+        TaskStatus::All => None,
+        TaskStatus::Active => Some("active"),
+        TaskStatus::Done => Some("done"),
+        TaskStatus::Cancelled => Some("cancelled"),
+        TaskStatus::Failed => Some("failed"),
+    };
+    let tasks = with_store(&ctx, move |store| store.list(&user_id, status)).await?;
+    Ok(TaskList { tasks: tasks.into_iter().map(TaskView::of).collect() })
+}
+
+/// Cancel one of the caller's tasks: it will not run again.
+#[tool(permission = "user", destructive, idempotent)]
+pub async fn cancel_task(ctx: Context, args: CancelTask) -> Result<TaskView, ToolError> {
+    let user_id = ctx.require_user_id()?.to_owned();
+    let Ok(id) = Uuid::try_parse(args.task_id.trim()) else {
+        let shown: String = args.task_id.chars().take(64).collect();
+        return Err(ToolError::not_found(format!("no task {shown:?} of yours; list_tasks shows your task ids")));
+    };
+    let task = with_store(&ctx, move |store| store.cancel(&user_id, id)).await?;
+    Ok(TaskView::of(task))
+}
+
+/// The current date and time, in UTC and in a time zone.
+#[tool(read_only, idempotent)]
+pub async fn get_current_time(ctx: Context, args: GetCurrentTime) -> Result<CurrentTime, ToolError> {
+    let scheduler = ctx.state::<Scheduler>()?;
+    let name = args.timezone.unwrap_or_else(|| scheduler.default_zone.clone());
+    let zone = time_zone(&name).map_err(|e| invalid("timezone", e))?;
+    let now = Timestamp::now();
+    let ms = now.as_millisecond();
+    Ok(CurrentTime {
+        utc: rfc3339(ms, &TimeZone::UTC).replace("+00:00", "Z"),
+        local: rfc3339(ms, &zone),
+        timezone: name,
+        unix_seconds: now.as_second(),
+    })
+}
+
+/// Stores `task` and wakes the firing loop.
+async fn add(ctx: &Context, scheduler: &Scheduler, task: NewTask) -> Result<Task, ToolError> {
+    let now = Timestamp::now().as_millisecond();
+    let task = with_store(ctx, move |store| store.add(task, now)).await?;
+    scheduler.wake.notify_one();
+    Ok(task)
+}
+
+/// Milliseconds of a delay such as `1h30m`.
+fn parse_delay(text: &str) -> Result<i64, ToolError> {
+    let mut total: i64 = 0;
+    let mut number = String::new();
+    for c in text.chars().filter(|c| !c.is_whitespace()) {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let unit: i64 = match c {
+            's' => 1,
+            'm' => 60,
+            'h' => 3_600,
+            'd' => 86_400,
+            _ => 0,
+        };
+        let value: i64 = number.parse().unwrap_or(-1);
+        if unit == 0 || value < 0 {
+            return Err(ToolError::invalid_arguments(format!(
+                "arguments.delay {text:?} is not a delay; write e.g. 30s, 5m, 2h, 1d or 1h30m"
+            )));
+        }
+        total = total.saturating_add(value.saturating_mul(unit));
+        number.clear();
+    }
+    Ok(total.saturating_mul(1000))
+}
+
+/// Milliseconds since 1970 of an RFC 3339 time.
+fn parse_time(argument: &str, text: &str) -> Result<i64, ToolError> {
+    text.trim().replace(' ', "T").parse::<Timestamp>().map(|t| t.as_millisecond()).map_err(|e| {
+        ToolError::invalid_arguments(format!(
+            "arguments.{argument} {text:?} is not an RFC 3339 time ({e}); write e.g. 2026-05-17T09:00:00+02:00"
+        ))
+    })
+}
+
+/// Refuses a first run further ahead than the limit.
+fn check_ahead(due: i64, now: Timestamp, max_ahead: Duration) -> Result<(), ToolError> {
+    let limit = now.checked_add((max_ahead.as_secs() as i64).seconds()).map_or(i64::MAX, |t| t.as_millisecond());
+    if due > limit {
+        return Err(ToolError::invalid_arguments(format!(
+            "the first run would be more than {} days ahead, the limit; schedule something sooner",
+            max_ahead.as_secs() / 86_400
+        )));
+    }
+    Ok(())
+}
+
+fn check_data_size(size: u64, limit: u64) -> Result<(), ToolError> {
+    if size > limit {
+        return Err(ToolError::invalid_arguments(format!(
+            "arguments.execution_data is {size} bytes of JSON, more than the limit of {limit} bytes per task"
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses an `api_call` URL the guarded client would refuse.
+async fn preflight(client: &GuardedClient, url: &str) -> Result<(), ToolError> {
+    match tokio::time::timeout(PREFLIGHT_BUDGET, client.preflight(url)).await {
+        Ok(Ok(_)) | Err(_) => Ok(()),
+        Ok(Err(error @ GuardedError::Refused { .. })) => Err(ToolError::permission_denied(error.to_string())),
+        Ok(Err(error)) => Err(invalid("execution_data.url", error)),
+    }
+}
+
+fn zone_of(task: &Task) -> TimeZone {
+    TimeZone::get(&task.timezone).unwrap_or(TimeZone::UTC)
+}
+
+/// Runs blocking storage work off the async workers.
+async fn with_store<T: Send + 'static>(
+    ctx: &Context,
+    work: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, ToolError> {
+    let store = ctx.state::<Scheduler>()?.store.clone();
+    tokio::task::spawn_blocking(move || work(&store))
+        .await
+        .map_err(|e| ToolError::execution_failed(format!("the storage task failed: {e}")))?
+        .map_err(tool_error)
+}
+
+fn invalid(argument: &str, error: impl std::fmt::Display) -> ToolError {
+    ToolError::invalid_arguments(format!("arguments.{argument}: {error}"))
+}
+
+/// The contract's error kind for each storage failure.
+fn tool_error(error: StoreError) -> ToolError {
+    let message = error.to_string();
+    match error {
+        StoreError::NotFound(_) => ToolError::not_found(message),
+        StoreError::TooManyTasks(_) => ToolError::invalid_arguments(message),
+        StoreError::Sqlite(_) => ToolError::unavailable(message),
+        StoreError::Directory { .. } | StoreError::TooNew(..) => ToolError::execution_failed(message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_add_up_their_parts() {
+        assert_eq!(parse_delay("30s").unwrap(), 30_000);
+        assert_eq!(parse_delay("1h30m").unwrap(), 5_400_000);
+        assert_eq!(parse_delay(" 2 d ").unwrap(), 172_800_000);
+        assert!(parse_delay("5y").is_err());
+    }
+}

@@ -1,0 +1,362 @@
+//! The scheduler binary as a process, delivering to a webhook receiver in
+//! the test: signed one-time delivery, recurring runs, cancel, isolation
+//! between users, a receiver that is down for a while, SIGKILL with runs
+//! due during the downtime, and the address guard of `api_call` tasks.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::routing::{get, post};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use hmac::{Hmac, Mac};
+use serde_json::{Value, json};
+use sha2::Sha256;
+use test_support::{ModuleClient, Process};
+
+const SECRET: &str = "test-signing-key";
+
+/// One request the receiver accepted.
+#[derive(Debug, Clone)]
+struct Delivery {
+    id: String,
+    timestamp: String,
+    signature: String,
+    body: String,
+}
+
+impl Delivery {
+    fn event(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap()
+    }
+}
+
+/// A webhook receiver on a port of its own; it answers 503 while `down`.
+#[derive(Clone, Default)]
+struct Receiver {
+    accepted: Arc<Mutex<Vec<Delivery>>>,
+    refused: Arc<Mutex<u32>>,
+    down: Arc<AtomicBool>,
+}
+
+impl Receiver {
+    async fn start() -> (Self, SocketAddr) {
+        let receiver = Self::default();
+        let app = Router::new()
+            .route("/events", post(accept))
+            .route("/api", get(|| async { "api says hi" }))
+            .with_state(receiver.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (receiver, address)
+    }
+
+    fn deliveries(&self) -> Vec<Delivery> {
+        self.accepted.lock().unwrap().clone()
+    }
+
+    /// Waits until `count` deliveries arrived (panics after `within`).
+    async fn wait_for(&self, count: usize, within: Duration) -> Vec<Delivery> {
+        let deadline = Instant::now() + within;
+        loop {
+            let deliveries = self.deliveries();
+            if deliveries.len() >= count {
+                return deliveries;
+            }
+            assert!(Instant::now() < deadline, "{} of {count} deliveries after {within:?}", deliveries.len());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+async fn accept(State(receiver): State<Receiver>, headers: HeaderMap, body: Bytes) -> StatusCode {
+    if receiver.down.load(Ordering::SeqCst) {
+        *receiver.refused.lock().unwrap() += 1;
+        return StatusCode::SERVICE_UNAVAILABLE;
+    }
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    receiver.accepted.lock().unwrap().push(Delivery {
+        id: header("webhook-id"),
+        timestamp: header("webhook-timestamp"),
+        signature: header("webhook-signature"),
+        body: String::from_utf8(body.to_vec()).unwrap(),
+    });
+    StatusCode::NO_CONTENT
+}
+
+/// Starts the module on `db`, delivering to `receiver` (when given), with short timings.
+fn start(db: &Path, receiver: Option<SocketAddr>, env: &[(&str, &str)]) -> Process {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_scheduler"));
+    command
+        .env_clear()
+        .env("SCHEDULER_DB", db)
+        .env("RUST_LOG", "error")
+        .env("DELIVERY_SECRET", SECRET)
+        .env("DELIVERY_RETRY_BASE_MS", "100")
+        .env("DELIVERY_RETRY_MAX_MS", "400")
+        .env("DELIVERY_MAX_ATTEMPTS", "50")
+        .env("DELIVERY_TIMEOUT_SECONDS", "5")
+        .env("SCHEDULER_MIN_INTERVAL_SECONDS", "1")
+        .env("SCHEDULER_POLL_MS", "200")
+        .envs(env.iter().copied());
+    if let Some(address) = receiver {
+        command.env("DELIVERY_URL", format!("http://{address}/events"));
+    }
+    Process::start(command)
+}
+
+async fn call(client: &ModuleClient, user: &str, tool: &str, arguments: Value) -> Value {
+    client.call(&format!("scheduler.{tool}"), arguments, Some(user)).await
+}
+
+async fn ok(client: &ModuleClient, user: &str, tool: &str, arguments: Value) -> Value {
+    let answer = call(client, user, tool, arguments).await;
+    assert_eq!(answer["success"], true, "{tool}: {answer}");
+    answer["result"].clone()
+}
+
+fn error_kind(answer: &Value) -> &str {
+    assert_eq!(answer["success"], false, "{answer}");
+    answer["error_kind"].as_str().unwrap()
+}
+
+/// The expected `webhook-signature` of a delivery, computed here independently.
+fn expected_signature(delivery: &Delivery) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
+    mac.update(format!("{}.{}.{}", delivery.id, delivery.timestamp, delivery.body).as_bytes());
+    format!("v1,{}", BASE64.encode(mac.finalize().into_bytes()))
+}
+
+#[tokio::test]
+async fn a_two_second_reminder_is_delivered_once_with_a_valid_signature() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, address) = Receiver::start().await;
+    let module = start(&dir.path().join("s.db"), Some(address), &[]);
+    let client = module.client();
+    let added = ok(&client, "alice", "add_reminder", json!({"when": {"delay": "2s"}, "message": "call mom"})).await;
+    let task_id = added["task_id"].as_str().unwrap().to_owned();
+    assert!(added["next_run"].as_str().unwrap().ends_with("+00:00"), "{added}");
+    let started = Instant::now();
+    let deliveries = receiver.wait_for(1, Duration::from_secs(10)).await;
+    assert!(started.elapsed() >= Duration::from_millis(1500), "not before it was due: {:?}", started.elapsed());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let deliveries = if receiver.deliveries().len() == 1 { deliveries } else { receiver.deliveries() };
+    assert_eq!(deliveries.len(), 1, "delivered exactly once: {deliveries:?}");
+    let delivery = &deliveries[0];
+    assert_eq!(delivery.signature, expected_signature(delivery));
+    assert!(delivery.id.starts_with(&format!("{task_id}:")), "{}", delivery.id);
+    let event = delivery.event();
+    assert_eq!(event["task_id"], task_id.as_str());
+    assert_eq!(event["user_id"], "alice");
+    assert_eq!(event["task_type"], "reminder");
+    assert_eq!(event["execution_data"], json!({"task_type": "reminder", "message": "call mom"}));
+    assert_eq!(event["attempt"], 1);
+    assert!(event["scheduled_at"].is_string() && event["fired_at"].is_string(), "{event}");
+    let listed = ok(&client, "alice", "list_tasks", json!({})).await;
+    let task = &listed["tasks"][0];
+    assert_eq!((task["status"].as_str(), task["runs"].as_u64()), (Some("done"), Some(1)), "{task}");
+    assert_eq!(task["last_outcome"], "delivered");
+}
+
+#[tokio::test]
+async fn a_recurring_task_fires_repeatedly_until_cancelled_and_only_its_owner_sees_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, address) = Receiver::start().await;
+    let module = start(&dir.path().join("s.db"), Some(address), &[]);
+    let client = module.client();
+    let added = ok(
+        &client,
+        "alice",
+        "add_recurring_task",
+        json!({
+            "schedule": "every 1s",
+            "timezone": "Europe/Berlin",
+            "description": "stretch",
+            "execution_data": {"task_type": "agent_task", "prompt": "remind me to stretch"}
+        }),
+    )
+    .await;
+    assert_eq!(added["schedule"], "*/1 * * * * *");
+    assert_eq!(added["next_runs"].as_array().unwrap().len(), 3);
+    let task_id = added["task_id"].as_str().unwrap().to_owned();
+    let deliveries = receiver.wait_for(3, Duration::from_secs(10)).await;
+    let mut ids: Vec<&str> = deliveries.iter().map(|d| d.id.as_str()).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), deliveries.len(), "every run has its own idempotency key");
+    assert!(deliveries.iter().all(|d| d.event()["execution_data"]["prompt"] == "remind me to stretch"));
+
+    let bob_list = ok(&client, "bob", "list_tasks", json!({})).await;
+    assert_eq!(bob_list["tasks"], json!([]));
+    let bob_cancel = call(&client, "bob", "cancel_task", json!({"task_id": task_id})).await;
+    assert_eq!(error_kind(&bob_cancel), "not_found");
+    let without_user = client.call("scheduler.list_tasks", json!({}), None).await;
+    assert_eq!(error_kind(&without_user), "permission_denied");
+
+    let cancelled = ok(&client, "alice", "cancel_task", json!({"task_id": task_id})).await;
+    assert_eq!(cancelled["status"], "cancelled");
+    // A run already in flight when the cancel came may still land; nothing after it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let settled = receiver.deliveries().len();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(receiver.deliveries().len(), settled, "cancel stopped it");
+    let active = ok(&client, "alice", "list_tasks", json!({"status": "active"})).await;
+    assert_eq!(active["tasks"], json!([]));
+}
+
+#[tokio::test]
+async fn a_receiver_that_is_down_for_a_while_gets_the_event_when_it_is_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, address) = Receiver::start().await;
+    receiver.down.store(true, Ordering::SeqCst);
+    let module = start(&dir.path().join("s.db"), Some(address), &[]);
+    let client = module.client();
+    ok(&client, "alice", "add_reminder", json!({"when": {"delay": "1s"}, "message": "water the plants"})).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(*receiver.refused.lock().unwrap() >= 2, "retried while down");
+    assert!(receiver.deliveries().is_empty());
+    receiver.down.store(false, Ordering::SeqCst);
+    let deliveries = receiver.wait_for(1, Duration::from_secs(5)).await;
+    let event = deliveries[0].event();
+    assert!(event["attempt"].as_u64().unwrap() > 1, "{event}");
+    assert_eq!(deliveries[0].signature, expected_signature(&deliveries[0]));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(receiver.deliveries().len(), 1);
+}
+
+#[tokio::test]
+async fn after_a_sigkill_every_run_due_during_the_downtime_is_delivered() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let (receiver, address) = Receiver::start().await;
+    let lease = [("SCHEDULER_LEASE_SECONDS", "2")];
+    let mut first = start(&db, Some(address), &lease);
+    let client = first.client();
+    // One run is claimed and in retries (the receiver is down) when the process dies.
+    receiver.down.store(true, Ordering::SeqCst);
+    let mut reminders = Vec::new();
+    let claimed = ok(&client, "u", "add_reminder", json!({"when": {"delay": "0s"}, "message": "in flight"})).await;
+    reminders.push(claimed["task_id"].as_str().unwrap().to_owned());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while *receiver.refused.lock().unwrap() == 0 {
+        assert!(Instant::now() < deadline, "the first run was never attempted");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for n in 0..5 {
+        let added = ok(
+            &client,
+            "u",
+            "add_reminder",
+            json!({"when": {"delay": format!("{}s", 2 + n % 2)}, "message": format!("reminder {n}")}),
+        )
+        .await;
+        reminders.push(added["task_id"].as_str().unwrap().to_owned());
+    }
+    let recurring = ok(
+        &client,
+        "u",
+        "add_recurring_task",
+        json!({"schedule": "every 1s", "description": "tick", "execution_data": {"task_type": "reminder", "message": "tick"}}),
+    )
+    .await;
+    let recurring_id = recurring["task_id"].as_str().unwrap().to_owned();
+    first.kill();
+    receiver.down.store(false, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let restarted_at = jiff::Timestamp::now();
+
+    let _second = start(&db, Some(address), &lease);
+    let deliveries = receiver.wait_for(reminders.len() + 1, Duration::from_secs(15)).await;
+    for id in &reminders {
+        let count = deliveries.iter().filter(|d| d.event()["task_id"] == id.as_str()).count();
+        assert_eq!(count, 1, "reminder {id} delivered once: {deliveries:?}");
+    }
+    // The recurring task missed about five runs while the module was down: they fire as one.
+    let missed = deliveries
+        .iter()
+        .map(Delivery::event)
+        .filter(|e| e["task_id"] == recurring_id.as_str())
+        .filter(|e| e["scheduled_at"].as_str().unwrap().parse::<jiff::Timestamp>().unwrap() < restarted_at)
+        .count();
+    assert_eq!(missed, 1, "missed runs collapse into one");
+}
+
+#[tokio::test]
+async fn an_api_call_to_a_loopback_address_is_refused_unless_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, address) = Receiver::start().await;
+    let arguments = json!({
+        "schedule": "every 1s",
+        "description": "ping",
+        "max_runs": 1,
+        "execution_data": {"task_type": "api_call", "url": format!("http://{address}/api"), "method": "GET"}
+    });
+    let guarded = start(&dir.path().join("a.db"), Some(address), &[]);
+    let refused = call(&guarded.client(), "u", "add_recurring_task", arguments.clone()).await;
+    assert_eq!(error_kind(&refused), "permission_denied");
+    assert!(refused["error"].as_str().unwrap().contains("loopback"), "{refused}");
+    let localhost = call(
+        &guarded.client(),
+        "u",
+        "add_recurring_task",
+        json!({"schedule": "every 1s", "description": "ping",
+               "execution_data": {"task_type": "api_call", "url": format!("http://localhost:{}/api", address.port())}}),
+    )
+    .await;
+    assert_eq!(error_kind(&localhost), "permission_denied", "names are resolved and checked too");
+
+    let allowed = start(&dir.path().join("b.db"), Some(address), &[("FETCH_ALLOW_NETWORKS", "127.0.0.1")]);
+    ok(&allowed.client(), "u", "add_recurring_task", arguments).await;
+    let deliveries = receiver.wait_for(1, Duration::from_secs(10)).await;
+    let result = &deliveries[0].event()["api_call_result"];
+    assert_eq!(result["status"], 200, "{result}");
+    assert_eq!(result["body"], "api says hi");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(receiver.deliveries().len(), 1, "max_runs 1");
+}
+
+#[tokio::test]
+async fn hostile_and_odd_arguments_get_clear_errors_and_never_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let module = start(&dir.path().join("s.db"), None, &[("SCHEDULER_USER_MAX_TASKS", "2")]);
+    let client = module.client();
+    let past =
+        ok(&client, "u", "add_reminder", json!({"when": {"at": "2020-01-01T00:00:00Z"}, "message": "late"})).await;
+    assert!(past["next_run"].as_str().unwrap() > "2026", "a past time fires at once: {past}");
+    for (schedule, expected) in [
+        ("0 0 31 2 *", "has no future run"),
+        ("61 * * * *", "cannot read the schedule"),
+        ("'; DROP TABLE tasks; --", ""),
+    ] {
+        let answer = call(
+            &client,
+            "u",
+            "add_recurring_task",
+            json!({"schedule": schedule, "description": "x", "execution_data": {"task_type": "reminder", "message": "x"}}),
+        )
+        .await;
+        assert_eq!(error_kind(&answer), "invalid_arguments", "{schedule}: {answer}");
+        assert!(answer["error"].as_str().unwrap().contains(expected), "{answer}");
+    }
+    let zone = call(&client, "u", "get_current_time", json!({"timezone": "Mars/Olympus_Mons"})).await;
+    assert!(zone["error"].as_str().unwrap().contains("not an IANA time zone name"), "{zone}");
+    let now = ok(&client, "u", "get_current_time", json!({"timezone": "Asia/Tokyo"})).await;
+    assert!(now["local"].as_str().unwrap().ends_with("+09:00"), "{now}");
+    let huge = call(&client, "u", "add_reminder", json!({"when": {"delay": "1m"}, "message": "x".repeat(5000)})).await;
+    assert_eq!(error_kind(&huge), "invalid_arguments");
+    ok(&client, "u", "add_reminder", json!({"when": {"delay": "1m"}, "message": "second"})).await;
+    let third = call(&client, "u", "add_reminder", json!({"when": {"delay": "1m"}, "message": "third"})).await;
+    assert!(third["error"].as_str().unwrap().contains("2 active tasks, the limit per user"), "{third}");
+    let far = call(&client, "v", "add_reminder", json!({"when": {"delay": "999999d"}, "message": "x"})).await;
+    assert!(far["error"].as_str().unwrap().contains("days ahead, the limit"), "{far}");
+    let not_an_id = call(&client, "u", "cancel_task", json!({"task_id": "../../etc/passwd"})).await;
+    assert_eq!(error_kind(&not_an_id), "not_found");
+}
