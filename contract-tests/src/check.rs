@@ -308,9 +308,12 @@ mod tests {
     #[test]
     fn the_readme_lists_every_check() {
         let readme = include_str!("../../README.md");
-        let missing: Vec<&str> =
-            Check::ALL.iter().map(|c| c.name()).filter(|name| !readme.contains(&format!("| `{name}` |"))).collect();
-        assert!(missing.is_empty(), "add these checks to the README's contract tests table: {missing:?}");
+        let missing: Vec<String> = Check::ALL
+            .iter()
+            .map(|c| format!("| `{}` | {} |", c.name(), c.level().as_str()))
+            .filter(|row| !readme.contains(row.as_str()))
+            .collect();
+        assert!(missing.is_empty(), "add these rows (check, level) to the README's contract tests table: {missing:?}");
     }
 
     #[test]
