@@ -19,7 +19,7 @@ use crate::template::CommandTemplate;
 /// The file that makes a directory a skill.
 pub const SKILL_FILE: &str = "SKILL.toml";
 
-/// The module's own tool, whose name no skill tool may take.
+/// The module's own tool (`tools::list_skills`), whose name no skill tool may take.
 pub const LIST_TOOL: &str = "list_skills";
 
 /// Variables every script gets from the module's environment.

@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
-use module_sdk::{Context, Module, Tool, ToolError};
+use module_sdk::{Context, Module, Tool, ToolError, tool};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::arguments::input_schema;
-use crate::catalog::{Catalog, LIST_TOOL, SkillSummary, SkillTool};
+use crate::catalog::{Catalog, SkillSummary, SkillTool};
 use crate::runner::{SkillOutput, run};
 use crate::skill_file::Problem;
 
@@ -35,6 +35,7 @@ pub struct NoArguments {}
 
 /// List the skills loaded from SKILLS_DIR, their tools, and the problems
 /// found in SKILL.toml files (skipped files, undocumented placeholders).
+#[tool(read_only, idempotent)]
 async fn list_skills(ctx: Context, _args: NoArguments) -> Result<SkillList, ToolError> {
     Ok(ctx.state::<SkillList>()?.as_ref().clone())
 }
@@ -90,14 +91,10 @@ pub fn module(catalog: Catalog) -> Module {
         }
     }
     let list = SkillList { skills, problems };
-    let mut module = Module::new(MODULE_NAME, MODULE_DESCRIPTION)
-        .version(env!("CARGO_PKG_VERSION"))
-        .tool(Tool::new(LIST_TOOL, "", list_skills).description(LIST_DESCRIPTION).read_only().idempotent())
-        .state(list);
+    let mut module =
+        Module::new(MODULE_NAME, MODULE_DESCRIPTION).version(env!("CARGO_PKG_VERSION")).tool(list_skills).state(list);
     for tool in accepted {
         module = module.tool(tool);
     }
     module
 }
-
-const LIST_DESCRIPTION: &str = "List the skills loaded from SKILLS_DIR, their tools, and the problems found in SKILL.toml files (skipped files, undocumented placeholders).";

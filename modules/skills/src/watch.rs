@@ -1,9 +1,12 @@
 //! Watching `SKILLS_DIR`: changes, debounced, reload the tool set.
 
+use std::path::Path;
+
 use notify_debouncer_mini::notify::RecursiveMode;
 use notify_debouncer_mini::{DebounceEventResult, Debouncer, new_debouncer};
 use tokio::sync::mpsc;
 
+use crate::catalog::SKILL_FILE;
 use crate::serve::LiveRouter;
 use crate::settings::Settings;
 
@@ -14,17 +17,20 @@ pub type Watcher = Debouncer<notify_debouncer_mini::notify::RecommendedWatcher>;
 /// each settled burst of changes.
 pub fn watch(settings: Settings, live: LiveRouter) -> Result<Watcher, String> {
     let (changed, mut changes) = mpsc::unbounded_channel::<()>();
+    let watched = settings.skills_dir.canonicalize().unwrap_or_else(|_| settings.skills_dir.clone());
+    let root = watched.clone();
     let mut debouncer = new_debouncer(settings.debounce(), move |result: DebounceEventResult| match result {
-        Ok(events) if !events.is_empty() => {
-            let _ = changed.send(());
+        Ok(events) => {
+            if events.iter().any(|event| concerns_the_catalog(&root, &event.path)) {
+                let _ = changed.send(());
+            }
         }
-        Ok(_) => {}
         Err(error) => tracing::warn!(%error, "watching SKILLS_DIR"),
     })
     .map_err(|error| format!("cannot watch: {error}"))?;
     debouncer
         .watcher()
-        .watch(&settings.skills_dir, RecursiveMode::Recursive)
+        .watch(&watched, RecursiveMode::Recursive)
         .map_err(|error| format!("cannot watch {}: {error}", settings.skills_dir.display()))?;
     tokio::spawn(async move {
         while changes.recv().await.is_some() {
@@ -37,4 +43,25 @@ pub fn watch(settings: Settings, live: LiveRouter) -> Result<Watcher, String> {
         }
     });
     Ok(debouncer)
+}
+
+/// Whether a change at `path` can change the tool set: a `SKILL.toml`, or a
+/// skill directory itself (created, removed, renamed). Files the scripts
+/// write while they run do not trigger reloads.
+fn concerns_the_catalog(root: &Path, path: &Path) -> bool {
+    path.file_name().is_some_and(|name| name == SKILL_FILE) || path.parent() == Some(root)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_skill_files_and_skill_directories_reload() {
+        let root = Path::new("/skills");
+        assert!(concerns_the_catalog(root, Path::new("/skills/a/SKILL.toml")));
+        assert!(concerns_the_catalog(root, Path::new("/skills/a")));
+        assert!(!concerns_the_catalog(root, Path::new("/skills/a/scripts/out.txt")));
+        assert!(!concerns_the_catalog(root, Path::new("/skills/a/child.pid")));
+    }
 }
