@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # The main job: builds the orchestrator and the sample modules (research,
-# file_manager), starts each module on a free loopback port with its
-# embedded defaults (files under ./data/files, no Redis), then the
+# file_manager, notes), starts each module on a free loopback port with its
+# embedded defaults (files and SQLite databases under ./data, no Redis), then the
 # orchestrator pointing at them through MODULE_SERVICES. Runs in the
 # foreground; Ctrl-C stops everything.
 #
 # Usage: scripts/run.sh
 # Environment: PORT (orchestrator, default 8080 or the next free port),
-# FILES_ROOT, SEARXNG_URL, SERVICE_AUTH_TOKEN, ORCHESTRATOR_API_TOKEN,
+# FILES_ROOT, NOTES_DB, SEARXNG_URL, SERVICE_AUTH_TOKEN, ORCHESTRATOR_API_TOKEN,
 # REDIS_URL are passed on when set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo build --locked -p research -p file_manager -p orchestrator
+cargo build --locked -p research -p file_manager -p notes -p orchestrator
 target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 bin="$target_dir/debug"
 
@@ -49,17 +49,20 @@ start() {
 }
 
 export FILES_ROOT="${FILES_ROOT:-$PWD/data/files}"
+export NOTES_DB="${NOTES_DB:-$PWD/data/notes.db}"
 research_port=$(free_port 8001)
 start research "$research_port" "$bin/research"
 file_manager_port=$(free_port $((research_port + 1)))
 start file_manager "$file_manager_port" "$bin/file_manager"
+notes_port=$(free_port $((file_manager_port + 1)))
+start notes "$notes_port" "$bin/notes"
 
 orchestrator_port=${PORT:-$(free_port 8080)}
 if listening "$orchestrator_port"; then
     echo "scripts/run.sh: port $orchestrator_port is taken; set PORT to a free one" >&2
     exit 1
 fi
-export MODULE_SERVICES="{\"research\": \"http://127.0.0.1:$research_port\", \"file_manager\": \"http://127.0.0.1:$file_manager_port\"}"
+export MODULE_SERVICES="{\"research\": \"http://127.0.0.1:$research_port\", \"file_manager\": \"http://127.0.0.1:$file_manager_port\", \"notes\": \"http://127.0.0.1:$notes_port\"}"
 start orchestrator "$orchestrator_port" "$bin/orchestrator" serve
 
 cat <<MSG
@@ -67,6 +70,7 @@ cat <<MSG
   orchestrator   http://127.0.0.1:$orchestrator_port   (modules: GET /modules, tools: GET /tools?permission=user)
   research       http://127.0.0.1:$research_port
   file_manager   http://127.0.0.1:$file_manager_port   (files in $FILES_ROOT)
+  notes          http://127.0.0.1:$notes_port   (notes in $NOTES_DB)
 
   Press Ctrl-C to stop everything.
 
