@@ -66,7 +66,7 @@ pub enum When {
     /// At a time.
     At {
         /// An RFC 3339 time with offset, e.g. `2026-05-17T09:00:00+02:00`. A time already past fires at once.
-        #[schemars(regex(pattern = TIME_PATTERN))]
+        #[schemars(regex(pattern = TIME_PATTERN), extend("format" = "date-time"))]
         at: String,
     },
 }
@@ -89,7 +89,7 @@ pub struct AddRecurringTask {
     #[schemars(range(min = 1, max = 1_000_000))]
     pub max_runs: Option<u32>,
     /// No run after this time (RFC 3339 with offset).
-    #[schemars(regex(pattern = TIME_PATTERN))]
+    #[schemars(regex(pattern = TIME_PATTERN), extend("format" = "date-time"))]
     pub until: Option<String>,
 }
 
