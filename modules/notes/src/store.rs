@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use module_sdk::{ErrorKind, ToolErrorKind};
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior, params_from_iter};
 use sha2::{Digest, Sha256};
@@ -205,6 +206,28 @@ pub enum StoreError {
     /// SQLite failed.
     #[error("the notes database failed: {0}")]
     Sqlite(#[from] rusqlite::Error),
+}
+
+impl ToolErrorKind for StoreError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            StoreError::NotFound(_) => ErrorKind::NotFound,
+            StoreError::TooLarge { .. } => ErrorKind::InvalidArguments,
+            StoreError::TooManyNotes { .. }
+            | StoreError::QuotaExceeded { .. }
+            | StoreError::SchemaTooNew { .. }
+            | StoreError::Directory { .. }
+            | StoreError::Sqlite(_) => ErrorKind::ExecutionFailed,
+        }
+    }
+}
+
+impl StoreError {
+    /// Whether the database itself failed (not the caller's request): an
+    /// operator must look at it.
+    pub fn is_database_failure(&self) -> bool {
+        matches!(self, StoreError::SchemaTooNew { .. } | StoreError::Directory { .. } | StoreError::Sqlite(_))
+    }
 }
 
 /// The notes database.

@@ -207,10 +207,13 @@ async fn with_store<T: Send + 'static>(
     work: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, ToolError> {
     let store: Arc<Store> = ctx.state::<Store>()?;
-    tokio::task::spawn_blocking(move || work(&store))
-        .await
-        .map_err(|e| ToolError::execution_failed(format!("the database task failed: {e}")))?
-        .map_err(tool_error)
+    let done = tokio::task::spawn_blocking(move || work(&store)).await?;
+    done.inspect_err(|error| {
+        if error.is_database_failure() {
+            tracing::error!(%error, "notes database failure");
+        }
+    })
+    .map_err(ToolError::from)
 }
 
 /// Normalized tags of the argument `name`, or an error naming the limit.
@@ -235,18 +238,4 @@ fn parse_since(text: &str) -> Result<OffsetDateTime, ToolError> {
             "arguments.since {shown:?} is not an RFC 3339 time such as 2026-05-01T00:00:00Z: {e}"
         ))
     })
-}
-
-/// The contract's error kind for each storage failure.
-fn tool_error(error: StoreError) -> ToolError {
-    let message = error.to_string();
-    match error {
-        StoreError::NotFound(_) => ToolError::not_found(message),
-        StoreError::TooLarge { .. } => ToolError::invalid_arguments(message),
-        StoreError::TooManyNotes { .. } | StoreError::QuotaExceeded { .. } => ToolError::execution_failed(message),
-        StoreError::SchemaTooNew { .. } | StoreError::Directory { .. } | StoreError::Sqlite(_) => {
-            tracing::error!(%message, "notes database failure");
-            ToolError::execution_failed(message)
-        }
-    }
 }
