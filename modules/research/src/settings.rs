@@ -3,7 +3,6 @@
 //! `SERVICE_AUTH_TOKEN`, `MAX_BODY_BYTES`, `LOG_FORMAT` — are read by
 //! `Module::serve`).
 
-use std::net::IpAddr;
 use std::time::Duration;
 
 use clap::Parser;
@@ -89,12 +88,7 @@ fn parse_optional_url(text: &str) -> Result<OptionalUrl, String> {
 
 /// Comma-separated CIDR networks or single addresses (a network of one).
 fn parse_networks(text: &str) -> Result<Networks, String> {
-    let parse = |item: &str| {
-        item.parse::<IpNet>()
-            .or_else(|_| item.parse::<IpAddr>().map(IpNet::from))
-            .map_err(|_| format!("`{item}` is neither a CIDR network (10.0.0.0/8) nor an IP address (127.0.0.1)"))
-    };
-    text.split(',').map(str::trim).filter(|item| !item.is_empty()).map(parse).collect::<Result<_, _>>().map(Networks)
+    guarded_http::parse_networks(text).map(Networks)
 }
 
 #[cfg(test)]
