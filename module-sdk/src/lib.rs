@@ -54,29 +54,23 @@ mod module;
 mod openapi;
 pub mod schema;
 mod server;
+pub mod service;
 mod testing;
 mod tool;
 mod validate;
 
-pub use auth::{BearerRefusal, check_bearer, unauthorized};
-pub use config::{DEFAULT_MAX_BODY_BYTES, LogFormat, ServeConfig};
+// What a tool author uses; the wire types are in `contract`, the plumbing
+// that the orchestrator reuses in `service`.
+pub use config::{LogFormat, ServeConfig};
 pub use context::Context;
-pub use contract::{
-    ErrorKind, ModuleManifest, Permission, ToolAnnotations, ToolCall, ToolDefinition, ToolParameter, ToolResult,
-};
+pub use contract::{ErrorKind, Permission};
 pub use error::{ModuleError, ServeError, ToolError, ToolErrorKind, error_chain};
-pub use healthcheck::{local_address, probe_health, run_healthcheck_if_requested};
-pub use listener::{
-    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, ServerLimits, serve_router,
-};
-pub use logging::init_logging;
+pub use healthcheck::run_healthcheck_if_requested;
+pub use listener::ServerLimits;
 pub use module::{Module, ModuleService};
 pub use module_sdk_macros::tool;
-pub use openapi::openapi_document;
-pub use server::{error_response, shutdown_signal};
 pub use testing::TestClient;
 pub use tool::{DEFAULT_TIMEOUT, IntoTool, Tool, ToolHandler};
-pub use validate::ArgumentValidator;
 
 /// `#[tool]` refuses a function that is not a tool, where it is written.
 ///

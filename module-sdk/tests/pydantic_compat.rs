@@ -6,8 +6,9 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
+use module_sdk::contract::{ToolCall, ToolResult};
 use module_sdk::{Context, contract::ModuleManifest};
-use module_sdk::{ErrorKind, Module, Permission, ToolCall, ToolError, ToolResult, tool};
+use module_sdk::{ErrorKind, Module, Permission, ToolError, tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

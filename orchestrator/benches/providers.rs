@@ -12,8 +12,9 @@ use std::collections::HashMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use module_sdk::Permission;
+use module_sdk::contract::{ModuleManifest, ToolDefinition};
 use module_sdk::schema::{parameters_of, schema_for};
-use module_sdk::{ModuleManifest, Permission, ToolDefinition};
 use orchestrator::providers::{ConvertedCache, ToolFormat, render_tools};
 use schemars::JsonSchema;
 use serde::Deserialize;

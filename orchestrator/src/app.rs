@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use module_sdk::{ToolDefinition, ToolResult};
+use module_sdk::contract::{ToolDefinition, ToolResult};
 use serde_json::Value;
 
 use crate::cache::{CacheError, ManifestCache, MemoryCache};

@@ -4,7 +4,7 @@
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::response::Response;
-use module_sdk::{BearerRefusal, check_bearer, unauthorized};
+use module_sdk::service::{BearerRefusal, check_bearer, unauthorized};
 
 use crate::http::AppState;
 

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use module_sdk::ModuleManifest;
+use module_sdk::contract::ModuleManifest;
 
 /// How long a cached manifest stays valid: one hour, as the contract says.
 pub const MANIFEST_TTL: Duration = Duration::from_secs(3600);

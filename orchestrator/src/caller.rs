@@ -1,7 +1,8 @@
 //! Who is asking: the user, the permission level and the modules a caller
 //! may use, applied the same way to listing and to execution (fail closed).
 
-use module_sdk::{Permission, ToolDefinition};
+use module_sdk::Permission;
+use module_sdk::contract::ToolDefinition;
 use serde::Deserialize;
 
 /// The caller fields of a request body, flattened into both `POST /execute`

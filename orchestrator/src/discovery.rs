@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use module_sdk::{ModuleManifest, error_chain};
+use module_sdk::contract::ModuleManifest;
+use module_sdk::error_chain;
 use reqwest::StatusCode;
 
 use crate::manifest::ManifestError;

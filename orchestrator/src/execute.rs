@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use module_sdk::{ErrorKind, ToolCall, ToolResult};
+use module_sdk::ErrorKind;
+use module_sdk::contract::{ToolCall, ToolResult};
 use reqwest::StatusCode;
 use serde::Deserialize;
 use serde_json::{Map, Value};

@@ -9,7 +9,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use module_sdk::error_response;
+use module_sdk::service::error_response;
 use serde::Deserialize;
 use serde_json::json;
 

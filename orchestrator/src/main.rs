@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use module_sdk::ToolResult;
+use module_sdk::contract::ToolResult;
 use orchestrator::execute::ExecuteRequest;
 use orchestrator::providers::ToolFormat;
 use orchestrator::registry::ModuleStatus;
@@ -88,14 +88,14 @@ async fn main() -> ExitCode {
         }
     };
     if matches!(cli.command, Command::Serve) {
-        module_sdk::init_logging(config.log_format);
+        module_sdk::service::init_logging(config.log_format);
     } else {
         // Keep stdout for the answer; only problems go to stderr.
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     }
-    let health_address = module_sdk::local_address(config.host, config.port);
+    let health_address = module_sdk::service::local_address(config.host, config.port);
     let orchestrator = match Orchestrator::new(config) {
         Ok(orchestrator) => orchestrator,
         Err(error) => {
@@ -104,7 +104,7 @@ async fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Healthcheck => match module_sdk::probe_health(health_address) {
+        Command::Healthcheck => match module_sdk::service::probe_health(health_address) {
             Ok(()) => ExitCode::SUCCESS,
             Err(reason) => {
                 eprintln!("orchestrator: unhealthy: {reason}");

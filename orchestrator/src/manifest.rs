@@ -3,7 +3,7 @@
 //! check) and the orchestrator's one rule of its own, that a module is
 //! called what `MODULE_SERVICES` calls it.
 
-use module_sdk::ModuleManifest;
+use module_sdk::contract::ModuleManifest;
 use module_sdk::contract::check_manifest;
 
 /// Why a manifest was rejected; the message names the module or tool at fault.

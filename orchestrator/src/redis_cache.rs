@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use module_sdk::ModuleManifest;
+use module_sdk::contract::ModuleManifest;
 use redis::AsyncCommands;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 

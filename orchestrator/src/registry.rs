@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use module_sdk::{ModuleManifest, ToolDefinition};
+use module_sdk::contract::{ModuleManifest, ToolDefinition};
 use serde::Serialize;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;

@@ -47,7 +47,7 @@ pub async fn serve(orchestrator: Orchestrator) -> Result<(), ServeError> {
     // The same connection budgets as modules; bodies without a declared
     // length stop at MAX_BODY_BYTES through the router's body limit.
     let app = router(orchestrator).layer(DefaultBodyLimit::max(config.limits.max_body_bytes));
-    module_sdk::serve_router(listener, app, config.limits, module_sdk::shutdown_signal()).await;
+    module_sdk::service::serve_router(listener, app, config.limits, module_sdk::service::shutdown_signal()).await;
     tracing::info!("orchestrator stopped");
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! own result messages out.
 
 use futures::future::join_all;
-use module_sdk::ToolResult;
+use module_sdk::contract::ToolResult;
 use serde::Deserialize;
 use serde_json::Value;
 

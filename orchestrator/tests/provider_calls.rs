@@ -5,7 +5,8 @@
 
 mod provider_support;
 
-use module_sdk::{ModuleService, ToolCall};
+use module_sdk::ModuleService;
+use module_sdk::contract::ToolCall;
 use orchestrator::providers::{CallFormat, RequestedCall, ToolFormat, parse_calls, render_results, render_tools};
 use serde_json::{Value, json};
 

@@ -4,7 +4,7 @@
 //! every provider format's output passes the rule checker and is valid JSON
 //! Schema, and the prompt format lists every tool.
 
-use module_sdk::ToolDefinition;
+use module_sdk::contract::ToolDefinition;
 use orchestrator::providers::{PROVIDERS, ToolFormat, render_tools, rules};
 use proptest::collection::{btree_set, vec};
 use proptest::option;

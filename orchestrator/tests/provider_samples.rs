@@ -10,7 +10,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::process::Command;
 
-use module_sdk::{Context, Module, ToolDefinition, ToolError, tool};
+use module_sdk::contract::ToolDefinition;
+use module_sdk::{Context, Module, ToolError, tool};
 use orchestrator::providers::{PROVIDERS, Provider, ToolFormat, render_tools, rules};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

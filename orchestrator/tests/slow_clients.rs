@@ -1,6 +1,6 @@
 //! Whole-process tests of the orchestrator's connection budgets
 //! (`HEADER_READ_TIMEOUT_SECONDS`, `BODY_READ_TIMEOUT_SECONDS`,
-//! `MAX_CONNECTIONS`, `MAX_BODY_BYTES`, served by `module_sdk::serve_router`):
+//! `MAX_CONNECTIONS`, `MAX_BODY_BYTES`, served by `module_sdk::service::serve_router`):
 //! raw TCP clients send their requests slowly, or not at all, or announce
 //! bodies that are too large, to the real binary.
 

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use jsonschema::Validator;
-use module_sdk::ToolParameter;
 use module_sdk::contract::ErrorKind;
+use module_sdk::contract::ToolParameter;
 use module_sdk::schema::schema_from_parameters;
 use serde_json::{Value, json};
 

@@ -3,7 +3,7 @@
 //! name, the description length), and the orchestrator's converters run on
 //! each tool with their output put through the orchestrator's rule checker.
 
-use module_sdk::ToolDefinition;
+use module_sdk::contract::ToolDefinition;
 use provider_formats::{PROVIDERS, render_tools, rules};
 use serde_json::Value;
 

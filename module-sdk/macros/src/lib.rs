@@ -127,18 +127,25 @@ fn check_signature(sig: &Signature) -> syn::Result<()> {
     const SHAPE: &str = "async fn name(ctx: Context, args: YourArgs) -> Result<YourOutput, ToolError>";
     if sig.inputs.len() != 2 {
         let found = sig.inputs.len();
-        let message = format!("a tool takes exactly two arguments, the context and its argument type; found {found}: write `{SHAPE}`");
+        let message = format!(
+            "a tool takes exactly two arguments, the context and its argument type; found {found}: write `{SHAPE}`"
+        );
         return Err(match found {
             0 => syn::Error::new(sig.paren_token.span.join(), message),
             _ => syn::Error::new_spanned(&sig.inputs, message),
         });
     }
     if let Some(receiver) = sig.receiver() {
-        return Err(syn::Error::new_spanned(receiver, format!("a tool is a free function, not a method: write `{SHAPE}`")));
+        return Err(syn::Error::new_spanned(
+            receiver,
+            format!("a tool is a free function, not a method: write `{SHAPE}`"),
+        ));
     }
     let returns_result = match &sig.output {
         ReturnType::Type(_, ty) => match ty.as_ref() {
-            Type::Path(path) => path.path.segments.last().is_some_and(|last| last.ident.to_string().ends_with("Result")),
+            Type::Path(path) => {
+                path.path.segments.last().is_some_and(|last| last.ident.to_string().ends_with("Result"))
+            }
             _ => false,
         },
         ReturnType::Default => false,

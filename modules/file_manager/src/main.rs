@@ -58,7 +58,8 @@ async fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use module_sdk::{ErrorKind, Permission, TestClient, ToolResult};
+    use module_sdk::contract::ToolResult;
+    use module_sdk::{ErrorKind, Permission, TestClient};
     use serde_json::{Value, json};
 
     /// A client over a fresh store; keep the directory alive as long as the client.

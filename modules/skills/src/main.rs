@@ -20,7 +20,8 @@ mod watch;
 use std::process::ExitCode;
 
 use clap::Parser;
-use module_sdk::{ServeConfig, init_logging};
+use module_sdk::ServeConfig;
+use module_sdk::service::init_logging;
 
 use crate::serve::LiveRouter;
 use crate::settings::Settings;

@@ -60,7 +60,7 @@ impl LiveRouter {
         let limits = self.config.limits;
         let app = Router::new().fallback(forward).with_state(self);
         // The SDK's connection loop: its header/body read timeouts and connection cap apply.
-        module_sdk::serve_router(listener, app, limits, module_sdk::shutdown_signal()).await;
+        module_sdk::service::serve_router(listener, app, limits, module_sdk::service::shutdown_signal()).await;
         tracing::info!("module stopped");
         Ok(())
     }

@@ -1,7 +1,7 @@
 //! Anthropic Messages: `{name, description, input_schema}` definitions,
 //! `tool_use` content blocks in, `tool_result` blocks (with `is_error`) out.
 
-use module_sdk::{ToolDefinition, ToolResult};
+use module_sdk::contract::{ToolDefinition, ToolResult};
 use serde_json::{Value, json};
 
 use super::calls::{arguments_from_value, generated_id, not_shape, result_text};

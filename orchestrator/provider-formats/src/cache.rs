@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{PoisonError, RwLock};
 
-use module_sdk::ToolDefinition;
+use module_sdk::contract::ToolDefinition;
 use serde_json::Value;
 
 use super::names::NameMap;

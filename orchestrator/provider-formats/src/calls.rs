@@ -1,7 +1,8 @@
 //! What every provider shares on the way back: call ids, reading a model's
 //! arguments, the text of a result, and the answer for a call that cannot run.
 
-use module_sdk::{ErrorKind, ToolResult};
+use module_sdk::ErrorKind;
+use module_sdk::contract::ToolResult;
 use serde_json::{Map, Value};
 
 use super::{ProviderError, RequestedCall};

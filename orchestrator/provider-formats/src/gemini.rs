@@ -2,7 +2,7 @@
 //! or with `parametersJsonSchema`, `functionCall` parts in, and
 //! `functionResponse` parts out.
 
-use module_sdk::{ToolDefinition, ToolResult};
+use module_sdk::contract::{ToolDefinition, ToolResult};
 use serde_json::{Map, Value, json};
 
 use super::calls::{arguments_from_value, generated_id, is_generated_id, not_shape};

@@ -23,7 +23,7 @@ mod text;
 use std::fmt;
 use std::str::FromStr;
 
-use module_sdk::{ToolDefinition, ToolResult};
+use module_sdk::contract::{ToolDefinition, ToolResult};
 use serde_json::{Map, Value};
 
 pub use cache::ConvertedCache;

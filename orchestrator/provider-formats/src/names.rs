@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use module_sdk::ToolDefinition;
+use module_sdk::contract::ToolDefinition;
 use serde_json::{Map, Value};
 
 /// The longest tool name any provider accepts.

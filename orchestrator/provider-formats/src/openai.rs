@@ -3,7 +3,7 @@
 //! Responses API (the same fields flat, `function_call` output items,
 //! `function_call_output` answers).
 
-use module_sdk::{ToolDefinition, ToolResult};
+use module_sdk::contract::{ToolDefinition, ToolResult};
 use serde_json::{Map, Value, json};
 
 use super::calls::{arguments_from_text, arguments_from_value, generated_id, not_shape, result_text};

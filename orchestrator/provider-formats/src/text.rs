@@ -5,8 +5,8 @@
 //! ignored; only objects of exactly that shape are executed, and code
 //! blocks in other languages never are.
 
+use module_sdk::contract::{ToolDefinition, ToolResult};
 use module_sdk::schema::parameters_of;
-use module_sdk::{ToolDefinition, ToolResult};
 use serde_json::{Map, Value, json};
 
 use super::calls::{arguments_from_value, generated_id, not_shape, result_text};

@@ -17,7 +17,7 @@ pub(crate) mod walk;
 
 use std::borrow::Cow;
 
-use module_sdk::ToolDefinition;
+use module_sdk::contract::ToolDefinition;
 use module_sdk::schema::{is_object_schema, schema_from_parameters};
 use serde_json::Value;
 

@@ -1,0 +1,16 @@
+//! The plumbing of a module server, for servers that stand in front of
+//! modules (the orchestrator) or embed one: the bearer check and its `401`,
+//! JSON error bodies, the shutdown signal, the bounded connection loop, the
+//! health probe, logging set-up, the argument validator and the OpenAPI
+//! document. A tool author needs none of it: `Module::serve` uses it all.
+
+pub use crate::auth::{BearerRefusal, check_bearer, unauthorized};
+pub use crate::config::DEFAULT_MAX_BODY_BYTES;
+pub use crate::healthcheck::{local_address, probe_health};
+pub use crate::listener::{
+    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, serve_router,
+};
+pub use crate::logging::init_logging;
+pub use crate::openapi::openapi_document;
+pub use crate::server::{error_response, shutdown_signal};
+pub use crate::validate::ArgumentValidator;
