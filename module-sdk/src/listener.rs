@@ -15,9 +15,12 @@
 //! - **Request bodies**: a deadline for the whole body, counted from the end of
 //!   the head. Past it the caller gets `408` with `Connection: close`.
 //! - **Declared length**: a `Content-Length` over
-//!   [`ServerLimits::max_body_bytes`] gets `413` at once, before any of the
-//!   body is read (and so without `100 Continue`). A body without a declared
-//!   length is stopped at the limit by the router's `DefaultBodyLimit`.
+//!   [`ServerLimits::max_body_bytes`] gets `413` without reaching the router.
+//!   Up to four times the limit, the body is read and dropped first (under
+//!   the body deadline), so the answer is not lost to a connection reset;
+//!   past that it is refused at once, before any of the body is read (and so
+//!   without `100 Continue`), and the connection closed. A body without a
+//!   declared length is stopped at the limit by the router's `DefaultBodyLimit`.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -31,6 +34,7 @@ use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, Request, StatusCode, header};
 use axum::response::Response;
+use http_body_util::BodyExt;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -153,13 +157,22 @@ impl RequestGuard {
             return self.router.oneshot(request.map(Body::new)).await;
         }
         let declared = body.size_hint().exact();
-        if declared.is_some_and(|length| length > self.limits.max_body_bytes as u64) {
+        if let Some(length) = declared.filter(|length| *length > self.limits.max_body_bytes as u64) {
             let message = format!(
-                "the request body is larger than this server accepts: Content-Length {} is over MAX_BODY_BYTES ({})",
-                declared.unwrap_or_default(),
+                "the request body is larger than this server accepts: Content-Length {length} is over MAX_BODY_BYTES ({})",
                 self.limits.max_body_bytes
             );
-            return Ok(closing(error_response(StatusCode::PAYLOAD_TOO_LARGE, message)));
+            let answer = error_response(StatusCode::PAYLOAD_TOO_LARGE, message);
+            // Closing a socket with unread data makes the kernel reset the
+            // connection, and a client still sending may lose the 413 with it.
+            // A body at most DRAIN_FACTOR times the limit is read and dropped
+            // (under the body deadline) so the answer arrives; a larger one is
+            // refused at once and the connection closed.
+            let drainable = length <= (self.limits.max_body_bytes as u64).saturating_mul(DRAIN_FACTOR);
+            if drainable && drain(request.into_body(), self.limits.body_read_timeout).await {
+                return Ok(answer);
+            }
+            return Ok(closing(answer));
         }
         let timed_out = Arc::new(AtomicBool::new(false));
         let request = request.map(|inner| {
@@ -179,6 +192,25 @@ impl RequestGuard {
         }
         Ok(response)
     }
+}
+
+/// How many times `MAX_BODY_BYTES` a declared-too-large body may be and
+/// still be read (and dropped) before its `413`, so the answer is not lost
+/// to a connection reset.
+const DRAIN_FACTOR: u64 = 4;
+
+/// Reads `body` to its end within `deadline`, keeping none of it; whether
+/// it ended in time without an error.
+async fn drain(mut body: Incoming, deadline: Duration) -> bool {
+    let read_all = async {
+        while let Some(frame) = body.frame().await {
+            if frame.is_err() {
+                return false;
+            }
+        }
+        true
+    };
+    tokio::time::timeout(deadline, read_all).await.unwrap_or(false)
 }
 
 /// `response` with `Connection: close`: the rest of the request is not read.
