@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # The main job: builds the orchestrator and the sample modules (research,
-# file_manager, notes, skills), starts each module on a free loopback port with its
+# file_manager, notes, skills, scheduler), starts each module on a free loopback port with its
 # embedded defaults (files and SQLite databases under ./data, no Redis), then the
 # orchestrator pointing at them through MODULE_SERVICES. Runs in the
 # foreground; Ctrl-C stops everything.
 #
 # Usage: scripts/run.sh
 # Environment: PORT (orchestrator, default 8080 or the next free port),
-# FILES_ROOT, NOTES_DB, SKILLS_DIR, SEARXNG_URL, SERVICE_AUTH_TOKEN, ORCHESTRATOR_API_TOKEN,
+# FILES_ROOT, NOTES_DB, SKILLS_DIR, SCHEDULER_DB, DELIVERY_URL, DELIVERY_SECRET, SEARXNG_URL, SERVICE_AUTH_TOKEN, ORCHESTRATOR_API_TOKEN,
 # REDIS_URL are passed on when set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo build --locked -p research -p file_manager -p notes -p skills -p orchestrator
+cargo build --locked -p research -p file_manager -p notes -p scheduler -p skills -p orchestrator
 target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 bin="$target_dir/debug"
 
@@ -51,6 +51,7 @@ start() {
 export FILES_ROOT="${FILES_ROOT:-$PWD/data/files}"
 export NOTES_DB="${NOTES_DB:-$PWD/data/notes.db}"
 export SKILLS_DIR="${SKILLS_DIR:-$PWD/modules/skills/examples}"
+export SCHEDULER_DB="${SCHEDULER_DB:-$PWD/data/scheduler.db}"
 research_port=$(free_port 8001)
 start research "$research_port" "$bin/research"
 file_manager_port=$(free_port $((research_port + 1)))
@@ -59,13 +60,15 @@ notes_port=$(free_port $((file_manager_port + 1)))
 start notes "$notes_port" "$bin/notes"
 skills_port=$(free_port $((notes_port + 1)))
 start skills "$skills_port" "$bin/skills"
+scheduler_port=$(free_port $((skills_port + 1)))
+start scheduler "$scheduler_port" "$bin/scheduler"
 
 orchestrator_port=${PORT:-$(free_port 8080)}
 if listening "$orchestrator_port"; then
     echo "scripts/run.sh: port $orchestrator_port is taken; set PORT to a free one" >&2
     exit 1
 fi
-export MODULE_SERVICES="{\"research\": \"http://127.0.0.1:$research_port\", \"file_manager\": \"http://127.0.0.1:$file_manager_port\", \"notes\": \"http://127.0.0.1:$notes_port\", \"skills\": \"http://127.0.0.1:$skills_port\"}"
+export MODULE_SERVICES="{\"research\": \"http://127.0.0.1:$research_port\", \"file_manager\": \"http://127.0.0.1:$file_manager_port\", \"notes\": \"http://127.0.0.1:$notes_port\", \"skills\": \"http://127.0.0.1:$skills_port\", \"scheduler\": \"http://127.0.0.1:$scheduler_port\"}"
 start orchestrator "$orchestrator_port" "$bin/orchestrator" serve
 
 cat <<MSG
@@ -75,6 +78,7 @@ cat <<MSG
   file_manager   http://127.0.0.1:$file_manager_port   (files in $FILES_ROOT)
   notes          http://127.0.0.1:$notes_port   (notes in $NOTES_DB)
   skills         http://127.0.0.1:$skills_port   (skills in $SKILLS_DIR)
+  scheduler      http://127.0.0.1:$scheduler_port   (tasks in $SCHEDULER_DB; set DELIVERY_URL and DELIVERY_SECRET to deliver them)
 
   Press Ctrl-C to stop everything.
 

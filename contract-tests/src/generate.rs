@@ -39,8 +39,23 @@ const TEXTS: [&str; 2] = ["example", "another example"];
 const SAMPLE_UUID: &str = "6f1c2a3e-8d4b-4c7e-9a0f-1b2c3d4e5f60";
 
 /// Strings tried, in order, against a `pattern`.
-const PATTERN_CANDIDATES: [&str; 12] =
-    ["example", "a", "A", "1", "abc", "ABC", "abc123", "a1", "example-1", "example_1", "x@example.com", "2024-05-17"];
+const PATTERN_CANDIDATES: [&str; 15] = [
+    "example",
+    "a",
+    "A",
+    "1",
+    "abc",
+    "ABC",
+    "abc123",
+    "a1",
+    "example-1",
+    "example_1",
+    "x@example.com",
+    "2024-05-17",
+    "5m",
+    "daily 9am",
+    "0 9 * * *",
+];
 
 /// The URL given to `uri`-format strings and to properties named like a
 /// URL, unless the caller has a better one (a fixture page).

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use module_sdk::{ErrorKind, ToolErrorKind};
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
 use serde_json::Value;
 use uuid::Uuid;
@@ -86,6 +87,17 @@ pub enum StoreError {
     /// The caller already has as many active tasks as allowed.
     #[error("you already have {0} active tasks, the limit per user; cancel one with cancel_task first")]
     TooManyTasks(u64),
+}
+
+impl ToolErrorKind for StoreError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            StoreError::NotFound(_) => ErrorKind::NotFound,
+            StoreError::TooManyTasks(_) => ErrorKind::InvalidArguments,
+            StoreError::Sqlite(_) => ErrorKind::Unavailable,
+            StoreError::Directory { .. } | StoreError::TooNew(..) => ErrorKind::ExecutionFailed,
+        }
+    }
 }
 
 /// A task to store.

@@ -397,25 +397,11 @@ async fn with_store<T: Send + 'static>(
     work: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, ToolError> {
     let store = ctx.state::<Scheduler>()?.store.clone();
-    tokio::task::spawn_blocking(move || work(&store))
-        .await
-        .map_err(|e| ToolError::execution_failed(format!("the storage task failed: {e}")))?
-        .map_err(tool_error)
+    Ok(tokio::task::spawn_blocking(move || work(&store)).await??)
 }
 
 fn invalid(argument: &str, error: impl std::fmt::Display) -> ToolError {
     ToolError::invalid_arguments(format!("arguments.{argument}: {error}"))
-}
-
-/// The contract's error kind for each storage failure.
-fn tool_error(error: StoreError) -> ToolError {
-    let message = error.to_string();
-    match error {
-        StoreError::NotFound(_) => ToolError::not_found(message),
-        StoreError::TooManyTasks(_) => ToolError::invalid_arguments(message),
-        StoreError::Sqlite(_) => ToolError::unavailable(message),
-        StoreError::Directory { .. } | StoreError::TooNew(..) => ToolError::execution_failed(message),
-    }
 }
 
 #[cfg(test)]
