@@ -4,13 +4,12 @@
 //! raw TCP clients send their requests slowly, or not at all, or announce
 //! bodies that are too large, to the real binary.
 
-use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
 
 use test_support::Process;
+use test_support::raw_tcp::{read_answer, read_until_closed, send_and_stall};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::time::timeout;
 
 /// How long past a timeout a slow connection may take to be closed.
@@ -21,44 +20,6 @@ fn start_orchestrator(env: &[(&str, &str)]) -> Process {
     let mut command = Command::new(env!("CARGO_BIN_EXE_orchestrator"));
     command.arg("serve").env_clear().env("RUST_LOG", "warn").envs(env.iter().copied());
     Process::start(command)
-}
-
-/// A connection that has sent `bytes` and then nothing more.
-async fn send_and_stall(address: SocketAddr, bytes: &[u8]) -> TcpStream {
-    let mut stream = TcpStream::connect(address).await.unwrap();
-    stream.write_all(bytes).await.unwrap();
-    stream
-}
-
-/// Everything the server sends until it closes the connection (a reset
-/// counts as closing); `None` if it is still open after `within`.
-async fn read_until_closed(stream: &mut TcpStream, within: Duration) -> Option<String> {
-    let mut received = Vec::new();
-    let read = timeout(within, async {
-        let mut buffer = [0u8; 4096];
-        loop {
-            match stream.read(&mut buffer).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => received.extend_from_slice(&buffer[..n]),
-            }
-        }
-    });
-    read.await.ok().map(|()| String::from_utf8_lossy(&received).into_owned())
-}
-
-/// The first answer on `stream`: its head and the start of its JSON body.
-async fn read_answer(stream: &mut TcpStream, within: Duration) -> Option<String> {
-    let mut received = Vec::new();
-    let read = timeout(within, async {
-        let mut buffer = [0u8; 4096];
-        while !String::from_utf8_lossy(&received).contains("\r\n\r\n{") {
-            match stream.read(&mut buffer).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => received.extend_from_slice(&buffer[..n]),
-            }
-        }
-    });
-    read.await.ok().map(|()| String::from_utf8_lossy(&received).into_owned())
 }
 
 /// `GET path` on a fresh connection: the status.

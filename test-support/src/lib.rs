@@ -6,6 +6,7 @@
 //!   Its output is captured, and it is killed when dropped.
 //! - [`ModuleClient`]: calls a module (or the orchestrator) over HTTP.
 //! - [`RedisServer`]: a real `redis-server` for the tests that need one.
+//! - [`raw_tcp`]: raw TCP clients that send requests slowly, or not at all.
 //! - [`samples`]: the sample tool types, for the demo module and the
 //!   provider conversion tests.
 //!
@@ -23,6 +24,7 @@
 
 mod client;
 mod process;
+pub mod raw_tcp;
 mod redis_server;
 pub mod samples;
 
