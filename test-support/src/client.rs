@@ -37,6 +37,14 @@ impl ModuleClient {
         self.try_call(tool, arguments, user_id).await.unwrap_or_else(|e| panic!("POST /execute {tool}: {e}"))
     }
 
+    /// The `result` of [`ModuleClient::call`]; panics, with the answer,
+    /// unless the call succeeded.
+    pub async fn call_ok(&self, tool: &str, arguments: Value, user_id: Option<&str>) -> Value {
+        let answer = self.call(tool, arguments, user_id).await;
+        assert_eq!(answer["success"], true, "{tool}: {answer}");
+        answer["result"].clone()
+    }
+
     /// [`ModuleClient::call`] that returns the transport error (for a
     /// process that may be gone) instead of panicking on it.
     pub async fn try_call(&self, tool: &str, arguments: Value, user_id: Option<&str>) -> Result<Value, reqwest::Error> {
@@ -94,4 +102,10 @@ impl ModuleClient {
             None => request,
         }
     }
+}
+
+/// The `error_kind` of a ToolResult; panics, with the answer, unless it failed.
+pub fn error_kind(answer: &Value) -> &str {
+    assert_eq!(answer["success"], false, "{answer}");
+    answer["error_kind"].as_str().unwrap_or_else(|| panic!("a failed ToolResult without error_kind: {answer}"))
 }

@@ -28,7 +28,7 @@ pub mod raw_tcp;
 mod redis_server;
 pub mod samples;
 
-pub use client::ModuleClient;
+pub use client::{ModuleClient, error_kind};
 pub use process::{Process, START_TIMEOUT};
 pub use redis_server::RedisServer;
 

@@ -12,11 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::process::ModuleProcess;
-
-fn error_kind(result: &Value) -> &str {
-    assert_eq!(result["success"], false, "{result}");
-    result["error_kind"].as_str().unwrap()
-}
+use test_support::error_kind;
 
 fn file_id(result: &Value) -> String {
     assert_eq!(result["success"], true, "{result}");

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::{Value, json};
-use test_support::{ModuleClient, Process};
+use test_support::{ModuleClient, Process, error_kind};
 
 /// Starts the module on the database `db` with extra `env`.
 fn start(db: &Path, env: &[(&str, &str)]) -> Process {
@@ -26,14 +26,7 @@ async fn call(client: &ModuleClient, user: &str, tool: &str, arguments: Value) -
 
 /// The result of a call that must succeed.
 async fn ok(client: &ModuleClient, user: &str, tool: &str, arguments: Value) -> Value {
-    let answer = call(client, user, tool, arguments).await;
-    assert_eq!(answer["success"], true, "{tool}: {answer}");
-    answer["result"].clone()
-}
-
-fn error_kind(answer: &Value) -> &str {
-    assert_eq!(answer["success"], false, "{answer}");
-    answer["error_kind"].as_str().unwrap()
+    client.call_ok(&format!("notes.{tool}"), arguments, Some(user)).await
 }
 
 /// The contents of a search's results, best first.

@@ -5,9 +5,10 @@ mod support;
 
 use std::sync::atomic::Ordering;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use support::fixture::Fixture;
 use support::process::ModuleProcess;
+use test_support::error_kind;
 
 const BINARY: &str = env!("CARGO_BIN_EXE_research");
 
@@ -23,11 +24,6 @@ fn start(fixture: &Fixture) -> ModuleProcess {
             ("FETCH_MAX_REDIRECTS", "3"),
         ],
     )
-}
-
-fn error_kind(result: &Value) -> &str {
-    assert_eq!(result["success"], false, "{result}");
-    result["error_kind"].as_str().unwrap()
 }
 
 #[tokio::test]

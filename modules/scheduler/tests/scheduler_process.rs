@@ -20,7 +20,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
-use test_support::{ModuleClient, Process};
+use test_support::{ModuleClient, Process, error_kind};
 
 const SECRET: &str = "test-signing-key";
 
@@ -118,15 +118,9 @@ async fn call(client: &ModuleClient, user: &str, tool: &str, arguments: Value) -
     client.call(&format!("scheduler.{tool}"), arguments, Some(user)).await
 }
 
+/// The result of a call that must succeed.
 async fn ok(client: &ModuleClient, user: &str, tool: &str, arguments: Value) -> Value {
-    let answer = call(client, user, tool, arguments).await;
-    assert_eq!(answer["success"], true, "{tool}: {answer}");
-    answer["result"].clone()
-}
-
-fn error_kind(answer: &Value) -> &str {
-    assert_eq!(answer["success"], false, "{answer}");
-    answer["error_kind"].as_str().unwrap()
+    client.call_ok(&format!("scheduler.{tool}"), arguments, Some(user)).await
 }
 
 /// The expected `webhook-signature` of a delivery, computed here independently.
