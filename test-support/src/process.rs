@@ -97,6 +97,15 @@ impl Process {
         self.child.id()
     }
 
+    /// Its peak resident memory so far, in bytes (`VmHWM` of
+    /// `/proc/<pid>/status`), for the tests that check a memory budget.
+    /// Panics when the process is gone or the kernel does not report it.
+    pub fn peak_rss_bytes(&self) -> u64 {
+        let path = format!("/proc/{}/status", self.child.id());
+        let status = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+        vm_hwm_bytes(&status).unwrap_or_else(|| panic!("no VmHWM line in {path}"))
+    }
+
     /// Every line it wrote so far, stdout and stderr interleaved as read.
     pub fn logs(&self) -> Vec<String> {
         self.logs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
@@ -204,13 +213,27 @@ fn signal(pid: u32, signal: Signal) {
     }
 }
 
+/// The `VmHWM:   1234 kB` line of a `/proc/<pid>/status` text, in bytes.
+fn vm_hwm_bytes(status: &str) -> Option<u64> {
+    let line = status.lines().find_map(|line| line.strip_prefix("VmHWM:"))?;
+    let kibibytes: u64 = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
+    kibibytes.checked_mul(1024)
+}
+
 fn joined(logs: &Mutex<Vec<String>>) -> String {
     logs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).join("\n")
 }
 
 #[cfg(test)]
 mod tests {
-    use super::listening_address;
+    use super::{listening_address, vm_hwm_bytes};
+
+    #[test]
+    fn reads_the_peak_resident_memory_of_a_status_text() {
+        let status = "Name:\tresearch\nVmPeak:\t  900 kB\nVmHWM:\t    2048 kB\nVmRSS:\t 1024 kB\n";
+        assert_eq!(vm_hwm_bytes(status), Some(2048 * 1024));
+        assert_eq!(vm_hwm_bytes("Name:\tresearch\n"), None);
+    }
 
     #[test]
     fn reads_the_address_of_a_listening_event() {
