@@ -72,6 +72,63 @@ pub struct ToolDefinition {
     /// Extension: the longest the module lets this tool run, in seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<f64>,
+    /// Extension: how much harm a wrong call can do; an orchestrator may
+    /// require approval at or above a configured level.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "RiskLevel::deserialize_for_tool")]
+    pub risk_level: Option<RiskLevel>,
+}
+
+/// How much harm a wrong call of a tool can do (the `risk_level` extension),
+/// ordered `low < medium < high`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RiskLevel {
+    /// A wrong call costs little (a read, a search).
+    Low,
+    /// A wrong call changes something that can be undone.
+    Medium,
+    /// A wrong call can do lasting harm (deleting, spending, running code).
+    High,
+}
+
+impl RiskLevel {
+    /// The contract's name of this level.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Low => "low",
+            Self::Medium => "medium",
+            Self::High => "high",
+        }
+    }
+
+    /// Reads a manifest's `risk_level` leniently: an unknown string reads as
+    /// `high`, so a newer module's level errs on the side of asking.
+    fn deserialize_for_tool<'de, D: Deserializer<'de>>(de: D) -> Result<Option<Self>, D::Error> {
+        let name = Option::<String>::deserialize(de)?;
+        Ok(name.map(|n| n.parse().unwrap_or(Self::High)))
+    }
+}
+
+impl fmt::Display for RiskLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The error of parsing a string that is not a risk level.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown risk level `{0}`: expected one of low, medium, high")]
+pub struct UnknownRiskLevel(pub String);
+
+impl FromStr for RiskLevel {
+    type Err = UnknownRiskLevel;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [Self::Low, Self::Medium, Self::High]
+            .into_iter()
+            .find(|level| level.as_str() == s)
+            .ok_or_else(|| UnknownRiskLevel(s.to_owned()))
+    }
 }
 
 /// Behaviour hints of a tool (MCP's tool annotation hints).
@@ -351,6 +408,22 @@ pub struct ErrorBody {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn risk_levels_are_ordered_and_an_unknown_one_reads_as_high() {
+        assert!(RiskLevel::Low < RiskLevel::Medium && RiskLevel::Medium < RiskLevel::High);
+        let read = |level: Value| -> Option<RiskLevel> {
+            let tool: ToolDefinition =
+                serde_json::from_value(json!({"name": "m.t", "description": "d", "risk_level": level})).unwrap();
+            tool.risk_level
+        };
+        assert_eq!(read(json!("medium")), Some(RiskLevel::Medium));
+        assert_eq!(read(json!("catastrophic")), Some(RiskLevel::High));
+        assert_eq!(read(Value::Null), None);
+        let absent: ToolDefinition = serde_json::from_value(json!({"name": "m.t", "description": "d"})).unwrap();
+        assert_eq!(absent.risk_level, None);
+        assert!(!serde_json::to_string(&absent).unwrap().contains("risk_level"));
+    }
 
     #[test]
     fn names_follow_the_contract_pattern() {

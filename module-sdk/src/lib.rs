@@ -63,7 +63,7 @@ mod validate;
 // that the orchestrator reuses in `service`.
 pub use config::{LogFormat, ServeConfig};
 pub use context::Context;
-pub use contract::{ErrorKind, Permission};
+pub use contract::{ErrorKind, Permission, RiskLevel};
 pub use error::{ModuleError, ServeError, ToolError, ToolErrorKind, error_chain};
 pub use healthcheck::run_healthcheck_if_requested;
 pub use listener::ServerLimits;

@@ -114,6 +114,7 @@ impl RegisteredTool {
             annotations: Some(tool.annotations),
             requires_approval: Some(tool.requires_approval),
             timeout_seconds: Some(seconds),
+            risk_level: tool.risk_level,
         };
         Ok(Self { name: full_name.into(), definition, validator, handler: tool.handler, timeout: tool.timeout })
     }

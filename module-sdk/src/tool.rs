@@ -18,7 +18,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::context::Context;
-use crate::contract::{Permission, ToolAnnotations};
+use crate::contract::{Permission, RiskLevel, ToolAnnotations};
 use crate::error::ToolError;
 use crate::schema::{arguments_schema_for, schema_for};
 
@@ -121,6 +121,7 @@ pub struct Tool {
     pub(crate) permission: Permission,
     pub(crate) annotations: ToolAnnotations,
     pub(crate) requires_approval: bool,
+    pub(crate) risk_level: Option<RiskLevel>,
     pub(crate) timeout: Duration,
     pub(crate) input_schema: Value,
     pub(crate) output_schema: Value,
@@ -142,6 +143,7 @@ impl Tool {
             permission: Permission::Guest,
             annotations: ToolAnnotations::default(),
             requires_approval: false,
+            risk_level: None,
             timeout: DEFAULT_TIMEOUT,
             input_schema: arguments_schema_for::<A>(),
             output_schema: schema_for::<R>(),
@@ -195,6 +197,13 @@ impl Tool {
     /// Asks the orchestrator to get the user's approval before each call.
     pub fn requires_approval(mut self) -> Self {
         self.requires_approval = true;
+        self
+    }
+
+    /// How much harm a wrong call can do (unset by default); an
+    /// orchestrator may require approval at or above a configured level.
+    pub fn risk_level(mut self, level: RiskLevel) -> Self {
+        self.risk_level = Some(level);
         self
     }
 

@@ -121,6 +121,7 @@ fn manifests() -> Vec<ModuleManifest> {
                         annotations: None,
                         requires_approval: None,
                         timeout_seconds: None,
+                        risk_level: None,
                     }
                 })
                 .collect();

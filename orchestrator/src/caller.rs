@@ -86,6 +86,7 @@ mod tests {
             annotations: None,
             requires_approval: None,
             timeout_seconds: None,
+            risk_level: None,
         }
     }
 
