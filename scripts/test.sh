@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace, the way CI does. Installs what the tests
-# need (redis-server, podman, pydantic) when it is missing. Usage: scripts/test.sh
+# need (redis-server, podman, bubblewrap, chromium, pydantic) when it is missing. Usage: scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +23,10 @@ command -v redis-server >/dev/null || missing+=(redis-server)
 command -v podman >/dev/null || missing+=(podman)
 command -v runc >/dev/null || missing+=(runc)
 command -v python3 >/dev/null || missing+=(python3)
+# code_runner's sandbox; the console's browser test (chromium driven by chromedriver).
+command -v bwrap >/dev/null || missing+=(bubblewrap)
+command -v chromium >/dev/null || missing+=(chromium)
+command -v chromedriver >/dev/null || missing+=(chromium-driver)
 if ((${#missing[@]})); then
     apt_install "${missing[@]}"
 fi
