@@ -46,6 +46,8 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 cargo build --workspace --all-targets --locked
+# The Kubernetes manifests, rendered and checked offline (schemas, policies).
+scripts/check-kubernetes.sh
 cargo test --workspace --locked
 
 # Images of the modules and the orchestrator, run with podman, checked end to end.

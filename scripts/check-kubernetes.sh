@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Checks the Kubernetes manifests offline, the way CI does: renders the base
+# and every overlay under deploy/kubernetes with `kubectl kustomize`,
+# validates each rendered object against the Kubernetes schemas bundled with
+# kubernetes-validate (strict: an unknown field is an error), and runs
+# checkov's Kubernetes policies, which must report no failed check (each
+# exception is a `checkov.io/skip` annotation with its reason, next to a
+# comment). Installs kubectl, kubernetes-validate and checkov when missing,
+# and fails when it cannot. Usage: scripts/check-kubernetes.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+fail() {
+    echo "scripts/check-kubernetes.sh: $*" >&2
+    exit 1
+}
+
+# kubectl (with its built-in kustomize): Debian's `kubectl` package where the
+# Kubernetes apt repository is configured, else Debian's own `kubernetes-client`.
+if ! command -v kubectl >/dev/null; then
+    [ "$(id -u)" -eq 0 ] || fail "kubectl is missing; install it (apt-get install -y kubectl) or run as root"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubectl >/dev/null 2>&1 \
+        || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client >/dev/null 2>&1 \
+        || fail "cannot install kubectl (apt packages kubectl or kubernetes-client)"
+fi
+kubectl kustomize --help >/dev/null 2>&1 || fail "this kubectl has no kustomize; install kubectl 1.27 or later"
+
+# The schema validator and the policy checker, from PyPI.
+python_tool() {
+    local command=$1 package=$2
+    if ! command -v "$command" >/dev/null; then
+        python3 -m pip --version >/dev/null 2>&1 || fail "pip is missing (apt-get install -y python3-pip)"
+        python3 -m pip install --quiet "$package" 2>/dev/null \
+            || python3 -m pip install --quiet --break-system-packages "$package" \
+            || fail "cannot install $package"
+        hash -r
+        command -v "$command" >/dev/null || fail "$package is installed but $command is not on PATH"
+    fi
+}
+python_tool kubernetes-validate "kubernetes-validate>=1.33"
+python_tool checkov "checkov>=3.2"
+
+rendered=$(mktemp -d)
+trap 'rm -rf "$rendered"' EXIT
+# Everything applied as a whole: the base and each overlay.
+targets=(deploy/kubernetes/base deploy/kubernetes/overlays/*/)
+for target in "${targets[@]}"; do
+    target=${target%/}
+    out="$rendered/$(echo "$target" | tr / _).yaml"
+    kubectl kustomize "$target" >"$out" || fail "$target does not render"
+    objects=$(grep -c '^kind:' "$out")
+    echo "$target: $objects objects"
+    kubernetes-validate --strict --quiet "$out" || fail "$target: objects do not match the Kubernetes schemas (above)"
+done
+
+# --skip-download: no network; the checks ship with the package.
+checkov --directory "$rendered" --framework kubernetes --quiet --compact --skip-download \
+    || fail "checkov found failed checks (above); fix them, or skip one with a checkov.io/skip annotation and say why"
+echo "scripts/check-kubernetes.sh: every manifest renders, validates and passes the policy checks"
