@@ -1,7 +1,9 @@
 //! Run a program from an argv, contained: a cleared environment plus an
-//! allow-list, stdin closed, its own process group, resource limits set
-//! before exec, a wall-clock timeout that kills the whole group, and
-//! stdout/stderr read concurrently with a byte cap.
+//! allow-list, stdin closed (or given bytes), its own process group,
+//! resource limits (and optionally another user) set before exec, a
+//! wall-clock timeout that kills the whole group and every descendant
+//! still attached to the tree, and stdout/stderr (and optionally
+//! descriptor 3) read concurrently with a byte cap.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), limited_process::RunError> {
@@ -18,7 +20,10 @@
 mod limits;
 mod output;
 mod run;
+mod side_output;
+mod tree;
 
 pub use limits::Limits;
 pub use output::Captured;
 pub use run::{Exit, Outcome, Run, RunError};
+pub use side_output::SIDE_OUTPUT_FD;

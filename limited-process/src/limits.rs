@@ -18,12 +18,17 @@ pub struct Limits {
     /// `RLIMIT_NPROC`: the most processes of the running user (counted by
     /// the kernel per user, not per group; ignored for root).
     pub processes: u64,
+    /// `RLIMIT_FSIZE`: the largest file the program may write, in bytes
+    /// (a write past it fails, and SIGXFSZ ends the program); `None` leaves
+    /// the inherited limit.
+    pub file_size_bytes: Option<u64>,
 }
 
 impl Default for Limits {
-    /// 30 CPU seconds, 1 GiB of address space, 256 open files, 256 processes.
+    /// 30 CPU seconds, 1 GiB of address space, 256 open files, 256
+    /// processes, the inherited file size limit.
     fn default() -> Self {
-        Self { cpu_seconds: 30, address_space_bytes: 1 << 30, open_files: 256, processes: 256 }
+        Self { cpu_seconds: 30, address_space_bytes: 1 << 30, open_files: 256, processes: 256, file_size_bytes: None }
     }
 }
 
@@ -35,7 +40,11 @@ impl Limits {
         set(Resource::RLIMIT_CPU, self.cpu_seconds)?;
         set(Resource::RLIMIT_AS, self.address_space_bytes)?;
         set(Resource::RLIMIT_NOFILE, self.open_files)?;
-        set(Resource::RLIMIT_NPROC, self.processes)
+        set(Resource::RLIMIT_NPROC, self.processes)?;
+        match self.file_size_bytes {
+            Some(bytes) => set(Resource::RLIMIT_FSIZE, bytes),
+            None => Ok(()),
+        }
     }
 }
 

@@ -12,6 +12,8 @@ use tokio::task::JoinHandle;
 
 use crate::limits::{Limits, apply_before_exec};
 use crate::output::{Captured, read_capped};
+use crate::side_output::pipe_to_fd3;
+use crate::tree::{kill_descendants, wait_exited};
 
 /// How long the output readers may still run after the process group is
 /// gone: a descendant that left the group may hold a pipe open.
@@ -27,6 +29,9 @@ pub struct Run {
     limits: Limits,
     timeout: Duration,
     max_output_bytes: usize,
+    stdin: Option<Vec<u8>>,
+    user: Option<(u32, u32)>,
+    side_output_bytes: Option<usize>,
 }
 
 /// How the program ended.
@@ -49,6 +54,9 @@ pub struct Outcome {
     pub stdout: Captured,
     /// Its standard error, capped.
     pub stderr: Captured,
+    /// What it wrote to descriptor 3, capped, when [`Run::side_output`] asked
+    /// for it (else empty).
+    pub side_output: Captured,
     /// Wall-clock time from spawn to exit.
     pub duration: Duration,
 }
@@ -57,7 +65,8 @@ pub struct Outcome {
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// The program could not be started (not found, not executable, a
-    /// limit that could not be set, a missing working directory).
+    /// limit or user that could not be set, a missing working directory,
+    /// no descriptors left for the pipes).
     #[error("cannot start `{program}`: {source}")]
     Spawn {
         /// The program, as given.
@@ -77,8 +86,8 @@ pub enum RunError {
 
 impl Run {
     /// Runs `program` (looked up in the allow-listed `PATH` when it has no
-    /// slash) with `args`, an empty environment, [`Limits::default`], a 30 s
-    /// timeout and 1 MiB per output stream.
+    /// slash) with `args`, an empty environment, stdin closed,
+    /// [`Limits::default`], a 30 s timeout and 1 MiB per output stream.
     pub fn new<I, S>(program: impl Into<OsString>, args: I) -> Self
     where
         I: IntoIterator<Item = S>,
@@ -92,7 +101,31 @@ impl Run {
             limits: Limits::default(),
             timeout: Duration::from_secs(30),
             max_output_bytes: 1 << 20,
+            stdin: None,
+            user: None,
+            side_output_bytes: None,
         }
+    }
+
+    /// Gives the program `bytes` on its stdin, then end of file (instead of
+    /// a closed stdin).
+    pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Self {
+        self.stdin = Some(bytes.into());
+        self
+    }
+
+    /// Runs the program as user `uid` and group `gid`, without supplementary
+    /// groups (the caller needs the right to switch, usually root).
+    pub fn user(mut self, uid: u32, gid: u32) -> Self {
+        self.user = Some((uid, gid));
+        self
+    }
+
+    /// Reads what the program writes to descriptor 3 as a third output,
+    /// keeping at most `max_bytes` ([`Outcome::side_output`]).
+    pub fn side_output(mut self, max_bytes: usize) -> Self {
+        self.side_output_bytes = Some(max_bytes);
+        self
     }
 
     /// Runs in `dir` instead of the caller's directory.
@@ -126,36 +159,66 @@ impl Run {
     }
 
     /// Runs the program to its end (or its timeout), then kills whatever is
-    /// left of its process group, so no descendant outlives the run.
+    /// left of its process group, so no descendant outlives the run. At the
+    /// timeout, every descendant still attached to the program's tree dies
+    /// too, even one that started its own session, and the run waits (up
+    /// to half a second) until they have exited.
     pub async fn run(&self) -> Result<Outcome, RunError> {
         let program = self.program.to_string_lossy().into_owned();
+        let spawn_error = |source| RunError::Spawn { program: program.clone(), source };
         let mut command = std::process::Command::new(&self.program);
         command
             .args(&self.args)
             .env_clear()
             .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
+            .stdin(if self.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
         if let Some(dir) = &self.current_dir {
             command.current_dir(dir);
         }
+        if let Some((uid, gid)) = self.user {
+            command.uid(uid).gid(gid);
+        }
         apply_before_exec(&mut command, self.limits);
+        let side_pipe = match self.side_output_bytes {
+            Some(_) => Some(pipe_to_fd3(&mut command).map_err(spawn_error)?),
+            None => None,
+        };
         let mut command = tokio::process::Command::from(command);
         command.kill_on_drop(true);
         let started = Instant::now();
-        let mut child = command.spawn().map_err(|source| RunError::Spawn { program: program.clone(), source })?;
+        let spawned = command.spawn();
+        // Closes the parent's copy of descriptor 3's write end.
+        drop(command);
+        let mut child = spawned.map_err(spawn_error)?;
         // The child leads its own group, so the group id is its pid.
         let group = child.id().and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw);
         let _kill_group_on_drop = GroupGuard(group);
+        if let (Some(mut pipe), Some(bytes)) = (child.stdin.take(), self.stdin.clone()) {
+            // A program that does not read its stdin must not hold the run up.
+            tokio::spawn(async move {
+                let _ = tokio::io::AsyncWriteExt::write_all(&mut pipe, &bytes).await;
+            });
+        }
         let stdout = reader(child.stdout.take(), self.max_output_bytes);
         let stderr = reader(child.stderr.take(), self.max_output_bytes);
+        let side = match (side_pipe, self.side_output_bytes) {
+            (Some(pipe), Some(cap)) => {
+                let pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(pipe).map_err(spawn_error)?;
+                Some(tokio::spawn(read_capped(pipe, cap)))
+            }
+            _ => None,
+        };
         let (status, timed_out) = match tokio::time::timeout(self.timeout, child.wait()).await {
             Ok(status) => (status.map_err(|source| RunError::Wait { program: program.clone(), source })?, false),
             Err(_elapsed) => {
+                let killed = group.map(kill_descendants).unwrap_or_default();
                 kill_group(group);
-                (child.wait().await.map_err(|source| RunError::Wait { program, source })?, true)
+                let status = child.wait().await.map_err(|source| RunError::Wait { program, source })?;
+                wait_exited(&killed, DRAIN_GRACE).await;
+                (status, true)
             }
         };
         let duration = started.elapsed();
@@ -166,17 +229,21 @@ impl Run {
             timed_out,
             stdout: finish(stdout).await,
             stderr: finish(stderr).await,
+            side_output: finish(side).await,
             duration,
         })
     }
 }
 
-/// Kills the process group when a run is dropped half-way (its caller
-/// gave up), so a cancelled run leaves nothing behind either.
+/// Kills the process tree and group when a run is dropped half-way (its
+/// caller gave up), so a cancelled run leaves nothing behind either.
 struct GroupGuard(Option<Pid>);
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
+        if let Some(group) = self.0 {
+            kill_descendants(group);
+        }
         kill_group(self.0);
     }
 }
@@ -272,7 +339,13 @@ mod tests {
 
     #[tokio::test]
     async fn limits_are_set_before_exec() {
-        let limits = Limits { cpu_seconds: 7, address_space_bytes: 1 << 30, open_files: 33, processes: 99 };
+        let limits = Limits {
+            cpu_seconds: 7,
+            address_space_bytes: 1 << 30,
+            open_files: 33,
+            processes: 99,
+            file_size_bytes: None,
+        };
         let outcome = sh("ulimit -t; ulimit -n; ulimit -v").limits(limits).run().await.unwrap();
         assert_eq!(String::from_utf8_lossy(&outcome.stdout.bytes), "7\n33\n1048576\n");
         let tight = Limits { address_space_bytes: 50 << 20, ..limits };
@@ -286,6 +359,42 @@ mod tests {
         let spin = sh("while :; do :; done").limits(Limits { cpu_seconds: 1, ..limits }).run().await.unwrap();
         assert!(matches!(spin.exit, Exit::Signal(_)), "{:?}", spin.exit);
         assert!(!spin.timed_out);
+    }
+
+    #[tokio::test]
+    async fn stdin_bytes_side_output_and_file_size() {
+        let limits = Limits { file_size_bytes: Some(4096), ..Limits::default() };
+        let dir = std::env::temp_dir().join(format!("limited-process-fsize-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let outcome = sh("tr a-z A-Z; echo report >&3; head -c 10000 /dev/zero > big")
+            .stdin("hello")
+            .side_output(100)
+            .limits(limits)
+            .current_dir(&dir)
+            .run()
+            .await
+            .unwrap();
+        assert_eq!(outcome.stdout.bytes, b"HELLO");
+        assert_eq!(outcome.side_output.bytes, b"report\n");
+        assert_eq!(std::fs::metadata(dir.join("big")).unwrap().len(), 4096);
+        std::fs::remove_dir_all(dir).unwrap();
+        let without = sh("echo x >&3").run().await.unwrap();
+        assert_ne!(without.exit, Exit::Code(0), "descriptor 3 is closed unless asked for");
+    }
+
+    #[tokio::test]
+    async fn the_timeout_kills_a_descendant_in_its_own_session() {
+        let dir = std::env::temp_dir().join(format!("limited-process-setsid-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pid_file = dir.join("child.pid");
+        let script = format!("setsid sh -c 'echo $$ > {}; exec sleep 30' & wait", pid_file.display());
+        let outcome = sh(&script).timeout(Duration::from_millis(500)).run().await.unwrap();
+        assert!(outcome.timed_out);
+        let child: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+        let zombie = std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|s| s.contains(") Z"));
+        let alive = nix::sys::signal::kill(Pid::from_raw(child), None).is_ok();
+        assert!(!alive || zombie, "the child {child} in its own session survived");
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[tokio::test]

@@ -64,6 +64,7 @@ impl Settings {
             address_space_bytes: self.address_space_bytes,
             open_files: self.open_files,
             processes: self.processes,
+            file_size_bytes: None,
         }
     }
 
