@@ -5,6 +5,7 @@
 //! `research --help`); the HTTP server's come from `HOST`, `PORT`,
 //! `SERVICE_AUTH_TOKEN`, `MAX_BODY_BYTES` and `LOG_FORMAT`.
 
+mod bounded_tree;
 mod charset;
 mod fetcher;
 mod readable;
@@ -24,6 +25,7 @@ use module_sdk::Module;
 use crate::fetcher::{FetchLimits, Fetcher};
 use crate::search::Searx;
 use crate::settings::Settings;
+use crate::webpage::TreeLimit;
 
 /// The research module with its clients built from `settings`.
 fn module(settings: &Settings) -> Result<Module, reqwest::Error> {
@@ -42,6 +44,7 @@ fn module(settings: &Settings) -> Result<Module, reqwest::Error> {
     .version(env!("CARGO_PKG_VERSION"))
     .state(searx)
     .state(fetcher)
+    .state(TreeLimit { max_nodes: usize::try_from(settings.html_max_nodes).unwrap_or(usize::MAX) })
     .tool(search::web_search)
     .tool(search::news_search)
     .tool(webpage::fetch_webpage)

@@ -4,15 +4,18 @@
 //! The main text is the page's `<main>`, `<article>` or `[role=main]`
 //! element when it has one (navigation and footers are then left out),
 //! else its whole body; html2text renders it and drops scripts and styles.
-//! Pages nested too deeply to build a tree from in reasonable time are read
-//! from the tokenizer pass of [`crate::skim`] instead (text without layout).
+//! Pages nested too deeply to build a tree from in reasonable time, and
+//! pages whose tree would exceed its budget of nodes or time (see
+//! [`crate::bounded_tree`]), are read from the tokenizer pass of
+//! [`crate::skim`] instead (text without layout).
 
 use schemars::JsonSchema;
 use scraper::{ElementRef, Html, Selector};
 use serde::Serialize;
 use url::Url;
 
-use crate::skim::skim;
+use crate::bounded_tree::{self, TreeBudget, TreeError};
+use crate::skim::{MAX_DEPTH, skim};
 use crate::text::collapse_whitespace;
 
 /// Width, in columns, that text is wrapped to.
@@ -40,17 +43,42 @@ pub struct Readable {
     pub text: String,
     /// Distinct http(s) links of the page, absolute, in document order.
     pub links: Vec<Link>,
+    /// Why the page was read with the tokenizer alone (text without
+    /// layout), when it was.
+    pub text_only: Option<TextOnly>,
+}
+
+/// Why a page was read without building its document tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TextOnly {
+    /// Its elements nest deeper than [`MAX_DEPTH`].
+    #[error("its elements nest deeper than {MAX_DEPTH}")]
+    TooDeep,
+    /// Its tree would exceed the budget.
+    #[error(transparent)]
+    Tree(#[from] TreeError),
 }
 
 /// Extracts title, main text and links from `html`, resolving relative
-/// links against `base` (the page's final URL).
-pub fn readable(html: &str, base: &Url) -> Readable {
+/// links against `base` (the page's final URL); its document tree is built
+/// within `budget`.
+pub fn readable(html: &str, base: &Url, budget: TreeBudget) -> Readable {
     let skimmed = skim(html);
-    if skimmed.too_deep {
-        let links = absolute_links(skimmed.links.into_iter(), base);
-        return Readable { title: skimmed.title, text: skimmed.text, links };
-    }
-    let document = Html::parse_document(html);
+    let document = if skimmed.too_deep {
+        Err(TextOnly::TooDeep)
+    } else {
+        bounded_tree::parse(html, budget).map_err(TextOnly::from).and_then(|document| {
+            // Rebuilt formatting elements nest deeper than the source does.
+            if tree_depth(&document) > MAX_DEPTH { Err(TextOnly::TooDeep) } else { Ok(document) }
+        })
+    };
+    let document = match document {
+        Ok(document) => document,
+        Err(reason) => {
+            let links = absolute_links(skimmed.links.into_iter(), base);
+            return Readable { title: skimmed.title, text: skimmed.text, links, text_only: Some(reason) };
+        }
+    };
     let main = ["main", "article", "[role=main]"]
         .into_iter()
         .find_map(|selector| document.select(&selector_of(selector)).next());
@@ -65,7 +93,23 @@ pub fn readable(html: &str, base: &Url) -> Readable {
         let href = anchor.value().attr("href")?.to_owned();
         Some((href, anchor.text().collect::<String>()))
     });
-    Readable { title: title(&document), text: text.trim().to_owned(), links: absolute_links(anchors, base) }
+    let links = absolute_links(anchors, base);
+    Readable { title: title(&document), text: text.trim().to_owned(), links, text_only: None }
+}
+
+/// How deeply the nodes of `document` nest, in one pass without recursion.
+fn tree_depth(document: &Html) -> usize {
+    let (mut depth, mut deepest) = (0_usize, 0_usize);
+    for edge in document.tree.root().traverse() {
+        match edge {
+            ego_tree::iter::Edge::Open(_) => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            ego_tree::iter::Edge::Close(_) => depth = depth.saturating_sub(1),
+        }
+    }
+    deepest
 }
 
 fn selector_of(selector: &str) -> Selector {
@@ -111,6 +155,10 @@ fn absolute_links(anchors: impl Iterator<Item = (String, String)>, base: &Url) -
 mod tests {
     use super::*;
 
+    fn budget() -> TreeBudget {
+        TreeBudget { max_nodes: 50_000, deadline: std::time::Instant::now() + std::time::Duration::from_secs(60) }
+    }
+
     fn base() -> Url {
         Url::parse("https://example.org/docs/page.html").unwrap()
     }
@@ -124,7 +172,7 @@ mod tests {
             <ul><li>one</li><li>two</li></ul></main>
             <footer><a href="mailto:x@example.org">mail</a><a href="https://example.org/docs/other.html">again</a></footer>
             </body></html>"#;
-        let page = readable(html, &base());
+        let page = readable(html, &base(), budget());
         assert_eq!(page.title.as_deref(), Some("The Page"));
         assert!(page.text.contains("Heading"), "{}", page.text);
         assert!(page.text.contains("First paragraph with"), "{}", page.text);
@@ -138,25 +186,40 @@ mod tests {
 
     #[test]
     fn pages_without_main_use_the_body_and_fall_back_for_the_title() {
-        let page = readable(r#"<meta property="og:title" content="OG title"><p>Body text</p>"#, &base());
+        let page = readable(r#"<meta property="og:title" content="OG title"><p>Body text</p>"#, &base(), budget());
         assert_eq!(page.title.as_deref(), Some("OG title"));
         assert_eq!(page.text, "Body text");
-        let page = readable("<h1>Only a heading</h1>", &base());
+        let page = readable("<h1>Only a heading</h1>", &base(), budget());
         assert_eq!(page.title.as_deref(), Some("Only a heading"));
-        assert_eq!(readable("", &base()).title, None);
+        assert_eq!(readable("", &base(), budget()).title, None);
     }
 
     #[test]
     fn hostile_markup_is_survived() {
         let deep = format!("{}<a href=/in>deep</a>{}", "<div>".repeat(20_000), "</div>".repeat(20_000));
-        let page = readable(&format!("<title>Deep</title>{deep}"), &base());
+        let page = readable(&format!("<title>Deep</title>{deep}"), &base(), budget());
         assert_eq!(page.title.as_deref(), Some("Deep"));
         assert_eq!(page.text, "deep");
         assert_eq!(page.links, [Link { url: "https://example.org/in".into(), text: "deep".into() }]);
+        assert_eq!(page.text_only, Some(TextOnly::TooDeep));
         let many_links: String = (0..500).map(|i| format!("<a href=\"/p{i}\">{i}</a>")).collect();
-        assert_eq!(readable(&many_links, &base()).links.len(), MAX_LINKS);
-        let broken = readable("<a href=\"http://[::1\">x</a><a href=\"javascript:alert(1)\">y</a><p>ok", &base());
+        assert_eq!(readable(&many_links, &base(), budget()).links.len(), MAX_LINKS);
+        let broken =
+            readable("<a href=\"http://[::1\">x</a><a href=\"javascript:alert(1)\">y</a><p>ok", &base(), budget());
         assert!(broken.links.is_empty());
         assert!(broken.text.ends_with("ok"), "{}", broken.text);
+    }
+
+    #[test]
+    fn pages_whose_tree_exceeds_the_budget_are_read_as_text() {
+        let formatting: String = (0..1000).map(|i| format!("<p><b id={i}>x{i}</p>")).collect();
+        let page = readable(&format!("<title>F</title>{formatting}<a href=/end>end</a>"), &base(), budget());
+        assert_eq!(page.text_only, Some(TextOnly::Tree(TreeError::TooManyNodes(50_000))));
+        assert_eq!(page.title.as_deref(), Some("F"));
+        assert!(page.text.starts_with("x0\nx1\n") && page.text.ends_with("x999\nend"), "{}", page.text);
+        assert_eq!(page.links.len(), 1);
+        let rebuilt_deep: String = (0..600).map(|i| format!("<p><b id={i}>x</p>")).collect();
+        let page = readable(&rebuilt_deep, &base(), TreeBudget { max_nodes: 1_000_000, ..budget() });
+        assert_eq!(page.text_only, Some(TextOnly::TooDeep), "600 rebuilt <b> nest 600 deep in the tree");
     }
 }

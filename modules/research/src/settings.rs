@@ -40,6 +40,13 @@ pub struct Settings {
     #[arg(long, env = "FETCH_MAX_REDIRECTS", default_value_t = 5, value_parser = clap::value_parser!(u8).range(0..=20))]
     pub fetch_max_redirects: u8,
 
+    /// Most elements and comments a page's document tree may have; a page
+    /// that makes more (HTML rebuilds unclosed formatting elements in every
+    /// later paragraph, so a small page can make millions) is read as text
+    /// without layout instead.
+    #[arg(long, env = "HTML_MAX_NODES", default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1000..=10_000_000))]
+    pub html_max_nodes: u64,
+
     /// Networks that may be fetched although they are loopback, private,
     /// link-local or otherwise internal: comma-separated CIDRs or single
     /// addresses, e.g. `127.0.0.1` or `10.20.0.0/16`. Empty (the default)

@@ -1,11 +1,12 @@
 //! The `fetch_webpage` tool: a page's title, readable text and links.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use module_sdk::{Context, ToolError, tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::bounded_tree::TreeBudget;
 use crate::charset;
 use crate::fetcher::{BodyKind, FetchError, Fetched, Fetcher};
 use crate::readable::{Link, readable};
@@ -14,6 +15,16 @@ use guarded_http::GuardedError;
 /// Time kept back from the call's deadline to turn the page into text and
 /// answer, so a slow server gets this tool's own timeout message.
 const ANSWER_MARGIN: Duration = Duration::from_secs(2);
+/// Time kept back from the call's deadline to answer once the page's tree
+/// is given up on.
+const PARSE_MARGIN: Duration = Duration::from_millis(500);
+
+/// How large a page's document tree may grow (the module's `HTML_MAX_NODES`).
+#[derive(Debug, Clone, Copy)]
+pub struct TreeLimit {
+    /// Most elements and comments; past them the page is read as text only.
+    pub max_nodes: usize,
+}
 
 /// Arguments of `fetch_webpage`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -58,23 +69,32 @@ pub struct WebPage {
 #[tool(read_only, idempotent, open_world, timeout_seconds = 60)]
 pub async fn fetch_webpage(ctx: Context, args: FetchWebpage) -> Result<WebPage, ToolError> {
     let fetcher = ctx.state::<Fetcher>()?;
+    let tree_limit = *ctx.state::<TreeLimit>()?;
     let budget = ctx.remaining().saturating_sub(ANSWER_MARGIN);
     let fetched = fetcher.fetch(&args.url, budget).await.map_err(tool_error)?;
     let max_chars = usize::try_from(args.max_chars).unwrap_or(usize::MAX);
-    // Parsing a large page is CPU work; keep it off the async workers.
-    tokio::task::spawn_blocking(move || to_web_page(fetched, max_chars))
+    let tree_budget = TreeBudget {
+        max_nodes: tree_limit.max_nodes,
+        deadline: ctx.deadline().into_std().checked_sub(PARSE_MARGIN).unwrap_or_else(Instant::now),
+    };
+    // Parsing a large page is CPU work; keep it off the async workers. The
+    // tree's budget ends it by the call's deadline.
+    tokio::task::spawn_blocking(move || to_web_page(fetched, max_chars, tree_budget))
         .await
         .map_err(|e| ToolError::execution_failed(format!("turning the page into text failed: {e}")))
 }
 
 /// Decodes the body and extracts its readable parts.
-fn to_web_page(fetched: Fetched, max_chars: usize) -> WebPage {
+fn to_web_page(fetched: Fetched, max_chars: usize, tree_budget: TreeBudget) -> WebPage {
     let header_charset = fetched.content_type.as_ref().and_then(|t| t.get_param(mime::CHARSET));
     let is_html = fetched.kind == BodyKind::Html;
     let (decoded, encoding) = charset::decode(&fetched.body, header_charset.as_ref().map(|c| c.as_str()), is_html);
     let (title, text, links) = match fetched.kind {
         BodyKind::Html => {
-            let page = readable(&decoded, &fetched.url);
+            let page = readable(&decoded, &fetched.url, tree_budget);
+            if let Some(reason) = page.text_only {
+                tracing::warn!(url = %fetched.url, %reason, "page read as text only");
+            }
             (page.title, page.text, page.links)
         }
         BodyKind::Text => (None, decoded.trim().to_owned(), Vec::new()),
@@ -121,6 +141,10 @@ fn tool_error(error: FetchError) -> ToolError {
 mod tests {
     use super::*;
     use reqwest::StatusCode;
+
+    fn budget() -> TreeBudget {
+        TreeBudget { max_nodes: 10_000, deadline: Instant::now() + Duration::from_secs(60) }
+    }
     use url::Url;
 
     fn fetched(content_type: &str, body: &[u8], truncated: bool) -> Fetched {
@@ -143,6 +167,7 @@ mod tests {
                 false,
             ),
             1000,
+            budget(),
         );
         assert_eq!(page.title.as_deref(), Some("Café"));
         assert!(page.text.contains("Crème"), "{}", page.text);
@@ -153,10 +178,10 @@ mod tests {
 
     #[test]
     fn text_is_cut_at_max_chars_on_a_character_boundary() {
-        let page = to_web_page(fetched("text/plain", "ééééé".as_bytes(), false), 3);
+        let page = to_web_page(fetched("text/plain", "ééééé".as_bytes(), false), 3, budget());
         assert_eq!((page.text.as_str(), page.truncated), ("ééé", true));
         assert!(page.links.is_empty() && page.title.is_none());
-        assert!(to_web_page(fetched("text/plain", b"abc", true), 10).truncated, "a byte cut is reported too");
+        assert!(to_web_page(fetched("text/plain", b"abc", true), 10, budget()).truncated, "a byte cut is reported too");
     }
 
     #[test]

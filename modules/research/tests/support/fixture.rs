@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -72,6 +72,9 @@ impl Fixture {
             )
             .route("/stall", get(stall))
             .route("/search", get(search))
+            .route("/formatting/{repetitions}", get(formatting))
+            .route("/nested-divs/{count}", get(nested_divs))
+            .route("/unclosed-tables/{count}", get(unclosed_tables))
             .with_state(state);
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         Self { address, secret_hits }
@@ -121,6 +124,26 @@ async fn stall() -> Response {
     let first = futures::stream::once(async { Ok::<_, std::io::Error>(Bytes::from_static(b"<p>start")) });
     let never = futures::stream::pending();
     ([(header::CONTENT_TYPE, "text/html")], Body::from_stream(futures::StreamExt::chain(first, never))).into_response()
+}
+
+/// `<p><b id=N>x</p>` repeated: the tree builder rebuilds every unclosed
+/// `<b>` in each later paragraph, N²/2 elements from 18·N bytes.
+async fn formatting(Path(repetitions): Path<usize>) -> Response {
+    html((0..repetitions).map(|i| format!("<p><b id={i}>x</p>")).collect())
+}
+
+/// `count` nested `<div>`s around one word.
+async fn nested_divs(Path(count): Path<usize>) -> Response {
+    html(format!("{}deep", "<div>".repeat(count)))
+}
+
+/// `count` unclosed `<table><tr><td>`, each table inside the last cell.
+async fn unclosed_tables(Path(count): Path<usize>) -> Response {
+    html(format!("{}cell", "<table><tr><td>".repeat(count)))
+}
+
+fn html(body: String) -> Response {
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
 }
 
 /// SearxNG's `/search?format=json`, with the fields a real instance sends.

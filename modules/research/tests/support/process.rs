@@ -24,6 +24,11 @@ impl ModuleProcess {
         self.process.client().call(&format!("research.{tool}"), arguments, None).await
     }
 
+    /// The process itself: its logs, whether it runs, its peak memory.
+    pub fn process(&mut self) -> &mut Process {
+        &mut self.process
+    }
+
     /// `GET path`, as JSON.
     pub async fn get(&self, path: &str) -> Value {
         self.process.client().get_ok(path).await
