@@ -1,0 +1,223 @@
+//! The sandbox one run of code gets: a fresh bubblewrap with every
+//! namespace unshared, a read-only `/usr`, two small in-memory file
+//! systems, an empty environment, no capabilities, and resource limits.
+//!
+//! Inside, `/bin/sh` runs the code with `python3 -c`, then, when the code
+//! left files in its working directory, lists them (with `list_files.py`)
+//! on descriptor 3, which the code itself does not inherit.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use limited_process::{Limits, Run};
+
+use crate::settings::Settings;
+
+/// The working directory inside the sandbox (also `HOME`).
+pub const WORK_DIR: &str = "/work";
+
+/// The lister, run inside the sandbox after the code.
+const LIST_FILES: &str = include_str!("list_files.py");
+
+/// Runs the code (`$1` is the interpreter, `$2` the code), keeps its
+/// status, lists the working directory on descriptor 3 when anything is in
+/// it (`$3` the lister, `$4`..`$6` its caps), and exits with the code's status.
+const SCRIPT: &str = r#"python="$1"; "$python" -c "$2" 3>&-
+status=$?
+for name in .[!.]* ..?* *; do
+  if [ -e "$name" ] || [ -L "$name" ]; then
+    "$python" -I -S -c "$3" "$4" "$5" "$6" >&3 2>/dev/null </dev/null
+    break
+  fi
+done
+exit $status"#;
+
+/// Caps of the file listing of one run.
+#[derive(Debug, Clone, Copy)]
+pub struct FileCaps {
+    /// Most files listed.
+    pub max_count: u64,
+    /// Largest file whose text is included.
+    pub content_max_bytes: u64,
+    /// Most text included, all files together.
+    pub max_content_bytes: u64,
+}
+
+impl FileCaps {
+    /// The most bytes a listing within these caps takes as JSON: every
+    /// byte of text escaped (`\u0000`, 6 bytes), every name a long path.
+    pub fn listing_max_bytes(&self) -> usize {
+        let bytes =
+            self.max_content_bytes.saturating_mul(6).saturating_add(self.max_count.saturating_mul(4 * 4096 + 64));
+        usize::try_from(bytes.saturating_add(1024)).unwrap_or(usize::MAX)
+    }
+}
+
+/// How every run is sandboxed; one per module.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    bwrap: PathBuf,
+    python: PathBuf,
+    limits: Limits,
+    user: Option<(u32, u32)>,
+    tmpfs_bytes: u64,
+    max_output_bytes: usize,
+    /// The caps of the file listing.
+    pub files: FileCaps,
+}
+
+impl Sandbox {
+    /// The sandbox the settings describe; it runs as `settings.sandbox_user`
+    /// when the module runs as root.
+    pub fn new(settings: &Settings) -> Self {
+        let root = nix::unistd::Uid::effective().is_root();
+        Self {
+            bwrap: settings.bwrap.clone(),
+            python: settings.python.clone(),
+            limits: settings.limits(),
+            user: root.then_some(settings.sandbox_user),
+            tmpfs_bytes: settings.tmpfs_bytes,
+            max_output_bytes: usize::try_from(settings.max_output_bytes).unwrap_or(usize::MAX),
+            files: FileCaps {
+                max_count: settings.files_max_count,
+                content_max_bytes: settings.file_content_max_bytes,
+                max_content_bytes: settings.files_max_content_bytes,
+            },
+        }
+    }
+
+    /// The contained process that runs `code` with `stdin` for at most `timeout`.
+    pub fn run(&self, code: &str, stdin: Option<&str>, timeout: Duration) -> Run {
+        let mut run = Run::new(&self.bwrap, self.arguments(code))
+            .limits(self.limits)
+            .timeout(timeout)
+            .max_output_bytes(self.max_output_bytes)
+            .side_output(self.files.listing_max_bytes());
+        if let Some((uid, gid)) = self.user {
+            run = run.user(uid, gid);
+        }
+        if let Some(stdin) = stdin {
+            run = run.stdin(stdin.as_bytes().to_vec());
+        }
+        run
+    }
+
+    /// bubblewrap's argv after the program name.
+    fn arguments(&self, code: &str) -> Vec<String> {
+        let size = self.tmpfs_bytes.to_string();
+        let mut args: Vec<String> = [
+            // Namespaces: user (no nested ones), mount, PID, network (only an
+            // empty loopback), IPC, UTS, cgroup.
+            "--unshare-all",
+            "--unshare-user",
+            "--disable-userns",
+            "--hostname",
+            "sandbox",
+            // The sandbox dies with bubblewrap; the code cannot reach the terminal.
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+            // Only the interpreter's files, read-only.
+            "--ro-bind",
+            "/usr",
+            "/usr",
+            "--symlink",
+            "usr/bin",
+            "/bin",
+            "--symlink",
+            "usr/sbin",
+            "/sbin",
+            "--symlink",
+            "usr/lib",
+            "/lib",
+            "--symlink",
+            "usr/lib64",
+            "/lib64",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--size",
+            &size,
+            "--tmpfs",
+            "/tmp",
+            "--size",
+            &size,
+            "--tmpfs",
+            WORK_DIR,
+            "--chdir",
+            WORK_DIR,
+            // Nothing of the module's environment.
+            "--clearenv",
+            "--setenv",
+            "HOME",
+            WORK_DIR,
+            "--setenv",
+            "PATH",
+            "/usr/bin:/bin",
+            "--setenv",
+            "LANG",
+            "C.UTF-8",
+            "--setenv",
+            "TMPDIR",
+            "/tmp",
+            // Output as it is printed, so a run killed at its timeout still
+            // answers what it printed before.
+            "--setenv",
+            "PYTHONUNBUFFERED",
+            "1",
+            "--setenv",
+            "PYTHONDONTWRITEBYTECODE",
+            "1",
+            "--",
+            "/bin/sh",
+            "-c",
+            SCRIPT,
+            "sh",
+        ]
+        .map(str::to_owned)
+        .into();
+        let caps = [self.files.max_count, self.files.content_max_bytes, self.files.max_content_bytes];
+        args.extend([self.python.to_string_lossy().into_owned(), code.to_owned(), LIST_FILES.to_owned()]);
+        args.extend(caps.map(|cap| cap.to_string()));
+        args
+    }
+
+    /// Runs a trivial program in the sandbox; `Err` says why the sandbox
+    /// does not work here (the module then refuses to run code).
+    pub async fn check(&self) -> Result<(), String> {
+        let outcome = self
+            .run("print('ok')", None, Duration::from_secs(30))
+            .run()
+            .await
+            .map_err(|error| format!("cannot start the sandbox ({}): {error}", self.bwrap.display()))?;
+        if outcome.stdout.bytes == b"ok\n" && outcome.exit == limited_process::Exit::Code(0) {
+            return Ok(());
+        }
+        let stderr = String::from_utf8_lossy(&outcome.stderr.bytes);
+        Err(format!(
+            "a trivial program fails in the sandbox ({} with {}): ended {:?}, stderr: {}",
+            self.bwrap.display(),
+            self.python.display(),
+            outcome.exit,
+            stderr.trim()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn the_code_is_one_argument_after_the_script() {
+        let settings = Settings::try_parse_from(["code_runner"]).unwrap();
+        let args = Sandbox::new(&settings).arguments("print(1)");
+        let script = args.iter().position(|arg| arg == SCRIPT).unwrap();
+        assert_eq!(&args[script + 1..script + 4], ["sh", "/usr/bin/python3", "print(1)"]);
+        assert_eq!(args[script + 5..], ["32", "16384", "65536"]);
+        assert!(args.iter().any(|arg| arg == "--unshare-all") && args.iter().any(|arg| arg == "--clearenv"));
+    }
+}

@@ -1,0 +1,142 @@
+//! The module's own settings, read from the command line or the
+//! environment (the HTTP server's settings — `HOST`, `PORT`,
+//! `SERVICE_AUTH_TOKEN`, `MAX_BODY_BYTES`, `LOG_FORMAT` — are read by the SDK).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use limited_process::Limits;
+
+/// The largest code accepted at all: the code is one argument of `execve`,
+/// and the kernel refuses a single argument over 128 KiB.
+const CODE_MAX_BYTES_CEILING: u64 = 120 * 1024;
+
+/// Settings of the code_runner module.
+#[derive(Debug, Clone, Parser)]
+#[command(version, about = "Serve the code_runner module: Python run in a bubblewrap sandbox.")]
+pub struct Settings {
+    /// The bubblewrap binary.
+    #[arg(long, env = "CODE_BWRAP", default_value = "/usr/bin/bwrap")]
+    pub bwrap: PathBuf,
+
+    /// The Python interpreter, as seen inside the sandbox (it must be under /usr).
+    #[arg(long, env = "CODE_PYTHON", default_value = "/usr/bin/python3")]
+    pub python: PathBuf,
+
+    /// Largest `code`, in bytes.
+    #[arg(long, env = "CODE_MAX_BYTES", default_value_t = 64 * 1024, value_parser = clap::value_parser!(u64).range(1..=CODE_MAX_BYTES_CEILING))]
+    pub code_max_bytes: u64,
+
+    /// Largest `stdin`, in bytes.
+    #[arg(long, env = "CODE_STDIN_MAX_BYTES", default_value_t = 1024 * 1024, value_parser = clap::value_parser!(u64).range(0..=64 * 1024 * 1024))]
+    pub stdin_max_bytes: u64,
+
+    /// Wall-clock seconds a run gets when the call gives no `timeout_seconds`.
+    #[arg(long, env = "CODE_DEFAULT_TIMEOUT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub default_timeout_seconds: u64,
+
+    /// The largest `timeout_seconds` a call may ask for.
+    #[arg(long, env = "CODE_MAX_TIMEOUT_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub max_timeout_seconds: u64,
+
+    /// Bytes kept of stdout, and of stderr, each (the rest is read and dropped).
+    #[arg(long, env = "CODE_MAX_OUTPUT_BYTES", default_value_t = 64 * 1024, value_parser = clap::value_parser!(u64).range(1..=16 * 1024 * 1024))]
+    pub max_output_bytes: u64,
+
+    /// CPU seconds each process of a run may use (RLIMIT_CPU).
+    #[arg(long, env = "CODE_CPU_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub cpu_seconds: u64,
+
+    /// Virtual memory each process of a run may map, in bytes (RLIMIT_AS).
+    #[arg(long, env = "CODE_ADDRESS_SPACE_BYTES", default_value_t = 1 << 30, value_parser = clap::value_parser!(u64).range(64 << 20..))]
+    pub address_space_bytes: u64,
+
+    /// Processes the sandbox's user may have (RLIMIT_NPROC, counted by the
+    /// kernel per user: shared by the runs at one time).
+    #[arg(long, env = "CODE_PROCESSES", default_value_t = 64, value_parser = clap::value_parser!(u64).range(8..))]
+    pub processes: u64,
+
+    /// Files a process of a run may have open (RLIMIT_NOFILE).
+    #[arg(long, env = "CODE_OPEN_FILES", default_value_t = 64, value_parser = clap::value_parser!(u64).range(16..))]
+    pub open_files: u64,
+
+    /// Largest file a run may write, in bytes (RLIMIT_FSIZE).
+    #[arg(long, env = "CODE_FILE_SIZE_BYTES", default_value_t = 16 << 20, value_parser = clap::value_parser!(u64).range(1..))]
+    pub file_size_bytes: u64,
+
+    /// Size of each of a run's two in-memory file systems, the working
+    /// directory and `/tmp`, in bytes.
+    #[arg(long, env = "CODE_TMPFS_BYTES", default_value_t = 64 << 20, value_parser = clap::value_parser!(u64).range(1 << 20..))]
+    pub tmpfs_bytes: u64,
+
+    /// Runs at one time; later calls wait for a turn.
+    #[arg(long, env = "CODE_MAX_CONCURRENT_RUNS", default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub max_concurrent_runs: u64,
+
+    /// Runs of one user (the call's `user_id`) at one time; more are refused.
+    #[arg(long, env = "CODE_MAX_RUNS_PER_USER", default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub max_runs_per_user: u64,
+
+    /// Seconds a call waits for a turn before it is answered `unavailable`.
+    #[arg(long, env = "CODE_QUEUE_WAIT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    pub queue_wait_seconds: u64,
+
+    /// Most files of the working directory listed in an answer.
+    #[arg(long, env = "CODE_FILES_MAX_COUNT", default_value_t = 32, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    pub files_max_count: u64,
+
+    /// Largest file whose text is included in the answer, in bytes.
+    #[arg(long, env = "CODE_FILE_CONTENT_MAX_BYTES", default_value_t = 16 * 1024, value_parser = clap::value_parser!(u64).range(0..=16 * 1024 * 1024))]
+    pub file_content_max_bytes: u64,
+
+    /// Bytes of file text included in one answer, all files together.
+    #[arg(long, env = "CODE_FILES_MAX_CONTENT_BYTES", default_value_t = 64 * 1024, value_parser = clap::value_parser!(u64).range(0..=64 * 1024 * 1024))]
+    pub files_max_content_bytes: u64,
+
+    /// `uid:gid` the sandbox runs as when the module runs as root (the kernel
+    /// does not enforce RLIMIT_NPROC for root); ignored otherwise.
+    #[arg(long, env = "CODE_SANDBOX_USER", default_value = "65534:65534", value_parser = user_pair)]
+    pub sandbox_user: (u32, u32),
+}
+
+impl Settings {
+    /// The resource limits every process of a run gets.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            cpu_seconds: self.cpu_seconds,
+            address_space_bytes: self.address_space_bytes,
+            open_files: self.open_files,
+            processes: self.processes,
+            file_size_bytes: Some(self.file_size_bytes),
+        }
+    }
+
+    /// The longest a call may wait for a turn.
+    pub fn queue_wait(&self) -> Duration {
+        Duration::from_secs(self.queue_wait_seconds)
+    }
+}
+
+fn user_pair(text: &str) -> Result<(u32, u32), String> {
+    let parse = |part: &str| part.trim().parse::<u32>().ok();
+    match text.split_once(':').map(|(uid, gid)| (parse(uid), parse(gid))) {
+        Some((Some(uid), Some(gid))) => Ok((uid, gid)),
+        _ => Err(format!("`{text}` is not `uid:gid` (two numbers)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_refusals() {
+        let settings = Settings::try_parse_from(["code_runner"]).unwrap();
+        assert_eq!(settings.sandbox_user, (65534, 65534));
+        assert_eq!(settings.limits().file_size_bytes, Some(16 << 20));
+        assert!(Settings::try_parse_from(["code_runner", "--code-max-bytes", "200000"]).is_err());
+        assert!(Settings::try_parse_from(["code_runner", "--sandbox-user", "nobody"]).is_err());
+        assert!(Settings::try_parse_from(["code_runner", "--max-concurrent-runs", "0"]).is_err());
+    }
+}
