@@ -90,4 +90,34 @@ impl Context {
             ))
         })
     }
+
+    /// Runs blocking work (a database query, a walk of the file system) with
+    /// the module state `S` on tokio's blocking threads, so the async workers
+    /// stay free; the work's error converts to a [`ToolError`] as `?` would.
+    ///
+    /// ```
+    /// # use module_sdk::{Context, ToolError};
+    /// struct Counter(std::sync::Mutex<u64>);
+    ///
+    /// async fn bump(ctx: Context) -> Result<u64, ToolError> {
+    ///     ctx.blocking(|counter: &Counter| {
+    ///         let mut n = counter.0.lock().map_err(|_| ToolError::execution_failed("counter poisoned"))?;
+    ///         *n += 1;
+    ///         Ok::<_, ToolError>(*n)
+    ///     })
+    ///     .await
+    /// }
+    /// ```
+    pub async fn blocking<S, T, E>(
+        &self,
+        work: impl FnOnce(&S) -> Result<T, E> + Send + 'static,
+    ) -> Result<T, ToolError>
+    where
+        S: Send + Sync + 'static,
+        T: Send + 'static,
+        E: Into<ToolError> + Send + 'static,
+    {
+        let state = self.state::<S>()?;
+        tokio::task::spawn_blocking(move || work(&state)).await?.map_err(Into::into)
+    }
 }

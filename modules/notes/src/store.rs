@@ -222,14 +222,6 @@ impl ToolErrorKind for StoreError {
     }
 }
 
-impl StoreError {
-    /// Whether the database itself failed (not the caller's request): an
-    /// operator must look at it.
-    pub fn is_database_failure(&self) -> bool {
-        matches!(self, StoreError::SchemaTooNew { .. } | StoreError::Directory { .. } | StoreError::Sqlite(_))
-    }
-}
-
 /// The notes database.
 pub struct Store {
     path: PathBuf,

@@ -1,8 +1,6 @@
 //! The module's tools: save, search, list, update and delete the calling
 //! user's notes (the `user_id` the orchestrator injects).
 
-use std::sync::Arc;
-
 use module_sdk::{Context, ToolError, tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -13,7 +11,7 @@ use uuid::Uuid;
 use crate::cursor::{CURSOR_PATTERN, Cursor};
 use crate::note::{Note, SearchHit};
 use crate::query::fts_query;
-use crate::store::{Filter, NewNote, NoteChange, Store, StoreError};
+use crate::store::{Filter, NewNote, NoteChange, Store};
 use crate::tags::normalize_tags;
 
 /// Longest search text, in characters; only its first words are used anyway.
@@ -141,7 +139,7 @@ pub async fn save_note(ctx: Context, args: SaveNote) -> Result<SavedNote, ToolEr
     let user_id = ctx.require_user_id()?.to_owned();
     let tags = tags_argument("tags", args.tags.as_deref())?;
     let note = NewNote { content: args.content, tags, source: args.source };
-    let saved = with_store(&ctx, move |store| store.save(&user_id, note)).await?;
+    let saved = ctx.blocking(move |store: &Store| store.save(&user_id, note)).await?;
     Ok(SavedNote { note_id: saved.note_id, tags: saved.tags, created_at: saved.created_at })
 }
 
@@ -159,7 +157,7 @@ pub async fn search_notes(ctx: Context, args: SearchNotes) -> Result<SearchResul
         return Ok(SearchResults { results: Vec::new() });
     };
     let limit = args.limit.unwrap_or(10) as usize;
-    let results = with_store(&ctx, move |store| store.search(&user_id, &query, &filter, limit)).await?;
+    let results = ctx.blocking(move |store: &Store| store.search(&user_id, &query, &filter, limit)).await?;
     Ok(SearchResults { results })
 }
 
@@ -175,7 +173,7 @@ pub async fn list_notes(ctx: Context, args: ListNotes) -> Result<NoteList, ToolE
         .transpose()
         .map_err(|e| ToolError::invalid_arguments(format!("arguments.cursor: {e}")))?;
     let limit = args.limit.unwrap_or(20) as usize;
-    let page = with_store(&ctx, move |store| store.list(&user_id, &filter, after, limit)).await?;
+    let page = ctx.blocking(move |store: &Store| store.list(&user_id, &filter, after, limit)).await?;
     Ok(NoteList { notes: page.notes, next_cursor: page.next.map(Cursor::encode) })
 }
 
@@ -189,7 +187,7 @@ pub async fn update_note(ctx: Context, args: UpdateNote) -> Result<Note, ToolErr
         content: args.content,
         tags: args.tags.as_deref().map(|t| tags_argument("tags", Some(t))).transpose()?,
     };
-    with_store(&ctx, move |store| store.update(&user_id, id, change)).await
+    ctx.blocking(move |store: &Store| store.update(&user_id, id, change)).await
 }
 
 /// Delete one of the user's notes for good.
@@ -197,23 +195,8 @@ pub async fn update_note(ctx: Context, args: UpdateNote) -> Result<Note, ToolErr
 pub async fn delete_note(ctx: Context, args: DeleteNote) -> Result<DeletedNote, ToolError> {
     let user_id = ctx.require_user_id()?.to_owned();
     let id = parse_note_id(&args.note_id)?;
-    let note = with_store(&ctx, move |store| store.delete(&user_id, id)).await?;
+    let note = ctx.blocking(move |store: &Store| store.delete(&user_id, id)).await?;
     Ok(DeletedNote { note })
-}
-
-/// Runs blocking database work off the async workers.
-async fn with_store<T: Send + 'static>(
-    ctx: &Context,
-    work: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, ToolError> {
-    let store: Arc<Store> = ctx.state::<Store>()?;
-    let done = tokio::task::spawn_blocking(move || work(&store)).await?;
-    done.inspect_err(|error| {
-        if error.is_database_failure() {
-            tracing::error!(%error, "notes database failure");
-        }
-    })
-    .map_err(ToolError::from)
 }
 
 /// Normalized tags of the argument `name`, or an error naming the limit.

@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::schedule::{SCHEDULE_PATTERN, Schedule, time_zone};
-use crate::store::{NewTask, Store, StoreError, Task};
+use crate::store::{NewTask, Store, Task};
 use crate::task::{ExecutionData, TaskView, rfc3339};
 
 /// A delay: numbers with units s, m, h, d, as in `30s`, `5m`, `1h30m`, `2d`.
@@ -280,7 +280,7 @@ pub async fn list_tasks(ctx: Context, args: ListTasks) -> Result<TaskList, ToolE
         TaskStatus::Cancelled => Some("cancelled"),
         TaskStatus::Failed => Some("failed"),
     };
-    let tasks = with_store(&ctx, move |store| store.list(&user_id, status)).await?;
+    let tasks = ctx.blocking(move |s: &Scheduler| s.store.list(&user_id, status)).await?;
     Ok(TaskList { tasks: tasks.into_iter().map(TaskView::of).collect() })
 }
 
@@ -292,7 +292,7 @@ pub async fn cancel_task(ctx: Context, args: CancelTask) -> Result<TaskView, Too
         let shown: String = args.task_id.chars().take(64).collect();
         return Err(ToolError::not_found(format!("no task {shown:?} of yours; list_tasks shows your task ids")));
     };
-    let task = with_store(&ctx, move |store| store.cancel(&user_id, id)).await?;
+    let task = ctx.blocking(move |s: &Scheduler| s.store.cancel(&user_id, id)).await?;
     Ok(TaskView::of(task))
 }
 
@@ -315,7 +315,7 @@ pub async fn get_current_time(ctx: Context, args: GetCurrentTime) -> Result<Curr
 /// Stores `task` and wakes the firing loop.
 async fn add(ctx: &Context, scheduler: &Scheduler, task: NewTask) -> Result<Task, ToolError> {
     let now = Timestamp::now().as_millisecond();
-    let task = with_store(ctx, move |store| store.add(task, now)).await?;
+    let task = ctx.blocking(move |s: &Scheduler| s.store.add(task, now)).await?;
     scheduler.wake.notify_one();
     Ok(task)
 }
@@ -389,15 +389,6 @@ async fn preflight(client: &GuardedClient, url: &str) -> Result<(), ToolError> {
 
 fn zone_of(task: &Task) -> TimeZone {
     TimeZone::get(&task.timezone).unwrap_or(TimeZone::UTC)
-}
-
-/// Runs blocking storage work off the async workers.
-async fn with_store<T: Send + 'static>(
-    ctx: &Context,
-    work: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, ToolError> {
-    let store = ctx.state::<Scheduler>()?.store.clone();
-    Ok(tokio::task::spawn_blocking(move || work(&store)).await??)
 }
 
 fn invalid(argument: &str, error: impl std::fmt::Display) -> ToolError {
