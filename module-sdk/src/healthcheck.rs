@@ -1,5 +1,6 @@
-//! A health probe for container images that have no shell or curl
-//! (`FROM scratch`): the service's own binary asks its `/health`.
+//! The entry of a module binary ([`run_main`]), and the health probe for
+//! container images that have no shell or curl (`FROM scratch`): the
+//! service's own binary asks its `/health`.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpStream};
@@ -9,6 +10,35 @@ use crate::config::ServeConfig;
 
 /// How long the probe waits for connecting, and for the answer.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The whole `main` of a module binary: answers `--healthcheck` first (see
+/// [`run_healthcheck_if_requested`]), then runs `run` (parse settings, build
+/// the module, serve it) and turns its error into `<name>: <error>` on
+/// standard error and a failing exit code.
+///
+/// ```no_run
+/// # use module_sdk::Module;
+/// #[tokio::main]
+/// async fn main() -> std::process::ExitCode {
+///     module_sdk::run_main("demo", async {
+///         Module::new("demo", "Demonstration tools.").serve().await
+///     })
+///     .await
+/// }
+/// ```
+pub async fn run_main<E: std::fmt::Display>(
+    name: &str,
+    run: impl std::future::Future<Output = Result<(), E>>,
+) -> std::process::ExitCode {
+    run_healthcheck_if_requested();
+    match run.await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("{name}: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
 
 /// When the process was started as `<binary> --healthcheck`, probes
 /// `GET /health` on the port from `PORT` (as `serve` would bind it) and exits

@@ -65,7 +65,7 @@ pub use config::{LogFormat, ServeConfig};
 pub use context::Context;
 pub use contract::{ErrorKind, Permission, RiskLevel};
 pub use error::{ModuleError, ServeError, ToolError, ToolErrorKind, error_chain};
-pub use healthcheck::run_healthcheck_if_requested;
+pub use healthcheck::{run_healthcheck_if_requested, run_main};
 pub use listener::ServerLimits;
 pub use module::{Module, ModuleService};
 pub use module_sdk_macros::tool;

@@ -11,18 +11,11 @@ use notes::settings::Settings;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // `--healthcheck` (for container healthchecks) probes a running instance and exits.
-    module_sdk::run_healthcheck_if_requested();
-    let settings = Settings::parse();
-    let served = match notes::module(&settings) {
-        Ok(module) => module.serve().await.map_err(|e| e.to_string()),
-        Err(error) => Err(format!("cannot use NOTES_DB={}: {error}", settings.notes_db.display())),
-    };
-    match served {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("notes: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    module_sdk::run_main("notes", async {
+        let settings = Settings::parse();
+        let module = notes::module(&settings)
+            .map_err(|error| format!("cannot use NOTES_DB={}: {error}", settings.notes_db.display()))?;
+        module.serve().await.map_err(|e| e.to_string())
+    })
+    .await
 }

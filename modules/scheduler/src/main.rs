@@ -11,24 +11,13 @@ use scheduler::settings::Settings;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // `--healthcheck` (for container healthchecks) probes a running instance and exits.
-    module_sdk::run_healthcheck_if_requested();
-    let settings = Settings::parse();
-    let served = match scheduler::module(&settings) {
-        Ok((module, firing)) => {
-            match firing {
-                Some(firing) => drop(tokio::spawn(firing.run())),
-                None => tracing::warn!("DELIVERY_URL is not set: tasks are kept but not fired until it is"),
-            }
-            module.serve().await.map_err(|e| e.to_string())
+    module_sdk::run_main("scheduler", async {
+        let (module, firing) = scheduler::module(&Settings::parse())?;
+        match firing {
+            Some(firing) => drop(tokio::spawn(firing.run())),
+            None => tracing::warn!("DELIVERY_URL is not set: tasks are kept but not fired until it is"),
         }
-        Err(message) => Err(message),
-    };
-    match served {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("scheduler: {message}");
-            ExitCode::FAILURE
-        }
-    }
+        module.serve().await.map_err(|e| e.to_string())
+    })
+    .await
 }

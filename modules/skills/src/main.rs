@@ -28,16 +28,8 @@ use crate::settings::Settings;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // `--healthcheck` (for container healthchecks) probes a running instance and exits.
-    module_sdk::run_healthcheck_if_requested();
-    let settings = Settings::parse();
-    match run(settings).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("skills: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    // Settings are parsed inside the future, after `--healthcheck` had its turn.
+    module_sdk::run_main("skills", async { run(Settings::parse()).await }).await
 }
 
 async fn run(settings: Settings) -> Result<(), String> {
