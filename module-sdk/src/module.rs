@@ -147,8 +147,19 @@ impl ModuleService {
         let started = Instant::now();
         let user_id_present = call.user_id.is_some();
         let answer = self.run(call).await;
+        // One event per call at `debug`, so `info` logging stays flat under
+        // load; the module's own failures (`execution_failed`, a database or
+        // a bug, not the caller's request) are worth an operator's look.
         // The fields are only evaluated when the event is enabled.
-        tracing::info!(
+        if answer.error_kind == Some(ErrorKind::ExecutionFailed) {
+            tracing::warn!(
+                module = %self.manifest.module_name,
+                tool = %answer.tool_name,
+                error = answer.error.as_deref().unwrap_or_default(),
+                "tool call failed"
+            );
+        }
+        tracing::debug!(
             module = %self.manifest.module_name,
             tool = %answer.tool_name,
             user_id_present,

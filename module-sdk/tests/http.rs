@@ -276,8 +276,19 @@ async fn health_and_openapi_describe_the_real_api() {
 }
 
 #[tokio::test]
-async fn each_call_logs_one_event_and_sigterm_lets_calls_finish() {
-    let mut demo = Demo::start(&[]);
+async fn at_info_calls_log_nothing_but_the_module_own_failures() {
+    let demo = Demo::start(&[]);
+    for _ in 0..20 {
+        execute(&demo, json!({"tool_name": "demo.greet", "user_id": "u", "arguments": {"name": "A"}})).await;
+        execute(&demo, json!({"tool_name": "demo.greet", "arguments": {"name": 7}})).await;
+    }
+    let logs = demo.process.logs().join("\n");
+    assert!(!logs.contains("\"tool call\""), "no per-call event at info: {logs}");
+}
+
+#[tokio::test]
+async fn each_call_logs_one_event_at_debug_and_sigterm_lets_calls_finish() {
+    let mut demo = Demo::start(&[("RUST_LOG", "debug")]);
     execute(&demo, json!({"tool_name": "demo.greet", "user_id": "u", "arguments": {"name": "A"}})).await;
     let event = demo.next_event("tool call");
     assert_eq!(event["tool"], "demo.greet");
