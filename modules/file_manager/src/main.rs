@@ -5,6 +5,7 @@
 //! `file_manager --help`); the HTTP server's come from `HOST`, `PORT`,
 //! `SERVICE_AUTH_TOKEN`, `MAX_BODY_BYTES` and `LOG_FORMAT`.
 
+mod areas;
 mod atomic;
 mod content;
 mod names;

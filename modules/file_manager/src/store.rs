@@ -15,21 +15,21 @@
 //! records are opened with `O_NOFOLLOW | O_NONBLOCK` and checked to be
 //! regular files), never followed.
 //!
-//! Writes of one user are serialized by a per-user lock so that the size
-//! and count limits hold under concurrent calls; reads need no lock.
+//! Writes of one user are serialized by a per-user lock (see
+//! [`crate::areas`]) so that the size and count limits hold under
+//! concurrent calls; reads need no lock.
 
-use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use module_sdk::{ErrorKind, ToolErrorKind};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use uuid::Uuid;
 
+use crate::areas::{AreaLocks, Usage};
 use crate::atomic;
 use crate::record::{self, FileInfo, FileKind, MAX_HEADER_BYTES, RecordError};
 
@@ -131,22 +131,12 @@ impl StoreError {
     }
 }
 
-/// Bytes and files a user stores.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Usage {
-    bytes: u64,
-    files: u64,
-}
-
-/// The per-user lock, guarding that user's usage (loaded on first write).
-type AreaLock = Arc<Mutex<Option<Usage>>>;
-
 /// The storage of all users' files.
 #[derive(Debug)]
 pub struct Store {
     users_dir: PathBuf,
     limits: Limits,
-    areas: Mutex<HashMap<String, AreaLock>>,
+    areas: AreaLocks,
 }
 
 impl Store {
@@ -165,7 +155,7 @@ impl Store {
             }
             Err(e) => return Err(e.into()),
         }
-        let store = Self { users_dir, limits, areas: Mutex::default() };
+        let store = Self { users_dir, limits, areas: AreaLocks::default() };
         store.remove_temporaries()?;
         Ok(store)
     }
@@ -197,8 +187,17 @@ impl Store {
         if size > self.limits.file_max_bytes {
             return Err(StoreError::TooLarge { size, limit: self.limits.file_max_bytes });
         }
-        let lock = self.area_lock(user_id);
-        let mut usage = lock_area(&lock);
+        self.areas.with_area(&area_name(user_id), |usage| self.create_locked(user_id, file, size, usage))
+    }
+
+    /// [`Store::create`] once the user's lock is held.
+    fn create_locked(
+        &self,
+        user_id: &str,
+        file: NewFile,
+        size: u64,
+        usage: &mut Option<Usage>,
+    ) -> Result<FileInfo, StoreError> {
         let dir = self.area_for_writing(user_id)?;
         let current = match *usage {
             Some(current) => current,
@@ -253,22 +252,17 @@ impl Store {
 
     /// Deletes the file `id` of `user_id`; returns what it was.
     pub fn delete(&self, user_id: &str, id: Uuid) -> Result<FileInfo, StoreError> {
-        let lock = self.area_lock(user_id);
-        let mut usage = lock_area(&lock);
-        let dir = self.existing_area(user_id)?.ok_or(StoreError::NotFound(id))?;
-        // Opening first proves it is a regular record of this user, not a link.
-        let info = header_of(self.open_record(&dir, id)?, id)?;
-        atomic::remove_file(&dir, &record_name(id))?;
-        if let Some(current) = usage.as_mut() {
-            current.bytes = current.bytes.saturating_sub(info.size_bytes);
-            current.files = current.files.saturating_sub(1);
-        }
-        Ok(info)
-    }
-
-    fn area_lock(&self, user_id: &str) -> AreaLock {
-        let mut areas = self.areas.lock().unwrap_or_else(PoisonError::into_inner);
-        areas.entry(area_name(user_id)).or_default().clone()
+        self.areas.with_area(&area_name(user_id), |usage| {
+            let dir = self.existing_area(user_id)?.ok_or(StoreError::NotFound(id))?;
+            // Opening first proves it is a regular record of this user, not a link.
+            let info = header_of(self.open_record(&dir, id)?, id)?;
+            atomic::remove_file(&dir, &record_name(id))?;
+            if let Some(current) = usage.as_mut() {
+                current.bytes = current.bytes.saturating_sub(info.size_bytes);
+                current.files = current.files.saturating_sub(1);
+            }
+            Ok(info)
+        })
     }
 
     /// The user's directory when it exists, checked to be a real directory.
@@ -339,16 +333,6 @@ impl Store {
         }
         Ok(usage)
     }
-}
-
-/// Locks a user's area; a lock poisoned by a panic forgets the usage, which
-/// is then counted again from disk.
-fn lock_area(lock: &AreaLock) -> MutexGuard<'_, Option<Usage>> {
-    lock.lock().unwrap_or_else(|poisoned| {
-        let mut usage = poisoned.into_inner();
-        *usage = None;
-        usage
-    })
 }
 
 /// The directory name of a user's area: the hex SHA-256 of the user id.

@@ -37,6 +37,16 @@ impl ModuleProcess {
         self.client().call(user_id, tool, arguments).await
     }
 
+    /// Its peak resident memory so far, in bytes.
+    pub fn peak_rss_bytes(&self) -> u64 {
+        self.process.peak_rss_bytes()
+    }
+
+    /// Whether it still runs.
+    pub fn is_running(&mut self) -> bool {
+        self.process.is_running()
+    }
+
     /// Kills the process with SIGKILL, as a crash would.
     pub fn kill(&mut self) {
         self.process.kill();
