@@ -90,6 +90,15 @@ pub fn error_response(status: StatusCode, message: impl Into<String>) -> Respons
     (status, axum::Json(ErrorBody { error: message.into() })).into_response()
 }
 
+/// The answer to a request body that axum refused to read (`status` and its
+/// `detail`); one over the limit names the setting, `MAX_BODY_BYTES`.
+pub fn body_refused(status: StatusCode, detail: String) -> Response {
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        return error_response(status, "the request body is larger than this server accepts (MAX_BODY_BYTES)");
+    }
+    error_response(status, detail)
+}
+
 fn json_bytes(body: Bytes) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
@@ -129,15 +138,7 @@ pub(crate) async fn execute(
 ) -> Response {
     let body = match body {
         Ok(body) => body,
-        Err(rejection) => {
-            let status = rejection.status();
-            let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
-                "the request body is larger than this module accepts (MAX_BODY_BYTES)".to_owned()
-            } else {
-                rejection.body_text()
-            };
-            return error_response(status, message);
-        }
+        Err(rejection) => return body_refused(rejection.status(), rejection.body_text()),
     };
     let call: ToolCall = match serde_json::from_slice(&body) {
         Ok(call) => call,

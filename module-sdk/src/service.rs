@@ -12,5 +12,5 @@ pub use crate::listener::{
 };
 pub use crate::logging::init_logging;
 pub use crate::openapi::openapi_document;
-pub use crate::server::{error_response, shutdown_signal};
+pub use crate::server::{body_refused, error_response, shutdown_signal};
 pub use crate::validate::ArgumentValidator;

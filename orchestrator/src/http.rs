@@ -42,7 +42,7 @@ pub fn router(orchestrator: Arc<Orchestrator>) -> Router {
 
 /// A body that is not the expected JSON, as a `{"error": ...}` answer.
 fn bad_body(rejection: JsonRejection) -> Response {
-    error_response(rejection.status(), rejection.body_text())
+    module_sdk::service::body_refused(rejection.status(), rejection.body_text())
 }
 
 /// Liveness, with a one-line summary; never needs a token.

@@ -7,6 +7,8 @@
 //! - [`ModuleClient`]: calls a module (or the orchestrator) over HTTP.
 //! - [`RedisServer`]: a real `redis-server` for the tests that need one.
 //! - [`raw_tcp`]: raw TCP clients that send requests slowly, or not at all.
+//! - [`connection_budgets`]: the checks of the connection budgets every
+//!   server gets from `module_sdk::service::serve_router`, written once.
 //! - [`samples`]: the sample tool types, for the demo module and the
 //!   provider conversion tests.
 //!
@@ -23,6 +25,7 @@
 //! ```
 
 mod client;
+pub mod connection_budgets;
 mod process;
 pub mod raw_tcp;
 mod redis_server;

@@ -1,0 +1,116 @@
+//! The checks of the connection budgets that `module_sdk::service::serve_router`
+//! gives every server of the workspace (`HEADER_READ_TIMEOUT_SECONDS`,
+//! `BODY_READ_TIMEOUT_SECONDS`, `MAX_CONNECTIONS`, `MAX_BODY_BYTES`), written
+//! once and run against each real binary from raw TCP clients.
+//!
+//! Each check takes the server's address and a `POST` route that reads a
+//! JSON body (`/execute` on a module, `/v1/tool-calls?format=openai` on the
+//! orchestrator), and panics with what the server sent when a budget does
+//! not hold.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::timeout;
+
+use crate::raw_tcp::{read_answer, read_until_closed, send_and_stall};
+
+/// How long past a timeout a slow connection may take to be closed.
+pub const MARGIN: Duration = Duration::from_secs(5);
+
+/// Connections that sent half a request head, and connections that sent a
+/// head and half a body, all stalled: see [`SlowClients::assert_closed`].
+pub struct SlowClients {
+    heads: Vec<TcpStream>,
+    bodies: Vec<TcpStream>,
+}
+
+impl SlowClients {
+    /// Opens `count` connections of each kind to `post_path` on `address`.
+    pub async fn hold(address: SocketAddr, post_path: &str, count: usize) -> Self {
+        let half_a_head = format!("POST {post_path} HTTP/1.1\r\nHost: test\r\nContent-Ty");
+        let half_a_body = format!(
+            "POST {post_path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"tool_name\""
+        );
+        let mut held = Self { heads: Vec::new(), bodies: Vec::new() };
+        for _ in 0..count {
+            held.heads.push(send_and_stall(address, half_a_head.as_bytes()).await);
+            held.bodies.push(send_and_stall(address, half_a_body.as_bytes()).await);
+        }
+        held
+    }
+
+    /// Every held connection is closed within `timeout` (the header and body
+    /// read timeouts, equal here) and [`MARGIN`]: a half-sent head silently
+    /// or with `408`, a half-sent body with `408` naming
+    /// `BODY_READ_TIMEOUT_SECONDS` and `Connection: close`.
+    pub async fn assert_closed(mut self, timeout: Duration) {
+        let within = timeout + MARGIN;
+        for stream in &mut self.heads {
+            let answer = read_until_closed(stream, within).await.expect("a half-sent head is closed after its timeout");
+            assert!(answer.is_empty() || answer.starts_with("HTTP/1.1 408"), "{answer}");
+        }
+        for stream in &mut self.bodies {
+            let answer = read_until_closed(stream, within).await.expect("a half-sent body is closed after its timeout");
+            assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+            assert!(answer.to_ascii_lowercase().contains("connection: close"), "{answer}");
+            assert!(answer.contains("BODY_READ_TIMEOUT_SECONDS"), "{answer}");
+        }
+    }
+}
+
+/// With `slots` connections stalled in their heads (the server's
+/// `MAX_CONNECTIONS`), one more connection is not served until the
+/// `header_timeout` frees a slot, and then it is.
+pub async fn assert_connection_cap(address: SocketAddr, post_path: &str, slots: usize, header_timeout: Duration) {
+    let half_a_head = format!("POST {post_path} HTTP/1.1\r\nHost: test\r\nContent-Ty");
+    let mut held = Vec::new();
+    for _ in 0..slots {
+        held.push(send_and_stall(address, half_a_head.as_bytes()).await);
+    }
+    let mut waiting = send_and_stall(address, b"GET /health HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").await;
+    let mut first_byte = [0u8; 1];
+    let early = timeout(Duration::from_millis(1000), waiting.read(&mut first_byte)).await;
+    assert!(early.is_err(), "one more connection was served while {slots} held every slot: {early:?}");
+
+    let answer = read_until_closed(&mut waiting, header_timeout + MARGIN).await.expect("served once a slot frees");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    for stream in &mut held {
+        assert!(read_until_closed(stream, MARGIN).await.is_some(), "a held connection is closed by its timeout");
+    }
+}
+
+/// A declared `Content-Length` of 1 GiB, with or without
+/// `Expect: 100-continue`, gets `413` naming `MAX_BODY_BYTES` before any of
+/// the body is sent, and never a `100 Continue`.
+pub async fn assert_declared_body_refused_early(address: SocketAddr, post_path: &str) {
+    for expect in ["", "Expect: 100-continue\r\n"] {
+        let head = format!(
+            "POST {post_path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 1073741824\r\n{expect}\r\n"
+        );
+        let mut stream = send_and_stall(address, head.as_bytes()).await;
+        let answer = read_answer(&mut stream, MARGIN).await.expect("an answer without the body");
+        assert!(answer.starts_with("HTTP/1.1 413"), "{expect:?}: {answer}");
+        assert!(!answer.contains("100 Continue"), "{answer}");
+        assert!(answer.contains("MAX_BODY_BYTES") && answer.contains("1073741824"), "{answer}");
+    }
+}
+
+/// With `MAX_BODY_BYTES` at 1000, a chunked body of 1,800 bytes whose last
+/// chunk never comes gets `413` naming the setting: only a server that stops
+/// reading at the limit can answer.
+pub async fn assert_chunked_body_stopped_at_the_limit(address: SocketAddr, post_path: &str) {
+    let head = format!(
+        "POST {post_path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    );
+    let mut stream = send_and_stall(address, head.as_bytes()).await;
+    let chunk = format!("258\r\n{}\r\n", "x".repeat(600));
+    for _ in 0..3 {
+        stream.write_all(chunk.as_bytes()).await.expect("a chunk is sent");
+    }
+    let answer = read_answer(&mut stream, MARGIN).await.expect("an answer before the body ends");
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("MAX_BODY_BYTES"), "{answer}");
+}
