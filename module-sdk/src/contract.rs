@@ -12,7 +12,10 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-pub use crate::manifest_check::{ManifestError, check_manifest};
+pub use crate::manifest_check::{
+    DEFAULT_MAX_SCHEMA_BYTES, DEFAULT_MAX_SCHEMA_DEPTH, DEFAULT_MAX_SCHEMA_NODES, ManifestError, SchemaBudget,
+    SchemaBudgetError, check_manifest, check_manifest_within,
+};
 
 /// The contract version this crate speaks, sent as `contract_version`.
 pub const CONTRACT_VERSION: &str = "1";

@@ -208,6 +208,7 @@ fn author_hint(error: &ManifestError) -> &'static str {
         ManifestError::BadSchema { .. } => "a tool's arguments must be a struct (a JSON object)",
         ManifestError::BadTimeout { .. } => "use a positive, finite timeout",
         ManifestError::ParametersDisagree(_) => "the SDK derives both from one type; please report this",
+        ManifestError::SchemaOverBudget { .. } => "make the arguments' types smaller or less deeply nested",
     }
 }
 

@@ -8,6 +8,12 @@ use std::collections::HashSet;
 use crate::contract::{ModuleManifest, ToolParameter, is_valid_name};
 use crate::schema::{is_object_schema, parameters_of, schema_from_parameters, unresolved_references};
 
+#[path = "schema_budget.rs"]
+mod schema_budget;
+pub use schema_budget::{
+    DEFAULT_MAX_SCHEMA_BYTES, DEFAULT_MAX_SCHEMA_DEPTH, DEFAULT_MAX_SCHEMA_NODES, SchemaBudget, SchemaBudgetError,
+};
+
 /// Why a manifest breaks the contract; the message names the module or tool
 /// at fault.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -40,6 +46,14 @@ pub enum ManifestError {
         /// What is wrong with the schema.
         reason: String,
     },
+    /// `input_schema` costs more than the [`SchemaBudget`] allows.
+    #[error("tool `{tool}` has an input_schema over budget: {source}")]
+    SchemaOverBudget {
+        /// The tool's name.
+        tool: String,
+        /// The budget it exceeds.
+        source: SchemaBudgetError,
+    },
     /// `parameters` and `input_schema` name different properties or requirements.
     #[error("tool `{0}`: parameters and input_schema disagree on the property names or the required set")]
     ParametersDisagree(String),
@@ -53,10 +67,16 @@ pub enum ManifestError {
     },
 }
 
-/// Checks `manifest` against the contract's rules, and fills in every tool's
-/// `input_schema` that a base-fields-only module left out (built from its
-/// `parameters`).
+/// Checks `manifest` against the contract's rules, with every tool's
+/// `input_schema` within the default [`SchemaBudget`], and fills in every
+/// tool's `input_schema` that a base-fields-only module left out (built from
+/// its `parameters`).
 pub fn check_manifest(manifest: &mut ModuleManifest) -> Result<(), ManifestError> {
+    check_manifest_within(manifest, &SchemaBudget::default())
+}
+
+/// [`check_manifest`] with every tool's `input_schema` within `budget`.
+pub fn check_manifest_within(manifest: &mut ModuleManifest, budget: &SchemaBudget) -> Result<(), ManifestError> {
     let module = manifest.module_name.clone();
     if !is_valid_name(&module) {
         return Err(ManifestError::BadModuleName(module));
@@ -91,6 +111,9 @@ pub fn check_manifest(manifest: &mut ModuleManifest) -> Result<(), ManifestError
                     let found = schema.get("type").map_or_else(|| "no type".to_owned(), |t| format!("type {t}"));
                     return Err(bad(format!("its root is not `\"type\": \"object\"` (found {found})")));
                 }
+                budget
+                    .check(schema)
+                    .map_err(|source| ManifestError::SchemaOverBudget { tool: name.clone(), source })?;
                 let outside = unresolved_references(schema);
                 if !outside.is_empty() {
                     return Err(bad(format!("references that do not resolve inside it: {}", outside.join(", "))));
@@ -175,6 +198,19 @@ mod tests {
                         json!({"type": "object", "properties": {"body": {"type": "string"}}})
                 }),
                 "disagree",
+            ),
+            (
+                Box::new(|m| {
+                    let mut defs = serde_json::Map::new();
+                    for i in 0..2_000 {
+                        defs.insert(
+                            format!("D{i}"),
+                            json!({"type": "object", "properties": {"next": {"$ref": format!("#/$defs/D{}", i + 1)}}}),
+                        );
+                    }
+                    m["tools"][0]["input_schema"] = json!({"type": "object", "properties": {"text": {"$ref": "#/$defs/D0"}}, "required": ["text"], "$defs": defs});
+                }),
+                "tool `notes.add` has an input_schema over budget: its subschemas nest deeper than 32 levels",
             ),
         ];
         for (break_it, expected) in cases {
