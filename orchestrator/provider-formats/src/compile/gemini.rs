@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::notes;
 use super::prepare::prepare;
-use super::walk::def_name;
+use super::walk::{MAX_INLINED_NODES, MAX_NESTING, def_name, too_deep};
 use crate::names::gemini_property_names;
 
 /// The keywords Gemini's `Schema` takes.
@@ -46,43 +46,63 @@ pub const GEMINI_TYPES: &[&str] = &["string", "number", "integer", "boolean", "a
 pub fn gemini(schema: &Value) -> Value {
     let prepared = prepare(schema);
     let defs = prepared.get("$defs").and_then(Value::as_object).cloned().unwrap_or_default();
-    let inlined = inline(&prepared, &defs, &mut Vec::new());
+    let inlined = Inliner { defs: &defs, stack: Vec::new(), depth: 0, nodes: 0 }.inline(&prepared);
     Value::Object(convert(&inlined))
 }
 
-/// `node` with every reference replaced by its definition; a reference to a
-/// definition already being inlined becomes a plain object that says so.
-fn inline(node: &Value, defs: &Map<String, Value>, stack: &mut Vec<String>) -> Value {
-    let Value::Object(map) = node else { return node.clone() };
-    if let Some(name) = map.get("$ref").and_then(Value::as_str).and_then(def_name) {
-        let Some(def) = defs.get(&name) else { return json!({}) };
-        if stack.contains(&name) {
-            let about = def.get("description").and_then(Value::as_str).map_or(String::new(), |d| format!("{d} "));
-            return json!({"type": "object", "description": format!("{about}(a nested `{name}`; its fields as above)")});
+/// The state of one inlining: the definitions, those being inlined, how
+/// deep it is and how many nodes it has made.
+struct Inliner<'a> {
+    defs: &'a Map<String, Value>,
+    stack: Vec<String>,
+    depth: usize,
+    nodes: usize,
+}
+
+impl Inliner<'_> {
+    /// `node` with every reference replaced by its definition; a reference
+    /// to a definition already being inlined (or past [`MAX_NESTING`] levels
+    /// or [`MAX_INLINED_NODES`] nodes) becomes a plain object that says so.
+    fn inline(&mut self, node: &Value) -> Value {
+        if self.depth >= MAX_NESTING {
+            return Value::Object(too_deep());
         }
-        stack.push(name);
-        let out = inline(def, defs, stack);
-        stack.pop();
-        return out;
-    }
-    let mut out = Map::new();
-    for (keyword, value) in map {
-        if keyword == "$defs" {
-            continue;
+        self.nodes += 1;
+        let Value::Object(map) = node else { return node.clone() };
+        if let Some(name) = map.get("$ref").and_then(Value::as_str).and_then(def_name) {
+            let Some(def) = self.defs.get(&name) else { return json!({}) };
+            if self.stack.contains(&name) || self.nodes >= MAX_INLINED_NODES {
+                let about = def.get("description").and_then(Value::as_str).map_or(String::new(), |d| format!("{d} "));
+                return json!({"type": "object", "description": format!("{about}(a nested `{name}`; its fields as above)")});
+            }
+            self.stack.push(name);
+            self.depth += 1;
+            let out = self.inline(def);
+            self.depth -= 1;
+            self.stack.pop();
+            return out;
         }
-        let value = match (keyword.as_str(), value) {
-            ("properties", Value::Object(children)) => {
-                Value::Object(children.iter().map(|(name, child)| (name.clone(), inline(child, defs, stack))).collect())
+        self.depth += 1;
+        let mut out = Map::new();
+        for (keyword, value) in map {
+            if keyword == "$defs" {
+                continue;
             }
-            ("anyOf" | "oneOf" | "allOf" | "prefixItems", Value::Array(items)) => {
-                Value::Array(items.iter().map(|item| inline(item, defs, stack)).collect())
-            }
-            ("items" | "additionalProperties", item @ Value::Object(_)) => inline(item, defs, stack),
-            _ => value.clone(),
-        };
-        out.insert(keyword.clone(), value);
+            let value = match (keyword.as_str(), value) {
+                ("properties", Value::Object(children)) => {
+                    Value::Object(children.iter().map(|(name, child)| (name.clone(), self.inline(child))).collect())
+                }
+                ("anyOf" | "oneOf" | "allOf" | "prefixItems", Value::Array(items)) => {
+                    Value::Array(items.iter().map(|item| self.inline(item)).collect())
+                }
+                ("items" | "additionalProperties", item @ Value::Object(_)) => self.inline(item),
+                _ => value.clone(),
+            };
+            out.insert(keyword.clone(), value);
+        }
+        self.depth -= 1;
+        Value::Object(out)
     }
-    Value::Object(out)
 }
 
 /// A node Gemini reads as "any value": the closest it has is an object.

@@ -4,12 +4,16 @@
 //! either a bare `#/$defs/<name>` or inlined (a `$ref` with siblings, a
 //! pointer elsewhere in the document, a one-element `allOf`); a reference
 //! that does not resolve becomes "any value"; `$defs` nobody uses are pruned.
+//! Inlining stops at [`MAX_NESTING`] levels and [`MAX_INLINED_NODES`] nodes:
+//! past them a reference stays a reference (or becomes "any value").
 
 use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
-use super::walk::{def_name, escape, for_each_child, for_each_child_mut, for_each_node};
+use super::walk::{
+    MAX_INLINED_NODES, MAX_NESTING, def_name, escape, for_each_child, for_each_child_mut, for_each_node, too_deep,
+};
 
 /// Keywords that identify a document rather than constrain a value.
 const DOCUMENT_KEYWORDS: &[&str] = &["$schema", "$id", "$anchor", "$dynamicAnchor", "$vocabulary"];
@@ -30,7 +34,7 @@ pub fn prepare(schema: &Value) -> Value {
             defs.entry(name).or_insert(def);
         }
     }
-    let mut preparer = Preparer { document: schema, defs: &defs, stack: Vec::new() };
+    let mut preparer = Preparer { document: schema, defs: &defs, stack: Vec::new(), depth: 0, nodes: 0 };
     let mut prepared_defs = Map::new();
     for (name, def) in &defs {
         preparer.stack = vec![name.clone()];
@@ -64,6 +68,10 @@ struct Preparer<'a> {
     defs: &'a Map<String, Value>,
     /// The definitions (by name) and pointers being inlined, to stop at recursion.
     stack: Vec<String>,
+    /// How deep the node being prepared is.
+    depth: usize,
+    /// How many nodes this run has prepared, counting inlined copies.
+    nodes: usize,
 }
 
 impl Preparer<'_> {
@@ -78,7 +86,24 @@ impl Preparer<'_> {
         }
     }
 
+    /// `node` prepared, or "any value" when it nests too deep.
     fn node(&mut self, node: &Value) -> Value {
+        if self.depth >= MAX_NESTING {
+            return Value::Object(too_deep());
+        }
+        self.depth += 1;
+        self.nodes += 1;
+        let out = self.object(node);
+        self.depth -= 1;
+        out
+    }
+
+    /// Whether inlining has produced all the nodes it may.
+    fn spent(&self) -> bool {
+        self.nodes >= MAX_INLINED_NODES
+    }
+
+    fn object(&mut self, node: &Value) -> Value {
         let Value::Object(map) = node else {
             return node.clone();
         };
@@ -99,7 +124,7 @@ impl Preparer<'_> {
                     map.insert("$ref".into(), format!("#/$defs/{}", escape(&name)).into());
                     return Value::Object(map);
                 }
-                Target::Def(name) if self.stack.contains(&name) => {
+                Target::Def(name) if self.stack.contains(&name) || self.spent() => {
                     let bare = serde_json::json!({ "$ref": format!("#/$defs/{}", escape(&name)) });
                     if map.contains_key("anyOf") || map.contains_key("oneOf") {
                         return bare;
@@ -107,7 +132,7 @@ impl Preparer<'_> {
                     map.insert("anyOf".into(), Value::Array(vec![bare]));
                 }
                 Target::Def(name) => return self.inline(name.clone(), &self.defs[&name].clone(), map),
-                Target::Pointer(pointer, _) if self.stack.contains(&pointer) => {}
+                Target::Pointer(pointer, _) if self.stack.contains(&pointer) || self.spent() => {}
                 Target::Pointer(pointer, target) => return self.inline(pointer, &target, map),
                 Target::Unresolved => {}
             }

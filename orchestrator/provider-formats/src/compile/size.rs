@@ -1,15 +1,18 @@
 //! How big a schema is, in the measures providers limit: levels of object
 //! nesting, properties and enumeration values.
 
+use std::collections::HashMap;
+
 use serde_json::{Map, Value};
 
-use super::walk::{def_name, for_each_child, for_each_node};
+use super::walk::{MAX_NESTING, def_name, for_each_child, for_each_node};
 
 /// The measures of one schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Size {
     /// The deepest chain of nested objects, the root counting as 1; a
-    /// recursive reference is not followed a second time.
+    /// recursive reference is not followed a second time; at most
+    /// [`MAX_NESTING`](super::walk::MAX_NESTING).
     pub depth: usize,
     /// Properties declared anywhere in the document.
     pub properties: usize,
@@ -24,30 +27,54 @@ pub fn measure(root: &Value) -> Size {
         size.properties += node.get("properties").and_then(Value::as_object).map_or(0, Map::len);
         size.enum_values += node.get("enum").and_then(Value::as_array).map_or(0, Vec::len);
     });
-    size.depth = depth(root, root, &mut Vec::new());
+    size.depth = Depth { root, stack: Vec::new(), known: HashMap::new(), level: 0 }.of(root);
     size
 }
 
-/// The object nesting below (and including) `node`.
-fn depth(root: &Value, node: &Value, stack: &mut Vec<String>) -> usize {
-    let Value::Object(map) = node else { return 0 };
-    if let Some(name) = map.get("$ref").and_then(Value::as_str).and_then(def_name) {
-        if stack.contains(&name) {
-            return 0;
+/// The state of one depth measure: the definitions being followed, the
+/// depth of each definition already measured (so a graph of references is
+/// measured in one pass over it, not once per path), and how deep the walk is.
+struct Depth<'a> {
+    root: &'a Value,
+    stack: Vec<String>,
+    known: HashMap<String, usize>,
+    level: usize,
+}
+
+impl<'a> Depth<'a> {
+    /// The object nesting below (and including) `node`; at most [`MAX_NESTING`].
+    fn of(&mut self, node: &'a Value) -> usize {
+        let Value::Object(map) = node else { return 0 };
+        if self.level >= MAX_NESTING {
+            return MAX_NESTING;
         }
-        let Some(target) = root.get("$defs").and_then(|defs| defs.get(&name)) else { return 0 };
-        stack.push(name);
-        let inner = depth(root, target, stack);
-        stack.pop();
-        return inner;
+        if let Some(name) = map.get("$ref").and_then(Value::as_str).and_then(def_name) {
+            if self.stack.contains(&name) {
+                return 0;
+            }
+            if let Some(known) = self.known.get(&name) {
+                return *known;
+            }
+            let Some(target) = self.root.get("$defs").and_then(|defs| defs.get(&name)) else { return 0 };
+            self.stack.push(name.clone());
+            self.level += 1;
+            let inner = self.of(target);
+            self.level -= 1;
+            self.stack.pop();
+            self.known.insert(name, inner);
+            return inner;
+        }
+        let mut children = Vec::new();
+        for_each_child(map, |path, child| {
+            if !path.starts_with("/$defs/") {
+                children.push(child);
+            }
+        });
+        self.level += 1;
+        let deepest = children.into_iter().map(|child| self.of(child)).max().unwrap_or(0);
+        self.level -= 1;
+        (deepest + usize::from(map.contains_key("properties"))).min(MAX_NESTING)
     }
-    let mut deepest = 0;
-    for_each_child(map, |path, child| {
-        if !path.starts_with("/$defs/") {
-            deepest = deepest.max(depth(root, child, stack));
-        }
-    });
-    deepest + usize::from(map.contains_key("properties"))
 }
 
 #[cfg(test)]

@@ -3,6 +3,24 @@
 
 use serde_json::{Map, Value};
 
+/// How deep the compilers nest subschemas at most, whatever a schema holds:
+/// deeper parts become "any value" with a note, so that no schema can
+/// overflow a stack. Above the default `MAX_SCHEMA_DEPTH` an orchestrator
+/// checks at discovery, so a schema that passed is never cut.
+pub const MAX_NESTING: usize = 64;
+
+/// How many subschemas inlining references may produce for one schema;
+/// past it references stay references (or, for Gemini, become a note).
+/// Twice the default `MAX_SCHEMA_NODES` an orchestrator checks at discovery.
+pub const MAX_INLINED_NODES: usize = 20_000;
+
+/// What stands in for a subschema nested deeper than [`MAX_NESTING`]: any value, saying so.
+pub fn too_deep() -> Map<String, Value> {
+    let mut node = Map::new();
+    node.insert("description".into(), "(nested too deep to show)".into());
+    node
+}
+
 /// Keywords whose value is one subschema.
 const SINGLE: &[&str] = &[
     "items",
@@ -59,11 +77,17 @@ pub fn for_each_child_mut(node: &mut Map<String, Value>, mut f: impl FnMut(&mut 
     }
 }
 
-/// Calls `f` on `root` and every node below it, with its JSON pointer.
+/// Calls `f` on `root` and every node below it, with its JSON pointer, in
+/// document order; iterative, so no nesting can overflow the stack.
 pub fn for_each_node<'a>(root: &'a Value, path: &str, f: &mut impl FnMut(&str, &'a Value)) {
-    f(path, root);
-    if let Value::Object(map) = root {
-        for_each_child(map, |suffix, child| for_each_node(child, &format!("{path}{suffix}"), f));
+    let mut pending = vec![(path.to_owned(), root)];
+    while let Some((path, node)) = pending.pop() {
+        f(&path, node);
+        if let Value::Object(map) = node {
+            let start = pending.len();
+            for_each_child(map, |suffix, child| pending.push((format!("{path}{suffix}"), child)));
+            pending[start..].reverse();
+        }
     }
 }
 
