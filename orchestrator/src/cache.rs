@@ -16,6 +16,11 @@ pub fn manifest_key(module: &str) -> String {
     format!("module_manifest:{module}")
 }
 
+/// The key of a module's discovery claim: `module_discovery:{module_name}`.
+pub fn discovery_key(module: &str) -> String {
+    format!("module_discovery:{module}")
+}
+
 /// Why the cache could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
@@ -42,6 +47,21 @@ pub trait ManifestCache: Send + Sync {
 
     /// `memory` or `redis`, for status pages and logs.
     fn kind(&self) -> &'static str;
+
+    /// Claims `module`'s next periodic discovery for this process for
+    /// `lease`: `true` when this process should fetch the manifest, `false`
+    /// when another replica sharing the cache claimed it within the lease
+    /// (its fresh manifest is in the cache). A cache of one process always
+    /// says `true`.
+    fn claim_discovery<'a>(&'a self, _module: &'a str, _lease: Duration) -> BoxFuture<'a, Result<bool, CacheError>> {
+        Box::pin(std::future::ready(Ok(true)))
+    }
+
+    /// Gives up this process's claim on `module` after a failed discovery,
+    /// so another replica tries at once instead of trusting the cache.
+    fn release_discovery<'a>(&'a self, _module: &'a str) -> BoxFuture<'a, Result<(), CacheError>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
 }
 
 /// Manifests in this process only: the default when no Redis is configured.

@@ -104,11 +104,18 @@ pub async fn fetch_manifest(
 
 /// Keeps `module` discovered for as long as the process runs: at once,
 /// then every `refresh` while it answers, or after a doubling wait from
-/// [`FIRST_RETRY`] up to [`MAX_RETRY`] while it does not.
+/// [`FIRST_RETRY`] up to [`MAX_RETRY`] while it does not. Once reached,
+/// the periodic refreshes are shared with the replicas on the same cache
+/// ([`Registry::refresh_shared`], a claim per module lasting `refresh`);
+/// the first discovery and the retries of a missing module are its own.
 pub async fn keep_discovered(registry: Arc<Registry>, module: String, refresh: Duration) {
     let mut retry = FIRST_RETRY;
+    let mut reached = false;
     loop {
-        let wait = match registry.discover(&module).await {
+        let outcome =
+            if reached { registry.refresh_shared(&module, refresh).await } else { registry.discover(&module).await };
+        reached = outcome.is_ok();
+        let wait = match outcome {
             Ok(()) => {
                 retry = FIRST_RETRY;
                 refresh

@@ -1,5 +1,7 @@
 //! The shared manifest cache in Redis (`module_manifest:{module_name}`,
-//! TTL one hour), reconnecting by itself when Redis comes back.
+//! TTL one hour), reconnecting by itself when Redis comes back, and the
+//! replicas' discovery claims (`module_discovery:{module_name}`, one
+//! `SET NX PX` per module and lease; README "Replicas").
 
 use std::time::Duration;
 
@@ -9,16 +11,23 @@ use module_sdk::contract::ModuleManifest;
 use redis::AsyncCommands;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use crate::cache::{CacheError, MANIFEST_TTL, ManifestCache, manifest_key};
+use crate::cache::{CacheError, MANIFEST_TTL, ManifestCache, discovery_key, manifest_key};
 
 /// How long one Redis connection attempt or command may take: a Redis that
 /// is away must slow nothing down.
 const REDIS_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// Deletes a discovery claim only if this process still holds it (its
+/// lease may have run out and another replica claimed it since).
+const RELEASE_CLAIM: &str =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+
 /// Manifests in Redis, shared by replicas and restarts.
 #[derive(Clone)]
 pub struct RedisCache {
     connection: ConnectionManager,
+    /// This process's mark on the discovery claims it holds.
+    owner: String,
 }
 
 impl RedisCache {
@@ -33,7 +42,7 @@ impl RedisCache {
             .set_max_delay(REDIS_TIMEOUT);
         let connection = ConnectionManager::new_lazy_with_config(client, config)
             .map_err(|e| CacheError::Unavailable(e.to_string()))?;
-        Ok(Self { connection })
+        Ok(Self { connection, owner: process_mark() })
     }
 }
 
@@ -66,4 +75,47 @@ impl ManifestCache for RedisCache {
     fn kind(&self) -> &'static str {
         "redis"
     }
+
+    fn claim_discovery<'a>(&'a self, module: &'a str, lease: Duration) -> BoxFuture<'a, Result<bool, CacheError>> {
+        async move {
+            let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX).max(1);
+            let mut connection = self.connection.clone();
+            let set: Option<String> = redis::cmd("SET")
+                .arg(discovery_key(module))
+                .arg(&self.owner)
+                .arg("NX")
+                .arg("PX")
+                .arg(lease_ms)
+                .query_async(&mut connection)
+                .await
+                .map_err(|e| CacheError::Unavailable(e.to_string()))?;
+            Ok(set.is_some())
+        }
+        .boxed()
+    }
+
+    fn release_discovery<'a>(&'a self, module: &'a str) -> BoxFuture<'a, Result<(), CacheError>> {
+        async move {
+            let mut connection = self.connection.clone();
+            redis::cmd("EVAL")
+                .arg(RELEASE_CLAIM)
+                .arg(1)
+                .arg(discovery_key(module))
+                .arg(&self.owner)
+                .query_async::<i64>(&mut connection)
+                .await
+                .map(drop)
+                .map_err(|e| CacheError::Unavailable(e.to_string()))
+        }
+        .boxed()
+    }
+}
+
+/// A mark telling this process's claims from other replicas': the process
+/// id (1 in every container, so not enough alone) and a random number
+/// (std's per-process hash seed).
+fn process_mark() -> String {
+    use std::hash::BuildHasher;
+    let random = std::collections::hash_map::RandomState::new().hash_one(std::time::SystemTime::now());
+    format!("{}-{random:016x}", std::process::id())
 }

@@ -228,6 +228,56 @@ impl Registry {
         }
     }
 
+    /// A periodic refresh of `name` on a cache shared by replicas: only the
+    /// replica whose claim on the module succeeds fetches its manifest,
+    /// once per `lease`; the others take the manifest it cached. Fetches
+    /// itself when the claim cannot be checked or nothing is cached, and
+    /// releases its claim when its own discovery fails, so the others do
+    /// not go on trusting the cache (README "Replicas").
+    pub async fn refresh_shared(&self, name: &str, lease: Duration) -> Result<(), DiscoveryError> {
+        match self.cache.claim_discovery(name, lease).await {
+            Ok(true) => {}
+            Ok(false) => {
+                if self.adopt_cached(name).await {
+                    return Ok(());
+                }
+            }
+            Err(error) => tracing::warn!(module = name, %error, "cannot claim the discovery; discovering anyway"),
+        }
+        let outcome = self.discover(name).await;
+        if outcome.is_err()
+            && let Err(error) = self.cache.release_discovery(name).await
+        {
+            tracing::warn!(module = name, %error, "cannot release the discovery claim");
+        }
+        outcome
+    }
+
+    /// Replaces `name`'s manifest with the cached one, which another replica
+    /// fetched within its claim; `false` when there is none to take.
+    async fn adopt_cached(&self, name: &str) -> bool {
+        let Some(slot) = self.modules.get(name) else { return false };
+        let cached = match self.cache.load(name).await {
+            Ok(Some(manifest)) => validate(name, manifest),
+            Ok(None) => return false,
+            Err(error) => {
+                tracing::warn!(module = name, %error, "cannot read the manifest cache");
+                return false;
+            }
+        };
+        match cached {
+            Ok(manifest) => {
+                tracing::debug!(module = name, tools = manifest.tools.len(), "manifest taken from another replica");
+                slot.write().manifest = Some(Arc::new(manifest));
+                true
+            }
+            Err(error) => {
+                tracing::warn!(module = name, %error, "cached manifest rejected");
+                false
+            }
+        }
+    }
+
     /// Discovers every module at once, each within the discovery timeout.
     pub async fn discover_all(&self) {
         futures::future::join_all(self.modules.keys().map(|name| self.discover(name))).await;

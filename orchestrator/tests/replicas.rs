@@ -1,0 +1,293 @@
+//! Whole-process tests of the orchestrator beyond one process: three
+//! replicas on one `redis-server` behave as one (listings agree, a refresh
+//! on one reaches all, the discovery claims keep the modules' manifest load
+//! flat, a killed replica loses no call a client retries elsewhere), and a
+//! module restarted under load (SIGTERM, a new process on the same port)
+//! fails no idempotent call routed by the orchestrator.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use common::{ModuleServer, OrchestratorProcess, module_services};
+use serde_json::{Value, json};
+use test_support::{Process, RedisServer};
+
+/// The token the modules require and the orchestrators send.
+const TOKEN: &str = "replicas-test-token";
+/// How long a liveness wait may take before the test gives up (not a
+/// timing assertion: the wait ends as soon as the state is reached).
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// The `research` sample module's binary, built next to this test by
+/// `cargo build --workspace`; `None` (said loudly) when it is not built,
+/// a failure under `REQUIRE_SERVICES=1` (CI).
+fn research_binary() -> Option<PathBuf> {
+    let test_binary = std::env::current_exe().unwrap();
+    let build_dir = test_binary.parent().and_then(|deps| deps.parent()).unwrap();
+    let binary = build_dir.join("research");
+    if binary.exists() {
+        return Some(binary);
+    }
+    let message = format!("{} is not built (`cargo build --workspace` builds it)", binary.display());
+    assert!(!test_support::services_required(), "{message}");
+    eprintln!("\n!!! SKIPPED: {message} !!!\n");
+    None
+}
+
+/// Starts `research` with the service token on `port` (0: a free one).
+fn start_research(binary: &PathBuf, port: u16) -> Process {
+    let mut command = Command::new(binary);
+    command.env("SERVICE_AUTH_TOKEN", TOKEN).env("PORT", port.to_string()).env("RUST_LOG", "warn");
+    Process::start(command)
+}
+
+/// An idempotent, read-only call of the sample module, as `/execute` takes it.
+fn summarize_call(n: usize) -> Value {
+    json!({
+        "tool_name": "research.summarize_text",
+        "arguments": {"text": format!("Call {n} arrives. Replicas share Redis. Nothing is lost."), "max_sentences": 1}
+    })
+}
+
+/// A module whose manifest can change while it runs, counting the requests
+/// for it (the discovery load).
+struct ChangingModule {
+    manifest: Arc<Mutex<Value>>,
+    fetches: Arc<AtomicUsize>,
+    server: ModuleServer,
+}
+
+impl ChangingModule {
+    /// `beacon` with the tools `names` (base fields only).
+    fn start(names: &[&str]) -> Self {
+        let manifest = Arc::new(Mutex::new(beacon_manifest(names)));
+        let fetches = Arc::new(AtomicUsize::new(0));
+        let router = Router::new()
+            .route(
+                "/manifest",
+                get(|State((manifest, fetches)): State<(Arc<Mutex<Value>>, Arc<AtomicUsize>)>| async move {
+                    fetches.fetch_add(1, Ordering::SeqCst);
+                    axum::Json(manifest.lock().unwrap().clone())
+                }),
+            )
+            .with_state((Arc::clone(&manifest), Arc::clone(&fetches)));
+        Self { manifest, fetches, server: ModuleServer::start(router) }
+    }
+
+    fn set_tools(&self, names: &[&str]) {
+        *self.manifest.lock().unwrap() = beacon_manifest(names);
+    }
+
+    fn fetches(&self) -> usize {
+        self.fetches.load(Ordering::SeqCst)
+    }
+}
+
+fn beacon_manifest(names: &[&str]) -> Value {
+    json!({
+        "module_name": "beacon",
+        "description": "A module whose tools change.",
+        "tools": names.iter().map(|name| json!({
+            "name": format!("beacon.{name}"),
+            "description": "A tool.",
+            "parameters": [],
+            "required_permission": "guest"
+        })).collect::<Vec<_>>()
+    })
+}
+
+/// How many times the replicas took `beacon`'s manifest from another one.
+fn adoptions(replicas: &[Option<OrchestratorProcess>]) -> usize {
+    replicas
+        .iter()
+        .flatten()
+        .flat_map(|replica| replica.logs())
+        .filter(|line| line.contains("manifest taken from another replica") && line.contains("beacon"))
+        .count()
+}
+
+/// Waits until `replica` lists `tool`.
+async fn wait_for_tool(replica: &OrchestratorProcess, tool: &str) {
+    let deadline = Instant::now() + PATIENCE;
+    while !replica.tool_names("permission=owner").await.iter().any(|name| name == tool) {
+        assert!(Instant::now() < deadline, "{} never listed {tool}", replica.url);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Sends `call` to the replicas in turn from `first`, moving on to the next
+/// one when a replica cannot be reached or answers no ToolResult, as a
+/// client of a Service with several endpoints would; the ToolResult and how
+/// many replicas it tried.
+async fn call_with_failover(client: &reqwest::Client, urls: &[String], first: usize, call: &Value) -> (Value, usize) {
+    let mut last_error = String::new();
+    for attempt in 0..urls.len() {
+        let url = &urls[(first + attempt) % urls.len()];
+        match client.post(format!("{url}/execute")).json(call).send().await {
+            Ok(response) if response.status() == 200 => match response.json::<Value>().await {
+                Ok(result) => return (result, attempt + 1),
+                Err(error) => last_error = error.to_string(),
+            },
+            Ok(response) => last_error = format!("HTTP {}", response.status()),
+            Err(error) => last_error = error.to_string(),
+        }
+    }
+    panic!("no replica answered {call}: {last_error}");
+}
+
+#[tokio::test]
+async fn three_replicas_on_one_redis_behave_as_one() {
+    let Some(research) = research_binary() else { return };
+    let Some(redis_server) = RedisServer::start() else { return };
+    let research = start_research(&research, 0);
+    let beacon = ChangingModule::start(&["ping"]);
+    let services = module_services(&[("research", research.url()), ("beacon", beacon.server.url())]);
+    let redis_url = redis_server.url();
+    let env = [
+        ("MODULE_SERVICES", services.as_str()),
+        ("REDIS_URL", redis_url.as_str()),
+        ("SERVICE_AUTH_TOKEN", TOKEN),
+        // Short, so the test sees many refresh rounds.
+        ("REFRESH_INTERVAL", "0.3"),
+        ("RUST_LOG", "info,orchestrator::registry=debug"),
+    ];
+    let mut replicas: Vec<Option<OrchestratorProcess>> =
+        (0..3).map(|_| Some(OrchestratorProcess::start(&env))).collect();
+    for replica in replicas.iter().flatten() {
+        replica.wait_for_module("research", "up", PATIENCE).await;
+        replica.wait_for_module("beacon", "up", PATIENCE).await;
+    }
+
+    // Listings agree.
+    let mut listings = Vec::new();
+    for replica in replicas.iter().flatten() {
+        listings.push(replica.get("/tools?permission=owner").await);
+    }
+    assert!(listings.iter().all(|listing| *listing == listings[0]), "the replicas list different tools: {listings:?}");
+    assert!(listings[0].as_array().unwrap().iter().any(|tool| tool["name"] == "research.summarize_text"));
+
+    // Discovery load: in steady state one replica fetches a module's
+    // manifest per refresh interval and the others take it from Redis.
+    let (fetches_before, adoptions_before) = (beacon.fetches(), adoptions(&replicas));
+    let deadline = Instant::now() + PATIENCE;
+    while adoptions(&replicas) - adoptions_before < 12 {
+        assert!(Instant::now() < deadline, "the replicas never took a manifest from one another");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let fetched = beacon.fetches() - fetches_before;
+    let adopted = adoptions(&replicas) - adoptions_before;
+    println!("refresh rounds of beacon over three replicas: {fetched} fetched from the module, {adopted} from Redis");
+    assert!(fetched <= adopted, "three replicas fetched {fetched} times for {adopted} rounds served from Redis");
+
+    // A module's new manifest, refreshed on one replica, reaches them all.
+    beacon.set_tools(&["ping", "pong"]);
+    let (status, _) = replicas[0].as_ref().unwrap().post("/refresh-tools", &Value::Null).await;
+    assert_eq!(status, 200);
+    assert!(replicas[0].as_ref().unwrap().tool_names("permission=owner").await.contains(&"beacon.pong".to_owned()));
+    for replica in replicas.iter().flatten() {
+        wait_for_tool(replica, "beacon.pong").await;
+    }
+
+    // Kill one replica mid-load: every call a client retries on another succeeds.
+    let urls: Vec<String> = replicas.iter().flatten().map(|replica| replica.url.clone()).collect();
+    let client = reqwest::Client::new();
+    let done = Arc::new(AtomicUsize::new(0));
+    let failovers = Arc::new(AtomicUsize::new(0));
+    let workers: Vec<_> = (0..4)
+        .map(|worker| {
+            let (client, urls, done, failovers) =
+                (client.clone(), urls.clone(), Arc::clone(&done), Arc::clone(&failovers));
+            tokio::spawn(async move {
+                for n in 0..60 {
+                    let call = summarize_call(worker * 1000 + n);
+                    let (result, tried) = call_with_failover(&client, &urls, worker + n, &call).await;
+                    assert_eq!(result["success"], true, "{result}");
+                    failovers.fetch_add(tried - 1, Ordering::SeqCst);
+                    done.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    while done.load(Ordering::SeqCst) < 60 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    drop(replicas[2].take()); // SIGKILL, as a crash or a lost node would.
+    for worker in workers {
+        worker.await.expect("no call was lost");
+    }
+    println!(
+        "240 calls over three replicas, one killed mid-load: all succeeded, {} retried on another replica",
+        failovers.load(Ordering::SeqCst)
+    );
+    assert_eq!(done.load(Ordering::SeqCst), 240);
+}
+
+#[tokio::test]
+async fn a_module_restarted_under_load_fails_no_idempotent_call() {
+    let Some(binary) = research_binary() else { return };
+    let mut research = start_research(&binary, 0);
+    let port = research.address().port();
+    let services = module_services(&[("research", research.url())]);
+    let orchestrator = OrchestratorProcess::start(&[("MODULE_SERVICES", &services), ("SERVICE_AUTH_TOKEN", TOKEN)]);
+    orchestrator.wait_for_module("research", "up", PATIENCE).await;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicUsize::new(0));
+    let client = reqwest::Client::new();
+    let workers: Vec<_> = (0..4)
+        .map(|worker| {
+            let (client, url, stop, done) =
+                (client.clone(), orchestrator.url.clone(), Arc::clone(&stop), Arc::clone(&done));
+            tokio::spawn(async move {
+                let mut failures = Vec::new();
+                let mut n = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    let response = client.post(format!("{url}/execute")).json(&summarize_call(worker * 100_000 + n));
+                    let result: Value = response.send().await.unwrap().json().await.unwrap();
+                    if result["success"] != true {
+                        failures.push(result);
+                    }
+                    done.fetch_add(1, Ordering::SeqCst);
+                    n += 1;
+                }
+                failures
+            })
+        })
+        .collect();
+    let wait_for_calls = |count: usize| {
+        let done = Arc::clone(&done);
+        async move {
+            let target = done.load(Ordering::SeqCst) + count;
+            while done.load(Ordering::SeqCst) < target {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    };
+
+    wait_for_calls(50).await;
+    // The module's rolling restart: SIGTERM (it finishes the calls in
+    // flight), then the new version on the same address.
+    let status = research.terminate();
+    assert!(status.success(), "research did not exit cleanly on SIGTERM: {status}");
+    let before_restart = done.load(Ordering::SeqCst);
+    let research = start_research(&binary, port);
+    wait_for_calls(50).await;
+    stop.store(true, Ordering::SeqCst);
+
+    let mut failures = Vec::new();
+    for worker in workers {
+        failures.extend(worker.await.unwrap());
+    }
+    let total = done.load(Ordering::SeqCst);
+    println!("{total} calls through a module restart ({before_restart} before it): {} failed", failures.len());
+    assert!(failures.is_empty(), "calls failed across the restart: {failures:?}");
+    drop(research);
+}
