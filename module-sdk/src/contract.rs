@@ -234,9 +234,8 @@ pub struct ToolResult {
     pub tool_name: String,
     /// Whether the tool did its work.
     pub success: bool,
-    /// The handler's output on success; `null` on failure.
+    /// The handler's output on success (any JSON value); `null` on failure.
     #[serde(default)]
-    #[schema(value_type = Object)]
     pub result: Value,
     /// On failure, a message a model can act on; `null` on success.
     #[serde(default)]

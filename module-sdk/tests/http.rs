@@ -70,7 +70,13 @@ async fn execute(demo: &Demo, body: Value) -> Value {
 
 /// A raw body to `/execute`: the status and the JSON answer.
 async fn execute_raw(demo: &Demo, body: impl Into<reqwest::Body>) -> (StatusCode, Value) {
-    let response = client().post(demo.url("/execute")).body(body).send().await.unwrap();
+    let response = client()
+        .post(demo.url("/execute"))
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
     let status = response.status();
     (status, response.json().await.expect("every answer is JSON"))
 }
@@ -269,6 +275,8 @@ async fn health_and_openapi_describe_the_real_api() {
     for name in ["ToolCall", "ToolResult", "ModuleManifest", "ErrorBody"] {
         assert!(schemas[name].is_object(), "{name} is a component");
     }
+    let result = &schemas["ToolResult"]["properties"]["result"];
+    assert!(result.get("type").is_none(), "a ToolResult's result is any JSON value or null: {result}");
     let greet = &schemas["demo.greet.arguments"];
     assert_eq!(greet["properties"]["style"]["$ref"], "#/components/schemas/demo.greet.arguments/$defs/Style");
     let target = greet["properties"]["style"]["$ref"].as_str().unwrap().trim_start_matches('#');
