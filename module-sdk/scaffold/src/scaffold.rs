@@ -119,7 +119,10 @@ mod tests {
             let text = fs::read_to_string(made.dir.join(file)).unwrap();
             assert!(text.contains("weather"), "{file}");
         }
-        assert_eq!(made.files, ["Cargo.toml", "src/main.rs", "README.md", "Containerfile"]);
+        assert_eq!(
+            made.files,
+            ["Cargo.toml", "src/main.rs", "README.md", "Containerfile", "kubernetes/kustomization.yaml"]
+        );
         let manifest = fs::read_to_string(dir.path().join("Cargo.toml")).unwrap();
         assert!(!manifest.contains("modules/weather"), "a glob already covers it:\n{manifest}");
     }

@@ -16,6 +16,7 @@ pub const TEMPLATES: &[Template] = &[
     Template { path: "src/main.rs", text: include_str!("../templates/main.rs.tmpl") },
     Template { path: "README.md", text: include_str!("../templates/README.md.tmpl") },
     Template { path: "Containerfile", text: include_str!("../templates/Containerfile.tmpl") },
+    Template { path: "kubernetes/kustomization.yaml", text: include_str!("../templates/kustomization.yaml.tmpl") },
 ];
 
 /// The values substituted into the templates.
@@ -27,12 +28,14 @@ pub struct Vars<'a> {
     pub description: &'a str,
 }
 
-/// Fills in `{{name}}`, `{{description}}` and `{{description_escaped}}`
+/// Fills in `{{name}}`, `{{dns_name}}` (the name as a Kubernetes object
+/// name: `_` becomes `-`), `{{description}}` and `{{description_escaped}}`
 /// (the description escaped for a Rust or TOML `"..."` string).
 pub fn render(template: &str, vars: &Vars<'_>) -> String {
     let escaped = vars.description.replace('\\', "\\\\").replace('"', "\\\"");
     template
         .replace("{{name}}", vars.name)
+        .replace("{{dns_name}}", &vars.name.replace('_', "-"))
         .replace("{{description_escaped}}", &escaped)
         .replace("{{description}}", vars.description)
 }
@@ -50,6 +53,14 @@ mod tests {
             assert!(!text.contains("{{"), "{} keeps a placeholder:\n{text}", template.path);
             assert!(text.contains("weather"), "{} never names the module", template.path);
         }
+    }
+
+    #[test]
+    fn kubernetes_names_use_dashes() {
+        let vars = Vars { name: "web_search", description: "d" };
+        let overlay = render(TEMPLATES[4].text, &vars);
+        assert!(overlay.contains("namePrefix: web-search-\n"), "{overlay}");
+        assert!(overlay.contains("newName: tool-modules/web_search\n"), "{overlay}");
     }
 
     #[test]

@@ -83,7 +83,7 @@ fn a_scaffolded_module_builds_tests_and_passes_the_contract_tests_unedited() {
     // The root is found by walking up from a subdirectory.
     let made = new_module(&workspace.join("modules"), &[NAME]);
     assert!(made.status.success(), "new-module failed:\n{}", text(&made));
-    for file in ["Cargo.toml", "src/main.rs", "README.md", "Containerfile"] {
+    for file in ["Cargo.toml", "src/main.rs", "README.md", "Containerfile", "kubernetes/kustomization.yaml"] {
         assert!(workspace.join("modules").join(NAME).join(file).is_file(), "{file} was not written");
     }
 
@@ -99,6 +99,8 @@ fn a_scaffolded_module_builds_tests_and_passes_the_contract_tests_unedited() {
     let taken = new_module(workspace, &["--root", root, "orchestrator"]);
     assert!(!taken.status.success());
     assert!(text(&taken).contains("is taken"), "{}", text(&taken));
+
+    assert_kubernetes_overlay_renders(workspace);
 
     // The `modules/*` glob picks it up, its own tests pass, and it builds
     // alongside the contract tests.
@@ -120,4 +122,47 @@ fn a_scaffolded_module_builds_tests_and_passes_the_contract_tests_unedited() {
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", contract_tests.display()));
     println!("{}", text(&checked));
     assert!(checked.status.success(), "contract tests failed against {url}:\n{}", text(&checked));
+}
+
+/// An overlay of the fleet's base plus the scaffolded module's
+/// `kubernetes/` directory (the lines its comment asks for) renders with
+/// `kubectl kustomize`: the module's Deployment and Service, in the fleet's
+/// namespace, and its URL in MODULE_SERVICES. Without kubectl this fails
+/// under `REQUIRE_SERVICES=1` (CI; scripts/check-kubernetes.sh installs it)
+/// and is skipped loudly otherwise.
+fn assert_kubernetes_overlay_renders(workspace: &Path) {
+    if Command::new("kubectl").args(["version", "--client"]).output().is_err() {
+        let message = "kubectl is not installed, so the scaffolded module's Kubernetes overlay is not rendered";
+        assert!(!test_support::services_required(), "{message} (REQUIRE_SERVICES=1)");
+        eprintln!("\n!!! SKIPPED: {message} !!!\n");
+        return;
+    }
+    let overlay = workspace.join("deploy/kubernetes/overlays/with-weather");
+    std::fs::create_dir_all(&overlay).unwrap();
+    let kustomization = format!(
+        r#"apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: tool-modules
+resources:
+  - ../../base
+  - ../../../../modules/{NAME}/kubernetes
+configMapGenerator:
+  - name: orchestrator-settings
+    behavior: merge
+    literals:
+      - 'MODULE_SERVICES={{"research": "http://research-module:8000", "{NAME}": "http://{NAME}-module:8000"}}'
+"#
+    );
+    std::fs::write(overlay.join("kustomization.yaml"), kustomization).unwrap();
+    let rendered = Command::new("kubectl").arg("kustomize").arg(&overlay).output().unwrap();
+    assert!(rendered.status.success(), "kubectl kustomize failed:\n{}", text(&rendered));
+    let objects = String::from_utf8(rendered.stdout).unwrap();
+    for expected in [
+        format!("name: {NAME}-module\n  namespace: tool-modules"),
+        format!("image: tool-modules/{NAME}:"),
+        format!("app.kubernetes.io/name: {NAME}"),
+        format!(r#""{NAME}": "http://{NAME}-module:8000""#),
+    ] {
+        assert!(objects.contains(&expected), "the rendered overlay lacks `{expected}`:\n{objects}");
+    }
 }
