@@ -6,6 +6,12 @@
 //! address is checked after name resolution, on every redirect hop; IPv6
 //! forms that embed an IPv4 address (mapped, NAT64, 6to4) are judged by the
 //! IPv4 address inside.
+//!
+//! An allowed network names exactly the addresses written: allowing
+//! `127.0.0.2` does not allow its IPv6 embeddings (`::ffff:127.0.0.2`,
+//! `64:ff9b::7f00:2`, `2002:7f00:2::`), which stay refused unless they are
+//! listed too. An allowance is an exception to the rule, so it is read as
+//! narrowly as it is written.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -78,13 +84,14 @@ impl AddressPolicy {
         Self { allowed, blocked }
     }
 
-    /// `Ok` when a connection to `address` is permitted.
+    /// `Ok` when a connection to `address` is permitted: it is in an
+    /// allowed network as written, or it (or the IPv4 address it embeds)
+    /// is in no blocked range.
     pub fn check(&self, address: IpAddr) -> Result<(), BlockedAddress> {
-        let embedded = embedded_ipv4(address).map(IpAddr::V4);
-        if [Some(address), embedded].into_iter().flatten().any(|a| self.is_allowed(a)) {
+        if self.is_allowed(address) {
             return Ok(());
         }
-        let judged = embedded.unwrap_or(address);
+        let judged = embedded_ipv4(address).map_or(address, IpAddr::V4);
         match self.blocked.iter().find(|(network, _)| network.contains(&judged)) {
             Some((_, range)) => Err(BlockedAddress { address, range }),
             None if judged.is_ipv6() && !GLOBAL_UNICAST.contains(&judged) => {
@@ -186,10 +193,23 @@ mod tests {
     fn allowed_networks_open_exactly_what_they_name() {
         let policy = AddressPolicy::new(vec!["127.0.0.1/32".parse().unwrap()]);
         assert_eq!(refused(&policy, "127.0.0.1"), None);
-        assert_eq!(refused(&policy, "::ffff:127.0.0.1"), None);
         assert_eq!(refused(&policy, "127.0.0.2"), Some("loopback"));
         assert_eq!(refused(&policy, "::1"), Some("loopback"));
         assert_eq!(refused(&policy, "10.0.0.1"), Some("private"));
+    }
+
+    #[test]
+    fn an_allowed_ipv4_network_does_not_allow_its_ipv6_embeddings() {
+        let policy = AddressPolicy::new(parse_networks("127.0.0.2").unwrap());
+        assert_eq!(refused(&policy, "127.0.0.2"), None);
+        for embedding in ["::ffff:127.0.0.2", "64:ff9b::7f00:2", "2002:7f00:2::", "2002:7f00:2:1::5"] {
+            assert_eq!(refused(&policy, embedding), Some("loopback"), "{embedding}");
+        }
+        let listed = AddressPolicy::new(parse_networks("127.0.0.2, ::ffff:127.0.0.2, 2002:7f00:2::/48").unwrap());
+        for address in ["127.0.0.2", "::ffff:127.0.0.2", "2002:7f00:2::1"] {
+            assert_eq!(refused(&listed, address), None, "{address} is listed");
+        }
+        assert_eq!(refused(&listed, "64:ff9b::7f00:2"), Some("loopback"), "NAT64 is not listed");
     }
 
     #[test]
