@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job: builds the orchestrator and the sample modules (research,
-# file_manager, notes, skills, scheduler), starts each module on a free loopback port with its
+# file_manager, notes, skills, scheduler, code_runner), starts each module on a free loopback port with its
 # embedded defaults (files and SQLite databases under ./data, no Redis), then the
 # orchestrator pointing at them through MODULE_SERVICES. Runs in the
 # foreground; Ctrl-C stops everything.
@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo build --locked -p research -p file_manager -p notes -p scheduler -p skills -p orchestrator
+cargo build --locked -p research -p file_manager -p notes -p scheduler -p skills -p code_runner -p orchestrator
 target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 bin="$target_dir/debug"
 
@@ -62,13 +62,17 @@ skills_port=$(free_port $((notes_port + 1)))
 start skills "$skills_port" "$bin/skills"
 scheduler_port=$(free_port $((skills_port + 1)))
 start scheduler "$scheduler_port" "$bin/scheduler"
+# code_runner needs bubblewrap (apt-get install -y bubblewrap); without a working sandbox it still
+# starts, its /health says why, and it refuses to run code.
+code_runner_port=$(free_port $((scheduler_port + 1)))
+start code_runner "$code_runner_port" "$bin/code_runner"
 
 orchestrator_port=${PORT:-$(free_port 8080)}
 if listening "$orchestrator_port"; then
     echo "scripts/run.sh: port $orchestrator_port is taken; set PORT to a free one" >&2
     exit 1
 fi
-export MODULE_SERVICES="{\"research\": \"http://127.0.0.1:$research_port\", \"file_manager\": \"http://127.0.0.1:$file_manager_port\", \"notes\": \"http://127.0.0.1:$notes_port\", \"skills\": \"http://127.0.0.1:$skills_port\", \"scheduler\": \"http://127.0.0.1:$scheduler_port\"}"
+export MODULE_SERVICES="{\"research\": \"http://127.0.0.1:$research_port\", \"file_manager\": \"http://127.0.0.1:$file_manager_port\", \"notes\": \"http://127.0.0.1:$notes_port\", \"skills\": \"http://127.0.0.1:$skills_port\", \"scheduler\": \"http://127.0.0.1:$scheduler_port\", \"code_runner\": \"http://127.0.0.1:$code_runner_port\"}"
 start orchestrator "$orchestrator_port" "$bin/orchestrator" serve
 
 cat <<MSG
@@ -79,6 +83,7 @@ cat <<MSG
   notes          http://127.0.0.1:$notes_port   (notes in $NOTES_DB)
   skills         http://127.0.0.1:$skills_port   (skills in $SKILLS_DIR)
   scheduler      http://127.0.0.1:$scheduler_port   (tasks in $SCHEDULER_DB; set DELIVERY_URL and DELIVERY_SECRET to deliver them)
+  code_runner    http://127.0.0.1:$code_runner_port   (Python in a bubblewrap sandbox; each call needs approval)
 
   Press Ctrl-C to stop everything.
 

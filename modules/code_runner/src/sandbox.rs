@@ -1,6 +1,6 @@
 //! The sandbox one run of code gets: a fresh bubblewrap with every
-//! namespace unshared, a read-only `/usr`, two small in-memory file
-//! systems, an empty environment, no capabilities, and resource limits.
+//! namespace unshared, a read-only `/usr`, three small in-memory file
+//! systems (working directory, `/tmp`, `/dev/shm`), an empty environment, no capabilities, and resource limits.
 //!
 //! Inside, `/bin/sh` runs the code with `python3 -c`, then, when the code
 //! left files in its working directory, lists them (with `list_files.py`)
@@ -59,7 +59,8 @@ pub struct Sandbox {
     bwrap: PathBuf,
     python: PathBuf,
     limits: Limits,
-    user: Option<(u32, u32)>,
+    /// The first user id and the group id of runs, when the module is root.
+    users: Option<(u32, u32)>,
     tmpfs_bytes: u64,
     max_output_bytes: usize,
     /// The caps of the file listing.
@@ -67,15 +68,15 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    /// The sandbox the settings describe; it runs as `settings.sandbox_user`
-    /// when the module runs as root.
+    /// The sandbox the settings describe; when the module runs as root, run
+    /// slot `i` runs as user `CODE_SANDBOX_UID_BASE + i`.
     pub fn new(settings: &Settings) -> Self {
         let root = nix::unistd::Uid::effective().is_root();
         Self {
             bwrap: settings.bwrap.clone(),
             python: settings.python.clone(),
             limits: settings.limits(),
-            user: root.then_some(settings.sandbox_user),
+            users: root.then_some((settings.sandbox_uid_base, settings.sandbox_gid)),
             tmpfs_bytes: settings.tmpfs_bytes,
             max_output_bytes: usize::try_from(settings.max_output_bytes).unwrap_or(usize::MAX),
             files: FileCaps {
@@ -86,15 +87,16 @@ impl Sandbox {
         }
     }
 
-    /// The contained process that runs `code` with `stdin` for at most `timeout`.
-    pub fn run(&self, code: &str, stdin: Option<&str>, timeout: Duration) -> Run {
+    /// The contained process that runs `code` with `stdin` for at most
+    /// `timeout`, in run slot `slot`.
+    pub fn run(&self, code: &str, stdin: Option<&str>, timeout: Duration, slot: u32) -> Run {
         let mut run = Run::new(&self.bwrap, self.arguments(code))
             .limits(self.limits)
             .timeout(timeout)
             .max_output_bytes(self.max_output_bytes)
             .side_output(self.files.listing_max_bytes());
-        if let Some((uid, gid)) = self.user {
-            run = run.user(uid, gid);
+        if let Some((base, gid)) = self.users {
+            run = run.user(base.saturating_add(slot), gid);
         }
         if let Some(stdin) = stdin {
             run = run.stdin(stdin.as_bytes().to_vec());
@@ -136,7 +138,15 @@ impl Sandbox {
             "/lib64",
             "--proc",
             "/proc",
+            // Device nodes (null, zero, random, tty...) on a read-only /dev,
+            // with a writable /dev/shm of its own size.
             "--dev",
+            "/dev",
+            "--size",
+            &size,
+            "--tmpfs",
+            "/dev/shm",
+            "--remount-ro",
             "/dev",
             "--size",
             &size,
@@ -148,6 +158,9 @@ impl Sandbox {
             WORK_DIR,
             "--chdir",
             WORK_DIR,
+            // The sandbox's root (bubblewrap's own tmpfs) is read-only too.
+            "--remount-ro",
+            "/",
             // Nothing of the module's environment.
             "--clearenv",
             "--setenv",
@@ -188,7 +201,7 @@ impl Sandbox {
     /// does not work here (the module then refuses to run code).
     pub async fn check(&self) -> Result<(), String> {
         let outcome = self
-            .run("print('ok')", None, Duration::from_secs(30))
+            .run("print('ok')", None, Duration::from_secs(30), 0)
             .run()
             .await
             .map_err(|error| format!("cannot start the sandbox ({}): {error}", self.bwrap.display()))?;

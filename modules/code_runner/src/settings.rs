@@ -52,8 +52,8 @@ pub struct Settings {
     #[arg(long, env = "CODE_ADDRESS_SPACE_BYTES", default_value_t = 1 << 30, value_parser = clap::value_parser!(u64).range(64 << 20..))]
     pub address_space_bytes: u64,
 
-    /// Processes the sandbox's user may have (RLIMIT_NPROC, counted by the
-    /// kernel per user: shared by the runs at one time).
+    /// Processes a run may have (RLIMIT_NPROC; the kernel counts them per
+    /// user namespace, and each run has its own).
     #[arg(long, env = "CODE_PROCESSES", default_value_t = 64, value_parser = clap::value_parser!(u64).range(8..))]
     pub processes: u64,
 
@@ -65,8 +65,8 @@ pub struct Settings {
     #[arg(long, env = "CODE_FILE_SIZE_BYTES", default_value_t = 16 << 20, value_parser = clap::value_parser!(u64).range(1..))]
     pub file_size_bytes: u64,
 
-    /// Size of each of a run's two in-memory file systems, the working
-    /// directory and `/tmp`, in bytes.
+    /// Size of each of a run's three in-memory file systems, the working
+    /// directory, `/tmp` and `/dev/shm`, in bytes.
     #[arg(long, env = "CODE_TMPFS_BYTES", default_value_t = 64 << 20, value_parser = clap::value_parser!(u64).range(1 << 20..))]
     pub tmpfs_bytes: u64,
 
@@ -94,10 +94,16 @@ pub struct Settings {
     #[arg(long, env = "CODE_FILES_MAX_CONTENT_BYTES", default_value_t = 64 * 1024, value_parser = clap::value_parser!(u64).range(0..=64 * 1024 * 1024))]
     pub files_max_content_bytes: u64,
 
-    /// `uid:gid` the sandbox runs as when the module runs as root (the kernel
-    /// does not enforce RLIMIT_NPROC for root); ignored otherwise.
-    #[arg(long, env = "CODE_SANDBOX_USER", default_value = "65534:65534", value_parser = user_pair)]
-    pub sandbox_user: (u32, u32),
+    /// The first user id runs get when the module runs as root (the kernel
+    /// does not enforce RLIMIT_NPROC for root): run slot `i` of
+    /// CODE_MAX_CONCURRENT_RUNS runs as `base + i`, so each run's process cap
+    /// is its own. Ignored when the module does not run as root.
+    #[arg(long, env = "CODE_SANDBOX_UID_BASE", default_value_t = 61000, value_parser = clap::value_parser!(u32).range(1..))]
+    pub sandbox_uid_base: u32,
+
+    /// The group id runs get when the module runs as root.
+    #[arg(long, env = "CODE_SANDBOX_GID", default_value_t = 65534, value_parser = clap::value_parser!(u32).range(1..))]
+    pub sandbox_gid: u32,
 }
 
 impl Settings {
@@ -118,14 +124,6 @@ impl Settings {
     }
 }
 
-fn user_pair(text: &str) -> Result<(u32, u32), String> {
-    let parse = |part: &str| part.trim().parse::<u32>().ok();
-    match text.split_once(':').map(|(uid, gid)| (parse(uid), parse(gid))) {
-        Some((Some(uid), Some(gid))) => Ok((uid, gid)),
-        _ => Err(format!("`{text}` is not `uid:gid` (two numbers)")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,10 +131,10 @@ mod tests {
     #[test]
     fn defaults_and_refusals() {
         let settings = Settings::try_parse_from(["code_runner"]).unwrap();
-        assert_eq!(settings.sandbox_user, (65534, 65534));
+        assert_eq!((settings.sandbox_uid_base, settings.sandbox_gid), (61000, 65534));
         assert_eq!(settings.limits().file_size_bytes, Some(16 << 20));
         assert!(Settings::try_parse_from(["code_runner", "--code-max-bytes", "200000"]).is_err());
-        assert!(Settings::try_parse_from(["code_runner", "--sandbox-user", "nobody"]).is_err());
+        assert!(Settings::try_parse_from(["code_runner", "--sandbox-uid-base", "0"]).is_err());
         assert!(Settings::try_parse_from(["code_runner", "--max-concurrent-runs", "0"]).is_err());
     }
 }

@@ -104,8 +104,8 @@ impl Runner {
             .timeout_seconds
             .unwrap_or(self.settings.default_timeout_seconds)
             .clamp(1, self.settings.max_timeout_seconds);
-        let _turn = self.admission.enter(user.unwrap_or(""), self.settings.queue_wait()).await?;
-        let run = self.sandbox.run(&args.code, args.stdin.as_deref(), Duration::from_secs(timeout));
+        let turn = self.admission.enter(user.unwrap_or(""), self.settings.queue_wait()).await?;
+        let run = self.sandbox.run(&args.code, args.stdin.as_deref(), Duration::from_secs(timeout), turn.slot());
         let outcome = run.run().await.map_err(|error| ToolError::execution_failed(error.to_string()))?;
         let (exit_code, signal) = match outcome.exit {
             Exit::Code(code) => (Some(code), (129..=128 + 64).contains(&code).then(|| code - 128)),

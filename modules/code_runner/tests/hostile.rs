@@ -1,0 +1,272 @@
+//! Whole-process tests: the real `code_runner` binary against hostile
+//! code (each time: the module answers, in about the run's timeout, and
+//! nothing the code started is left) and against honest code.
+
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use test_support::{ModuleClient, Process, error_kind};
+
+/// The module's service token; the code must not be able to read it.
+const TOKEN: &str = "svc-token-5e1f0c9b-never-in-the-sandbox";
+
+/// Another secret in the module's environment.
+const SECRET: &str = "secret-value-77c2a1d4-never-in-the-sandbox";
+
+/// The tool under test.
+const TOOL: &str = "code_runner.execute_code";
+
+/// A generous bound on the cleanup after a run's timeout, only so a hang
+/// fails the test instead of blocking it (not a speed requirement; the
+/// benchmark measures speed).
+const HANG_GUARD: Duration = Duration::from_secs(10);
+
+struct Runner {
+    process: Process,
+    client: ModuleClient,
+}
+
+/// The next module's first sandbox user id: each module of this test
+/// binary gets its own range (and none the default range of other tests),
+/// so a fork bomb here uses up no other module's process cap.
+static NEXT_UID_BASE: AtomicU32 = AtomicU32::new(62_000);
+
+fn start() -> Runner {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_code_runner"));
+    command
+        .env("CODE_SANDBOX_UID_BASE", NEXT_UID_BASE.fetch_add(16, Ordering::Relaxed).to_string())
+        .env("SERVICE_AUTH_TOKEN", TOKEN)
+        .env("CODE_TEST_SECRET", SECRET)
+        .env("CODE_MAX_OUTPUT_BYTES", "65536")
+        .env("CODE_MAX_RUNS_PER_USER", "8");
+    let process = Process::start(command);
+    let client = process.client().with_token(TOKEN);
+    Runner { process, client }
+}
+
+impl Runner {
+    /// Runs `code` (tagged with a marker) with `timeout` seconds; returns the
+    /// result after checking that the module still answers, within the
+    /// hang guard, and that no process of the run is left.
+    async fn run(&mut self, code: &str, timeout: u64) -> Value {
+        self.run_with(code, timeout, None).await
+    }
+
+    async fn run_with(&mut self, code: &str, timeout: u64, stdin: Option<&str>) -> Value {
+        let marker = format!("marker-{}-{}", std::process::id(), rand_suffix());
+        let tagged = format!("# {marker}\n{code}");
+        let started = Instant::now();
+        let arguments = json!({"code": tagged, "timeout_seconds": timeout, "stdin": stdin});
+        let result = self.client.call_ok(TOOL, arguments, Some("tester")).await;
+        let elapsed = started.elapsed();
+        eprintln!("answered in {elapsed:?} (timeout {timeout} s)");
+        assert!(elapsed < Duration::from_secs(timeout) + HANG_GUARD, "no answer within the guard: {elapsed:?}");
+        assert!(self.process.is_running(), "the module died");
+        assert_eq!(self.client.health().await["status"], "ok");
+        let left = processes_with(&marker);
+        assert!(left.is_empty(), "processes of the run outlived its answer: {left:?}");
+        let text = result.to_string();
+        assert!(!text.contains(TOKEN) && !text.contains(SECRET), "a secret leaked: {text}");
+        result
+    }
+}
+
+/// A random enough suffix for markers, without another dependency.
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos())
+}
+
+/// Processes whose command line contains `marker` (the code is an argument
+/// of bubblewrap, of the shell and of Python, and stays in forked children).
+fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let zombie = stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+        if !zombie && String::from_utf8_lossy(&cmdline).contains(marker) {
+            found.push(format!("{name}: {stat}"));
+        }
+    }
+    found
+}
+
+fn text(result: &Value, field: &str) -> String {
+    result[field].as_str().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn a_fork_bomb_is_contained_and_others_still_run() {
+    let mut runner = start();
+    let bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass";
+    let honest = runner.client.clone();
+    let (result, neighbour) = tokio::join!(runner.run(bomb, 3), async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        honest.call_ok(TOOL, json!({"code": "print(sum(range(10)))"}), Some("neighbour")).await
+    });
+    assert_eq!(result["timed_out"], true, "{result}");
+    assert_eq!(result["signal"], 9);
+    assert_eq!(text(&neighbour, "stdout"), "45\n", "a run beside the bomb: {neighbour}");
+}
+
+#[tokio::test]
+async fn memory_cpu_output_and_file_size_are_bounded() {
+    let mut runner = start();
+    let memory = runner.run("x = bytearray(10 * 1024 ** 3)", 10).await;
+    assert_eq!(memory["exit_code"], 1, "{memory}");
+    assert!(text(&memory, "stderr").contains("MemoryError"), "{memory}");
+
+    let endless = runner.run("while True:\n    pass", 2).await;
+    assert_eq!((endless["timed_out"].clone(), endless["exit_code"].clone()), (json!(true), Value::Null), "{endless}");
+
+    let flood =
+        runner.run("import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(chunk)", 10).await;
+    assert_eq!(flood["truncated"], true, "{flood}");
+    assert_eq!(text(&flood, "stdout").len(), 65536);
+
+    let big_file = "with open('big', 'wb') as f:\n    for _ in range(10240):\n        f.write(bytes(1 << 20))";
+    let big = runner.run(big_file, 10).await;
+    assert_ne!(big["exit_code"], 0, "{big}");
+    assert!(text(&big, "stderr").contains("File too large"), "{big}");
+    let sizes: Vec<u64> = big["files"].as_array().unwrap().iter().filter_map(|f| f["size"].as_u64()).collect();
+    assert!(sizes.iter().all(|&size| size <= 16 << 20), "{sizes:?}");
+}
+
+#[tokio::test]
+async fn host_files_environment_and_network_are_out_of_reach() {
+    let mut runner = start();
+    let binary = env!("CARGO_BIN_EXE_code_runner");
+    let port = runner.process.address().port();
+    let code = format!(
+        r#"
+import os, socket
+def attempt(what, action):
+    try:
+        print(what, "OPEN", repr(action())[:200])
+    except Exception as error:
+        print(what, "DENIED", type(error).__name__)
+attempt("shadow", lambda: open("/etc/shadow").read())
+attempt("passwd", lambda: open("/etc/passwd").read())
+attempt("environ1", lambda: open("/proc/1/environ", "rb").read())
+attempt("binary", lambda: open({binary:?}, "rb").read(10))
+attempt("module", lambda: socket.create_connection(("127.0.0.1", {port}), timeout=2))
+attempt("loopback", lambda: socket.create_connection(("127.0.0.1", 22), timeout=2))
+attempt("internet", lambda: socket.create_connection(("1.1.1.1", 53), timeout=2))
+everything = b""
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        try:
+            everything += open(f"/proc/{{pid}}/environ", "rb").read()
+        except OSError:
+            pass
+print("env", dict(os.environ))
+print("procs", everything)
+"#
+    );
+    let result = runner.run(&code, 20).await;
+    let stdout = text(&result, "stdout");
+    for what in ["shadow", "passwd", "binary", "module", "loopback", "internet"] {
+        assert!(stdout.contains(&format!("{what} DENIED")), "{what}: {stdout}");
+    }
+    assert!(!stdout.contains("CODE_TEST_SECRET") && !stdout.contains("SERVICE_AUTH_TOKEN"), "{stdout}");
+}
+
+#[tokio::test]
+async fn escaping_children_and_kill_all_leave_nothing() {
+    let mut runner = start();
+    let double_fork = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(600)\n    os._exit(0)\nprint('parent done')";
+    let detached = runner.run(double_fork, 5).await;
+    assert_eq!(text(&detached, "stdout"), "parent done\n", "{detached}");
+
+    let waiting = runner.run(&format!("{double_fork}\nimport time\ntime.sleep(600)"), 2).await;
+    assert_eq!(waiting["timed_out"], true, "{waiting}");
+
+    let kill_all = runner.run("import os\nos.kill(-1, 9)\nprint('still here')", 5).await;
+    assert_eq!(kill_all["signal"], 9, "{kill_all}");
+
+    let outside = r#"
+import os
+for path in ["/usr/evil", "/evil", "/proc/evil", "/dev/evil", "/tmp/../evil", "/work/../evil"]:
+    try:
+        open(path, "w").write("x")
+        print(path, "WRITTEN")
+    except OSError as error:
+        print(path, "DENIED", error.errno)
+open("/tmp/inside", "w").write("ok")
+print("tmp", open("/tmp/inside").read())
+"#;
+    let written = runner.run(outside, 5).await;
+    let stdout = text(&written, "stdout");
+    assert!(!stdout.contains("WRITTEN"), "{stdout}");
+    assert!(stdout.contains("tmp ok"), "{stdout}");
+    assert!(!std::path::Path::new("/tmp/inside").exists() || std::fs::read_to_string("/tmp/inside").unwrap() != "ok");
+}
+
+#[tokio::test]
+async fn honest_programs_get_their_answers() {
+    let mut runner = start();
+    let imports = "import json, math, re, datetime, collections, itertools, statistics, decimal, fractions, hashlib\n\
+                   print(json.dumps({'pi': round(math.pi, 3), 'mean': statistics.mean([1, 2, 3])}))";
+    assert_eq!(text(&runner.run(imports, 10).await, "stdout"), "{\"pi\": 3.142, \"mean\": 2}\n");
+
+    let echo = runner.run_with("import sys\nprint(sys.stdin.read().upper(), end='')", 10, Some("héllo\nwörld")).await;
+    assert_eq!(text(&echo, "stdout"), "HÉLLO\nWÖRLD");
+
+    let failing = runner.run("def f():\n    raise ValueError('bad value')\nf()", 10).await;
+    assert_eq!(failing["exit_code"], 1);
+    assert_eq!(failing["signal"], Value::Null);
+    let stderr = text(&failing, "stderr");
+    assert!(stderr.contains("Traceback") && stderr.contains("ValueError: bad value"), "{stderr}");
+
+    let unicode = runner.run("print('日本語 ✓ émoji 🎉')", 10).await;
+    assert_eq!(text(&unicode, "stdout"), "日本語 ✓ émoji 🎉\n");
+
+    let files = "import os\nopen('report.txt', 'w').write('total: 3\\n')\nos.mkdir('data')\nopen('data/raw.bin', 'wb').write(bytes([0, 255]))";
+    let made = runner.run(files, 10).await;
+    let listed: Vec<Value> = made["files"].as_array().unwrap().clone();
+    assert_eq!(
+        listed,
+        vec![
+            json!({"name": "report.txt", "size": 9, "content": "total: 3\n"}),
+            json!({"name": "data/raw.bin", "size": 2})
+        ],
+        "{made}"
+    );
+    assert_eq!(made["files_truncated"], false);
+
+    let silent = runner.run("pass", 10).await;
+    assert_eq!((silent["exit_code"].clone(), silent["files"].clone()), (json!(0), json!([])));
+}
+
+#[tokio::test]
+async fn budgets_are_enforced_before_running() {
+    let runner = start();
+    let too_long = runner.client.call(TOOL, json!({"code": "#".repeat(64 * 1024 + 1)}), Some("u")).await;
+    assert_eq!(error_kind(&too_long), "invalid_arguments");
+    assert!(too_long["error"].as_str().unwrap().contains("CODE_MAX_BYTES"), "{too_long}");
+    let manifest = runner.client.manifest().await;
+    let tool = &manifest["tools"][0];
+    assert_eq!(tool["requires_approval"], true);
+    assert_eq!(tool["risk_level"], "high");
+    assert_eq!(tool["annotations"]["open_world"], false);
+    assert_eq!(tool["annotations"]["idempotent"], false);
+}
+
+#[tokio::test]
+async fn a_broken_sandbox_refuses_code_and_says_why() {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_code_runner"));
+    command.env("CODE_BWRAP", "/nonexistent/bwrap");
+    let process = Process::start(command);
+    let client = process.client();
+    let (status, health) = client.get("/health").await;
+    assert_eq!(status, 503, "{health}");
+    assert!(health["error"].as_str().unwrap().contains("/nonexistent/bwrap"), "{health}");
+    let refused = client.call(TOOL, json!({"code": "print(1)"}), Some("u")).await;
+    assert_eq!(error_kind(&refused), "unavailable", "{refused}");
+}
