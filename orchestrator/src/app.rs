@@ -1,17 +1,21 @@
 //! The orchestrator assembled from its configuration: one HTTP client, the
-//! manifest cache, the registry of modules and the executor, shared by the
-//! HTTP API and the command line.
+//! manifest cache, the registry of modules, the executor, the identities
+//! and the approvals, shared by the HTTP API and the command line.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use module_sdk::ErrorKind;
 use module_sdk::contract::{ToolDefinition, ToolResult};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
+use crate::approvals::store::StoreError;
+use crate::approvals::{Approval, ApprovalError, Approvals, ProviderCall, pending_result};
 use crate::cache::{CacheError, ManifestCache, MemoryCache};
 use crate::caller::Caller;
 use crate::config::Config;
 use crate::execute::{ExecuteRequest, Executor};
+use crate::identity::{AccessError, Identities, Identity};
 use crate::providers::{ConvertedCache, ToolFormat};
 use crate::redis_cache::RedisCache;
 
@@ -29,6 +33,18 @@ pub enum BuildError {
     /// `REDIS_URL` could not be used.
     #[error("cannot use REDIS_URL: {0}")]
     Cache(#[from] CacheError),
+    /// The approval store could not be created from `REDIS_URL`.
+    #[error("cannot keep approvals in REDIS_URL: {0}")]
+    Approvals(#[from] StoreError),
+}
+
+/// What became of one call: its result, and the approval it waits for.
+#[derive(Debug, Clone)]
+pub struct CallOutcome {
+    /// The ToolResult (for a pending call, the one telling the model to wait).
+    pub result: ToolResult,
+    /// The pending approval the call became, if it needs one.
+    pub pending: Option<Approval>,
 }
 
 /// Everything a running orchestrator holds.
@@ -39,8 +55,14 @@ pub struct Orchestrator {
     pub registry: Arc<Registry>,
     /// Routes calls to modules.
     pub executor: Executor,
+    /// Who may call: the service token, API keys and JWTs.
+    pub identities: Identities,
+    /// Pending and decided approvals.
+    pub approvals: Approvals,
     /// Tool definitions already converted to provider formats.
     converted: ConvertedCache,
+    /// The pooled client, also for fetching a JWKS.
+    client: reqwest::Client,
 }
 
 impl Orchestrator {
@@ -64,9 +86,17 @@ impl Orchestrator {
             client.clone(),
             config.service_auth_token.clone(),
             config.discovery_timeout,
+            config.budgets,
         ));
-        let executor = Executor::new(Arc::clone(&registry), client, Arc::clone(&config));
-        Ok(Self { config, registry, executor, converted: ConvertedCache::new() })
+        let executor = Executor::new(Arc::clone(&registry), client.clone(), Arc::clone(&config));
+        let identities = Identities::new(config.api_token.clone(), &config.identities);
+        let approvals = Approvals::new(config.redis_url.as_deref(), config.approvals.clone())?;
+        Ok(Self { config, registry, executor, identities, approvals, converted: ConvertedCache::new(), client })
+    }
+
+    /// Loads what identities need before requests arrive (the JWKS).
+    pub async fn start_identities(&self) -> Result<(), crate::identity::jwt::JwtError> {
+        self.identities.start(&self.client).await
     }
 
     /// The tools `caller` may use, in `format` (`raw`: the manifest form, each
@@ -93,9 +123,39 @@ impl Orchestrator {
         self.registry.tools_for(caller)
     }
 
-    /// Runs one `POST /execute` request.
-    pub async fn execute(&self, request: ExecuteRequest) -> ToolResult {
-        let caller = request.caller.into_caller();
-        self.executor.execute(&caller, request.tool_name, request.arguments, request.approved).await
+    /// Runs one `POST /execute` request of `identity`.
+    pub async fn execute(&self, identity: &Identity, request: ExecuteRequest) -> Result<ToolResult, AccessError> {
+        let caller = identity.caller(request.caller)?;
+        Ok(self.call(identity, &caller, request.tool_name, request.arguments, request.approved, None).await.result)
+    }
+
+    /// Runs one call of `caller`, or stores it as a pending approval when
+    /// its tool needs one. `approved` counts only from a service identity
+    /// (development mode, the service token, `user_id = "any"` keys);
+    /// `provider_call` is the model's call it came from, if any.
+    pub async fn call(
+        &self,
+        identity: &Identity,
+        caller: &Caller,
+        tool_name: String,
+        arguments: Map<String, Value>,
+        approved: bool,
+        provider_call: Option<ProviderCall>,
+    ) -> CallOutcome {
+        let approved = approved && identity.is_service();
+        if approved || !self.executor.awaits_approval(caller, &tool_name) {
+            let result = self.executor.execute(caller, tool_name, arguments, approved).await;
+            return CallOutcome { result, pending: None };
+        }
+        match self.approvals.request(identity, caller, &tool_name, arguments, provider_call).await {
+            Ok(approval) => CallOutcome { result: pending_result(&approval), pending: Some(approval) },
+            Err(error) => {
+                let kind = match error {
+                    ApprovalError::Store(_) => ErrorKind::Unavailable,
+                    _ => ErrorKind::PermissionDenied,
+                };
+                CallOutcome { result: ToolResult::failure(tool_name, kind, error.to_string()), pending: None }
+            }
+        }
     }
 }

@@ -24,10 +24,16 @@ impl CallerFields {
     /// The caller these fields describe; module names are trimmed, as in
     /// the `modules=` list of `GET /tools`.
     pub fn into_caller(self) -> Caller {
+        self.into_caller_with_default(Permission::Guest)
+    }
+
+    /// [`Self::into_caller`], with `default` when no permission is named.
+    pub fn into_caller_with_default(self, default: Permission) -> Caller {
         let modules = self.modules.map(|names| {
             names.iter().map(|name| name.trim()).filter(|name| !name.is_empty()).map(str::to_owned).collect()
         });
-        Caller::new(self.user_permission.as_deref(), modules).with_user(self.user_id)
+        let permission = self.user_permission.as_deref().map_or(default, Permission::for_caller);
+        Caller { user_id: self.user_id, permission, modules }
     }
 }
 

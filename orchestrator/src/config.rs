@@ -10,6 +10,10 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::approvals::settings::{ApprovalFile, ApprovalSettings};
+use crate::identity::keys::ApiKeyEntry;
+use crate::identity::settings::{IdentityFile, IdentitySettings};
+use crate::limits::{Budgets, BudgetsFile};
 use module_sdk::contract::is_valid_name;
 use module_sdk::{LogFormat, ServerLimits};
 use serde::Deserialize;
@@ -88,6 +92,14 @@ pub struct Config {
     /// `MAX_BODY_BYTES`, `HEADER_READ_TIMEOUT_SECONDS`, `BODY_READ_TIMEOUT_SECONDS`
     /// and `MAX_CONNECTIONS`: the budgets of callers' connections and requests.
     pub limits: ServerLimits,
+    /// `MAX_MANIFEST_BYTES`, `MAX_SCHEMA_*`, `MAX_ANSWER_BYTES`, `MAX_TOOL_TIMEOUT`,
+    /// `MAX_CALLS_PER_MESSAGE` and `MAX_CONCURRENT_CALLS_PER_MODULE`: what modules
+    /// and callers may cost.
+    pub budgets: Budgets,
+    /// `[[api_keys]]`, `API_KEYS_FILE` and `JWT_*`: the identities callers prove.
+    pub identities: IdentitySettings,
+    /// `APPROVAL_*` and `MAX_PENDING_APPROVALS`: which calls wait for a person, and how long.
+    pub approvals: ApprovalSettings,
 }
 
 impl Default for Config {
@@ -106,6 +118,9 @@ impl Default for Config {
             port: DEFAULT_PORT,
             log_format: LogFormat::Text,
             limits: ServerLimits::default(),
+            budgets: Budgets::default(),
+            identities: IdentitySettings::default(),
+            approvals: ApprovalSettings::default(),
         }
     }
 }
@@ -130,6 +145,28 @@ struct FileConfig {
     header_read_timeout_seconds: Option<f64>,
     body_read_timeout_seconds: Option<f64>,
     max_connections: Option<usize>,
+    max_manifest_bytes: Option<usize>,
+    max_schema_depth: Option<usize>,
+    max_schema_nodes: Option<usize>,
+    max_schema_bytes: Option<usize>,
+    max_answer_bytes: Option<usize>,
+    max_tool_timeout: Option<f64>,
+    max_calls_per_message: Option<usize>,
+    max_concurrent_calls_per_module: Option<usize>,
+    api_keys: Option<Vec<ApiKeyEntry>>,
+    api_keys_file: Option<PathBuf>,
+    jwt_jwks: Option<String>,
+    jwt_issuer: Option<String>,
+    jwt_audience: Option<String>,
+    jwt_algorithms: Option<String>,
+    jwt_user_claim: Option<String>,
+    jwt_permission_claim: Option<String>,
+    jwt_modules_claim: Option<String>,
+    jwt_jwks_refresh_seconds: Option<f64>,
+    approval_expiry_seconds: Option<f64>,
+    approval_risk_level: Option<String>,
+    approval_for_destructive: Option<bool>,
+    max_pending_approvals: Option<usize>,
 }
 
 impl Config {
@@ -255,7 +292,49 @@ impl Config {
             Some(other) => return Err(invalid("LOG_FORMAT", other, "expected `text` or `json`".into())),
         };
 
+        let identities = IdentitySettings::read(
+            IdentityFile {
+                api_keys: file.api_keys,
+                api_keys_file: file.api_keys_file,
+                jwt_jwks: file.jwt_jwks,
+                jwt_issuer: file.jwt_issuer,
+                jwt_audience: file.jwt_audience,
+                jwt_algorithms: file.jwt_algorithms,
+                jwt_user_claim: file.jwt_user_claim,
+                jwt_permission_claim: file.jwt_permission_claim,
+                jwt_modules_claim: file.jwt_modules_claim,
+                jwt_jwks_refresh_seconds: file.jwt_jwks_refresh_seconds,
+            },
+            &env,
+        )?;
+        let approvals = ApprovalSettings::read(
+            ApprovalFile {
+                approval_expiry_seconds: file.approval_expiry_seconds,
+                approval_risk_level: file.approval_risk_level,
+                approval_for_destructive: file.approval_for_destructive,
+                max_pending_approvals: file.max_pending_approvals,
+            },
+            &env,
+        )?;
+
+        let budgets = Budgets::read(
+            BudgetsFile {
+                max_manifest_bytes: file.max_manifest_bytes,
+                max_schema_depth: file.max_schema_depth,
+                max_schema_nodes: file.max_schema_nodes,
+                max_schema_bytes: file.max_schema_bytes,
+                max_answer_bytes: file.max_answer_bytes,
+                max_tool_timeout: file.max_tool_timeout,
+                max_calls_per_message: file.max_calls_per_message,
+                max_concurrent_calls_per_module: file.max_concurrent_calls_per_module,
+            },
+            &env,
+        )?;
+
         Ok(Self {
+            budgets,
+            identities,
+            approvals,
             slow_tool_timeout: seconds(
                 "TOOL_EXECUTION_TIMEOUT",
                 file.tool_execution_timeout,
@@ -313,7 +392,8 @@ fn check_module(name: &str, url: &str) -> Result<String, ConfigError> {
     }
 }
 
-fn invalid(name: &'static str, value: &str, reason: String) -> ConfigError {
+/// The error of setting `name` with `value`, saying what is expected instead.
+pub(crate) fn invalid(name: &'static str, value: &str, reason: String) -> ConfigError {
     ConfigError::Invalid { name, key: name.to_lowercase(), value: value.to_owned(), reason }
 }
 

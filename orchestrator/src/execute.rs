@@ -12,6 +12,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
+use crate::bounded_body::{BodyError, read_bounded};
+use crate::call_slots::CallSlots;
 use crate::caller::{Caller, CallerFields};
 use crate::config::Config;
 use crate::registry::{Registry, RouteError, ToolRoute};
@@ -46,13 +48,24 @@ pub struct Executor {
     registry: Arc<Registry>,
     client: reqwest::Client,
     config: Arc<Config>,
+    slots: CallSlots,
 }
 
 impl Executor {
     /// An executor routing through `registry` with `client`, with the
-    /// timeouts and service token of `config`.
+    /// timeouts, service token and budgets of `config`.
     pub fn new(registry: Arc<Registry>, client: reqwest::Client, config: Arc<Config>) -> Self {
-        Self { registry, client, config }
+        let slots = CallSlots::new(config.module_services.keys(), config.budgets.max_concurrent_calls_per_module);
+        Self { registry, client, config, slots }
+    }
+
+    /// Whether a call of `tool_name` by `caller` would wait for a person's
+    /// approval: the tool exists, the caller may use it, and the approval
+    /// policy (`requires_approval`, `APPROVAL_RISK_LEVEL`, ...) asks for one.
+    pub fn awaits_approval(&self, caller: &Caller, tool_name: &str) -> bool {
+        self.registry.route(tool_name).is_ok_and(|route| {
+            caller.may_use(&route.module, route.tool()) && self.config.approvals.needs_approval(route.tool())
+        })
     }
 
     /// Runs `tool_name` with `arguments` for `caller`; `approved` says the
@@ -73,7 +86,7 @@ impl Executor {
             Ok(route) => (route.module.clone(), self.run(caller, &route, call, approved).await),
             Err(error) => (String::new(), refusal(&tool_name, &error)),
         };
-        tracing::info!(
+        tracing::debug!(
             tool = %tool_name,
             module = %module,
             permission = %caller.permission,
@@ -97,7 +110,7 @@ impl Executor {
             );
             return ToolResult::failure(call.tool_name, ErrorKind::PermissionDenied, message);
         }
-        if tool.requires_approval == Some(true) && !approved {
+        if !approved && self.config.approvals.needs_approval(tool) {
             let message = format!(
                 "`{}` needs the user's explicit approval; ask the user, then call it again with approval",
                 tool.name
@@ -105,7 +118,11 @@ impl Executor {
             return ToolResult::failure(call.tool_name, ErrorKind::PermissionDenied, message);
         }
         let timeout = match tool.timeout_seconds {
-            Some(seconds) => Duration::from_secs_f64(seconds) + TIMEOUT_GRACE,
+            Some(seconds) => {
+                let budgets = &self.config.budgets;
+                Duration::try_from_secs_f64(budgets.capped_timeout(seconds)).unwrap_or(budgets.max_tool_timeout)
+                    + TIMEOUT_GRACE
+            }
             None => self.config.fallback_timeout(&route.module),
         };
         let idempotent = tool.annotations.is_some_and(|a| a.idempotent || a.read_only);
@@ -117,6 +134,17 @@ impl Executor {
     async fn send(&self, route: &ToolRoute, call: &ToolCall, timeout: Duration, idempotent: bool) -> ToolResult {
         let url = format!("{}/execute", route.url);
         let deadline = Instant::now() + timeout;
+        // Wait for one of the module's call slots (MAX_CONCURRENT_CALLS_PER_MODULE) within the call's time.
+        let Ok(_slot) = tokio::time::timeout_at(deadline, self.slots.acquire(&route.module)).await else {
+            let message = format!(
+                "`{}` did not start within {} s: module `{}` was busy with MAX_CONCURRENT_CALLS_PER_MODULE ({}) calls",
+                call.tool_name,
+                timeout.as_secs_f64(),
+                route.module,
+                self.config.budgets.max_concurrent_calls_per_module
+            );
+            return ToolResult::failure(call.tool_name.clone(), ErrorKind::Timeout, message);
+        };
         let mut delay = FIRST_RETRY_DELAY;
         let mut attempt = 1;
         loop {
@@ -149,11 +177,15 @@ impl Executor {
         timeout: Duration,
     ) -> ToolResult {
         let status = response.status();
-        let body = match response.bytes().await {
-            Ok(body) => body,
-            Err(error) => return transport_failure(route, call, &error, timeout),
-        };
         let name = call.tool_name.clone();
+        let body = match read_bounded(response, self.config.budgets.max_answer_bytes, "MAX_ANSWER_BYTES").await {
+            Ok(body) => body,
+            Err(BodyError::Transport(error)) => return transport_failure(route, call, &error, timeout),
+            Err(too_large) => {
+                let message = format!("module `{}` sent an answer that was cut off: {too_large}", route.module);
+                return ToolResult::failure(name, ErrorKind::ExecutionFailed, message);
+            }
+        };
         if status == StatusCode::OK {
             return match serde_json::from_slice::<ToolResult>(&body) {
                 Ok(result) if result.tool_name == call.tool_name => result,

@@ -1,5 +1,5 @@
 //! The orchestrator's HTTP API: `/health`, `/modules`, `/tools`,
-//! `/refresh-tools`, `/execute` and `/v1/tool-calls`.
+//! `/refresh-tools`, `/execute`, `/v1/tool-calls`, `/approvals` and the console at `/`.
 
 use std::sync::Arc;
 
@@ -15,11 +15,12 @@ use serde_json::json;
 
 use crate::app::Orchestrator;
 use crate::auth::Authorized;
-use crate::caller::Caller;
+use crate::caller::{Caller, CallerFields};
 use crate::execute::ExecuteRequest;
 use crate::providers::{CallFormat, ToolFormat};
 use crate::registry::ModuleState;
-use crate::tool_calls::{ToolCallsRequest, run_tool_calls};
+use crate::request_checks;
+use crate::tool_calls::{ToolCallsError, ToolCallsRequest, run_tool_calls};
 
 /// What every handler shares.
 #[derive(Clone)]
@@ -37,6 +38,11 @@ pub fn router(orchestrator: Arc<Orchestrator>) -> Router {
         .route("/refresh-tools", post(refresh_tools))
         .route("/execute", post(execute))
         .route("/v1/tool-calls", post(tool_calls))
+        .merge(crate::approvals::routes::routes())
+        .merge(crate::console::routes())
+        .fallback(request_checks::not_found)
+        .method_not_allowed_fallback(request_checks::method_not_allowed)
+        .layer(axum::middleware::from_fn(request_checks::json_posts_only))
         .with_state(AppState { orchestrator })
 }
 
@@ -79,7 +85,11 @@ struct ToolsQuery {
 }
 
 /// The caller's tools in the asked format.
-async fn tools(_: Authorized, State(state): State<AppState>, Query(query): Query<ToolsQuery>) -> Response {
+async fn tools(
+    Authorized(identity): Authorized,
+    State(state): State<AppState>,
+    Query(query): Query<ToolsQuery>,
+) -> Response {
     let format = match query.format.as_deref().unwrap_or("raw").parse::<ToolFormat>() {
         Ok(format) => format,
         Err(error) => {
@@ -88,7 +98,15 @@ async fn tools(_: Authorized, State(state): State<AppState>, Query(query): Query
             return error_response(StatusCode::BAD_REQUEST, message);
         }
     };
-    let caller = Caller::new(query.permission.as_deref(), query.modules.as_deref().map(Caller::parse_modules));
+    let fields = CallerFields {
+        user_id: None,
+        user_permission: query.permission,
+        modules: query.modules.as_deref().map(Caller::parse_modules),
+    };
+    let caller = match identity.caller(fields) {
+        Ok(caller) => caller,
+        Err(error) => return error_response(StatusCode::FORBIDDEN, error.to_string()),
+    };
     let body = state.orchestrator.render_tools_json(&caller, format);
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
@@ -101,12 +119,15 @@ async fn refresh_tools(_: Authorized, State(state): State<AppState>) -> Response
 
 /// Runs one tool call; every well-formed request gets a `200` ToolResult.
 async fn execute(
-    _: Authorized,
+    Authorized(identity): Authorized,
     State(state): State<AppState>,
     body: Result<Json<ExecuteRequest>, JsonRejection>,
 ) -> Response {
     match body {
-        Ok(Json(request)) => Json(state.orchestrator.execute(request).await).into_response(),
+        Ok(Json(request)) => match state.orchestrator.execute(&identity, request).await {
+            Ok(result) => Json(result).into_response(),
+            Err(error) => error_response(StatusCode::FORBIDDEN, error.to_string()),
+        },
         Err(rejection) => bad_body(rejection),
     }
 }
@@ -116,11 +137,14 @@ async fn execute(
 struct ToolCallsQuery {
     /// The provider format of the message: openai, openai-responses, anthropic, gemini or text.
     format: Option<String>,
+    /// `true`: answer `{"messages": ..., "pending_approvals": [...]}` instead of the bare messages.
+    #[serde(default)]
+    envelope: bool,
 }
 
 /// Runs every tool call of a model's message; answers in the provider's format.
 async fn tool_calls(
-    _: Authorized,
+    Authorized(identity): Authorized,
     State(state): State<AppState>,
     Query(query): Query<ToolCallsQuery>,
     body: Result<Json<ToolCallsRequest>, JsonRejection>,
@@ -135,8 +159,9 @@ async fn tool_calls(
         Ok(Json(request)) => request,
         Err(rejection) => return bad_body(rejection),
     };
-    match run_tool_calls(&state.orchestrator, format, request).await {
-        Ok(rendered) => Json(rendered).into_response(),
+    match run_tool_calls(&state.orchestrator, &identity, format, request).await {
+        Ok(answer) => crate::approvals::routes::tool_calls_answer(answer, query.envelope),
+        Err(error @ ToolCallsError::Access(_)) => error_response(StatusCode::FORBIDDEN, error.to_string()),
         Err(error) => error_response(StatusCode::UNPROCESSABLE_ENTITY, error.to_string()),
     }
 }

@@ -5,16 +5,23 @@
 //! [`Orchestrator`] assembles the parts; [`serve`] runs the HTTP API.
 
 pub mod app;
+pub mod approvals;
 pub mod auth;
+pub mod bounded_body;
 pub mod cache;
+pub mod call_slots;
 pub mod caller;
 pub mod config;
+pub mod console;
 pub mod discovery;
 pub mod execute;
 pub mod http;
+pub mod identity;
+pub mod limits;
 pub mod manifest;
 pub mod redis_cache;
 pub mod registry;
+pub mod request_checks;
 pub mod server;
 pub mod tool_calls;
 

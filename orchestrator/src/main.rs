@@ -7,6 +7,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use module_sdk::contract::ToolResult;
 use orchestrator::execute::ExecuteRequest;
+use orchestrator::identity::Identity;
+use orchestrator::identity::keys::{MIN_KEY_LENGTH, generate_key, hash_text};
 use orchestrator::providers::ToolFormat;
 use orchestrator::registry::ModuleStatus;
 use orchestrator::{Caller, CallerFields, Config, Orchestrator};
@@ -47,7 +49,15 @@ enum Command {
     },
     /// Discover the modules once and print each one's state.
     Modules,
-    /// Discover the tool's module and execute one call, printing the ToolResult.
+    /// Print the hash of an API key for `[[api_keys]]`: of the key read from
+    /// standard input (one line), or of a new random key printed with it.
+    HashKey {
+        /// Make a new random key and print it with its hash.
+        #[arg(long)]
+        generate: bool,
+    },
+    /// Discover the tool's module and execute one call, printing the ToolResult
+    /// (as a trusted local caller: the command line needs no key).
     Call {
         /// The tool, `module.tool`.
         tool_name: String,
@@ -104,6 +114,7 @@ async fn main() -> ExitCode {
         }
     };
     match cli.command {
+        Command::HashKey { generate } => hash_key(generate),
         Command::Healthcheck => match module_sdk::service::probe_health(health_address) {
             Ok(()) => ExitCode::SUCCESS,
             Err(reason) => {
@@ -146,11 +157,41 @@ async fn main() -> ExitCode {
             }
             let caller = CallerFields { user_id, user_permission: Some(permission), modules: None };
             let request = ExecuteRequest { tool_name, arguments, caller, approved };
-            let result: ToolResult = orchestrator.execute(request).await;
+            let result: ToolResult = match orchestrator.execute(&Identity::development(), request).await {
+                Ok(result) => result,
+                Err(error) => {
+                    eprintln!("orchestrator: {error}");
+                    return ExitCode::from(2);
+                }
+            };
             print_json(&serde_json::to_value(&result).expect("a ToolResult always serializes"));
             if result.success { ExitCode::SUCCESS } else { ExitCode::FAILURE }
         }
     }
+}
+
+/// `hash-key`: the hash of a new key, or of the key on standard input.
+fn hash_key(generate: bool) -> ExitCode {
+    if generate {
+        let key = generate_key();
+        println!("key:  {key}\nhash: {}", hash_text(&key));
+        return ExitCode::SUCCESS;
+    }
+    let mut line = String::new();
+    if let Err(error) = std::io::stdin().read_line(&mut line) {
+        eprintln!("orchestrator: cannot read the key from standard input: {error}");
+        return ExitCode::from(2);
+    }
+    let key = line.trim();
+    if key.len() < MIN_KEY_LENGTH {
+        eprintln!(
+            "orchestrator: a key must be at least {MIN_KEY_LENGTH} characters of random data (a short key's hash can be \
+             guessed back); use `orchestrator hash-key --generate` for a new one"
+        );
+        return ExitCode::from(2);
+    }
+    println!("{}", hash_text(key));
+    ExitCode::SUCCESS
 }
 
 fn print_json(value: &Value) {

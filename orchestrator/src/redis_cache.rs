@@ -34,16 +34,21 @@ impl RedisCache {
     /// A cache at `url`; connects lazily, so a Redis that is down at
     /// start-up only makes the first commands fail.
     pub fn new(url: &str) -> Result<Self, CacheError> {
-        let client = redis::Client::open(url).map_err(|e| CacheError::Unavailable(e.to_string()))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(REDIS_TIMEOUT))
-            .set_response_timeout(Some(REDIS_TIMEOUT))
-            .set_number_of_retries(1)
-            .set_max_delay(REDIS_TIMEOUT);
-        let connection = ConnectionManager::new_lazy_with_config(client, config)
-            .map_err(|e| CacheError::Unavailable(e.to_string()))?;
+        let connection = connection_manager(url).map_err(|e| CacheError::Unavailable(e.to_string()))?;
         Ok(Self { connection, owner: process_mark() })
     }
+}
+
+/// A lazily connecting, self-reconnecting connection to the Redis at `url`,
+/// with the short timeouts above (shared with the approval store).
+pub(crate) fn connection_manager(url: &str) -> Result<ConnectionManager, redis::RedisError> {
+    let client = redis::Client::open(url)?;
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(REDIS_TIMEOUT))
+        .set_response_timeout(Some(REDIS_TIMEOUT))
+        .set_number_of_retries(1)
+        .set_max_delay(REDIS_TIMEOUT);
+    ConnectionManager::new_lazy_with_config(client, config)
 }
 
 impl ManifestCache for RedisCache {

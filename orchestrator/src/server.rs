@@ -16,6 +16,9 @@ pub enum ServeError {
     /// The orchestrator could not be built from its configuration.
     #[error(transparent)]
     Build(#[from] BuildError),
+    /// The JWKS could not be loaded.
+    #[error(transparent)]
+    Jwks(#[from] crate::identity::jwt::JwtError),
     /// The address could not be bound.
     #[error("cannot serve on {address}: {source}")]
     Io {
@@ -35,13 +38,21 @@ pub async fn serve(orchestrator: Orchestrator) -> Result<(), ServeError> {
     let listener = TcpListener::bind(address).await.map_err(io_error)?;
     let bound = listener.local_addr().map_err(io_error)?;
 
+    orchestrator.start_identities().await?;
+    if !orchestrator.identities.required() {
+        tracing::warn!(
+            "DEVELOPMENT MODE: no ORCHESTRATOR_API_TOKEN, api key or JWT_JWKS is configured, so every request is \
+             trusted to say who it is; configure identities before exposing this orchestrator"
+        );
+    }
     orchestrator.registry.load_cached().await;
     orchestrator.registry.spawn_discovery(config.refresh_interval);
     tracing::info!(
         address = %bound,
         modules = config.module_services.len(),
         cache = orchestrator.registry.cache_kind(),
-        auth = config.api_token.is_some(),
+        auth = orchestrator.identities.mode(),
+        approvals = orchestrator.approvals.kind(),
         "orchestrator listening"
     );
     // The same connection budgets as modules; bodies without a declared

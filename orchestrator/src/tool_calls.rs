@@ -7,8 +7,10 @@ use module_sdk::contract::ToolResult;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::app::Orchestrator;
+use crate::app::{CallOutcome, Orchestrator};
+use crate::approvals::{Approval, ProviderCall};
 use crate::caller::{Caller, CallerFields};
+use crate::identity::{AccessError, Identity};
 use crate::providers::{self, CallFormat, ProviderError, RequestedCall};
 
 /// The body of `POST /v1/tool-calls`: who the caller is, and the model's message.
@@ -17,45 +19,104 @@ pub struct ToolCallsRequest {
     /// Who is calling.
     #[serde(flatten)]
     pub caller: CallerFields,
-    /// Tools (`module.tool`) the user explicitly approved for this turn.
+    /// Tools (`module.tool`) the user explicitly approved for this turn
+    /// (honoured only from a service identity).
     #[serde(default)]
     pub approved_tools: Vec<String>,
     /// The model's message, exactly as the provider returned it.
     pub message: Value,
 }
 
+/// Why a message's calls were not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolCallsError {
+    /// The message is not in the provider's shape (`422`).
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    /// The identity may not act as the request asks (`403`).
+    #[error(transparent)]
+    Access(#[from] AccessError),
+    /// The message holds more calls than `MAX_CALLS_PER_MESSAGE` (`422`); none was run.
+    #[error("the message holds {count} tool calls, more than MAX_CALLS_PER_MESSAGE ({max}); none was run")]
+    TooManyCalls {
+        /// The calls in the message.
+        count: usize,
+        /// The budget.
+        max: usize,
+    },
+}
+
+/// The provider's result messages, and the approvals calls now wait for.
+#[derive(Debug, Clone)]
+pub struct ToolCallsAnswer {
+    /// The result messages, in the provider's format.
+    pub messages: Value,
+    /// The calls that became pending approvals.
+    pub pending: Vec<Approval>,
+}
+
 /// Reads the calls out of `request.message`, runs them all at once through
 /// the same path as `POST /execute`, and renders the results for `format`.
 /// A call that cannot be run (unknown tool, unreadable arguments) becomes a
-/// failed result the model can act on; only a message that is not in the
-/// provider's shape at all is an error.
+/// failed result the model can act on; a call that needs approval becomes a
+/// pending approval and a result telling the model to wait; only a message
+/// that is not in the provider's shape at all, or that holds more than
+/// `MAX_CALLS_PER_MESSAGE` calls, is an error.
 pub async fn run_tool_calls(
     orchestrator: &Orchestrator,
+    identity: &Identity,
     format: CallFormat,
     request: ToolCallsRequest,
-) -> Result<Value, ProviderError> {
-    let caller = request.caller.into_caller();
+) -> Result<ToolCallsAnswer, ToolCallsError> {
+    let caller = identity.caller(request.caller)?;
     let visible = orchestrator.tools(&caller);
-    let calls = providers::parse_calls(format, &request.message, &visible)?;
-    let results =
-        join_all(calls.iter().map(|requested| run_one(orchestrator, &caller, requested, &request.approved_tools)))
-            .await;
-    let pairs: Vec<(RequestedCall, ToolResult)> = calls.into_iter().zip(results).collect();
-    Ok(providers::render_results(format, &pairs))
+    // Reading and rendering a large message is CPU work: off the request threads.
+    let message = request.message;
+    let calls = off_thread(move || providers::parse_calls(format, &message, &visible)).await?;
+    let max = orchestrator.config.budgets.max_calls_per_message;
+    if calls.len() > max {
+        return Err(ToolCallsError::TooManyCalls { count: calls.len(), max });
+    }
+    let outcomes = join_all(
+        calls
+            .iter()
+            .map(|requested| run_one(orchestrator, identity, &caller, format, requested, &request.approved_tools)),
+    )
+    .await;
+    let mut pending = Vec::new();
+    let pairs: Vec<(RequestedCall, ToolResult)> = calls
+        .into_iter()
+        .zip(outcomes)
+        .map(|(call, outcome)| {
+            pending.extend(outcome.pending);
+            (call, outcome.result)
+        })
+        .collect();
+    let messages = off_thread(move || providers::render_results(format, &pairs)).await;
+    Ok(ToolCallsAnswer { messages, pending })
+}
+
+/// Runs `work` on a blocking thread, so request threads keep answering;
+/// a panic in it goes on in the caller, as if run here.
+async fn off_thread<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(work).await.unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()))
 }
 
 /// Runs one call read from the message, or answers the failed result that
 /// says why it cannot be run (the same one the library's callers get).
 async fn run_one(
     orchestrator: &Orchestrator,
+    identity: &Identity,
     caller: &Caller,
+    format: CallFormat,
     requested: &RequestedCall,
     approved_tools: &[String],
-) -> ToolResult {
+) -> CallOutcome {
     let (tool_name, arguments) = match requested.executable() {
         Ok(runnable) => runnable,
-        Err(refused) => return *refused,
+        Err(refused) => return CallOutcome { result: *refused, pending: None },
     };
     let approved = approved_tools.iter().any(|approved| approved == tool_name);
-    orchestrator.executor.execute(caller, tool_name.to_owned(), arguments.clone(), approved).await
+    let provider_call = Some(ProviderCall::new(format.as_str(), requested));
+    orchestrator.call(identity, caller, tool_name.to_owned(), arguments.clone(), approved, provider_call).await
 }

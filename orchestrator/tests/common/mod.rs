@@ -28,6 +28,8 @@ pub struct OrchestratorProcess {
     /// `http://127.0.0.1:PORT`.
     pub url: String,
     client: reqwest::Client,
+    /// The bearer token sent with every request of the helpers below.
+    token: Option<String>,
 }
 
 impl OrchestratorProcess {
@@ -37,7 +39,20 @@ impl OrchestratorProcess {
         let mut command = Command::new(BINARY);
         command.arg("serve").env_clear().envs(env.iter().copied());
         let process = Process::start(command);
-        Self { url: process.url(), process, client: reqwest::Client::new() }
+        Self { url: process.url(), process, client: reqwest::Client::new(), token: None }
+    }
+
+    /// The same process, its helpers sending `Authorization: Bearer token`.
+    pub fn with_token(mut self, token: &str) -> Self {
+        self.token = Some(token.to_owned());
+        self
+    }
+
+    fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        }
     }
 
     /// Every log line so far.
@@ -45,9 +60,14 @@ impl OrchestratorProcess {
         self.process.logs()
     }
 
+    /// Its peak resident memory so far, in bytes.
+    pub fn peak_rss_bytes(&self) -> u64 {
+        self.process.peak_rss_bytes()
+    }
+
     /// `GET path`, as JSON; panics unless the answer is 200.
     pub async fn get(&self, path: &str) -> Value {
-        let response = self.client.get(format!("{}{path}", self.url)).send().await.unwrap();
+        let response = self.authorized(self.client.get(format!("{}{path}", self.url))).send().await.unwrap();
         assert_eq!(response.status(), 200, "GET {path}");
         response.json().await.unwrap()
     }
@@ -62,9 +82,20 @@ impl OrchestratorProcess {
         (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
     }
 
+    /// `POST path` with a JSON body and a bearer token (`None`: none at all).
+    pub async fn post_with(&self, path: &str, token: Option<&str>, body: &Value) -> (u16, Value) {
+        let mut request = self.client.post(format!("{}{path}", self.url)).json(body);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.unwrap();
+        (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
+    }
+
     /// `POST path` with a JSON body: the status and the JSON answer.
     pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
-        let response = self.client.post(format!("{}{path}", self.url)).json(body).send().await.unwrap();
+        let response =
+            self.authorized(self.client.post(format!("{}{path}", self.url))).json(body).send().await.unwrap();
         (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
     }
 
@@ -189,4 +220,23 @@ pub fn module_services(modules: &[(&str, String)]) -> String {
     Value::Object(map).to_string()
 }
 
+pub mod identities;
 pub mod modules;
+
+/// The `research` sample module's binary, built next to the test binaries
+/// by `cargo build --workspace`; `None` (said loudly) when it is not built,
+/// a failure under `REQUIRE_SERVICES=1` (CI).
+pub fn research_binary() -> Option<std::path::PathBuf> {
+    let test_binary = std::env::current_exe().unwrap();
+    let build_dir = test_binary.parent().and_then(|deps| deps.parent()).unwrap();
+    let binary = build_dir.join("research");
+    if binary.exists() {
+        return Some(binary);
+    }
+    let message = format!("{} is not built (`cargo build --workspace` builds it)", binary.display());
+    assert!(!test_support::services_required(), "{message}");
+    eprintln!("\n!!! SKIPPED: {message} !!!\n");
+    None
+}
+
+pub mod browser;

@@ -118,3 +118,38 @@ pub fn stalling_module(name: &str) -> (Router, Calls) {
 pub fn manifest_module(manifest: Value) -> Router {
     Router::new().route("/manifest", get(move || std::future::ready(Json(manifest.clone()))))
 }
+
+/// Arguments of `transfer`.
+#[derive(Deserialize, JsonSchema)]
+struct Transfer {
+    /// Whom to pay.
+    to: String,
+    /// How much, in cents.
+    cents: u32,
+}
+
+/// What `transfer` returns.
+#[derive(Serialize, JsonSchema)]
+struct Transferred {
+    /// The payee.
+    to: String,
+    /// The amount.
+    cents: u32,
+    /// The user it was done for.
+    user_id: Option<String>,
+}
+
+/// Pay someone (always asks the user first).
+#[tool(requires_approval)]
+async fn transfer(ctx: Context, args: Transfer) -> Result<Transferred, ToolError> {
+    ctx.state::<Calls>().expect("the module carries a counter").record();
+    Ok(Transferred { to: args.to, cents: args.cents, user_id: ctx.user_id().map(str::to_owned) })
+}
+
+/// An SDK module called `name` with `echo` (guest), `wipe` (admin,
+/// destructive) and `transfer` (guest, `requires_approval`), and the counter
+/// of the calls that reached them.
+pub fn approval_module(name: &str) -> (Module, Calls) {
+    let (module, calls) = sdk_module(name);
+    (module.tool(transfer), calls)
+}

@@ -1,0 +1,245 @@
+//! Human approval of risky calls: a call that needs approval is stored as a
+//! pending approval instead of running; approving it runs the stored call
+//! (tool, arguments, user) exactly once, denying it tells the model why.
+
+pub mod record;
+pub mod redis_store;
+pub mod routes;
+pub mod settings;
+pub mod store;
+
+use std::sync::Arc;
+
+use module_sdk::ErrorKind;
+use module_sdk::contract::ToolResult;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use time::OffsetDateTime;
+
+use crate::caller::Caller;
+use crate::execute::Executor;
+use crate::identity::Identity;
+use crate::providers::{self, CallFormat, RequestedCall};
+pub use record::{Approval, ApprovalStatus, ProviderCall};
+pub use settings::ApprovalSettings;
+use store::{ApprovalStore, MemoryStore, StoreError};
+
+/// A person's decision on an approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    /// Run the stored call once.
+    Approve,
+    /// Never run it.
+    Deny,
+}
+
+/// Why an approval request or decision was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ApprovalError {
+    /// No such approval (or it was dropped after expiring).
+    #[error("no approval `{0}`")]
+    NotFound(String),
+    /// The identity may not see or decide it.
+    #[error("approval `{0}` is for another user; only that user or an admin may see or decide it")]
+    NotYours(String),
+    /// It was already decided, or expired.
+    #[error("approval `{id}` is {status}; it can be decided only once, while pending")]
+    Conflict {
+        /// The approval's id.
+        id: String,
+        /// Where it stands.
+        status: &'static str,
+    },
+    /// The user has too many pending approvals.
+    #[error("user `{user}` already has {max} pending approvals (MAX_PENDING_APPROVALS); decide those first")]
+    TooMany {
+        /// The user (empty for calls without one).
+        user: String,
+        /// The budget.
+        max: usize,
+    },
+    /// The store did not answer.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The approval store and policy of one orchestrator.
+pub struct Approvals {
+    store: Arc<dyn ApprovalStore>,
+    settings: ApprovalSettings,
+}
+
+impl Approvals {
+    /// Approvals in Redis when `redis_url` is set, in memory otherwise.
+    pub fn new(redis_url: Option<&str>, settings: ApprovalSettings) -> Result<Self, StoreError> {
+        let store: Arc<dyn ApprovalStore> = match redis_url {
+            Some(url) => Arc::new(redis_store::RedisStore::new(url)?),
+            None => Arc::new(MemoryStore::default()),
+        };
+        Ok(Self { store, settings })
+    }
+
+    /// The policy and budgets.
+    pub fn settings(&self) -> &ApprovalSettings {
+        &self.settings
+    }
+
+    /// `memory` or `redis`.
+    pub fn kind(&self) -> &'static str {
+        self.store.kind()
+    }
+
+    fn drop_at(&self, approval: &Approval) -> OffsetDateTime {
+        approval.expires_at + self.settings.expiry
+    }
+
+    /// Stores a pending approval of `tool_name` with `arguments` for `caller`.
+    pub async fn request(
+        &self,
+        identity: &Identity,
+        caller: &Caller,
+        tool_name: &str,
+        arguments: Map<String, Value>,
+        call: Option<ProviderCall>,
+    ) -> Result<Approval, ApprovalError> {
+        let now = OffsetDateTime::now_utc();
+        let pending = self
+            .store
+            .list()
+            .await?
+            .into_iter()
+            .filter(|a| a.user_id == caller.user_id && a.status_at(now) == ApprovalStatus::Pending)
+            .count();
+        if pending >= self.settings.max_pending {
+            let user = caller.user_id.clone().unwrap_or_default();
+            return Err(ApprovalError::TooMany { user, max: self.settings.max_pending });
+        }
+        let approval = Approval {
+            id: uuid::Uuid::new_v4().to_string(),
+            tool_name: tool_name.to_owned(),
+            arguments,
+            user_id: caller.user_id.clone(),
+            permission: caller.permission,
+            modules: caller.modules.clone(),
+            requested_by: identity.name.clone(),
+            created_at: now,
+            expires_at: now + self.settings.expiry,
+            status: ApprovalStatus::Pending,
+            decided_by: None,
+            decided_at: None,
+            reason: None,
+            result: None,
+            call,
+        };
+        self.store.put(&approval, self.drop_at(&approval)).await?;
+        tracing::info!(approval = %approval.id, tool = %tool_name, user = ?approval.user_id, by = %identity.name, "approval pending");
+        Ok(approval)
+    }
+
+    /// The approvals `identity` may see (its user's; all for admins and services), newest first.
+    pub async fn list_for(&self, identity: &Identity) -> Result<Vec<Approval>, ApprovalError> {
+        let mut visible: Vec<Approval> = self
+            .store
+            .list()
+            .await?
+            .into_iter()
+            .filter(|a| identity.may_act_for(a.user_id.as_deref()))
+            .map(Approval::current)
+            .collect();
+        visible.sort_by_key(|a| std::cmp::Reverse(a.created_at));
+        Ok(visible)
+    }
+
+    /// Approval `id`, if `identity` may see it.
+    pub async fn get_for(&self, identity: &Identity, id: &str) -> Result<Approval, ApprovalError> {
+        let approval = self.store.get(id).await?.ok_or_else(|| ApprovalError::NotFound(id.to_owned()))?;
+        if !identity.may_act_for(approval.user_id.as_deref()) {
+            return Err(ApprovalError::NotYours(id.to_owned()));
+        }
+        Ok(approval.current())
+    }
+
+    /// Decides approval `id` once: approving runs the stored call through
+    /// `executor`, denying records the declined result. Anything but a
+    /// pending approval, or a second decision, is a conflict and runs nothing.
+    pub async fn decide(
+        &self,
+        identity: &Identity,
+        id: &str,
+        decision: Decision,
+        reason: Option<String>,
+        executor: &Executor,
+    ) -> Result<Approval, ApprovalError> {
+        let mut approval = self.get_for(identity, id).await?;
+        if approval.status != ApprovalStatus::Pending {
+            return Err(ApprovalError::Conflict { id: id.to_owned(), status: approval.status.as_str() });
+        }
+        if !self.store.claim(id, self.drop_at(&approval)).await? {
+            return Err(ApprovalError::Conflict { id: id.to_owned(), status: "already being decided" });
+        }
+        let result = match decision {
+            Decision::Approve => {
+                let caller = approval.caller();
+                executor.execute(&caller, approval.tool_name.clone(), approval.arguments.clone(), true).await
+            }
+            Decision::Deny => declined_result(&approval.tool_name, reason.as_deref()),
+        };
+        approval.status = match decision {
+            Decision::Approve => ApprovalStatus::Approved,
+            Decision::Deny => ApprovalStatus::Denied,
+        };
+        approval.decided_by = Some(identity.name.clone());
+        approval.decided_at = Some(OffsetDateTime::now_utc());
+        approval.reason = reason;
+        approval.result = Some(result);
+        self.store.put(&approval, self.drop_at(&approval)).await?;
+        tracing::info!(
+            approval = %approval.id,
+            tool = %approval.tool_name,
+            user = ?approval.user_id,
+            decision = approval.status.as_str(),
+            by = %identity.name,
+            reason = ?approval.reason,
+            "approval decided"
+        );
+        Ok(approval)
+    }
+}
+
+/// The result the model gets while its call waits for the user.
+pub fn pending_result(approval: &Approval) -> ToolResult {
+    let expires = approval.expires_at.format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
+    ToolResult::failure(
+        &approval.tool_name,
+        ErrorKind::PermissionDenied,
+        format!(
+            "this call waits for the user's approval (approval {}, until {expires}); it has not run. Tell the user \
+             and do not call it again: its result follows once they decide",
+            approval.id
+        ),
+    )
+}
+
+/// The result the model gets when the user declined.
+pub fn declined_result(tool_name: &str, reason: Option<&str>) -> ToolResult {
+    let message = match reason.map(str::trim).filter(|r| !r.is_empty()) {
+        Some(reason) => format!("the user declined: {reason}"),
+        None => "the user declined this call".to_owned(),
+    };
+    ToolResult::failure(tool_name, ErrorKind::PermissionDenied, message)
+}
+
+/// The decided approval's result as the provider's result message, for a
+/// call that came from `/v1/tool-calls` (`None` otherwise).
+pub fn result_message(approval: &Approval) -> Option<Value> {
+    let (call, result) = (approval.call.as_ref()?, approval.result.as_ref()?);
+    let format = call.format.parse::<CallFormat>().ok()?;
+    let requested = RequestedCall {
+        call_id: call.call_id.clone(),
+        provider_name: call.provider_name.clone(),
+        tool_name: Some(approval.tool_name.clone()),
+        arguments: Ok(approval.arguments.clone()),
+    };
+    Some(providers::render_results(format, &[(requested, result.clone())]))
+}

@@ -1,0 +1,124 @@
+//! One approval: the exact call that waits, for whom, who asked and
+//! decided, and what came of it.
+
+use module_sdk::Permission;
+use module_sdk::contract::ToolResult;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use time::OffsetDateTime;
+
+use crate::caller::Caller;
+use crate::providers::RequestedCall;
+
+/// Where an approval stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalStatus {
+    /// Waiting for a decision.
+    Pending,
+    /// Approved; the call ran once.
+    Approved,
+    /// Denied; the call never ran.
+    Denied,
+    /// Not decided in time; it can no longer be approved.
+    Expired,
+}
+
+impl ApprovalStatus {
+    /// The lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Approved => "approved",
+            Self::Denied => "denied",
+            Self::Expired => "expired",
+        }
+    }
+}
+
+/// The model's call an approval came from (`/v1/tool-calls`), so the
+/// decision can be answered as the provider's result message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProviderCall {
+    /// The `?format=` of the request.
+    pub format: String,
+    /// The provider's id of the call.
+    pub call_id: String,
+    /// The name the model used.
+    pub provider_name: String,
+}
+
+impl ProviderCall {
+    /// The stored part of `requested`, in `format`.
+    pub fn new(format: &str, requested: &RequestedCall) -> Self {
+        Self {
+            format: format.to_owned(),
+            call_id: requested.call_id.clone(),
+            provider_name: requested.provider_name.clone(),
+        }
+    }
+}
+
+/// A call waiting for (or past) a person's decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Approval {
+    /// Its id (a random UUID).
+    pub id: String,
+    /// The tool, `module.tool`.
+    pub tool_name: String,
+    /// The exact arguments that run when it is approved.
+    pub arguments: Map<String, Value>,
+    /// The user the call is for.
+    pub user_id: Option<String>,
+    /// The caller's permission when it was asked.
+    pub permission: Permission,
+    /// The caller's modules when it was asked.
+    pub modules: Option<Vec<String>>,
+    /// The identity that asked (`key:<id>`, `jwt:<user>`, `service-token`, `development`).
+    pub requested_by: String,
+    /// When it was asked.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    /// When it can no longer be approved.
+    #[serde(with = "time::serde::rfc3339")]
+    pub expires_at: OffsetDateTime,
+    /// Where it stands.
+    pub status: ApprovalStatus,
+    /// The identity that decided.
+    #[serde(default)]
+    pub decided_by: Option<String>,
+    /// When it was decided.
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    pub decided_at: Option<OffsetDateTime>,
+    /// The reason given with the decision.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// The call's result (approved), or the declined result (denied).
+    #[serde(default)]
+    pub result: Option<ToolResult>,
+    /// The model's call it came from, if any.
+    #[serde(default)]
+    pub call: Option<ProviderCall>,
+}
+
+impl Approval {
+    /// Where it stands at `now`: a pending one past its expiry is expired.
+    pub fn status_at(&self, now: OffsetDateTime) -> ApprovalStatus {
+        if self.status == ApprovalStatus::Pending && now >= self.expires_at {
+            ApprovalStatus::Expired
+        } else {
+            self.status
+        }
+    }
+
+    /// The same approval with its status as of now (what is shown).
+    pub fn current(mut self) -> Self {
+        self.status = self.status_at(OffsetDateTime::now_utc());
+        self
+    }
+
+    /// The caller the stored call runs as.
+    pub fn caller(&self) -> Caller {
+        Caller { user_id: self.user_id.clone(), permission: self.permission, modules: self.modules.clone() }
+    }
+}

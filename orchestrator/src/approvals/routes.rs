@@ -1,0 +1,99 @@
+//! `GET /approvals`, `GET /approvals/{id}` and `POST /approvals/{id}`.
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use module_sdk::service::error_response;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{Approval, ApprovalError, Decision, result_message};
+use crate::auth::Authorized;
+use crate::http::AppState;
+
+/// The approval routes, to merge into the API's router.
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/approvals", get(list)).route("/approvals/{id}", get(show).post(decide))
+}
+
+/// The body of `POST /approvals/{id}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DecisionBody {
+    /// `approve` or `deny`.
+    decision: Decision,
+    /// Why (shown to the model on a denial).
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// The answer for an approval error.
+pub fn error_answer(error: &ApprovalError) -> Response {
+    let status = match error {
+        ApprovalError::NotFound(_) => StatusCode::NOT_FOUND,
+        ApprovalError::NotYours(_) => StatusCode::FORBIDDEN,
+        ApprovalError::Conflict { .. } => StatusCode::CONFLICT,
+        ApprovalError::TooMany { .. } => StatusCode::TOO_MANY_REQUESTS,
+        ApprovalError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    error_response(status, error.to_string())
+}
+
+/// The caller's approvals (every user's for admins and services), newest first.
+async fn list(Authorized(identity): Authorized, State(state): State<AppState>) -> Response {
+    match state.orchestrator.approvals.list_for(&identity).await {
+        Ok(approvals) => Json(json!({ "approvals": approvals })).into_response(),
+        Err(error) => error_answer(&error),
+    }
+}
+
+/// One approval.
+async fn show(Authorized(identity): Authorized, State(state): State<AppState>, Path(id): Path<String>) -> Response {
+    match state.orchestrator.approvals.get_for(&identity, &id).await {
+        Ok(approval) => Json(approval).into_response(),
+        Err(error) => error_answer(&error),
+    }
+}
+
+/// Approves (runs the stored call once) or denies; answers the approval,
+/// its ToolResult and the provider-format result message for the model.
+async fn decide(
+    Authorized(identity): Authorized,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    body: Result<Json<DecisionBody>, JsonRejection>,
+) -> Response {
+    let Json(body) = match body {
+        Ok(body) => body,
+        Err(rejection) => return error_response(rejection.status(), rejection.body_text()),
+    };
+    let orchestrator = &state.orchestrator;
+    match orchestrator.approvals.decide(&identity, &id, body.decision, body.reason, &orchestrator.executor).await {
+        Ok(approval) => Json(decided(&approval)).into_response(),
+        Err(error) => error_answer(&error),
+    }
+}
+
+fn decided(approval: &Approval) -> serde_json::Value {
+    json!({ "approval": approval, "result": approval.result, "message": result_message(approval) })
+}
+
+/// The answer of `POST /v1/tool-calls`: the provider's result messages (or,
+/// with `?envelope=true`, `{"messages", "pending_approvals"}`), and the
+/// pending approvals' ids in the `Pending-Approvals` header either way.
+pub fn tool_calls_answer(answer: crate::tool_calls::ToolCallsAnswer, envelope: bool) -> Response {
+    let ids: Vec<&str> = answer.pending.iter().map(|a| a.id.as_str()).collect();
+    let header = (!ids.is_empty()).then(|| ids.join(","));
+    let mut response = if envelope {
+        Json(json!({ "messages": answer.messages, "pending_approvals": answer.pending })).into_response()
+    } else {
+        Json(answer.messages).into_response()
+    };
+    if let Some(value) = header.and_then(|ids| axum::http::HeaderValue::from_str(&ids).ok()) {
+        response.headers_mut().insert("pending-approvals", value);
+    }
+    response
+}

@@ -1,0 +1,154 @@
+//! When a call needs a person's approval, and for how long it may wait.
+
+use std::time::Duration;
+
+use module_sdk::RiskLevel;
+use module_sdk::contract::ToolDefinition;
+
+use crate::config::{ConfigError, invalid};
+
+/// The default of `APPROVAL_EXPIRY_SECONDS`: one hour.
+pub const DEFAULT_APPROVAL_EXPIRY_SECONDS: f64 = 3600.0;
+/// The default of `MAX_PENDING_APPROVALS` (per user).
+pub const DEFAULT_MAX_PENDING_APPROVALS: usize = 20;
+
+/// The checked approval settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalSettings {
+    /// `APPROVAL_EXPIRY_SECONDS`: how long a pending approval may wait; a
+    /// decided or expired one is kept as long again, so late decisions get `409`.
+    pub expiry: Duration,
+    /// `APPROVAL_RISK_LEVEL`: tools at or above this `risk_level` need approval.
+    pub risk_level: Option<RiskLevel>,
+    /// `APPROVAL_FOR_DESTRUCTIVE`: tools annotated `destructive` need approval.
+    pub destructive: bool,
+    /// `MAX_PENDING_APPROVALS`: pending approvals one user may have at once.
+    pub max_pending: usize,
+}
+
+impl Default for ApprovalSettings {
+    fn default() -> Self {
+        Self {
+            expiry: Duration::from_secs_f64(DEFAULT_APPROVAL_EXPIRY_SECONDS),
+            risk_level: None,
+            destructive: false,
+            max_pending: DEFAULT_MAX_PENDING_APPROVALS,
+        }
+    }
+}
+
+/// The approval keys of the TOML configuration, as written.
+#[derive(Debug, Default)]
+pub struct ApprovalFile {
+    /// `approval_expiry_seconds`.
+    pub approval_expiry_seconds: Option<f64>,
+    /// `approval_risk_level`.
+    pub approval_risk_level: Option<String>,
+    /// `approval_for_destructive`.
+    pub approval_for_destructive: Option<bool>,
+    /// `max_pending_approvals`.
+    pub max_pending_approvals: Option<usize>,
+}
+
+impl ApprovalSettings {
+    /// The file's values overlaid by `env`, checked.
+    pub fn read(file: ApprovalFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let defaults = Self::default();
+        let expiry = match env("APPROVAL_EXPIRY_SECONDS") {
+            Some(text) => (text.parse::<f64>().ok(), text),
+            None => {
+                (file.approval_expiry_seconds, file.approval_expiry_seconds.map(|v| v.to_string()).unwrap_or_default())
+            }
+        };
+        let expiry = match expiry.0 {
+            None if expiry.1.is_empty() => defaults.expiry,
+            value => value
+                .filter(|v| v.is_finite() && *v >= 1.0)
+                .and_then(|v| Duration::try_from_secs_f64(v).ok())
+                .ok_or_else(|| invalid("APPROVAL_EXPIRY_SECONDS", &expiry.1, "expected at least 1 second".into()))?,
+        };
+        let risk_level = match env("APPROVAL_RISK_LEVEL").or(file.approval_risk_level) {
+            None => None,
+            Some(text) => {
+                Some(text.parse::<RiskLevel>().map_err(|e| invalid("APPROVAL_RISK_LEVEL", &text, e.to_string()))?)
+            }
+        };
+        let destructive = match env("APPROVAL_FOR_DESTRUCTIVE") {
+            Some(text) => text
+                .parse::<bool>()
+                .map_err(|_| invalid("APPROVAL_FOR_DESTRUCTIVE", &text, "expected true or false".into()))?,
+            None => file.approval_for_destructive.unwrap_or(defaults.destructive),
+        };
+        let max_pending = match env("MAX_PENDING_APPROVALS") {
+            Some(text) => (text.parse::<usize>().ok(), text),
+            None => (file.max_pending_approvals.or(Some(defaults.max_pending)), String::new()),
+        };
+        let max_pending = max_pending
+            .0
+            .filter(|n| *n > 0)
+            .ok_or_else(|| invalid("MAX_PENDING_APPROVALS", &max_pending.1, "expected a positive number".into()))?;
+        Ok(Self { expiry, risk_level, destructive, max_pending })
+    }
+
+    /// Whether a call of `tool` must wait for a person: the module asked
+    /// (`requires_approval`), or the tool's `risk_level` is at or above
+    /// `APPROVAL_RISK_LEVEL`, or it is `destructive` and `APPROVAL_FOR_DESTRUCTIVE` is set.
+    pub fn needs_approval(&self, tool: &ToolDefinition) -> bool {
+        tool.requires_approval == Some(true)
+            || self.risk_level.is_some_and(|threshold| tool.risk_level.is_some_and(|level| level >= threshold))
+            || (self.destructive && tool.annotations.is_some_and(|a| a.destructive))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use module_sdk::Permission;
+    use module_sdk::contract::ToolAnnotations;
+    use std::collections::HashMap;
+
+    fn tool(risk: Option<RiskLevel>, destructive: bool) -> ToolDefinition {
+        ToolDefinition {
+            name: "m.t".into(),
+            description: "d".into(),
+            parameters: Vec::new(),
+            required_permission: Permission::Guest,
+            input_schema: None,
+            output_schema: None,
+            annotations: Some(ToolAnnotations { destructive, ..ToolAnnotations::default() }),
+            requires_approval: None,
+            timeout_seconds: None,
+            risk_level: risk,
+        }
+    }
+
+    fn read(pairs: &[(&str, &str)]) -> Result<ApprovalSettings, ConfigError> {
+        let env: HashMap<&str, &str> = pairs.iter().copied().collect();
+        ApprovalSettings::read(ApprovalFile::default(), &|name| env.get(name).map(|v| (*v).to_owned()))
+    }
+
+    #[test]
+    fn risk_and_destructive_policies_add_approval() {
+        let settings = read(&[("APPROVAL_RISK_LEVEL", "medium"), ("APPROVAL_FOR_DESTRUCTIVE", "true")]).unwrap();
+        assert!(settings.needs_approval(&tool(Some(RiskLevel::High), false)));
+        assert!(settings.needs_approval(&tool(Some(RiskLevel::Medium), false)));
+        assert!(!settings.needs_approval(&tool(Some(RiskLevel::Low), false)));
+        assert!(settings.needs_approval(&tool(None, true)));
+        let default = read(&[]).unwrap();
+        assert_eq!(default, ApprovalSettings::default());
+        assert!(!default.needs_approval(&tool(Some(RiskLevel::High), true)));
+    }
+
+    #[test]
+    fn bad_values_name_their_setting() {
+        for (name, value) in [
+            ("APPROVAL_EXPIRY_SECONDS", "0"),
+            ("APPROVAL_RISK_LEVEL", "severe"),
+            ("APPROVAL_FOR_DESTRUCTIVE", "yes"),
+            ("MAX_PENDING_APPROVALS", "0"),
+        ] {
+            let error = read(&[(name, value)]).unwrap_err().to_string();
+            assert!(error.contains(name), "{error}");
+        }
+    }
+}

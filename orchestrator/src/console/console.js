@@ -1,0 +1,274 @@
+// The orchestrator console: every call carries the key kept in this tab's
+// sessionStorage; everything shown is built with textContent (no HTML from data).
+"use strict";
+
+const KEY = "orchestrator-console-key";
+let tools = [];
+
+function el(tag, attributes, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name === "class") node.className = value;
+    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function showError(message) {
+  const box = document.getElementById("error");
+  box.textContent = message;
+  box.hidden = !message;
+}
+
+// One API call; a non-2xx answer throws the server's `error` text with the status.
+async function api(method, path, body) {
+  const key = sessionStorage.getItem(KEY);
+  const headers = { "Accept": "application/json" };
+  if (key) headers["Authorization"] = "Bearer " + key;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  let response;
+  try {
+    response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  } catch (error) {
+    throw new Error("the orchestrator cannot be reached: " + error.message);
+  }
+  const text = await response.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch (_) { data = null; }
+  if (!response.ok) {
+    const reason = data && data.error ? data.error : text || response.statusText;
+    const hint = response.status === 401 ? " Enter a valid API key above." : "";
+    throw new Error(`${method} ${path}: ${response.status} ${reason}.${hint}`);
+  }
+  return data;
+}
+
+function when(text) {
+  if (!text) return "-";
+  const date = new Date(text);
+  return isNaN(date) ? text : date.toLocaleString();
+}
+
+async function loadModules() {
+  const data = await api("GET", "/modules");
+  const body = document.querySelector("#modules tbody");
+  body.replaceChildren(...data.modules.map((m) => el("tr", { "data-module": m.name },
+    el("td", {}, m.name),
+    el("td", { class: "state-" + m.state }, m.state),
+    el("td", {}, m.tool_count),
+    el("td", {}, when(m.last_success)),
+    el("td", {}, m.last_error || "-"))));
+}
+
+// The type of a schema property, its `null` alternative dropped.
+function typeOf(schema) {
+  let type = schema.type;
+  if (Array.isArray(type)) type = type.find((t) => t !== "null") || "string";
+  if (!type && Array.isArray(schema.anyOf)) {
+    const other = schema.anyOf.find((s) => s.type && s.type !== "null");
+    if (other) return typeOf(other);
+  }
+  if (!type && Array.isArray(schema.enum)) type = "string";
+  return type || "object";
+}
+
+function propertiesOf(tool) {
+  const schema = tool.input_schema;
+  if (schema && schema.properties) {
+    const required = new Set(schema.required || []);
+    return Object.entries(schema.properties).map(([name, property]) => ({
+      name, schema: property, type: typeOf(property), required: required.has(name),
+      description: property.description || "", allowed: property.enum || null,
+    }));
+  }
+  return (tool.parameters || []).map((p) => ({
+    name: p.name, schema: {}, type: p.type, required: p.required, description: p.description, allowed: p.enum,
+  }));
+}
+
+function limits(schema) {
+  const parts = [];
+  if (schema.minimum !== undefined) parts.push("min " + schema.minimum);
+  if (schema.maximum !== undefined) parts.push("max " + schema.maximum);
+  if (schema.minLength !== undefined) parts.push("at least " + schema.minLength + " chars");
+  if (schema.maxLength !== undefined) parts.push("at most " + schema.maxLength + " chars");
+  if (schema.default !== undefined) parts.push("default " + JSON.stringify(schema.default));
+  if (schema.format) parts.push(schema.format);
+  return parts.join(", ");
+}
+
+function toolCard(tool) {
+  const badges = [el("span", { class: "badge" }, tool.required_permission)];
+  if (tool.requires_approval) badges.push(el("span", { class: "badge warn" }, "needs approval"));
+  if (tool.risk_level) badges.push(el("span", { class: "badge " + (tool.risk_level === "high" ? "danger" : "warn") }, "risk " + tool.risk_level));
+  if (tool.annotations && tool.annotations.destructive) badges.push(el("span", { class: "badge danger" }, "destructive"));
+  if (tool.annotations && tool.annotations.read_only) badges.push(el("span", { class: "badge" }, "read-only"));
+  const rows = propertiesOf(tool).map((p) => el("tr", {},
+    el("td", {}, p.name, p.required ? el("span", { class: "required", title: "required" }, " *") : null),
+    el("td", {}, p.allowed ? "one of " + p.allowed.join(", ") : p.type),
+    el("td", {}, p.description, limits(p.schema) ? el("small", {}, " (" + limits(p.schema) + ")") : null)));
+  return el("div", { class: "tool", "data-name": tool.name },
+    el("div", { class: "tool-head" },
+      el("span", { class: "tool-name" }, tool.name), badges,
+      el("button", { type: "button", class: "use secondary", onclick: () => openForm(tool) }, "Call")),
+    el("div", {}, tool.description),
+    rows.length ? el("table", { class: "params" }, el("tbody", {}, rows)) : el("div", { class: "hint" }, "No arguments."));
+}
+
+function renderTools() {
+  const filter = document.getElementById("tool-filter").value.trim().toLowerCase();
+  const shown = tools.filter((t) => !filter || t.name.toLowerCase().includes(filter) || t.description.toLowerCase().includes(filter));
+  const list = document.getElementById("tools");
+  list.replaceChildren(...(shown.length ? shown.map(toolCard) : [el("p", { class: "hint" }, "No tools for this key.")]));
+}
+
+async function loadTools() {
+  tools = await api("GET", "/tools?format=raw");
+  renderTools();
+}
+
+function field(p) {
+  const id = "arg-" + p.name;
+  let input;
+  if (p.allowed) {
+    input = el("select", { id, name: p.name },
+      p.required ? null : el("option", { value: "" }, "(none)"),
+      p.allowed.map((v) => el("option", { value: v }, v)));
+  } else if (p.type === "boolean") {
+    input = el("input", { id, name: p.name, type: "checkbox", checked: p.schema.default === true });
+  } else if (p.type === "integer" || p.type === "number") {
+    input = el("input", { id, name: p.name, type: "number", step: p.type === "integer" ? "1" : "any",
+      min: p.schema.minimum, max: p.schema.maximum, placeholder: p.schema.default });
+  } else if (p.type === "array" || p.type === "object") {
+    input = el("textarea", { id, name: p.name, rows: 3, placeholder: p.type === "array" ? "[ ... ] as JSON" : "{ ... } as JSON" });
+  } else {
+    input = el("textarea", { id, name: p.name, rows: 3, maxlength: p.schema.maxLength });
+  }
+  input.dataset.type = p.type;
+  return el("div", { class: "field" },
+    el("label", { for: id }, p.name, p.required ? el("span", { class: "required" }, " *") : null),
+    input, el("small", {}, [p.description, limits(p.schema)].filter(Boolean).join(" — ")));
+}
+
+function readArguments(form, properties) {
+  const args = {};
+  for (const p of properties) {
+    const input = form.elements[p.name];
+    if (p.type === "boolean") { args[p.name] = input.checked; continue; }
+    const raw = input.value;
+    if (raw === "") {
+      if (p.required) throw new Error(`\`${p.name}\` is required`);
+      continue;
+    }
+    if (p.allowed || p.type === "string") args[p.name] = raw;
+    else if (p.type === "integer" || p.type === "number") {
+      const number = Number(raw);
+      if (!Number.isFinite(number)) throw new Error(`\`${p.name}\` must be a number`);
+      args[p.name] = number;
+    } else {
+      try { args[p.name] = JSON.parse(raw); } catch (_) { throw new Error(`\`${p.name}\` must be JSON (${p.type})`); }
+    }
+  }
+  return args;
+}
+
+function showResult(result) {
+  const box = document.getElementById("result");
+  box.className = result.success ? "success" : "failure";
+  box.dataset.success = String(result.success);
+  box.textContent = JSON.stringify(result, null, 2);
+}
+
+function openForm(tool) {
+  const properties = propertiesOf(tool);
+  const form = document.getElementById("call-form");
+  document.getElementById("call-tool").textContent = tool.name;
+  const result = document.getElementById("result");
+  result.textContent = "";
+  result.className = "";
+  delete result.dataset.success;
+  form.replaceChildren(...properties.map(field), el("button", { id: "call-submit", type: "submit" }, "Run " + tool.name));
+  form.onsubmit = async (event) => {
+    event.preventDefault();
+    showError("");
+    try {
+      const args = readArguments(form, properties);
+      showResult(await api("POST", "/execute", { tool_name: tool.name, arguments: args }));
+      await loadApprovals();
+    } catch (error) {
+      showError(error.message);
+    }
+  };
+  document.getElementById("call-section").hidden = false;
+  document.getElementById("call-section").scrollIntoView();
+}
+
+function approvalCard(approval) {
+  const reason = el("input", { type: "text", class: "reason", placeholder: "Reason (optional)" });
+  const outcome = el("pre", { class: "outcome", hidden: true });
+  const decide = async (decision) => {
+    showError("");
+    try {
+      const answer = await api("POST", "/approvals/" + encodeURIComponent(approval.id), { decision, reason: reason.value || undefined });
+      outcome.hidden = false;
+      outcome.dataset.status = answer.approval.status;
+      outcome.textContent = answer.approval.status + ": " + JSON.stringify(answer.result, null, 2);
+      card.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+    } catch (error) {
+      showError(error.message);
+    }
+  };
+  const card = el("div", { class: "approval", "data-id": approval.id, "data-status": approval.status },
+    el("div", { class: "tool-head" }, el("span", { class: "tool-name" }, approval.tool_name),
+      el("span", { class: "badge warn" }, approval.status)),
+    el("div", { class: "hint" }, `for ${approval.user_id || "(no user)"}, asked by ${approval.requested_by} at ${when(approval.created_at)}; expires ${when(approval.expires_at)}`),
+    el("pre", {}, JSON.stringify(approval.arguments, null, 2)),
+    approval.status === "pending" ? el("div", { class: "actions" }, reason,
+      el("button", { type: "button", class: "approve", onclick: () => decide("approve") }, "Approve"),
+      el("button", { type: "button", class: "deny", onclick: () => decide("deny") }, "Deny")) : null,
+    outcome);
+  return card;
+}
+
+async function loadApprovals() {
+  const data = await api("GET", "/approvals");
+  const pending = data.approvals.filter((a) => a.status === "pending");
+  const list = document.getElementById("approvals");
+  list.replaceChildren(...(pending.length ? pending.map(approvalCard) : [el("p", { class: "hint", id: "no-approvals" }, "Nothing waits for you.")]));
+}
+
+async function loadAll() {
+  showError("");
+  const who = document.getElementById("who");
+  who.textContent = sessionStorage.getItem(KEY) ? "key set for this tab" : "no key";
+  const results = await Promise.allSettled([loadModules(), loadTools(), loadApprovals()]);
+  const failed = results.find((r) => r.status === "rejected");
+  if (failed) showError(failed.reason.message);
+  document.body.dataset.loaded = failed ? "error" : "ok";
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  document.getElementById("key-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const key = document.getElementById("key").value.trim();
+    if (key) sessionStorage.setItem(KEY, key);
+    document.getElementById("key").value = "";
+    loadAll();
+  });
+  document.getElementById("forget-key").addEventListener("click", () => {
+    sessionStorage.removeItem(KEY);
+    loadAll();
+  });
+  document.getElementById("refresh").addEventListener("click", async () => {
+    try { await api("POST", "/refresh-tools"); } catch (error) { showError(error.message); return; }
+    loadAll();
+  });
+  document.getElementById("tool-filter").addEventListener("input", renderTools);
+  loadAll();
+});

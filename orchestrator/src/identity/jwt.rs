@@ -1,0 +1,191 @@
+//! JWT bearer tokens verified against a JWKS (a file, or a URL fetched at
+//! start-up and every `JWT_JWKS_REFRESH_SECONDS`), with the issuer,
+//! audience, expiry and an algorithm allow-list checked by `jsonwebtoken`.
+
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde_json::Value;
+
+/// Where the signing keys come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JwksSource {
+    /// A JWKS file, read at start-up.
+    File(PathBuf),
+    /// An http(s) URL, fetched at start-up and on every refresh.
+    Url(String),
+}
+
+/// The JWT settings (`JWT_*`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JwtSettings {
+    /// `JWT_JWKS`: a path or an http(s) URL.
+    pub jwks: JwksSource,
+    /// `JWT_ISSUER`: the required `iss`, when set.
+    pub issuer: Option<String>,
+    /// `JWT_AUDIENCE`: the required `aud`, when set.
+    pub audience: Option<String>,
+    /// `JWT_ALGORITHMS`: the accepted `alg` values (never `none`).
+    pub algorithms: Vec<Algorithm>,
+    /// `JWT_USER_CLAIM`: the claim naming the user (default `sub`).
+    pub user_claim: String,
+    /// `JWT_PERMISSION_CLAIM`: the claim with the permission (default `permission`; absent is guest).
+    pub permission_claim: String,
+    /// `JWT_MODULES_CLAIM`: the claim with the allowed modules (an array or a
+    /// space- or comma-separated string; absent allows all).
+    pub modules_claim: String,
+    /// `JWT_JWKS_REFRESH_SECONDS`: how often a JWKS URL is fetched again.
+    pub refresh: Duration,
+}
+
+/// Why keys could not be loaded or a token was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum JwtError {
+    /// The JWKS could not be read or fetched.
+    #[error("cannot load the JWKS from {source_name}: {reason}")]
+    Jwks {
+        /// The file or URL.
+        source_name: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The token is not valid (signature, issuer, audience, expiry, algorithm).
+    #[error("the JWT is not valid: {0}")]
+    Invalid(String),
+}
+
+/// The identity a valid token carries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JwtClaims {
+    /// The user claim.
+    pub user_id: String,
+    /// The permission claim, if any.
+    pub permission: Option<String>,
+    /// The modules claim, if any.
+    pub modules: Option<Vec<String>>,
+}
+
+/// Verifies tokens against the current key set.
+pub struct JwtVerifier {
+    settings: JwtSettings,
+    keys: RwLock<Arc<JwkSet>>,
+}
+
+impl JwtVerifier {
+    /// A verifier with no keys yet (every token is refused until [`Self::load`]).
+    pub fn new(settings: JwtSettings) -> Self {
+        Self { settings, keys: RwLock::new(Arc::new(JwkSet { keys: Vec::new() })) }
+    }
+
+    /// The settings it verifies with.
+    pub fn settings(&self) -> &JwtSettings {
+        &self.settings
+    }
+
+    /// Reads or fetches the JWKS and makes it current.
+    pub async fn load(&self, client: &reqwest::Client) -> Result<(), JwtError> {
+        let (name, text) = match &self.settings.jwks {
+            JwksSource::File(path) => {
+                let name = path.display().to_string();
+                let text = tokio::fs::read_to_string(path)
+                    .await
+                    .map_err(|e| JwtError::Jwks { source_name: name.clone(), reason: e.to_string() })?;
+                (name, text)
+            }
+            JwksSource::Url(url) => {
+                let fail = |e: reqwest::Error| JwtError::Jwks { source_name: url.clone(), reason: e.to_string() };
+                let response = client.get(url).send().await.and_then(|r| r.error_for_status()).map_err(fail)?;
+                (url.clone(), response.text().await.map_err(fail)?)
+            }
+        };
+        let set: JwkSet = serde_json::from_str(&text)
+            .map_err(|e| JwtError::Jwks { source_name: name, reason: format!("not a JWKS: {e}") })?;
+        *self.keys.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(set);
+        Ok(())
+    }
+
+    /// Fetches a JWKS URL again every refresh interval (a file is read once).
+    pub fn spawn_refresh(self: &Arc<Self>, client: reqwest::Client) {
+        if !matches!(self.settings.jwks, JwksSource::Url(_)) {
+            return;
+        }
+        let verifier = Arc::clone(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(verifier.settings.refresh).await;
+                if let Err(error) = verifier.load(&client).await {
+                    tracing::warn!(%error, "keeping the previous JWKS");
+                }
+            }
+        });
+    }
+
+    /// The claims of `token`, once its signature, algorithm, expiry, issuer
+    /// and audience are checked.
+    pub fn verify(&self, token: &str) -> Result<JwtClaims, JwtError> {
+        let invalid = |e: jsonwebtoken::errors::Error| JwtError::Invalid(e.to_string());
+        // `alg: none` and unknown algorithms fail here: they are not `Algorithm`s.
+        let header = jsonwebtoken::decode_header(token).map_err(invalid)?;
+        if !self.settings.algorithms.contains(&header.alg) {
+            return Err(JwtError::Invalid(format!("algorithm {:?} is not in JWT_ALGORITHMS", header.alg)));
+        }
+        let keys = Arc::clone(&self.keys.read().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        let jwk = match &header.kid {
+            Some(kid) => keys.find(kid),
+            None if keys.keys.len() == 1 => keys.keys.first(),
+            None => None,
+        }
+        .ok_or_else(|| JwtError::Invalid("no key of the JWKS matches the token's `kid`".into()))?;
+        if jwk.common.key_algorithm.is_some_and(|alg| alg.to_string() != format!("{:?}", header.alg)) {
+            return Err(JwtError::Invalid("the token's algorithm is not its key's".into()));
+        }
+        let key = DecodingKey::from_jwk(jwk).map_err(invalid)?;
+        let mut validation = Validation::new(header.alg);
+        validation.algorithms = vec![header.alg];
+        validation.validate_nbf = true;
+        let mut required = vec!["exp"];
+        if let Some(issuer) = &self.settings.issuer {
+            validation.set_issuer(&[issuer]);
+            required.push("iss");
+        }
+        match &self.settings.audience {
+            Some(audience) => {
+                validation.set_audience(&[audience]);
+                required.push("aud");
+            }
+            None => validation.validate_aud = false,
+        }
+        validation.set_required_spec_claims(&required);
+        let claims = jsonwebtoken::decode::<Value>(token, &key, &validation).map_err(invalid)?.claims;
+        self.claims(&claims)
+    }
+
+    fn claims(&self, claims: &Value) -> Result<JwtClaims, JwtError> {
+        let user_id = claims
+            .get(&self.settings.user_claim)
+            .and_then(Value::as_str)
+            .filter(|user| !user.is_empty())
+            .ok_or_else(|| {
+                JwtError::Invalid(format!("the `{}` claim (the user) is missing", self.settings.user_claim))
+            })?
+            .to_owned();
+        let permission = claims.get(&self.settings.permission_claim).and_then(Value::as_str).map(str::to_owned);
+        let modules = match claims.get(&self.settings.modules_claim) {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(items)) => Some(items.iter().filter_map(Value::as_str).map(str::to_owned).collect()),
+            Some(Value::String(text)) => {
+                Some(text.split([' ', ',']).map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect())
+            }
+            Some(_) => {
+                return Err(JwtError::Invalid(format!(
+                    "the `{}` claim must be an array or a string of module names",
+                    self.settings.modules_claim
+                )));
+            }
+        };
+        Ok(JwtClaims { user_id, permission, modules })
+    }
+}

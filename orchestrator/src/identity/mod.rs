@@ -1,0 +1,294 @@
+//! Who is calling: the identity a request's bearer token proves (the
+//! service token, an API key, a JWT), and the caller it may act as.
+//!
+//! With no token, key or JWT configured the orchestrator is in development
+//! mode: every request is trusted, as before identities existed.
+
+pub mod jwt;
+pub mod keys;
+pub mod settings;
+
+use std::sync::Arc;
+
+use module_sdk::Permission;
+use subtle::ConstantTimeEq;
+use time::OffsetDateTime;
+
+use crate::caller::{Caller, CallerFields};
+use jwt::JwtVerifier;
+use keys::{ApiKey, KeyUser};
+pub use settings::IdentitySettings;
+
+/// How an identity was proven.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdentityKind {
+    /// Nothing is configured: every request is trusted.
+    Development,
+    /// `ORCHESTRATOR_API_TOKEN`: a trusted agent backend.
+    ServiceToken,
+    /// An `[[api_keys]]` entry.
+    ApiKey,
+    /// A JWT verified against the JWKS.
+    Jwt,
+}
+
+/// A proven identity: who it is, whom it may act for, and its ceiling.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Identity {
+    /// For logs and approvals: `development`, `service-token`, `key:<id>` or `jwt:<user>`.
+    pub name: String,
+    /// How it was proven.
+    pub kind: IdentityKind,
+    /// The user it acts for, or any user the request names (a service).
+    pub user: KeyUser,
+    /// The highest permission it may use.
+    pub permission: Permission,
+    /// The modules it may use; `None` allows all.
+    pub modules: Option<Vec<String>>,
+}
+
+/// Why a request may not act as it asked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AccessError {
+    /// A user identity named another user.
+    #[error("this identity acts for user `{own}` only; it cannot act as `{asked}`")]
+    OtherUser {
+        /// The identity's user.
+        own: String,
+        /// The user the request named.
+        asked: String,
+    },
+}
+
+impl Identity {
+    /// The identity of development mode: trusted, any user, every permission.
+    pub fn development() -> Self {
+        Self::trusted("development", IdentityKind::Development)
+    }
+
+    fn trusted(name: &str, kind: IdentityKind) -> Self {
+        Self { name: name.to_owned(), kind, user: KeyUser::Any, permission: Permission::Owner, modules: None }
+    }
+
+    /// Whether it may name any user and send `"approved": true`: development
+    /// mode, the service token, and keys with `user_id = "any"`.
+    pub fn is_service(&self) -> bool {
+        self.user == KeyUser::Any
+    }
+
+    /// Whether it sees and decides every user's approvals.
+    pub fn is_admin(&self) -> bool {
+        self.permission >= Permission::Admin
+    }
+
+    /// The one user it acts for, if it is not a service.
+    pub fn own_user(&self) -> Option<&str> {
+        match &self.user {
+            KeyUser::Named(user) => Some(user),
+            KeyUser::Any => None,
+        }
+    }
+
+    /// Whether it may see and decide things done for `user`: its own user's,
+    /// or anyone's for admins, owners and services.
+    pub fn may_act_for(&self, user: Option<&str>) -> bool {
+        self.is_admin() || self.is_service() || (user.is_some() && user == self.own_user())
+    }
+
+    /// The caller a request's fields describe, within this identity: the
+    /// permission is the lower of the asked and the allowed one (absent
+    /// asks for the identity's own, except for the trusted service token and
+    /// development mode, where absent is `guest` as before), the modules
+    /// those both allow, the user its own.
+    pub fn caller(&self, fields: CallerFields) -> Result<Caller, AccessError> {
+        let requested = fields.into_caller_with_default(match self.kind {
+            IdentityKind::Development | IdentityKind::ServiceToken => Permission::Guest,
+            IdentityKind::ApiKey | IdentityKind::Jwt => self.permission,
+        });
+        let user_id = match (&self.user, requested.user_id) {
+            (KeyUser::Any, asked) => asked,
+            (KeyUser::Named(own), Some(asked)) if &asked != own => {
+                return Err(AccessError::OtherUser { own: own.clone(), asked });
+            }
+            (KeyUser::Named(own), _) => Some(own.clone()),
+        };
+        let modules = match (requested.modules, &self.modules) {
+            (asked, None) => asked,
+            (None, Some(allowed)) => Some(allowed.clone()),
+            (Some(asked), Some(allowed)) => Some(asked.into_iter().filter(|m| allowed.contains(m)).collect()),
+        };
+        Ok(Caller { user_id, permission: requested.permission.min(self.permission), modules })
+    }
+}
+
+/// Why a request's bearer token proves no identity (each a `401`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// No bearer token.
+    #[error(
+        "missing `Authorization: Bearer <token>` header: this orchestrator requires an API key, a JWT or its ORCHESTRATOR_API_TOKEN"
+    )]
+    Missing,
+    /// The token is no configured key, token or valid JWT.
+    #[error("the bearer token is not a valid API key, JWT or ORCHESTRATOR_API_TOKEN of this orchestrator")]
+    Unknown,
+    /// The key's `expires` has passed.
+    #[error("the API key has expired; ask for a new one")]
+    Expired,
+    /// A JWT that failed verification.
+    #[error("{0}")]
+    BadJwt(String),
+}
+
+/// Every way this orchestrator proves identities.
+pub struct Identities {
+    api_token: Option<String>,
+    keys: Vec<ApiKey>,
+    jwt: Option<Arc<JwtVerifier>>,
+}
+
+impl Identities {
+    /// From the settings: the service token, the keys and the JWT settings.
+    pub fn new(api_token: Option<String>, settings: &IdentitySettings) -> Self {
+        Self {
+            api_token,
+            keys: settings.api_keys.clone(),
+            jwt: settings.jwt.clone().map(|jwt| Arc::new(JwtVerifier::new(jwt))),
+        }
+    }
+
+    /// Whether requests must prove an identity (anything is configured).
+    pub fn required(&self) -> bool {
+        self.api_token.is_some() || !self.keys.is_empty() || self.jwt.is_some()
+    }
+
+    /// A one-word summary for the start-up log.
+    pub fn mode(&self) -> &'static str {
+        if self.required() { "identities" } else { "development (every request trusted)" }
+    }
+
+    /// Loads the JWKS (when JWTs are configured) and keeps a JWKS URL fresh.
+    pub async fn start(&self, client: &reqwest::Client) -> Result<(), jwt::JwtError> {
+        if let Some(verifier) = &self.jwt {
+            verifier.load(client).await?;
+            verifier.spawn_refresh(client.clone());
+        }
+        Ok(())
+    }
+
+    /// The identity `token` proves (`None`: no bearer token was sent).
+    /// Every key is compared whatever the token looks like, so unknown,
+    /// expired and malformed keys take the same path.
+    pub fn authenticate(&self, token: Option<&str>) -> Result<Identity, AuthError> {
+        if !self.required() {
+            return Ok(Identity::development());
+        }
+        let token = token.ok_or(AuthError::Missing)?;
+        let service =
+            self.api_token.as_deref().is_some_and(|expected| bool::from(token.as_bytes().ct_eq(expected.as_bytes())));
+        let key = keys::find(&self.keys, token);
+        if service {
+            return Ok(Identity::trusted("service-token", IdentityKind::ServiceToken));
+        }
+        if let Some(key) = key {
+            if key.expires.is_some_and(|expires| expires <= OffsetDateTime::now_utc()) {
+                return Err(AuthError::Expired);
+            }
+            return Ok(Identity {
+                name: format!("key:{}", key.id),
+                kind: IdentityKind::ApiKey,
+                user: key.user.clone(),
+                permission: key.permission,
+                modules: key.modules.clone(),
+            });
+        }
+        match &self.jwt {
+            Some(verifier) if token.split('.').count() == 3 => {
+                let claims = verifier.verify(token).map_err(|e| AuthError::BadJwt(e.to_string()))?;
+                Ok(Identity {
+                    name: format!("jwt:{}", claims.user_id),
+                    kind: IdentityKind::Jwt,
+                    user: KeyUser::Named(claims.user_id),
+                    permission: claims.permission.as_deref().map_or(Permission::Guest, Permission::for_caller),
+                    modules: claims.modules,
+                })
+            }
+            _ => Err(AuthError::Unknown),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user_key(permission: Permission, modules: Option<Vec<String>>) -> Identity {
+        Identity {
+            name: "key:k".into(),
+            kind: IdentityKind::ApiKey,
+            user: KeyUser::Named("ada".into()),
+            permission,
+            modules,
+        }
+    }
+
+    fn fields(user: Option<&str>, permission: Option<&str>, modules: Option<&[&str]>) -> CallerFields {
+        CallerFields {
+            user_id: user.map(str::to_owned),
+            user_permission: permission.map(str::to_owned),
+            modules: modules.map(|m| m.iter().map(|s| (*s).to_owned()).collect()),
+        }
+    }
+
+    #[test]
+    fn a_key_caps_the_permission_and_modules_and_keeps_its_user() {
+        let key = user_key(Permission::User, Some(vec!["a".into(), "b".into()]));
+        let caller = key.caller(fields(None, Some("owner"), Some(&["b", "c"]))).unwrap();
+        assert_eq!(caller.permission, Permission::User);
+        assert_eq!(caller.modules, Some(vec!["b".into()]));
+        assert_eq!(caller.user_id.as_deref(), Some("ada"));
+        let default = key.caller(CallerFields::default()).unwrap();
+        assert_eq!((default.permission, default.modules), (Permission::User, Some(vec!["a".into(), "b".into()])));
+        assert!(matches!(key.caller(fields(Some("bob"), None, None)), Err(AccessError::OtherUser { .. })));
+        assert!(key.caller(fields(Some("ada"), Some("guest"), None)).is_ok());
+    }
+
+    #[test]
+    fn the_service_token_names_users_and_defaults_to_guest() {
+        let service = Identity::trusted("service-token", IdentityKind::ServiceToken);
+        let caller = service.caller(fields(Some("bob"), None, None)).unwrap();
+        assert_eq!((caller.user_id.as_deref(), caller.permission), (Some("bob"), Permission::Guest));
+        assert!(service.is_service() && service.may_act_for(Some("anyone")));
+        let key = user_key(Permission::User, None);
+        assert!(key.may_act_for(Some("ada")) && !key.may_act_for(Some("bob")) && !key.may_act_for(None));
+    }
+
+    #[test]
+    fn unknown_expired_and_missing_tokens_are_refused() {
+        let live = keys::generate_key();
+        let old = keys::generate_key();
+        let entry = |id: &str, key: &str, expires: &str| keys::ApiKeyEntry {
+            id: id.into(),
+            hash: keys::hash_text(key),
+            user_id: "ada".into(),
+            permission: "user".into(),
+            modules: None,
+            expires: Some(keys::Expiry::Text(expires.into())),
+        };
+        let settings = IdentitySettings {
+            api_keys: vec![
+                entry("live", &live, "2100-01-01T00:00:00Z").check().unwrap(),
+                entry("old", &old, "2000-01-01T00:00:00Z").check().unwrap(),
+            ],
+            jwt: None,
+        };
+        let identities = Identities::new(Some("service".into()), &settings);
+        assert_eq!(identities.authenticate(Some(&live)).unwrap().name, "key:live");
+        assert_eq!(identities.authenticate(Some(&old)), Err(AuthError::Expired));
+        assert_eq!(identities.authenticate(Some("nope")), Err(AuthError::Unknown));
+        assert_eq!(identities.authenticate(None), Err(AuthError::Missing));
+        assert_eq!(identities.authenticate(Some("service")).unwrap().kind, IdentityKind::ServiceToken);
+        let open = Identities::new(None, &IdentitySettings::default());
+        assert_eq!(open.authenticate(None).unwrap().kind, IdentityKind::Development);
+    }
+}

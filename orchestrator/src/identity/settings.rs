@@ -1,0 +1,169 @@
+//! Reading the identity settings: `[[api_keys]]` (in the configuration or in
+//! `API_KEYS_FILE`) and `JWT_*`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use jsonwebtoken::Algorithm;
+use serde::Deserialize;
+
+use super::jwt::{JwksSource, JwtSettings};
+use super::keys::{ApiKey, ApiKeyEntry};
+use crate::config::{ConfigError, invalid};
+
+/// The default of `JWT_ALGORITHMS`.
+pub const DEFAULT_JWT_ALGORITHMS: &str = "RS256,ES256";
+/// The default of `JWT_JWKS_REFRESH_SECONDS`.
+pub const DEFAULT_JWKS_REFRESH_SECONDS: f64 = 300.0;
+
+/// The checked identity settings.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct IdentitySettings {
+    /// `[[api_keys]]` of the configuration and of `API_KEYS_FILE`.
+    pub api_keys: Vec<ApiKey>,
+    /// `JWT_JWKS` and the other `JWT_*` settings; `None` accepts no JWT.
+    pub jwt: Option<JwtSettings>,
+}
+
+/// The identity keys of the TOML configuration, as written.
+#[derive(Debug, Default)]
+pub struct IdentityFile {
+    /// `[[api_keys]]`.
+    pub api_keys: Option<Vec<ApiKeyEntry>>,
+    /// `api_keys_file`.
+    pub api_keys_file: Option<PathBuf>,
+    /// `jwt_jwks`.
+    pub jwt_jwks: Option<String>,
+    /// `jwt_issuer`.
+    pub jwt_issuer: Option<String>,
+    /// `jwt_audience`.
+    pub jwt_audience: Option<String>,
+    /// `jwt_algorithms`, comma-separated.
+    pub jwt_algorithms: Option<String>,
+    /// `jwt_user_claim`.
+    pub jwt_user_claim: Option<String>,
+    /// `jwt_permission_claim`.
+    pub jwt_permission_claim: Option<String>,
+    /// `jwt_modules_claim`.
+    pub jwt_modules_claim: Option<String>,
+    /// `jwt_jwks_refresh_seconds`.
+    pub jwt_jwks_refresh_seconds: Option<f64>,
+}
+
+/// An `API_KEYS_FILE`: only `[[api_keys]]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeysFile {
+    #[serde(default)]
+    api_keys: Vec<ApiKeyEntry>,
+}
+
+impl IdentitySettings {
+    /// The file's values overlaid by `env` (the environment, already trimmed
+    /// with empty values unset), checked.
+    pub fn read(file: IdentityFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let mut entries = file.api_keys.unwrap_or_default();
+        if let Some(path) = env("API_KEYS_FILE").map(PathBuf::from).or(file.api_keys_file) {
+            entries.extend(read_keys_file(&path)?);
+        }
+        let mut api_keys: Vec<ApiKey> = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let key = entry.check().map_err(|reason| invalid("API_KEYS", "[[api_keys]]", reason))?;
+            if api_keys.iter().any(|k| k.id == key.id || k.hash == key.hash) {
+                return Err(invalid("API_KEYS", &key.id, "two api keys share this id or hash".into()));
+            }
+            api_keys.push(key);
+        }
+        let text = |name: &str, from_file: Option<String>| env(name).or(from_file.filter(|s| !s.trim().is_empty()));
+        let jwt = match text("JWT_JWKS", file.jwt_jwks) {
+            None => None,
+            Some(jwks) => {
+                let source = if jwks.starts_with("http://") || jwks.starts_with("https://") {
+                    url::Url::parse(&jwks).map_err(|e| invalid("JWT_JWKS", &jwks, format!("not a URL ({e})")))?;
+                    JwksSource::Url(jwks)
+                } else {
+                    JwksSource::File(PathBuf::from(jwks))
+                };
+                let algorithms_text =
+                    text("JWT_ALGORITHMS", file.jwt_algorithms).unwrap_or_else(|| DEFAULT_JWT_ALGORITHMS.to_owned());
+                let algorithms = parse_algorithms(&algorithms_text)?;
+                let refresh = match env("JWT_JWKS_REFRESH_SECONDS") {
+                    Some(value) => (value.clone(), value.parse::<f64>().ok()),
+                    None => (String::new(), file.jwt_jwks_refresh_seconds.or(Some(DEFAULT_JWKS_REFRESH_SECONDS))),
+                };
+                let refresh = refresh
+                    .1
+                    .filter(|s| s.is_finite() && *s >= 1.0)
+                    .and_then(|s| Duration::try_from_secs_f64(s).ok())
+                    .ok_or_else(|| {
+                        invalid("JWT_JWKS_REFRESH_SECONDS", &refresh.0, "expected at least 1 second".into())
+                    })?;
+                Some(JwtSettings {
+                    jwks: source,
+                    issuer: text("JWT_ISSUER", file.jwt_issuer),
+                    audience: text("JWT_AUDIENCE", file.jwt_audience),
+                    algorithms,
+                    user_claim: text("JWT_USER_CLAIM", file.jwt_user_claim).unwrap_or_else(|| "sub".into()),
+                    permission_claim: text("JWT_PERMISSION_CLAIM", file.jwt_permission_claim)
+                        .unwrap_or_else(|| "permission".into()),
+                    modules_claim: text("JWT_MODULES_CLAIM", file.jwt_modules_claim)
+                        .unwrap_or_else(|| "modules".into()),
+                    refresh,
+                })
+            }
+        };
+        Ok(Self { api_keys, jwt })
+    }
+}
+
+fn read_keys_file(path: &Path) -> Result<Vec<ApiKeyEntry>, ConfigError> {
+    let shown = path.display().to_string();
+    let text =
+        std::fs::read_to_string(path).map_err(|e| invalid("API_KEYS_FILE", &shown, format!("cannot read it ({e})")))?;
+    let file: KeysFile =
+        toml::from_str(&text).map_err(|e| invalid("API_KEYS_FILE", &shown, format!("not [[api_keys]] TOML: {e}")))?;
+    Ok(file.api_keys)
+}
+
+/// `RS256,ES256`: names `jsonwebtoken` knows; `none` is never one.
+fn parse_algorithms(text: &str) -> Result<Vec<Algorithm>, ConfigError> {
+    let algorithms = text
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(|name| name.parse::<Algorithm>().map_err(|_| name))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|name| invalid("JWT_ALGORITHMS", text, format!("`{name}` is not a JWT algorithm such as RS256")))?;
+    if algorithms.is_empty() {
+        return Err(invalid("JWT_ALGORITHMS", text, "name at least one algorithm".into()));
+    }
+    Ok(algorithms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn read(pairs: &[(&str, &str)]) -> Result<IdentitySettings, ConfigError> {
+        let env: HashMap<&str, &str> = pairs.iter().copied().collect();
+        IdentitySettings::read(IdentityFile::default(), &|name| env.get(name).map(|v| (*v).to_owned()))
+    }
+
+    #[test]
+    fn jwt_settings_have_defaults_and_refuse_none() {
+        let settings = read(&[("JWT_JWKS", "https://id.example/jwks.json")]).unwrap();
+        let jwt = settings.jwt.unwrap();
+        assert_eq!(jwt.algorithms, [Algorithm::RS256, Algorithm::ES256]);
+        assert_eq!((jwt.user_claim.as_str(), jwt.refresh), ("sub", Duration::from_secs(300)));
+        let error = read(&[("JWT_JWKS", "/k.json"), ("JWT_ALGORITHMS", "none")]).unwrap_err().to_string();
+        assert!(error.contains("JWT_ALGORITHMS"), "{error}");
+        assert!(read(&[]).unwrap().jwt.is_none());
+    }
+
+    #[test]
+    fn a_missing_keys_file_names_its_setting() {
+        let error = read(&[("API_KEYS_FILE", "/nonexistent/keys.toml")]).unwrap_err().to_string();
+        assert!(error.contains("API_KEYS_FILE"), "{error}");
+    }
+}

@@ -1,0 +1,203 @@
+//! Whole-process tests of approvals: a `requires_approval` call becomes a
+//! pending approval, runs exactly once when approved, never when denied or
+//! expired, and pending approvals live in Redis across restarts and replicas.
+
+mod common;
+
+use std::time::Duration;
+
+use common::identities::{TestKey, keys_file};
+use common::modules::{Calls, approval_module};
+use common::{ModuleServer, OrchestratorProcess, module_services};
+use serde_json::{Value, json};
+use test_support::RedisServer;
+
+const SERVICE_TOKEN: &str = "service-token-for-tests-0123456789";
+
+/// A module with `transfer`, keys for ada, bob and an admin, and the
+/// orchestrator (with `extra` settings) using them.
+struct Setup {
+    _module: ModuleServer,
+    _keys: tempfile::NamedTempFile,
+    calls: Calls,
+    services: String,
+    keys_path: String,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let (module, calls) = approval_module("bank");
+        let module = ModuleServer::sdk(module);
+        let services = module_services(&[("bank", module.url())]);
+        let keys = keys_file(&[
+            TestKey::new("ada", "ada", "user"),
+            TestKey::new("bob", "bob", "user"),
+            TestKey::new("root", "root", "admin"),
+        ]);
+        let keys_path = keys.path().to_str().unwrap().to_owned();
+        Self { _module: module, _keys: keys, calls, services, keys_path }
+    }
+
+    async fn start(&self, extra: &[(&str, &str)]) -> OrchestratorProcess {
+        let mut env = vec![
+            ("MODULE_SERVICES", self.services.as_str()),
+            ("API_KEYS_FILE", self.keys_path.as_str()),
+            ("ORCHESTRATOR_API_TOKEN", SERVICE_TOKEN),
+        ];
+        env.extend_from_slice(extra);
+        let orchestrator = OrchestratorProcess::start(&env).with_token(SERVICE_TOKEN);
+        orchestrator.wait_for_module("bank", "up", Duration::from_secs(10)).await;
+        orchestrator
+    }
+}
+
+fn key(id: &'static str) -> String {
+    TestKey::new(id, "", "").key
+}
+
+/// A Chat Completions message calling `bank.transfer`.
+fn transfer_message(call_id: &str) -> Value {
+    json!({"message": {"role": "assistant", "content": null, "tool_calls": [{
+        "id": call_id, "type": "function",
+        "function": {"name": "bank__transfer", "arguments": "{\"to\": \"carol\", \"cents\": 500}"}
+    }]}})
+}
+
+/// Ada's model asks for a transfer: the answer's single result message and the pending approval.
+async fn request_transfer(orchestrator: &OrchestratorProcess, call_id: &str) -> (Value, Value) {
+    let path = "/v1/tool-calls?format=openai&envelope=true";
+    let (status, answer) = orchestrator.post_with(path, Some(&key("ada")), &transfer_message(call_id)).await;
+    assert_eq!(status, 200, "{answer}");
+    let pending = answer["pending_approvals"].as_array().unwrap();
+    assert_eq!(pending.len(), 1, "{answer}");
+    (answer["messages"][0].clone(), pending[0].clone())
+}
+
+async fn decide(orchestrator: &OrchestratorProcess, who: &str, id: &Value, decision: &str) -> (u16, Value) {
+    let body = json!({"decision": decision, "reason": "not this month"});
+    orchestrator.post_with(&format!("/approvals/{}", id.as_str().unwrap()), Some(who), &body).await
+}
+
+#[tokio::test]
+async fn an_approved_call_runs_exactly_once_with_the_stored_arguments() {
+    let setup = Setup::new();
+    let orchestrator = setup.start(&[]).await;
+    let (message, pending) = request_transfer(&orchestrator, "call_1").await;
+    assert_eq!(setup.calls.count(), 0, "a pending call does not run");
+    assert_eq!(message["tool_call_id"], "call_1");
+    assert!(message["content"].as_str().unwrap().contains("waits for the user's approval"), "{message}");
+    assert_eq!(pending["tool_name"], "bank.transfer");
+    assert_eq!(pending["arguments"], json!({"to": "carol", "cents": 500}));
+    assert_eq!((&pending["user_id"], &pending["requested_by"]), (&json!("ada"), &json!("key:ada")));
+    assert_eq!(pending["status"], "pending");
+    assert!(pending["created_at"].is_string() && pending["expires_at"].is_string());
+    let id = &pending["id"];
+
+    // Ada sees it; Bob neither sees nor decides it; the admin sees it.
+    let (_, mine) = orchestrator.get_with("/approvals", Some(&key("ada"))).await;
+    assert_eq!(mine["approvals"][0]["id"], *id);
+    let (_, bobs) = orchestrator.get_with("/approvals", Some(&key("bob"))).await;
+    assert_eq!(bobs["approvals"], json!([]));
+    let (status, _) = decide(&orchestrator, &key("bob"), id, "approve").await;
+    assert_eq!(status, 403);
+    let (_, all) = orchestrator.get_with("/approvals", Some(&key("root"))).await;
+    assert_eq!(all["approvals"].as_array().unwrap().len(), 1);
+
+    let (status, decided) = decide(&orchestrator, &key("ada"), id, "approve").await;
+    assert_eq!(status, 200, "{decided}");
+    assert_eq!(decided["result"]["success"], true, "{decided}");
+    assert_eq!(decided["result"]["result"], json!({"to": "carol", "cents": 500, "user_id": "ada"}));
+    assert_eq!(decided["message"][0]["tool_call_id"], "call_1", "the provider's message for the same call");
+    assert_eq!(
+        (&decided["approval"]["status"], &decided["approval"]["decided_by"]),
+        (&json!("approved"), &json!("key:ada"))
+    );
+    assert_eq!(setup.calls.count(), 1);
+
+    let (status, again) = decide(&orchestrator, &key("ada"), id, "approve").await;
+    assert_eq!(status, 409, "{again}");
+    let (status, _) = decide(&orchestrator, &key("root"), id, "deny").await;
+    assert_eq!(status, 409);
+    assert_eq!(setup.calls.count(), 1, "a second approval runs nothing");
+    let (_, shown) = orchestrator.get_with(&format!("/approvals/{}", id.as_str().unwrap()), Some(&key("ada"))).await;
+    assert_eq!(shown["status"], "approved");
+    assert!(orchestrator.logs().iter().any(|l| l.contains("approval decided") && l.contains("key:ada")));
+}
+
+#[tokio::test]
+async fn a_denied_call_never_runs_and_the_model_hears_why() {
+    let setup = Setup::new();
+    let orchestrator = setup.start(&[]).await;
+    let (_, pending) = request_transfer(&orchestrator, "call_9").await;
+    let (status, decided) = decide(&orchestrator, &key("root"), &pending["id"], "deny").await;
+    assert_eq!(status, 200, "{decided}");
+    let content = decided["message"][0]["content"].as_str().unwrap();
+    assert!(content.contains("the user declined: not this month"), "{content}");
+    assert_eq!(decided["approval"]["decided_by"], "key:root");
+    let (status, _) = decide(&orchestrator, &key("ada"), &pending["id"], "approve").await;
+    assert_eq!(status, 409);
+    assert_eq!(setup.calls.count(), 0);
+}
+
+#[tokio::test]
+async fn an_expired_approval_cannot_be_approved() {
+    let setup = Setup::new();
+    let orchestrator = setup.start(&[("APPROVAL_EXPIRY_SECONDS", "1")]).await;
+    let (_, pending) = request_transfer(&orchestrator, "call_2").await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (status, answer) = decide(&orchestrator, &key("ada"), &pending["id"], "approve").await;
+    assert_eq!(status, 409, "{answer}");
+    assert!(answer["error"].as_str().unwrap().contains("expired"), "{answer}");
+    assert_eq!(setup.calls.count(), 0);
+}
+
+#[tokio::test]
+async fn only_a_service_identity_may_send_approved_and_policies_add_approvals() {
+    let setup = Setup::new();
+    let orchestrator = setup.start(&[("APPROVAL_FOR_DESTRUCTIVE", "true")]).await;
+    let transfer = json!({"tool_name": "bank.transfer", "arguments": {"to": "carol", "cents": 1}, "approved": true});
+    let (status, result) = orchestrator.post_with("/execute", Some(&key("ada")), &transfer).await;
+    assert_eq!(status, 200);
+    assert!(result["error"].as_str().unwrap().contains("approval"), "a user's `approved` is ignored: {result}");
+    assert_eq!(setup.calls.count(), 0);
+    let (_, result) = orchestrator.post_with("/execute", Some(SERVICE_TOKEN), &transfer).await;
+    assert_eq!(result["success"], true, "{result}");
+    assert_eq!(setup.calls.count(), 1);
+
+    // `wipe` is destructive: with APPROVAL_FOR_DESTRUCTIVE it waits too.
+    let wipe = json!({"tool_name": "bank.wipe", "user_permission": "admin"});
+    let (_, result) = orchestrator.post_with("/execute", Some(&key("root")), &wipe).await;
+    assert!(result["error"].as_str().unwrap().contains("approval"), "{result}");
+    assert_eq!(setup.calls.count(), 1);
+    let (_, listed) = orchestrator.get_with("/approvals", Some(&key("root"))).await;
+    let wipes: Vec<&Value> =
+        listed["approvals"].as_array().unwrap().iter().filter(|a| a["tool_name"] == "bank.wipe").collect();
+    assert_eq!(wipes.len(), 1, "{listed}");
+    let (status, decided) = decide(&orchestrator, &key("root"), &wipes[0]["id"], "approve").await;
+    assert_eq!((status, &decided["result"]["success"]), (200, &json!(true)), "{decided}");
+    assert_eq!(decided["message"], Value::Null, "a call from /execute has no provider message");
+    assert_eq!(setup.calls.count(), 2);
+}
+
+#[tokio::test]
+async fn pending_approvals_survive_a_restart_and_are_shared_through_redis() {
+    let Some(redis) = RedisServer::start() else { return };
+    let setup = Setup::new();
+    let redis_url = redis.url();
+    let first = setup.start(&[("REDIS_URL", &redis_url)]).await;
+    let (_, pending) = request_transfer(&first, "call_3").await;
+    let id = pending["id"].as_str().unwrap().to_owned();
+    drop(first);
+
+    let restarted = setup.start(&[("REDIS_URL", &redis_url)]).await;
+    let second = setup.start(&[("REDIS_URL", &redis_url)]).await;
+    for orchestrator in [&restarted, &second] {
+        let (status, shown) = orchestrator.get_with(&format!("/approvals/{id}"), Some(&key("ada"))).await;
+        assert_eq!((status, &shown["status"]), (200, &json!("pending")), "{shown}");
+    }
+    let (status, decided) = decide(&second, &key("ada"), &pending["id"], "approve").await;
+    assert_eq!((status, &decided["result"]["success"]), (200, &json!(true)), "{decided}");
+    let (status, _) = decide(&restarted, &key("ada"), &pending["id"], "approve").await;
+    assert_eq!(status, 409, "the other replica sees the decision");
+    assert_eq!(setup.calls.count(), 1);
+}

@@ -1,0 +1,82 @@
+//! The console in a real headless Chromium: the page without a key shows
+//! the 401 clearly; with a key it lists modules and tools, calls
+//! `research.summarize_text` from the form generated from its schema, and
+//! approves a pending call, which then runs once. Each step leaves a
+//! screenshot under `target/console-screenshots/`.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::browser::{ChromeDriver, screenshot, wait_for};
+use common::identities::{TestKey, keys_file};
+use common::modules::approval_module;
+use common::{ModuleServer, OrchestratorProcess, module_services, research_binary};
+use fantoccini::Locator;
+use serde_json::json;
+use test_support::Process;
+
+#[tokio::test]
+async fn a_person_with_a_key_lists_tools_calls_one_and_approves_a_pending_call() {
+    let Some(research) = research_binary() else { return };
+    let Some(driver) = ChromeDriver::start() else { return };
+    let mut command = Command::new(research);
+    command.env("PORT", "0").env("RUST_LOG", "warn");
+    let research = Process::start(command);
+    let (bank, bank_calls) = approval_module("bank");
+    let bank = ModuleServer::sdk(bank);
+    let services = module_services(&[("research", research.url()), ("bank", bank.url())]);
+    let keys = keys_file(&[TestKey::new("ada", "ada", "user")]);
+    let key = TestKey::new("ada", "", "").key;
+    let env = [("MODULE_SERVICES", services.as_str()), ("API_KEYS_FILE", keys.path().to_str().unwrap())];
+    let orchestrator = OrchestratorProcess::start(&env).with_token(&key);
+    orchestrator.wait_for_module("research", "up", Duration::from_secs(10)).await;
+    orchestrator.wait_for_module("bank", "up", Duration::from_secs(10)).await;
+
+    // Ada's model asked for a transfer: it waits for her.
+    let message = json!({"message": {"role": "assistant", "tool_calls": [{"id": "call_1", "type": "function",
+        "function": {"name": "bank__transfer", "arguments": "{\"to\": \"carol\", \"cents\": 700}"}}]}});
+    let (status, answer) = orchestrator.post("/v1/tool-calls?format=openai&envelope=true", &message).await;
+    assert_eq!(status, 200, "{answer}");
+    let approval_id = answer["pending_approvals"][0]["id"].as_str().unwrap().to_owned();
+
+    let browser = driver.session().await;
+    browser.goto(&orchestrator.url).await.unwrap();
+    wait_for(&browser, "body[data-loaded=error]").await;
+    let error = browser.find(Locator::Css("#error")).await.unwrap().text().await.unwrap();
+    assert!(error.contains("401") && error.contains("API key"), "without a key the page says why: {error}");
+    screenshot(&browser, "1-without-a-key").await;
+
+    // The key, entered once, lists modules, tools and the pending approval.
+    browser.find(Locator::Css("#key")).await.unwrap().send_keys(&key).await.unwrap();
+    browser.find(Locator::Css("#save-key")).await.unwrap().click().await.unwrap();
+    wait_for(&browser, "body[data-loaded=ok]").await;
+    let research_row = wait_for(&browser, "tr[data-module=research]").await.text().await.unwrap();
+    assert!(research_row.contains("up") && research_row.contains('4'), "{research_row}");
+    let tool = wait_for(&browser, ".tool[data-name='research.summarize_text']").await;
+    assert!(tool.text().await.unwrap().contains("max_sentences"), "the schema is shown");
+    wait_for(&browser, &format!(".approval[data-id='{approval_id}']")).await;
+    screenshot(&browser, "2-tools-and-approvals").await;
+
+    // The form generated from summarize_text's schema runs it.
+    tool.find(Locator::Css("button.use")).await.unwrap().click().await.unwrap();
+    let text = "Rust is a language. Rust programs are fast and Rust programs are safe. Cats sleep.";
+    wait_for(&browser, "#arg-text").await.send_keys(text).await.unwrap();
+    browser.find(Locator::Css("#arg-max_sentences")).await.unwrap().send_keys("1").await.unwrap();
+    browser.find(Locator::Css("#call-submit")).await.unwrap().click().await.unwrap();
+    let result = wait_for(&browser, "#result[data-success]").await;
+    let shown = result.text().await.unwrap();
+    assert_eq!(result.attr("data-success").await.unwrap().as_deref(), Some("true"), "{shown}");
+    assert!(shown.contains("\"summary\": \"Rust"), "{shown}");
+    screenshot(&browser, "3-summarize-result").await;
+
+    // Approving the pending transfer runs it, once.
+    let card = format!(".approval[data-id='{approval_id}']");
+    browser.find(Locator::Css(&format!("{card} button.approve"))).await.unwrap().click().await.unwrap();
+    let outcome = wait_for(&browser, &format!("{card} .outcome[data-status=approved]")).await;
+    assert!(outcome.text().await.unwrap().contains("carol"));
+    screenshot(&browser, "4-approved").await;
+    assert_eq!(bank_calls.count(), 1);
+    browser.close().await.unwrap();
+}

@@ -1,0 +1,191 @@
+//! Whole-process tests of caller identities: API keys with different
+//! permissions, modules and users; expired and wrong keys; JWTs verified
+//! against a JWKS file.
+
+mod common;
+
+use std::time::Duration;
+
+use common::identities::{ISSUER_KEY, OTHER_KEY, TestKey, claims, hash_key, jwks_file, keys_file, now_plus, token};
+use common::modules::sdk_module;
+use common::{ModuleServer, OrchestratorProcess, module_services};
+use serde_json::{Value, json};
+
+const SERVICE_TOKEN: &str = "service-token-for-tests-0123456789";
+
+fn names(tools: &Value) -> Vec<&str> {
+    tools.as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect()
+}
+
+#[tokio::test]
+async fn keys_see_and_call_only_what_they_allow_and_act_for_their_own_user() {
+    let (alpha, alpha_calls) = sdk_module("alpha");
+    let alpha = ModuleServer::sdk(alpha);
+    let beta = ModuleServer::sdk(sdk_module("beta").0);
+    let services = module_services(&[("alpha", alpha.url()), ("beta", beta.url())]);
+    let ada = TestKey::new("ada", "ada", "user");
+    let mut admin = TestKey::new("root", "root", "admin");
+    admin.modules = Some(&["alpha"]);
+    let backend = TestKey::new("backend", "any", "admin");
+    let keys = keys_file(&[ada, admin, backend]);
+    let env = [
+        ("MODULE_SERVICES", services.as_str()),
+        ("API_KEYS_FILE", keys.path().to_str().unwrap()),
+        ("ORCHESTRATOR_API_TOKEN", SERVICE_TOKEN),
+    ];
+    let orchestrator = OrchestratorProcess::start(&env).with_token(SERVICE_TOKEN);
+    orchestrator.wait_for_module("alpha", "up", Duration::from_secs(10)).await;
+    orchestrator.wait_for_module("beta", "up", Duration::from_secs(10)).await;
+    let [ada, admin, backend] = ["ada", "root", "backend"].map(|id| TestKey::new(id, "", "").key);
+
+    // What each key lists: the intersection of what it asks and what it allows.
+    let (status, tools) = orchestrator.get_with("/tools?permission=owner", Some(&ada)).await;
+    assert_eq!(status, 200);
+    assert_eq!(names(&tools), ["alpha.echo", "beta.echo"], "a user key never sees admin tools");
+    let (_, tools) = orchestrator.get_with("/tools", Some(&admin)).await;
+    assert_eq!(names(&tools), ["alpha.echo", "alpha.wipe"], "the admin key is limited to alpha");
+    let (_, tools) = orchestrator.get_with("/tools?permission=guest", Some(&admin)).await;
+    assert_eq!(names(&tools), ["alpha.echo"], "asking less gets less");
+
+    // What each key may call.
+    let wipe = json!({"tool_name": "alpha.wipe", "user_permission": "owner"});
+    let (status, result) = orchestrator.post_with("/execute", Some(&ada), &wipe).await;
+    assert_eq!((status, result["error_kind"].as_str()), (200, Some("permission_denied")), "{result}");
+    assert_eq!(alpha_calls.count(), 0);
+    let (_, result) = orchestrator.post_with("/execute", Some(&admin), &wipe).await;
+    assert_eq!(result["success"], true, "{result}");
+    assert_eq!(alpha_calls.count(), 1);
+    let beta_echo = json!({"tool_name": "beta.echo", "arguments": {"text": "hi"}});
+    let (_, result) = orchestrator.post_with("/execute", Some(&admin), &beta_echo).await;
+    assert_eq!(result["error_kind"], "permission_denied", "{result}");
+
+    // The user comes from the key; a user key cannot act as another user.
+    let echo = json!({"tool_name": "alpha.echo", "arguments": {"text": "hi"}});
+    let (_, result) = orchestrator.post_with("/execute", Some(&ada), &echo).await;
+    assert_eq!(result["result"]["user_id"], "ada", "{result}");
+    let as_bob = json!({"tool_name": "alpha.echo", "arguments": {"text": "hi"}, "user_id": "bob"});
+    let (status, answer) = orchestrator.post_with("/execute", Some(&ada), &as_bob).await;
+    assert_eq!(status, 403, "{answer}");
+    assert!(answer["error"].as_str().unwrap().contains("ada"), "{answer}");
+    let message = json!({"user_id": "bob", "message": {"role": "assistant", "tool_calls": []}});
+    let (status, _) = orchestrator.post_with("/v1/tool-calls?format=openai", Some(&ada), &message).await;
+    assert_eq!(status, 403);
+    // A service key (user_id = "any") and the service token may name users.
+    for service in [backend.as_str(), SERVICE_TOKEN] {
+        let (status, result) = orchestrator.post_with("/execute", Some(service), &as_bob).await;
+        assert_eq!((status, &result["result"]["user_id"]), (200, &json!("bob")), "{result}");
+    }
+}
+
+#[tokio::test]
+async fn expired_wrong_and_missing_keys_get_401_and_health_needs_none() {
+    let alpha = ModuleServer::sdk(sdk_module("alpha").0);
+    let services = module_services(&[("alpha", alpha.url())]);
+    let live = TestKey::new("live", "ada", "user");
+    let mut old = TestKey::new("old", "ada", "user");
+    old.expires = Some("2001-01-01T00:00:00Z");
+    let keys = keys_file(&[live, old]);
+    let env = [("MODULE_SERVICES", services.as_str()), ("API_KEYS_FILE", keys.path().to_str().unwrap())];
+    let orchestrator = OrchestratorProcess::start(&env);
+    let [live, old] = ["live", "old"].map(|id| TestKey::new(id, "", "").key);
+
+    assert_eq!(orchestrator.get_with("/health", None).await.0, 200);
+    assert_eq!(orchestrator.get_with("/modules", Some(&live)).await.0, 200);
+    let almost = format!("{}y", &live[..live.len() - 1]);
+    for (token, says) in [(None, "missing"), (Some(almost.as_str()), "not a valid"), (Some(old.as_str()), "expired")] {
+        for path in ["/modules", "/tools", "/approvals"] {
+            let (status, answer) = orchestrator.get_with(path, token).await;
+            assert_eq!(status, 401, "{path} with {token:?}: {answer}");
+            assert!(answer["error"].as_str().unwrap().contains(says), "{answer}");
+        }
+        let (status, _) = orchestrator.post_with("/execute", token, &json!({"tool_name": "alpha.echo"})).await;
+        assert_eq!(status, 401);
+    }
+    // The scheme is case-insensitive (RFC 9110).
+    let response = reqwest::Client::new()
+        .get(format!("{}/modules", orchestrator.url))
+        .header("authorization", format!("bEaReR {live}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(orchestrator.logs().iter().all(|line| !line.contains(&live)), "a key never reaches the logs");
+}
+
+#[test]
+fn hash_key_refuses_short_keys_and_generates_long_ones() {
+    use std::process::{Command, Stdio};
+    let generated = Command::new(common::BINARY).args(["hash-key", "--generate"]).env_clear().output().unwrap();
+    let text = String::from_utf8(generated.stdout).unwrap();
+    let key = text.lines().find_map(|l| l.strip_prefix("key:")).unwrap().trim();
+    let hash = text.lines().find_map(|l| l.strip_prefix("hash:")).unwrap().trim();
+    assert_eq!(hash_key(key), hash, "the printed hash is the key's");
+    assert!(hash.starts_with("sha256:") && hash.len() == 7 + 64, "{hash}");
+    let mut child = Command::new(common::BINARY)
+        .arg("hash-key")
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"short\n").unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("at least 32"));
+}
+
+#[tokio::test]
+async fn jwts_are_verified_against_the_jwks() {
+    let alpha = ModuleServer::sdk(sdk_module("alpha").0);
+    let services = module_services(&[("alpha", alpha.url())]);
+    let jwks = jwks_file();
+    let env = [
+        ("MODULE_SERVICES", services.as_str()),
+        ("JWT_JWKS", jwks.path().to_str().unwrap()),
+        ("JWT_ISSUER", "test-issuer"),
+        ("JWT_AUDIENCE", "orchestrator"),
+        ("JWT_ALGORITHMS", "ES256"),
+    ];
+    let good = token(ISSUER_KEY, &claims("ada", "admin"));
+    let orchestrator = OrchestratorProcess::start(&env).with_token(&good);
+    orchestrator.wait_for_module("alpha", "up", Duration::from_secs(10)).await;
+
+    let (status, tools) = orchestrator.get_with("/tools", Some(&good)).await;
+    assert_eq!(status, 200);
+    assert_eq!(names(&tools), ["alpha.echo", "alpha.wipe"], "the permission claim counts");
+    let echo = json!({"tool_name": "alpha.echo", "arguments": {"text": "hi"}});
+    let (_, result) = orchestrator.post_with("/execute", Some(&good), &echo).await;
+    assert_eq!(result["result"]["user_id"], "ada", "the user claim is the user: {result}");
+    let mut limited = claims("ada", "user");
+    limited["modules"] = json!(["beta"]);
+    let (_, tools) = orchestrator.get_with("/tools", Some(&token(ISSUER_KEY, &limited))).await;
+    assert_eq!(names(&tools), Vec::<&str>::new(), "the modules claim counts");
+
+    let mut wrong_audience = claims("ada", "admin");
+    wrong_audience["aud"] = json!("someone-else");
+    let mut expired = claims("ada", "admin");
+    expired["exp"] = json!(now_plus(-3600));
+    let mut wrong_issuer = claims("ada", "admin");
+    wrong_issuer["iss"] = json!("mallory");
+    let unsigned = {
+        use base64::Engine;
+        let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+        format!(
+            "{}.{}.",
+            b64(&json!({"alg": "none", "typ": "JWT", "kid": common::identities::KID})),
+            b64(&claims("ada", "owner"))
+        )
+    };
+    let refused = [
+        ("bad signature", token(OTHER_KEY, &claims("ada", "admin"))),
+        ("wrong audience", token(ISSUER_KEY, &wrong_audience)),
+        ("wrong issuer", token(ISSUER_KEY, &wrong_issuer)),
+        ("expired", token(ISSUER_KEY, &expired)),
+        ("alg none", unsigned),
+    ];
+    for (what, bad) in refused {
+        let (status, answer) = orchestrator.get_with("/tools", Some(&bad)).await;
+        assert_eq!(status, 401, "{what}: {answer}");
+        assert!(answer["error"].is_string(), "{what}: {answer}");
+    }
+}
