@@ -189,3 +189,18 @@ async fn jwts_are_verified_against_the_jwks() {
         assert!(answer["error"].is_string(), "{what}: {answer}");
     }
 }
+
+#[tokio::test]
+async fn a_jwks_url_is_fetched_at_start_up() {
+    let jwks = std::fs::read_to_string(jwks_file().path()).unwrap();
+    let issuer = ModuleServer::start(
+        axum::Router::new()
+            .route("/.well-known/jwks.json", axum::routing::get(move || std::future::ready(jwks.clone()))),
+    );
+    let url = format!("{}/.well-known/jwks.json", issuer.url());
+    let orchestrator = OrchestratorProcess::start(&[("JWT_JWKS", url.as_str()), ("JWT_ALGORITHMS", "ES256")]);
+    let good = token(ISSUER_KEY, &claims("ada", "user"));
+    assert_eq!(orchestrator.get_with("/modules", Some(&good)).await.0, 200);
+    let bad = token(OTHER_KEY, &claims("ada", "user"));
+    assert_eq!(orchestrator.get_with("/modules", Some(&bad)).await.0, 401);
+}
