@@ -19,17 +19,21 @@ pub enum BearerRefusal {
 }
 
 /// Checks that `headers` carry `Authorization: Bearer <expected>`, comparing
-/// the tokens in constant time.
+/// the tokens in constant time. The scheme is matched in any case (`bearer`,
+/// `BEARER`), as RFC 9110 says, and may be followed by several spaces.
 pub fn check_bearer(headers: &HeaderMap, expected: &str) -> Result<(), BearerRefusal> {
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "));
+    let presented = headers.get(header::AUTHORIZATION).and_then(|value| value.to_str().ok()).and_then(bearer_token);
     match presented {
         Some(token) if bool::from(token.as_bytes().ct_eq(expected.as_bytes())) => Ok(()),
         Some(_) => Err(BearerRefusal::Wrong),
         None => Err(BearerRefusal::Missing),
     }
+}
+
+/// The token of an `Authorization` value whose scheme is `Bearer`, in any case.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim_start_matches(' '))
 }
 
 /// The `401` answer: `{"error": message}` with `WWW-Authenticate: Bearer`.
@@ -58,5 +62,33 @@ impl FromRequestParts<AppState> for Authorized {
                 }
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(authorization: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::AUTHORIZATION, authorization.parse().unwrap());
+        headers
+    }
+
+    #[test]
+    fn the_scheme_is_matched_in_any_case() {
+        for value in ["Bearer s3cret", "bearer s3cret", "BEARER s3cret", "bEaReR   s3cret"] {
+            assert_eq!(check_bearer(&headers(value), "s3cret"), Ok(()), "{value}");
+        }
+    }
+
+    #[test]
+    fn other_schemes_and_tokens_are_refused() {
+        assert_eq!(check_bearer(&headers("Bearer other"), "s3cret"), Err(BearerRefusal::Wrong));
+        assert_eq!(check_bearer(&headers("bearer s3cret2"), "s3cret"), Err(BearerRefusal::Wrong));
+        for value in ["Basic s3cret", "Bearers3cret", "s3cret", "Bearer"] {
+            assert_eq!(check_bearer(&headers(value), "s3cret"), Err(BearerRefusal::Missing), "{value}");
+        }
+        assert_eq!(check_bearer(&HeaderMap::new(), "s3cret"), Err(BearerRefusal::Missing));
     }
 }

@@ -18,9 +18,13 @@
 //!   [`ServerLimits::max_body_bytes`] gets `413` without reaching the router.
 //!   Up to four times the limit, the body is read and dropped first (under
 //!   the body deadline), so the answer is not lost to a connection reset;
-//!   past that it is refused at once, before any of the body is read (and so
-//!   without `100 Continue`), and the connection closed. A body without a
-//!   declared length is stopped at the limit by the router's `DefaultBodyLimit`.
+//!   past that, or when the client waits for `100 Continue` before sending
+//!   it, it is refused at once, before any of the body is read (and so
+//!   without `100 Continue`), and the connection closed.
+//! - **Bodies of any framing**: a body without a declared length (chunked)
+//!   fails as soon as more than `max_body_bytes` have arrived, whatever the
+//!   router does with it, and the caller gets `413` naming `MAX_BODY_BYTES`
+//!   with `Connection: close`.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -168,22 +172,32 @@ impl RequestGuard {
             // A body at most DRAIN_FACTOR times the limit is read and dropped
             // (under the body deadline) so the answer arrives; a larger one is
             // refused at once and the connection closed.
-            let drainable = length <= (self.limits.max_body_bytes as u64).saturating_mul(DRAIN_FACTOR);
+            // A client that waits for `100 Continue` has sent none of it.
+            let drainable = length <= (self.limits.max_body_bytes as u64).saturating_mul(DRAIN_FACTOR)
+                && !expects_continue(request.headers());
             if drainable && drain(request.into_body(), self.limits.body_read_timeout).await {
                 return Ok(answer);
             }
             return Ok(closing(answer));
         }
-        let timed_out = Arc::new(AtomicBool::new(false));
+        let outcome = Arc::new(BodyOutcome::default());
         let request = request.map(|inner| {
-            Body::new(DeadlineBody {
+            Body::new(BoundedBody {
                 inner,
                 deadline: tokio::time::sleep(self.limits.body_read_timeout),
-                timed_out: Arc::clone(&timed_out),
+                allowed: self.limits.max_body_bytes,
+                outcome: Arc::clone(&outcome),
             })
         });
         let response = self.router.oneshot(request).await?;
-        if timed_out.load(Ordering::Relaxed) {
+        if outcome.over_limit.load(Ordering::Relaxed) {
+            let message = format!(
+                "the request body is larger than this server accepts: more than MAX_BODY_BYTES ({}) arrived",
+                self.limits.max_body_bytes
+            );
+            return Ok(closing(error_response(StatusCode::PAYLOAD_TOO_LARGE, message)));
+        }
+        if outcome.timed_out.load(Ordering::Relaxed) {
             let message = format!(
                 "the request body did not arrive within BODY_READ_TIMEOUT_SECONDS ({} s)",
                 self.limits.body_read_timeout.as_secs_f64()
@@ -213,6 +227,11 @@ async fn drain(mut body: Incoming, deadline: Duration) -> bool {
     tokio::time::timeout(deadline, read_all).await.unwrap_or(false)
 }
 
+/// Whether the client asked for `100 Continue` before sending its body.
+fn expects_continue(headers: &axum::http::HeaderMap) -> bool {
+    headers.get(header::EXPECT).is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"100-continue"))
+}
+
 /// `response` with `Connection: close`: the rest of the request is not read.
 fn closing(mut response: Response) -> Response {
     response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -224,28 +243,50 @@ fn closing(mut response: Response) -> Response {
 #[error("the request body did not arrive in time")]
 struct BodyReadTimeout;
 
+/// More of the body arrived than `MAX_BODY_BYTES`.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body is larger than MAX_BODY_BYTES")]
+struct BodyTooLarge;
+
+/// How a request body ended, read once the router has answered.
+#[derive(Debug, Default)]
+struct BodyOutcome {
+    timed_out: AtomicBool,
+    over_limit: AtomicBool,
+}
+
 pin_project_lite::pin_project! {
-    /// A request body that fails once its deadline passes, and says so in
-    /// `timed_out` so that the answer becomes a `408`.
-    struct DeadlineBody {
+    /// A request body that fails once its deadline passes or once more than
+    /// `allowed` bytes have arrived, and says which in `outcome` so that the
+    /// answer becomes a `408` or a `413`.
+    struct BoundedBody {
         inner: Incoming,
         #[pin]
         deadline: Sleep,
-        timed_out: Arc<AtomicBool>,
+        allowed: usize,
+        outcome: Arc<BodyOutcome>,
     }
 }
 
-impl HttpBody for DeadlineBody {
+impl HttpBody for BoundedBody {
     type Data = Bytes;
     type Error = axum::BoxError;
 
     fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = self.project();
         if let Poll::Ready(frame) = Pin::new(this.inner).poll_frame(cx) {
+            if let Some(Ok(data)) = frame.as_ref().map(|f| f.as_ref().map(Frame::data_ref)) {
+                let size = data.map_or(0, Bytes::len);
+                if size > *this.allowed {
+                    this.outcome.over_limit.store(true, Ordering::Relaxed);
+                    return Poll::Ready(Some(Err(BodyTooLarge.into())));
+                }
+                *this.allowed -= size;
+            }
             return Poll::Ready(frame.map(|result| result.map_err(Into::into)));
         }
         if this.deadline.poll(cx).is_ready() {
-            this.timed_out.store(true, Ordering::Relaxed);
+            this.outcome.timed_out.store(true, Ordering::Relaxed);
             return Poll::Ready(Some(Err(BodyReadTimeout.into())));
         }
         Poll::Pending

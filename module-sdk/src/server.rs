@@ -7,8 +7,9 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{StatusCode, header};
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::error::Category;
@@ -81,7 +82,35 @@ pub(crate) fn router(service: Arc<ModuleService>, config: &ServeConfig) -> Route
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(config.limits.max_body_bytes))
+        .layer(axum::middleware::from_fn(require_json_content_type))
         .with_state(state)
+}
+
+/// Refuses a `POST`, `PUT` or `PATCH` that carries a body unless its
+/// `Content-Type` is `application/json` (parameters such as `charset`
+/// allowed), with `415` and a JSON error. A web page can make a browser
+/// post a form or `text/plain` to any address without asking, never JSON:
+/// so a server reachable from a browser cannot be driven from another site.
+/// Add it with `axum::middleware::from_fn(require_json_content_type)`.
+pub async fn require_json_content_type(request: Request, next: Next) -> Response {
+    let carries_body = matches!(*request.method(), Method::POST | Method::PUT | Method::PATCH)
+        && axum::body::HttpBody::size_hint(request.body()).exact() != Some(0);
+    let content_type = request.headers().get(header::CONTENT_TYPE).map(|v| v.to_str().unwrap_or("(not text)"));
+    if !carries_body || content_type.is_some_and(is_json_media_type) {
+        return next.run(request).await;
+    }
+    let message = format!(
+        "the request body must be sent as `Content-Type: application/json`, not {}",
+        content_type.map_or_else(|| "without a Content-Type".to_owned(), |t| format!("`{t}`"))
+    );
+    error_response(StatusCode::UNSUPPORTED_MEDIA_TYPE, message)
+}
+
+/// Whether a `Content-Type` value is `application/json`, in any case, with
+/// or without parameters.
+fn is_json_media_type(value: &str) -> bool {
+    let essence = value.split(';').next().unwrap_or_default().trim();
+    essence.eq_ignore_ascii_case("application/json")
 }
 
 /// A JSON `{"error": message}` answer with `status`, the body of every
@@ -128,7 +157,8 @@ pub(crate) async fn manifest(_: Authorized, State(state): State<AppState>) -> Re
         (status = 200, body = ToolResult, description = "The tool's result, failures included"),
         (status = 400, body = ErrorBody, description = "The body is not JSON or not a ToolCall"),
         (status = 401, body = ErrorBody),
-        (status = 413, body = ErrorBody, description = "The body is over the module's limit")
+        (status = 413, body = ErrorBody, description = "The body is over the module's limit"),
+        (status = 415, body = ErrorBody, description = "The body is not sent as `Content-Type: application/json`")
     )
 )]
 pub(crate) async fn execute(
@@ -206,4 +236,31 @@ pub async fn shutdown_signal() {
         () = terminate => {},
     }
     tracing::info!("shutdown signal received; finishing calls in flight");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_media_types_are_recognized_with_parameters_and_in_any_case() {
+        for json in [
+            "application/json",
+            "application/json; charset=utf-8",
+            "Application/JSON;charset=UTF-8",
+            " application/json ",
+        ] {
+            assert!(is_json_media_type(json), "{json}");
+        }
+        for other in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "application/jsonx",
+            "application/json-seq",
+            "",
+        ] {
+            assert!(!is_json_media_type(other), "{other}");
+        }
+    }
 }

@@ -1,8 +1,9 @@
 //! The plumbing of a module server, for servers that stand in front of
 //! modules (the orchestrator) or embed one: the bearer check and its `401`,
-//! JSON error bodies, the shutdown signal, the bounded connection loop, the
-//! health probe, logging set-up, the argument validator and the OpenAPI
-//! document. A tool author needs none of it: `Module::serve` uses it all.
+//! JSON error bodies, the `415` for bodies that are not JSON, the shutdown
+//! signal, the bounded connection loop, the health probe, logging set-up,
+//! the argument validator and the OpenAPI document. A tool author needs
+//! none of it: `Module::serve` uses it all.
 
 pub use crate::auth::{BearerRefusal, check_bearer, unauthorized};
 pub use crate::config::DEFAULT_MAX_BODY_BYTES;
@@ -12,5 +13,5 @@ pub use crate::listener::{
 };
 pub use crate::logging::init_logging;
 pub use crate::openapi::openapi_document;
-pub use crate::server::{body_refused, error_response, shutdown_signal};
+pub use crate::server::{body_refused, error_response, require_json_content_type, shutdown_signal};
 pub use crate::validate::ArgumentValidator;
