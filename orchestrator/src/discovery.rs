@@ -9,6 +9,7 @@ use module_sdk::contract::ModuleManifest;
 use module_sdk::error_chain;
 use reqwest::StatusCode;
 
+use crate::bounded_body::{BodyError, read_bounded};
 use crate::manifest::ManifestError;
 use crate::registry::Registry;
 
@@ -16,8 +17,6 @@ use crate::registry::Registry;
 pub const FIRST_RETRY: Duration = Duration::from_secs(1);
 /// The longest wait between two attempts at a missing module.
 pub const MAX_RETRY: Duration = Duration::from_secs(60);
-/// The largest manifest accepted, 8 MiB.
-const MAX_MANIFEST_BYTES: usize = 8 * 1024 * 1024;
 
 /// Why a module's manifest could not be had.
 #[derive(Debug, thiserror::Error)]
@@ -64,12 +63,14 @@ pub enum DiscoveryError {
     Rejected(#[from] ManifestError),
 }
 
-/// `GET {base_url}/manifest` with the service token, within `timeout`.
+/// `GET {base_url}/manifest` with the service token, within `timeout`,
+/// reading at most `max_bytes` (`MAX_MANIFEST_BYTES`) of it.
 pub async fn fetch_manifest(
     client: &reqwest::Client,
     base_url: &str,
     service_token: Option<&str>,
     timeout: Duration,
+    max_bytes: usize,
 ) -> Result<ModuleManifest, DiscoveryError> {
     let url = format!("{base_url}/manifest");
     let transport = |error: reqwest::Error| {
@@ -95,10 +96,11 @@ pub async fn fetch_manifest(
         };
         return Err(DiscoveryError::Status { url, status, hint });
     }
-    if response.content_length().is_some_and(|n| n > MAX_MANIFEST_BYTES as u64) {
-        return Err(DiscoveryError::NotAManifest { url, reason: format!("larger than {MAX_MANIFEST_BYTES} bytes") });
-    }
-    let body = response.bytes().await.map_err(transport)?;
+    let body = match read_bounded(response, max_bytes, "MAX_MANIFEST_BYTES").await {
+        Ok(body) => body,
+        Err(BodyError::Transport(error)) => return Err(transport(error)),
+        Err(too_large) => return Err(DiscoveryError::NotAManifest { url, reason: too_large.to_string() }),
+    };
     serde_json::from_slice(&body).map_err(|e| DiscoveryError::NotAManifest { url, reason: e.to_string() })
 }
 

@@ -14,7 +14,8 @@ use time::format_description::well_known::Rfc3339;
 use crate::cache::ManifestCache;
 use crate::caller::Caller;
 use crate::discovery::{DiscoveryError, fetch_manifest, keep_discovered};
-use crate::manifest::validate;
+use crate::limits::Budgets;
+use crate::manifest::{ManifestError, validate};
 
 /// Where a module stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -132,22 +133,30 @@ pub struct Registry {
     client: reqwest::Client,
     service_token: Option<String>,
     discovery_timeout: Duration,
+    budgets: Budgets,
 }
 
 impl Registry {
-    /// A registry of `modules` (name -> base URL), none discovered yet.
+    /// A registry of `modules` (name -> base URL), none discovered yet,
+    /// whose manifests must stay within `budgets`.
     pub fn new(
         modules: &BTreeMap<String, String>,
         cache: Arc<dyn ManifestCache>,
         client: reqwest::Client,
         service_token: Option<String>,
         discovery_timeout: Duration,
+        budgets: Budgets,
     ) -> Self {
         let modules = modules
             .iter()
             .map(|(name, url)| (name.clone(), Slot { url: url.clone(), record: RwLock::default() }))
             .collect();
-        Self { modules, cache, client, service_token, discovery_timeout }
+        Self { modules, cache, client, service_token, discovery_timeout, budgets }
+    }
+
+    /// `manifest`, sent or cached for module `name`, checked within this registry's budgets.
+    fn check(&self, name: &str, manifest: ModuleManifest) -> Result<ModuleManifest, ManifestError> {
+        validate(name, manifest, &self.budgets)
     }
 
     /// `memory` or `redis`.
@@ -167,7 +176,7 @@ impl Registry {
             return;
         }
         match self.cache.load(name).await {
-            Ok(Some(manifest)) => match validate(name, manifest) {
+            Ok(Some(manifest)) => match self.check(name, manifest) {
                 Ok(manifest) => {
                     tracing::info!(
                         module = name,
@@ -193,9 +202,15 @@ impl Registry {
             return Err(DiscoveryError::NotConfigured(name.to_owned()));
         };
         let started = Instant::now();
-        let fetched =
-            fetch_manifest(&self.client, &slot.url, self.service_token.as_deref(), self.discovery_timeout).await;
-        let checked = fetched.and_then(|manifest| validate(name, manifest).map_err(DiscoveryError::from));
+        let fetched = fetch_manifest(
+            &self.client,
+            &slot.url,
+            self.service_token.as_deref(),
+            self.discovery_timeout,
+            self.budgets.max_manifest_bytes,
+        )
+        .await;
+        let checked = fetched.and_then(|manifest| self.check(name, manifest).map_err(DiscoveryError::from));
         match checked {
             Ok(manifest) => {
                 tracing::info!(
@@ -258,7 +273,7 @@ impl Registry {
     async fn adopt_cached(&self, name: &str) -> bool {
         let Some(slot) = self.modules.get(name) else { return false };
         let cached = match self.cache.load(name).await {
-            Ok(Some(manifest)) => validate(name, manifest),
+            Ok(Some(manifest)) => self.check(name, manifest),
             Ok(None) => return false,
             Err(error) => {
                 tracing::warn!(module = name, %error, "cannot read the manifest cache");
@@ -388,7 +403,14 @@ mod tests {
             .into_iter()
             .map(|(name, port)| (name.to_owned(), format!("http://127.0.0.1:{port}")))
             .collect();
-        let registry = Registry::new(&modules, cache, reqwest::Client::new(), None, Duration::from_millis(200));
+        let registry = Registry::new(
+            &modules,
+            cache,
+            reqwest::Client::new(),
+            None,
+            Duration::from_millis(200),
+            Budgets::default(),
+        );
         registry.load_cached().await;
         registry
     }

@@ -1,0 +1,181 @@
+//! Hostile inputs sent to the real orchestrator binary (issue 19): manifests
+//! whose schemas explode when inlined, a manifest and a module answer of any
+//! size sent chunked, a declared timeout of 1e300, a message of 20,000 tool
+//! calls, a burst of calls at one module, chunked and non-JSON request
+//! bodies. Each gets the budget's error, the process keeps answering
+//! `/health`, and its peak memory stays within budget.
+
+mod common;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use common::{ModuleServer, OrchestratorProcess, module_services};
+use serde_json::{Map, Value, json};
+
+/// The most the orchestrator may hold at its peak through all of this.
+const PEAK_RSS_BUDGET: u64 = 128 * 1024 * 1024;
+/// The calls one module gets at once in this test (`MAX_CONCURRENT_CALLS_PER_MODULE`).
+const SLOTS: usize = 4;
+
+/// A tool definition of module `module` with `schema` as its `input_schema`.
+fn manifest(module: &str, tool: Value) -> Value {
+    let mut tool = tool;
+    tool["name"] = json!(format!("{module}.{}", tool["name"].as_str().unwrap_or("work")));
+    tool["description"] = json!("A tool.");
+    tool["parameters"] = json!([]);
+    tool["required_permission"] = json!("guest");
+    json!({"module_name": module, "description": "A hostile module.", "tools": [tool]})
+}
+
+/// `$defs` `D0`..`D{length-1}`, each an object whose `fan_out` properties refer to the next.
+fn chain(length: usize, fan_out: usize) -> Value {
+    let mut defs = Map::new();
+    for i in 0..length {
+        let next =
+            if i + 1 < length { json!({"$ref": format!("#/$defs/D{}", i + 1)}) } else { json!({"type": "string"}) };
+        let properties: Map<String, Value> = (0..fan_out).map(|k| (format!("p{k}"), next.clone())).collect();
+        defs.insert(format!("D{i}"), json!({"type": "object", "properties": properties}));
+    }
+    json!({"type": "object", "properties": {"start": {"$ref": "#/$defs/D0"}}, "$defs": defs})
+}
+
+/// `megabytes` MiB of spaces, sent chunked (no `Content-Length`).
+fn chunked(megabytes: usize) -> Body {
+    static CHUNK: [u8; 64 * 1024] = [b' '; 64 * 1024];
+    let chunks = std::iter::repeat_n(Bytes::from_static(&CHUNK), megabytes * 16).map(Ok::<_, Infallible>);
+    Body::from_stream(futures::stream::iter(chunks))
+}
+
+/// One server standing in for every hostile module, each under its own path.
+fn hostile_modules(in_flight: Arc<AtomicUsize>, most: Arc<AtomicUsize>) -> Router {
+    let serve = |value: Value| get(move || async move { Json(value) });
+    Router::new()
+        .route("/chain/manifest", serve(manifest("chain", json!({"name": "work", "input_schema": chain(2_000, 1)}))))
+        .route("/graph/manifest", serve(manifest("graph", json!({"name": "work", "input_schema": chain(20, 2)}))))
+        .route("/huge/manifest", get(|| async { chunked(50) }))
+        .route("/forever/manifest", serve(manifest("forever", json!({"name": "work", "timeout_seconds": 1e300}))))
+        .route(
+            "/forever/execute",
+            post(|| async {
+                Json(json!({"tool_name": "forever.work", "success": true, "result": "done", "error": null}))
+            }),
+        )
+        .route("/big/manifest", serve(manifest("big", json!({"name": "work"}))))
+        .route("/big/execute", post(|| async { chunked(200) }))
+        .route("/busy/manifest", serve(manifest("busy", json!({"name": "work"}))))
+        .route(
+            "/busy/execute",
+            post(move || async move {
+                let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                in_flight.fetch_sub(1, Ordering::SeqCst);
+                Json(json!({"tool_name": "busy.work", "success": true, "result": now, "error": null}))
+            }),
+        )
+}
+
+async fn last_error(orchestrator: &OrchestratorProcess, module: &str) -> String {
+    let status = orchestrator.wait_for_module(module, "down", Duration::from_secs(20)).await;
+    status["last_error"].as_str().unwrap_or_default().to_owned()
+}
+
+async fn assert_alive(orchestrator: &OrchestratorProcess) {
+    assert_eq!(orchestrator.get("/health").await["status"], "ok");
+}
+
+#[tokio::test]
+async fn hostile_modules_and_callers_cost_a_bounded_amount() {
+    let most = Arc::new(AtomicUsize::new(0));
+    let server = ModuleServer::start(hostile_modules(Arc::new(AtomicUsize::new(0)), Arc::clone(&most)));
+    let modules: Vec<(&str, String)> = ["chain", "graph", "huge", "forever", "big", "busy"]
+        .into_iter()
+        .map(|name| (name, format!("{}/{name}", server.url())))
+        .collect();
+    let slots = SLOTS.to_string();
+    let orchestrator = OrchestratorProcess::start(&[
+        ("MODULE_SERVICES", &module_services(&modules)),
+        ("MAX_CONCURRENT_CALLS_PER_MODULE", &slots),
+    ]);
+
+    // Schemas that explode when inlined are refused at discovery, naming the tool and the budget.
+    let chain = last_error(&orchestrator, "chain").await;
+    assert!(chain.contains("chain.work") && chain.contains("MAX_SCHEMA_DEPTH"), "{chain}");
+    let graph = last_error(&orchestrator, "graph").await;
+    assert!(graph.contains("graph.work") && graph.contains("MAX_SCHEMA_NODES"), "{graph}");
+    for format in ["gemini", "openai-responses", "anthropic"] {
+        orchestrator.get(&format!("/tools?format={format}")).await;
+    }
+    // A 50 MB manifest sent chunked is cut off at MAX_MANIFEST_BYTES.
+    let huge = last_error(&orchestrator, "huge").await;
+    assert!(huge.contains("MAX_MANIFEST_BYTES"), "{huge}");
+    assert_alive(&orchestrator).await;
+
+    // A timeout of 1e300 s is lowered to MAX_TOOL_TIMEOUT, and the call runs.
+    orchestrator.wait_for_module("forever", "up", Duration::from_secs(20)).await;
+    let tools = orchestrator.get("/tools?modules=forever").await;
+    assert_eq!(tools[0]["timeout_seconds"], 3600.0, "{tools}");
+    let done = orchestrator.execute(json!({"tool_name": "forever.work"})).await;
+    assert_eq!(done["result"], "done", "{done}");
+
+    // A 200 MB answer sent chunked is cut off at MAX_ANSWER_BYTES.
+    orchestrator.wait_for_module("big", "up", Duration::from_secs(20)).await;
+    let big = orchestrator.execute(json!({"tool_name": "big.work"})).await;
+    assert_eq!(big["error_kind"], "execution_failed", "{big}");
+    assert!(big["error"].as_str().unwrap().contains("MAX_ANSWER_BYTES"), "{big}");
+    assert_alive(&orchestrator).await;
+
+    // 20,000 calls in one message are refused whole; 128 run, at most SLOTS at once.
+    orchestrator.wait_for_module("busy", "up", Duration::from_secs(20)).await;
+    let calls = |n: usize| -> Value {
+        let calls: Vec<Value> = (0..n)
+            .map(|i| json!({"id": format!("c{i}"), "type": "function", "function": {"name": "busy__work", "arguments": "{}"}}))
+            .collect();
+        json!({"message": {"role": "assistant", "tool_calls": calls}})
+    };
+    let (status, refused) = orchestrator.post("/v1/tool-calls?format=openai", &calls(20_000)).await;
+    assert_eq!(status, 422, "{refused}");
+    assert!(refused["error"].as_str().unwrap().contains("MAX_CALLS_PER_MESSAGE (128)"), "{refused}");
+    let (status, results) = orchestrator.post("/v1/tool-calls?format=openai", &calls(128)).await;
+    assert_eq!(status, 200, "{results}");
+    assert_eq!(results.as_array().map(Vec::len), Some(128));
+    let peak = most.load(Ordering::SeqCst);
+    assert!((1..=SLOTS).contains(&peak), "{peak} calls reached the module at once");
+    assert!(
+        !orchestrator.logs().iter().any(|line| line.contains("routed call")),
+        "per-call log lines are at debug, not info"
+    );
+
+    // Request bodies: chunked past MAX_BODY_BYTES gets 413; not JSON gets 415; unknown routes JSON 404/405.
+    let client = reqwest::Client::new();
+    let url = |path: &str| format!("{}{path}", orchestrator.url);
+    let answer =
+        client.post(url("/execute")).header("content-type", "application/json").body(reqwest::Body::wrap_stream(
+            futures::stream::iter(std::iter::repeat_n(Ok::<_, Infallible>(Bytes::from_static(&[b' '; 64 * 1024])), 64)),
+        ));
+    assert_eq!(answer.send().await.unwrap().status(), 413);
+    let form = client
+        .post(url("/execute"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("tool_name=busy.work");
+    let form = form.send().await.unwrap();
+    assert_eq!(form.status(), 415);
+    assert!(form.json::<Value>().await.unwrap()["error"].as_str().unwrap().contains("application/json"));
+    for (method, path, status) in [(reqwest::Method::GET, "/nowhere", 404), (reqwest::Method::DELETE, "/execute", 405)]
+    {
+        let answer = client.request(method, url(path)).send().await.unwrap();
+        assert_eq!(answer.status(), status, "{path}");
+        assert!(answer.json::<Value>().await.unwrap()["error"].is_string(), "{path}");
+    }
+
+    assert_alive(&orchestrator).await;
+    let peak_rss = orchestrator.peak_rss_bytes();
+    println!("orchestrator peak RSS: {} MiB", peak_rss / (1024 * 1024));
+    assert!(peak_rss < PEAK_RSS_BUDGET, "peak RSS {peak_rss} bytes is over {PEAK_RSS_BUDGET}");
+}
