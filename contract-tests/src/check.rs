@@ -123,6 +123,8 @@ checks! {
     InputRootObject = "schema.input_root_object", Full, "every input_schema has \"type\": \"object\" at its root";
     /// Self-contained schemas.
     ReferencesLocal = "schema.references_local", Full, "schemas use only local references (#/...) that resolve inside them";
+    /// Input schema budgets.
+    InputBudget = "schema.input_budget", Full, "every input_schema stays within the default schema budgets an orchestrator checks at discovery (nesting, nodes once references are inlined, bytes)";
     /// Parameter names.
     ParameterNames = "parameters.names", Full, "parameters lists exactly the top-level properties of input_schema";
     /// Parameter required flags.
@@ -424,6 +426,7 @@ mod tests {
                 "schema.output_metaschema",
                 "schema.input_root_object",
                 "schema.references_local",
+                "schema.input_budget",
                 "parameters.names",
                 "parameters.required",
                 "parameters.types",

@@ -1,6 +1,8 @@
 //! `input_schema` and `output_schema`: valid draft 2020-12 schemas, an
-//! object at the root of the arguments, and only local references.
+//! object at the root of the arguments, only local references, and input
+//! schemas within the budgets an orchestrator checks at discovery.
 
+use module_sdk::contract::SchemaBudget;
 use module_sdk::schema::{is_object_schema, unresolved_references};
 use serde_json::Value;
 
@@ -16,6 +18,7 @@ pub fn check_schemas(tools: &[ToolView<'_>], findings: &mut Findings) {
     if some_input {
         findings.ran(Check::InputMetaschema);
         findings.ran(Check::InputRootObject);
+        findings.ran(Check::InputBudget);
     }
     if tools.iter().any(|tool| tool.output_schema().is_some()) {
         findings.ran(Check::OutputMetaschema);
@@ -25,6 +28,13 @@ pub fn check_schemas(tools: &[ToolView<'_>], findings: &mut Findings) {
     }
     for tool in tools {
         let label = tool.label();
+        if let Some(schema) = tool.input_schema()
+            && let Err(over) = SchemaBudget::default().check(schema)
+        {
+            // Before the metaschema: a schema over budget is not worth compiling.
+            findings.fail(Check::InputBudget, format!("{label} input_schema: {over}"));
+            continue;
+        }
         for (check, key, schema) in [
             (Check::InputMetaschema, "input_schema", tool.input_schema()),
             (Check::OutputMetaschema, "output_schema", tool.output_schema()),
@@ -58,6 +68,7 @@ pub fn check_schemas(tools: &[ToolView<'_>], findings: &mut Findings) {
     let no_input = "no tool has an input_schema (an extension); their parameters stand for it";
     findings.skip(Check::InputMetaschema, no_input);
     findings.skip(Check::InputRootObject, no_input);
+    findings.skip(Check::InputBudget, no_input);
     findings.skip(Check::OutputMetaschema, "no tool has an output_schema (an extension)");
     findings.skip(Check::ReferencesLocal, "no tool has an input_schema or output_schema (extensions)");
 }
@@ -91,6 +102,32 @@ pub fn schema_problems(schema: &Value) -> Vec<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_schema_over_budget_is_reported_with_the_tool_name() {
+        let defs: serde_json::Map<String, Value> = (0..2_000)
+            .map(|i| {
+                (
+                    format!("D{i}"),
+                    json!({"type": "object", "properties": {"next": {"$ref": format!("#/$defs/D{}", i + 1)}}}),
+                )
+            })
+            .collect();
+        let manifest = json!({"module_name": "evil", "description": "E.", "tools": [{
+            "name": "evil.deep", "description": "D.", "parameters": [], "required_permission": "guest",
+            "input_schema": {"type": "object", "properties": {"x": {"$ref": "#/$defs/D0"}}, "$defs": defs}
+        }]});
+        let mut findings = Findings::default();
+        check_schemas(&super::super::tools_of(&manifest), &mut findings);
+        let failed: Vec<String> = findings
+            .into_results(crate::Level::Full, "")
+            .into_iter()
+            .filter(|r| r.check == Check::InputBudget)
+            .flat_map(|r| r.problems)
+            .collect();
+        assert_eq!(failed.len(), 1, "{failed:?}");
+        assert!(failed[0].contains("evil.deep") && failed[0].contains("MAX_SCHEMA_DEPTH"), "{failed:?}");
+    }
 
     #[test]
     fn schemas_are_checked_against_the_metaschema() {
