@@ -167,6 +167,7 @@ struct FileConfig {
     approval_risk_level: Option<String>,
     approval_for_destructive: Option<bool>,
     max_pending_approvals: Option<usize>,
+    max_approvals: Option<usize>,
 }
 
 impl Config {
@@ -313,6 +314,7 @@ impl Config {
                 approval_risk_level: file.approval_risk_level,
                 approval_for_destructive: file.approval_for_destructive,
                 max_pending_approvals: file.max_pending_approvals,
+                max_approvals: file.max_approvals,
             },
             &env,
         )?;

@@ -201,3 +201,19 @@ async fn pending_approvals_survive_a_restart_and_are_shared_through_redis() {
     assert_eq!(status, 409, "the other replica sees the decision");
     assert_eq!(setup.calls.count(), 1);
 }
+
+#[tokio::test]
+async fn pending_approvals_have_a_budget_per_user() {
+    let setup = Setup::new();
+    let orchestrator = setup.start(&[("MAX_PENDING_APPROVALS", "1")]).await;
+    request_transfer(&orchestrator, "call_1").await;
+    let path = "/v1/tool-calls?format=openai&envelope=true";
+    let (status, answer) = orchestrator.post_with(path, Some(&key("ada")), &transfer_message("call_2")).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["pending_approvals"], json!([]));
+    assert!(answer["messages"][0]["content"].as_str().unwrap().contains("MAX_PENDING_APPROVALS"), "{answer}");
+    // Bob's budget is his own.
+    let (_, answer) = orchestrator.post_with(path, Some(&key("bob")), &transfer_message("call_3")).await;
+    assert_eq!(answer["pending_approvals"].as_array().unwrap().len(), 1, "{answer}");
+    assert_eq!(setup.calls.count(), 0);
+}

@@ -59,6 +59,14 @@ pub enum ApprovalError {
         /// The budget.
         max: usize,
     },
+    /// The store holds as many approvals as it may.
+    #[error(
+        "the orchestrator already keeps {max} approvals (MAX_APPROVALS); decide pending ones or wait for old ones to expire"
+    )]
+    Full {
+        /// The budget.
+        max: usize,
+    },
     /// The store did not answer.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -104,13 +112,12 @@ impl Approvals {
         call: Option<ProviderCall>,
     ) -> Result<Approval, ApprovalError> {
         let now = OffsetDateTime::now_utc();
-        let pending = self
-            .store
-            .list()
-            .await?
-            .into_iter()
-            .filter(|a| a.user_id == caller.user_id && a.status_at(now) == ApprovalStatus::Pending)
-            .count();
+        let kept = self.store.list().await?;
+        if kept.len() >= self.settings.max_total {
+            return Err(ApprovalError::Full { max: self.settings.max_total });
+        }
+        let pending =
+            kept.iter().filter(|a| a.user_id == caller.user_id && a.status_at(now) == ApprovalStatus::Pending).count();
         if pending >= self.settings.max_pending {
             let user = caller.user_id.clone().unwrap_or_default();
             return Err(ApprovalError::TooMany { user, max: self.settings.max_pending });

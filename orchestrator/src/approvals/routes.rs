@@ -36,7 +36,7 @@ pub fn error_answer(error: &ApprovalError) -> Response {
         ApprovalError::NotFound(_) => StatusCode::NOT_FOUND,
         ApprovalError::NotYours(_) => StatusCode::FORBIDDEN,
         ApprovalError::Conflict { .. } => StatusCode::CONFLICT,
-        ApprovalError::TooMany { .. } => StatusCode::TOO_MANY_REQUESTS,
+        ApprovalError::TooMany { .. } | ApprovalError::Full { .. } => StatusCode::TOO_MANY_REQUESTS,
         ApprovalError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
     };
     error_response(status, error.to_string())

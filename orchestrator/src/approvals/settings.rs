@@ -11,6 +11,8 @@ use crate::config::{ConfigError, invalid};
 pub const DEFAULT_APPROVAL_EXPIRY_SECONDS: f64 = 3600.0;
 /// The default of `MAX_PENDING_APPROVALS` (per user).
 pub const DEFAULT_MAX_PENDING_APPROVALS: usize = 20;
+/// The default of `MAX_APPROVALS` (kept at once, every user and state).
+pub const DEFAULT_MAX_APPROVALS: usize = 10_000;
 
 /// The checked approval settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,6 +26,8 @@ pub struct ApprovalSettings {
     pub destructive: bool,
     /// `MAX_PENDING_APPROVALS`: pending approvals one user may have at once.
     pub max_pending: usize,
+    /// `MAX_APPROVALS`: approvals kept at once (pending, decided and expired, every user).
+    pub max_total: usize,
 }
 
 impl Default for ApprovalSettings {
@@ -33,6 +37,7 @@ impl Default for ApprovalSettings {
             risk_level: None,
             destructive: false,
             max_pending: DEFAULT_MAX_PENDING_APPROVALS,
+            max_total: DEFAULT_MAX_APPROVALS,
         }
     }
 }
@@ -48,6 +53,8 @@ pub struct ApprovalFile {
     pub approval_for_destructive: Option<bool>,
     /// `max_pending_approvals`.
     pub max_pending_approvals: Option<usize>,
+    /// `max_approvals`.
+    pub max_approvals: Option<usize>,
 }
 
 impl ApprovalSettings {
@@ -79,15 +86,16 @@ impl ApprovalSettings {
                 .map_err(|_| invalid("APPROVAL_FOR_DESTRUCTIVE", &text, "expected true or false".into()))?,
             None => file.approval_for_destructive.unwrap_or(defaults.destructive),
         };
-        let max_pending = match env("MAX_PENDING_APPROVALS") {
-            Some(text) => (text.parse::<usize>().ok(), text),
-            None => (file.max_pending_approvals.or(Some(defaults.max_pending)), String::new()),
+        let count = |name: &'static str, from_file: Option<usize>, default: usize| {
+            let (value, text) = match env(name) {
+                Some(text) => (text.parse::<usize>().ok(), text),
+                None => (from_file.or(Some(default)), from_file.map(|n| n.to_string()).unwrap_or_default()),
+            };
+            value.filter(|n| *n > 0).ok_or_else(|| invalid(name, &text, "expected a positive number".into()))
         };
-        let max_pending = max_pending
-            .0
-            .filter(|n| *n > 0)
-            .ok_or_else(|| invalid("MAX_PENDING_APPROVALS", &max_pending.1, "expected a positive number".into()))?;
-        Ok(Self { expiry, risk_level, destructive, max_pending })
+        let max_pending = count("MAX_PENDING_APPROVALS", file.max_pending_approvals, defaults.max_pending)?;
+        let max_total = count("MAX_APPROVALS", file.max_approvals, defaults.max_total)?;
+        Ok(Self { expiry, risk_level, destructive, max_pending, max_total })
     }
 
     /// Whether a call of `tool` must wait for a person: the module asked
@@ -146,6 +154,7 @@ mod tests {
             ("APPROVAL_RISK_LEVEL", "severe"),
             ("APPROVAL_FOR_DESTRUCTIVE", "yes"),
             ("MAX_PENDING_APPROVALS", "0"),
+            ("MAX_APPROVALS", "many"),
         ] {
             let error = read(&[(name, value)]).unwrap_err().to_string();
             assert!(error.contains(name), "{error}");
