@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::error::ServeError;
 use crate::listener::ServerLimits;
+use crate::mcp::McpSettings;
 
 /// The default largest request body, 2 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
@@ -34,6 +35,8 @@ pub struct ServeConfig {
     pub limits: ServerLimits,
     /// `LOG_FORMAT` (`text` or `json`).
     pub log_format: LogFormat,
+    /// `MCP_ALLOWED_ORIGINS`, `MCP_ALLOWED_HOSTS`, `MCP_PAGE_SIZE`: how `/mcp` answers.
+    pub mcp: McpSettings,
 }
 
 impl Default for ServeConfig {
@@ -44,6 +47,7 @@ impl Default for ServeConfig {
             auth_token: None,
             limits: ServerLimits::default(),
             log_format: LogFormat::Text,
+            mcp: McpSettings::default(),
         }
     }
 }
@@ -100,7 +104,8 @@ impl ServeConfig {
             Some("json") => LogFormat::Json,
             Some(other) => return Err(invalid("LOG_FORMAT", other.to_owned(), "expected `text` or `json`")),
         };
-        Ok(Self { host, port, auth_token: get("SERVICE_AUTH_TOKEN"), limits, log_format })
+        let mcp = McpSettings::from_lookup(&lookup)?;
+        Ok(Self { host, port, auth_token: get("SERVICE_AUTH_TOKEN"), limits, log_format, mcp })
     }
 }
 

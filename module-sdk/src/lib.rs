@@ -50,6 +50,7 @@ mod healthcheck;
 mod listener;
 mod logging;
 mod manifest_check;
+pub mod mcp;
 mod module;
 mod openapi;
 pub mod schema;

@@ -10,8 +10,21 @@ use crate::config::LogFormat;
 /// (default `info`), coloured only on a terminal; does nothing when one is
 /// installed already.
 pub fn init_logging(format: LogFormat) {
+    install(format, std::io::stdout, std::io::stdout().is_terminal());
+}
+
+/// [`init_logging`] to standard error, for a module serving MCP on stdio
+/// (whose stdout carries the protocol).
+pub(crate) fn init_logging_to_stderr(format: LogFormat) {
+    install(format, std::io::stderr, std::io::stderr().is_terminal());
+}
+
+fn install<W>(format: LogFormat, writer: W, ansi: bool)
+where
+    W: for<'a> tracing_subscriber::fmt::MakeWriter<'a> + Send + Sync + 'static,
+{
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(std::io::stdout().is_terminal());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(writer);
     // An error only means a subscriber exists already (a test, an embedding
     // program), which is fine to keep.
     let _ = match format {

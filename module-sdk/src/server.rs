@@ -11,7 +11,7 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use serde_json::error::Category;
 use tokio::net::TcpListener;
 
@@ -21,6 +21,8 @@ use crate::contract::{ErrorBody, ModuleManifest, ToolCall, ToolResult};
 use crate::error::{ModuleError, ServeError};
 use crate::listener::serve_router;
 use crate::logging::init_logging;
+use crate::mcp::http::{McpEndpoint, mcp_endpoint, serve_mcp};
+use crate::mcp::{serve_stdio, stdio_requested};
 use crate::module::{Module, ModuleService};
 use crate::openapi::openapi_document;
 
@@ -29,6 +31,8 @@ use crate::openapi::openapi_document;
 pub(crate) struct AppState {
     pub(crate) service: Arc<ModuleService>,
     pub(crate) auth_token: Option<Arc<str>>,
+    /// The MCP server at `/mcp`.
+    pub(crate) mcp: McpEndpoint,
     /// `/manifest` and `/openapi.json`, serialized once.
     manifest_json: Bytes,
     openapi_json: Bytes,
@@ -44,8 +48,12 @@ impl Module {
     /// `SERVICE_AUTH_TOKEN`, `LOG_FORMAT` and the [`ServerLimits`](crate::ServerLimits):
     /// `MAX_BODY_BYTES`, `HEADER_READ_TIMEOUT_SECONDS`, `BODY_READ_TIMEOUT_SECONDS`,
     /// `MAX_CONNECTIONS`) until SIGINT or SIGTERM; calls in flight then finish
-    /// before it returns.
+    /// before it returns. Started with `--stdio`, it serves MCP on standard
+    /// input and output instead.
     pub async fn serve(self) -> Result<(), ServeError> {
+        if stdio_requested() {
+            return serve_stdio(self).await;
+        }
         let config = ServeConfig::from_env()?;
         init_logging(config.log_format);
         let service = Arc::new(self.build()?);
@@ -72,13 +80,15 @@ pub(crate) fn router(service: Arc<ModuleService>, config: &ServeConfig) -> Route
     let openapi_json = Bytes::from(
         serde_json::to_vec(&openapi_document(service.manifest())).expect("an OpenAPI document always serializes"),
     );
-    let state =
-        AppState { service, auth_token: config.auth_token.as_deref().map(Arc::from), manifest_json, openapi_json };
+    let mcp = mcp_endpoint(service.clone(), config);
+    let auth_token = config.auth_token.as_deref().map(Arc::from);
+    let state = AppState { service, auth_token, mcp, manifest_json, openapi_json };
     Router::new()
         .route("/health", get(health))
         .route("/manifest", get(manifest))
         .route("/execute", post(execute))
         .route("/openapi.json", get(openapi))
+        .route("/mcp", any(serve_mcp))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(config.limits.max_body_bytes))
@@ -204,7 +214,7 @@ pub(crate) async fn openapi(State(state): State<AppState>) -> Response {
 async fn not_found() -> Response {
     error_response(
         StatusCode::NOT_FOUND,
-        "no such route; a module serves GET /health, GET /manifest, POST /execute and GET /openapi.json",
+        "no such route; a module serves GET /health, GET /manifest, POST /execute, GET /openapi.json and POST /mcp",
     )
 }
 
@@ -212,7 +222,7 @@ async fn not_found() -> Response {
 async fn method_not_allowed() -> Response {
     error_response(
         StatusCode::METHOD_NOT_ALLOWED,
-        "wrong method for this route; a module serves GET /health, GET /manifest, POST /execute and GET /openapi.json",
+        "wrong method for this route; a module serves GET /health, GET /manifest, POST /execute, GET /openapi.json and POST /mcp",
     )
 }
 

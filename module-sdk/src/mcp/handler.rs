@@ -1,0 +1,153 @@
+//! The MCP server of a module: `tools/list` from the manifest's definitions
+//! and `tools/call` through [`ModuleService::execute`], the path `/execute`
+//! takes (argument validation, timeout, panics contained), so both answer
+//! alike.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use rmcp::model::{
+    CacheScope, CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::Value;
+
+use crate::contract::ToolCall;
+use crate::mcp::tools::McpTools;
+use crate::module::ModuleService;
+
+/// The `_meta` key of a `tools/call` that carries the caller's user id, as
+/// `user_id` does in a `/execute` call; trusted as `/execute` trusts it (the
+/// bearer token says who may send it).
+pub const USER_ID_META_KEY: &str = "io.github.tool-modules/user_id";
+
+/// How long a client may keep a `tools/list` page: a module's tools do not
+/// change while it runs.
+const TOOL_LIST_TTL_MS: u64 = 5 * 60 * 1000;
+
+/// One module as an MCP server; cheap to clone (one per HTTP request).
+#[derive(Clone)]
+pub(crate) struct ModuleMcp {
+    service: Arc<ModuleService>,
+    tools: Arc<McpTools>,
+    page_size: usize,
+}
+
+impl ModuleMcp {
+    /// The MCP server of `service`, listing `page_size` tools per page.
+    pub(crate) fn new(service: Arc<ModuleService>, page_size: usize) -> Self {
+        let tools = Arc::new(McpTools::new(service.manifest()));
+        Self { service, tools, page_size: page_size.max(1) }
+    }
+
+    /// The tools of one `tools/list` page, in manifest order, and the cursor
+    /// of the next page (the index of its first tool).
+    fn page(&self, cursor: Option<&str>) -> Result<ListToolsResult, ErrorData> {
+        let all = self.tools.all();
+        let start = match cursor {
+            None => 0,
+            Some(cursor) => cursor.parse::<usize>().ok().filter(|&start| start < all.len()).ok_or_else(|| {
+                ErrorData::invalid_params(format!("the cursor `{cursor}` is not one this server gave out"), None)
+            })?,
+        };
+        let end = start.saturating_add(self.page_size).min(all.len());
+        let mut page =
+            ListToolsResult::with_all_items(all[start..end].iter().map(|tool| tool.listing.clone()).collect())
+                .with_ttl_ms(TOOL_LIST_TTL_MS)
+                .with_cache_scope(CacheScope::Public);
+        page.next_cursor = (end < all.len()).then(|| end.to_string());
+        Ok(page)
+    }
+}
+
+impl ServerHandler for ModuleMcp {
+    fn get_info(&self) -> ServerConfig {
+        let manifest = self.service.manifest();
+        let version = manifest.version.clone().unwrap_or_else(|| "0.0.0".to_owned());
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new(manifest.module_name.clone(), version)
+                    .with_description(manifest.description.clone()),
+            )
+            .with_instructions(manifest.description.clone())
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        self.page(request.as_ref().and_then(|params| params.cursor.as_deref()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.get(name).map(|tool| tool.listing.clone())
+    }
+
+    /// Runs the call as `/execute` would; when the client cancels it (or goes
+    /// away), the call's future is dropped, which cancels the handler's
+    /// [`Context`](crate::Context).
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some(tool) = self.tools.get(&request.name) else {
+            let message =
+                format!("no tool named `{}`; this server's tools are: {}", request.name, self.tools.names().join(", "));
+            return Err(ErrorData::invalid_params(message, None));
+        };
+        let user_id = request
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get(USER_ID_META_KEY))
+            .or_else(|| context.meta.get(USER_ID_META_KEY))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let call =
+            ToolCall { tool_name: tool.full_name.clone(), arguments: request.arguments.unwrap_or_default(), user_id };
+        tokio::select! {
+            result = self.service.execute(call) => Ok(tool.call_result(result).into()),
+            () = context.ct.cancelled() => Err(ErrorData::internal_error(Cow::Borrowed("the call was cancelled"), None)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Context, Module, ToolError, tool};
+
+    /// No arguments.
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Nothing {}
+
+    /// Say nothing.
+    #[tool]
+    async fn quiet(_ctx: Context, _args: Nothing) -> Result<(), ToolError> {
+        Ok(())
+    }
+
+    fn server(page_size: usize) -> ModuleMcp {
+        let module = Module::new("m", "Tools.").tool(quiet().name("a")).tool(quiet().name("b")).tool(quiet().name("c"));
+        ModuleMcp::new(Arc::new(module.build().unwrap()), page_size)
+    }
+
+    #[test]
+    fn pages_follow_the_manifest_order_and_bad_cursors_are_refused() {
+        let server = server(2);
+        let first = server.page(None).unwrap();
+        assert_eq!(first.tools.iter().map(|t| t.name.as_ref()).collect::<Vec<_>>(), ["a", "b"]);
+        let second = server.page(first.next_cursor.as_deref()).unwrap();
+        assert_eq!(second.tools.iter().map(|t| t.name.as_ref()).collect::<Vec<_>>(), ["c"]);
+        assert_eq!(second.next_cursor, None);
+        for bad in ["3", "x", "-1", "99999999999999999999999"] {
+            let error = server.page(Some(bad)).unwrap_err();
+            assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS, "{bad}");
+        }
+        assert_eq!(server.page(None).unwrap().tools.len(), 2);
+        assert_eq!(ModuleMcp::new(server.service.clone(), 100).page(None).unwrap().tools.len(), 3);
+    }
+}

@@ -1,0 +1,46 @@
+//! `/mcp`: the module's MCP server on rmcp's streamable HTTP transport,
+//! stateless (no session to keep: every request carries what it needs, and
+//! a 2025-11-25 client's `initialize` is answered all the same), with JSON
+//! answers where a call sends nothing before its result.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+
+use crate::auth::Authorized;
+use crate::config::ServeConfig;
+use crate::mcp::handler::ModuleMcp;
+use crate::module::ModuleService;
+use crate::server::AppState;
+
+/// The MCP endpoint of one module, shared by every request.
+pub(crate) type McpEndpoint = StreamableHttpService<ModuleMcp, NeverSessionManager>;
+
+/// The `/mcp` service of `service` under `config`'s MCP settings and body limit.
+pub(crate) fn mcp_endpoint(service: Arc<ModuleService>, config: &ServeConfig) -> McpEndpoint {
+    let settings = &config.mcp;
+    let mut transport = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_max_request_body_bytes(config.limits.max_body_bytes)
+        .with_allowed_hosts(settings.allowed_hosts.clone())
+        .with_allowed_origins(settings.allowed_origins.clone())
+        // An Origin that is not listed is refused with 403, also when none is.
+        .enforce_origin_validation();
+    if settings.allowed_hosts.is_empty() {
+        transport = transport.disable_allowed_hosts();
+    }
+    let server = ModuleMcp::new(service, settings.page_size);
+    StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), transport)
+}
+
+/// `/mcp`, any method: the bearer token checked as for `/execute`, then the
+/// request handed to the MCP transport (which answers `405` to methods other
+/// than `POST`, `403` to a foreign `Origin`, `400` to an unknown
+/// `MCP-Protocol-Version`).
+pub(crate) async fn serve_mcp(_: Authorized, State(state): State<AppState>, request: Request) -> Response {
+    state.mcp.handle(request).await.into_response()
+}

@@ -1,0 +1,15 @@
+//! Every module is an MCP server too, with no code in the module: the same
+//! tools at `/mcp` (streamable HTTP, next to `/execute`) and, when the binary
+//! is started with `--stdio`, on standard input and output. Built on `rmcp`,
+//! the official Rust SDK of the Model Context Protocol.
+
+mod handler;
+pub(crate) mod http;
+mod settings;
+mod stdio;
+mod tools;
+
+pub use handler::USER_ID_META_KEY;
+pub use settings::{DEFAULT_MCP_PAGE_SIZE, McpSettings};
+pub use stdio::STDIO_FLAG;
+pub(crate) use stdio::{serve_stdio, stdio_requested};

@@ -1,0 +1,196 @@
+//! Whole-process MCP tests: the demo example module (`examples/demo.rs`)
+//! runs as a real process and is driven by the official MCP client (`rmcp`),
+//! over `/mcp` with both lifecycles (2025-11-25 `initialize`, 2026-07-28
+//! `server/discover`) and over stdio (`--stdio`).
+
+use std::process::Command;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use rmcp::model::{CallToolRequestParams, CallToolResult, PaginatedRequestParams, ProtocolVersion, Tool};
+use rmcp::service::{ClientLifecycleMode, RunningService, serve_client_with_lifecycle};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Map, Value, json};
+use test_support::{Process, built_binary};
+
+/// A demo module on a free port with `env`.
+fn start_demo(env: &[(&str, &str)]) -> Process {
+    let mut command = Command::new(built_binary("examples/demo"));
+    command.env_remove("SERVICE_AUTH_TOKEN").envs(env.iter().copied());
+    Process::start(command)
+}
+
+/// An MCP client of `demo`'s `/mcp`, with `token` as its bearer token.
+async fn connect(
+    demo: &Process,
+    lifecycle: ClientLifecycleMode,
+    token: Option<&str>,
+) -> Result<RunningService<RoleClient, ()>, rmcp::service::ClientInitializeError> {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", demo.url()));
+    if let Some(token) = token {
+        config = config.auth_header(token);
+    }
+    serve_client_with_lifecycle((), StreamableHttpClientTransport::from_config(config), lifecycle).await
+}
+
+/// Both ways a client starts: the 2025-11-25 handshake and 2026-07-28 discovery.
+fn lifecycles() -> [ClientLifecycleMode; 2] {
+    [
+        ClientLifecycleMode::Initialize,
+        ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] },
+    ]
+}
+
+async fn call(client: &RunningService<RoleClient, ()>, name: &'static str, arguments: Value) -> CallToolResult {
+    let Value::Object(arguments) = arguments else { panic!("arguments are an object") };
+    client.call_tool(CallToolRequestParams::new(name).with_arguments(arguments)).await.expect("a tool result")
+}
+
+fn text_of(result: &CallToolResult) -> &str {
+    &result.content[0].as_text().expect("a text block").text
+}
+
+/// Checks a successful result: its structured content matches the tool's
+/// `outputSchema`, and the text block is the same JSON.
+fn assert_matches_output_schema(tool: &Tool, result: &CallToolResult) {
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    let structured = result.structured_content.as_ref().expect("structured content");
+    let schema = Value::Object(tool.output_schema.as_deref().expect("an outputSchema").clone());
+    let validator = jsonschema::validator_for(&schema).expect("a valid outputSchema");
+    let problems: Vec<String> = validator.iter_errors(structured).map(|e| e.to_string()).collect();
+    assert!(problems.is_empty(), "{structured} against {schema}: {problems:?}");
+    assert_eq!(serde_json::from_str::<Value>(text_of(result)).unwrap(), *structured);
+}
+
+/// The same work through the two lifecycles: list, then calls that succeed,
+/// fail, panic and time out.
+async fn exercise(client: &RunningService<RoleClient, ()>) {
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, ["greet", "plan_trip", "sleep", "explode"], "manifest order, without the module prefix");
+    let greet = &tools[0];
+    assert_eq!(greet.title.as_deref(), Some("Greet"));
+    assert_eq!(greet.description.as_deref(), Some("Say hello to someone."));
+    assert_eq!(greet.input_schema["properties"]["name"]["type"], "string");
+    let hints = greet.annotations.clone().unwrap();
+    assert_eq!(
+        (hints.read_only_hint, hints.idempotent_hint, hints.destructive_hint),
+        (Some(true), Some(true), Some(false))
+    );
+    assert_eq!(tools[3].annotations.clone().unwrap().destructive_hint, Some(true));
+
+    let greeting = call(client, "greet", json!({"name": "Ann", "excitement": 2})).await;
+    assert_eq!(greeting.structured_content, Some(json!({"text": "Hello, Ann!!"})));
+    assert_matches_output_schema(greet, &greeting);
+    let trip = call(client, "plan_trip", json!({"origin": {"name": "Lyon"}, "stops": [{"name": "Dijon"}]})).await;
+    assert_matches_output_schema(&tools[1], &trip);
+
+    let invalid = call(client, "greet", json!({"excitement": 9})).await;
+    assert_eq!(invalid.is_error, Some(true));
+    assert!(text_of(&invalid).contains("name") && text_of(&invalid).contains("excitement"), "{}", text_of(&invalid));
+    let panicked = call(client, "explode", json!({"message": "boom"})).await;
+    assert_eq!(panicked.is_error, Some(true));
+    assert!(text_of(&panicked).contains("internal error"), "{}", text_of(&panicked));
+    let slow = call(client, "sleep", json!({"millis": 5000})).await;
+    assert_eq!(slow.is_error, Some(true));
+    assert!(text_of(&slow).contains("timeout of 1 s"), "{}", text_of(&slow));
+
+    let unknown = client.call_tool(CallToolRequestParams::new("demo.greet").with_arguments(Map::new())).await;
+    let message = unknown.unwrap_err().to_string();
+    assert!(message.contains("no tool named `demo.greet`") && message.contains("greet, plan_trip"), "{message}");
+}
+
+#[tokio::test]
+async fn a_module_serves_its_tools_over_streamable_http_to_both_lifecycles() {
+    let demo = start_demo(&[]);
+    for lifecycle in lifecycles() {
+        let client = connect(&demo, lifecycle, None).await.expect("connected");
+        exercise(&client).await;
+        client.cancel().await.unwrap();
+    }
+    assert!(demo.wait_for_log("tool handler panicked", Duration::from_secs(5)), "the panic is logged");
+}
+
+#[tokio::test]
+async fn a_module_serves_mcp_on_stdio_when_started_with_the_flag() {
+    let mut command = tokio::process::Command::new(built_binary("examples/demo"));
+    command.arg("--stdio").env_remove("SERVICE_AUTH_TOKEN").env("RUST_LOG", "warn");
+    let client = ().serve(TokioChildProcess::new(command).unwrap()).await.expect("connected over stdio");
+    let info = client.peer_info().expect("the server's answer to initialize");
+    assert_eq!(info.server_info.as_ref().map(|server| server.name.as_str()), Some("demo"));
+    exercise(&client).await;
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn tools_list_pages_in_a_stable_order() {
+    let demo = start_demo(&[("MCP_PAGE_SIZE", "3")]);
+    let client = connect(&demo, ClientLifecycleMode::Initialize, None).await.unwrap();
+    let first = client.list_tools(None).await.unwrap();
+    let names: Vec<&str> = first.tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, ["greet", "plan_trip", "sleep"]);
+    let cursor = first.next_cursor.clone().expect("a second page");
+    let second = client.list_tools(Some(PaginatedRequestParams::default().with_cursor(Some(cursor)))).await.unwrap();
+    assert_eq!(second.tools.iter().map(|t| t.name.as_ref()).collect::<Vec<_>>(), ["explode"]);
+    assert_eq!(second.next_cursor, None);
+    let again = client.list_tools(None).await.unwrap();
+    assert_eq!((again.tools, again.next_cursor), (first.tools, first.next_cursor), "the same page every time");
+    let bad = client.list_tools(Some(PaginatedRequestParams::default().with_cursor(Some("nope".into())))).await;
+    assert!(bad.unwrap_err().to_string().contains("cursor"));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_service_token_guards_mcp_as_it_guards_execute() {
+    let demo = start_demo(&[("SERVICE_AUTH_TOKEN", "s3cret")]);
+    assert!(connect(&demo, ClientLifecycleMode::Initialize, None).await.is_err(), "no token");
+    assert!(connect(&demo, ClientLifecycleMode::Initialize, Some("wrong")).await.is_err(), "a wrong token");
+    let client = connect(&demo, ClientLifecycleMode::Initialize, Some("s3cret")).await.expect("the right token");
+    assert_eq!(client.list_all_tools().await.unwrap().len(), 4);
+    client.cancel().await.unwrap();
+    let (status, _) = post_raw(&demo, &[], list_request()).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+}
+
+/// A `tools/list` request as a 2025-11-25 client sends it after `initialize`.
+fn list_request() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}})
+}
+
+/// POSTs `body` to `/mcp` with the headers a client sends plus `headers`.
+async fn post_raw(demo: &Process, headers: &[(&str, &str)], body: Value) -> (StatusCode, String) {
+    let mut request = reqwest::Client::new()
+        .post(format!("{}/mcp", demo.url()))
+        .header("accept", "application/json, text/event-stream")
+        .json(&body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    (response.status(), response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn foreign_origins_and_unknown_protocol_versions_are_refused() {
+    let demo = start_demo(&[("MCP_ALLOWED_ORIGINS", "https://app.example.com")]);
+    let version = ("mcp-protocol-version", "2025-11-25");
+    let (status, body) = post_raw(&demo, &[version], list_request()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body.contains("plan_trip"), "{body}");
+    let (status, body) = post_raw(&demo, &[version, ("origin", "https://app.example.com")], list_request()).await;
+    assert_eq!(status, StatusCode::OK, "a listed origin: {body}");
+    for origin in ["https://evil.example", "http://app.example.com", "null"] {
+        let (status, _) = post_raw(&demo, &[version, ("origin", origin)], list_request()).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{origin}");
+    }
+    for unknown in ["1999-01-01", "latest"] {
+        let (status, body) = post_raw(&demo, &[("mcp-protocol-version", unknown)], list_request()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{unknown}: {body}");
+    }
+    // Without a list, every Origin is foreign: no web page can drive a module.
+    let closed = start_demo(&[]);
+    let (status, _) = post_raw(&closed, &[version, ("origin", "http://localhost:3000")], list_request()).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+}
