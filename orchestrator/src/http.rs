@@ -42,7 +42,7 @@ pub fn router(orchestrator: Arc<Orchestrator>) -> Router {
         .merge(crate::console::routes())
         .fallback(request_checks::not_found)
         .method_not_allowed_fallback(request_checks::method_not_allowed)
-        .layer(axum::middleware::from_fn(request_checks::json_posts_only))
+        .layer(axum::middleware::from_fn(module_sdk::service::require_json_content_type))
         .with_state(AppState { orchestrator })
 }
 
