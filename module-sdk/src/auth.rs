@@ -30,8 +30,10 @@ pub fn check_bearer(headers: &HeaderMap, expected: &str) -> Result<(), BearerRef
     }
 }
 
-/// The token of an `Authorization` value whose scheme is `Bearer`, in any case.
-fn bearer_token(value: &str) -> Option<&str> {
+/// The token of an `Authorization` value whose scheme is `Bearer`, in any
+/// case (public for servers that look the token up themselves, such as the
+/// orchestrator's identities).
+pub fn bearer_token(value: &str) -> Option<&str> {
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim_start_matches(' '))
 }

@@ -5,7 +5,7 @@
 //! the argument validator and the OpenAPI document. A tool author needs
 //! none of it: `Module::serve` uses it all.
 
-pub use crate::auth::{BearerRefusal, check_bearer, unauthorized};
+pub use crate::auth::{BearerRefusal, bearer_token, check_bearer, unauthorized};
 pub use crate::config::DEFAULT_MAX_BODY_BYTES;
 pub use crate::healthcheck::{local_address, probe_health};
 pub use crate::listener::{

@@ -3,10 +3,10 @@
 //! settings; with none configured, development mode trusts every request.
 
 use axum::extract::FromRequestParts;
+use axum::http::header;
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, header};
 use axum::response::Response;
-use module_sdk::service::unauthorized;
+use module_sdk::service::{bearer_token, unauthorized};
 
 use crate::http::AppState;
 use crate::identity::Identity;
@@ -22,16 +22,8 @@ impl FromRequestParts<AppState> for Authorized {
         state
             .orchestrator
             .identities
-            .authenticate(bearer_token(&parts.headers))
+            .authenticate(parts.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer_token))
             .map(Self)
             .map_err(|refusal| unauthorized(&refusal.to_string()))
     }
-}
-
-/// The token of an `Authorization: Bearer <token>` header, the scheme read
-/// case-insensitively (RFC 9110).
-fn bearer_token(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
 }
