@@ -1,9 +1,10 @@
 //! Whole-process tests of the orchestrator beyond one process: three
 //! replicas on one `redis-server` behave as one (listings agree, a refresh
 //! on one reaches all, the discovery claims keep the modules' manifest load
-//! flat, a killed replica loses no call a client retries elsewhere), and a
-//! module restarted under load (SIGTERM, a new process on the same port)
-//! fails no idempotent call routed by the orchestrator.
+//! flat, a killed replica loses no call a client retries elsewhere, an
+//! approval requested on one is decided on another, once), and a module
+//! restarted under load (SIGTERM, a new process on the same port) fails no
+//! idempotent call routed by the orchestrator.
 
 mod common;
 
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
+use common::modules::sdk_module;
 use common::{ModuleServer, OrchestratorProcess, module_services};
 use serde_json::{Value, json};
 use test_support::{Process, RedisServer};
@@ -290,4 +292,48 @@ async fn a_module_restarted_under_load_fails_no_idempotent_call() {
     println!("{total} calls through a module restart ({before_restart} before it): {} failed", failures.len());
     assert!(failures.is_empty(), "calls failed across the restart: {failures:?}");
     drop(research);
+}
+
+#[tokio::test]
+async fn an_approval_requested_on_one_replica_is_decided_on_another() {
+    let Some(redis_server) = RedisServer::start() else { return };
+    let (module, calls) = sdk_module("alpha");
+    let alpha = ModuleServer::sdk(module);
+    let services = module_services(&[("alpha", alpha.url())]);
+    let redis_url = redis_server.url();
+    let env = [
+        ("MODULE_SERVICES", services.as_str()),
+        ("REDIS_URL", redis_url.as_str()),
+        // `alpha.wipe` is destructive: it waits for a person's approval.
+        ("APPROVAL_FOR_DESTRUCTIVE", "true"),
+    ];
+    let replicas: Vec<OrchestratorProcess> = (0..3).map(|_| OrchestratorProcess::start(&env)).collect();
+    for replica in &replicas {
+        replica.wait_for_module("alpha", "up", PATIENCE).await;
+    }
+
+    let call = json!({"tool_name": "alpha.wipe", "arguments": {}, "user_id": "ada", "user_permission": "admin"});
+    let pending = replicas[0].execute(call).await;
+    assert_eq!(pending["error_kind"], "permission_denied", "{pending}");
+    assert!(pending["error"].as_str().unwrap().contains("waits for the user's approval"), "{pending}");
+    assert_eq!(calls.count(), 0, "a call waiting for approval has not run");
+
+    // Listed on another replica...
+    let listed = replicas[1].get("/approvals").await;
+    let approvals = listed["approvals"].as_array().unwrap();
+    assert_eq!(approvals.len(), 1, "{listed}");
+    assert_eq!(
+        (approvals[0]["tool_name"].clone(), approvals[0]["status"].clone()),
+        (json!("alpha.wipe"), json!("pending"))
+    );
+    let id = approvals[0]["id"].as_str().unwrap().to_owned();
+
+    // ...decided on a third, once.
+    let (status, decided) = replicas[2].post(&format!("/approvals/{id}"), &json!({"decision": "approve"})).await;
+    assert_eq!(status, 200, "{decided}");
+    assert_eq!(decided["result"]["success"], true, "{decided}");
+    let (again, _) = replicas[1].post(&format!("/approvals/{id}"), &json!({"decision": "deny"})).await;
+    assert_eq!(again, 409, "an approval is decided once, whichever replica is asked");
+    assert_eq!(calls.count(), 1, "the approved call ran exactly once");
+    assert_eq!(replicas[0].get(&format!("/approvals/{id}")).await["status"], "approved");
 }
