@@ -89,3 +89,50 @@ impl ApprovalStore for MemoryStore {
         "memory"
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approvals::record::ApprovalStatus;
+    use module_sdk::Permission;
+    use std::time::Duration;
+
+    fn approval(id: &str, expires_in: Duration) -> Approval {
+        let now = OffsetDateTime::now_utc();
+        Approval {
+            id: id.into(),
+            tool_name: "m.t".into(),
+            arguments: serde_json::Map::new(),
+            user_id: Some("ada".into()),
+            permission: Permission::User,
+            modules: None,
+            requested_by: "key:ada".into(),
+            created_at: now,
+            expires_at: now + expires_in,
+            status: ApprovalStatus::Pending,
+            decided_by: None,
+            decided_at: None,
+            reason: None,
+            result: None,
+            call: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn one_claim_wins_and_dropped_records_are_gone() {
+        let store = MemoryStore::default();
+        let live = approval("live", Duration::from_secs(60));
+        store.put(&live, live.expires_at).await.unwrap();
+        assert!(store.claim("live", live.expires_at).await.unwrap());
+        assert!(!store.claim("live", live.expires_at).await.unwrap(), "a second claim loses");
+        store.put(&live, live.expires_at).await.unwrap();
+        assert!(!store.claim("live", live.expires_at).await.unwrap(), "storing the decision keeps the claim");
+        assert!(!store.claim("unknown", live.expires_at).await.unwrap());
+
+        let old = approval("old", Duration::ZERO);
+        assert_eq!(old.status_at(OffsetDateTime::now_utc()), ApprovalStatus::Expired);
+        store.put(&old, OffsetDateTime::now_utc() - Duration::from_secs(1)).await.unwrap();
+        assert!(store.get("old").await.unwrap().is_none());
+        assert_eq!(store.list().await.unwrap().len(), 1);
+    }
+}
