@@ -12,6 +12,10 @@
 //!   answer on a kept-alive one) and stops when the head is complete, so it
 //!   bounds idle keep-alive connections too. Past it the connection is closed
 //!   without an answer (hyper's behaviour; nothing of the request was parsed).
+//! - **Answers nobody reads**: the same time bounds how long writing an
+//!   answer may make no progress (a client that sends requests and never
+//!   reads, e.g. thousands pipelined); past it the connection is closed, so
+//!   such a client cannot hold a slot.
 //! - **Request bodies**: a deadline for the whole body, counted from the end of
 //!   the head. Past it the caller gets `408` with `Connection: close`.
 //! - **Declared length**: a `Content-Length` over
@@ -28,6 +32,7 @@
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::io;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,6 +48,7 @@ use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::time::Sleep;
@@ -64,8 +70,9 @@ pub struct ServerLimits {
     /// `MAX_BODY_BYTES`: the largest request body; larger ones get `413`.
     pub max_body_bytes: usize,
     /// `HEADER_READ_TIMEOUT_SECONDS`: how long a connection may wait for a
-    /// complete request head (idle keep-alive time included); past it the
-    /// connection is closed.
+    /// complete request head (idle keep-alive time included), and how long
+    /// writing an answer may make no progress; past it the connection is
+    /// closed.
     pub header_read_timeout: Duration,
     /// `BODY_READ_TIMEOUT_SECONDS`: how long a request body may take to
     /// arrive after its head; past it the caller gets `408`.
@@ -122,6 +129,7 @@ pub async fn serve_router(
         let _ = stream.set_nodelay(true);
         let guard = guard.clone();
         let service = hyper::service::service_fn(move |request| guard.clone().handle(request));
+        let stream = StallBoundedIo::new(stream, limits.header_read_timeout);
         let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
         tokio::spawn(async move {
             if let Err(error) = connection.await {
@@ -298,5 +306,102 @@ impl HttpBody for BoundedBody {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A connection whose writes fail once they have made no progress for
+    /// `stall_timeout`: an answer to a client that stopped reading cannot
+    /// hold the connection, and its slot, for ever.
+    struct StallBoundedIo<T> {
+        #[pin]
+        inner: T,
+        stall_timeout: Duration,
+        // Armed when a write first waits, disarmed by any progress; boxed
+        // once per connection, on its first wait.
+        stall: Option<Pin<Box<Sleep>>>,
+        stalling: bool,
+    }
+}
+
+impl<T> StallBoundedIo<T> {
+    fn new(inner: T, stall_timeout: Duration) -> Self {
+        Self { inner, stall_timeout, stall: None, stalling: false }
+    }
+}
+
+/// What a write that waited returns: still `Pending`, or the stall's error
+/// once `timeout` has passed since it began.
+fn stalled<R>(
+    stall: &mut Option<Pin<Box<Sleep>>>,
+    stalling: &mut bool,
+    timeout: Duration,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<R>> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let sleep = stall.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+    if !*stalling {
+        sleep.as_mut().reset(deadline);
+        *stalling = true;
+    }
+    match sleep.as_mut().poll(cx) {
+        Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "the client read nothing of the answer within HEADER_READ_TIMEOUT_SECONDS",
+        ))),
+        Poll::Pending => Poll::Pending,
+    }
+}
+
+impl<T: AsyncRead> AsyncRead for StallBoundedIo<T> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        self.project().inner.poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite> AsyncWrite for StallBoundedIo<T> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.project();
+        match this.inner.poll_write(cx, buf) {
+            Poll::Pending => stalled(this.stall, this.stalling, *this.stall_timeout, cx),
+            ready => {
+                *this.stalling = false;
+                ready
+            }
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.project();
+        match this.inner.poll_write_vectored(cx, bufs) {
+            Poll::Pending => stalled(this.stall, this.stalling, *this.stall_timeout, cx),
+            ready => {
+                *this.stalling = false;
+                ready
+            }
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.project();
+        match this.inner.poll_flush(cx) {
+            Poll::Pending => stalled(this.stall, this.stalling, *this.stall_timeout, cx),
+            ready => {
+                *this.stalling = false;
+                ready
+            }
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.project().inner.poll_shutdown(cx)
     }
 }

@@ -3,6 +3,7 @@
 //! resident memory stays within budget. Cross-site form posts get `415`,
 //! bodies past `MAX_BODY_BYTES` get `413` whatever their framing or
 //! `Expect`, idle connections past `MAX_CONNECTIONS` wait and are served,
+//! clients that pipeline requests and never read their answers are closed,
 //! a lower-case `bearer` scheme is accepted, and `info` logging does not
 //! grow with the number of calls.
 //!
@@ -23,7 +24,8 @@ const RSS_BUDGET_BYTES: u64 = 64 * 1024 * 1024;
 /// How long a test waits for an answer the server owes at once.
 const PROMPT: Duration = Duration::from_secs(5);
 
-/// The demo binary, which `cargo test` builds with the package's examples.
+/// The demo binary, which `cargo test -p module-sdk` builds with the
+/// package's examples (`--test hostile` alone does not: add `--example demo`).
 fn demo_binary() -> PathBuf {
     let deps = std::env::current_exe().unwrap().parent().unwrap().to_path_buf();
     let path = deps.parent().unwrap().join("examples").join("demo");
@@ -145,6 +147,32 @@ async fn idle_connections_past_the_cap_wait_and_are_then_served() {
     assert_eq!(health.expect("served once idle connections are closed")["status"], "ok");
     drop(idle);
     assert_alive_within_budget(&mut demo, "idle connections").await;
+}
+
+#[tokio::test]
+async fn clients_that_never_read_their_answers_do_not_hold_the_slots() {
+    let mut demo = start_demo(&[("MAX_CONNECTIONS", "2"), ("HEADER_READ_TIMEOUT_SECONDS", "1"), ("RUST_LOG", "warn")]);
+    // 100,000 pipelined requests (3.5 MB) whose answers (about 15 MB) fill
+    // every socket buffer between the module and a client that reads none.
+    let requests = "GET /health HTTP/1.1\r\nHost: t\r\n\r\n".repeat(100_000);
+    let mut writers = Vec::new();
+    for _ in 0..2 {
+        let mut stream = tokio::net::TcpStream::connect(demo.address()).await.unwrap();
+        let requests = requests.clone();
+        writers.push(tokio::spawn(async move {
+            let _ = stream.write_all(requests.as_bytes()).await;
+            // Held open, unread, until the test ends.
+            std::future::pending::<()>().await;
+        }));
+    }
+    // Served once the stalled answers are given up on and their slots free.
+    let health = tokio::time::timeout(Duration::from_secs(20), demo.client().health()).await;
+    if health.is_err() {
+        eprintln!("LOGS {:#?}", demo.logs());
+    }
+    assert_eq!(health.expect("served once the non-reading clients are closed")["status"], "ok");
+    writers.iter().for_each(tokio::task::JoinHandle::abort);
+    assert_alive_within_budget(&mut demo, "non-reading clients").await;
 }
 
 #[tokio::test]
