@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace, the way CI does. Installs what the tests
-# need (redis-server, podman, bubblewrap, chromium, pydantic) when it is missing. Usage: scripts/test.sh
+# need (redis-server, podman, bubblewrap, chromium, prometheus, pydantic) when it is missing. Usage: scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +27,8 @@ command -v python3 >/dev/null || missing+=(python3)
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v chromium >/dev/null || missing+=(chromium)
 command -v chromedriver >/dev/null || missing+=(chromium-driver)
+# The /metrics tests scrape with a real Prometheus.
+command -v prometheus >/dev/null || missing+=(prometheus)
 if ((${#missing[@]})); then
     apt_install "${missing[@]}"
 fi

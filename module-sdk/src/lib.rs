@@ -51,6 +51,7 @@ mod listener;
 mod logging;
 mod manifest_check;
 pub mod mcp;
+mod metrics;
 mod module;
 mod openapi;
 pub mod schema;

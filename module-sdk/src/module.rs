@@ -16,6 +16,7 @@ use crate::contract::{
     CONTRACT_VERSION, ErrorKind, ModuleManifest, ToolCall, ToolDefinition, ToolResult, check_manifest,
 };
 use crate::error::ModuleError;
+use crate::metrics::{CallMetrics, ToolMetrics, UNKNOWN_TOOL_LABEL};
 use crate::schema::parameters_of;
 use crate::tool::{ErasedHandler, IntoTool, Tool};
 use crate::validate::ArgumentValidator;
@@ -67,11 +68,12 @@ impl Module {
     /// Checks the definition against the contract and compiles every
     /// tool's argument validator.
     pub fn build(self) -> Result<ModuleService, ModuleError> {
+        let metrics = CallMetrics::new();
         let mut tools = HashMap::with_capacity(self.tools.len());
         let mut definitions = Vec::with_capacity(self.tools.len());
         for tool in self.tools {
             let full_name = format!("{}.{}", self.name, tool.name);
-            let registered = RegisteredTool::new(&full_name, tool)?;
+            let registered = RegisteredTool::new(&full_name, tool, metrics.tool(&full_name))?;
             definitions.push(registered.definition.clone());
             tools.insert(full_name, registered);
         }
@@ -84,7 +86,8 @@ impl Module {
         };
         // The orchestrator's own check: what passes here, it accepts.
         check_manifest(&mut manifest)?;
-        Ok(ModuleService { manifest, tools, state: Arc::new(self.state) })
+        let unknown_tool = metrics.tool(UNKNOWN_TOOL_LABEL);
+        Ok(ModuleService { manifest, tools, state: Arc::new(self.state), metrics, unknown_tool })
     }
 }
 
@@ -95,12 +98,13 @@ struct RegisteredTool {
     validator: ArgumentValidator,
     handler: Arc<dyn ErasedHandler>,
     timeout: std::time::Duration,
+    metrics: ToolMetrics,
 }
 
 impl RegisteredTool {
     /// Compiles the tool's validator; the contract's rules are checked on
     /// the whole manifest afterwards.
-    fn new(full_name: &str, tool: Tool) -> Result<Self, ModuleError> {
+    fn new(full_name: &str, tool: Tool, metrics: ToolMetrics) -> Result<Self, ModuleError> {
         let seconds = tool.timeout.as_secs_f64();
         let validator = ArgumentValidator::new(&tool.input_schema)
             .map_err(|e| ModuleError::InvalidSchema(full_name.to_owned(), e))?;
@@ -116,7 +120,14 @@ impl RegisteredTool {
             timeout_seconds: Some(seconds),
             risk_level: tool.risk_level,
         };
-        Ok(Self { name: full_name.into(), definition, validator, handler: tool.handler, timeout: tool.timeout })
+        Ok(Self {
+            name: full_name.into(),
+            definition,
+            validator,
+            handler: tool.handler,
+            timeout: tool.timeout,
+            metrics,
+        })
     }
 }
 
@@ -126,12 +137,20 @@ pub struct ModuleService {
     manifest: ModuleManifest,
     tools: HashMap<String, RegisteredTool>,
     state: Arc<StateMap>,
+    metrics: CallMetrics,
+    /// Where calls to tools the module does not have are counted.
+    unknown_tool: ToolMetrics,
 }
 
 impl ModuleService {
     /// The manifest served at `GET /manifest`.
     pub fn manifest(&self) -> &ModuleManifest {
         &self.manifest
+    }
+
+    /// The call metrics served at `GET /metrics`.
+    pub fn metrics(&self) -> &CallMetrics {
+        &self.metrics
     }
 
     /// Runs one call: finds the tool, validates the arguments, runs the
@@ -146,7 +165,10 @@ impl ModuleService {
     pub(crate) async fn answer(&self, call: ToolCall) -> Answer {
         let started = Instant::now();
         let user_id_present = call.user_id.is_some();
-        let answer = self.run(call).await;
+        let tool = self.tools.get(&call.tool_name);
+        let in_flight = tool.map_or(&self.unknown_tool, |tool| &tool.metrics).start();
+        let answer = self.run(tool, call).await;
+        in_flight.finish(answer.error_kind);
         // One event per call at `debug`, so `info` logging stays flat under
         // load; the module's own failures (`execution_failed`, a database or
         // a bug, not the caller's request) are worth an operator's look.
@@ -170,8 +192,9 @@ impl ModuleService {
         answer
     }
 
-    async fn run(&self, call: ToolCall) -> Answer {
-        let Some(tool) = self.tools.get(&call.tool_name) else {
+    /// Runs `call` with `tool`, the module's tool of that name (if any).
+    async fn run(&self, tool: Option<&RegisteredTool>, call: ToolCall) -> Answer {
+        let Some(tool) = tool else {
             let message = self.unknown_tool(&call.tool_name);
             return Answer::failure(call.tool_name, ErrorKind::UnknownTool, message);
         };

@@ -8,7 +8,14 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 use crate::contract::ModuleManifest;
 
 #[derive(OpenApi)]
-#[openapi(paths(crate::server::health, crate::server::manifest, crate::server::execute, crate::server::openapi))]
+#[openapi(paths(
+    crate::server::health,
+    crate::server::manifest,
+    crate::server::execute,
+    crate::server::openapi,
+    crate::server::metrics,
+    crate::mcp::http::serve_mcp
+))]
 struct ModuleApi;
 
 /// The document for the module described by `manifest`.

@@ -23,6 +23,7 @@ use crate::listener::serve_router;
 use crate::logging::init_logging;
 use crate::mcp::http::{McpEndpoint, mcp_endpoint, serve_mcp};
 use crate::mcp::{serve_stdio, stdio_requested};
+use crate::metrics::METRICS_CONTENT_TYPE;
 use crate::module::{Module, ModuleService};
 use crate::openapi::openapi_document;
 
@@ -88,6 +89,7 @@ pub(crate) fn router(service: Arc<ModuleService>, config: &ServeConfig) -> Route
         .route("/manifest", get(manifest))
         .route("/execute", post(execute))
         .route("/openapi.json", get(openapi))
+        .route("/metrics", get(metrics))
         .route("/mcp", any(serve_mcp))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -158,6 +160,19 @@ pub(crate) async fn manifest(_: Authorized, State(state): State<AppState>) -> Re
     json_bytes(state.manifest_json.clone())
 }
 
+/// Prometheus metrics of the module's tool calls (OpenMetrics text).
+#[utoipa::path(
+    get, path = "/metrics",
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, content_type = "application/openmetrics-text", body = String),
+        (status = 401, body = ErrorBody)
+    )
+)]
+pub(crate) async fn metrics(_: Authorized, State(state): State<AppState>) -> Response {
+    ([(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)], state.service.metrics().encode()).into_response()
+}
+
 /// Runs one tool call; every well-formed call gets a `200` ToolResult.
 #[utoipa::path(
     post, path = "/execute",
@@ -214,7 +229,7 @@ pub(crate) async fn openapi(State(state): State<AppState>) -> Response {
 async fn not_found() -> Response {
     error_response(
         StatusCode::NOT_FOUND,
-        "no such route; a module serves GET /health, GET /manifest, POST /execute, GET /openapi.json and POST /mcp",
+        "no such route; a module serves GET /health, GET /manifest, POST /execute, GET /openapi.json, GET /metrics and POST /mcp",
     )
 }
 
@@ -222,7 +237,7 @@ async fn not_found() -> Response {
 async fn method_not_allowed() -> Response {
     error_response(
         StatusCode::METHOD_NOT_ALLOWED,
-        "wrong method for this route; a module serves GET /health, GET /manifest, POST /execute, GET /openapi.json and POST /mcp",
+        "wrong method for this route; a module serves GET /health, GET /manifest, POST /execute, GET /openapi.json, GET /metrics and POST /mcp",
     )
 }
 

@@ -2,8 +2,8 @@
 //! modules (the orchestrator) or embed one: the bearer check and its `401`,
 //! JSON error bodies, the `415` for bodies that are not JSON, the shutdown
 //! signal, the bounded connection loop, the health probe, logging set-up,
-//! the argument validator and the OpenAPI document. A tool author needs
-//! none of it: `Module::serve` uses it all.
+//! call metrics, the argument validator and the OpenAPI document. A tool
+//! author needs none of it: `Module::serve` uses it all.
 
 pub use crate::auth::{BearerRefusal, bearer_token, check_bearer, unauthorized};
 pub use crate::config::DEFAULT_MAX_BODY_BYTES;
@@ -12,6 +12,7 @@ pub use crate::listener::{
     DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, serve_router,
 };
 pub use crate::logging::init_logging;
+pub use crate::metrics::{CallInFlight, CallMetrics, METRICS_CONTENT_TYPE, ToolMetrics, UNKNOWN_TOOL_LABEL};
 pub use crate::openapi::openapi_document;
 pub use crate::server::{body_refused, error_response, require_json_content_type, shutdown_signal};
 pub use crate::validate::ArgumentValidator;

@@ -4,29 +4,20 @@
 //! slowly, or not at all, or announce bodies that are too large. The checks
 //! are test-support's, shared with the orchestrator's tests.
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
 use serde_json::json;
-use test_support::Process;
 use test_support::connection_budgets::{
     MARGIN, SlowClients, assert_chunked_body_stopped_at_the_limit, assert_connection_cap,
     assert_declared_body_refused_early,
 };
 use test_support::raw_tcp::{read_until_closed, send_and_stall};
-
-/// The demo binary, which `cargo test` builds with the package's examples.
-fn demo_binary() -> PathBuf {
-    let deps = std::env::current_exe().unwrap().parent().unwrap().to_path_buf();
-    let path = deps.parent().unwrap().join("examples").join("demo");
-    assert!(path.exists(), "{} is missing: run `cargo test -p module-sdk`, which builds examples", path.display());
-    path
-}
+use test_support::{Process, built_binary};
 
 /// The demo module with `env` set (and no token, and the default body limit unless `env` sets one).
 fn start_demo(env: &[(&str, &str)]) -> Process {
-    let mut command = Command::new(demo_binary());
+    let mut command = Command::new(built_binary("examples/demo"));
     command
         .env_remove("SERVICE_AUTH_TOKEN")
         .env_remove("MAX_BODY_BYTES")

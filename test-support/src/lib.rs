@@ -6,6 +6,8 @@
 //!   Its output is captured, and it is killed when dropped.
 //! - [`ModuleClient`]: calls a module (or the orchestrator) over HTTP.
 //! - [`RedisServer`]: a real `redis-server` for the tests that need one.
+//! - [`PrometheusServer`]: a real `prometheus` scraping the servers under test.
+//! - [`built_binary`]: another package's binary or example of this workspace.
 //! - [`raw_tcp`]: raw TCP clients that send requests slowly, or not at all.
 //! - [`connection_budgets`]: the checks of the connection budgets every
 //!   server gets from `module_sdk::service::serve_router`, written once.
@@ -27,16 +29,35 @@
 mod client;
 pub mod connection_budgets;
 mod process;
+mod prometheus_server;
 pub mod raw_tcp;
 mod redis_server;
 pub mod samples;
 
 pub use client::{ModuleClient, error_kind};
 pub use process::{Process, START_TIMEOUT};
+pub use prometheus_server::{PrometheusServer, ScrapeTarget};
 pub use redis_server::RedisServer;
 
 /// Whether missing services must fail the tests (`REQUIRE_SERVICES=1`, set
 /// by `scripts/test.sh`) instead of skipping them loudly.
 pub fn services_required() -> bool {
     std::env::var("REQUIRE_SERVICES").as_deref() == Ok("1")
+}
+
+/// The binary `name` (`"research"`, or `"examples/demo"`) that
+/// `cargo build --workspace --all-targets` put next to the running test's
+/// own binary, for tests that start another package's binary (`cargo test`
+/// gives a test only its own package's through `CARGO_BIN_EXE_*`).
+pub fn built_binary(name: &str) -> std::path::PathBuf {
+    let test_binary = std::env::current_exe().expect("the test binary's path");
+    // target/<profile>/deps/<test> -> target/<profile>/<name>
+    let profile_dir = test_binary.parent().and_then(std::path::Path::parent).expect("target/<profile>/deps/<test>");
+    let binary = profile_dir.join(name);
+    assert!(
+        binary.exists(),
+        "{} is not built: run `cargo build --workspace --all-targets` first (scripts/test.sh does)",
+        binary.display()
+    );
+    binary
 }

@@ -1,0 +1,173 @@
+//! Prometheus metrics of tool calls, served at `GET /metrics` in the
+//! OpenMetrics text format (prometheus-client, the Prometheus project's own
+//! Rust client).
+//!
+//! Every tool's counters, histogram and gauge are created once when the
+//! module is built, so a call only touches atomics, and a caller cannot add
+//! label values: a call to a tool the module does not have is counted under
+//! `tool="unknown"`.
+
+use std::sync::Arc;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use tokio::time::Instant;
+
+use crate::contract::ErrorKind;
+
+/// The `Content-Type` of [`CallMetrics::encode`]'s text.
+pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The `tool` label of calls to a tool that does not exist.
+pub const UNKNOWN_TOOL_LABEL: &str = "unknown";
+
+/// The labels of a call counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    tool: String,
+    /// `success`, or the call's `error_kind`.
+    outcome: &'static str,
+}
+
+/// The label of a per-tool histogram or gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolLabel {
+    tool: String,
+}
+
+/// Call durations from 1 ms to about 65 s, doubling.
+fn duration_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
+/// The registry of a server's call metrics: `tool_calls_total{tool,outcome}`,
+/// `tool_call_duration_seconds{tool}` and `tool_calls_in_flight{tool}`.
+pub struct CallMetrics {
+    registry: Registry,
+    calls: Family<OutcomeLabels, Counter>,
+    durations: Family<ToolLabel, Histogram, fn() -> Histogram>,
+    in_flight: Family<ToolLabel, Gauge>,
+}
+
+impl Default for CallMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CallMetrics {
+    /// An empty registry with the three call metrics.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let calls = Family::<OutcomeLabels, Counter>::default();
+        let durations = Family::<ToolLabel, Histogram, fn() -> Histogram>::new_with_constructor(duration_histogram);
+        let in_flight = Family::<ToolLabel, Gauge>::default();
+        registry.register("tool_calls", "Tool calls by tool and outcome (success or error_kind)", calls.clone());
+        registry.register("tool_call_duration_seconds", "Time from a call's arrival to its answer", durations.clone());
+        registry.register("tool_calls_in_flight", "Tool calls being run now", in_flight.clone());
+        Self { registry, calls, durations, in_flight }
+    }
+
+    /// The metrics of the tool `tool`, created now (with a zero for every
+    /// outcome, so dashboards see the series before the first failure).
+    pub fn tool(&self, tool: &str) -> ToolMetrics {
+        let outcome =
+            |outcome: &'static str| self.calls.get_or_create(&OutcomeLabels { tool: tool.to_owned(), outcome }).clone();
+        let label = ToolLabel { tool: tool.to_owned() };
+        ToolMetrics(Arc::new(ToolMetricsInner {
+            success: outcome("success"),
+            failures: ErrorKind::ALL.map(|kind| outcome(kind.as_str())),
+            duration: self.durations.get_or_create(&label).clone(),
+            in_flight: self.in_flight.get_or_create(&label).clone(),
+        }))
+    }
+
+    /// The registry, for a server that adds metrics of its own.
+    pub fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
+    /// Every metric in the OpenMetrics text format ([`METRICS_CONTENT_TYPE`]).
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+/// One tool's counters, duration histogram and in-flight gauge; cheap to clone.
+#[derive(Clone)]
+pub struct ToolMetrics(Arc<ToolMetricsInner>);
+
+struct ToolMetricsInner {
+    success: Counter,
+    /// In the order of [`ErrorKind::ALL`].
+    failures: [Counter; ErrorKind::ALL.len()],
+    duration: Histogram,
+    in_flight: Gauge,
+}
+
+impl ToolMetrics {
+    /// Counts a call as in flight until the returned guard is finished or
+    /// dropped (a caller that went away).
+    pub fn start(&self) -> CallInFlight {
+        self.0.in_flight.inc();
+        CallInFlight { metrics: self.clone(), started: Instant::now() }
+    }
+}
+
+/// A call being run; see [`ToolMetrics::start`].
+pub struct CallInFlight {
+    metrics: ToolMetrics,
+    started: Instant,
+}
+
+impl CallInFlight {
+    /// Records the call's outcome (`None` for success) and duration.
+    pub fn finish(self, error_kind: Option<ErrorKind>) {
+        let inner = &self.metrics.0;
+        let counter = match error_kind {
+            None => &inner.success,
+            Some(kind) => {
+                let index = ErrorKind::ALL.iter().position(|k| *k == kind).unwrap_or(ErrorKind::ALL.len() - 1);
+                &inner.failures[index]
+            }
+        };
+        counter.inc();
+        inner.duration.observe(self.started.elapsed().as_secs_f64());
+    }
+}
+
+impl Drop for CallInFlight {
+    fn drop(&mut self) {
+        self.metrics.0.in_flight.dec();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_are_counted_by_outcome_and_in_flight_returns_to_zero() {
+        let metrics = CallMetrics::new();
+        let greet = metrics.tool("demo.greet");
+        greet.start().finish(None);
+        greet.start().finish(Some(ErrorKind::InvalidArguments));
+        let running = greet.start();
+        let text = metrics.encode();
+        assert!(text.contains(r#"tool_calls_total{tool="demo.greet",outcome="success"} 1"#), "{text}");
+        assert!(text.contains(r#"tool_calls_total{tool="demo.greet",outcome="invalid_arguments"} 1"#), "{text}");
+        assert!(text.contains(r#"tool_calls_total{tool="demo.greet",outcome="timeout"} 0"#), "{text}");
+        assert!(text.contains(r#"tool_calls_in_flight{tool="demo.greet"} 1"#), "{text}");
+        assert!(text.contains(r#"tool_call_duration_seconds_count{tool="demo.greet"} 2"#), "{text}");
+        drop(running);
+        assert!(metrics.encode().contains(r#"tool_calls_in_flight{tool="demo.greet"} 0"#));
+        assert!(metrics.encode().ends_with("# EOF\n"));
+    }
+}
