@@ -30,6 +30,14 @@ fn chain(length: usize, fan_out: usize, described: bool) -> Value {
     json!({"type": "object", "properties": {"start": {"$ref": "#/$defs/D0"}}, "required": ["start"], "$defs": defs})
 }
 
+/// An object with 600 properties and a union of 20 branches of 20 branches:
+/// Gemini's form copies the properties into each of the 400 branches.
+fn nested_unions() -> Value {
+    let properties: Map<String, Value> = (0..600).map(|i| (format!("p{i}"), json!({"type": "string"}))).collect();
+    let inner = json!({"anyOf": vec![json!({"required": ["p1"]}); 20]});
+    json!({"type": "object", "properties": {"x": {"type": "object", "properties": properties, "anyOf": vec![inner; 20]}}})
+}
+
 fn tool(schema: Value) -> ToolDefinition {
     serde_json::from_value(json!({
         "name": "evil.tool",
@@ -60,6 +68,7 @@ fn hostile_schemas_convert_in_every_format_within_a_bounded_size() {
         ("20,000-long described chain", chain(20_000, 1, true)),
         ("doubling graph, 20 levels", chain(20, 2, false)),
         ("described doubling graph, 20 levels", chain(20, 2, true)),
+        ("nested unions beside 600 properties", nested_unions()),
     ];
     for (what, schema) in schemas {
         let tools = vec![tool(schema)];

@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::notes;
 use super::prepare::prepare;
-use super::walk::{MAX_INLINED_NODES, MAX_NESTING, def_name, too_deep};
+use super::walk::{MAX_INLINED_NODES, MAX_NESTING, def_name, omitted};
 use crate::names::gemini_property_names;
 
 /// The keywords Gemini's `Schema` takes.
@@ -47,7 +47,8 @@ pub fn gemini(schema: &Value) -> Value {
     let prepared = prepare(schema);
     let defs = prepared.get("$defs").and_then(Value::as_object).cloned().unwrap_or_default();
     let inlined = Inliner { defs: &defs, stack: Vec::new(), depth: 0, nodes: 0 }.inline(&prepared);
-    Value::Object(convert(&inlined))
+    let mut left = MAX_INLINED_NODES;
+    Value::Object(convert(&inlined, &mut left))
 }
 
 /// The state of one inlining: the definitions, those being inlined, how
@@ -65,7 +66,7 @@ impl Inliner<'_> {
     /// or [`MAX_INLINED_NODES`] nodes) becomes a plain object that says so.
     fn inline(&mut self, node: &Value) -> Value {
         if self.depth >= MAX_NESTING {
-            return Value::Object(too_deep());
+            return Value::Object(omitted());
         }
         self.nodes += 1;
         let Value::Object(map) = node else { return node.clone() };
@@ -112,8 +113,12 @@ fn any_value(mut base: Map<String, Value>) -> Map<String, Value> {
     base
 }
 
-/// One inlined node in Gemini's subset.
-fn convert(node: &Value) -> Map<String, Value> {
+/// One inlined node in Gemini's subset; `left` is how many more nodes the
+/// conversion may make (unions copy their other keywords into each branch),
+/// past which nodes are left out, saying so.
+fn convert(node: &Value, left: &mut usize) -> Map<String, Value> {
+    let Some(rest) = left.checked_sub(1) else { return omitted() };
+    *left = rest;
     let Value::Object(map) = node else {
         return any_value(Map::new());
     };
@@ -147,9 +152,9 @@ fn convert(node: &Value) -> Map<String, Value> {
                 _ => Map::new(),
             };
             only.extend(map);
-            return finish(convert(&Value::Object(only)), nullable);
+            return finish(convert(&Value::Object(only), left), nullable);
         }
-        _ => return finish(distribute(map, branches), nullable),
+        _ => return finish(distribute(map, branches, left), nullable),
     }
     let types: Vec<String> = match map.remove("type") {
         Some(Value::String(t)) => vec![t],
@@ -179,7 +184,7 @@ fn convert(node: &Value) -> Map<String, Value> {
             },
             several => {
                 let branches = several.iter().map(|t| json!({ "type": t })).collect();
-                return finish(distribute(map, branches), nullable);
+                return finish(distribute(map, branches, left), nullable);
             }
         }
     };
@@ -190,17 +195,17 @@ fn convert(node: &Value) -> Map<String, Value> {
         notes::append(&mut map, phrase.as_slice());
     }
     if kind == "object" {
-        convert_object(&mut map);
+        convert_object(&mut map, left);
     }
     if kind == "array" {
-        convert_array(&mut map);
+        convert_array(&mut map, left);
     }
     finish(keep_only(map), nullable)
 }
 
 /// A union of `branches`, each with the node's other keywords laid under
 /// it (`A and (B or C)` is `(A and B) or (A and C)`); the description stays on the union.
-fn distribute(mut map: Map<String, Value>, branches: Vec<Value>) -> Map<String, Value> {
+fn distribute(mut map: Map<String, Value>, branches: Vec<Value>, left: &mut usize) -> Map<String, Value> {
     let mut union = Map::new();
     if let Some(description) = map.remove("description") {
         union.insert("description".into(), description);
@@ -212,7 +217,7 @@ fn distribute(mut map: Map<String, Value>, branches: Vec<Value>) -> Map<String, 
             if let Value::Object(branch) = branch {
                 merged.extend(branch);
             }
-            Value::Object(convert(&Value::Object(merged)))
+            Value::Object(convert(&Value::Object(merged), left))
         })
         .collect();
     union.insert("anyOf".into(), Value::Array(converted));
@@ -258,12 +263,12 @@ fn merge_all_of(map: &mut Map<String, Value>, part: &Map<String, Value>) {
 
 /// Properties converted under safe names, `required` renamed to match, a
 /// map's value type described in words.
-fn convert_object(map: &mut Map<String, Value>) {
+fn convert_object(map: &mut Map<String, Value>, left: &mut usize) {
     let mut renames = Vec::new();
     if let Some(Value::Object(properties)) = map.get("properties") {
         let mut converted = Map::new();
         for (name, safe) in gemini_property_names(properties) {
-            converted.insert(safe.clone(), Value::Object(convert(&properties[name])));
+            converted.insert(safe.clone(), Value::Object(convert(&properties[name], left)));
             renames.push((name.to_owned(), safe));
         }
         map.insert("properties".into(), Value::Object(converted));
@@ -292,7 +297,7 @@ fn convert_object(map: &mut Map<String, Value>) {
 
 /// Items converted; a tuple's items as a union of its positions; an array
 /// without items gets "any value" items.
-fn convert_array(map: &mut Map<String, Value>) {
+fn convert_array(map: &mut Map<String, Value>, left: &mut usize) {
     let items = match (map.remove("prefixItems"), map.remove("items")) {
         (Some(Value::Array(positions)), _) if !positions.is_empty() => {
             notes::append(map, &[format!("exactly {} items, in order", positions.len())]);
@@ -302,7 +307,7 @@ fn convert_array(map: &mut Map<String, Value>) {
         (_, Some(item @ Value::Object(_))) => item,
         _ => json!({}),
     };
-    map.insert("items".into(), Value::Object(convert(&items)));
+    map.insert("items".into(), Value::Object(convert(&items, left)));
 }
 
 /// `map` with only Gemini's keywords left, the rest moved into the

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value};
 
 use super::walk::{
-    MAX_INLINED_NODES, MAX_NESTING, def_name, escape, for_each_child, for_each_child_mut, for_each_node, too_deep,
+    MAX_INLINED_NODES, MAX_NESTING, def_name, escape, for_each_child, for_each_child_mut, for_each_node, omitted,
 };
 
 /// Keywords that identify a document rather than constrain a value.
@@ -89,7 +89,7 @@ impl Preparer<'_> {
     /// `node` prepared, or "any value" when it nests too deep.
     fn node(&mut self, node: &Value) -> Value {
         if self.depth >= MAX_NESTING {
-            return Value::Object(too_deep());
+            return Value::Object(omitted());
         }
         self.depth += 1;
         self.nodes += 1;

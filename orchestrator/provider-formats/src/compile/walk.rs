@@ -14,10 +14,11 @@ pub const MAX_NESTING: usize = 64;
 /// Twice the default `MAX_SCHEMA_NODES` an orchestrator checks at discovery.
 pub const MAX_INLINED_NODES: usize = 20_000;
 
-/// What stands in for a subschema nested deeper than [`MAX_NESTING`]: any value, saying so.
-pub fn too_deep() -> Map<String, Value> {
+/// What stands in for a subschema nested deeper than [`MAX_NESTING`], or
+/// past [`MAX_INLINED_NODES`]: any value, saying so.
+pub fn omitted() -> Map<String, Value> {
     let mut node = Map::new();
-    node.insert("description".into(), "(nested too deep to show)".into());
+    node.insert("description".into(), "(omitted: nested too deep or too large to show)".into());
     node
 }
 
