@@ -2,9 +2,11 @@
 //! subschemas nest and how many there are once every local reference is
 //! inlined (what provider conversions do). A handful of definitions that
 //! each refer twice to the next is small as text and a million nodes when
-//! inlined; a long chain of definitions nests as deep as it is long. Both
-//! are measured here without recursion, and the walk stops as soon as a
-//! budget is exceeded, so checking costs at most the budget.
+//! inlined; a long chain of definitions nests as deep as it is long; a long
+//! description in a definition used a thousand times is a thousand
+//! descriptions; the other keywords of a union may be copied into each
+//! branch. All are measured here without recursion, and the walk stops as
+//! soon as a budget is exceeded, so checking costs at most the budget.
 
 use std::io;
 
@@ -14,8 +16,8 @@ use serde_json::Value;
 pub const DEFAULT_MAX_SCHEMA_DEPTH: usize = 32;
 /// The default [`SchemaBudget::max_nodes`].
 pub const DEFAULT_MAX_SCHEMA_NODES: usize = 10_000;
-/// The default [`SchemaBudget::max_bytes`], 256 KiB.
-pub const DEFAULT_MAX_SCHEMA_BYTES: usize = 256 * 1024;
+/// The default [`SchemaBudget::max_bytes`], 1 MiB.
+pub const DEFAULT_MAX_SCHEMA_BYTES: usize = 1024 * 1024;
 
 /// Keywords whose value is one subschema.
 const SINGLE: &[&str] = &[
@@ -43,9 +45,10 @@ pub struct SchemaBudget {
     /// every followed reference counting as a level.
     pub max_depth: usize,
     /// `MAX_SCHEMA_NODES`: subschemas once every local reference is inlined
-    /// (a recursive reference is followed once).
+    /// (a recursive reference is followed once) and a union's other keywords
+    /// are copied into each of its branches.
     pub max_nodes: usize,
-    /// `MAX_SCHEMA_BYTES`: the schema's JSON text.
+    /// `MAX_SCHEMA_BYTES`: the schema's JSON text, counted the same way.
     pub max_bytes: usize,
 }
 
@@ -74,8 +77,8 @@ pub enum SchemaBudgetError {
         /// The budget.
         max: usize,
     },
-    /// Its JSON text is too long.
-    #[error("its JSON text is longer than {max} bytes (budget MAX_SCHEMA_BYTES)")]
+    /// Its JSON text is too long once references are inlined.
+    #[error("its JSON text is longer than {max} bytes once references are inlined (budget MAX_SCHEMA_BYTES)")]
     TooLarge {
         /// The budget.
         max: usize,
@@ -86,64 +89,105 @@ impl SchemaBudget {
     /// Whether `schema` stays within this budget; the first budget it
     /// exceeds otherwise.
     pub fn check(&self, schema: &Value) -> Result<(), SchemaBudgetError> {
-        self.check_inlined(schema)?;
-        let mut counter = Counter { left: self.max_bytes };
-        serde_json::to_writer(&mut counter, schema).map_err(|_| SchemaBudgetError::TooLarge { max: self.max_bytes })
+        Walk { budget: self, root: schema, chains: Vec::new(), nodes: 0, bytes: 0 }.run()
     }
+}
 
-    /// Walks `schema` as if every local reference were inlined, counting
-    /// nodes and levels, and stops at the first budget exceeded.
-    fn check_inlined(&self, root: &Value) -> Result<(), SchemaBudgetError> {
-        // The references being followed above a node: (target, parent link).
-        let mut chains: Vec<(&Value, Option<usize>)> = Vec::new();
-        let mut pending: Vec<(&Value, usize, Option<usize>)> = vec![(root, 1, None)];
-        let mut nodes = 0usize;
-        while let Some((node, depth, chain)) = pending.pop() {
-            nodes += 1;
-            if nodes > self.max_nodes {
-                return Err(SchemaBudgetError::TooManyNodes { max: self.max_nodes });
+/// One node waiting to be measured: how deep it is, the references being
+/// followed above it, and how many copies of it a conversion may make.
+struct Pending<'a> {
+    node: &'a Value,
+    depth: usize,
+    chain: Option<usize>,
+    copies: usize,
+}
+
+/// The state of one [`SchemaBudget::check`]: the schema walked as if every
+/// local reference were inlined, counting levels, nodes and text, stopping
+/// at the first budget exceeded.
+struct Walk<'a> {
+    budget: &'a SchemaBudget,
+    root: &'a Value,
+    /// The references followed: (target, the link above it).
+    chains: Vec<(&'a Value, Option<usize>)>,
+    nodes: usize,
+    bytes: usize,
+}
+
+impl<'a> Walk<'a> {
+    fn run(mut self) -> Result<(), SchemaBudgetError> {
+        let mut pending = vec![Pending { node: self.root, depth: 1, chain: None, copies: 1 }];
+        while let Some(Pending { node, depth, chain, copies }) = pending.pop() {
+            if depth > self.budget.max_depth {
+                return Err(SchemaBudgetError::TooDeep { max: self.budget.max_depth });
             }
-            if depth > self.max_depth {
-                return Err(SchemaBudgetError::TooDeep { max: self.max_depth });
+            self.nodes = self.nodes.saturating_add(copies);
+            if self.nodes > self.budget.max_nodes {
+                return Err(SchemaBudgetError::TooManyNodes { max: self.budget.max_nodes });
             }
             let Value::Object(map) = node else { continue };
+            // A union's other keywords may be copied into each of its
+            // branches (how Gemini's subset expresses `A and (B or C)`).
+            let branches: usize = ["anyOf", "oneOf"].iter().filter_map(|k| map.get(*k)?.as_array()).map(Vec::len).sum();
+            let shared = copies.saturating_mul(branches.max(1));
+            self.count_text(map, shared)?;
             let target = map.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix('#'));
-            if let Some(target) = target.and_then(|pointer| root.pointer(pointer))
-                && !on_chain(&chains, chain, target)
+            if let Some(target) = target.and_then(|pointer| self.root.pointer(pointer))
+                && !self.on_chain(chain, target)
             {
-                chains.push((target, chain));
-                pending.push((target, depth + 1, Some(chains.len() - 1)));
+                self.chains.push((target, chain));
+                let chain = Some(self.chains.len() - 1);
+                pending.push(Pending { node: target, depth: depth + 1, chain, copies: shared });
             }
             for (keyword, value) in map {
                 let keyword = keyword.as_str();
+                let copies = if matches!(keyword, "anyOf" | "oneOf") { copies } else { shared };
+                let child = |node| Pending { node, depth: depth + 1, chain, copies };
                 match value {
-                    Value::Array(items) if LISTS.contains(&keyword) => {
-                        pending.extend(items.iter().map(|item| (item, depth + 1, chain)));
-                    }
-                    Value::Object(children) if MAPS.contains(&keyword) => {
-                        pending.extend(children.values().map(|child| (child, depth + 1, chain)));
-                    }
-                    Value::Object(_) | Value::Bool(_) if SINGLE.contains(&keyword) => {
-                        pending.push((value, depth + 1, chain));
-                    }
+                    Value::Array(items) if LISTS.contains(&keyword) => pending.extend(items.iter().map(child)),
+                    Value::Object(children) if MAPS.contains(&keyword) => pending.extend(children.values().map(child)),
+                    Value::Object(_) | Value::Bool(_) if SINGLE.contains(&keyword) => pending.push(child(value)),
                     _ => {}
                 }
             }
         }
         Ok(())
     }
-}
 
-/// Whether `target` is already being followed in the chain that ends at `link`.
-fn on_chain(chains: &[(&Value, Option<usize>)], mut link: Option<usize>, target: &Value) -> bool {
-    while let Some(index) = link {
-        let (followed, parent) = chains[index];
-        if std::ptr::eq(followed, target) {
-            return true;
+    /// Adds `copies` times the text of `map` that is not a subschema
+    /// (keywords, property names, values such as `description` or `enum`).
+    fn count_text(&mut self, map: &serde_json::Map<String, Value>, copies: usize) -> Result<(), SchemaBudgetError> {
+        let too_large = SchemaBudgetError::TooLarge { max: self.budget.max_bytes };
+        let mut counter = Counter { left: self.budget.max_bytes };
+        for (keyword, value) in map {
+            counter.left = counter.left.checked_sub(keyword.len()).ok_or_else(|| too_large.clone())?;
+            let keyword = keyword.as_str();
+            match value {
+                Value::Array(_) if LISTS.contains(&keyword) => {}
+                Value::Object(children) if MAPS.contains(&keyword) => {
+                    let names = children.keys().map(String::len).sum::<usize>();
+                    counter.left = counter.left.checked_sub(names).ok_or_else(|| too_large.clone())?;
+                }
+                Value::Object(_) | Value::Bool(_) if SINGLE.contains(&keyword) => {}
+                other => serde_json::to_writer(&mut counter, other).map_err(|_| too_large.clone())?,
+            }
         }
-        link = parent;
+        let own = self.budget.max_bytes - counter.left;
+        self.bytes = self.bytes.saturating_add(own.saturating_mul(copies));
+        if self.bytes > self.budget.max_bytes { Err(too_large) } else { Ok(()) }
     }
-    false
+
+    /// Whether `target` is already being followed in the chain that ends at `link`.
+    fn on_chain(&self, mut link: Option<usize>, target: &Value) -> bool {
+        while let Some(index) = link {
+            let (followed, parent) = self.chains[index];
+            if std::ptr::eq(followed, target) {
+                return true;
+            }
+            link = parent;
+        }
+        false
+    }
 }
 
 /// A writer that only counts, and fails once more than `left` bytes come.
@@ -207,5 +251,13 @@ mod tests {
         assert_eq!(wide.check(&chain(20, 2)), Err(SchemaBudgetError::TooManyNodes { max: DEFAULT_MAX_SCHEMA_NODES }));
         let long = json!({"type": "object", "description": "x".repeat(DEFAULT_MAX_SCHEMA_BYTES)});
         assert_eq!(budget.check(&long), Err(SchemaBudgetError::TooLarge { max: DEFAULT_MAX_SCHEMA_BYTES }));
+        let mut shared_text = chain(10, 2);
+        shared_text["$defs"]["D9"]["description"] = json!("x".repeat(2_000));
+        assert!(shared_text.to_string().len() < 10_000);
+        assert_eq!(budget.check(&shared_text), Err(SchemaBudgetError::TooLarge { max: DEFAULT_MAX_SCHEMA_BYTES }));
+        let properties: serde_json::Map<String, Value> =
+            (0..600).map(|i| (format!("p{i}"), json!({"type": "string"}))).collect();
+        let union = json!({"type": "object", "properties": properties, "anyOf": vec![json!({"required": ["p0"]}); 20]});
+        assert_eq!(budget.check(&union), Err(SchemaBudgetError::TooManyNodes { max: DEFAULT_MAX_SCHEMA_NODES }));
     }
 }
