@@ -150,7 +150,7 @@ async fn three_replicas_on_one_redis_behave_as_one() {
     let Some(research) = research_binary() else { return };
     let Some(redis_server) = RedisServer::start() else { return };
     let research = start_research(&research, 0);
-    let beacon = ChangingModule::start(&["ping"]);
+    let mut beacon = ChangingModule::start(&["ping"]);
     let services = module_services(&[("research", research.url()), ("beacon", beacon.server.url())]);
     let redis_url = redis_server.url();
     let env = [
@@ -230,6 +230,14 @@ async fn three_replicas_on_one_redis_behave_as_one() {
         failovers.load(Ordering::SeqCst)
     );
     assert_eq!(done.load(Ordering::SeqCst), 240);
+
+    // A module going away is seen by every replica left, not hidden behind
+    // another replica's cached manifest: a failed fetch releases the claim.
+    beacon.server.kill();
+    for replica in replicas.iter().flatten() {
+        let state = replica.wait_for_module("beacon", "cached", PATIENCE).await;
+        assert!(state["last_error"].as_str().unwrap().contains("cannot reach"), "{state}");
+    }
 }
 
 #[tokio::test]
