@@ -40,20 +40,13 @@ fn module(settings: &Settings) -> Result<Module, StoreError> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // `--healthcheck` (for container healthchecks) probes a running instance and exits.
-    module_sdk::run_healthcheck_if_requested();
-    let settings = Settings::parse();
-    let served = match module(&settings) {
-        Ok(module) => module.serve().await.map_err(|e| e.to_string()),
-        Err(error) => Err(format!("cannot use FILES_ROOT={}: {error}", settings.files_root.display())),
-    };
-    match served {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("file_manager: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    module_sdk::run_main("file_manager", async {
+        let settings = Settings::parse();
+        let module = module(&settings)
+            .map_err(|error| format!("cannot use FILES_ROOT={}: {error}", settings.files_root.display()))?;
+        module.serve().await.map_err(|e| e.to_string())
+    })
+    .await
 }
 
 #[cfg(test)]

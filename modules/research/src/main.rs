@@ -53,20 +53,12 @@ fn module(settings: &Settings) -> Result<Module, reqwest::Error> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // `--healthcheck` (for container healthchecks) probes a running instance and exits.
-    module_sdk::run_healthcheck_if_requested();
-    let settings = Settings::parse();
-    let served = match module(&settings) {
-        Ok(module) => module.serve().await.map_err(|e| e.to_string()),
-        Err(error) => Err(format!("could not set up the HTTP clients: {error}")),
-    };
-    match served {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("research: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    module_sdk::run_main("research", async {
+        let settings = Settings::parse();
+        let module = module(&settings).map_err(|error| format!("could not set up the HTTP clients: {error}"))?;
+        module.serve().await.map_err(|e| e.to_string())
+    })
+    .await
 }
 
 #[cfg(test)]
