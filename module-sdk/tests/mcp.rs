@@ -6,6 +6,7 @@
 use std::process::Command;
 use std::time::Duration;
 
+use module_sdk::mcp::USER_ID_META_KEY;
 use reqwest::StatusCode;
 use rmcp::model::{CallToolRequestParams, CallToolResult, PaginatedRequestParams, ProtocolVersion, Tool};
 use rmcp::service::{ClientLifecycleMode, RunningService, serve_client_with_lifecycle};
@@ -86,6 +87,12 @@ async fn exercise(client: &RunningService<RoleClient, ()>) {
     assert_matches_output_schema(greet, &greeting);
     let trip = call(client, "plan_trip", json!({"origin": {"name": "Lyon"}, "stops": [{"name": "Dijon"}]})).await;
     assert_matches_output_schema(&tools[1], &trip);
+    assert_eq!(trip.structured_content.as_ref().unwrap()["planned_for"], Value::Null);
+    let mut as_user = CallToolRequestParams::new("plan_trip")
+        .with_arguments(json!({"origin": {"name": "Lyon"}, "stops": [{"name": "Dijon"}]}).as_object().unwrap().clone());
+    as_user.meta = Some(Map::from_iter([(USER_ID_META_KEY.to_owned(), json!("u1"))]).into());
+    let planned = client.call_tool(as_user).await.unwrap();
+    assert_eq!(planned.structured_content.unwrap()["planned_for"], "u1", "the user id in _meta reaches the handler");
 
     let invalid = call(client, "greet", json!({"excitement": 9})).await;
     assert_eq!(invalid.is_error, Some(true));
@@ -116,7 +123,7 @@ async fn a_module_serves_its_tools_over_streamable_http_to_both_lifecycles() {
 #[tokio::test]
 async fn a_module_serves_mcp_on_stdio_when_started_with_the_flag() {
     let mut command = tokio::process::Command::new(built_binary("examples/demo"));
-    command.arg("--stdio").env_remove("SERVICE_AUTH_TOKEN").env("RUST_LOG", "warn");
+    command.arg("--stdio").env_remove("SERVICE_AUTH_TOKEN").env("RUST_LOG", "warn").env("RUST_BACKTRACE", "0");
     let client = ().serve(TokioChildProcess::new(command).unwrap()).await.expect("connected over stdio");
     let info = client.peer_info().expect("the server's answer to initialize");
     assert_eq!(info.server_info.as_ref().map(|server| server.name.as_str()), Some("demo"));
@@ -193,4 +200,13 @@ async fn foreign_origins_and_unknown_protocol_versions_are_refused() {
     let closed = start_demo(&[]);
     let (status, _) = post_raw(&closed, &[version, ("origin", "http://localhost:3000")], list_request()).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn the_openapi_document_lists_mcp() {
+    let demo = start_demo(&[]);
+    let document: Value = reqwest::get(format!("{}/openapi.json", demo.url())).await.unwrap().json().await.unwrap();
+    let mcp = &document["paths"]["/mcp"]["post"];
+    assert!(mcp["requestBody"]["content"]["application/json"].is_object(), "{mcp}");
+    assert!(mcp["responses"]["403"].is_object(), "{mcp}");
 }

@@ -135,6 +135,45 @@ mod tests {
         ModuleMcp::new(Arc::new(module.build().unwrap()), page_size)
     }
 
+    /// Where `hang` leaves its call's cancellation token.
+    #[derive(Clone, Default)]
+    struct Seen(Arc<std::sync::Mutex<Option<tokio_util::sync::CancellationToken>>>);
+
+    /// Wait until cancelled (its timeout never comes first).
+    #[tool(timeout_seconds = 3600)]
+    async fn hang(ctx: Context, _args: Nothing) -> Result<(), ToolError> {
+        let seen = ctx.state::<Seen>()?;
+        *seen.0.lock().unwrap() = Some(ctx.cancellation().clone());
+        ctx.cancellation().cancelled().await;
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_client_cancelling_a_call_cancels_the_handler() {
+        use rmcp::ServiceExt;
+        use rmcp::model::{CallToolRequest, ClientRequest};
+        use rmcp::service::PeerRequestOptions;
+
+        let seen = Seen::default();
+        let module = Module::new("m", "Tools.").tool(hang).state(seen.clone());
+        let (server_io, client_io) = tokio::io::duplex(64 * 1024);
+        let server = ModuleMcp::new(Arc::new(module.build().unwrap()), 10);
+        tokio::spawn(async move { server.serve(server_io).await.unwrap().waiting().await });
+        let client = ().serve(client_io).await.unwrap();
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(CallToolRequestParams::new("hang")));
+        let handle = client.send_cancellable_request(request, PeerRequestOptions::no_options()).await.unwrap();
+        let token = loop {
+            if let Some(token) = seen.0.lock().unwrap().clone() {
+                break token;
+            }
+            tokio::task::yield_now().await;
+        };
+        assert!(!token.is_cancelled());
+        handle.cancel(Some("changed my mind".into())).await.unwrap();
+        let cancelled = tokio::time::timeout(std::time::Duration::from_secs(60), token.cancelled()).await;
+        assert!(cancelled.is_ok(), "the handler was not cancelled");
+    }
+
     #[test]
     fn pages_follow_the_manifest_order_and_bad_cursors_are_refused() {
         let server = server(2);

@@ -41,6 +41,23 @@ pub(crate) fn mcp_endpoint(service: Arc<ModuleService>, config: &ServeConfig) ->
 /// request handed to the MCP transport (which answers `405` to methods other
 /// than `POST`, `403` to a foreign `Origin`, `400` to an unknown
 /// `MCP-Protocol-Version`).
+#[utoipa::path(
+    post, path = "/mcp",
+    security((), ("bearer" = [])),
+    request_body(
+        content = Object, content_type = "application/json",
+        description = "A JSON-RPC message of the Model Context Protocol (streamable HTTP transport, stateless)"
+    ),
+    responses(
+        (status = 200, description = "The JSON-RPC answer: `application/json`, or `text/event-stream` when notifications come before it"),
+        (status = 202, description = "A notification, accepted"),
+        (status = 400, description = "An unknown `MCP-Protocol-Version`, or headers that contradict the body"),
+        (status = 401, body = crate::contract::ErrorBody),
+        (status = 403, description = "An `Origin` not in `MCP_ALLOWED_ORIGINS`, or a `Host` not in `MCP_ALLOWED_HOSTS`"),
+        (status = 406, description = "The client does not accept both `application/json` and `text/event-stream`"),
+        (status = 413, body = crate::contract::ErrorBody, description = "The body is over the module's limit")
+    )
+)]
 pub(crate) async fn serve_mcp(_: Authorized, State(state): State<AppState>, request: Request) -> Response {
     state.mcp.handle(request).await.into_response()
 }
