@@ -149,15 +149,16 @@ async fn main() {
         call(&client, &url, "warm").await;
     }
 
-    let mut bare = time_process(bare_pass(), runs);
-    let mut sandboxed = time_process(bwrap_pass(), runs);
-    let mut whole = Vec::with_capacity(runs);
+    // Interleaved, so a change in the machine's load touches the three alike.
+    let (mut bare, mut sandboxed, mut whole) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
+        bare.extend(time_process(bare_pass(), 1));
+        sandboxed.extend(time_process(bwrap_pass(), 1));
         whole.push(call(&client, &url, "bench").await);
     }
     let (bare_p50, bwrap_p50, whole_p50) =
         (percentile(&mut bare, 0.5), percentile(&mut sandboxed, 0.5), percentile(&mut whole, 0.5));
-    println!("`pass`, {runs} runs each, one at a time (ms)");
+    println!("`pass`, {runs} runs each, one at a time, interleaved (ms)");
     println!("{:<42} {:>8} {:>8} {:>14}", "", "p50", "p90", "added at p50");
     println!("{:<42} {bare_p50:>8.2} {:>8.2} {:>14}", "python3 -c pass", percentile(&mut bare, 0.9), "");
     println!(
