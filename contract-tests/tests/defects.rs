@@ -34,6 +34,7 @@ const CASES: &[(Defect, &[&str])] = &[
     (Defect::OutputSchemaInvalid, &["schema.output_metaschema"]),
     (Defect::InputRootNullable, &["schema.input_root_object"]),
     (Defect::RemoteReference, &["schema.references_local"]),
+    (Defect::SchemaOverBudget, &["schema.input_budget"]),
     (Defect::ExtraParameter, &["parameters.names"]),
     (Defect::RequiredMismatch, &["parameters.required"]),
     (Defect::TypeMismatch, &["parameters.types"]),
