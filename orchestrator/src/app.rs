@@ -16,6 +16,7 @@ use crate::caller::Caller;
 use crate::config::Config;
 use crate::execute::{ExecuteRequest, Executor};
 use crate::identity::{AccessError, Identities, Identity};
+use crate::metrics::Metrics;
 use crate::providers::{ConvertedCache, ToolFormat};
 use crate::redis_cache::RedisCache;
 
@@ -59,6 +60,8 @@ pub struct Orchestrator {
     pub identities: Identities,
     /// Pending and decided approvals.
     pub approvals: Approvals,
+    /// What `GET /metrics` serves.
+    pub metrics: Arc<Metrics>,
     /// Tool definitions already converted to provider formats.
     converted: ConvertedCache,
     /// The pooled client, also for fetching a JWKS.
@@ -88,10 +91,20 @@ impl Orchestrator {
             config.discovery_timeout,
             config.budgets,
         ));
-        let executor = Executor::new(Arc::clone(&registry), client.clone(), Arc::clone(&config));
+        let metrics = Arc::new(Metrics::new(registry.metrics()));
+        let executor = Executor::new(Arc::clone(&registry), client.clone(), Arc::clone(&config), Arc::clone(&metrics));
         let identities = Identities::new(config.api_token.clone(), &config.identities);
         let approvals = Approvals::new(config.redis_url.as_deref(), config.approvals.clone())?;
-        Ok(Self { config, registry, executor, identities, approvals, converted: ConvertedCache::new(), client })
+        Ok(Self {
+            config,
+            registry,
+            executor,
+            identities,
+            approvals,
+            metrics,
+            converted: ConvertedCache::new(),
+            client,
+        })
     }
 
     /// Loads what identities need before requests arrive (the JWKS).
@@ -148,12 +161,16 @@ impl Orchestrator {
             return CallOutcome { result, pending: None };
         }
         match self.approvals.request(identity, caller, &tool_name, arguments, provider_call).await {
-            Ok(approval) => CallOutcome { result: pending_result(&approval), pending: Some(approval) },
+            Ok(approval) => {
+                self.metrics.approval_requested("pending");
+                CallOutcome { result: pending_result(&approval), pending: Some(approval) }
+            }
             Err(error) => {
-                let kind = match error {
-                    ApprovalError::Store(_) => ErrorKind::Unavailable,
-                    _ => ErrorKind::PermissionDenied,
+                let (kind, outcome) = match error {
+                    ApprovalError::Store(_) => (ErrorKind::Unavailable, "error"),
+                    _ => (ErrorKind::PermissionDenied, "refused"),
                 };
+                self.metrics.approval_requested(outcome);
                 CallOutcome { result: ToolResult::failure(tool_name, kind, error.to_string()), pending: None }
             }
         }

@@ -16,6 +16,7 @@ use crate::bounded_body::{BodyError, read_bounded};
 use crate::call_slots::CallSlots;
 use crate::caller::{Caller, CallerFields};
 use crate::config::Config;
+use crate::metrics::Metrics;
 use crate::registry::{Registry, RouteError, ToolRoute};
 use module_sdk::error_chain;
 
@@ -49,14 +50,15 @@ pub struct Executor {
     client: reqwest::Client,
     config: Arc<Config>,
     slots: CallSlots,
+    metrics: Arc<Metrics>,
 }
 
 impl Executor {
     /// An executor routing through `registry` with `client`, with the
-    /// timeouts, service token and budgets of `config`.
-    pub fn new(registry: Arc<Registry>, client: reqwest::Client, config: Arc<Config>) -> Self {
+    /// timeouts, service token and budgets of `config`, counting calls in `metrics`.
+    pub fn new(registry: Arc<Registry>, client: reqwest::Client, config: Arc<Config>, metrics: Arc<Metrics>) -> Self {
         let slots = CallSlots::new(config.module_services.keys(), config.budgets.max_concurrent_calls_per_module);
-        Self { registry, client, config, slots }
+        Self { registry, client, config, slots, metrics }
     }
 
     /// Whether a call of `tool_name` by `caller` would wait for a person's
@@ -82,10 +84,13 @@ impl Executor {
         let started = Instant::now();
         let call = ToolCall { tool_name, arguments, user_id: caller.user_id.clone() };
         let tool_name = call.tool_name.clone();
-        let (module, result) = match self.registry.route(&call.tool_name) {
+        let route = self.registry.route(&call.tool_name);
+        let in_flight = self.metrics.start_call(route.as_ref().ok().map(|route| route.tool().name.as_str()));
+        let (module, result) = match route {
             Ok(route) => (route.module.clone(), self.run(caller, &route, call, approved).await),
             Err(error) => (String::new(), refusal(&tool_name, &error)),
         };
+        in_flight.finish(result.error_kind);
         tracing::debug!(
             tool = %tool_name,
             module = %module,

@@ -38,6 +38,7 @@ pub fn router(orchestrator: Arc<Orchestrator>) -> Router {
         .route("/refresh-tools", post(refresh_tools))
         .route("/execute", post(execute))
         .route("/v1/tool-calls", post(tool_calls))
+        .route("/metrics", get(crate::metrics::serve_metrics))
         .merge(crate::approvals::routes::routes())
         .merge(crate::console::routes())
         .fallback(request_checks::not_found)

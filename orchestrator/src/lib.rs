@@ -19,6 +19,7 @@ pub mod http;
 pub mod identity;
 pub mod limits;
 pub mod manifest;
+pub mod metrics;
 pub mod redis_cache;
 pub mod registry;
 pub mod request_checks;

@@ -16,6 +16,7 @@ use crate::caller::Caller;
 use crate::discovery::{DiscoveryError, fetch_manifest, keep_discovered};
 use crate::limits::Budgets;
 use crate::manifest::{ManifestError, validate};
+use crate::metrics::RegistryMetrics;
 
 /// Where a module stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -134,6 +135,7 @@ pub struct Registry {
     service_token: Option<String>,
     discovery_timeout: Duration,
     budgets: Budgets,
+    metrics: RegistryMetrics,
 }
 
 impl Registry {
@@ -151,7 +153,12 @@ impl Registry {
             .iter()
             .map(|(name, url)| (name.clone(), Slot { url: url.clone(), record: RwLock::default() }))
             .collect();
-        Self { modules, cache, client, service_token, discovery_timeout, budgets }
+        Self { modules, cache, client, service_token, discovery_timeout, budgets, metrics: RegistryMetrics::default() }
+    }
+
+    /// The counters of discoveries and manifest cache use (served by `GET /metrics`).
+    pub fn metrics(&self) -> &RegistryMetrics {
+        &self.metrics
     }
 
     /// `manifest`, sent or cached for module `name`, checked within this registry's budgets.
@@ -175,7 +182,9 @@ impl Registry {
         if slot.read().manifest.is_some() {
             return;
         }
-        match self.cache.load(name).await {
+        let loaded = self.cache.load(name).await;
+        self.count_lookup(&loaded);
+        match loaded {
             Ok(Some(manifest)) => match self.check(name, manifest) {
                 Ok(manifest) => {
                     tracing::info!(
@@ -220,6 +229,7 @@ impl Registry {
                     "module discovered"
                 );
                 if let Err(error) = self.cache.store(&manifest).await {
+                    self.metrics.cache_error(self.cache.kind());
                     tracing::warn!(module = name, %error, "manifest not cached; serving it from memory");
                 }
                 let mut record = slot.write();
@@ -230,6 +240,7 @@ impl Registry {
                 Ok(())
             }
             Err(error) => {
+                self.metrics.discovery_failed(name);
                 tracing::warn!(module = name, url = %slot.url, %error, "module discovery failed; will retry");
                 {
                     let mut record = slot.write();
@@ -257,12 +268,16 @@ impl Registry {
                     return Ok(());
                 }
             }
-            Err(error) => tracing::warn!(module = name, %error, "cannot claim the discovery; discovering anyway"),
+            Err(error) => {
+                self.metrics.cache_error(self.cache.kind());
+                tracing::warn!(module = name, %error, "cannot claim the discovery; discovering anyway");
+            }
         }
         let outcome = self.discover(name).await;
         if outcome.is_err()
             && let Err(error) = self.cache.release_discovery(name).await
         {
+            self.metrics.cache_error(self.cache.kind());
             tracing::warn!(module = name, %error, "cannot release the discovery claim");
         }
         outcome
@@ -272,7 +287,9 @@ impl Registry {
     /// fetched within its claim; `false` when there is none to take.
     async fn adopt_cached(&self, name: &str) -> bool {
         let Some(slot) = self.modules.get(name) else { return false };
-        let cached = match self.cache.load(name).await {
+        let loaded = self.cache.load(name).await;
+        self.count_lookup(&loaded);
+        let cached = match loaded {
             Ok(Some(manifest)) => self.check(name, manifest),
             Ok(None) => return false,
             Err(error) => {
@@ -290,6 +307,14 @@ impl Registry {
                 tracing::warn!(module = name, %error, "cached manifest rejected");
                 false
             }
+        }
+    }
+
+    /// Counts a manifest cache lookup's outcome: a hit, a miss or an error.
+    fn count_lookup<T, E>(&self, loaded: &Result<Option<T>, E>) {
+        match loaded {
+            Ok(found) => self.metrics.cache_lookup(found.is_some()),
+            Err(_) => self.metrics.cache_error(self.cache.kind()),
         }
     }
 

@@ -71,7 +71,15 @@ async fn decide(
         Err(rejection) => return error_response(rejection.status(), rejection.body_text()),
     };
     let orchestrator = &state.orchestrator;
-    match orchestrator.approvals.decide(&identity, &id, body.decision, body.reason, &orchestrator.executor).await {
+    let decision = body.decision;
+    let outcome = orchestrator.approvals.decide(&identity, &id, decision, body.reason, &orchestrator.executor).await;
+    orchestrator.metrics.approval_decided(match (&outcome, decision) {
+        (Ok(_), Decision::Approve) => "approved",
+        (Ok(_), Decision::Deny) => "denied",
+        (Err(ApprovalError::Store(_)), _) => "error",
+        (Err(_), _) => "refused",
+    });
+    match outcome {
         Ok(approval) => Json(decided(&approval)).into_response(),
         Err(error) => error_answer(&error),
     }
