@@ -195,7 +195,7 @@ impl Run {
         let mut child = spawned.map_err(spawn_error)?;
         // The child leads its own group, so the group id is its pid.
         let group = child.id().and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw);
-        let _kill_group_on_drop = GroupGuard(group);
+        let mut guard = GroupGuard { group, reaped: false };
         if let (Some(mut pipe), Some(bytes)) = (child.stdin.take(), self.stdin.clone()) {
             // A program that does not read its stdin must not hold the run up.
             tokio::spawn(async move {
@@ -221,6 +221,7 @@ impl Run {
                 (status, true)
             }
         };
+        guard.reaped = true;
         let duration = started.elapsed();
         // Background children still in the group end with their parent.
         kill_group(group);
@@ -237,14 +238,19 @@ impl Run {
 
 /// Kills the process tree and group when a run is dropped half-way (its
 /// caller gave up), so a cancelled run leaves nothing behind either.
-struct GroupGuard(Option<Pid>);
+struct GroupGuard {
+    group: Option<Pid>,
+    /// Whether the child was reaped: its pid may then belong to another
+    /// process, whose descendants are none of this run's business.
+    reaped: bool,
+}
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        if let Some(group) = self.0 {
+        if let (Some(group), false) = (self.group, self.reaped) {
             kill_descendants(group);
         }
-        kill_group(self.0);
+        kill_group(self.group);
     }
 }
 
