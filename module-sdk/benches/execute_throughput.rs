@@ -2,12 +2,15 @@
 //! axum handler doing the same JSON work by hand (deserialize the call and its
 //! arguments struct, serialize a ToolResult), each server in a process of its
 //! own and all driven by an independent load generator, `wrk`, in
-//! alternating rounds so machine noise hits them alike.
+//! alternating rounds so machine noise hits them alike; and the same call as
+//! an MCP `tools/call` through the module's `/mcp`, next to its `/execute`.
 //!
 //! Three servers: `bare`; `sdk`, the module as `Module::serve` runs it (its
 //! bounded connection loop included); `sdk-router`, the module's router under
 //! plain `axum::serve`, which tells the cost of the connection loop apart
-//! from the cost of `/execute` itself.
+//! from the cost of `/execute` itself. The `mcp` column is the `sdk` server
+//! answering [`MCP_CALL`] at `/mcp` (stateless, as a 2025-11-25 client sends
+//! it after `initialize`), and `mcp/sdk` its share of `/execute`'s rate.
 //!
 //! Run: `cargo bench -p module-sdk --bench execute_throughput`
 //! Needs `wrk` (Debian/Ubuntu: `apt-get install wrk`; macOS: `brew install wrk`).
@@ -39,6 +42,17 @@ const CALL: &str = r#"{"tool_name":"bench.echo","arguments":{"text":"hello, worl
 /// The answer both servers give to [`CALL`], byte for byte.
 const ANSWER: &str =
     r#"{"tool_name":"bench.echo","success":true,"result":{"text":"hello, world","count":7},"error":null}"#;
+
+/// [`CALL`] as an MCP `tools/call`, the user id in `_meta`.
+const MCP_CALL: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello, world","count":7},"_meta":{"io.github.tool-modules/user_id":"u1"}}}"#;
+/// The answer the module gives to [`MCP_CALL`], byte for byte.
+const MCP_ANSWER: &str = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"{\"text\":\"hello, world\",\"count\":7}"}],"structuredContent":{"text":"hello, world","count":7},"isError":false}}"#;
+/// The headers an MCP client sends with [`MCP_CALL`].
+const MCP_HEADERS: [(&str, &str); 3] = [
+    ("Content-Type", "application/json"),
+    ("Accept", "application/json, text/event-stream"),
+    ("MCP-Protocol-Version", "2025-11-25"),
+];
 
 /// Arguments of the echo tool.
 #[derive(Deserialize, Serialize, JsonSchema)]
@@ -131,25 +145,48 @@ fn require_wrk() {
     );
 }
 
-/// The wrk script that POSTs [`CALL`].
-fn wrk_script() -> tempfile::NamedTempFile {
-    let mut script = tempfile::Builder::new().suffix(".lua").tempfile().expect("a temp file");
-    write!(
-        script,
-        "wrk.method = \"POST\"\nwrk.path = \"/execute\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\nwrk.body = '{CALL}'\n"
-    )
-    .expect("the script is written");
-    script
+/// One kind of request the benchmark sends: where, with which headers and body.
+struct Target {
+    path: &'static str,
+    headers: &'static [(&'static str, &'static str)],
+    body: &'static str,
+    /// The wrk script that sends it.
+    script: tempfile::NamedTempFile,
 }
 
-/// Requests per second `wrk` measured against `process` in `seconds`;
-/// panics when any answer was not a 2xx or a socket failed.
-fn measure(process: &Process, script: &std::path::Path, threads: usize, connections: usize, seconds: u64) -> f64 {
+impl Target {
+    fn new(path: &'static str, headers: &'static [(&'static str, &'static str)], body: &'static str) -> Self {
+        let mut script = tempfile::Builder::new().suffix(".lua").tempfile().expect("a temp file");
+        write!(script, "wrk.method = \"POST\"\nwrk.path = \"{path}\"\nwrk.body = '{body}'\n").expect("written");
+        for (name, value) in headers {
+            writeln!(script, "wrk.headers[\"{name}\"] = \"{value}\"").expect("written");
+        }
+        Self { path, headers, body, script }
+    }
+
+    /// Panics unless `process` answers this request with `200` and `expected`, byte for byte.
+    fn check_answer(&self, process: &Process, expected: &str) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+        let mut request = reqwest::Client::new().post(format!("{}{}", process.url(), self.path)).body(self.body);
+        for (name, value) in self.headers {
+            request = request.header(*name, *value);
+        }
+        let (status, answer) = runtime.block_on(async {
+            let response = request.send().await.expect("the server answers");
+            (response.status().as_u16(), response.text().await.expect("a body"))
+        });
+        assert_eq!((status, answer.as_str()), (200, expected), "the servers must do the same work");
+    }
+}
+
+/// Requests per second `wrk` measured sending `target` to `process` in
+/// `seconds`; panics when any answer was not a 2xx or a socket failed.
+fn measure(process: &Process, target: &Target, threads: usize, connections: usize, seconds: u64) -> f64 {
     let output = Command::new("wrk")
         .args([format!("-t{threads}"), format!("-c{connections}"), format!("-d{seconds}s")])
         .arg("-s")
-        .arg(script)
-        .arg(format!("{}/execute", process.url()))
+        .arg(target.script.path())
+        .arg(format!("{}{}", process.url(), target.path))
         .output()
         .expect("wrk runs");
     let report = String::from_utf8_lossy(&output.stdout);
@@ -160,15 +197,6 @@ fn measure(process: &Process, script: &std::path::Path, threads: usize, connecti
         .find_map(|line| line.trim().strip_prefix("Requests/sec:"))
         .and_then(|rate| rate.trim().parse().ok())
         .unwrap_or_else(|| panic!("no Requests/sec in wrk's report:\n{report}"))
-}
-
-/// Panics unless `process` gives [`ANSWER`] to [`CALL`].
-fn check_answer(process: &Process) {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
-    let call: serde_json::Value = serde_json::from_str(CALL).expect("the call is JSON");
-    let (status, answer) = runtime.block_on(process.client().post_execute(&call));
-    let expected: serde_json::Value = serde_json::from_str(ANSWER).expect("the answer is JSON");
-    assert_eq!((status, answer), (200, expected), "the servers must do the same work");
 }
 
 fn setting<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -186,37 +214,42 @@ fn main() {
     let threads: usize = setting("BENCH_THREADS", 1);
     require_wrk();
 
-    let servers = [("bare", start("bare")), ("sdk", start("sdk")), ("sdk-router", start("sdk-router"))];
-    let script = wrk_script();
-    for (_, server) in &servers {
-        check_answer(server);
+    let servers = [start("bare"), start("sdk"), start("sdk-router")];
+    let execute = Target::new("/execute", &[("Content-Type", "application/json")], CALL);
+    let mcp = Target::new("/mcp", &MCP_HEADERS, MCP_CALL);
+    // Every column: a server and what it is sent; the last is the SDK module's `/mcp`.
+    let columns = [(&servers[0], &execute), (&servers[1], &execute), (&servers[2], &execute), (&servers[1], &mcp)];
+    for (server, target) in columns {
+        target.check_answer(server, if target.path == "/mcp" { MCP_ANSWER } else { ANSWER });
         // Warm up before measuring.
-        measure(server, script.path(), threads, connections, 1);
+        measure(server, target, threads, connections, 1);
     }
 
     println!(
-        "/execute throughput, separate processes, wrk -t{threads} -c{connections}, \
+        "/execute and MCP tools/call throughput, separate processes, wrk -t{threads} -c{connections}, \
          {rounds} alternating rounds of {seconds} s"
     );
     println!(
-        "{:>6} {:>12} {:>12} {:>12} {:>10} {:>14}",
-        "round", "bare req/s", "sdk req/s", "router req/s", "sdk/bare", "router/bare"
+        "{:>6} {:>12} {:>12} {:>12} {:>12} {:>10} {:>12} {:>10}",
+        "round", "bare req/s", "sdk req/s", "router req/s", "mcp req/s", "sdk/bare", "router/bare", "mcp/sdk"
     );
-    let mut totals = [0.0; 3];
-    let row = |label: &str, rates: &[f64; 3]| {
+    let mut totals = [0.0; 4];
+    let row = |label: &str, rates: &[f64; 4]| {
         println!(
-            "{label:>6} {:>12.0} {:>12.0} {:>12.0} {:>10.3} {:>14.3}",
+            "{label:>6} {:>12.0} {:>12.0} {:>12.0} {:>12.0} {:>10.3} {:>12.3} {:>10.3}",
             rates[0],
             rates[1],
             rates[2],
+            rates[3],
             rates[1] / rates[0],
-            rates[2] / rates[0]
+            rates[2] / rates[0],
+            rates[3] / rates[1]
         );
     };
     for round in 1..=rounds {
-        let mut rates = [0.0; 3];
-        for (rate, (_, server)) in rates.iter_mut().zip(&servers) {
-            *rate = measure(server, script.path(), threads, connections, seconds);
+        let mut rates = [0.0; 4];
+        for (rate, (server, target)) in rates.iter_mut().zip(columns) {
+            *rate = measure(server, target, threads, connections, seconds);
         }
         for (total, rate) in totals.iter_mut().zip(rates) {
             *total += rate;

@@ -7,8 +7,8 @@ use tracing_subscriber::EnvFilter;
 use crate::config::LogFormat;
 
 /// Installs a tracing subscriber writing to stdout, filtered by `RUST_LOG`
-/// (default `info`), coloured only on a terminal; does nothing when one is
-/// installed already.
+/// (default `info`, and `warn` for the MCP library `rmcp`), coloured only on
+/// a terminal; does nothing when one is installed already.
 pub fn init_logging(format: LogFormat) {
     install(format, std::io::stdout, std::io::stdout().is_terminal());
 }
@@ -23,7 +23,9 @@ fn install<W>(format: LogFormat, writer: W, ansi: bool)
 where
     W: for<'a> tracing_subscriber::fmt::MakeWriter<'a> + Send + Sync + 'static,
 {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // rmcp logs every stateless MCP request at `info` (three lines), so its
+    // default is `warn`; `RUST_LOG` decides when it is set.
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(writer);
     // An error only means a subscriber exists already (a test, an embedding
     // program), which is fine to keep.
