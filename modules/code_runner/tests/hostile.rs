@@ -270,3 +270,28 @@ async fn a_broken_sandbox_refuses_code_and_says_why() {
     let refused = client.call(TOOL, json!({"code": "print(1)"}), Some("u")).await;
     assert_eq!(error_kind(&refused), "unavailable", "{refused}");
 }
+
+#[tokio::test]
+async fn a_module_without_root_runs_code_in_the_sandbox_too() {
+    // As root, the test starts the module as nobody (setpriv); otherwise the
+    // module already runs without root. Either way it cannot switch users, so
+    // RLIMIT_NPROC counts every process of its user (other services running
+    // as nobody included): the cap is set high here.
+    let binary = env!("CARGO_BIN_EXE_code_runner");
+    let mut command = if nix::unistd::Uid::effective().is_root() {
+        let mut setpriv = Command::new("setpriv");
+        setpriv.args(["--reuid=65534", "--regid=65534", "--clear-groups", binary]);
+        setpriv
+    } else {
+        Command::new(binary)
+    };
+    command.env("CODE_PROCESSES", "4096");
+    let process = Process::start(command);
+    let client = process.client();
+    assert_eq!(client.health().await["status"], "ok");
+    let result = client.call_ok(TOOL, json!({"code": "import os\nprint(os.getuid() != 0)"}), Some("u")).await;
+    assert_eq!(text(&result, "stdout"), "True\n", "{result}");
+    let network = "import socket\ntry:\n    socket.create_connection(('127.0.0.1', 9), timeout=2)\nexcept OSError as error:\n    print(type(error).__name__)";
+    let refused = client.call_ok(TOOL, json!({"code": network}), Some("u")).await;
+    assert_eq!(text(&refused, "stdout"), "ConnectionRefusedError\n", "{refused}");
+}
