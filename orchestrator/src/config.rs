@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::approvals::settings::{ApprovalFile, ApprovalSettings};
+use crate::gateway_validation::{GatewayValidationFile, GatewayValidationSettings};
 use crate::identity::keys::ApiKeyEntry;
 use crate::identity::settings::{IdentityFile, IdentitySettings};
 use crate::limits::{Budgets, BudgetsFile};
@@ -100,6 +101,8 @@ pub struct Config {
     pub identities: IdentitySettings,
     /// `APPROVAL_*` and `MAX_PENDING_APPROVALS`: which calls wait for a person, and how long.
     pub approvals: ApprovalSettings,
+    /// `GATEWAY_VALIDATION` and `SELF_VALIDATING_MODULES`: whose arguments are checked before forwarding.
+    pub gateway_validation: GatewayValidationSettings,
 }
 
 impl Default for Config {
@@ -121,6 +124,7 @@ impl Default for Config {
             budgets: Budgets::default(),
             identities: IdentitySettings::default(),
             approvals: ApprovalSettings::default(),
+            gateway_validation: GatewayValidationSettings::default(),
         }
     }
 }
@@ -168,6 +172,8 @@ struct FileConfig {
     approval_for_destructive: Option<bool>,
     max_pending_approvals: Option<usize>,
     max_approvals: Option<usize>,
+    gateway_validation: Option<bool>,
+    self_validating_modules: Option<Vec<String>>,
 }
 
 impl Config {
@@ -319,6 +325,15 @@ impl Config {
             &env,
         )?;
 
+        let gateway_validation = GatewayValidationSettings::read(
+            GatewayValidationFile {
+                gateway_validation: file.gateway_validation,
+                self_validating_modules: file.self_validating_modules,
+            },
+            &env,
+            &module_services,
+        )?;
+
         let budgets = Budgets::read(
             BudgetsFile {
                 max_manifest_bytes: file.max_manifest_bytes,
@@ -337,6 +352,7 @@ impl Config {
             budgets,
             identities,
             approvals,
+            gateway_validation,
             slow_tool_timeout: seconds(
                 "TOOL_EXECUTION_TIMEOUT",
                 file.tool_execution_timeout,

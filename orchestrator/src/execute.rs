@@ -16,6 +16,7 @@ use crate::bounded_body::{BodyError, read_bounded};
 use crate::call_slots::CallSlots;
 use crate::caller::{Caller, CallerFields};
 use crate::config::Config;
+use crate::gateway_validation::GatewayValidators;
 use crate::metrics::Metrics;
 use crate::registry::{Registry, RouteError, ToolRoute};
 use module_sdk::error_chain;
@@ -51,6 +52,7 @@ pub struct Executor {
     config: Arc<Config>,
     slots: CallSlots,
     metrics: Arc<Metrics>,
+    validators: GatewayValidators,
 }
 
 impl Executor {
@@ -58,7 +60,8 @@ impl Executor {
     /// timeouts, service token and budgets of `config`, counting calls in `metrics`.
     pub fn new(registry: Arc<Registry>, client: reqwest::Client, config: Arc<Config>, metrics: Arc<Metrics>) -> Self {
         let slots = CallSlots::new(config.module_services.keys(), config.budgets.max_concurrent_calls_per_module);
-        Self { registry, client, config, slots, metrics }
+        let validators = GatewayValidators::new(config.gateway_validation.clone());
+        Self { registry, client, config, slots, metrics, validators }
     }
 
     /// Whether a call of `tool_name` by `caller` would wait for a person's
@@ -102,7 +105,7 @@ impl Executor {
         result
     }
 
-    async fn run(&self, caller: &Caller, route: &ToolRoute, call: ToolCall, approved: bool) -> ToolResult {
+    async fn run(&self, caller: &Caller, route: &ToolRoute, mut call: ToolCall, approved: bool) -> ToolResult {
         let tool = route.tool();
         if !caller.allows_module(&route.module) {
             let message = format!("module `{}` is not among the modules this caller may use", route.module);
@@ -121,6 +124,9 @@ impl Executor {
                 tool.name
             );
             return ToolResult::failure(call.tool_name, ErrorKind::PermissionDenied, message);
+        }
+        if let Err(problems) = self.validators.check(route, &mut call.arguments) {
+            return ToolResult::failure(call.tool_name, ErrorKind::InvalidArguments, problems);
         }
         let timeout = match tool.timeout_seconds {
             Some(seconds) => {

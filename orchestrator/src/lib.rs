@@ -15,6 +15,7 @@ pub mod config;
 pub mod console;
 pub mod discovery;
 pub mod execute;
+pub mod gateway_validation;
 pub mod http;
 pub mod identity;
 pub mod limits;

@@ -100,6 +100,11 @@ impl ToolRoute {
     pub fn tool(&self) -> &ToolDefinition {
         &self.manifest.tools[self.index]
     }
+
+    /// The module's manifest the route was taken from, and the tool's index in it.
+    pub fn manifest(&self) -> (&Arc<ModuleManifest>, usize) {
+        (&self.manifest, self.index)
+    }
 }
 
 /// What is known of one configured module.
