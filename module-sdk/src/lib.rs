@@ -59,6 +59,7 @@ mod server;
 pub mod service;
 mod testing;
 mod tool;
+mod trace_context;
 mod validate;
 
 // What a tool author uses; the wire types are in `contract`, the plumbing

@@ -19,6 +19,7 @@ use crate::error::ModuleError;
 use crate::metrics::{CallMetrics, ToolMetrics, UNKNOWN_TOOL_LABEL};
 use crate::schema::parameters_of;
 use crate::tool::{ErasedHandler, IntoTool, Tool};
+use crate::trace_context::TraceParent;
 use crate::validate::ArgumentValidator;
 
 /// A module under construction: `Module::new(name, description).tool(...)`.
@@ -157,12 +158,13 @@ impl ModuleService {
     /// handler under its timeout with panics contained, and logs one event.
     /// Every failure becomes a `success: false` result, never a panic.
     pub async fn execute(&self, call: ToolCall) -> ToolResult {
-        self.answer(call).await.into_tool_result()
+        self.answer(call, None).await.into_tool_result()
     }
 
     /// [`ModuleService::execute`] with the result left serialized: what
-    /// `POST /execute` writes out, in one pass.
-    pub(crate) async fn answer(&self, call: ToolCall) -> Answer {
+    /// `POST /execute` writes out, in one pass; `trace` is the caller's
+    /// `traceparent`, whose trace id the call's log events carry.
+    pub(crate) async fn answer(&self, call: ToolCall, trace: Option<TraceParent>) -> Answer {
         let started = Instant::now();
         let user_id_present = call.user_id.is_some();
         let tool = self.tools.get(&call.tool_name);
@@ -178,6 +180,7 @@ impl ModuleService {
                 module = %self.manifest.module_name,
                 tool = %answer.tool_name,
                 error = answer.error.as_deref().unwrap_or_default(),
+                trace_id = trace.map(|trace| trace.trace_id()),
                 "tool call failed"
             );
         }
@@ -185,6 +188,7 @@ impl ModuleService {
             module = %self.manifest.module_name,
             tool = %answer.tool_name,
             user_id_present,
+            trace_id = trace.map(|trace| trace.trace_id()),
             duration_ms = started.elapsed().as_secs_f64() * 1000.0,
             outcome = answer.error_kind.map_or("success", ErrorKind::as_str),
             "tool call"

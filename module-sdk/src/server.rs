@@ -8,7 +8,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{Method, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
@@ -26,6 +26,7 @@ use crate::mcp::{serve_stdio, stdio_requested};
 use crate::metrics::METRICS_CONTENT_TYPE;
 use crate::module::{Module, ModuleService};
 use crate::openapi::openapi_document;
+use crate::trace_context::{TRACEPARENT_HEADER, TraceParent};
 
 /// What every route handler shares.
 #[derive(Clone)]
@@ -189,6 +190,7 @@ pub(crate) async fn metrics(_: Authorized, State(state): State<AppState>) -> Res
 pub(crate) async fn execute(
     _: Authorized,
     State(state): State<AppState>,
+    headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let body = match body {
@@ -199,7 +201,8 @@ pub(crate) async fn execute(
         Ok(call) => call,
         Err(error) => return error_response(StatusCode::BAD_REQUEST, bad_call_message(&error)),
     };
-    let answer = state.service.answer(call).await;
+    let trace = headers.get(TRACEPARENT_HEADER).and_then(|v| v.to_str().ok()).and_then(TraceParent::parse);
+    let answer = state.service.answer(call, trace).await;
     match serde_json::to_vec(&answer) {
         Ok(body) => json_bytes(Bytes::from(body)),
         // Strings, pre-serialized JSON and an enum: never reached.

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use module_sdk::ErrorKind;
 use module_sdk::contract::{ToolCall, ToolResult};
+use module_sdk::service::{TRACEPARENT_HEADER, TraceParent};
 use reqwest::StatusCode;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -87,10 +88,11 @@ impl Executor {
         let started = Instant::now();
         let call = ToolCall { tool_name, arguments, user_id: caller.user_id.clone() };
         let tool_name = call.tool_name.clone();
+        let trace = crate::trace::call_trace();
         let route = self.registry.route(&call.tool_name);
         let in_flight = self.metrics.start_call(route.as_ref().ok().map(|route| route.tool().name.as_str()));
         let (module, result) = match route {
-            Ok(route) => (route.module.clone(), self.run(caller, &route, call, approved).await),
+            Ok(route) => (route.module.clone(), self.run(caller, &route, call, approved, &trace).await),
             Err(error) => (String::new(), refusal(&tool_name, &error)),
         };
         in_flight.finish(result.error_kind);
@@ -100,12 +102,21 @@ impl Executor {
             permission = %caller.permission,
             duration_ms = started.elapsed().as_secs_f64() * 1000.0,
             outcome = result.error_kind.map_or("success", ErrorKind::as_str),
+            trace_id = %trace.trace_id(),
+            span_id = %trace.parent_id(),
             "routed call"
         );
         result
     }
 
-    async fn run(&self, caller: &Caller, route: &ToolRoute, mut call: ToolCall, approved: bool) -> ToolResult {
+    async fn run(
+        &self,
+        caller: &Caller,
+        route: &ToolRoute,
+        mut call: ToolCall,
+        approved: bool,
+        trace: &TraceParent,
+    ) -> ToolResult {
         let tool = route.tool();
         if !caller.allows_module(&route.module) {
             let message = format!("module `{}` is not among the modules this caller may use", route.module);
@@ -137,12 +148,21 @@ impl Executor {
             None => self.config.fallback_timeout(&route.module),
         };
         let idempotent = tool.annotations.is_some_and(|a| a.idempotent || a.read_only);
-        self.send(route, &call, timeout, idempotent).await
+        self.send(route, &call, timeout, idempotent, trace).await
     }
 
     /// Posts `call` to the module, retrying a connection that was refused
-    /// (nothing was sent) and, for idempotent tools, a connection that broke.
-    async fn send(&self, route: &ToolRoute, call: &ToolCall, timeout: Duration, idempotent: bool) -> ToolResult {
+    /// (nothing was sent) and, for idempotent tools, a connection that broke;
+    /// `trace` goes with it as its `traceparent`.
+    async fn send(
+        &self,
+        route: &ToolRoute,
+        call: &ToolCall,
+        timeout: Duration,
+        idempotent: bool,
+        trace: &TraceParent,
+    ) -> ToolResult {
+        let traceparent = trace.to_string();
         let url = format!("{}/execute", route.url);
         let deadline = Instant::now() + timeout;
         // Wait for one of the module's call slots (MAX_CONCURRENT_CALLS_PER_MODULE) within the call's time.
@@ -159,8 +179,12 @@ impl Executor {
         let mut delay = FIRST_RETRY_DELAY;
         let mut attempt = 1;
         loop {
-            let mut request =
-                self.client.post(&url).json(call).timeout(deadline.saturating_duration_since(Instant::now()));
+            let mut request = self
+                .client
+                .post(&url)
+                .header(TRACEPARENT_HEADER, &traceparent)
+                .json(call)
+                .timeout(deadline.saturating_duration_since(Instant::now()));
             if let Some(token) = &self.config.service_auth_token {
                 request = request.bearer_auth(token);
             }

@@ -44,6 +44,7 @@ pub fn router(orchestrator: Arc<Orchestrator>) -> Router {
         .fallback(request_checks::not_found)
         .method_not_allowed_fallback(request_checks::method_not_allowed)
         .layer(axum::middleware::from_fn(module_sdk::service::require_json_content_type))
+        .layer(axum::middleware::from_fn(crate::trace::keep_request_trace))
         .with_state(AppState { orchestrator })
 }
 

@@ -26,6 +26,7 @@ pub mod registry;
 pub mod request_checks;
 pub mod server;
 pub mod tool_calls;
+pub mod trace;
 
 /// The provider formats, from their own crate (`orchestrator/provider-formats`).
 pub use provider_formats as providers;

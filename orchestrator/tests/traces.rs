@@ -1,0 +1,85 @@
+//! W3C trace context through a real orchestrator: a caller's `traceparent`
+//! reaches the module with the same trace id and the orchestrator's own span
+//! id, which its `routed call` event records; without one (or with an
+//! invalid one) a trace is started.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::http::HeaderMap;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use common::{ModuleServer, OrchestratorProcess, module_services};
+use module_sdk::contract::{ToolCall, ToolResult};
+use module_sdk::service::TraceParent;
+use serde_json::{Value, json};
+
+const CALLER_TRACE: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+/// A hand-written module with `traced.ping` that keeps every `traceparent` it is sent.
+fn recording_module() -> (Router, Arc<Mutex<Vec<String>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let manifest = json!({
+        "module_name": "traced",
+        "description": "Remembers trace headers.",
+        "tools": [{"name": "traced.ping", "description": "Ping.", "parameters": [], "required_permission": "guest"}]
+    });
+    let kept = Arc::clone(&seen);
+    let router = Router::new().route("/manifest", get(move || std::future::ready(Json(manifest.clone())))).route(
+        "/execute",
+        post(move |headers: HeaderMap, Json(call): Json<ToolCall>| {
+            let header = headers.get("traceparent").and_then(|v| v.to_str().ok()).unwrap_or("none").to_owned();
+            kept.lock().unwrap().push(header);
+            std::future::ready(Json(ToolResult::success(call.tool_name, json!("pong"))))
+        }),
+    );
+    (router, seen)
+}
+
+/// `POST /execute` of `traced.ping` with `traceparent` (if any): the trace the module got.
+async fn ping(orchestrator: &OrchestratorProcess, seen: &Mutex<Vec<String>>, traceparent: Option<&str>) -> TraceParent {
+    let mut request = reqwest::Client::new()
+        .post(format!("{}/execute", orchestrator.url))
+        .json(&json!({"tool_name": "traced.ping", "arguments": {}}));
+    if let Some(traceparent) = traceparent {
+        request = request.header("traceparent", traceparent);
+    }
+    let result: Value = request.send().await.unwrap().json().await.unwrap();
+    assert_eq!(result["success"], true, "{result}");
+    let header = seen.lock().unwrap().pop().expect("the module was called");
+    TraceParent::parse(&header).unwrap_or_else(|| panic!("the module got a valid traceparent, not {header:?}"))
+}
+
+#[tokio::test]
+async fn the_callers_trace_reaches_the_module_and_the_log_or_one_is_started() {
+    let (module, seen) = recording_module();
+    let module = ModuleServer::start(module);
+    let orchestrator = OrchestratorProcess::start(&[
+        ("MODULE_SERVICES", &module_services(&[("traced", module.url())])),
+        ("RUST_LOG", "orchestrator=debug"),
+    ]);
+    orchestrator.wait_for_module("traced", "up", Duration::from_secs(10)).await;
+
+    let caller = TraceParent::parse(CALLER_TRACE).unwrap();
+    let sent = ping(&orchestrator, &seen, Some(CALLER_TRACE)).await;
+    assert_eq!(sent.trace_id(), caller.trace_id(), "the caller's trace goes on");
+    assert_ne!(sent.parent_id(), caller.parent_id(), "the orchestrator's hop has a span of its own");
+    assert!(sent.to_string().ends_with("-01"), "the caller's flags go on: {sent}");
+    let logged = orchestrator
+        .logs()
+        .into_iter()
+        .find(|line| line.contains("routed call") && line.contains(&caller.trace_id()))
+        .expect("the routed call event names the trace");
+    assert!(logged.contains(&sent.parent_id()), "and the span sent to the module: {logged}");
+
+    let started = ping(&orchestrator, &seen, None).await;
+    let invalid = ping(&orchestrator, &seen, Some("00-not-a-trace-01")).await;
+    for trace in [started, invalid] {
+        assert_ne!(trace.trace_id(), caller.trace_id());
+        let started_id = trace.trace_id();
+        assert!(orchestrator.logs().iter().any(|line| line.contains("routed call") && line.contains(&started_id)));
+    }
+    assert_ne!(started.trace_id(), invalid.trace_id(), "each request without a trace starts its own");
+}
