@@ -151,13 +151,18 @@ impl Orchestrator {
         identity: &Identity,
         caller: &Caller,
         tool_name: String,
-        arguments: Map<String, Value>,
+        mut arguments: Map<String, Value>,
         approved: bool,
         provider_call: Option<ProviderCall>,
     ) -> CallOutcome {
         let approved = approved && identity.is_service();
         if approved || !self.executor.awaits_approval(caller, &tool_name) {
             let result = self.executor.execute(caller, tool_name, arguments, approved).await;
+            return CallOutcome { result, pending: None };
+        }
+        // Arguments that would fail anyway are refused now, not after a person approved them.
+        if let Some(problems) = self.executor.argument_problems(&tool_name, &mut arguments) {
+            let result = ToolResult::failure(tool_name, ErrorKind::InvalidArguments, problems);
             return CallOutcome { result, pending: None };
         }
         match self.approvals.request(identity, caller, &tool_name, arguments, provider_call).await {

@@ -74,6 +74,13 @@ impl Executor {
         })
     }
 
+    /// What is wrong with `arguments` of `tool_name` by gateway validation
+    /// (`GATEWAY_VALIDATION`), if the tool exists and anything is.
+    pub fn argument_problems(&self, tool_name: &str, arguments: &mut Map<String, Value>) -> Option<String> {
+        let route = self.registry.route(tool_name).ok()?;
+        self.validators.check(&route, arguments).err()
+    }
+
     /// Runs `tool_name` with `arguments` for `caller`; `approved` says the
     /// user approved it. The call's `user_id` is the caller's, set here and
     /// nowhere else. Every outcome, including refusals and unreachable

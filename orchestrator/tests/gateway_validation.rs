@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use common::modules::approval_module;
 use common::{ModuleServer, OrchestratorProcess, module_services};
 use module_sdk::contract::{ToolCall, ToolResult};
 use serde_json::{Value, json};
@@ -99,4 +100,20 @@ async fn modules_that_validate_alone_get_calls_unchecked() {
         assert_eq!(result["success"], true, "{setting:?}: {result}");
         assert_eq!(calls.count(), 1, "{setting:?}: the call was forwarded");
     }
+}
+
+#[tokio::test]
+async fn a_call_that_needs_approval_is_refused_for_bad_arguments_before_anyone_is_asked() {
+    let (bank, _) = approval_module("bank");
+    let bank = ModuleServer::sdk(bank);
+    let orchestrator = OrchestratorProcess::start(&[("MODULE_SERVICES", &module_services(&[("bank", bank.url())]))]);
+    orchestrator.wait_for_module("bank", "up", Duration::from_secs(10)).await;
+    let result =
+        orchestrator.execute(json!({"tool_name": "bank.transfer", "arguments": {"to": "carol", "cents": "all"}})).await;
+    assert_eq!(result["error_kind"], "invalid_arguments", "{result}");
+    assert!(result["error"].as_str().unwrap().contains("arguments.cents"), "{result}");
+    assert_eq!(orchestrator.get("/approvals").await["approvals"], json!([]), "no approval was asked for");
+    let pending =
+        orchestrator.execute(json!({"tool_name": "bank.transfer", "arguments": {"to": "carol", "cents": 5}})).await;
+    assert!(pending["error"].as_str().unwrap().contains("approval"), "{pending}");
 }
