@@ -2,6 +2,7 @@
 //! orchestrator sends it) in the call's `tool call` event.
 
 use std::process::Command;
+use std::time::Duration;
 
 use serde_json::json;
 use test_support::{Process, built_binary};
@@ -23,7 +24,15 @@ async fn the_tool_call_event_carries_the_callers_trace_id() {
     assert_eq!(response.status(), 200);
     // A call without one logs no trace id.
     demo.client().call_ok("demo.greet", json!({"name": "Bo"}), None).await;
-    let calls: Vec<_> = demo.events().into_iter().filter(|event| event["message"] == "tool call").collect();
+    // The log reader may be behind the answers: wait (at most 10 s) for both events.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let calls = loop {
+        let calls: Vec<_> = demo.events().into_iter().filter(|event| event["message"] == "tool call").collect();
+        if calls.len() >= 2 || tokio::time::Instant::now() >= deadline {
+            break calls;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert_eq!(calls.len(), 2, "{calls:?}");
     assert_eq!(calls[0]["trace_id"], trace_id, "{:?}", calls[0]);
     assert!(calls[1].get("trace_id").is_none(), "{:?}", calls[1]);

@@ -35,6 +35,8 @@ async fn routed_calls_states_and_approvals_are_counted_and_scraped_by_prometheus
     ])
     .with_token(SERVICE_TOKEN);
     orchestrator.wait_for_module("bank", "up", Duration::from_secs(10)).await;
+    // One discovery of every module now, so `gone` has failed at least once.
+    orchestrator.post("/refresh-tools", &json!({})).await;
 
     for text in ["a", "b", "c"] {
         let result = orchestrator.execute(json!({"tool_name": "bank.echo", "arguments": {"text": text}})).await;

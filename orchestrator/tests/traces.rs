@@ -67,19 +67,29 @@ async fn the_callers_trace_reaches_the_module_and_the_log_or_one_is_started() {
     assert_eq!(sent.trace_id(), caller.trace_id(), "the caller's trace goes on");
     assert_ne!(sent.parent_id(), caller.parent_id(), "the orchestrator's hop has a span of its own");
     assert!(sent.to_string().ends_with("-01"), "the caller's flags go on: {sent}");
-    let logged = orchestrator
-        .logs()
-        .into_iter()
-        .find(|line| line.contains("routed call") && line.contains(&caller.trace_id()))
-        .expect("the routed call event names the trace");
+    let logged = routed_call_event(&orchestrator, &caller.trace_id()).await;
     assert!(logged.contains(&sent.parent_id()), "and the span sent to the module: {logged}");
 
     let started = ping(&orchestrator, &seen, None).await;
     let invalid = ping(&orchestrator, &seen, Some("00-not-a-trace-01")).await;
     for trace in [started, invalid] {
         assert_ne!(trace.trace_id(), caller.trace_id());
-        let started_id = trace.trace_id();
-        assert!(orchestrator.logs().iter().any(|line| line.contains("routed call") && line.contains(&started_id)));
+        routed_call_event(&orchestrator, &trace.trace_id()).await;
     }
     assert_ne!(started.trace_id(), invalid.trace_id(), "each request without a trace starts its own");
+}
+
+/// The `routed call` log event naming `trace_id`, once the log reader has it
+/// (panics after 10 s without it).
+async fn routed_call_event(orchestrator: &OrchestratorProcess, trace_id: &str) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let found =
+            orchestrator.logs().into_iter().find(|line| line.contains("routed call") && line.contains(trace_id));
+        match found {
+            Some(line) => return line,
+            None if tokio::time::Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(20)).await,
+            None => panic!("no routed call event names trace {trace_id}: {:?}", orchestrator.logs()),
+        }
+    }
 }
