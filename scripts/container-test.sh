@@ -4,6 +4,9 @@
 # one static binary each), starts them with --network host on free loopback
 # ports, runs the contract tests against both module containers, and calls
 # one tool through the orchestrator container (GET /tools, POST /execute).
+# Then the code_runner image (deploy/Containerfile.code_runner: python3 and
+# bubblewrap from the host): its sandbox must work in the container with the
+# podman flags the README gives, pass the contract tests and run code.
 # Containers and test images are always removed at the end.
 #
 # Usage: scripts/container-test.sh
@@ -50,7 +53,7 @@ triple=x86_64-unknown-linux-gnu
 target_dir=${CARGO_TARGET_DIR:-$PWD/target}
 release_dir=$target_dir/$triple/release
 RUSTFLAGS="-C target-feature=+crt-static" \
-    cargo build --release --locked --target "$triple" -p research -p file_manager -p orchestrator
+    cargo build --release --locked --target "$triple" -p research -p file_manager -p orchestrator -p code_runner
 cargo build --locked -p contract-tests
 contract_tests=$target_dir/debug/contract-tests
 
@@ -161,4 +164,55 @@ result=$(curl -fsS "${auth[@]}" "$orchestrator_url/execute" -H 'content-type: ap
 grep -q '"success":true' <<<"$result" || fail "POST /execute of $tool did not succeed: $result"
 grep -q '"total_sentences":3' <<<"$result" || fail "POST /execute of $tool answered unexpectedly: $result"
 say "called $tool through the orchestrator container: $result"
+
+# `code_runner_rootfs DIR` writes DIR/code-runner-rootfs.tar: the host's
+# bwrap, sh and python3 with the shared libraries they (and Python's
+# extension modules) load, the standard library without its tests, the
+# usrmerge links and an empty /tmp.
+code_runner_rootfs() {
+    local dir=$1 python stdlib list=$1/files extra=$1/extra
+    python=$(readlink -f /usr/bin/python3)
+    stdlib=/usr/lib/$(basename "$python")
+    [ -x /usr/bin/bwrap ] && [ -d "$stdlib" ] || fail "code_runner's image needs the host's python3 and bubblewrap (apt-get install -y python3 bubblewrap)"
+    : >"$list"
+    local file named
+    for file in /usr/bin/bwrap /usr/bin/sh /usr/bin/dash /usr/bin/python3 $(
+        ldd /usr/bin/bwrap /usr/bin/dash "$python" "$stdlib"/lib-dynload/*.so 2>/dev/null |
+            awk '/=> \// {print $3} /^\t\/.*ld-linux/ {print $1}' | sort -u
+    ); do
+        named="$(readlink -f "$(dirname "$file")")/$(basename "$file")"
+        echo "${named#/}" >>"$list"
+        named=$(readlink -f "$file")
+        echo "${named#/}" >>"$list"
+    done
+    echo "${stdlib#/}" >>"$list"
+    sort -u -o "$list" "$list"
+    mkdir -p "$extra/tmp"
+    chmod 1777 "$extra/tmp"
+    tar -C / --exclude="${stdlib#/}/test" --exclude=__pycache__ -cf "$dir/code-runner-rootfs.tar" \
+        bin lib lib64 sbin -T "$list" -C "$extra" tmp
+}
+
+context=$work/code_runner
+mkdir -p "$context"
+code_runner_rootfs "$context"
+cp "$release_dir/code_runner" "$context/code_runner"
+image=localhost/tool-modules-code_runner:$run_id
+images+=("$image")
+podman build --quiet --layers=false -f deploy/Containerfile.code_runner -t "$image" "$context" >/dev/null
+size=$(podman image inspect --format '{{.Size}}' "$image")
+say "image code_runner: $((size / 1024)) KiB (python3, bubblewrap and the binary)"
+# User namespaces inside the container: the default seccomp profile refuses
+# them, and a /proc with masked paths cannot be mounted again in a sandbox.
+start code_runner --security-opt seccomp=unconfined --security-opt unmask=ALL
+code_runner_url=http://127.0.0.1:$(port_of code_runner)
+# `--healthcheck` fails unless /health is 200, which needs a working sandbox.
+healthcheck code_runner --healthcheck
+say "contract tests against the code_runner container"
+"$contract_tests" --url "$code_runner_url" --token "$token" || fail "contract tests against $code_runner_url"
+result=$(curl -fsS -H "Authorization: Bearer $token" "$code_runner_url/execute" -H 'content-type: application/json' \
+    -d '{"tool_name": "code_runner.execute_code", "arguments": {"code": "import socket\ntry:\n    socket.create_connection((\"127.0.0.1\", '"${code_runner_url##*:}"'), timeout=2)\nexcept OSError as error:\n    print(\"no network:\", type(error).__name__)"}, "user_id": "container-test"}') ||
+    fail "POST /execute to code_runner"
+grep -q '"stdout":"no network: ConnectionRefusedError\\n"' <<<"$result" || fail "code_runner in its container answered unexpectedly: $result"
+say "ran code in the code_runner container's sandbox: $result"
 say "passed"
