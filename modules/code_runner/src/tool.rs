@@ -68,10 +68,9 @@ pub struct CodeOutput {
 /// Everything a call needs, shared by all calls.
 #[derive(Debug)]
 pub struct Runner {
-    /// How runs are sandboxed.
-    pub sandbox: Sandbox,
+    sandbox: Sandbox,
     /// Why code is not run here, when the sandbox check failed at start.
-    pub broken: Option<String>,
+    broken: Option<String>,
     admission: Admission,
     settings: Settings,
 }
