@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 /// The caller fields of a request body, flattened into both `POST /execute`
 /// and `POST /v1/tool-calls`, so both read a caller the same way.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
 pub struct CallerFields {
     /// The authenticated user, passed to modules as each call's `user_id`.
     #[serde(default)]

@@ -31,12 +31,13 @@ const MAX_ATTEMPTS: u32 = 3;
 const FIRST_RETRY_DELAY: Duration = Duration::from_millis(100);
 
 /// The body of the orchestrator's `POST /execute`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 pub struct ExecuteRequest {
     /// Full tool name, `module.tool`.
     pub tool_name: String,
     /// The tool's arguments (absent reads as `{}`).
     #[serde(default)]
+    #[schema(value_type = Object)]
     pub arguments: Map<String, Value>,
     /// Who is calling.
     #[serde(flatten)]

@@ -9,6 +9,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use module_sdk::contract::{ErrorBody, ToolResult};
 use module_sdk::service::error_response;
 use serde::Deserialize;
 use serde_json::json;
@@ -39,6 +40,7 @@ pub fn router(orchestrator: Arc<Orchestrator>) -> Router {
         .route("/execute", post(execute))
         .route("/v1/tool-calls", post(tool_calls))
         .route("/metrics", get(crate::metrics::serve_metrics))
+        .route("/openapi.json", get(crate::openapi::serve_openapi))
         .merge(crate::approvals::routes::routes())
         .merge(crate::console::routes())
         .fallback(request_checks::not_found)
@@ -54,7 +56,10 @@ fn bad_body(rejection: JsonRejection) -> Response {
 }
 
 /// Liveness, with a one-line summary; never needs a token.
-async fn health(State(state): State<AppState>) -> Response {
+#[utoipa::path(get, path = "/health", responses(
+    (status = 200, body = Object, description = "`{\"status\": \"ok\", \"cache\", \"modules_up\", \"modules\"}`")
+))]
+pub(crate) async fn health(State(state): State<AppState>) -> Response {
     let statuses = state.orchestrator.registry.statuses();
     let up = statuses.iter().filter(|s| s.state == ModuleState::Up).count();
     Json(json!({
@@ -67,7 +72,11 @@ async fn health(State(state): State<AppState>) -> Response {
 }
 
 /// Every module's URL, state, tool count, last success and last error.
-async fn modules(_: Authorized, State(state): State<AppState>) -> Response {
+#[utoipa::path(get, path = "/modules", security((), ("bearer" = [])), responses(
+    (status = 200, body = Object, description = "`{\"cache\": \"memory\" or \"redis\", \"modules\": [ModuleStatus]}`"),
+    (status = 401, body = ErrorBody, description = "No valid identity (bearer token, API key or JWT)")
+))]
+pub(crate) async fn modules(_: Authorized, State(state): State<AppState>) -> Response {
     Json(json!({
         "cache": state.orchestrator.registry.cache_kind(),
         "modules": state.orchestrator.registry.statuses(),
@@ -76,8 +85,9 @@ async fn modules(_: Authorized, State(state): State<AppState>) -> Response {
 }
 
 /// The query of `GET /tools`.
-#[derive(Debug, Deserialize)]
-struct ToolsQuery {
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct ToolsQuery {
     /// The caller's level; unknown or absent is `guest`.
     permission: Option<String>,
     /// Comma-separated allowed modules; absent allows all, empty allows none.
@@ -87,7 +97,13 @@ struct ToolsQuery {
 }
 
 /// The caller's tools in the asked format.
-async fn tools(
+#[utoipa::path(get, path = "/tools", params(ToolsQuery), security((), ("bearer" = [])), responses(
+    (status = 200, body = Value, description = "The tools: an array of ToolDefinition (raw), or the provider format's list"),
+    (status = 400, body = ErrorBody, description = "Unknown format"),
+    (status = 401, body = ErrorBody, description = "No valid identity (bearer token, API key or JWT)"),
+    (status = 403, body = ErrorBody, description = "The identity may not ask for this permission or these modules")
+))]
+pub(crate) async fn tools(
     Authorized(identity): Authorized,
     State(state): State<AppState>,
     Query(query): Query<ToolsQuery>,
@@ -114,13 +130,26 @@ async fn tools(
 }
 
 /// Discovers every module now and answers with their states.
-async fn refresh_tools(_: Authorized, State(state): State<AppState>) -> Response {
+#[utoipa::path(post, path = "/refresh-tools", security((), ("bearer" = [])), responses(
+    (status = 200, body = Object, description = "`{\"modules\": [ModuleStatus]}`"),
+    (status = 401, body = ErrorBody, description = "No valid identity (bearer token, API key or JWT)")
+))]
+pub(crate) async fn refresh_tools(_: Authorized, State(state): State<AppState>) -> Response {
     state.orchestrator.registry.discover_all().await;
     Json(json!({ "modules": state.orchestrator.registry.statuses() })).into_response()
 }
 
 /// Runs one tool call; every well-formed request gets a `200` ToolResult.
-async fn execute(
+#[utoipa::path(post, path = "/execute", request_body = ExecuteRequest, security((), ("bearer" = [])), responses(
+    (status = 200, body = ToolResult, description = "The call's result, failures included"),
+    (status = 400, body = ErrorBody, description = "The body is not JSON"),
+    (status = 401, body = ErrorBody, description = "No valid identity (bearer token, API key or JWT)"),
+    (status = 403, body = ErrorBody, description = "The identity may not act as the body asks"),
+    (status = 413, body = ErrorBody, description = "The body is over MAX_BODY_BYTES"),
+    (status = 415, body = ErrorBody, description = "The body is not sent as `Content-Type: application/json`"),
+    (status = 422, body = ErrorBody, description = "The body is JSON but not an ExecuteRequest")
+))]
+pub(crate) async fn execute(
     Authorized(identity): Authorized,
     State(state): State<AppState>,
     body: Result<Json<ExecuteRequest>, JsonRejection>,
@@ -135,8 +164,9 @@ async fn execute(
 }
 
 /// The query of `POST /v1/tool-calls`.
-#[derive(Debug, Deserialize)]
-struct ToolCallsQuery {
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct ToolCallsQuery {
     /// The provider format of the message: openai, openai-responses, anthropic, gemini or text.
     format: Option<String>,
     /// `true`: answer `{"messages": ..., "pending_approvals": [...]}` instead of the bare messages.
@@ -145,7 +175,17 @@ struct ToolCallsQuery {
 }
 
 /// Runs every tool call of a model's message; answers in the provider's format.
-async fn tool_calls(
+#[utoipa::path(post, path = "/v1/tool-calls", params(ToolCallsQuery), request_body = ToolCallsRequest,
+    security((), ("bearer" = [])), responses(
+    (status = 200, body = Value, description = "The provider's result messages (with `envelope=true`: `{\"messages\", \"pending_approvals\"}`)"),
+    (status = 400, body = ErrorBody, description = "Missing or unknown format, or a body that is not JSON"),
+    (status = 401, body = ErrorBody, description = "No valid identity (bearer token, API key or JWT)"),
+    (status = 403, body = ErrorBody, description = "The identity may not act as the body asks"),
+    (status = 413, body = ErrorBody, description = "The body is over MAX_BODY_BYTES"),
+    (status = 415, body = ErrorBody, description = "The body is not sent as `Content-Type: application/json`"),
+    (status = 422, body = ErrorBody, description = "The message is not in the provider's shape, or has too many calls")
+))]
+pub(crate) async fn tool_calls(
     Authorized(identity): Authorized,
     State(state): State<AppState>,
     Query(query): Query<ToolCallsQuery>,

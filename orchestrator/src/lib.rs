@@ -21,6 +21,7 @@ pub mod identity;
 pub mod limits;
 pub mod manifest;
 pub mod metrics;
+pub mod openapi;
 pub mod redis_cache;
 pub mod registry;
 pub mod request_checks;

@@ -174,6 +174,11 @@ impl Metrics {
 /// `GET /metrics`: for service identities only (the service token, an API
 /// key with `user_id = "any"`, or development mode), as the series name
 /// every module and tool; `403` for other identities.
+#[utoipa::path(get, path = "/metrics", security((), ("bearer" = [])), responses(
+    (status = 200, content_type = "application/openmetrics-text", body = String),
+    (status = 401, body = module_sdk::contract::ErrorBody, description = "No valid identity"),
+    (status = 403, body = module_sdk::contract::ErrorBody, description = "Not a service identity")
+))]
 pub async fn serve_metrics(Authorized(identity): Authorized, State(state): State<AppState>) -> Response {
     if !identity.is_service() {
         return error_response(

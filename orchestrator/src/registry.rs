@@ -19,7 +19,7 @@ use crate::manifest::{ManifestError, validate};
 use crate::metrics::RegistryMetrics;
 
 /// Where a module stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ModuleState {
     /// The last discovery succeeded.
@@ -32,7 +32,7 @@ pub enum ModuleState {
 }
 
 /// One module as `GET /modules` shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct ModuleStatus {
     /// The configured name.
     pub name: String,

@@ -9,7 +9,7 @@ use module_sdk::service::error_response;
 
 /// What the API serves, for the `404` and `405` messages.
 const ROUTES: &str = "GET /health, GET /modules, GET /tools, POST /refresh-tools, POST /execute, POST /v1/tool-calls, \
-                      the /approvals routes and the console at GET /";
+                      the /approvals routes, GET /metrics, GET /openapi.json and the console at GET /";
 
 /// A path the API does not serve: a JSON `404`.
 pub async fn not_found() -> Response {

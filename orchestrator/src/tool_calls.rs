@@ -14,7 +14,7 @@ use crate::identity::{AccessError, Identity};
 use crate::providers::{self, CallFormat, ProviderError, RequestedCall};
 
 /// The body of `POST /v1/tool-calls`: who the caller is, and the model's message.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
 pub struct ToolCallsRequest {
     /// Who is calling.
     #[serde(flatten)]

@@ -25,7 +25,7 @@ pub use settings::ApprovalSettings;
 use store::{ApprovalStore, MemoryStore, StoreError};
 
 /// A person's decision on an approval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Decision {
     /// Run the stored call once.

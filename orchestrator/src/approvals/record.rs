@@ -11,7 +11,7 @@ use crate::caller::Caller;
 use crate::providers::RequestedCall;
 
 /// Where an approval stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ApprovalStatus {
     /// Waiting for a decision.
@@ -38,7 +38,7 @@ impl ApprovalStatus {
 
 /// The model's call an approval came from (`/v1/tool-calls`), so the
 /// decision can be answered as the provider's result message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ProviderCall {
     /// The `?format=` of the request.
     pub format: String,
@@ -60,13 +60,14 @@ impl ProviderCall {
 }
 
 /// A call waiting for (or past) a person's decision.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Approval {
     /// Its id (a random UUID).
     pub id: String,
     /// The tool, `module.tool`.
     pub tool_name: String,
     /// The exact arguments that run when it is approved.
+    #[schema(value_type = Object)]
     pub arguments: Map<String, Value>,
     /// The user the call is for.
     pub user_id: Option<String>,
@@ -78,9 +79,11 @@ pub struct Approval {
     pub requested_by: String,
     /// When it was asked.
     #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
     pub created_at: OffsetDateTime,
     /// When it can no longer be approved.
     #[serde(with = "time::serde::rfc3339")]
+    #[schema(value_type = String, format = DateTime)]
     pub expires_at: OffsetDateTime,
     /// Where it stands.
     pub status: ApprovalStatus,
@@ -89,6 +92,7 @@ pub struct Approval {
     pub decided_by: Option<String>,
     /// When it was decided.
     #[serde(default, with = "time::serde::rfc3339::option")]
+    #[schema(value_type = Option<String>, format = DateTime)]
     pub decided_at: Option<OffsetDateTime>,
     /// The reason given with the decision.
     #[serde(default)]

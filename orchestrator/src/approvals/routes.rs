@@ -6,6 +6,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use module_sdk::contract::ErrorBody;
 use module_sdk::service::error_response;
 use serde::Deserialize;
 use serde_json::json;
@@ -20,9 +21,9 @@ pub fn routes() -> Router<AppState> {
 }
 
 /// The body of `POST /approvals/{id}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct DecisionBody {
+pub(crate) struct DecisionBody {
     /// `approve` or `deny`.
     decision: Decision,
     /// Why (shown to the model on a denial).
@@ -43,7 +44,12 @@ pub fn error_answer(error: &ApprovalError) -> Response {
 }
 
 /// The caller's approvals (every user's for admins and services), newest first.
-async fn list(Authorized(identity): Authorized, State(state): State<AppState>) -> Response {
+#[utoipa::path(get, path = "/approvals", security((), ("bearer" = [])), responses(
+    (status = 200, body = Object, description = "`{\"approvals\": [Approval]}`"),
+    (status = 401, body = ErrorBody, description = "No valid identity"),
+    (status = 503, body = ErrorBody, description = "The approval store (Redis) failed")
+))]
+pub(crate) async fn list(Authorized(identity): Authorized, State(state): State<AppState>) -> Response {
     match state.orchestrator.approvals.list_for(&identity).await {
         Ok(approvals) => Json(json!({ "approvals": approvals })).into_response(),
         Err(error) => error_answer(&error),
@@ -51,7 +57,19 @@ async fn list(Authorized(identity): Authorized, State(state): State<AppState>) -
 }
 
 /// One approval.
-async fn show(Authorized(identity): Authorized, State(state): State<AppState>, Path(id): Path<String>) -> Response {
+#[utoipa::path(get, path = "/approvals/{id}", params(("id" = String, Path, description = "The approval's id")),
+    security((), ("bearer" = [])), responses(
+    (status = 200, body = Approval),
+    (status = 401, body = ErrorBody, description = "No valid identity"),
+    (status = 403, body = ErrorBody, description = "Another user's approval"),
+    (status = 404, body = ErrorBody, description = "No such approval"),
+    (status = 503, body = ErrorBody, description = "The approval store (Redis) failed")
+))]
+pub(crate) async fn show(
+    Authorized(identity): Authorized,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Response {
     match state.orchestrator.approvals.get_for(&identity, &id).await {
         Ok(approval) => Json(approval).into_response(),
         Err(error) => error_answer(&error),
@@ -60,7 +78,19 @@ async fn show(Authorized(identity): Authorized, State(state): State<AppState>, P
 
 /// Approves (runs the stored call once) or denies; answers the approval,
 /// its ToolResult and the provider-format result message for the model.
-async fn decide(
+#[utoipa::path(post, path = "/approvals/{id}", params(("id" = String, Path, description = "The approval's id")),
+    request_body = DecisionBody, security((), ("bearer" = [])), responses(
+    (status = 200, body = Object, description = "`{\"approval\": Approval, \"result\": ToolResult, \"message\": the provider's result message or null}`"),
+    (status = 400, body = ErrorBody, description = "The body is not JSON"),
+    (status = 401, body = ErrorBody, description = "No valid identity"),
+    (status = 403, body = ErrorBody, description = "Another user's approval"),
+    (status = 404, body = ErrorBody, description = "No such approval"),
+    (status = 409, body = ErrorBody, description = "Not pending, or being decided by another request"),
+    (status = 415, body = ErrorBody, description = "The body is not sent as `Content-Type: application/json`"),
+    (status = 422, body = ErrorBody, description = "The body is not a decision"),
+    (status = 503, body = ErrorBody, description = "The approval store (Redis) failed")
+))]
+pub(crate) async fn decide(
     Authorized(identity): Authorized,
     State(state): State<AppState>,
     Path(id): Path<String>,

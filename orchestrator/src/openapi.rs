@@ -1,0 +1,50 @@
+//! The orchestrator's OpenAPI 3.1 document, served at `GET /openapi.json`:
+//! every route of the HTTP API with its bodies and error answers, made by
+//! utoipa from the handlers' own annotations and the body types.
+
+use std::sync::LazyLock;
+
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use utoipa::OpenApi;
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "orchestrator",
+        description = "Lists each caller's tools in its model provider's format and routes their calls to tool modules."
+    ),
+    paths(
+        crate::http::health,
+        crate::http::modules,
+        crate::http::tools,
+        crate::http::refresh_tools,
+        crate::http::execute,
+        crate::http::tool_calls,
+        crate::approvals::routes::list,
+        crate::approvals::routes::show,
+        crate::approvals::routes::decide,
+        crate::metrics::serve_metrics,
+        serve_openapi
+    ),
+    components(schemas(crate::registry::ModuleStatus, crate::approvals::Approval))
+)]
+struct OrchestratorApi;
+
+/// The document as JSON text, made once.
+static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
+    let mut doc = OrchestratorApi::openapi();
+    doc.info.version = env!("CARGO_PKG_VERSION").to_owned();
+    if let Some(components) = doc.components.as_mut() {
+        components.add_security_scheme("bearer", SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)));
+    }
+    doc.to_json().expect("an OpenAPI document always serializes")
+});
+
+/// The OpenAPI document; like `/health`, it needs no token (it holds no
+/// module's or caller's data).
+#[utoipa::path(get, path = "/openapi.json", responses((status = 200, description = "OpenAPI 3.1 document")))]
+pub async fn serve_openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], DOCUMENT.as_str()).into_response()
+}

@@ -1,0 +1,53 @@
+//! `GET /openapi.json` of a real orchestrator: open without a token, every
+//! route of the API in it, and valid OpenAPI 3.1 by an independent validator
+//! (the Python `openapi-spec-validator`, installed by scripts/test.sh).
+
+mod common;
+
+use std::process::Command;
+
+use common::OrchestratorProcess;
+#[tokio::test]
+async fn the_document_lists_every_route_and_passes_an_independent_validator() {
+    let orchestrator = OrchestratorProcess::start(&[("ORCHESTRATOR_API_TOKEN", "openapi-test-token-0123456789")]);
+    let (status, doc) = orchestrator.get_with("/openapi.json", None).await;
+    assert_eq!(status, 200, "the document needs no token");
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"), "{doc}");
+    let paths = doc["paths"].as_object().unwrap();
+    let routes = [
+        ("/health", "get"),
+        ("/modules", "get"),
+        ("/tools", "get"),
+        ("/refresh-tools", "post"),
+        ("/execute", "post"),
+        ("/v1/tool-calls", "post"),
+        ("/approvals", "get"),
+        ("/approvals/{id}", "get"),
+        ("/approvals/{id}", "post"),
+        ("/metrics", "get"),
+        ("/openapi.json", "get"),
+    ];
+    for (path, method) in routes {
+        assert!(paths.get(path).and_then(|item| item.get(method)).is_some(), "{method} {path} is missing");
+    }
+    let execute = &paths["/execute"]["post"];
+    assert!(execute["requestBody"]["content"]["application/json"]["schema"]["$ref"].is_string(), "{execute}");
+    for status in ["200", "401", "415", "422"] {
+        assert!(execute["responses"].get(status).is_some(), "/execute documents {status}");
+    }
+
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), serde_json::to_vec(&doc).unwrap()).unwrap();
+    let script =
+        "import json, sys\nfrom openapi_spec_validator import validate\nvalidate(json.load(open(sys.argv[1])))";
+    let output = Command::new("python3")
+        .args(["-c", script])
+        .arg(file.path())
+        .output()
+        .expect("python3 runs (scripts/test.sh installs openapi-spec-validator)");
+    assert!(
+        output.status.success(),
+        "openapi-spec-validator refused the document: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
