@@ -40,11 +40,12 @@ if ! python3 -c 'import sys, pydantic; sys.exit(pydantic.VERSION < "2")' 2>/dev/
         || python3 -m pip install --quiet --break-system-packages "pydantic>=2,<3"
 fi
 
-# The orchestrator's OpenAPI test checks its document with an independent validator.
-if ! python3 -c 'import openapi_spec_validator' 2>/dev/null; then
+# The orchestrator's OpenAPI tests check its document with an independent
+# validator and fuzz the API from it with Schemathesis (`st`).
+if ! python3 -c 'import openapi_spec_validator' 2>/dev/null || ! command -v st >/dev/null; then
     python3 -m pip --version >/dev/null 2>&1 || apt_install python3-pip
-    python3 -m pip install --quiet "openapi-spec-validator>=0.7" 2>/dev/null \
-        || python3 -m pip install --quiet --break-system-packages "openapi-spec-validator>=0.7"
+    python3 -m pip install --quiet "openapi-spec-validator>=0.7" "schemathesis>=4,<5" 2>/dev/null \
+        || python3 -m pip install --quiet --break-system-packages "openapi-spec-validator>=0.7" "schemathesis>=4,<5"
 fi
 
 # In CI a missing service fails the tests instead of skipping them.

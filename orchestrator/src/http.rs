@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -50,6 +50,11 @@ pub fn router(orchestrator: Arc<Orchestrator>) -> Router {
         .with_state(AppState { orchestrator })
 }
 
+/// A query string that does not parse, as a `{"error": ...}` answer.
+fn bad_query(rejection: QueryRejection) -> Response {
+    error_response(rejection.status(), rejection.body_text())
+}
+
 /// A body that is not the expected JSON, as a `{"error": ...}` answer.
 fn bad_body(rejection: JsonRejection) -> Response {
     module_sdk::service::body_refused(rejection.status(), rejection.body_text())
@@ -93,6 +98,7 @@ pub(crate) struct ToolsQuery {
     /// Comma-separated allowed modules; absent allows all, empty allows none.
     modules: Option<String>,
     /// `raw` (default) or a provider format.
+    #[param(pattern = "^(raw|openai|openai-responses|anthropic|gemini|gemini-json-schema|prompt)$")]
     format: Option<String>,
 }
 
@@ -106,8 +112,12 @@ pub(crate) struct ToolsQuery {
 pub(crate) async fn tools(
     Authorized(identity): Authorized,
     State(state): State<AppState>,
-    Query(query): Query<ToolsQuery>,
+    query: Result<Query<ToolsQuery>, QueryRejection>,
 ) -> Response {
+    let Query(query) = match query {
+        Ok(query) => query,
+        Err(rejection) => return bad_query(rejection),
+    };
     let format = match query.format.as_deref().unwrap_or("raw").parse::<ToolFormat>() {
         Ok(format) => format,
         Err(error) => {
@@ -168,6 +178,7 @@ pub(crate) async fn execute(
 #[into_params(parameter_in = Query)]
 pub(crate) struct ToolCallsQuery {
     /// The provider format of the message: openai, openai-responses, anthropic, gemini or text.
+    #[param(required = true, pattern = "^(openai|openai-responses|anthropic|gemini|text)$")]
     format: Option<String>,
     /// `true`: answer `{"messages": ..., "pending_approvals": [...]}` instead of the bare messages.
     #[serde(default)]
@@ -188,9 +199,13 @@ pub(crate) struct ToolCallsQuery {
 pub(crate) async fn tool_calls(
     Authorized(identity): Authorized,
     State(state): State<AppState>,
-    Query(query): Query<ToolCallsQuery>,
+    query: Result<Query<ToolCallsQuery>, QueryRejection>,
     body: Result<Json<ToolCallsRequest>, JsonRejection>,
 ) -> Response {
+    let Query(query) = match query {
+        Ok(query) => query,
+        Err(rejection) => return bad_query(rejection),
+    };
     const FORMATS: &str = "use ?format=openai, openai-responses, anthropic, gemini or text";
     let format = match query.format.as_deref().map(str::parse::<CallFormat>) {
         Some(Ok(format)) => format,

@@ -51,3 +51,33 @@ async fn the_document_lists_every_route_and_passes_an_independent_validator() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// Schemathesis (installed by scripts/test.sh) sends requests generated from
+/// the document to a real orchestrator routing to a real module, and checks
+/// every answer against it: documented status codes, content types and
+/// bodies, no server errors. `positive_data_acceptance` is left out: a
+/// `message` of `POST /v1/tool-calls` is any JSON by the document, and one
+/// that is not in the provider's shape gets its documented `422`.
+#[tokio::test]
+async fn a_schema_driven_fuzzer_finds_no_undocumented_answer() {
+    let (alpha, _) = common::modules::sdk_module("alpha");
+    let alpha = common::ModuleServer::sdk(alpha);
+    let orchestrator =
+        OrchestratorProcess::start(&[("MODULE_SERVICES", &common::module_services(&[("alpha", alpha.url())]))]);
+    orchestrator.wait_for_module("alpha", "up", std::time::Duration::from_secs(10)).await;
+    let document = format!("{}/openapi.json", orchestrator.url);
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("st")
+            .args(["run", &document, "--checks", "all", "--exclude-checks", "positive_data_acceptance"])
+            .args(["--max-examples", "30", "--seed", "17", "--no-color"])
+            .output()
+            .expect("schemathesis (`st`) runs: scripts/test.sh installs it")
+    })
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "schemathesis found answers the document does not describe:\n{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+}
