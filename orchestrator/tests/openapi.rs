@@ -66,8 +66,12 @@ async fn a_schema_driven_fuzzer_finds_no_undocumented_answer() {
         OrchestratorProcess::start(&[("MODULE_SERVICES", &common::module_services(&[("alpha", alpha.url())]))]);
     orchestrator.wait_for_module("alpha", "up", std::time::Duration::from_secs(10)).await;
     let document = format!("{}/openapi.json", orchestrator.url);
+    // Schemathesis keeps a cache of its findings in `.schemathesis/` of its working directory.
+    let scratch = tempfile::tempdir().unwrap();
+    let scratch_path = scratch.path().to_owned();
     let output = tokio::task::spawn_blocking(move || {
         Command::new("st")
+            .current_dir(scratch_path)
             .args(["run", &document, "--checks", "all", "--exclude-checks", "positive_data_acceptance"])
             .args(["--max-examples", "30", "--seed", "17", "--no-color"])
             .output()
