@@ -26,16 +26,26 @@ if ! command -v kubectl >/dev/null; then
 fi
 kubectl kustomize --help >/dev/null 2>&1 || fail "this kubectl has no kustomize; install kubectl 1.27 or later"
 
-# The schema validator and the policy checker, from PyPI.
+# The schema validator and the policy checker, from PyPI, in a virtual
+# environment of their own: checkov pins old versions of common packages
+# (packaging, botocore) that would clash with the test suite's Python tools.
+venv="${XDG_CACHE_HOME:-$HOME/.cache}/tool-modules/kubernetes-checks"
+if [ ! -x "$venv/bin/pip" ]; then
+    if ! python3 -m venv "$venv" >/dev/null 2>&1; then
+        [ "$(id -u)" -eq 0 ] || fail "python3 -m venv does not work; install python3-venv"
+        rm -rf "$venv"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null 2>&1 \
+            || fail "cannot install python3-venv"
+        python3 -m venv "$venv" || fail "cannot create $venv"
+    fi
+fi
+PATH="$venv/bin:$PATH"
 python_tool() {
     local command=$1 package=$2
-    if ! command -v "$command" >/dev/null; then
-        python3 -m pip --version >/dev/null 2>&1 || fail "pip is missing (apt-get install -y python3-pip)"
-        python3 -m pip install --quiet "$package" 2>/dev/null \
-            || python3 -m pip install --quiet --break-system-packages "$package" \
-            || fail "cannot install $package"
-        hash -r
-        command -v "$command" >/dev/null || fail "$package is installed but $command is not on PATH"
+    if [ ! -x "$venv/bin/$command" ]; then
+        "$venv/bin/pip" install --quiet "$package" || fail "cannot install $package into $venv"
+        [ -x "$venv/bin/$command" ] || fail "$package is installed but $venv/bin/$command is not there"
     fi
 }
 python_tool kubernetes-validate "kubernetes-validate>=1.33"
