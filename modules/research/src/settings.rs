@@ -44,7 +44,7 @@ pub struct Settings {
     /// that makes more (HTML rebuilds unclosed formatting elements in every
     /// later paragraph, so a small page can make millions) is read as text
     /// without layout instead.
-    #[arg(long, env = "HTML_MAX_NODES", default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1000..=10_000_000))]
+    #[arg(long, env = "HTML_MAX_NODES", default_value_t = 25_000, value_parser = clap::value_parser!(u64).range(1000..=10_000_000))]
     pub html_max_nodes: u64,
 
     /// Networks that may be fetched although they are loopback, private,

@@ -75,6 +75,7 @@ impl Fixture {
             .route("/formatting/{repetitions}", get(formatting))
             .route("/nested-divs/{count}", get(nested_divs))
             .route("/unclosed-tables/{count}", get(unclosed_tables))
+            .route("/paragraphs/{count}", get(paragraphs))
             .with_state(state);
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         Self { address, secret_hits }
@@ -140,6 +141,11 @@ async fn nested_divs(Path(count): Path<usize>) -> Response {
 /// `count` unclosed `<table><tr><td>`, each table inside the last cell.
 async fn unclosed_tables(Path(count): Path<usize>) -> Response {
     html(format!("{}cell", "<table><tr><td>".repeat(count)))
+}
+
+/// `count` ordinary paragraphs: a large page whose tree is within budget.
+async fn paragraphs(Path(count): Path<usize>) -> Response {
+    html((0..count).map(|i| format!("<p>{i}</p>")).collect())
 }
 
 fn html(body: String) -> Response {
