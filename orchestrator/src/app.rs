@@ -37,6 +37,9 @@ pub enum BuildError {
     /// The approval store could not be created from `REDIS_URL`.
     #[error("cannot keep approvals in REDIS_URL: {0}")]
     Approvals(#[from] StoreError),
+    /// The revoked API keys could not be read from `REDIS_URL`.
+    #[error(transparent)]
+    Revocations(#[from] crate::identity::revocations::RevocationError),
 }
 
 /// What became of one call: its result, and the approval it waits for.
@@ -93,7 +96,7 @@ impl Orchestrator {
         ));
         let metrics = Arc::new(Metrics::new(registry.metrics()));
         let executor = Executor::new(Arc::clone(&registry), client.clone(), Arc::clone(&config), Arc::clone(&metrics));
-        let identities = Identities::new(config.api_token.clone(), &config.identities);
+        let identities = Identities::new(config.api_token.clone(), &config.identities, config.redis_url.as_deref())?;
         let approvals = Approvals::new(config.redis_url.as_deref(), config.approvals.clone())?;
         Ok(Self {
             config,

@@ -159,6 +159,7 @@ struct FileConfig {
     max_concurrent_calls_per_module: Option<usize>,
     api_keys: Option<Vec<ApiKeyEntry>>,
     api_keys_file: Option<PathBuf>,
+    revocation_refresh_seconds: Option<f64>,
     jwt_jwks: Option<String>,
     jwt_issuer: Option<String>,
     jwt_audience: Option<String>,
@@ -303,6 +304,7 @@ impl Config {
             IdentityFile {
                 api_keys: file.api_keys,
                 api_keys_file: file.api_keys_file,
+                revocation_refresh_seconds: file.revocation_refresh_seconds,
                 jwt_jwks: file.jwt_jwks,
                 jwt_issuer: file.jwt_issuer,
                 jwt_audience: file.jwt_audience,

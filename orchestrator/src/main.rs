@@ -9,6 +9,7 @@ use module_sdk::contract::ToolResult;
 use orchestrator::execute::ExecuteRequest;
 use orchestrator::identity::Identity;
 use orchestrator::identity::keys::{MIN_KEY_LENGTH, generate_key, hash_text};
+use orchestrator::identity::revocations::{REVOKED_KEYS, RevocationStore};
 use orchestrator::providers::ToolFormat;
 use orchestrator::registry::ModuleStatus;
 use orchestrator::{Caller, CallerFields, Config, Orchestrator};
@@ -55,6 +56,18 @@ enum Command {
         /// Make a new random key and print it with its hash.
         #[arg(long)]
         generate: bool,
+    },
+    /// Revoke the API key KEY_ID on every orchestrator sharing REDIS_URL
+    /// (refused within REVOCATION_REFRESH_SECONDS, without a restart).
+    RevokeKey {
+        /// The key's `id` in `[[api_keys]]`.
+        key_id: String,
+    },
+    /// Undo `revoke-key`: the key KEY_ID works again on every orchestrator
+    /// sharing REDIS_URL.
+    RestoreKey {
+        /// The key's `id` in `[[api_keys]]`.
+        key_id: String,
     },
     /// Discover the tool's module and execute one call, printing the ToolResult
     /// (as a trusted local caller: the command line needs no key).
@@ -115,6 +128,8 @@ async fn main() -> ExitCode {
     };
     match cli.command {
         Command::HashKey { generate } => hash_key(generate),
+        Command::RevokeKey { key_id } => change_revocation(&orchestrator, &key_id, true).await,
+        Command::RestoreKey { key_id } => change_revocation(&orchestrator, &key_id, false).await,
         Command::Healthcheck => match module_sdk::service::probe_health(health_address) {
             Ok(()) => ExitCode::SUCCESS,
             Err(reason) => {
@@ -191,6 +206,47 @@ fn hash_key(generate: bool) -> ExitCode {
         return ExitCode::from(2);
     }
     println!("{}", hash_text(key));
+    ExitCode::SUCCESS
+}
+
+/// `revoke-key` (`revoke`) or `restore-key`: the key id added to or
+/// removed from the revoked keys in REDIS_URL.
+async fn change_revocation(orchestrator: &Orchestrator, key_id: &str, revoke: bool) -> ExitCode {
+    let Some(url) = orchestrator.config.redis_url.as_deref() else {
+        eprintln!(
+            "orchestrator: REDIS_URL is not set: revoked keys are shared through Redis; without it, remove the key \
+             from [[api_keys]] / API_KEYS_FILE and restart the orchestrator"
+        );
+        return ExitCode::from(2);
+    };
+    let key_id = key_id.trim();
+    if key_id.is_empty() {
+        eprintln!("orchestrator: name the key by its `id` in [[api_keys]]");
+        return ExitCode::from(2);
+    }
+    let keys = &orchestrator.config.identities.api_keys;
+    if !keys.is_empty() && !keys.iter().any(|key| key.id == key_id) {
+        eprintln!("orchestrator: note: `{key_id}` is not a key of this configuration (other replicas may have it)");
+    }
+    let changed = match RevocationStore::new(url) {
+        Ok(store) if revoke => store.revoke(key_id).await,
+        Ok(store) => store.restore(key_id).await,
+        Err(error) => Err(error),
+    };
+    match (changed, revoke) {
+        (Ok(true), true) => println!("revoked API key `{key_id}` (added to {REVOKED_KEYS})"),
+        (Ok(false), true) => println!("API key `{key_id}` was already revoked"),
+        (Ok(true), false) => println!("restored API key `{key_id}` (removed from {REVOKED_KEYS})"),
+        (Ok(false), false) => println!("API key `{key_id}` was not revoked"),
+        (Err(error), _) => {
+            eprintln!("orchestrator: {error}");
+            return ExitCode::FAILURE;
+        }
+    }
+    println!(
+        "every orchestrator on this Redis applies it within REVOCATION_REFRESH_SECONDS ({} s here)",
+        orchestrator.config.identities.revocation_refresh.as_secs_f64()
+    );
     ExitCode::SUCCESS
 }
 

@@ -2,7 +2,8 @@
 //! replicas on one `redis-server` behave as one (listings agree, a refresh
 //! on one reaches all, the discovery claims keep the modules' manifest load
 //! flat, a killed replica loses no call a client retries elsewhere, an
-//! approval requested on one is decided on another, once), and a module
+//! approval requested on one is decided on another, once, an API key
+//! revoked with `orchestrator revoke-key` is refused by all), and a module
 //! restarted under load (SIGTERM, a new process on the same port) fails no
 //! idempotent call routed by the orchestrator.
 
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::extract::State;
 use axum::routing::get;
+use common::identities::{TestKey, keys_file};
 use common::modules::sdk_module;
 use common::{ModuleServer, OrchestratorProcess, module_services};
 use serde_json::{Value, json};
@@ -344,4 +346,73 @@ async fn an_approval_requested_on_one_replica_is_decided_on_another() {
     assert_eq!(again, 409, "an approval is decided once, whichever replica is asked");
     assert_eq!(calls.count(), 1, "the approved call ran exactly once");
     assert_eq!(replicas[0].get(&format!("/approvals/{id}")).await["status"], "approved");
+}
+
+/// `orchestrator <command> <key_id>` run as the operator would, on `redis_url`: its output.
+fn key_command(command: &str, key_id: &str, redis_url: &str) -> String {
+    let output =
+        Command::new(common::BINARY).args([command, key_id]).env_clear().env("REDIS_URL", redis_url).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{command} failed: {stdout}{}", String::from_utf8_lossy(&output.stderr));
+    stdout
+}
+
+/// Waits until every replica answers `GET /tools` with `key` by `status`.
+async fn wait_for_status(replicas: &[OrchestratorProcess], key: &str, status: u16) {
+    let deadline = Instant::now() + PATIENCE;
+    for replica in replicas {
+        loop {
+            let (answered, body) = replica.get_with("/tools", Some(key)).await;
+            if answered == status {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{} still answers {answered} ({body}), not {status}", replica.url);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_key_revoked_with_the_command_is_refused_by_every_replica() {
+    let Some(redis_server) = RedisServer::start() else { return };
+    let (module, _) = sdk_module("alpha");
+    let alpha = ModuleServer::sdk(module);
+    let services = module_services(&[("alpha", alpha.url())]);
+    let keys = [TestKey::new("ada-laptop", "ada", "user"), TestKey::new("bob-laptop", "bob", "user")];
+    let (ada, bob) = (&keys[0], &keys[1]);
+    let file = keys_file(&keys);
+    let redis_url = redis_server.url();
+    let keys_path = file.path().to_str().unwrap();
+    let env = [
+        ("MODULE_SERVICES", services.as_str()),
+        ("REDIS_URL", redis_url.as_str()),
+        ("API_KEYS_FILE", keys_path),
+        ("REVOCATION_REFRESH_SECONDS", "1"),
+    ];
+    let replicas: Vec<OrchestratorProcess> = (0..3).map(|_| OrchestratorProcess::start(&env)).collect();
+    for replica in &replicas {
+        assert_eq!(replica.get_with("/tools", Some(&ada.key)).await.0, 200, "{}", replica.url);
+    }
+    let (_, unknown) = replicas[0].get_with("/tools", Some("ok_not_a_key_of_this_orchestrator_at_all")).await;
+
+    let said = key_command("revoke-key", ada.id, &redis_url);
+    assert!(said.contains("revoked API key `ada-laptop`"), "{said}");
+    wait_for_status(&replicas, &ada.key, 401).await;
+    for replica in &replicas {
+        let (status, refused) = replica.get_with("/tools", Some(&ada.key)).await;
+        assert_eq!((status, &refused), (401, &unknown), "a revoked key is refused as an unknown one");
+        assert_eq!(replica.get_with("/tools", Some(&bob.key)).await.0, 200, "other keys still work");
+    }
+
+    let said = key_command("restore-key", ada.id, &redis_url);
+    assert!(said.contains("restored API key `ada-laptop`"), "{said}");
+    wait_for_status(&replicas, &ada.key, 200).await;
+}
+
+#[test]
+fn revoke_key_without_redis_says_how_to_revoke() {
+    let output = Command::new(common::BINARY).args(["revoke-key", "ada-laptop"]).env_clear().output().unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(said.contains("REDIS_URL is not set") && said.contains("API_KEYS_FILE"), "{said}");
 }

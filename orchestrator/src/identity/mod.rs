@@ -6,6 +6,7 @@
 
 pub mod jwt;
 pub mod keys;
+pub mod revocations;
 pub mod settings;
 
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use time::OffsetDateTime;
 use crate::caller::{Caller, CallerFields};
 use jwt::JwtVerifier;
 use keys::{ApiKey, KeyUser};
+use revocations::{RevocationError, Revocations};
 pub use settings::IdentitySettings;
 
 /// How an identity was proven.
@@ -129,7 +131,7 @@ pub enum AuthError {
         "missing `Authorization: Bearer <token>` header: this orchestrator requires an API key, a JWT or its ORCHESTRATOR_API_TOKEN"
     )]
     Missing,
-    /// The token is no configured key, token or valid JWT.
+    /// The token is no configured key, token or valid JWT, or a revoked key.
     #[error("the bearer token is not a valid API key, JWT or ORCHESTRATOR_API_TOKEN of this orchestrator")]
     Unknown,
     /// The key's `expires` has passed.
@@ -144,17 +146,24 @@ pub enum AuthError {
 pub struct Identities {
     api_token: Option<String>,
     keys: Vec<ApiKey>,
+    revocations: Arc<Revocations>,
     jwt: Option<Arc<JwtVerifier>>,
 }
 
 impl Identities {
-    /// From the settings: the service token, the keys and the JWT settings.
-    pub fn new(api_token: Option<String>, settings: &IdentitySettings) -> Self {
-        Self {
+    /// From the settings: the service token, the keys, the JWT settings, and
+    /// the revoked keys kept in the Redis at `redis_url` (none without it).
+    pub fn new(
+        api_token: Option<String>,
+        settings: &IdentitySettings,
+        redis_url: Option<&str>,
+    ) -> Result<Self, RevocationError> {
+        Ok(Self {
             api_token,
             keys: settings.api_keys.clone(),
+            revocations: Arc::new(Revocations::new(redis_url, settings.revocation_refresh)?),
             jwt: settings.jwt.clone().map(|jwt| Arc::new(JwtVerifier::new(jwt))),
-        }
+        })
     }
 
     /// Whether requests must prove an identity (anything is configured).
@@ -167,8 +176,10 @@ impl Identities {
         if self.required() { "identities" } else { "development (every request trusted)" }
     }
 
-    /// Loads the JWKS (when JWTs are configured) and keeps a JWKS URL fresh.
+    /// Loads the JWKS (when JWTs are configured) and keeps a JWKS URL fresh;
+    /// reads the revoked keys (with Redis) and keeps them fresh.
     pub async fn start(&self, client: &reqwest::Client) -> Result<(), jwt::JwtError> {
+        self.revocations.start().await;
         if let Some(verifier) = &self.jwt {
             verifier.load(client).await?;
             verifier.spawn_refresh(client.clone());
@@ -178,7 +189,8 @@ impl Identities {
 
     /// The identity `token` proves (`None`: no bearer token was sent).
     /// Every key is compared whatever the token looks like, so unknown,
-    /// expired and malformed keys take the same path.
+    /// expired and malformed keys take the same path; a revoked key is
+    /// refused as an unknown one.
     pub fn authenticate(&self, token: Option<&str>) -> Result<Identity, AuthError> {
         if !self.required() {
             return Ok(Identity::development());
@@ -191,6 +203,9 @@ impl Identities {
             return Ok(Identity::trusted("service-token", IdentityKind::ServiceToken));
         }
         if let Some(key) = key {
+            if self.revocations.is_revoked(&key.id) {
+                return Err(AuthError::Unknown);
+            }
             if key.expires.is_some_and(|expires| expires <= OffsetDateTime::now_utc()) {
                 return Err(AuthError::Expired);
             }
@@ -280,15 +295,18 @@ mod tests {
                 entry("live", &live, "2100-01-01T00:00:00Z").check().unwrap(),
                 entry("old", &old, "2000-01-01T00:00:00Z").check().unwrap(),
             ],
-            jwt: None,
+            ..IdentitySettings::default()
         };
-        let identities = Identities::new(Some("service".into()), &settings);
+        let identities = Identities::new(Some("service".into()), &settings, None).unwrap();
         assert_eq!(identities.authenticate(Some(&live)).unwrap().name, "key:live");
         assert_eq!(identities.authenticate(Some(&old)), Err(AuthError::Expired));
+        identities.revocations.replace(["live".to_owned()].into());
+        assert_eq!(identities.authenticate(Some(&live)), Err(AuthError::Unknown), "revoked: refused as unknown");
+        identities.revocations.replace(Default::default());
         assert_eq!(identities.authenticate(Some("nope")), Err(AuthError::Unknown));
         assert_eq!(identities.authenticate(None), Err(AuthError::Missing));
         assert_eq!(identities.authenticate(Some("service")).unwrap().kind, IdentityKind::ServiceToken);
-        let open = Identities::new(None, &IdentitySettings::default());
+        let open = Identities::new(None, &IdentitySettings::default(), None).unwrap();
         assert_eq!(open.authenticate(None).unwrap().kind, IdentityKind::Development);
     }
 }

@@ -1,5 +1,5 @@
 //! Reading the identity settings: `[[api_keys]]` (in the configuration or in
-//! `API_KEYS_FILE`) and `JWT_*`.
+//! `API_KEYS_FILE`), `REVOCATION_REFRESH_SECONDS` and `JWT_*`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use super::jwt::{JwksSource, JwtSettings};
 use super::keys::{ApiKey, ApiKeyEntry};
+use super::revocations::DEFAULT_REVOCATION_REFRESH_SECONDS;
 use crate::config::{ConfigError, invalid};
 
 /// The default of `JWT_ALGORITHMS`.
@@ -17,12 +18,24 @@ pub const DEFAULT_JWT_ALGORITHMS: &str = "RS256,ES256";
 pub const DEFAULT_JWKS_REFRESH_SECONDS: f64 = 300.0;
 
 /// The checked identity settings.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct IdentitySettings {
     /// `[[api_keys]]` of the configuration and of `API_KEYS_FILE`.
     pub api_keys: Vec<ApiKey>,
+    /// `REVOCATION_REFRESH_SECONDS`: how often the revoked keys are read from Redis.
+    pub revocation_refresh: Duration,
     /// `JWT_JWKS` and the other `JWT_*` settings; `None` accepts no JWT.
     pub jwt: Option<JwtSettings>,
+}
+
+impl Default for IdentitySettings {
+    fn default() -> Self {
+        Self {
+            api_keys: Vec::new(),
+            revocation_refresh: Duration::from_secs_f64(DEFAULT_REVOCATION_REFRESH_SECONDS),
+            jwt: None,
+        }
+    }
 }
 
 /// The identity keys of the TOML configuration, as written.
@@ -32,6 +45,8 @@ pub struct IdentityFile {
     pub api_keys: Option<Vec<ApiKeyEntry>>,
     /// `api_keys_file`.
     pub api_keys_file: Option<PathBuf>,
+    /// `revocation_refresh_seconds`.
+    pub revocation_refresh_seconds: Option<f64>,
     /// `jwt_jwks`.
     pub jwt_jwks: Option<String>,
     /// `jwt_issuer`.
@@ -87,17 +102,12 @@ impl IdentitySettings {
                 let algorithms_text =
                     text("JWT_ALGORITHMS", file.jwt_algorithms).unwrap_or_else(|| DEFAULT_JWT_ALGORITHMS.to_owned());
                 let algorithms = parse_algorithms(&algorithms_text)?;
-                let refresh = match env("JWT_JWKS_REFRESH_SECONDS") {
-                    Some(value) => (value.clone(), value.parse::<f64>().ok()),
-                    None => (String::new(), file.jwt_jwks_refresh_seconds.or(Some(DEFAULT_JWKS_REFRESH_SECONDS))),
-                };
-                let refresh = refresh
-                    .1
-                    .filter(|s| s.is_finite() && *s >= 1.0)
-                    .and_then(|s| Duration::try_from_secs_f64(s).ok())
-                    .ok_or_else(|| {
-                        invalid("JWT_JWKS_REFRESH_SECONDS", &refresh.0, "expected at least 1 second".into())
-                    })?;
+                let refresh = at_least_one_second(
+                    env,
+                    "JWT_JWKS_REFRESH_SECONDS",
+                    file.jwt_jwks_refresh_seconds,
+                    DEFAULT_JWKS_REFRESH_SECONDS,
+                )?;
                 Some(JwtSettings {
                     jwks: source,
                     issuer: text("JWT_ISSUER", file.jwt_issuer),
@@ -112,8 +122,32 @@ impl IdentitySettings {
                 })
             }
         };
-        Ok(Self { api_keys, jwt })
+        let revocation_refresh = at_least_one_second(
+            env,
+            "REVOCATION_REFRESH_SECONDS",
+            file.revocation_refresh_seconds,
+            DEFAULT_REVOCATION_REFRESH_SECONDS,
+        )?;
+        Ok(Self { api_keys, revocation_refresh, jwt })
     }
+}
+
+/// A refresh interval of at least one second: `name` from `env`, else the
+/// file's value, else `default`.
+fn at_least_one_second(
+    env: &dyn Fn(&str) -> Option<String>,
+    name: &'static str,
+    from_file: Option<f64>,
+    default: f64,
+) -> Result<Duration, ConfigError> {
+    let (text, seconds) = match env(name) {
+        Some(value) => (value.clone(), value.parse::<f64>().ok()),
+        None => (String::new(), from_file.or(Some(default))),
+    };
+    seconds
+        .filter(|s| s.is_finite() && *s >= 1.0)
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .ok_or_else(|| invalid(name, &text, "expected at least 1 second".into()))
 }
 
 fn read_keys_file(path: &Path) -> Result<Vec<ApiKeyEntry>, ConfigError> {
@@ -159,6 +193,14 @@ mod tests {
         let error = read(&[("JWT_JWKS", "/k.json"), ("JWT_ALGORITHMS", "none")]).unwrap_err().to_string();
         assert!(error.contains("JWT_ALGORITHMS"), "{error}");
         assert!(read(&[]).unwrap().jwt.is_none());
+    }
+
+    #[test]
+    fn the_revocation_refresh_defaults_to_two_seconds_and_is_at_least_one() {
+        assert_eq!(read(&[]).unwrap().revocation_refresh, Duration::from_secs(2));
+        assert_eq!(read(&[("REVOCATION_REFRESH_SECONDS", "5")]).unwrap().revocation_refresh, Duration::from_secs(5));
+        let error = read(&[("REVOCATION_REFRESH_SECONDS", "0.1")]).unwrap_err().to_string();
+        assert!(error.contains("REVOCATION_REFRESH_SECONDS"), "{error}");
     }
 
     #[test]
