@@ -9,6 +9,8 @@
 //! - [`PrometheusServer`]: a real `prometheus` scraping the servers under test.
 //! - [`built_binary`]: another package's binary or example of this workspace.
 //! - [`raw_tcp`]: raw TCP clients that send requests slowly, or not at all.
+//! - [`openapi_checks`]: an OpenAPI document validated and fuzzed by
+//!   independent tools.
 //! - [`connection_budgets`]: the checks of the connection budgets every
 //!   server gets from `module_sdk::service::serve_router`, written once.
 //! - [`samples`]: the sample tool types, for the demo module and the
@@ -28,6 +30,7 @@
 
 mod client;
 pub mod connection_budgets;
+pub mod openapi_checks;
 mod process;
 mod prometheus_server;
 pub mod raw_tcp;
