@@ -1,5 +1,6 @@
 //! The orchestrator's HTTP API: `/health`, `/modules`, `/tools`,
-//! `/refresh-tools`, `/execute`, `/v1/tool-calls`, `/approvals` and the console at `/`.
+//! `/refresh-tools`, `/execute`, `/v1/tool-calls`, `/approvals`, `/api-keys/{id}/revoke`
+//! and the console at `/`.
 
 use std::sync::Arc;
 
@@ -42,6 +43,7 @@ pub fn router(orchestrator: Arc<Orchestrator>) -> Router {
         .route("/metrics", get(crate::metrics::serve_metrics))
         .route("/openapi.json", get(crate::openapi::serve_openapi))
         .merge(crate::approvals::routes::routes())
+        .merge(crate::identity::routes::routes())
         .merge(crate::console::routes())
         .fallback(request_checks::not_found)
         .method_not_allowed_fallback(request_checks::method_not_allowed)

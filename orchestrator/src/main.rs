@@ -9,7 +9,7 @@ use module_sdk::contract::ToolResult;
 use orchestrator::execute::ExecuteRequest;
 use orchestrator::identity::Identity;
 use orchestrator::identity::keys::{MIN_KEY_LENGTH, generate_key, hash_text};
-use orchestrator::identity::revocations::{REVOKED_KEYS, RevocationStore};
+use orchestrator::identity::revocations::{REVOKED_KEYS, RevocationError};
 use orchestrator::providers::ToolFormat;
 use orchestrator::registry::ModuleStatus;
 use orchestrator::{Caller, CallerFields, Config, Orchestrator};
@@ -212,32 +212,25 @@ fn hash_key(generate: bool) -> ExitCode {
 /// `revoke-key` (`revoke`) or `restore-key`: the key id added to or
 /// removed from the revoked keys in REDIS_URL.
 async fn change_revocation(orchestrator: &Orchestrator, key_id: &str, revoke: bool) -> ExitCode {
-    let Some(url) = orchestrator.config.redis_url.as_deref() else {
-        eprintln!(
-            "orchestrator: REDIS_URL is not set: revoked keys are shared through Redis; without it, remove the key \
-             from [[api_keys]] / API_KEYS_FILE and restart the orchestrator"
-        );
-        return ExitCode::from(2);
-    };
     let key_id = key_id.trim();
     if key_id.is_empty() {
         eprintln!("orchestrator: name the key by its `id` in [[api_keys]]");
         return ExitCode::from(2);
     }
+    let identities = &orchestrator.identities;
     let keys = &orchestrator.config.identities.api_keys;
     if !keys.is_empty() && !keys.iter().any(|key| key.id == key_id) {
         eprintln!("orchestrator: note: `{key_id}` is not a key of this configuration (other replicas may have it)");
     }
-    let changed = match RevocationStore::new(url) {
-        Ok(store) if revoke => store.revoke(key_id).await,
-        Ok(store) => store.restore(key_id).await,
-        Err(error) => Err(error),
-    };
-    match (changed, revoke) {
+    match (identities.set_revoked(key_id, revoke).await, revoke) {
         (Ok(true), true) => println!("revoked API key `{key_id}` (added to {REVOKED_KEYS})"),
         (Ok(false), true) => println!("API key `{key_id}` was already revoked"),
         (Ok(true), false) => println!("restored API key `{key_id}` (removed from {REVOKED_KEYS})"),
         (Ok(false), false) => println!("API key `{key_id}` was not revoked"),
+        (Err(error @ RevocationError::NotShared), _) => {
+            eprintln!("orchestrator: {error}");
+            return ExitCode::from(2);
+        }
         (Err(error), _) => {
             eprintln!("orchestrator: {error}");
             return ExitCode::FAILURE;

@@ -25,6 +25,8 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
         crate::approvals::routes::list,
         crate::approvals::routes::show,
         crate::approvals::routes::decide,
+        crate::identity::routes::revoke,
+        crate::identity::routes::restore,
         crate::metrics::serve_metrics,
         serve_openapi
     ),

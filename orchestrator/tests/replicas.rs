@@ -3,7 +3,8 @@
 //! on one reaches all, the discovery claims keep the modules' manifest load
 //! flat, a killed replica loses no call a client retries elsewhere, an
 //! approval requested on one is decided on another, once, an API key
-//! revoked with `orchestrator revoke-key` is refused by all), and a module
+//! revoked with `orchestrator revoke-key` or by an admin's
+//! `POST /api-keys/{id}/revoke` is refused by all), and a module
 //! restarted under load (SIGTERM, a new process on the same port) fails no
 //! idempotent call routed by the orchestrator.
 
@@ -378,8 +379,12 @@ async fn a_key_revoked_with_the_command_is_refused_by_every_replica() {
     let (module, _) = sdk_module("alpha");
     let alpha = ModuleServer::sdk(module);
     let services = module_services(&[("alpha", alpha.url())]);
-    let keys = [TestKey::new("ada-laptop", "ada", "user"), TestKey::new("bob-laptop", "bob", "user")];
-    let (ada, bob) = (&keys[0], &keys[1]);
+    let keys = [
+        TestKey::new("ada-laptop", "ada", "user"),
+        TestKey::new("bob-laptop", "bob", "user"),
+        TestKey::new("root", "root", "admin"),
+    ];
+    let (ada, bob, admin) = (&keys[0], &keys[1], &keys[2]);
     let file = keys_file(&keys);
     let redis_url = redis_server.url();
     let keys_path = file.path().to_str().unwrap();
@@ -406,6 +411,19 @@ async fn a_key_revoked_with_the_command_is_refused_by_every_replica() {
 
     let said = key_command("restore-key", ada.id, &redis_url);
     assert!(said.contains("restored API key `ada-laptop`"), "{said}");
+    wait_for_status(&replicas, &ada.key, 200).await;
+
+    // The same through the API, for admin and owner identities only.
+    let revoke = format!("/api-keys/{}/revoke", ada.id);
+    let (status, refused) = replicas[0].post_with(&revoke, Some(&bob.key), &Value::Null).await;
+    assert_eq!(status, 403, "{refused}");
+    let (status, answer) = replicas[1].post_with(&revoke, Some(&admin.key), &Value::Null).await;
+    assert_eq!((status, &answer), (200, &json!({"key_id": "ada-laptop", "revoked": true, "changed": true})));
+    assert_eq!(replicas[1].get_with("/tools", Some(&ada.key)).await.0, 401, "the replica asked applies it at once");
+    wait_for_status(&replicas, &ada.key, 401).await;
+    let restore = format!("/api-keys/{}/restore", ada.id);
+    let (status, answer) = replicas[2].post_with(&restore, Some(&admin.key), &Value::Null).await;
+    assert_eq!((status, answer["changed"].clone()), (200, json!(true)), "{answer}");
     wait_for_status(&replicas, &ada.key, 200).await;
 }
 

@@ -7,6 +7,7 @@
 pub mod jwt;
 pub mod keys;
 pub mod revocations;
+pub mod routes;
 pub mod settings;
 
 use std::sync::Arc;
@@ -169,6 +170,12 @@ impl Identities {
     /// Whether requests must prove an identity (anything is configured).
     pub fn required(&self) -> bool {
         self.api_token.is_some() || !self.keys.is_empty() || self.jwt.is_some()
+    }
+
+    /// Revokes (`revoked`) or restores the API key `id` on every orchestrator
+    /// sharing this one's Redis; `false` when it already was so.
+    pub async fn set_revoked(&self, id: &str, revoked: bool) -> Result<bool, RevocationError> {
+        self.revocations.set(id, revoked).await
     }
 
     /// A one-word summary for the start-up log.

@@ -21,6 +21,12 @@ pub const DEFAULT_REVOCATION_REFRESH_SECONDS: f64 = 2.0;
 /// Why the revoked keys could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum RevocationError {
+    /// No `REDIS_URL`: revocations are not shared, the keys file is the only list.
+    #[error(
+        "REDIS_URL is not set: revoked keys are shared through Redis; without it, remove the key from \
+         [[api_keys]] / API_KEYS_FILE and restart the orchestrator"
+    )]
+    NotShared,
     /// Redis refused the URL or could not be reached.
     #[error("cannot reach Redis for the revoked API keys: {0}")]
     Unavailable(String),
@@ -79,6 +85,15 @@ impl Revocations {
         self.revoked.read().unwrap_or_else(|poisoned| poisoned.into_inner()).contains(id)
     }
 
+    /// Revokes (`revoked`) or restores the key `id` for every orchestrator on
+    /// this Redis, and at once for this one; `false` when nothing changed.
+    pub async fn set(&self, id: &str, revoked: bool) -> Result<bool, RevocationError> {
+        let store = self.store.as_ref().ok_or(RevocationError::NotShared)?;
+        let changed = if revoked { store.revoke(id).await? } else { store.restore(id).await? };
+        self.reload().await;
+        Ok(changed)
+    }
+
     /// Reads the revoked ids once, keeping the previous set (with a warning)
     /// when Redis cannot be reached.
     pub async fn reload(&self) {
@@ -135,5 +150,11 @@ mod tests {
         revocations.replace(HashSet::from(["k".to_owned()]));
         revocations.reload().await;
         assert!(revocations.is_revoked("k"));
+    }
+
+    #[tokio::test]
+    async fn without_redis_nothing_can_be_revoked() {
+        let revocations = Revocations::new(None, Duration::from_secs(2)).unwrap();
+        assert!(matches!(revocations.set("k", true).await, Err(RevocationError::NotShared)));
     }
 }

@@ -1,0 +1,73 @@
+//! `POST /api-keys/{id}/revoke` and `POST /api-keys/{id}/restore`: what
+//! `orchestrator revoke-key` and `restore-key` do, for admin and owner
+//! identities.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use module_sdk::contract::ErrorBody;
+use module_sdk::service::error_response;
+use serde_json::json;
+
+use super::revocations::RevocationError;
+use crate::auth::Authorized;
+use crate::http::AppState;
+
+/// The API key routes, to merge into the API's router.
+pub fn routes() -> Router<AppState> {
+    Router::new().route("/api-keys/{id}/revoke", post(revoke)).route("/api-keys/{id}/restore", post(restore))
+}
+
+/// Revokes the API key `id` on every orchestrator sharing this one's Redis
+/// (each refuses it within `REVOCATION_REFRESH_SECONDS`, this one at once).
+#[utoipa::path(post, path = "/api-keys/{id}/revoke", params(("id" = String, Path, description = "The key's `id` in `[[api_keys]]`")),
+    security((), ("bearer" = [])), responses(
+    (status = 200, body = Object, description = "`{\"key_id\", \"revoked\": true, \"changed\": false when it already was}`"),
+    (status = 401, body = ErrorBody, description = "No valid identity"),
+    (status = 403, body = ErrorBody, description = "Not an admin or owner identity"),
+    (status = 409, body = ErrorBody, description = "No REDIS_URL: revoke by editing the keys file"),
+    (status = 503, body = ErrorBody, description = "Redis could not be reached")
+))]
+pub(crate) async fn revoke(
+    Authorized(identity): Authorized,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Response {
+    set_revoked(&identity, &state, &id, true).await
+}
+
+/// Restores the API key `id` revoked before, on every orchestrator sharing
+/// this one's Redis.
+#[utoipa::path(post, path = "/api-keys/{id}/restore", params(("id" = String, Path, description = "The key's `id` in `[[api_keys]]`")),
+    security((), ("bearer" = [])), responses(
+    (status = 200, body = Object, description = "`{\"key_id\", \"revoked\": false, \"changed\": false when it was not revoked}`"),
+    (status = 401, body = ErrorBody, description = "No valid identity"),
+    (status = 403, body = ErrorBody, description = "Not an admin or owner identity"),
+    (status = 409, body = ErrorBody, description = "No REDIS_URL: revoke by editing the keys file"),
+    (status = 503, body = ErrorBody, description = "Redis could not be reached")
+))]
+pub(crate) async fn restore(
+    Authorized(identity): Authorized,
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Response {
+    set_revoked(&identity, &state, &id, false).await
+}
+
+async fn set_revoked(identity: &super::Identity, state: &AppState, id: &str, revoked: bool) -> Response {
+    if !identity.is_admin() {
+        return error_response(StatusCode::FORBIDDEN, "only admin and owner identities may revoke or restore API keys");
+    }
+    match state.orchestrator.identities.set_revoked(id, revoked).await {
+        Ok(changed) => {
+            tracing::info!(key = id, revoked, changed, by = identity.name, "API key revocation changed");
+            Json(json!({ "key_id": id, "revoked": revoked, "changed": changed })).into_response()
+        }
+        Err(error @ RevocationError::NotShared) => error_response(StatusCode::CONFLICT, error.to_string()),
+        Err(error @ RevocationError::Unavailable(_)) => {
+            error_response(StatusCode::SERVICE_UNAVAILABLE, error.to_string())
+        }
+    }
+}
