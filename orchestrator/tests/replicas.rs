@@ -10,7 +10,7 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,7 +21,7 @@ use axum::extract::State;
 use axum::routing::get;
 use common::identities::{TestKey, keys_file};
 use common::modules::sdk_module;
-use common::{ModuleServer, OrchestratorProcess, module_services};
+use common::{ModuleServer, OrchestratorProcess, module_services, research_binary};
 use serde_json::{Value, json};
 use test_support::{Process, RedisServer};
 
@@ -31,24 +31,8 @@ const TOKEN: &str = "replicas-test-token";
 /// timing assertion: the wait ends as soon as the state is reached).
 const PATIENCE: Duration = Duration::from_secs(30);
 
-/// The `research` sample module's binary, built next to this test by
-/// `cargo build --workspace`; `None` (said loudly) when it is not built,
-/// a failure under `REQUIRE_SERVICES=1` (CI).
-fn research_binary() -> Option<PathBuf> {
-    let test_binary = std::env::current_exe().unwrap();
-    let build_dir = test_binary.parent().and_then(|deps| deps.parent()).unwrap();
-    let binary = build_dir.join("research");
-    if binary.exists() {
-        return Some(binary);
-    }
-    let message = format!("{} is not built (`cargo build --workspace` builds it)", binary.display());
-    assert!(!test_support::services_required(), "{message}");
-    eprintln!("\n!!! SKIPPED: {message} !!!\n");
-    None
-}
-
 /// Starts `research` with the service token on `port` (0: a free one).
-fn start_research(binary: &PathBuf, port: u16) -> Process {
+fn start_research(binary: &Path, port: u16) -> Process {
     let mut command = Command::new(binary);
     command.env("SERVICE_AUTH_TOKEN", TOKEN).env("PORT", port.to_string()).env("RUST_LOG", "warn");
     Process::start(command)
