@@ -11,84 +11,27 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use clap::Parser;
+use code_runner::Sandbox;
+use code_runner::settings::Settings;
 use serde_json::json;
 use test_support::Process;
-
-/// The sandbox user of the bubblewrap line when the benchmark runs as root,
-/// as the module's first run slot would be.
-const SANDBOX_UID: u32 = 61000;
-const SANDBOX_GID: u32 = 65534;
 
 fn setting(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_owned())
 }
 
-/// bubblewrap with the module's namespaces, mounts and environment, running
-/// Python directly (no shell, no file listing, no limits).
+/// bubblewrap with the module's own isolation flags (`Sandbox::isolation_arguments`,
+/// from the default settings), running Python directly (no shell, no file
+/// listing, no limits), as the module's first run slot's user when root.
 fn bwrap_pass() -> Command {
-    let mut command = Command::new("/usr/bin/bwrap");
-    command.args([
-        "--unshare-all",
-        "--unshare-user",
-        "--disable-userns",
-        "--hostname",
-        "sandbox",
-        "--die-with-parent",
-        "--new-session",
-        "--cap-drop",
-        "ALL",
-        "--ro-bind",
-        "/usr",
-        "/usr",
-        "--symlink",
-        "usr/bin",
-        "/bin",
-        "--symlink",
-        "usr/sbin",
-        "/sbin",
-        "--symlink",
-        "usr/lib",
-        "/lib",
-        "--symlink",
-        "usr/lib64",
-        "/lib64",
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--size",
-        "67108864",
-        "--tmpfs",
-        "/dev/shm",
-        "--remount-ro",
-        "/dev",
-        "--size",
-        "67108864",
-        "--tmpfs",
-        "/tmp",
-        "--size",
-        "67108864",
-        "--tmpfs",
-        "/work",
-        "--chdir",
-        "/work",
-        "--remount-ro",
-        "/",
-        "--clearenv",
-        "--setenv",
-        "HOME",
-        "/work",
-        "--setenv",
-        "PATH",
-        "/usr/bin:/bin",
-        "--",
-        "/usr/bin/python3",
-        "-c",
-        "pass",
-    ]);
+    let settings = Settings::parse_from(["code_runner"]);
+    let sandbox = Sandbox::new(&settings);
+    let mut command = Command::new(sandbox.bwrap());
+    command.args(sandbox.isolation_arguments()).arg("--").arg(sandbox.python()).args(["-c", "pass"]);
     if nix::unistd::Uid::effective().is_root() {
-        std::os::unix::process::CommandExt::uid(&mut command, SANDBOX_UID);
-        std::os::unix::process::CommandExt::gid(&mut command, SANDBOX_GID);
+        std::os::unix::process::CommandExt::uid(&mut command, settings.sandbox_uid_base);
+        std::os::unix::process::CommandExt::gid(&mut command, settings.sandbox_gid);
     }
     command
 }

@@ -104,10 +104,22 @@ impl Sandbox {
         run
     }
 
-    /// bubblewrap's argv after the program name.
+    /// bubblewrap's argv after the program name: the isolation, then the
+    /// shell that runs `code` and lists the files it left.
     fn arguments(&self, code: &str) -> Vec<String> {
+        let mut args = self.isolation_arguments();
+        args.extend(["--", "/bin/sh", "-c", SCRIPT, "sh"].map(str::to_owned));
+        let caps = [self.files.max_count, self.files.content_max_bytes, self.files.max_content_bytes];
+        args.extend([self.python.to_string_lossy().into_owned(), code.to_owned(), LIST_FILES.to_owned()]);
+        args.extend(caps.map(|cap| cap.to_string()));
+        args
+    }
+
+    /// bubblewrap's isolation flags (namespaces, mounts, environment), the
+    /// same for every run; the program and its arguments follow a `--`.
+    pub fn isolation_arguments(&self) -> Vec<String> {
         let size = self.tmpfs_bytes.to_string();
-        let mut args: Vec<String> = [
+        [
             // Namespaces: user (no nested ones), mount, PID, network (only an
             // empty loopback), IPC, UTS, cgroup.
             "--unshare-all",
@@ -183,18 +195,19 @@ impl Sandbox {
             "--setenv",
             "PYTHONDONTWRITEBYTECODE",
             "1",
-            "--",
-            "/bin/sh",
-            "-c",
-            SCRIPT,
-            "sh",
         ]
         .map(str::to_owned)
-        .into();
-        let caps = [self.files.max_count, self.files.content_max_bytes, self.files.max_content_bytes];
-        args.extend([self.python.to_string_lossy().into_owned(), code.to_owned(), LIST_FILES.to_owned()]);
-        args.extend(caps.map(|cap| cap.to_string()));
-        args
+        .into()
+    }
+
+    /// The bubblewrap binary.
+    pub fn bwrap(&self) -> &std::path::Path {
+        &self.bwrap
+    }
+
+    /// The interpreter inside the sandbox.
+    pub fn python(&self) -> &std::path::Path {
+        &self.python
     }
 
     /// Runs a trivial program in the sandbox; `Err` says why the sandbox
