@@ -8,6 +8,28 @@ use serde_json::{Map, Value};
 
 use crate::contract::{ParameterType, ToolParameter};
 
+/// Keywords whose value is one subschema.
+pub const SINGLE_SUBSCHEMA_KEYWORDS: &[&str] = &[
+    "items",
+    "additionalProperties",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "additionalItems",
+];
+
+/// Keywords whose value is a list of subschemas (`items` too, in its old tuple form).
+pub const LIST_SUBSCHEMA_KEYWORDS: &[&str] = &["anyOf", "oneOf", "allOf", "prefixItems", "items"];
+
+/// Keywords whose value maps names to subschemas.
+pub const MAP_SUBSCHEMA_KEYWORDS: &[&str] =
+    &["properties", "$defs", "definitions", "patternProperties", "dependentSchemas"];
+
 /// The draft 2020-12 schema of `T`: properties in declaration order, shared
 /// types under `$defs` with local references only, no root `title`.
 pub fn schema_for<T: JsonSchema>() -> Value {

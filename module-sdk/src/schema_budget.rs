@@ -10,6 +10,7 @@
 
 use std::io;
 
+use crate::schema::{LIST_SUBSCHEMA_KEYWORDS, MAP_SUBSCHEMA_KEYWORDS, SINGLE_SUBSCHEMA_KEYWORDS};
 use serde_json::Value;
 
 /// The default [`SchemaBudget::max_depth`].
@@ -18,25 +19,6 @@ pub const DEFAULT_MAX_SCHEMA_DEPTH: usize = 32;
 pub const DEFAULT_MAX_SCHEMA_NODES: usize = 10_000;
 /// The default [`SchemaBudget::max_bytes`], 1 MiB.
 pub const DEFAULT_MAX_SCHEMA_BYTES: usize = 1024 * 1024;
-
-/// Keywords whose value is one subschema.
-const SINGLE: &[&str] = &[
-    "items",
-    "additionalProperties",
-    "not",
-    "if",
-    "then",
-    "else",
-    "contains",
-    "propertyNames",
-    "unevaluatedItems",
-    "unevaluatedProperties",
-    "additionalItems",
-];
-/// Keywords whose value is a list of subschemas (`items` too, in its old tuple form).
-const LISTS: &[&str] = &["anyOf", "oneOf", "allOf", "prefixItems", "items"];
-/// Keywords whose value maps names to subschemas.
-const MAPS: &[&str] = &["properties", "$defs", "definitions", "patternProperties", "dependentSchemas"];
 
 /// The most one `input_schema` may cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,9 +126,15 @@ impl<'a> Walk<'a> {
                 let copies = if matches!(keyword, "anyOf" | "oneOf") { copies } else { shared };
                 let child = |node| Pending { node, depth: depth + 1, chain, copies };
                 match value {
-                    Value::Array(items) if LISTS.contains(&keyword) => pending.extend(items.iter().map(child)),
-                    Value::Object(children) if MAPS.contains(&keyword) => pending.extend(children.values().map(child)),
-                    Value::Object(_) | Value::Bool(_) if SINGLE.contains(&keyword) => pending.push(child(value)),
+                    Value::Array(items) if LIST_SUBSCHEMA_KEYWORDS.contains(&keyword) => {
+                        pending.extend(items.iter().map(child))
+                    }
+                    Value::Object(children) if MAP_SUBSCHEMA_KEYWORDS.contains(&keyword) => {
+                        pending.extend(children.values().map(child))
+                    }
+                    Value::Object(_) | Value::Bool(_) if SINGLE_SUBSCHEMA_KEYWORDS.contains(&keyword) => {
+                        pending.push(child(value))
+                    }
                     _ => {}
                 }
             }
@@ -163,12 +151,12 @@ impl<'a> Walk<'a> {
             counter.left = counter.left.checked_sub(keyword.len()).ok_or_else(|| too_large.clone())?;
             let keyword = keyword.as_str();
             match value {
-                Value::Array(_) if LISTS.contains(&keyword) => {}
-                Value::Object(children) if MAPS.contains(&keyword) => {
+                Value::Array(_) if LIST_SUBSCHEMA_KEYWORDS.contains(&keyword) => {}
+                Value::Object(children) if MAP_SUBSCHEMA_KEYWORDS.contains(&keyword) => {
                     let names = children.keys().map(String::len).sum::<usize>();
                     counter.left = counter.left.checked_sub(names).ok_or_else(|| too_large.clone())?;
                 }
-                Value::Object(_) | Value::Bool(_) if SINGLE.contains(&keyword) => {}
+                Value::Object(_) | Value::Bool(_) if SINGLE_SUBSCHEMA_KEYWORDS.contains(&keyword) => {}
                 other => serde_json::to_writer(&mut counter, other).map_err(|_| too_large.clone())?,
             }
         }

@@ -1,6 +1,7 @@
 //! Where the subschemas of a JSON Schema node are, so that passes can visit
 //! or rewrite every node without knowing every keyword.
 
+use module_sdk::schema::{LIST_SUBSCHEMA_KEYWORDS, MAP_SUBSCHEMA_KEYWORDS, SINGLE_SUBSCHEMA_KEYWORDS};
 use serde_json::{Map, Value};
 
 /// How deep the compilers nest subschemas at most, whatever a schema holds:
@@ -22,44 +23,25 @@ pub fn omitted() -> Map<String, Value> {
     node
 }
 
-/// Keywords whose value is one subschema.
-const SINGLE: &[&str] = &[
-    "items",
-    "additionalProperties",
-    "not",
-    "if",
-    "then",
-    "else",
-    "contains",
-    "propertyNames",
-    "unevaluatedItems",
-    "unevaluatedProperties",
-    "additionalItems",
-];
-
-/// Keywords whose value is a list of subschemas (`items` too, in its old tuple form).
-const LISTS: &[&str] = &["anyOf", "oneOf", "allOf", "prefixItems", "items"];
-
-/// Keywords whose value maps names to subschemas.
-const MAPS: &[&str] = &["properties", "$defs", "definitions", "patternProperties", "dependentSchemas"];
-
 /// Calls `f` with the JSON pointer suffix (e.g. `/properties/name`) and the
 /// value of every direct subschema of `node`.
 pub fn for_each_child<'a>(node: &'a Map<String, Value>, mut f: impl FnMut(String, &'a Value)) {
     for (keyword, value) in node {
         let keyword = keyword.as_str();
         match value {
-            Value::Array(items) if LISTS.contains(&keyword) => {
+            Value::Array(items) if LIST_SUBSCHEMA_KEYWORDS.contains(&keyword) => {
                 for (index, item) in items.iter().enumerate() {
                     f(format!("/{keyword}/{index}"), item);
                 }
             }
-            Value::Object(map) if MAPS.contains(&keyword) => {
+            Value::Object(map) if MAP_SUBSCHEMA_KEYWORDS.contains(&keyword) => {
                 for (name, item) in map {
                     f(format!("/{keyword}/{}", escape(name)), item);
                 }
             }
-            Value::Object(_) | Value::Bool(_) if SINGLE.contains(&keyword) => f(format!("/{keyword}"), value),
+            Value::Object(_) | Value::Bool(_) if SINGLE_SUBSCHEMA_KEYWORDS.contains(&keyword) => {
+                f(format!("/{keyword}"), value)
+            }
             _ => {}
         }
     }
@@ -70,9 +52,9 @@ pub fn for_each_child_mut(node: &mut Map<String, Value>, mut f: impl FnMut(&mut 
     for (keyword, value) in node.iter_mut() {
         let keyword = keyword.as_str();
         match value {
-            Value::Array(items) if LISTS.contains(&keyword) => items.iter_mut().for_each(&mut f),
-            Value::Object(map) if MAPS.contains(&keyword) => map.values_mut().for_each(&mut f),
-            Value::Object(_) | Value::Bool(_) if SINGLE.contains(&keyword) => f(value),
+            Value::Array(items) if LIST_SUBSCHEMA_KEYWORDS.contains(&keyword) => items.iter_mut().for_each(&mut f),
+            Value::Object(map) if MAP_SUBSCHEMA_KEYWORDS.contains(&keyword) => map.values_mut().for_each(&mut f),
+            Value::Object(_) | Value::Bool(_) if SINGLE_SUBSCHEMA_KEYWORDS.contains(&keyword) => f(value),
             _ => {}
         }
     }
