@@ -15,6 +15,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::Value;
 
 use crate::contract::ToolCall;
+use crate::mcp::pages::page_range;
 use crate::mcp::tools::McpTools;
 use crate::module::ModuleService;
 
@@ -46,18 +47,11 @@ impl ModuleMcp {
     /// of the next page (the index of its first tool).
     fn page(&self, cursor: Option<&str>) -> Result<ListToolsResult, ErrorData> {
         let all = self.tools.all();
-        let start = match cursor {
-            None => 0,
-            Some(cursor) => cursor.parse::<usize>().ok().filter(|&start| start < all.len()).ok_or_else(|| {
-                ErrorData::invalid_params(format!("the cursor `{cursor}` is not one this server gave out"), None)
-            })?,
-        };
-        let end = start.saturating_add(self.page_size).min(all.len());
-        let mut page =
-            ListToolsResult::with_all_items(all[start..end].iter().map(|tool| tool.listing.clone()).collect())
-                .with_ttl_ms(TOOL_LIST_TTL_MS)
-                .with_cache_scope(CacheScope::Public);
-        page.next_cursor = (end < all.len()).then(|| end.to_string());
+        let (range, next_cursor) = page_range(cursor, all.len(), self.page_size)?;
+        let mut page = ListToolsResult::with_all_items(all[range].iter().map(|tool| tool.listing.clone()).collect())
+            .with_ttl_ms(TOOL_LIST_TTL_MS)
+            .with_cache_scope(CacheScope::Public);
+        page.next_cursor = next_cursor;
         Ok(page)
     }
 }

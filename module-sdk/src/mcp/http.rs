@@ -12,6 +12,7 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
 use crate::auth::Authorized;
 use crate::config::ServeConfig;
+use crate::mcp::McpSettings;
 use crate::mcp::handler::ModuleMcp;
 use crate::module::ModuleService;
 use crate::server::AppState;
@@ -21,20 +22,25 @@ pub(crate) type McpEndpoint = StreamableHttpService<ModuleMcp, NeverSessionManag
 
 /// The `/mcp` service of `service` under `config`'s MCP settings and body limit.
 pub(crate) fn mcp_endpoint(service: Arc<ModuleService>, config: &ServeConfig) -> McpEndpoint {
-    let settings = &config.mcp;
-    let mut transport = StreamableHttpServerConfig::default()
+    let transport = transport_config(&config.mcp, config.limits.max_body_bytes);
+    let server = ModuleMcp::new(service, config.mcp.page_size);
+    StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), transport)
+}
+
+/// The streamable HTTP settings of an MCP endpoint under `settings`, with
+/// bodies up to `max_body_bytes`: stateless, JSON answers when nothing comes
+/// before the result, `Origin` and `Host` checked against the lists (also
+/// used by the orchestrator's `/mcp`).
+pub fn transport_config(settings: &McpSettings, max_body_bytes: usize) -> StreamableHttpServerConfig {
+    let transport = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
-        .with_max_request_body_bytes(config.limits.max_body_bytes)
+        .with_max_request_body_bytes(max_body_bytes)
         .with_allowed_hosts(settings.allowed_hosts.clone())
         .with_allowed_origins(settings.allowed_origins.clone())
         // An Origin that is not listed is refused with 403, also when none is.
         .enforce_origin_validation();
-    if settings.allowed_hosts.is_empty() {
-        transport = transport.disable_allowed_hosts();
-    }
-    let server = ModuleMcp::new(service, settings.page_size);
-    StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), transport)
+    if settings.allowed_hosts.is_empty() { transport.disable_allowed_hosts() } else { transport }
 }
 
 /// `/mcp`, any method: the bearer token checked as for `/execute`, then the

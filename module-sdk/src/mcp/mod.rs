@@ -5,11 +5,15 @@
 
 mod handler;
 pub(crate) mod http;
+mod pages;
 mod settings;
 mod stdio;
 mod tools;
 
 pub use handler::USER_ID_META_KEY;
+pub use http::transport_config;
+pub use pages::page_range;
 pub use settings::{DEFAULT_MCP_PAGE_SIZE, McpSettings};
 pub use stdio::STDIO_FLAG;
 pub(crate) use stdio::{serve_stdio, stdio_requested};
+pub use tools::McpTool;

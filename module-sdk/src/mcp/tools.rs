@@ -22,12 +22,14 @@ use crate::contract::{ModuleManifest, ToolDefinition, ToolResult};
 /// The key a non-object result is wrapped under.
 const WRAPPED_RESULT_KEY: &str = "result";
 
-/// One tool of the module, as listed and called over MCP.
-pub(crate) struct McpTool {
+/// One tool, as listed and called over MCP (by a module, and by the
+/// orchestrator under its `module__tool` names).
+#[derive(Debug, Clone)]
+pub struct McpTool {
     /// The contract name, `module.tool`, which `/execute` is called with.
-    pub(crate) full_name: String,
+    pub full_name: String,
     /// The MCP listing.
-    pub(crate) listing: Tool,
+    pub listing: Tool,
     /// Whether results are sent as `{"result": value}`.
     wraps_result: bool,
 }
@@ -66,14 +68,19 @@ impl McpTools {
 
 impl McpTool {
     fn new(prefix: &str, definition: &ToolDefinition) -> Self {
-        let name = definition.name.strip_prefix(prefix).unwrap_or(&definition.name).to_owned();
+        Self::named(definition.name.strip_prefix(prefix).unwrap_or(&definition.name).to_owned(), definition)
+    }
+
+    /// The MCP view of `definition`, listed as `name`: its title, schemas and
+    /// annotations (`readOnlyHint`, `destructiveHint`, ...) from the definition.
+    pub fn named(name: String, definition: &ToolDefinition) -> Self {
         let input_schema = object_of(definition.input_schema.clone().unwrap_or_else(|| json!({"type": "object"})));
         let (output_schema, wraps_result) = match definition.output_schema.clone() {
             Some(schema) if is_object_schema(&schema) => (Some(object_of(schema)), false),
             Some(schema) => (Some(wrapped_schema(schema)), true),
             None => (None, false),
         };
-        let title = title_of(&name);
+        let title = title_of(definition.name.split_once('.').map_or(definition.name.as_str(), |(_, tool)| tool));
         let mut listing = Tool::new(name, definition.description.clone(), Arc::new(input_schema)).with_title(title);
         if let Some(schema) = output_schema {
             listing = listing.with_raw_output_schema(Arc::new(schema));
@@ -93,7 +100,7 @@ impl McpTool {
     /// A contract result as an MCP tool result: on success the value as
     /// `structuredContent` and as a JSON text block, on failure the message
     /// (what a model can act on) as text with `isError: true`.
-    pub(crate) fn call_result(&self, result: ToolResult) -> CallToolResult {
+    pub fn call_result(&self, result: ToolResult) -> CallToolResult {
         if !result.success {
             let message = result.error.unwrap_or_else(|| "the tool failed without a message".to_owned());
             return CallToolResult::error(vec![ContentBlock::text(message)]);
