@@ -15,7 +15,7 @@ use axum::routing::post;
 use guarded_http::{AddressPolicy, ClientLimits, GuardedClient};
 use scheduler::delivery::{RetryPolicy, Webhook};
 use scheduler::firing::Firing;
-use scheduler::store::{Limits, NewTask, Store};
+use scheduler::store::{Limits, NewTask, Store, TaskSpec};
 use serde_json::json;
 use tokio::sync::Notify;
 
@@ -49,16 +49,18 @@ async fn main() {
     let store = Arc::new(Store::open(&dir.path().join("bench.db"), limits, Duration::from_secs(5)).unwrap());
     let now = jiff::Timestamp::now().as_millisecond();
     let rows = (0..tasks).map(|n| NewTask {
-        user_id: format!("user-{}", n % 1000),
-        task_type: "reminder".into(),
-        description: format!("reminder {n}"),
-        execution_data: json!({"task_type": "reminder", "message": format!("reminder number {n}")}),
-        schedule: (n % 2 == 0).then(|| "0 9 * * *".to_owned()),
-        timezone: "Europe/Berlin".into(),
+        spec: TaskSpec {
+            user_id: format!("user-{}", n % 1000),
+            task_type: "reminder".into(),
+            description: format!("reminder {n}"),
+            execution_data: json!({"task_type": "reminder", "message": format!("reminder number {n}")}),
+            schedule: (n % 2 == 0).then(|| "0 9 * * *".to_owned()),
+            timezone: "Europe/Berlin".into(),
+            max_runs: None,
+            until: None,
+        },
         // The due ones a second ago, the rest spread over the next days.
         next_run: if n < due { now - 1_000 } else { now + 86_400_000 + (n as i64) * 1_000 },
-        max_runs: None,
-        until: None,
     });
     let started = Instant::now();
     store.import(rows, now).unwrap();

@@ -114,16 +114,16 @@ impl Firing {
 
     /// The event of one run; an `api_call` is made here and its outcome included.
     async fn event(&self, task: &Task) -> Event {
-        let zone = TimeZone::get(&task.timezone).unwrap_or(TimeZone::UTC);
+        let zone = TimeZone::get(&task.spec.timezone).unwrap_or(TimeZone::UTC);
         let scheduled = task.next_run.unwrap_or_default();
         let mut body = Map::new();
         body.insert("task_id".into(), json!(task.id));
-        body.insert("user_id".into(), json!(task.user_id));
-        body.insert("task_type".into(), json!(task.task_type));
-        body.insert("description".into(), json!(task.description));
-        body.insert("execution_data".into(), task.execution_data.clone());
+        body.insert("user_id".into(), json!(task.spec.user_id));
+        body.insert("task_type".into(), json!(task.spec.task_type));
+        body.insert("description".into(), json!(task.spec.description));
+        body.insert("execution_data".into(), task.spec.execution_data.clone());
         if let Ok(ExecutionData::ApiCall { url, method, headers, body: request_body }) =
-            serde_json::from_value(task.execution_data.clone())
+            serde_json::from_value(task.spec.execution_data.clone())
         {
             body.insert("api_call_result".into(), self.api_call(url, method.as_method(), headers, request_body).await);
         }
@@ -172,35 +172,38 @@ impl Firing {
 /// (missed runs collapse into the one that just fired), within `max_runs`
 /// and `until`; `None` for a one-time reminder or a finished schedule.
 pub fn next_run(task: &Task, now: Timestamp) -> Option<i64> {
-    let schedule = Schedule::from_normalized(task.schedule.as_deref()?).ok()?;
-    if task.max_runs.is_some_and(|max| task.runs.saturating_add(1) >= max) {
+    let schedule = Schedule::from_normalized(task.spec.schedule.as_deref()?).ok()?;
+    if task.spec.max_runs.is_some_and(|max| task.runs.saturating_add(1) >= max) {
         return None;
     }
-    let zone = TimeZone::get(&task.timezone).unwrap_or(TimeZone::UTC);
+    let zone = TimeZone::get(&task.spec.timezone).unwrap_or(TimeZone::UTC);
     let next = schedule.next_after(now, &zone).ok()?.as_millisecond();
-    (task.until.is_none_or(|until| next <= until)).then_some(next)
+    (task.spec.until.is_none_or(|until| next <= until)).then_some(next)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::TaskSpec;
     use uuid::Uuid;
 
     fn task(schedule: Option<&str>, runs: u32, max_runs: Option<u32>, until: Option<i64>) -> Task {
         Task {
             id: Uuid::new_v4(),
-            user_id: "u".into(),
-            task_type: "reminder".into(),
-            description: "d".into(),
-            execution_data: Value::Null,
-            schedule: schedule.map(Into::into),
-            timezone: "UTC".into(),
+            spec: TaskSpec {
+                user_id: "u".into(),
+                task_type: "reminder".into(),
+                description: "d".into(),
+                execution_data: Value::Null,
+                schedule: schedule.map(Into::into),
+                timezone: "UTC".into(),
+                max_runs,
+                until,
+            },
             status: "active".into(),
             next_run: Some(0),
             last_run: None,
             runs,
-            max_runs,
-            until,
             last_outcome: None,
             created_at: 0,
         }

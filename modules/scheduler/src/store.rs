@@ -18,7 +18,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use module_sdk::{ErrorKind, ToolErrorKind};
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
+use rusqlite::{Connection, OptionalExtension, Row, Statement, Transaction, TransactionBehavior};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -100,9 +100,10 @@ impl ToolErrorKind for StoreError {
     }
 }
 
-/// A task to store.
+/// What the caller chose for a task: shared by a task to store
+/// ([`NewTask`]) and a stored one ([`Task`]).
 #[derive(Debug, Clone, PartialEq)]
-pub struct NewTask {
+pub struct TaskSpec {
     /// The owner.
     pub user_id: String,
     /// `reminder`, `agent_task` or `api_call`.
@@ -115,12 +116,19 @@ pub struct NewTask {
     pub schedule: Option<String>,
     /// The IANA time zone of the schedule.
     pub timezone: String,
-    /// The first run, in milliseconds since 1970 UTC.
-    pub next_run: i64,
     /// Stop after this many runs.
     pub max_runs: Option<u32>,
     /// No run after this time (milliseconds since 1970 UTC).
     pub until: Option<i64>,
+}
+
+/// A task to store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTask {
+    /// What the caller chose.
+    pub spec: TaskSpec,
+    /// The first run, in milliseconds since 1970 UTC.
+    pub next_run: i64,
 }
 
 /// A stored task as the tools show it.
@@ -128,18 +136,8 @@ pub struct NewTask {
 pub struct Task {
     /// Its id.
     pub id: Uuid,
-    /// The owner.
-    pub user_id: String,
-    /// `reminder`, `agent_task` or `api_call`.
-    pub task_type: String,
-    /// What it is for.
-    pub description: String,
-    /// What to do when it fires.
-    pub execution_data: Value,
-    /// The normalized cron schedule; `None` for a one-time reminder.
-    pub schedule: Option<String>,
-    /// The schedule's time zone.
-    pub timezone: String,
+    /// What the caller chose.
+    pub spec: TaskSpec,
     /// `active`, `done`, `cancelled` or `failed`.
     pub status: String,
     /// The next run (ms since 1970 UTC), when active.
@@ -148,10 +146,6 @@ pub struct Task {
     pub last_run: Option<i64>,
     /// Runs so far.
     pub runs: u32,
-    /// Most runs.
-    pub max_runs: Option<u32>,
-    /// No run after this time.
-    pub until: Option<i64>,
     /// How the last run went.
     pub last_outcome: Option<String>,
     /// When it was created.
@@ -202,32 +196,14 @@ impl Store {
         self.write(|tx| {
             let active: i64 = tx.query_row(
                 "SELECT COUNT(*) FROM tasks WHERE user_id = ?1 AND status = 'active'",
-                [&task.user_id],
+                [&task.spec.user_id],
                 |row| row.get(0),
             )?;
             if u64::try_from(active).unwrap_or(0) >= self.limits.user_max_tasks {
                 return Err(StoreError::TooManyTasks(self.limits.user_max_tasks));
             }
-            let id = Uuid::new_v4();
-            tx.execute(
-                "INSERT INTO tasks (id, user_id, task_type, description, execution_data, schedule, timezone, status,
-                     next_run, max_runs, until, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'active', ?8, ?9, ?10, ?11)",
-                rusqlite::params![
-                    id.to_string(),
-                    task.user_id,
-                    task.task_type,
-                    task.description,
-                    task.execution_data.to_string(),
-                    task.schedule,
-                    task.timezone,
-                    task.next_run,
-                    task.max_runs,
-                    task.until,
-                    now
-                ],
-            )?;
-            get(tx, &task.user_id, id)
+            let id = insert(&mut tx.prepare(INSERT_TASK)?, &task, now)?;
+            get(tx, &task.spec.user_id, id)
         })
     }
 
@@ -235,26 +211,10 @@ impl Store {
     /// (for the benchmark's set-up); how many were stored.
     pub fn import(&self, tasks: impl IntoIterator<Item = NewTask>, now: i64) -> Result<usize, StoreError> {
         self.write(|tx| {
-            let mut insert = tx.prepare(
-                "INSERT INTO tasks (id, user_id, task_type, description, execution_data, schedule, timezone, status,
-                     next_run, max_runs, until, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'active', ?8, ?9, ?10, ?11)",
-            )?;
+            let mut statement = tx.prepare(INSERT_TASK)?;
             let mut count = 0;
             for task in tasks {
-                insert.execute(rusqlite::params![
-                    Uuid::new_v4().to_string(),
-                    task.user_id,
-                    task.task_type,
-                    task.description,
-                    task.execution_data.to_string(),
-                    task.schedule,
-                    task.timezone,
-                    task.next_run,
-                    task.max_runs,
-                    task.until,
-                    now
-                ])?;
+                insert(&mut statement, &task, now)?;
                 count += 1;
             }
             Ok(count)
@@ -307,7 +267,7 @@ impl Store {
     pub fn finish(&self, task: &Task, worker: &str, outcome: &Outcome, next: Option<i64>) -> Result<bool, StoreError> {
         let (status, text) = match (outcome, next) {
             (_, Some(_)) => ("active", outcome_text(outcome)),
-            (Outcome::Failed(_), None) if task.schedule.is_none() => ("failed", outcome_text(outcome)),
+            (Outcome::Failed(_), None) if task.spec.schedule.is_none() => ("failed", outcome_text(outcome)),
             (_, None) => ("done", outcome_text(outcome)),
         };
         self.write(|tx| {
@@ -356,6 +316,31 @@ fn outcome_text(outcome: &Outcome) -> String {
     }
 }
 
+/// Inserts one active task.
+const INSERT_TASK: &str = "INSERT INTO tasks (id, user_id, task_type, description, execution_data, schedule, timezone,
+     status, next_run, max_runs, until, created_at)
+ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'active', ?8, ?9, ?10, ?11)";
+
+/// Stores `task` with [`INSERT_TASK`] under a new id; the id.
+fn insert(statement: &mut Statement<'_>, task: &NewTask, now: i64) -> rusqlite::Result<Uuid> {
+    let id = Uuid::new_v4();
+    let spec = &task.spec;
+    statement.execute(rusqlite::params![
+        id.to_string(),
+        spec.user_id,
+        spec.task_type,
+        spec.description,
+        spec.execution_data.to_string(),
+        spec.schedule,
+        spec.timezone,
+        task.next_run,
+        spec.max_runs,
+        spec.until,
+        now
+    ])?;
+    Ok(id)
+}
+
 fn get(tx: &Transaction<'_>, user_id: &str, id: Uuid) -> Result<Task, StoreError> {
     tx.query_row(
         &format!("SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?1 AND user_id = ?2"),
@@ -372,18 +357,20 @@ fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
     Ok(Task {
         id: Uuid::parse_str(&id)
             .map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, e.into()))?,
-        user_id: row.get(1)?,
-        task_type: row.get(2)?,
-        description: row.get(3)?,
-        execution_data: serde_json::from_str(&data).unwrap_or(Value::Null),
-        schedule: row.get(5)?,
-        timezone: row.get(6)?,
+        spec: TaskSpec {
+            user_id: row.get(1)?,
+            task_type: row.get(2)?,
+            description: row.get(3)?,
+            execution_data: serde_json::from_str(&data).unwrap_or(Value::Null),
+            schedule: row.get(5)?,
+            timezone: row.get(6)?,
+            max_runs: row.get(11)?,
+            until: row.get(12)?,
+        },
         status: row.get(7)?,
         next_run: row.get(8)?,
         last_run: row.get(9)?,
         runs: row.get(10)?,
-        max_runs: row.get(11)?,
-        until: row.get(12)?,
         last_outcome: row.get(13)?,
         created_at: row.get(14)?,
     })
@@ -426,15 +413,17 @@ mod tests {
 
     fn reminder(user: &str, next_run: i64) -> NewTask {
         NewTask {
-            user_id: user.into(),
-            task_type: "reminder".into(),
-            description: "call mom".into(),
-            execution_data: json!({"task_type": "reminder", "message": "call mom"}),
-            schedule: None,
-            timezone: "UTC".into(),
+            spec: TaskSpec {
+                user_id: user.into(),
+                task_type: "reminder".into(),
+                description: "call mom".into(),
+                execution_data: json!({"task_type": "reminder", "message": "call mom"}),
+                schedule: None,
+                timezone: "UTC".into(),
+                max_runs: None,
+                until: None,
+            },
             next_run,
-            max_runs: None,
-            until: None,
         }
     }
 
@@ -459,12 +448,12 @@ mod tests {
     fn recurring_tasks_advance_and_failed_one_time_tasks_are_marked() {
         let (_dir, store) = store();
         let mut recurring = reminder("u", 1_000);
-        recurring.schedule = Some("* * * * *".into());
+        recurring.spec.schedule = Some("* * * * *".into());
         store.add(recurring, 0).unwrap();
         store.add(reminder("u", 1_000), 0).unwrap();
         let claimed = store.claim("w", 1_000, 2_000, 10).unwrap();
         for task in &claimed {
-            let next = task.schedule.as_ref().map(|_| 61_000);
+            let next = task.spec.schedule.as_ref().map(|_| 61_000);
             store.finish(task, "w", &Outcome::Failed("HTTP 500".into()), next).unwrap();
         }
         let tasks = store.list("u", None).unwrap();

@@ -123,23 +123,24 @@ pub struct TaskView {
 impl TaskView {
     /// The view of `task`, its times in its own zone.
     pub fn of(task: Task) -> Self {
-        let zone = TimeZone::get(&task.timezone).unwrap_or(TimeZone::UTC);
+        let spec = task.spec;
+        let zone = TimeZone::get(&spec.timezone).unwrap_or(TimeZone::UTC);
         let show = |ms: Option<i64>| ms.map(|ms| rfc3339(ms, &zone));
         Self {
             task_id: task.id.to_string(),
-            task_type: task.task_type,
-            description: task.description,
-            schedule: task.schedule,
+            task_type: spec.task_type,
+            description: spec.description,
+            schedule: spec.schedule,
             status: task.status,
             next_run: show(task.next_run),
             last_run: show(task.last_run),
             runs: task.runs,
-            max_runs: task.max_runs,
-            until: show(task.until),
+            max_runs: spec.max_runs,
+            until: show(spec.until),
             last_outcome: task.last_outcome,
-            execution_data: task.execution_data,
+            execution_data: spec.execution_data,
             created_at: rfc3339(task.created_at, &zone),
-            timezone: task.timezone,
+            timezone: spec.timezone,
         }
     }
 }

@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::schedule::{SCHEDULE_PATTERN, Schedule, time_zone};
-use crate::store::{NewTask, Store, Task};
+use crate::store::{NewTask, Store, Task, TaskSpec};
 use crate::task::{ExecutionData, TaskView, rfc3339};
 
 /// A delay: numbers with units s, m, h, d, as in `30s`, `5m`, `1h30m`, `2d`.
@@ -192,7 +192,7 @@ pub async fn add_reminder(ctx: Context, args: AddReminder) -> Result<ReminderAdd
     let message = args.message;
     check_data_size(message.len() as u64, limits.max_data_bytes)?;
     let execution_data = ExecutionData::Reminder { message: message.clone() };
-    let task = NewTask {
+    let spec = TaskSpec {
         user_id,
         task_type: execution_data.task_type().into(),
         description: message,
@@ -200,10 +200,10 @@ pub async fn add_reminder(ctx: Context, args: AddReminder) -> Result<ReminderAdd
             .map_err(|e| ToolError::execution_failed(e.to_string()))?,
         schedule: None,
         timezone: scheduler.default_zone.clone(),
-        next_run: due,
         max_runs: Some(1),
         until: None,
     };
+    let task = NewTask { spec, next_run: due };
     let task = add(&ctx, &scheduler, task).await?;
     let zone = zone_of(&task);
     Ok(ReminderAdded { task_id: task.id.to_string(), next_run: rfc3339(due, &zone) })
@@ -247,7 +247,7 @@ pub async fn add_recurring_task(ctx: Context, args: AddRecurringTask) -> Result<
     if let ExecutionData::ApiCall { url, .. } = &args.execution_data {
         preflight(&scheduler.client, url).await?;
     }
-    let task = NewTask {
+    let spec = TaskSpec {
         user_id,
         task_type: args.execution_data.task_type().into(),
         description: args.description,
@@ -255,10 +255,10 @@ pub async fn add_recurring_task(ctx: Context, args: AddRecurringTask) -> Result<
             .map_err(|e| ToolError::execution_failed(e.to_string()))?,
         schedule: Some(schedule.as_cron().to_owned()),
         timezone: zone_name.clone(),
-        next_run: first,
         max_runs: args.max_runs,
         until,
     };
+    let task = NewTask { spec, next_run: first };
     let task = add(&ctx, &scheduler, task).await?;
     Ok(RecurringAdded {
         task_id: task.id.to_string(),
@@ -388,7 +388,7 @@ async fn preflight(client: &GuardedClient, url: &str) -> Result<(), ToolError> {
 }
 
 fn zone_of(task: &Task) -> TimeZone {
-    TimeZone::get(&task.timezone).unwrap_or(TimeZone::UTC)
+    TimeZone::get(&task.spec.timezone).unwrap_or(TimeZone::UTC)
 }
 
 fn invalid(argument: &str, error: impl std::fmt::Display) -> ToolError {
