@@ -186,16 +186,16 @@ fn main() {
         let cold = median(11, || {
             black_box(render_tools(format, &tools));
         });
-        let answer = cache.render_tools(format, &tools);
+        let answer = cache.render_tools(format, &tools, 1);
         assert_eq!(answer, render_tools(format, &tools), "cached and cold answers agree");
         let cached = median(31, || {
-            black_box(cache.render_tools(format, &tools));
+            black_box(cache.render_tools(format, &tools, 1));
         });
         let serialize = median(31, || {
             black_box(serde_json::to_vec(&answer).unwrap());
         });
         let text = median(31, || {
-            black_box(cache.render_tools_json(format, &tools));
+            black_box(cache.render_tools_json(format, &tools, 1));
         });
         let (total_cold, total_cached, total_text) =
             (listing + cold + serialize, listing + cached + serialize, listing + text);

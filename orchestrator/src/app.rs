@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Bytes;
 use module_sdk::ErrorKind;
 use module_sdk::contract::{ToolDefinition, ToolResult};
 use serde_json::{Map, Value};
@@ -16,6 +17,7 @@ use crate::caller::Caller;
 use crate::config::Config;
 use crate::execute::{ExecuteRequest, Executor};
 use crate::identity::{AccessError, Identities, Identity};
+use crate::listing_cache::{ListingCache, ListingKey, ListingVariant};
 use crate::metrics::Metrics;
 use crate::providers::{ConvertedCache, ToolFormat};
 use crate::redis_cache::RedisCache;
@@ -67,6 +69,8 @@ pub struct Orchestrator {
     pub metrics: Arc<Metrics>,
     /// Tool definitions already converted to provider formats.
     converted: ConvertedCache,
+    /// Whole listing answers, ready to send.
+    listings: ListingCache,
     /// The pooled client, also for fetching a JWKS.
     client: reqwest::Client,
 }
@@ -98,6 +102,7 @@ impl Orchestrator {
         let executor = Executor::new(Arc::clone(&registry), client.clone(), Arc::clone(&config), Arc::clone(&metrics));
         let identities = Identities::new(config.api_token.clone(), &config.identities, config.redis_url.as_deref())?;
         let approvals = Approvals::new(config.redis_url.as_deref(), config.approvals.clone())?;
+        let listings = ListingCache::new(config.budgets.listing_cache_bytes);
         Ok(Self {
             config,
             registry,
@@ -106,6 +111,7 @@ impl Orchestrator {
             approvals,
             metrics,
             converted: ConvertedCache::new(),
+            listings,
             client,
         })
     }
@@ -118,25 +124,39 @@ impl Orchestrator {
     /// The tools `caller` may use, in `format` (`raw`: the manifest form, each
     /// tool with its `input_schema`).
     pub fn render_tools(&self, caller: &Caller, format: ToolFormat) -> Value {
-        let tools = self.registry.tools_for(caller);
+        let snapshot = self.registry.snapshot();
+        let tools: Vec<&ToolDefinition> = snapshot.tools_for(caller).map(|found| found.tool).collect();
         match format {
             ToolFormat::Raw => serde_json::to_value(&tools).expect("tool definitions always serialize"),
-            other => self.converted.render_tools(other, &tools),
+            other => self.converted.render_tools(other, &tools, snapshot.generation()),
         }
     }
 
-    /// [`Self::render_tools`] as JSON text, ready to send.
-    pub fn render_tools_json(&self, caller: &Caller, format: ToolFormat) -> String {
-        let tools = self.registry.tools_for(caller);
-        match format {
+    /// [`Self::render_tools`] as JSON text, ready to send: made once per
+    /// registry generation, caller (permission, modules) and format, then
+    /// served from the listing cache (`LISTING_CACHE_BYTES`).
+    pub fn render_tools_json(&self, caller: &Caller, format: ToolFormat) -> Bytes {
+        let snapshot = self.registry.snapshot();
+        let key = ListingKey::new(snapshot.generation(), caller, format, ListingVariant::default());
+        if let Some(answer) = self.listings.get(&key) {
+            return answer;
+        }
+        let tools: Vec<&ToolDefinition> = snapshot.tools_for(caller).map(|found| found.tool).collect();
+        let answer = Bytes::from(match format {
             ToolFormat::Raw => serde_json::to_string(&tools).expect("tool definitions always serialize"),
-            other => self.converted.render_tools_json(other, &tools),
+            other => self.converted.render_tools_json(other, &tools, snapshot.generation()),
+        });
+        if self.listings.insert(key, answer.clone()) {
+            // A new generation: conversions of tools gone from the registry go too.
+            self.converted.retain_tools(|name| snapshot.tool(name).is_some());
         }
+        answer
     }
 
-    /// The tools `caller` may use, in our own form.
+    /// The tools `caller` may use, in our own form: copies, for code that
+    /// needs owned definitions; listing reads [`Registry::snapshot`] instead.
     pub fn tools(&self, caller: &Caller) -> Vec<ToolDefinition> {
-        self.registry.tools_for(caller)
+        self.registry.snapshot().tools_for(caller).map(|found| found.tool.clone()).collect()
     }
 
     /// Runs one `POST /execute` request of `identity`.

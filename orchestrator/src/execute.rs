@@ -101,7 +101,7 @@ impl Executor {
         let in_flight = self.metrics.start_call(route.as_ref().ok().map(|route| route.tool().name.as_str()));
         let (module, result) = match route {
             Ok(route) => (route.module.clone(), self.run(caller, &route, call, approved, &trace).await),
-            Err(error) => (String::new(), refusal(&tool_name, &error)),
+            Err(error) => (Arc::from(""), refusal(&tool_name, &error)),
         };
         in_flight.finish(result.error_kind);
         tracing::debug!(

@@ -19,6 +19,7 @@ pub mod gateway_validation;
 pub mod http;
 pub mod identity;
 pub mod limits;
+pub mod listing_cache;
 pub mod manifest;
 pub mod metrics;
 pub mod openapi;
@@ -26,6 +27,7 @@ pub mod redis_cache;
 pub mod registry;
 pub mod request_checks;
 pub mod server;
+pub mod snapshot;
 pub mod tool_calls;
 pub mod trace;
 

@@ -42,6 +42,9 @@ pub struct Budgets {
     /// `MAX_CONCURRENT_CALLS_PER_MODULE`: calls in flight to one module at
     /// once; further calls wait for a free slot (within their timeout).
     pub max_concurrent_calls_per_module: usize,
+    /// `LISTING_CACHE_BYTES`: how much memory whole `GET /tools` answers kept
+    /// ready to send may take together ([`crate::listing_cache::ListingCache`]).
+    pub listing_cache_bytes: usize,
 }
 
 impl Default for Budgets {
@@ -53,6 +56,7 @@ impl Default for Budgets {
             max_tool_timeout: Duration::from_secs_f64(DEFAULT_MAX_TOOL_TIMEOUT_SECONDS),
             max_calls_per_message: DEFAULT_MAX_CALLS_PER_MESSAGE,
             max_concurrent_calls_per_module: DEFAULT_MAX_CONCURRENT_CALLS_PER_MODULE,
+            listing_cache_bytes: crate::listing_cache::DEFAULT_LISTING_CACHE_BYTES,
         }
     }
 }
@@ -76,6 +80,8 @@ pub struct BudgetsFile {
     pub max_calls_per_message: Option<usize>,
     /// `max_concurrent_calls_per_module`.
     pub max_concurrent_calls_per_module: Option<usize>,
+    /// `listing_cache_bytes`.
+    pub listing_cache_bytes: Option<usize>,
 }
 
 impl Budgets {
@@ -115,6 +121,7 @@ impl Budgets {
                 file.max_concurrent_calls_per_module,
                 defaults.max_concurrent_calls_per_module,
             )?,
+            listing_cache_bytes: count("LISTING_CACHE_BYTES", file.listing_cache_bytes, defaults.listing_cache_bytes)?,
         })
     }
 

@@ -3,33 +3,23 @@
 //! a tool name to its module.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use module_sdk::contract::{ModuleManifest, ToolDefinition};
+use arc_swap::ArcSwap;
+use module_sdk::contract::ModuleManifest;
 use serde::Serialize;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
+use tokio::sync::watch;
 
 use crate::cache::ManifestCache;
-use crate::caller::Caller;
 use crate::discovery::{DiscoveryError, fetch_manifest, keep_discovered};
 use crate::limits::Budgets;
 use crate::manifest::{ManifestError, validate};
 use crate::metrics::RegistryMetrics;
 
-/// Where a module stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ModuleState {
-    /// The last discovery succeeded.
-    Up,
-    /// The module has not answered lately, but a manifest (from the cache or
-    /// an earlier discovery) keeps its tools listed.
-    Cached,
-    /// No manifest at all: the module has no tools to offer.
-    Down,
-}
+pub use crate::snapshot::{ModuleSnapshot, ModuleState, RouteError, Snapshot, ToolRef, ToolRoute};
 
 /// One module as `GET /modules` shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
@@ -48,65 +38,6 @@ pub struct ModuleStatus {
     pub last_error: Option<String>,
 }
 
-/// Why a tool name does not lead to a tool that can be called.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RouteError {
-    /// The name is not `module.tool`.
-    #[error("`{0}` is not a tool name: expected `<module>.<tool>`, e.g. `research.web_search`")]
-    BadName(String),
-    /// No module of that name is configured.
-    #[error("no module `{module}` is configured, so there is no tool `{tool}`; known modules: {known}")]
-    UnknownModule {
-        /// The module part of the name.
-        module: String,
-        /// The full tool name.
-        tool: String,
-        /// The configured modules.
-        known: String,
-    },
-    /// The module has never been discovered and nothing is cached.
-    #[error("module `{module}` has not been reached yet ({reason}); try again later")]
-    NotDiscovered {
-        /// The module.
-        module: String,
-        /// Its last discovery error.
-        reason: String,
-    },
-    /// The module has no tool of that name.
-    #[error("module `{module}` has no tool `{tool}`; its tools: {known}")]
-    UnknownTool {
-        /// The module.
-        module: String,
-        /// The full tool name.
-        tool: String,
-        /// The module's tools.
-        known: String,
-    },
-}
-
-/// Where a call goes: the module's URL and the tool's definition.
-#[derive(Debug, Clone)]
-pub struct ToolRoute {
-    /// The module's name.
-    pub module: String,
-    /// The module's base URL.
-    pub url: String,
-    manifest: Arc<ModuleManifest>,
-    index: usize,
-}
-
-impl ToolRoute {
-    /// The called tool's definition.
-    pub fn tool(&self) -> &ToolDefinition {
-        &self.manifest.tools[self.index]
-    }
-
-    /// The module's manifest the route was taken from, and the tool's index in it.
-    pub fn manifest(&self) -> (&Arc<ModuleManifest>, usize) {
-        (&self.manifest, self.index)
-    }
-}
-
 /// What is known of one configured module.
 #[derive(Debug, Default)]
 struct Record {
@@ -116,9 +47,29 @@ struct Record {
     last_error: Option<String>,
 }
 
+impl Record {
+    fn state(&self) -> ModuleState {
+        match (&self.manifest, self.answered) {
+            (Some(_), true) => ModuleState::Up,
+            (Some(_), false) => ModuleState::Cached,
+            (None, _) => ModuleState::Down,
+        }
+    }
+
+    /// Takes `manifest` as the module's, keeping the `Arc` it has when the
+    /// two are equal, so an unchanged refresh publishes no new generation.
+    fn set_manifest(&mut self, manifest: ModuleManifest) {
+        if self.manifest.as_deref() != Some(&manifest) {
+            self.manifest = Some(Arc::new(manifest));
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Slot {
-    url: String,
+    name: Arc<str>,
+    url: Arc<str>,
+    execute_url: Arc<str>,
     record: RwLock<Record>,
 }
 
@@ -132,9 +83,17 @@ impl Slot {
     }
 }
 
-/// The configured modules and what discovery has learnt about them.
+/// The configured modules and what discovery has learnt about them,
+/// published as an immutable [`Snapshot`] per change ([`Self::snapshot`],
+/// [`Self::subscribe`]).
 pub struct Registry {
     modules: BTreeMap<String, Slot>,
+    /// The current snapshot; replaced whole, never changed in place.
+    snapshot: ArcSwap<Snapshot>,
+    /// Serializes publishing, so generations follow the order of changes.
+    publishing: Mutex<()>,
+    /// The current generation, for subscribers.
+    generation: watch::Sender<u64>,
     cache: Arc<dyn ManifestCache>,
     client: reqwest::Client,
     service_token: Option<String>,
@@ -156,9 +115,71 @@ impl Registry {
     ) -> Self {
         let modules = modules
             .iter()
-            .map(|(name, url)| (name.clone(), Slot { url: url.clone(), record: RwLock::default() }))
+            .map(|(name, url)| {
+                let slot = Slot {
+                    name: Arc::from(name.as_str()),
+                    url: Arc::from(url.as_str()),
+                    execute_url: Arc::from(format!("{url}/execute")),
+                    record: RwLock::default(),
+                };
+                (name.clone(), slot)
+            })
             .collect();
-        Self { modules, cache, client, service_token, discovery_timeout, budgets, metrics: RegistryMetrics::default() }
+        let registry = Self {
+            modules,
+            snapshot: ArcSwap::from_pointee(Snapshot::default()),
+            publishing: Mutex::new(()),
+            generation: watch::Sender::new(0),
+            cache,
+            client,
+            service_token,
+            discovery_timeout,
+            budgets,
+            metrics: RegistryMetrics::default(),
+        };
+        registry.publish();
+        registry
+    }
+
+    /// The current snapshot of every module's state and manifest: cheap (a
+    /// reference count), lock-free, and never changed afterwards, so one
+    /// request that reads it sees one generation throughout.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full()
+    }
+
+    /// The generation of every snapshot published from now on (a manifest
+    /// changed, a module went down or came back); e.g. to tell MCP clients
+    /// `notifications/tools/list_changed`, or to rebuild an index.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+
+    /// Publishes a snapshot of the records as they are, with the next
+    /// generation, when a manifest or a state differs from the current one.
+    fn publish(&self) {
+        let _publishing = self.publishing.lock().unwrap_or_else(PoisonError::into_inner);
+        let modules = self
+            .modules
+            .iter()
+            .map(|(name, slot)| {
+                let record = slot.read();
+                let module = ModuleSnapshot {
+                    name: Arc::clone(&slot.name),
+                    url: Arc::clone(&slot.url),
+                    execute_url: Arc::clone(&slot.execute_url),
+                    state: record.state(),
+                    manifest: record.manifest.clone(),
+                };
+                (name.clone(), module)
+            })
+            .collect();
+        let current = self.snapshot.load();
+        let Some(next) = current.successor(modules) else { return };
+        let generation = next.generation();
+        self.snapshot.store(Arc::new(next));
+        self.generation.send_replace(generation);
+        tracing::debug!(generation, "registry snapshot published");
     }
 
     /// The counters of discoveries and manifest cache use (served by `GET /metrics`).
@@ -198,8 +219,8 @@ impl Registry {
                         cache = self.cache.kind(),
                         "manifest loaded from cache"
                     );
-                    let mut record = slot.write();
-                    record.manifest.get_or_insert_with(|| Arc::new(manifest));
+                    slot.write().manifest.get_or_insert_with(|| Arc::new(manifest));
+                    self.publish();
                 }
                 Err(error) => tracing::warn!(module = name, %error, "cached manifest rejected"),
             },
@@ -237,11 +258,14 @@ impl Registry {
                     self.metrics.cache_error(self.cache.kind());
                     tracing::warn!(module = name, %error, "manifest not cached; serving it from memory");
                 }
-                let mut record = slot.write();
-                record.manifest = Some(Arc::new(manifest));
-                record.answered = true;
-                record.last_success = Some(OffsetDateTime::now_utc());
-                record.last_error = None;
+                {
+                    let mut record = slot.write();
+                    record.set_manifest(manifest);
+                    record.answered = true;
+                    record.last_success = Some(OffsetDateTime::now_utc());
+                    record.last_error = None;
+                }
+                self.publish();
                 Ok(())
             }
             Err(error) => {
@@ -252,6 +276,7 @@ impl Registry {
                     record.answered = false;
                     record.last_error = Some(error.to_string());
                 }
+                self.publish();
                 // Another replica may have reached it and cached its manifest.
                 self.load_from_cache(name).await;
                 Err(error)
@@ -305,7 +330,8 @@ impl Registry {
         match cached {
             Ok(manifest) => {
                 tracing::debug!(module = name, tools = manifest.tools.len(), "manifest taken from another replica");
-                slot.write().manifest = Some(Arc::new(manifest));
+                slot.write().set_manifest(manifest);
+                self.publish();
                 true
             }
             Err(error) => {
@@ -342,15 +368,10 @@ impl Registry {
             .iter()
             .map(|(name, slot)| {
                 let record = slot.read();
-                let state = match (&record.manifest, record.answered) {
-                    (Some(_), true) => ModuleState::Up,
-                    (Some(_), false) => ModuleState::Cached,
-                    (None, _) => ModuleState::Down,
-                };
                 ModuleStatus {
                     name: name.clone(),
-                    url: slot.url.clone(),
-                    state,
+                    url: slot.url.to_string(),
+                    state: record.state(),
                     tool_count: record.manifest.as_ref().map_or(0, |m| m.tools.len()),
                     last_success: record.last_success.and_then(|t| t.replace_nanosecond(0).ok()?.format(&Rfc3339).ok()),
                     last_error: record.last_error.clone(),
@@ -359,46 +380,18 @@ impl Registry {
             .collect()
     }
 
-    /// The tools `caller` may see, by module name then manifest order, each
-    /// with its `input_schema`.
-    pub fn tools_for(&self, caller: &Caller) -> Vec<ToolDefinition> {
-        self.modules
-            .iter()
-            .filter(|(name, _)| caller.allows_module(name))
-            .filter_map(|(name, slot)| slot.read().manifest.clone().map(|manifest| (name, manifest)))
-            .flat_map(|(name, manifest)| {
-                manifest.tools.iter().filter(|tool| caller.may_use(name, tool)).cloned().collect::<Vec<_>>()
-            })
-            .collect()
-    }
-
-    /// Where `tool_name` (`module.tool`) is served.
+    /// Where `tool_name` (`module.tool`) is served, in the current snapshot.
     pub fn route(&self, tool_name: &str) -> Result<ToolRoute, RouteError> {
-        let Some((module, _)) = tool_name.split_once('.') else {
-            return Err(RouteError::BadName(tool_name.to_owned()));
-        };
-        let Some(slot) = self.modules.get(module) else {
-            return Err(RouteError::UnknownModule {
-                module: module.to_owned(),
-                tool: tool_name.to_owned(),
-                known: self.modules.keys().cloned().collect::<Vec<_>>().join(", "),
-            });
-        };
-        let record = slot.read();
-        let Some(manifest) = record.manifest.clone() else {
-            return Err(RouteError::NotDiscovered {
-                module: module.to_owned(),
-                reason: record.last_error.clone().unwrap_or_else(|| "discovery has not finished".into()),
-            });
-        };
-        match manifest.tools.iter().position(|tool| tool.name == tool_name) {
-            Some(index) => Ok(ToolRoute { module: module.to_owned(), url: slot.url.clone(), manifest, index }),
-            None => Err(RouteError::UnknownTool {
-                module: module.to_owned(),
-                tool: tool_name.to_owned(),
-                known: manifest.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", "),
-            }),
-        }
+        self.snapshot().route(tool_name).map_err(|error| match error {
+            RouteError::NotDiscovered { module, .. } => {
+                let reason = self.modules.get(&module).and_then(|slot| slot.read().last_error.clone());
+                RouteError::NotDiscovered {
+                    module,
+                    reason: reason.unwrap_or_else(|| "discovery has not finished".into()),
+                }
+            }
+            other => other,
+        })
     }
 }
 
@@ -406,6 +399,7 @@ impl Registry {
 mod tests {
     use super::*;
     use crate::cache::MemoryCache;
+    use crate::caller::Caller;
     use module_sdk::Permission;
     use serde_json::json;
 
@@ -448,7 +442,8 @@ mod tests {
     #[tokio::test]
     async fn a_warm_cache_lists_tools_filtered_by_permission_and_module() {
         let registry = warm_registry().await;
-        let names = |caller: Caller| registry.tools_for(&caller).into_iter().map(|t| t.name).collect::<Vec<_>>();
+        let snapshot = registry.snapshot();
+        let names = |caller: Caller| snapshot.tools_for(&caller).map(|t| t.tool.name.clone()).collect::<Vec<_>>();
         assert_eq!(names(Caller::new(None, None)), ["files.read"]);
         assert_eq!(names(Caller::new(Some("user"), None)), ["files.read", "notes.add"]);
         assert_eq!(names(Caller::new(Some("owner"), Some(vec!["files".into()]))), ["files.read", "files.delete"]);
@@ -467,7 +462,7 @@ mod tests {
     async fn routes_name_what_is_wrong() {
         let registry = warm_registry().await;
         let route = registry.route("files.delete").unwrap();
-        assert_eq!((route.module.as_str(), route.tool().required_permission), ("files", Permission::Admin));
+        assert_eq!((&*route.module, route.tool().required_permission), ("files", Permission::Admin));
         assert!(matches!(registry.route("files"), Err(RouteError::BadName(_))));
         assert!(matches!(registry.route("stray.x"), Err(RouteError::UnknownModule { .. })));
         assert!(matches!(registry.route("empty.x"), Err(RouteError::NotDiscovered { .. })));
@@ -482,5 +477,32 @@ mod tests {
         let files = registry.statuses().into_iter().find(|s| s.name == "files").unwrap();
         assert_eq!(files.state, ModuleState::Cached);
         assert!(files.last_error.unwrap().contains("127.0.0.1:1"));
+    }
+
+    #[tokio::test]
+    async fn every_change_publishes_a_new_generation_and_nothing_else_does() {
+        let registry = warm_registry().await;
+        let mut generations = registry.subscribe();
+        let warm = registry.snapshot();
+        assert!(warm.generation() > 0);
+        assert_eq!(*generations.borrow_and_update(), warm.generation());
+        // Failing again, with the same cached manifest, changes nothing.
+        assert!(registry.discover("files").await.is_err());
+        assert_eq!(registry.snapshot().generation(), warm.generation());
+        assert!(!generations.has_changed().unwrap());
+        // The cache's manifest changes and is adopted: a new generation, the old snapshot untouched.
+        registry.cache.store(&manifest("files", &[("read", "guest")])).await.unwrap();
+        assert!(registry.adopt_cached("files").await);
+        let changed = registry.snapshot();
+        assert_eq!(changed.generation(), warm.generation() + 1);
+        assert!(generations.has_changed().unwrap());
+        let names = |snapshot: &Snapshot| {
+            snapshot.tools_for(&Caller::new(Some("owner"), None)).map(|t| t.tool.name.clone()).collect::<Vec<_>>()
+        };
+        assert_eq!(names(&warm), ["files.read", "files.delete", "notes.add"]);
+        assert_eq!(names(&changed), ["files.read", "notes.add"]);
+        // Adopting an equal manifest keeps the generation.
+        assert!(registry.adopt_cached("files").await);
+        assert_eq!(registry.snapshot().generation(), changed.generation());
     }
 }

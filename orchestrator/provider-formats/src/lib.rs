@@ -244,8 +244,8 @@ fn convert_tool(format: ToolFormat, tool: &ToolDefinition, name: &str) -> Value 
 }
 
 /// Puts converted tools together into the answer for `format`.
-fn assemble(format: ToolFormat, tools: &[ToolDefinition], convert: impl FnMut(&ToolDefinition) -> Value) -> Value {
-    let converted = tools.iter().map(convert);
+fn assemble<I: IntoIterator>(format: ToolFormat, tools: I, convert: impl FnMut(I::Item) -> Value) -> Value {
+    let converted = tools.into_iter().map(convert);
     match format {
         ToolFormat::Prompt => {
             let sections: Vec<String> = converted

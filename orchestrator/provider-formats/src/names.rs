@@ -32,8 +32,8 @@ pub struct NameMap {
 
 impl NameMap {
     /// The names of `tools`, collision-checked against each other.
-    pub fn new(tools: &[ToolDefinition]) -> Self {
-        let mut full_names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    pub fn new<T: std::borrow::Borrow<ToolDefinition>>(tools: &[T]) -> Self {
+        let mut full_names: Vec<&str> = tools.iter().map(|t| t.borrow().name.as_str()).collect();
         full_names.sort_unstable();
         full_names.dedup();
         let mut by_candidate: HashMap<String, Vec<&str>> = HashMap::new();

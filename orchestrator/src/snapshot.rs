@@ -1,0 +1,222 @@
+//! What the registry knows, frozen: every module's state and manifest at one
+//! generation, shared as an `Arc` by listing, routing and conversion.
+//!
+//! The registry builds a new [`Snapshot`] whenever a module's manifest or
+//! state (up, cached, down) changes and swaps it in atomically
+//! ([`crate::registry::Registry::snapshot`]); readers keep the one they took
+//! for as long as they need it, without a lock, and never see a mix of two
+//! generations. [`crate::registry::Registry::subscribe`] tells when a new
+//! generation is published.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use module_sdk::contract::{ModuleManifest, ToolDefinition};
+use serde::Serialize;
+
+use crate::caller::Caller;
+
+/// Where a module stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ModuleState {
+    /// The last discovery succeeded.
+    Up,
+    /// The module has not answered lately, but a manifest (from the cache or
+    /// an earlier discovery) keeps its tools listed.
+    Cached,
+    /// No manifest at all: the module has no tools to offer.
+    Down,
+}
+
+/// One module in a snapshot.
+#[derive(Debug, Clone)]
+pub struct ModuleSnapshot {
+    /// The configured name.
+    pub name: Arc<str>,
+    /// The configured base URL.
+    pub url: Arc<str>,
+    /// `{url}/execute`, where its calls go.
+    pub execute_url: Arc<str>,
+    /// Up, cached or down.
+    pub state: ModuleState,
+    /// Its checked manifest; `None` when down.
+    pub manifest: Option<Arc<ModuleManifest>>,
+}
+
+impl ModuleSnapshot {
+    /// Whether `other` has the same state and the very same manifest (the same `Arc`).
+    fn same_as(&self, other: &Self) -> bool {
+        self.state == other.state
+            && match (&self.manifest, &other.manifest) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            }
+    }
+}
+
+/// Every configured module's state and manifest at one generation. Immutable:
+/// a change makes a new snapshot with the next generation.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    generation: u64,
+    modules: BTreeMap<String, ModuleSnapshot>,
+}
+
+/// Why a tool name does not lead to a tool that can be called.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    /// The name is not `module.tool`.
+    #[error("`{0}` is not a tool name: expected `<module>.<tool>`, e.g. `research.web_search`")]
+    BadName(String),
+    /// No module of that name is configured.
+    #[error("no module `{module}` is configured, so there is no tool `{tool}`; known modules: {known}")]
+    UnknownModule {
+        /// The module part of the name.
+        module: String,
+        /// The full tool name.
+        tool: String,
+        /// The configured modules.
+        known: String,
+    },
+    /// The module has never been discovered and nothing is cached.
+    #[error("module `{module}` has not been reached yet ({reason}); try again later")]
+    NotDiscovered {
+        /// The module.
+        module: String,
+        /// Its last discovery error.
+        reason: String,
+    },
+    /// The module has no tool of that name.
+    #[error("module `{module}` has no tool `{tool}`; its tools: {known}")]
+    UnknownTool {
+        /// The module.
+        module: String,
+        /// The full tool name.
+        tool: String,
+        /// The module's tools.
+        known: String,
+    },
+}
+
+/// Where a call goes: the module and the tool's definition, borrowed from
+/// the snapshot's manifest (cheap to make: a few reference counts).
+#[derive(Debug, Clone)]
+pub struct ToolRoute {
+    /// The module's name.
+    pub module: Arc<str>,
+    /// The module's base URL.
+    pub url: Arc<str>,
+    /// `{url}/execute`.
+    pub execute_url: Arc<str>,
+    manifest: Arc<ModuleManifest>,
+    index: usize,
+}
+
+impl ToolRoute {
+    /// The called tool's definition.
+    pub fn tool(&self) -> &ToolDefinition {
+        &self.manifest.tools[self.index]
+    }
+
+    /// The module's manifest the route was taken from, and the tool's index in it.
+    pub fn manifest(&self) -> (&Arc<ModuleManifest>, usize) {
+        (&self.manifest, self.index)
+    }
+}
+
+/// One tool a caller may see: its module's name and its definition, borrowed
+/// from the snapshot.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolRef<'a> {
+    /// The module serving it.
+    pub module: &'a str,
+    /// Its definition.
+    pub tool: &'a ToolDefinition,
+}
+
+impl Snapshot {
+    /// A snapshot of `modules` at `generation`.
+    pub(crate) fn new(generation: u64, modules: BTreeMap<String, ModuleSnapshot>) -> Self {
+        Self { generation, modules }
+    }
+
+    /// The snapshot after this one when `modules` differ from this one's
+    /// (a state or a manifest); `None` when nothing changed.
+    pub(crate) fn successor(&self, modules: BTreeMap<String, ModuleSnapshot>) -> Option<Self> {
+        let unchanged = modules.len() == self.modules.len()
+            && modules.iter().zip(&self.modules).all(|((a_name, a), (b_name, b))| a_name == b_name && a.same_as(b));
+        (!unchanged).then(|| Self::new(self.generation + 1, modules))
+    }
+
+    /// Its generation: 0 for the empty start, one more on every change.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Every configured module, by name.
+    pub fn modules(&self) -> &BTreeMap<String, ModuleSnapshot> {
+        &self.modules
+    }
+
+    /// The module called `name`, if configured.
+    pub fn module(&self, name: &str) -> Option<&ModuleSnapshot> {
+        self.modules.get(name)
+    }
+
+    /// The tools `caller` may see, by module name then manifest order,
+    /// borrowed (nothing is cloned).
+    pub fn tools_for<'a>(&'a self, caller: &'a Caller) -> impl Iterator<Item = ToolRef<'a>> + 'a {
+        self.modules
+            .iter()
+            .filter(|(name, _)| caller.allows_module(name))
+            .filter_map(|(name, module)| module.manifest.as_deref().map(|manifest| (name.as_str(), manifest)))
+            .flat_map(move |(module, manifest)| {
+                manifest
+                    .tools
+                    .iter()
+                    .filter(move |tool| caller.may_use(module, tool))
+                    .map(move |tool| ToolRef { module, tool })
+            })
+    }
+
+    /// The definition of `tool_name` (`module.tool`), whoever may use it.
+    pub fn tool(&self, tool_name: &str) -> Option<&ToolDefinition> {
+        let (module, _) = tool_name.split_once('.')?;
+        self.modules.get(module)?.manifest.as_deref()?.tools.iter().find(|tool| tool.name == tool_name)
+    }
+
+    /// Where `tool_name` (`module.tool`) is served. A module without a
+    /// manifest is [`RouteError::NotDiscovered`] with an empty reason (the
+    /// registry adds its last error).
+    pub fn route(&self, tool_name: &str) -> Result<ToolRoute, RouteError> {
+        let Some((module_name, _)) = tool_name.split_once('.') else {
+            return Err(RouteError::BadName(tool_name.to_owned()));
+        };
+        let Some(module) = self.modules.get(module_name) else {
+            return Err(RouteError::UnknownModule {
+                module: module_name.to_owned(),
+                tool: tool_name.to_owned(),
+                known: self.modules.keys().cloned().collect::<Vec<_>>().join(", "),
+            });
+        };
+        let Some(manifest) = &module.manifest else {
+            return Err(RouteError::NotDiscovered { module: module_name.to_owned(), reason: String::new() });
+        };
+        match manifest.tools.iter().position(|tool| tool.name == tool_name) {
+            Some(index) => Ok(ToolRoute {
+                module: Arc::clone(&module.name),
+                url: Arc::clone(&module.url),
+                execute_url: Arc::clone(&module.execute_url),
+                manifest: Arc::clone(manifest),
+                index,
+            }),
+            None => Err(RouteError::UnknownTool {
+                module: module_name.to_owned(),
+                tool: tool_name.to_owned(),
+                known: manifest.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", "),
+            }),
+        }
+    }
+}
