@@ -1,20 +1,82 @@
 //! Anthropic Messages: `{name, description, input_schema}` definitions,
 //! `tool_use` content blocks in, `tool_result` blocks (with `is_error`) out.
 
+use std::borrow::Cow;
+
 use module_sdk::contract::{ToolDefinition, ToolResult};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::calls::{arguments_from_value, generated_id, not_shape, result_text};
-use super::compile;
+use super::compile::{self, Compiled, StrictBudget, StrictCost};
 use super::{ProviderError, RequestedCall};
 
-/// An Anthropic tool definition (non-strict; the schema in JSON Schema 2020-12).
+/// How the text of a strict definition ends: `strict` is its last field.
+const STRICT_SUFFIX: &str = ",\"strict\":true}";
+
+/// An Anthropic tool definition, `strict: true` (the last field) when its
+/// schema can be strict; the schema in JSON Schema 2020-12. Whether it stays
+/// strict in a listing is for [`StrictLimit`] to say.
 pub fn definition(tool: &ToolDefinition, name: &str) -> Value {
-    json!({
-        "name": name,
-        "description": tool.description.trim(),
-        "input_schema": compile::prepare(&compile::input_schema(tool)),
-    })
+    let Compiled { schema, strict } = compile::anthropic(&compile::input_schema(tool));
+    let mut fields = Map::new();
+    fields.insert("name".into(), name.into());
+    fields.insert("description".into(), tool.description.trim().into());
+    fields.insert("input_schema".into(), schema);
+    if strict {
+        fields.insert("strict".into(), true.into());
+    }
+    Value::Object(fields)
+}
+
+/// Anthropic's per-request strict budget applied to one listing in order:
+/// a strict definition keeps `strict: true` while it fits (at most 20 strict
+/// tools, 24 optional and 16 union parameters in total), later ones are
+/// sent without it (their schema stays the closed, strict-shaped one, which
+/// non-strict tools take as well).
+#[derive(Debug, Default)]
+pub struct StrictLimit {
+    budget: StrictBudget,
+}
+
+impl StrictLimit {
+    /// A listing's limit, nothing spent yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether `definition` may stay strict in this listing (spending its cost if so).
+    fn keeps_strict(&mut self, definition: &Value) -> bool {
+        definition.get("strict") == Some(&Value::Bool(true))
+            && self.budget.admit(StrictCost::of(definition.get("input_schema").unwrap_or(&Value::Null)))
+    }
+
+    /// `definition` as it goes into the listing.
+    pub fn apply(&mut self, mut definition: Value) -> Value {
+        if definition.get("strict").is_some()
+            && !self.keeps_strict(&definition)
+            && let Value::Object(fields) = &mut definition
+        {
+            fields.remove("strict");
+        }
+        definition
+    }
+
+    /// The JSON text `json` of `definition` as it goes into the listing.
+    pub fn apply_json<'a>(&mut self, definition: &Value, json: &'a str) -> Cow<'a, str> {
+        if definition.get("strict").is_none() || self.keeps_strict(definition) {
+            return Cow::Borrowed(json);
+        }
+        match json.strip_suffix(STRICT_SUFFIX) {
+            Some(head) => Cow::Owned(format!("{head}}}")),
+            None => {
+                let mut plain = definition.clone();
+                if let Value::Object(fields) = &mut plain {
+                    fields.remove("strict");
+                }
+                Cow::Owned(plain.to_string())
+            }
+        }
+    }
 }
 
 /// The `tool_use` blocks of a message or Messages API response (its
@@ -70,6 +132,28 @@ mod tests {
         assert_eq!(parse(&json!([{"type": "text", "text": "hi"}])).unwrap(), []);
         assert!(parse(&json!({"content": 5})).is_err());
         assert!(parse(&json!([{"type": "tool_use", "id": "t"}])).is_err());
+    }
+
+    #[test]
+    fn strict_definitions_past_the_budget_lose_the_flag_in_value_and_text_alike() {
+        let tool: ToolDefinition = serde_json::from_value(json!({
+            "name": "m.t", "description": "d",
+            "input_schema": {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}}
+        }))
+        .unwrap();
+        let strict = definition(&tool, "m__t");
+        let text = strict.to_string();
+        assert!(text.ends_with(STRICT_SUFFIX), "{text}");
+        let (mut values, mut texts) = (StrictLimit::new(), StrictLimit::new());
+        let mut kept = 0;
+        for _ in 0..20 {
+            let listed = values.apply(strict.clone());
+            let listed_text = texts.apply_json(&strict, &text);
+            assert_eq!(serde_json::from_str::<Value>(&listed_text).unwrap(), listed);
+            kept += usize::from(listed.get("strict").is_some());
+        }
+        // Two optional parameters each: twelve fit in the 24.
+        assert_eq!(kept, 12);
     }
 
     #[test]

@@ -26,6 +26,7 @@ use std::str::FromStr;
 use module_sdk::contract::{ToolDefinition, ToolResult};
 use serde_json::{Map, Value};
 
+pub use anthropic::StrictLimit;
 pub use cache::ConvertedCache;
 use names::NameMap;
 
@@ -230,6 +231,20 @@ pub fn render_tools(format: ToolFormat, tools: &[ToolDefinition]) -> Value {
     assemble(format, tools, |tool| convert_tool(format, tool, &names.provider_name(&tool.name)))
 }
 
+/// Some of the caller's tools (`chosen`, indices into `tools`, in that
+/// order) in `format`, under the provider-safe names they have in the
+/// whole set `tools`, so that a model's calls of them map back as calls of
+/// any listed tool do.
+pub fn render_chosen<T: std::borrow::Borrow<ToolDefinition>>(
+    format: ToolFormat,
+    tools: &[T],
+    chosen: &[usize],
+) -> Value {
+    let names = NameMap::new(tools);
+    let chosen: Vec<&ToolDefinition> = chosen.iter().filter_map(|&index| tools.get(index)).map(T::borrow).collect();
+    assemble(format, chosen, |tool| convert_tool(format, tool, &names.provider_name(&tool.name)))
+}
+
 /// One tool converted to `format` under the provider-safe `name`.
 fn convert_tool(format: ToolFormat, tool: &ToolDefinition, name: &str) -> Value {
     match format {
@@ -243,9 +258,11 @@ fn convert_tool(format: ToolFormat, tool: &ToolDefinition, name: &str) -> Value 
     }
 }
 
-/// Puts converted tools together into the answer for `format`.
+/// Puts converted tools together into the answer for `format`, with what
+/// the whole listing decides ([`ListingLimits`]).
 fn assemble<I: IntoIterator>(format: ToolFormat, tools: I, convert: impl FnMut(I::Item) -> Value) -> Value {
-    let converted = tools.into_iter().map(convert);
+    let mut limits = ListingLimits::new(format);
+    let converted = tools.into_iter().map(convert).map(|definition| limits.value(definition));
     match format {
         ToolFormat::Prompt => {
             let sections: Vec<String> = converted
@@ -257,6 +274,36 @@ fn assemble<I: IntoIterator>(format: ToolFormat, tools: I, convert: impl FnMut(I
             serde_json::json!({ "prompt": text::prompt(&sections) })
         }
         _ => Value::Array(converted.collect()),
+    }
+}
+
+/// What one listing decides beyond each tool: for `anthropic`, which
+/// strict definitions stay strict within the per-request budget
+/// ([`compile::MAX_STRICT_TOOLS`] and its siblings), in listing order.
+pub(crate) struct ListingLimits {
+    strict: Option<anthropic::StrictLimit>,
+}
+
+impl ListingLimits {
+    /// The limits of a listing in `format`, nothing spent yet.
+    pub(crate) fn new(format: ToolFormat) -> Self {
+        Self { strict: (format == ToolFormat::Anthropic).then(anthropic::StrictLimit::new) }
+    }
+
+    /// The next converted definition as it goes into the listing.
+    pub(crate) fn value(&mut self, definition: Value) -> Value {
+        match &mut self.strict {
+            Some(limit) => limit.apply(definition),
+            None => definition,
+        }
+    }
+
+    /// The next converted definition's JSON text as it goes into the listing.
+    pub(crate) fn json<'a>(&mut self, definition: &Value, json: &'a str) -> std::borrow::Cow<'a, str> {
+        match &mut self.strict {
+            Some(limit) => limit.apply_json(definition, json),
+            None => std::borrow::Cow::Borrowed(json),
+        }
     }
 }
 

@@ -12,8 +12,9 @@ use serde_json::{Map, Value};
 use super::Provider;
 use super::compile::walk::{def_name, escape, for_each_node};
 use super::compile::{
-    GEMINI_FORMATS, GEMINI_KEYWORDS, GEMINI_TYPES, MAX_DEPTH, MAX_ENUM_VALUES, MAX_PROPERTIES, STRICT_FORMATS,
-    STRICT_KEYWORDS, measure,
+    ANTHROPIC_STRICT_FORMATS, ANTHROPIC_STRICT_KEYWORDS, GEMINI_FORMATS, GEMINI_KEYWORDS, GEMINI_TYPES,
+    GEMINI_UNTYPED_KEYWORDS, MAX_DEPTH, MAX_ENUM_VALUES, MAX_PROPERTIES, MAX_STRICT_OPTIONAL, MAX_STRICT_TOOLS,
+    MAX_STRICT_UNIONS, STRICT_FORMATS, STRICT_KEYWORDS, StrictCost, is_recursive, measure,
 };
 use super::names::{MAX_DESCRIPTION_CHARS, MAX_NAME_LEN, is_gemini_property_name};
 
@@ -46,14 +47,19 @@ pub enum Rule {
     ArrayItems,
     /// A `$ref` that is not a local `#/$defs/...` reference that resolves, or (where banned) one with siblings.
     Reference,
-    /// OpenAI strict: an object without `additionalProperties: false`.
+    /// Strict mode (OpenAI, Anthropic): an object without `additionalProperties: false`.
     StrictClosedObject,
     /// OpenAI strict: a property missing from `required`.
     StrictAllRequired,
-    /// OpenAI strict: a node that says nothing of its type (`{}`, `true`).
+    /// Strict mode (OpenAI, Anthropic): a node that says nothing of its type (`{}`, `true`).
     StrictUntyped,
     /// OpenAI strict: too deep, too many properties or too many enum values.
     StrictSize,
+    /// Anthropic strict: definitions that refer to themselves.
+    StrictRecursion,
+    /// Anthropic strict: one request's strict tools over 20 tools, 24
+    /// optional or 16 union-typed parameters in total.
+    StrictBudget,
 }
 
 /// One broken rule, where, and how.
@@ -91,8 +97,9 @@ pub fn check(provider: Provider, definition: &Value) -> Vec<Violation> {
     report.violations
 }
 
-/// Every rule a list of definitions breaks, each one's and the list's own
-/// (names unique); paths start with the index.
+/// Every rule a list of definitions (one request's tools) breaks, each
+/// one's and the list's own (names unique; Anthropic's per-request strict
+/// budget); paths start with the index.
 pub fn check_all(provider: Provider, definitions: &Value) -> Vec<Violation> {
     let mut report = Report { violations: Vec::new() };
     let Some(list) = definitions.as_array() else {
@@ -109,7 +116,30 @@ pub fn check_all(provider: Provider, definitions: &Value) -> Vec<Violation> {
             report.add(Rule::DuplicateName, &path, format!("`{name}` is used by an earlier definition"));
         }
     }
+    if provider == Provider::Anthropic {
+        check_strict_budget(list, &mut report);
+    }
     report.violations
+}
+
+/// Anthropic's per-request limits over the strict definitions of `list`.
+fn check_strict_budget(list: &[Value], report: &mut Report) {
+    let strict: Vec<&Value> = list.iter().filter(|d| d.get("strict") == Some(&Value::Bool(true))).collect();
+    let (optional, unions) = strict.iter().fold((0, 0), |(optional, unions), definition| {
+        let cost = StrictCost::of(definition.get("input_schema").unwrap_or(&Value::Null));
+        (optional + cost.optional, unions + cost.unions)
+    });
+    if strict.len() > MAX_STRICT_TOOLS || optional > MAX_STRICT_OPTIONAL || unions > MAX_STRICT_UNIONS {
+        report.add(
+            Rule::StrictBudget,
+            "",
+            format!(
+                "{} strict tools with {optional} optional and {unions} union-typed parameters; Anthropic takes at \
+                 most {MAX_STRICT_TOOLS}, {MAX_STRICT_OPTIONAL} and {MAX_STRICT_UNIONS} per request",
+                strict.len()
+            ),
+        );
+    }
 }
 
 /// The keyword under which each provider puts the schema.
@@ -141,7 +171,7 @@ fn check_definition(provider: Provider, definition: &Value, at: &str, report: &m
     let base = format!("{at}{inner}");
     let key = schema_key(provider);
     let mut known = vec!["name", "description", key];
-    if openai {
+    if openai || provider == Provider::Anthropic {
         known.push("strict");
     }
     if provider == Provider::OpenAiResponses {
@@ -188,6 +218,7 @@ fn check_definition(provider: Provider, definition: &Value, at: &str, report: &m
     }
     match provider {
         Provider::OpenAiChat | Provider::OpenAiResponses if strict => check_strict(schema, &path, report),
+        Provider::Anthropic if strict => check_anthropic_strict(schema, &path, report),
         Provider::OpenAiChat | Provider::OpenAiResponses | Provider::Anthropic => {
             check_references(schema, &path, false, report);
         }
@@ -312,6 +343,53 @@ fn check_strict(schema: &Value, path: &str, report: &mut Report) {
     }
 }
 
+/// Anthropic strict mode's invariants.
+fn check_anthropic_strict(schema: &Value, path: &str, report: &mut Report) {
+    check_references(schema, path, false, report);
+    if is_recursive(schema) {
+        report.add(Rule::StrictRecursion, &format!("{path}/$defs"), "strict mode takes no recursive definitions");
+    }
+    for_each_node(schema, path, &mut |node_path, node| {
+        let Value::Object(map) = node else {
+            if !(node == &Value::Bool(false) && node_path.ends_with("/additionalProperties")) {
+                report.add(Rule::StrictUntyped, node_path, "a boolean schema");
+            }
+            return;
+        };
+        for (keyword, value) in map {
+            let here = format!("{node_path}/{}", escape(keyword));
+            if !ANTHROPIC_STRICT_KEYWORDS.contains(&keyword.as_str()) || (keyword == "$defs" && node_path != path) {
+                report.add(Rule::Keyword, &here, format!("strict mode does not take `{keyword}` here"));
+            } else if keyword == "format" && !value.as_str().is_some_and(|f| ANTHROPIC_STRICT_FORMATS.contains(&f)) {
+                report.add(Rule::Format, &here, format!("strict mode does not take the format {value}"));
+            } else if keyword == "minItems" && !matches!(value.as_u64(), Some(0 | 1)) {
+                report.add(Rule::Keyword, &here, "strict mode takes `minItems` of 0 or 1 only");
+            } else if complex_values(keyword, value) {
+                report.add(Rule::Keyword, &here, "strict mode takes only strings, numbers, booleans and null here");
+            }
+        }
+        if !["type", "enum", "const", "anyOf", "$ref"].iter().any(|k| map.contains_key(*k)) {
+            report.add(Rule::StrictUntyped, node_path, "a node without `type`, `enum`, `const`, `anyOf` or `$ref`");
+        }
+        if is_object_node(map) {
+            if map.get("additionalProperties") != Some(&Value::Bool(false)) {
+                report.add(Rule::StrictClosedObject, node_path, "an object without `additionalProperties: false`");
+            }
+            check_required(map, node_path, report);
+        }
+    });
+}
+
+/// Whether `keyword: value` is an `enum` or `const` with objects or arrays in it.
+fn complex_values(keyword: &str, value: &Value) -> bool {
+    let complex = |v: &Value| v.is_object() || v.is_array();
+    match (keyword, value) {
+        ("enum", Value::Array(values)) => values.iter().any(complex),
+        ("const", value) => complex(value),
+        _ => false,
+    }
+}
+
 /// Gemini's OpenAPI subset.
 fn check_gemini(schema: &Value, path: &str, report: &mut Report) {
     for_each_node(schema, path, &mut |node_path, node| {
@@ -326,6 +404,8 @@ fn check_gemini(schema: &Value, path: &str, report: &mut Report) {
         let kind = map.get("type").and_then(Value::as_str);
         match map.get("type") {
             None if map.contains_key("anyOf") => {}
+            // "Any value": a node that says nothing but words.
+            None if map.keys().all(|k| GEMINI_UNTYPED_KEYWORDS.contains(&k.as_str())) => {}
             Some(Value::String(t)) if GEMINI_TYPES.contains(&t.as_str()) => {}
             other => {
                 report.add(Rule::SingleType, node_path, format!("needs one type of {GEMINI_TYPES:?}, has {other:?}"))
@@ -449,6 +529,70 @@ mod tests {
         ] {
             assert!(found.contains(&expected), "{expected:?} not in {found:#?}");
         }
+    }
+
+    #[test]
+    fn anthropic_strict_rules_and_the_per_request_budget() {
+        let definition = json!({"name": "m__t", "strict": true, "input_schema": {
+            "type": "object",
+            "properties": {
+                "n": {"type": "integer", "minimum": 1},
+                "s": {"type": "string", "format": "regex"},
+                "a": {"type": "array", "items": {"type": "string"}, "minItems": 2},
+                "e": {"enum": [{"x": 1}]},
+                "m": {"type": "object", "additionalProperties": {"type": "string"}},
+                "any": {},
+                "t": {"$ref": "#/$defs/T"}
+            },
+            "additionalProperties": false,
+            "$defs": {"T": {"type": "object", "properties": {"up": {"$ref": "#/$defs/T"}}, "additionalProperties": false}}
+        }});
+        let found = rules(Provider::Anthropic, definition);
+        let p = "/input_schema";
+        for expected in [
+            (Rule::Keyword, format!("{p}/properties/n/minimum")),
+            (Rule::Format, format!("{p}/properties/s/format")),
+            (Rule::Keyword, format!("{p}/properties/a/minItems")),
+            (Rule::Keyword, format!("{p}/properties/e/enum")),
+            (Rule::StrictClosedObject, format!("{p}/properties/m")),
+            (Rule::StrictUntyped, format!("{p}/properties/any")),
+            (Rule::StrictRecursion, format!("{p}/$defs")),
+        ] {
+            assert!(found.contains(&expected), "{expected:?} not in {found:#?}");
+        }
+        // Without `strict` the same schema is fine.
+        let loose = json!({"name": "m__t", "input_schema": {"type": "object", "properties": {"n": {"minimum": 1}}}});
+        assert_eq!(rules(Provider::Anthropic, loose), []);
+        let tool = |optional: usize| {
+            let properties: Map<String, Value> =
+                (0..optional).map(|i| (format!("p{i}"), json!({"type": ["string", "null"]}))).collect();
+            json!({"name": format!("t{optional}"), "strict": true,
+                   "input_schema": {"type": "object", "properties": properties, "additionalProperties": false}})
+        };
+        let budget =
+            |list: Value| -> Vec<Rule> { check_all(Provider::Anthropic, &list).into_iter().map(|v| v.rule).collect() };
+        assert_eq!(budget(json!([tool(12), tool(4)])), []);
+        assert_eq!(budget(json!([tool(12), tool(5)])), [Rule::StrictBudget]);
+        let many: Vec<Value> = (0..21)
+            .map(|i| {
+                let mut t = tool(0);
+                t["name"] = json!(format!("t{i}"));
+                t
+            })
+            .collect();
+        assert_eq!(budget(Value::Array(many)), [Rule::StrictBudget]);
+    }
+
+    #[test]
+    fn gemini_takes_an_untyped_any_value_node_but_not_untyped_constraints() {
+        let definition =
+            |node: Value| json!({"name": "m__t", "parameters": {"type": "object", "properties": {"v": node}}});
+        assert_eq!(
+            rules(Provider::Gemini, definition(json!({"description": "(any JSON value)", "nullable": true}))),
+            []
+        );
+        let found = rules(Provider::Gemini, definition(json!({"description": "x", "minLength": 1})));
+        assert_eq!(found, [(Rule::SingleType, "/parameters/properties/v".into())]);
     }
 
     #[test]

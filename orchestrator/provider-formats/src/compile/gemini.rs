@@ -106,9 +106,15 @@ impl Inliner<'_> {
     }
 }
 
-/// A node Gemini reads as "any value": the closest it has is an object.
+/// The keywords an untyped ("any value") Gemini node keeps.
+pub const GEMINI_UNTYPED_KEYWORDS: &[&str] = &["title", "description", "nullable"];
+
+/// A node Gemini reads as "any value": a schema without `type` (not
+/// `type: object`, which would refuse strings and numbers), its other
+/// keywords said in the description.
 fn any_value(mut base: Map<String, Value>) -> Map<String, Value> {
-    base.insert("type".into(), "object".into());
+    base.remove("type");
+    notes::move_to_description(&mut base, |keyword, _| GEMINI_UNTYPED_KEYWORDS.contains(&keyword));
     notes::append(&mut base, &["any JSON value".to_owned()]);
     base
 }
@@ -388,6 +394,8 @@ mod tests {
         assert_eq!(kids, &json!({"type": "object", "description": "A tree. (a nested `Tree`; its fields as above)"}));
         assert_eq!(out["properties"]["either"], json!({"anyOf": [{"type": "string"}, {"type": "integer"}]}));
         assert_eq!(out["properties"]["shape"]["anyOf"][1]["properties"]["side"], json!({"type": "number"}));
-        assert_eq!(out["properties"]["anything"], json!({"type": "object", "description": "(any JSON value)"}));
+        assert_eq!(out["properties"]["anything"], json!({"description": "(any JSON value)"}));
+        let any = gemini(&json!({"type": "object", "properties": {"v": {"description": "A value.", "minLength": 2}}}));
+        assert_eq!(any["properties"]["v"], json!({"description": "A value. (at least 2 characters) (any JSON value)"}));
     }
 }

@@ -6,8 +6,10 @@
 //!   `#/$defs` references only, unused definitions pruned). Anthropic and
 //!   Gemini's `parametersJsonSchema` take it as it is.
 //! - [`openai`]: strict structured outputs when possible, else non-strict.
+//! - [`anthropic()`]: Anthropic strict tool use when possible, else the prepared schema.
 //! - [`gemini`]: Gemini's OpenAPI subset for `parameters`.
 
+mod anthropic;
 mod gemini;
 mod notes;
 mod openai;
@@ -21,7 +23,11 @@ use module_sdk::contract::ToolDefinition;
 use module_sdk::schema::{is_object_schema, schema_from_parameters};
 use serde_json::Value;
 
-pub use gemini::{GEMINI_FORMATS, GEMINI_KEYWORDS, GEMINI_TYPES, gemini};
+pub use anthropic::{
+    ANTHROPIC_STRICT_FORMATS, ANTHROPIC_STRICT_KEYWORDS, MAX_STRICT_OPTIONAL, MAX_STRICT_TOOLS, MAX_STRICT_UNIONS,
+    StrictBudget, StrictCost, anthropic, is_recursive,
+};
+pub use gemini::{GEMINI_FORMATS, GEMINI_KEYWORDS, GEMINI_TYPES, GEMINI_UNTYPED_KEYWORDS, gemini};
 pub use notes::phrase;
 pub use openai::{
     Compiled, MAX_DEPTH, MAX_ENUM_VALUES, MAX_PROPERTIES, NotStrict, STRICT_BLOCKERS, STRICT_FORMATS, STRICT_KEYWORDS,

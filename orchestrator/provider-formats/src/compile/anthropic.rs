@@ -1,0 +1,300 @@
+//! Anthropic strict tool use (`strict: true`): `additionalProperties: false`
+//! on every object, `anyOf` for `oneOf`, no recursion, none of the numeric,
+//! length and pattern keywords (their meaning moves into descriptions),
+//! `minItems` only 0 or 1, only the string formats strict mode takes.
+//! Unlike OpenAI, optional properties stay optional. A schema that cannot
+//! be made strict (free-form maps, "any value", `allOf`, tuples, recursion,
+//! enums of objects) is kept non-strict.
+//!
+//! Strict schemas also cost from a per-request budget ([`StrictCost`],
+//! [`MAX_STRICT_TOOLS`]): the listing decides which tools stay strict.
+
+use std::collections::HashSet;
+
+use serde_json::{Map, Value, json};
+
+use super::notes;
+use super::openai::{Compiled, STRICT_BLOCKERS, has_type};
+use super::prepare::prepare;
+use super::walk::{def_name, for_each_node};
+
+/// Keywords Anthropic's strict mode takes as they are (`format` when in
+/// [`ANTHROPIC_STRICT_FORMATS`], `minItems` when 0 or 1).
+pub const ANTHROPIC_STRICT_KEYWORDS: &[&str] = &[
+    "type",
+    "description",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "const",
+    "anyOf",
+    "$ref",
+    "$defs",
+    "format",
+    "minItems",
+];
+
+/// String formats Anthropic's strict mode takes.
+pub const ANTHROPIC_STRICT_FORMATS: &[&str] =
+    &["date-time", "time", "date", "duration", "email", "hostname", "uri", "ipv4", "ipv6", "uuid"];
+
+/// At most this many tools of one request may be strict.
+pub const MAX_STRICT_TOOLS: usize = 20;
+/// At most this many optional parameters (properties not in `required`, at
+/// any depth) in all strict tools of one request together.
+pub const MAX_STRICT_OPTIONAL: usize = 24;
+/// At most this many union-typed parameters (nodes with `anyOf` or a type
+/// array) in all strict tools of one request together.
+pub const MAX_STRICT_UNIONS: usize = 16;
+
+/// `schema` for Anthropic: strict when it can be, otherwise the prepared schema.
+pub fn anthropic(schema: &Value) -> Compiled {
+    let prepared = prepare(schema);
+    match anthropic_strict(&prepared) {
+        Some(strict) => Compiled { schema: strict, strict: true },
+        None => Compiled { schema: prepared, strict: false },
+    }
+}
+
+/// The strict form of a prepared schema, if it has one.
+fn anthropic_strict(prepared: &Value) -> Option<Value> {
+    if prepared.get("type").and_then(Value::as_str) != Some("object") || is_recursive(prepared) {
+        return None;
+    }
+    strict_node(prepared, true)
+}
+
+/// Whether a prepared schema's `$defs` refer to themselves, directly or through others.
+pub fn is_recursive(schema: &Value) -> bool {
+    let Some(defs) = schema.get("$defs").and_then(Value::as_object) else { return false };
+    let refs = |def: &Value| {
+        let mut names = Vec::new();
+        for_each_node(def, "", &mut |_, node| {
+            if let Some(name) = node.get("$ref").and_then(Value::as_str).and_then(def_name) {
+                names.push(name);
+            }
+        });
+        names
+    };
+    defs.iter().any(|(start, def)| {
+        let mut seen = HashSet::new();
+        let mut pending = refs(def);
+        while let Some(name) = pending.pop() {
+            if name == *start {
+                return true;
+            }
+            if seen.insert(name.clone())
+                && let Some(next) = defs.get(&name)
+            {
+                pending.extend(refs(next));
+            }
+        }
+        false
+    })
+}
+
+fn strict_node(node: &Value, root: bool) -> Option<Value> {
+    let Value::Object(map) = node else { return None };
+    if map.contains_key("anyOf") && map.contains_key("oneOf") {
+        return None;
+    }
+    let mut out = Map::new();
+    let mut dropped = Map::new();
+    for (keyword, value) in map {
+        match keyword.as_str() {
+            k if STRICT_BLOCKERS.contains(&k) => return None,
+            "anyOf" | "oneOf" => {
+                let branches = value.as_array()?.iter().map(|b| strict_node(b, false)).collect::<Option<Vec<_>>>()?;
+                out.insert("anyOf".into(), Value::Array(branches));
+            }
+            "properties" | "$defs" => {
+                let mut compiled = Map::new();
+                for (name, child) in value.as_object()? {
+                    compiled.insert(name.clone(), strict_node(child, false)?);
+                }
+                out.insert(keyword.clone(), Value::Object(compiled));
+            }
+            "items" => {
+                out.insert("items".into(), strict_node(value, false)?);
+            }
+            "additionalProperties" if value == &Value::Bool(false) => {}
+            "additionalProperties" => return None,
+            "enum" | "const" if !simple_values(value) => return None,
+            "format" if !value.as_str().is_some_and(|f| ANTHROPIC_STRICT_FORMATS.contains(&f)) => {
+                dropped.insert(keyword.clone(), value.clone());
+            }
+            "minItems" if !matches!(value.as_u64(), Some(0 | 1)) => {
+                dropped.insert(keyword.clone(), value.clone());
+            }
+            k if ANTHROPIC_STRICT_KEYWORDS.contains(&k) => {
+                out.insert(keyword.clone(), value.clone());
+            }
+            _ => {
+                dropped.insert(keyword.clone(), value.clone());
+            }
+        }
+    }
+    let phrases: Vec<String> = dropped.iter().filter_map(|(k, v)| notes::phrase(k, v)).collect();
+    notes::append(&mut out, &phrases);
+    if has_type(&out, "object") || out.contains_key("properties") {
+        // An object that names no properties takes any entries: closing it would change its meaning.
+        if !out.contains_key("properties") && !(root || map.get("additionalProperties") == Some(&Value::Bool(false))) {
+            return None;
+        }
+        out.entry("properties").or_insert_with(|| json!({}));
+        out.insert("additionalProperties".into(), Value::Bool(false));
+    }
+    if has_type(&out, "array") && !out.contains_key("items") {
+        return None;
+    }
+    if !["type", "enum", "const", "anyOf", "$ref"].iter().any(|k| out.contains_key(*k)) {
+        return None;
+    }
+    Some(Value::Object(out))
+}
+
+/// Whether an `enum` list (or a `const` value) holds only strings, numbers, booleans and nulls.
+fn simple_values(value: &Value) -> bool {
+    let simple = |v: &Value| !matches!(v, Value::Array(_) | Value::Object(_));
+    match value {
+        Value::Array(values) => values.iter().all(simple),
+        other => simple(other),
+    }
+}
+
+/// What one strict schema spends of a request's budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StrictCost {
+    /// Properties not listed in their object's `required`, at any depth.
+    pub optional: usize,
+    /// Nodes that use `anyOf` or a type array.
+    pub unions: usize,
+}
+
+impl StrictCost {
+    /// The cost of `schema`, counted as written (a definition once, however often it is referred to).
+    pub fn of(schema: &Value) -> Self {
+        let mut cost = Self::default();
+        for_each_node(schema, "", &mut |_, node| {
+            let Value::Object(map) = node else { return };
+            if map.contains_key("anyOf") || matches!(map.get("type"), Some(Value::Array(_))) {
+                cost.unions += 1;
+            }
+            if let Some(Value::Object(properties)) = map.get("properties") {
+                let required: Vec<&str> = map
+                    .get("required")
+                    .and_then(Value::as_array)
+                    .map_or(Vec::new(), |r| r.iter().filter_map(Value::as_str).collect());
+                cost.optional += properties.keys().filter(|name| !required.contains(&name.as_str())).count();
+            }
+        });
+        cost
+    }
+}
+
+/// The strict budget of one request: tools, optional and union parameters left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StrictBudget {
+    tools: usize,
+    spent: StrictCost,
+}
+
+impl Default for StrictBudget {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StrictBudget {
+    /// A whole request's budget, nothing spent.
+    pub fn new() -> Self {
+        Self { tools: 0, spent: StrictCost::default() }
+    }
+
+    /// Whether one more strict tool of `cost` fits; if it does, it is spent.
+    pub fn admit(&mut self, cost: StrictCost) -> bool {
+        let optional = self.spent.optional + cost.optional;
+        let unions = self.spent.unions + cost.unions;
+        let fits = self.tools < MAX_STRICT_TOOLS && optional <= MAX_STRICT_OPTIONAL && unions <= MAX_STRICT_UNIONS;
+        if fits {
+            self.tools += 1;
+            self.spent = StrictCost { optional, unions };
+        }
+        fits
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn optional_fields_stay_optional_and_limits_move_into_descriptions() {
+        let schema = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "format": "uri", "maxLength": 100, "pattern": "^h"},
+                "max_results": {"type": ["integer", "null"], "format": "uint8", "minimum": 1, "default": 5},
+                "mode": {"oneOf": [{"const": "car"}, {"const": "train"}]},
+                "tags": {"type": "array", "items": {"type": "string"}, "minItems": 2}
+            },
+            "required": ["query"]
+        });
+        let compiled = anthropic(&schema);
+        assert!(compiled.strict);
+        assert_eq!(
+            compiled.schema,
+            json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "format": "uri",
+                              "description": "(at most 100 characters; matching the regular expression \"^h\")"},
+                    "max_results": {"type": ["integer", "null"], "description": "(at least 1; default: 5)"},
+                    "mode": {"anyOf": [{"const": "car"}, {"const": "train"}]},
+                    "tags": {"type": "array", "items": {"type": "string"}, "description": "(at least 2 items)"}
+                },
+                "required": ["query"],
+                "additionalProperties": false
+            })
+        );
+        assert_eq!(StrictCost::of(&compiled.schema), StrictCost { optional: 3, unions: 2 });
+    }
+
+    #[test]
+    fn what_cannot_be_strict_stays_as_prepared() {
+        for property in [
+            json!({"type": "object", "additionalProperties": {"type": "integer"}}),
+            json!({"type": "object"}),
+            json!(true),
+            json!({"description": "anything"}),
+            json!({"allOf": [{"type": "string"}, {"minLength": 1}]}),
+            json!({"type": "array"}),
+            json!({"enum": [{"a": 1}]}),
+            json!({"$ref": "#/$defs/Tree"}),
+        ] {
+            let schema = json!({"type": "object", "properties": {"p": property},
+                "$defs": {"Tree": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/Tree"}}}}}});
+            let compiled = anthropic(&schema);
+            assert!(!compiled.strict, "{property}");
+            assert_eq!(compiled.schema, prepare(&schema));
+        }
+        let no_arguments = anthropic(&json!({"type": "object"}));
+        assert_eq!(no_arguments.schema, json!({"type": "object", "properties": {}, "additionalProperties": false}));
+    }
+
+    #[test]
+    fn the_budget_admits_tools_in_order_while_everything_fits() {
+        let mut budget = StrictBudget::new();
+        assert!(budget.admit(StrictCost { optional: 20, unions: 0 }));
+        assert!(!budget.admit(StrictCost { optional: 5, unions: 0 }));
+        assert!(budget.admit(StrictCost { optional: 4, unions: 16 }));
+        assert!(!budget.admit(StrictCost { optional: 0, unions: 1 }));
+        for _ in 2..MAX_STRICT_TOOLS {
+            assert!(budget.admit(StrictCost::default()));
+        }
+        assert!(!budget.admit(StrictCost::default()));
+    }
+}
