@@ -10,7 +10,7 @@ use module_sdk::contract::ToolDefinition;
 use serde_json::Value;
 
 use super::names::NameMap;
-use super::{ToolFormat, assemble, convert_tool};
+use super::{ListingLimits, ToolFormat, assemble, convert_tool};
 
 /// A converted definition and what it was converted from.
 struct Entry {
@@ -70,6 +70,7 @@ impl ConvertedCache {
         }
         let names = NameMap::new(tools);
         let mut out = String::with_capacity(2 + tools.len() * 512);
+        let mut limits = ListingLimits::new(format);
         out.push('[');
         for (index, tool) in tools.iter().enumerate() {
             let tool = tool.borrow();
@@ -77,7 +78,7 @@ impl ConvertedCache {
                 out.push(',');
             }
             self.with_entry(format, tool, &names.provider_name(&tool.name), generation, |entry| {
-                out.push_str(&entry.json)
+                out.push_str(&limits.json(&entry.converted, &entry.json))
             });
         }
         out.push(']');
