@@ -18,6 +18,7 @@ use crate::config::Config;
 use crate::execute::{ExecuteRequest, Executor};
 use crate::identity::{AccessError, Identities, Identity};
 use crate::listing_cache::{ListingCache, ListingKey, ListingVariant};
+use crate::mcp_modules::McpServers;
 use crate::metrics::Metrics;
 use crate::providers::{ConvertedCache, ToolFormat};
 use crate::redis_cache::RedisCache;
@@ -90,14 +91,17 @@ impl Orchestrator {
             Some(url) => Arc::new(RedisCache::new(url)?),
             None => Arc::new(MemoryCache::default()),
         };
-        let registry = Arc::new(Registry::new(
-            &config.module_services,
-            cache,
-            client.clone(),
-            config.service_auth_token.clone(),
-            config.discovery_timeout,
-            config.budgets,
-        ));
+        let registry = Arc::new(
+            Registry::new(
+                &config.module_services,
+                cache,
+                client.clone(),
+                config.service_auth_token.clone(),
+                config.discovery_timeout,
+                config.budgets,
+            )
+            .with_mcp_servers(McpServers::new(&config.mcp_servers, &config.budgets)),
+        );
         let metrics = Arc::new(Metrics::new(registry.metrics()));
         let executor = Executor::new(Arc::clone(&registry), client.clone(), Arc::clone(&config), Arc::clone(&metrics));
         let identities = Identities::new(config.api_token.clone(), &config.identities, config.redis_url.as_deref())?;

@@ -15,6 +15,7 @@ use crate::gateway_validation::{GatewayValidationFile, GatewayValidationSettings
 use crate::identity::keys::ApiKeyEntry;
 use crate::identity::settings::{IdentityFile, IdentitySettings};
 use crate::limits::{Budgets, BudgetsFile};
+use crate::mcp_modules::settings::{McpServerSettings, read_modules};
 use module_sdk::contract::is_valid_name;
 use module_sdk::{LogFormat, ServerLimits};
 use serde::Deserialize;
@@ -66,8 +67,11 @@ pub enum ConfigError {
 /// The checked settings of an orchestrator.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
-    /// `MODULE_SERVICES`: module name -> base URL (no trailing slash).
+    /// `MODULE_SERVICES`: module name -> base URL (no trailing slash); for an
+    /// MCP server, its URL as shown (`mcp+…`, without credentials).
     pub module_services: BTreeMap<String, String>,
+    /// The modules of `MODULE_SERVICES` that are MCP servers, and how to reach them.
+    pub mcp_servers: BTreeMap<String, McpServerSettings>,
     /// `SLOW_MODULES`: modules whose tools get `TOOL_EXECUTION_TIMEOUT`.
     pub slow_modules: Vec<String>,
     /// `TOOL_EXECUTION_TIMEOUT`: default tool timeout of slow modules.
@@ -109,6 +113,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             module_services: BTreeMap::new(),
+            mcp_servers: BTreeMap::new(),
             slow_modules: Vec::new(),
             slow_tool_timeout: Duration::from_secs_f64(DEFAULT_SLOW_TOOL_TIMEOUT_SECONDS),
             default_tool_timeout: Duration::from_secs_f64(DEFAULT_TOOL_TIMEOUT_SECONDS),
@@ -133,7 +138,7 @@ impl Default for Config {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
-    module_services: Option<BTreeMap<String, String>>,
+    module_services: Option<BTreeMap<String, serde_json::Value>>,
     slow_modules: Option<Vec<String>>,
     tool_execution_timeout: Option<f64>,
     default_tool_timeout: Option<f64>,
@@ -203,15 +208,13 @@ impl Config {
         let defaults = Self::default();
 
         let module_services = match env("MODULE_SERVICES") {
-            Some(text) => serde_json::from_str::<BTreeMap<String, String>>(&text).map_err(|e| {
-                invalid("MODULE_SERVICES", &text, format!("expected a JSON object of module name to base URL ({e})"))
+            Some(text) => serde_json::from_str::<BTreeMap<String, serde_json::Value>>(&text).map_err(|e| {
+                let reason = format!("expected a JSON object of module name to base URL or MCP server ({e})");
+                invalid("MODULE_SERVICES", &text, reason)
             })?,
             None => file.module_services.unwrap_or_default(),
         };
-        let module_services = module_services
-            .into_iter()
-            .map(|(name, url)| check_module(&name, &url).map(|url| (name, url)))
-            .collect::<Result<BTreeMap<_, _>, _>>()?;
+        let (module_services, mcp_servers) = read_modules(module_services)?;
 
         let slow_modules = match env("SLOW_MODULES") {
             Some(text) => text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect(),
@@ -370,6 +373,7 @@ impl Config {
             discovery_timeout: seconds("DISCOVERY_TIMEOUT", file.discovery_timeout, defaults.discovery_timeout)?,
             refresh_interval: seconds("REFRESH_INTERVAL", file.refresh_interval, defaults.refresh_interval)?,
             module_services,
+            mcp_servers,
             slow_modules,
             redis_url,
             service_auth_token: env("SERVICE_AUTH_TOKEN").or(file.service_auth_token.filter(|s| !s.is_empty())),
@@ -393,15 +397,9 @@ impl Config {
 
 /// A `MODULE_SERVICES` entry: a contract-valid name and an http(s) base URL,
 /// returned without its trailing slash.
-fn check_module(name: &str, url: &str) -> Result<String, ConfigError> {
+pub(crate) fn check_module(name: &str, url: &str) -> Result<String, ConfigError> {
     let entry = format!("{name}={url}");
-    if !is_valid_name(name) {
-        return Err(invalid(
-            "MODULE_SERVICES",
-            &entry,
-            format!("module name `{name}` must match ^[a-z][a-z0-9_]{{0,39}}$ (the module's own module_name)"),
-        ));
-    }
+    check_module_name(name, &entry)?;
     match url::Url::parse(url) {
         Ok(parsed) if matches!(parsed.scheme(), "http" | "https") && parsed.host().is_some() => {
             Ok(url.trim_end_matches('/').to_owned())
@@ -412,6 +410,18 @@ fn check_module(name: &str, url: &str) -> Result<String, ConfigError> {
             format!("the URL of `{name}` must be an http:// or https:// base URL such as http://127.0.0.1:8001"),
         )),
     }
+}
+
+/// A `MODULE_SERVICES` name: contract-valid; `entry` is the entry as shown in the error.
+pub(crate) fn check_module_name(name: &str, entry: &str) -> Result<(), ConfigError> {
+    if is_valid_name(name) {
+        return Ok(());
+    }
+    Err(invalid(
+        "MODULE_SERVICES",
+        entry,
+        format!("module name `{name}` must match ^[a-z][a-z0-9_]{{0,39}}$ (the module's own module_name)"),
+    ))
 }
 
 /// The error of setting `name` with `value`, saying what is expected instead.

@@ -184,6 +184,9 @@ impl Executor {
             );
             return ToolResult::failure(call.tool_name.clone(), ErrorKind::Timeout, message);
         };
+        if let Some(server) = self.registry.mcp_servers().get(&route.module) {
+            return server.call(call, deadline).await;
+        }
         let mut delay = FIRST_RETRY_DELAY;
         let mut attempt = 1;
         loop {

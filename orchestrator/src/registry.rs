@@ -17,6 +17,7 @@ use crate::cache::ManifestCache;
 use crate::discovery::{DiscoveryError, fetch_manifest, keep_discovered};
 use crate::limits::Budgets;
 use crate::manifest::{ManifestError, validate};
+use crate::mcp_modules::McpServers;
 use crate::metrics::RegistryMetrics;
 
 pub use crate::snapshot::{ModuleSnapshot, ModuleState, RouteError, Snapshot, ToolRef, ToolRoute};
@@ -100,6 +101,8 @@ pub struct Registry {
     discovery_timeout: Duration,
     budgets: Budgets,
     metrics: RegistryMetrics,
+    /// The modules that are MCP servers, discovered and called over MCP.
+    mcp: McpServers,
 }
 
 impl Registry {
@@ -136,6 +139,7 @@ impl Registry {
             discovery_timeout,
             budgets,
             metrics: RegistryMetrics::default(),
+            mcp: McpServers::default(),
         };
         registry.publish();
         registry
@@ -237,14 +241,14 @@ impl Registry {
             return Err(DiscoveryError::NotConfigured(name.to_owned()));
         };
         let started = Instant::now();
-        let fetched = fetch_manifest(
-            &self.client,
-            &slot.url,
-            self.service_token.as_deref(),
-            self.discovery_timeout,
-            self.budgets.max_manifest_bytes,
-        )
-        .await;
+        let fetched = match self.mcp.get(name) {
+            Some(server) => server.fetch_manifest(&slot.url, self.discovery_timeout).await,
+            None => {
+                let token = self.service_token.as_deref();
+                fetch_manifest(&self.client, &slot.url, token, self.discovery_timeout, self.budgets.max_manifest_bytes)
+                    .await
+            }
+        };
         let checked = fetched.and_then(|manifest| self.check(name, manifest).map_err(DiscoveryError::from));
         match checked {
             Ok(manifest) => {
@@ -360,6 +364,18 @@ impl Registry {
         for name in self.modules.keys() {
             tokio::spawn(keep_discovered(Arc::clone(self), name.clone(), refresh));
         }
+        McpServers::follow_list_changes(self);
+    }
+
+    /// The registry with `servers`, the modules of it that are MCP servers.
+    pub fn with_mcp_servers(mut self, servers: McpServers) -> Self {
+        self.mcp = servers;
+        self
+    }
+
+    /// The modules that are MCP servers.
+    pub fn mcp_servers(&self) -> &McpServers {
+        &self.mcp
     }
 
     /// Every module's state, by name.

@@ -60,6 +60,11 @@ impl OrchestratorProcess {
         self.process.logs()
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
     /// Its peak resident memory so far, in bytes.
     pub fn peak_rss_bytes(&self) -> u64 {
         self.process.peak_rss_bytes()

@@ -1,0 +1,243 @@
+//! MCP servers as modules of the fleet: the orchestrator is their MCP client.
+//! Discovery lists a server's tools (every page, within `MAX_MANIFEST_BYTES`
+//! and `DISCOVERY_TIMEOUT`) as a manifest that is then checked and cached
+//! like any module's; a call goes to `tools/call` and comes back as a
+//! ToolResult; `notifications/tools/list_changed` discovers the module
+//! again. One session per server is kept open and reopened after it breaks,
+//! at most once per [`FIRST_RECONNECT_DELAY`], doubling to
+//! [`MAX_RECONNECT_DELAY`] while it keeps failing (so a crashing stdio
+//! server is restarted a bounded number of times).
+
+pub mod connection;
+pub mod manifest;
+pub mod results;
+pub mod settings;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use module_sdk::ErrorKind;
+use module_sdk::contract::{ModuleManifest, ToolCall, ToolResult};
+use module_sdk::mcp::USER_ID_META_KEY;
+use rmcp::ServiceError;
+use rmcp::model::{CallToolRequestParams, PaginatedRequestParams};
+use serde_json::{Map, Value};
+use tokio::sync::mpsc::{Receiver, Sender, channel};
+use tokio::time::Instant;
+
+use crate::discovery::DiscoveryError;
+use crate::limits::Budgets;
+use crate::registry::Registry;
+use connection::{Connection, connect};
+use settings::McpServerSettings;
+
+/// The first wait before a server that could not be reached is tried again.
+pub const FIRST_RECONNECT_DELAY: Duration = Duration::from_secs(1);
+/// The longest wait between two attempts at a server.
+pub const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(60);
+/// How many list changes wait to be followed; more are dropped, as the
+/// waiting ones already discover their modules again.
+const MAX_PENDING_CHANGES: usize = 64;
+
+/// The configured MCP servers, by module name.
+pub struct McpServers {
+    servers: BTreeMap<String, McpServer>,
+    changes: Mutex<Option<Receiver<String>>>,
+}
+
+impl Default for McpServers {
+    fn default() -> Self {
+        Self::new(&BTreeMap::new(), &Budgets::default())
+    }
+}
+
+impl McpServers {
+    /// The servers of `settings`, none connected yet, within `budgets`.
+    pub fn new(settings: &BTreeMap<String, McpServerSettings>, budgets: &Budgets) -> Self {
+        let (sender, receiver) = channel(MAX_PENDING_CHANGES);
+        let servers = settings
+            .iter()
+            .map(|(name, settings)| (name.clone(), McpServer::new(name, settings.clone(), budgets, sender.clone())))
+            .collect();
+        Self { servers, changes: Mutex::new(Some(receiver)) }
+    }
+
+    /// The MCP server configured as module `module`, if it is one.
+    pub fn get(&self, module: &str) -> Option<&McpServer> {
+        self.servers.get(module)
+    }
+
+    /// Discovers a module again whenever its server says its tools changed
+    /// (or a call found it gone), in a task that lasts as long as the runtime.
+    pub fn follow_list_changes(registry: &Arc<Registry>) {
+        let taken = registry.mcp_servers().changes.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
+        let Some(mut changes) = taken else { return };
+        let registry = Arc::clone(registry);
+        tokio::spawn(async move {
+            while let Some(first) = changes.recv().await {
+                let mut modules = BTreeSet::from([first]);
+                while let Ok(more) = changes.try_recv() {
+                    modules.insert(more);
+                }
+                for module in modules {
+                    // A failure is recorded in the registry (GET /modules).
+                    let _ = registry.discover(&module).await;
+                }
+            }
+        });
+    }
+}
+
+/// One MCP server configured as a module, and its session.
+pub struct McpServer {
+    module: String,
+    settings: McpServerSettings,
+    max_manifest_bytes: usize,
+    max_answer_bytes: usize,
+    changed: Sender<String>,
+    session: tokio::sync::Mutex<Session>,
+}
+
+/// The open session, and when the next one may be opened.
+#[derive(Default)]
+struct Session {
+    live: Option<Arc<Connection>>,
+    failures: u32,
+    next_attempt: Option<Instant>,
+}
+
+impl McpServer {
+    fn new(module: &str, settings: McpServerSettings, budgets: &Budgets, changed: Sender<String>) -> Self {
+        Self {
+            module: module.to_owned(),
+            settings,
+            max_manifest_bytes: budgets.max_manifest_bytes,
+            max_answer_bytes: budgets.max_answer_bytes,
+            changed,
+            session: tokio::sync::Mutex::default(),
+        }
+    }
+
+    /// The server's tools as the module's manifest (unchecked), within
+    /// `timeout`; `url` is the module's URL as shown, for the errors.
+    pub async fn fetch_manifest(&self, url: &str, timeout: Duration) -> Result<ModuleManifest, DiscoveryError> {
+        tokio::time::timeout(timeout, self.list_tools(url))
+            .await
+            .unwrap_or_else(|_| Err(DiscoveryError::Timeout { url: url.to_owned(), seconds: timeout.as_secs_f64() }))
+    }
+
+    async fn list_tools(&self, url: &str) -> Result<ModuleManifest, DiscoveryError> {
+        let session =
+            self.open().await.map_err(|reason| DiscoveryError::Unreachable { url: url.to_owned(), reason })?;
+        let mut tools = Vec::new();
+        let mut bytes = 0;
+        let mut cursor = None;
+        loop {
+            let page = match session
+                .service
+                .list_tools(cursor.map(|c| PaginatedRequestParams::default().with_cursor(Some(c))))
+                .await
+            {
+                Ok(page) => page,
+                Err(error) => {
+                    let reason = format!("tools/list failed: {}", module_sdk::error_chain(&error));
+                    if !matches!(error, ServiceError::McpError(_)) {
+                        self.forget(&session).await;
+                        return Err(DiscoveryError::Unreachable { url: url.to_owned(), reason });
+                    }
+                    return Err(DiscoveryError::NotAManifest { url: url.to_owned(), reason });
+                }
+            };
+            bytes += serde_json::to_vec(&page.tools).map_or(usize::MAX, |page| page.len());
+            if bytes > self.max_manifest_bytes {
+                let reason = format!("its tools/list is over MAX_MANIFEST_BYTES ({})", self.max_manifest_bytes);
+                return Err(DiscoveryError::NotAManifest { url: url.to_owned(), reason });
+            }
+            tools.extend(page.tools);
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        let info = session.service.peer_info();
+        Ok(manifest::manifest_of(&self.module, &self.settings, info.as_deref(), tools))
+    }
+
+    /// Calls the tool of `call` (`module.tool`) with its arguments, the
+    /// user's id in `_meta`, by `deadline`.
+    pub async fn call(&self, call: &ToolCall, deadline: Instant) -> ToolResult {
+        let name = call.tool_name.as_str();
+        let seconds = deadline.saturating_duration_since(Instant::now()).as_secs_f64();
+        let answer = tokio::time::timeout_at(deadline, self.call_within(call)).await;
+        answer.unwrap_or_else(|_| {
+            let message = format!("`{name}` did not finish within {seconds} s; it may still be running");
+            ToolResult::failure(name, ErrorKind::Timeout, message)
+        })
+    }
+
+    async fn call_within(&self, call: &ToolCall) -> ToolResult {
+        let name = call.tool_name.as_str();
+        let session = match self.open().await {
+            Ok(session) => session,
+            Err(reason) => {
+                let message = format!("the MCP server of module `{}` cannot be reached: {reason}", self.module);
+                return ToolResult::failure(name, ErrorKind::Unavailable, message);
+            }
+        };
+        let exposed = name.split_once('.').map_or(name, |(_, tool)| tool);
+        let mut params = CallToolRequestParams::new(self.settings.server_name(exposed).to_owned())
+            .with_arguments(call.arguments.clone());
+        if let Some(user) = &call.user_id {
+            params.meta = Some(Map::from_iter([(USER_ID_META_KEY.to_owned(), Value::from(user.as_str()))]).into());
+        }
+        match session.service.call_tool(params).await {
+            Ok(answer) => results::tool_result(name, answer, self.max_answer_bytes),
+            Err(error) => {
+                if !matches!(error, ServiceError::McpError(_) | ServiceError::Timeout { .. }) {
+                    self.forget(&session).await;
+                }
+                results::failure(&self.module, name, &error)
+            }
+        }
+    }
+
+    /// The open session, or a new one when none is open and the last
+    /// attempt is far enough back.
+    async fn open(&self) -> Result<Arc<Connection>, String> {
+        let mut session = self.session.lock().await;
+        if let Some(live) = &session.live {
+            if !live.is_closed() {
+                return Ok(Arc::clone(live));
+            }
+            tracing::warn!(module = %self.module, "the MCP session ended");
+            session.live = None;
+        }
+        let now = Instant::now();
+        if let Some(at) = session.next_attempt.filter(|at| *at > now) {
+            let wait = (at - now).as_secs_f64();
+            return Err(format!("the last attempt to connect failed; the next is allowed in {wait:.1} s"));
+        }
+        // Counted before connecting, so an attempt cut short by a timeout counts too.
+        let delay = FIRST_RECONNECT_DELAY.saturating_mul(1 << session.failures.min(6)).min(MAX_RECONNECT_DELAY);
+        session.failures = session.failures.saturating_add(1);
+        session.next_attempt = Some(now + delay);
+        let limit = self.max_manifest_bytes.max(self.max_answer_bytes);
+        let connection = connect(&self.module, &self.settings.transport, limit, self.changed.clone()).await?;
+        tracing::info!(module = %self.module, "MCP session opened");
+        let connection = Arc::new(connection);
+        *session = Session { live: Some(Arc::clone(&connection)), failures: 0, next_attempt: None };
+        Ok(connection)
+    }
+
+    /// Drops `broken` (if it is still the open session) and asks for the
+    /// module to be discovered again, so `GET /modules` shows what happened.
+    async fn forget(&self, broken: &Arc<Connection>) {
+        let mut session = self.session.lock().await;
+        if session.live.as_ref().is_some_and(|live| Arc::ptr_eq(live, broken)) {
+            session.live = None;
+            // A full queue already holds a re-discovery.
+            let _ = self.changed.try_send(self.module.clone());
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! An MCP `tools/call` outcome as the call's ToolResult: `structuredContent`
+//! is the result, else the text content (one block: its text; several, or
+//! other kinds: the content blocks as JSON); `isError` is `execution_failed`
+//! with the server's text; JSON-RPC errors, timeouts and transport failures
+//! map to the contract's error kinds.
+
+use module_sdk::ErrorKind;
+use module_sdk::contract::ToolResult;
+use rmcp::ServiceError;
+use rmcp::model::{CallToolResult, ErrorCode};
+use serde_json::Value;
+
+/// The most characters of a failing tool's text kept in its error message.
+const MAX_ERROR_CHARS: usize = 2000;
+
+/// The ToolResult of `tool_name` answered with `answer`, failing with
+/// `execution_failed` when its result takes more than `max_answer_bytes`
+/// (`MAX_ANSWER_BYTES`) as JSON.
+pub fn tool_result(tool_name: &str, answer: CallToolResult, max_answer_bytes: usize) -> ToolResult {
+    if answer.is_error == Some(true) {
+        let text = texts(&answer).unwrap_or_else(|| "the MCP tool failed without saying why".to_owned());
+        return ToolResult::failure(
+            tool_name,
+            ErrorKind::ExecutionFailed,
+            text.chars().take(MAX_ERROR_CHARS).collect::<String>(),
+        );
+    }
+    let result = match answer.structured_content {
+        Some(structured) => structured,
+        None => match texts(&answer) {
+            Some(text) if answer.content.len() == 1 => Value::String(text),
+            _ => serde_json::to_value(&answer.content).unwrap_or(Value::Null),
+        },
+    };
+    let size = serde_json::to_vec(&result).map_or(usize::MAX, |bytes| bytes.len());
+    if size > max_answer_bytes {
+        let message = format!("the MCP server's answer of {size} bytes is over MAX_ANSWER_BYTES ({max_answer_bytes})");
+        return ToolResult::failure(tool_name, ErrorKind::ExecutionFailed, message);
+    }
+    ToolResult::success(tool_name, result)
+}
+
+/// The text blocks of `answer`, joined by new lines; `None` when it has none.
+fn texts(answer: &CallToolResult) -> Option<String> {
+    let texts: Vec<&str> = answer.content.iter().filter_map(|block| block.as_text()).map(|t| t.text.as_str()).collect();
+    (!texts.is_empty()).then(|| texts.join("\n"))
+}
+
+/// The ToolResult of `tool_name` whose call to module `module` failed with `error`.
+pub fn failure(module: &str, tool_name: &str, error: &ServiceError) -> ToolResult {
+    let (kind, message) = match error {
+        ServiceError::McpError(data) if data.code == ErrorCode::INVALID_PARAMS => {
+            (ErrorKind::InvalidArguments, format!("module `{module}` refused the call: {}", data.message))
+        }
+        ServiceError::McpError(data) if data.code == ErrorCode::METHOD_NOT_FOUND => {
+            (ErrorKind::UnknownTool, format!("module `{module}` has no such tool: {}", data.message))
+        }
+        ServiceError::McpError(data) => {
+            (ErrorKind::ExecutionFailed, format!("module `{module}` answered an error: {}", data.message))
+        }
+        ServiceError::Timeout { timeout } => (
+            ErrorKind::Timeout,
+            format!("`{tool_name}` did not finish within {} s; it may still be running", timeout.as_secs_f64()),
+        ),
+        other => (
+            ErrorKind::Unavailable,
+            format!("the MCP server of module `{module}` cannot be reached: {}", module_sdk::error_chain(other)),
+        ),
+    };
+    ToolResult::failure(tool_name, kind, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::{ContentBlock as Content, ErrorData};
+    use serde_json::json;
+
+    #[test]
+    fn structured_content_wins_then_text_then_the_blocks() {
+        let structured = CallToolResult::structured(json!({"n": 1}));
+        assert_eq!(tool_result("m.t", structured, 100).result, json!({"n": 1}));
+        let text = CallToolResult::success(vec![Content::text("hello")]);
+        assert_eq!(tool_result("m.t", text, 100).result, json!("hello"));
+        let two = CallToolResult::success(vec![Content::text("a"), Content::text("b")]);
+        assert_eq!(tool_result("m.t", two, 1000).result[1]["text"], "b");
+        let large = CallToolResult::success(vec![Content::text("x".repeat(200))]);
+        let cut = tool_result("m.t", large, 100);
+        assert_eq!(cut.error_kind, Some(ErrorKind::ExecutionFailed));
+        assert!(cut.error.unwrap().contains("MAX_ANSWER_BYTES"));
+    }
+
+    #[test]
+    fn errors_keep_their_message_and_get_a_kind() {
+        let failed = tool_result("m.t", CallToolResult::error(vec![Content::text("no such issue")]), 100);
+        assert_eq!(
+            (failed.error_kind, failed.error.as_deref()),
+            (Some(ErrorKind::ExecutionFailed), Some("no such issue"))
+        );
+        let invalid = ServiceError::McpError(ErrorData::invalid_params("missing `name`", None));
+        assert_eq!(failure("m", "m.t", &invalid).error_kind, Some(ErrorKind::InvalidArguments));
+        let timeout = ServiceError::Timeout { timeout: std::time::Duration::from_secs(2) };
+        assert_eq!(failure("m", "m.t", &timeout).error_kind, Some(ErrorKind::Timeout));
+        assert_eq!(failure("m", "m.t", &ServiceError::TransportClosed).error_kind, Some(ErrorKind::Unavailable));
+    }
+}

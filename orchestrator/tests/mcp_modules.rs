@@ -1,0 +1,190 @@
+//! MCP servers as modules of the fleet, through the real orchestrator
+//! binary: the SDK's demo module (`module-sdk/examples/demo.rs`) is
+//! configured *as an MCP server*, once over streamable HTTP (its own `/mcp`)
+//! and once as a stdio child process (`--stdio`); its tools are listed in
+//! every format and called through the orchestrator's `/execute`, while the
+//! contract tests still pass on the module's own `/execute`. Then what can
+//! go wrong: the server going away (and coming back), a server that never
+//! answers, a `tools/list` over `MAX_MANIFEST_BYTES`.
+
+mod common;
+
+use std::io::Write;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{HungServer, OrchestratorProcess};
+use contract_tests::{Level, RunReport, SuiteOptions, check_module};
+use orchestrator::providers::ToolFormat;
+use serde_json::{Value, json};
+use test_support::{Process, built_binary, error_kind};
+
+const TOKEN: &str = "fleet-test-token";
+
+/// The demo module on a free port, guarded by [`TOKEN`].
+fn start_demo() -> Process {
+    let mut command = Command::new(built_binary("examples/demo"));
+    command.env("SERVICE_AUTH_TOKEN", TOKEN).env("RUST_LOG", "warn");
+    Process::start(command)
+}
+
+/// The demo's MCP server table: `where_` (`url` or `command`) plus the
+/// permissions the demo's own manifest gives (MCP carries none).
+fn demo_entry(where_: Value) -> Value {
+    let mut entry = json!({
+        "permission": "guest",
+        "tools": {"plan_trip": {"permission": "user"}, "explode": {"permission": "admin"}}
+    });
+    entry.as_object_mut().unwrap().extend(where_.as_object().unwrap().clone());
+    entry
+}
+
+async fn execute(orchestrator: &OrchestratorProcess, tool: &str, arguments: Value, permission: &str) -> Value {
+    orchestrator
+        .execute(json!({"tool_name": tool, "arguments": arguments, "user_id": "u1", "user_permission": permission}))
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workspace_module_joins_the_fleet_as_an_mcp_server() {
+    let demo = start_demo();
+    let endpoint = format!("mcp+{}/mcp", demo.url());
+    let entry = demo_entry(json!({"url": endpoint, "bearer_token": TOKEN}));
+    let services = json!({ "demo": entry }).to_string();
+    let orchestrator = OrchestratorProcess::start(&[("PORT", "0"), ("MODULE_SERVICES", &services)]);
+
+    let status = orchestrator.wait_for_module("demo", "up", Duration::from_secs(20)).await;
+    assert_eq!(status["url"], endpoint, "the URL as configured, without the token");
+    assert_eq!(status["tool_count"], 4);
+    assert!(!status.to_string().contains(TOKEN));
+
+    assert_eq!(orchestrator.tool_names("user_permission=user").await, ["demo.greet", "demo.plan_trip", "demo.sleep"]);
+    assert_eq!(orchestrator.tool_names("user_permission=admin").await.len(), 4, "explode needs admin");
+    for format in ToolFormat::ALL {
+        let listed = orchestrator.get(&format!("/tools?format={}&user_permission=user", format.as_str())).await;
+        let text = listed.to_string();
+        assert!(
+            text.contains("greet") && text.contains("plan_trip") && !text.contains("explode"),
+            "{format:?}: {text}"
+        );
+    }
+    let raw = orchestrator.get("/tools?user_permission=user").await;
+    assert_eq!(
+        raw[0]["input_schema"]["properties"]["name"]["type"], "string",
+        "the input schema as the server sent it"
+    );
+
+    let greeting = execute(&orchestrator, "demo.greet", json!({"name": "Ann", "excitement": 2}), "guest").await;
+    assert_eq!(greeting["success"], true, "{greeting}");
+    assert_eq!(greeting["result"], json!({"text": "Hello, Ann!!"}));
+    let trip = json!({"origin": {"name": "Lyon"}, "stops": [{"name": "Dijon"}]});
+    let planned = execute(&orchestrator, "demo.plan_trip", trip, "user").await;
+    assert_eq!(planned["result"]["planned_for"], "u1", "the user id reaches the server in _meta: {planned}");
+
+    let failed = execute(&orchestrator, "demo.explode", json!({"message": "boom"}), "admin").await;
+    assert_eq!((failed["success"].clone(), error_kind(&failed)), (json!(false), "execution_failed"), "{failed}");
+    assert!(failed["error"].as_str().unwrap().contains("internal error"), "{failed}");
+    let invalid = execute(&orchestrator, "demo.greet", json!({"excitement": 9}), "guest").await;
+    assert_eq!(error_kind(&invalid), "invalid_arguments", "{invalid}");
+    let refused = execute(&orchestrator, "demo.explode", json!({"message": "boom"}), "user").await;
+    assert_eq!(error_kind(&refused), "permission_denied", "{refused}");
+    let slow = execute(&orchestrator, "demo.sleep", json!({"millis": 5000}), "guest").await;
+    assert_eq!(error_kind(&slow), "execution_failed", "the server's own timeout is a failed call: {slow}");
+    assert!(slow["error"].as_str().unwrap().contains("timeout"), "{slow}");
+
+    // The module itself still keeps the contract on its own /execute.
+    let options = SuiteOptions {
+        token: Some(TOKEN.to_owned()),
+        read_only: false,
+        user_id: "contract-tests-user".to_owned(),
+        sample_url: "http://127.0.0.1:9/".to_owned(),
+        level: Level::Full,
+    };
+    let report = check_module(&demo.url(), &options).await.unwrap();
+    assert!(report.passed(), "{}", RunReport::new(vec![report.clone()]).to_text());
+}
+
+/// The ids of every process whose parent is `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    tasks
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("children")).ok())
+        .flat_map(|children| children.split_whitespace().filter_map(|id| id.parse().ok()).collect::<Vec<_>>())
+        .collect()
+}
+
+/// Polls `call` until its ToolResult has `success == want`, or panics after `within`.
+async fn wait_for_success(orchestrator: &OrchestratorProcess, tool: &str, want: bool, within: Duration) -> Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let result = execute(orchestrator, tool, json!({"name": "Bo"}), "guest").await;
+        if result["success"] == want {
+            return result;
+        }
+        assert!(Instant::now() < deadline, "{tool} never answered success={want}: {result}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_server_from_the_toml_file_is_started_restarted_and_shown() {
+    let demo = built_binary("examples/demo");
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    let config = format!(
+        r#"
+        [module_services.local]
+        command = [{demo:?}, "--stdio"]
+        env = {{ RUST_LOG = "warn" }}
+        permission = "guest"
+        [module_services.local.tools.explode]
+        permission = "admin"
+        "#,
+        demo = demo.display().to_string()
+    );
+    file.write_all(config.as_bytes()).unwrap();
+    let path = file.path().to_str().unwrap();
+    let orchestrator = OrchestratorProcess::start(&[("PORT", "0"), ("ORCHESTRATOR_CONFIG", path)]);
+
+    let status = orchestrator.wait_for_module("local", "up", Duration::from_secs(20)).await;
+    assert_eq!(status["url"], format!("mcp+stdio:{}", demo.display()));
+    let greeting = wait_for_success(&orchestrator, "local.greet", true, Duration::from_secs(5)).await;
+    assert_eq!(greeting["result"], json!({"text": "Hello, Bo!"}));
+
+    // The server dies: calls are unavailable, the module is shown cached with why.
+    let children = children_of(orchestrator.pid());
+    assert_eq!(children.len(), 1, "one stdio server: {children:?}");
+    Command::new("kill").args(["-9", &children[0].to_string()]).status().unwrap();
+    let down = wait_for_success(&orchestrator, "local.greet", false, Duration::from_secs(10)).await;
+    assert_eq!(error_kind(&down), "unavailable", "{down}");
+    let cached = orchestrator.wait_for_module("local", "cached", Duration::from_secs(10)).await;
+    assert!(cached["last_error"].is_string(), "{cached}");
+
+    // It is started again (after the reconnect delay), and calls work again.
+    wait_for_success(&orchestrator, "local.greet", true, Duration::from_secs(20)).await;
+    let again = children_of(orchestrator.pid());
+    assert_eq!(again.len(), 1, "one new stdio server: {again:?}");
+    assert_ne!(again, children);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_server_times_out_and_a_huge_tool_list_is_refused() {
+    let hung = HungServer::start();
+    let demo = start_demo();
+    let services = json!({
+        "silent": format!("mcp+{}/mcp", hung.url()),
+        "huge": {"url": format!("mcp+{}/mcp", demo.url()), "bearer_token": TOKEN},
+    })
+    .to_string();
+    let orchestrator = OrchestratorProcess::start(&[
+        ("PORT", "0"),
+        ("MODULE_SERVICES", &services),
+        ("DISCOVERY_TIMEOUT", "0.5"),
+        ("MAX_MANIFEST_BYTES", "2000"),
+    ]);
+    let silent = orchestrator.wait_for_module("silent", "down", Duration::from_secs(10)).await;
+    assert!(silent["last_error"].as_str().unwrap().contains("DISCOVERY_TIMEOUT"), "{silent}");
+    let huge = orchestrator.wait_for_module("huge", "down", Duration::from_secs(10)).await;
+    assert!(huge["last_error"].as_str().unwrap().contains("MAX_MANIFEST_BYTES"), "{huge}");
+    let call = execute(&orchestrator, "silent.anything", json!({}), "guest").await;
+    assert_eq!(error_kind(&call), "unavailable", "{call}");
+}
