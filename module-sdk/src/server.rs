@@ -1,19 +1,24 @@
 //! The HTTP face of a module: `/health`, `/manifest`, `/execute`,
 //! `/openapi.json`, with the contract's status codes and error bodies.
 
+use std::future::{Ready, ready};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::task::Poll;
 
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
+use futures::future::Either;
 use serde_json::error::Category;
 use tokio::net::TcpListener;
+use tower::{Layer, Service};
 
 use crate::auth::Authorized;
 use crate::config::ServeConfig;
@@ -28,9 +33,12 @@ use crate::module::{Module, ModuleService};
 use crate::openapi::openapi_document;
 use crate::trace_context::{TRACEPARENT_HEADER, TraceParent};
 
-/// What every route handler shares.
-#[derive(Clone)]
-pub(crate) struct AppState {
+/// What every route handler shares, behind one `Arc`: axum clones the state
+/// for every request, and a clone is then one reference count.
+pub(crate) type AppState = Arc<ServerState>;
+
+/// The shared state of a module's routes.
+pub(crate) struct ServerState {
     pub(crate) service: Arc<ModuleService>,
     pub(crate) auth_token: Option<Arc<str>>,
     /// The MCP server at `/mcp`.
@@ -84,7 +92,7 @@ pub(crate) fn router(service: Arc<ModuleService>, config: &ServeConfig) -> Route
     );
     let mcp = mcp_endpoint(service.clone(), config);
     let auth_token = config.auth_token.as_deref().map(Arc::from);
-    let state = AppState { service, auth_token, mcp, manifest_json, openapi_json };
+    let state = Arc::new(ServerState { service, auth_token, mcp, manifest_json, openapi_json });
     Router::new()
         .route("/health", get(health))
         .route("/manifest", get(manifest))
@@ -95,7 +103,7 @@ pub(crate) fn router(service: Arc<ModuleService>, config: &ServeConfig) -> Route
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(config.limits.max_body_bytes))
-        .layer(axum::middleware::from_fn(require_json_content_type))
+        .layer(RequireJsonLayer)
         .with_state(state)
 }
 
@@ -105,18 +113,69 @@ pub(crate) fn router(service: Arc<ModuleService>, config: &ServeConfig) -> Route
 /// post a form or `text/plain` to any address without asking, never JSON:
 /// so a server reachable from a browser cannot be driven from another site.
 /// Add it with `axum::middleware::from_fn(require_json_content_type)`.
+/// (A module's own router applies the same rule with [`RequireJsonLayer`],
+/// which costs no allocation per request.)
 pub async fn require_json_content_type(request: Request, next: Next) -> Response {
+    match json_content_type_refusal(&request) {
+        Some(refusal) => refusal,
+        None => next.run(request).await,
+    }
+}
+
+/// The `415` for `request` when it carries a body that is not sent as JSON;
+/// `None` when it may go on.
+fn json_content_type_refusal<B: axum::body::HttpBody>(request: &axum::http::Request<B>) -> Option<Response> {
     let carries_body = matches!(*request.method(), Method::POST | Method::PUT | Method::PATCH)
-        && axum::body::HttpBody::size_hint(request.body()).exact() != Some(0);
+        && request.body().size_hint().exact() != Some(0);
     let content_type = request.headers().get(header::CONTENT_TYPE).map(|v| v.to_str().unwrap_or("(not text)"));
     if !carries_body || content_type.is_some_and(is_json_media_type) {
-        return next.run(request).await;
+        return None;
     }
     let message = format!(
         "the request body must be sent as `Content-Type: application/json`, not {}",
         content_type.map_or_else(|| "without a Content-Type".to_owned(), |t| format!("`{t}`"))
     );
-    error_response(StatusCode::UNSUPPORTED_MEDIA_TYPE, message)
+    Some(error_response(StatusCode::UNSUPPORTED_MEDIA_TYPE, message))
+}
+
+/// [`require_json_content_type`] as a tower layer: the request goes on to
+/// the inner service's own future, or the `415` is ready at once, so the
+/// check neither boxes a future nor clones the route per request (as
+/// `axum::middleware::from_fn` does).
+#[derive(Debug, Clone, Copy)]
+struct RequireJsonLayer;
+
+impl<S> Layer<S> for RequireJsonLayer {
+    type Service = RequireJson<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RequireJson(inner)
+    }
+}
+
+/// The service of [`RequireJsonLayer`].
+#[derive(Debug, Clone)]
+struct RequireJson<S>(S);
+
+impl<S, B> Service<axum::http::Request<B>> for RequireJson<S>
+where
+    S: Service<axum::http::Request<B>, Response = Response>,
+    B: axum::body::HttpBody,
+{
+    type Response = Response;
+    type Error = S::Error;
+    type Future = Either<S::Future, Ready<Result<Response, S::Error>>>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: axum::http::Request<B>) -> Self::Future {
+        match json_content_type_refusal(&request) {
+            Some(refusal) => Either::Right(ready(Ok(refusal))),
+            None => Either::Left(self.0.call(request)),
+        }
+    }
 }
 
 /// Whether a `Content-Type` value is `application/json`, in any case, with
@@ -141,8 +200,10 @@ pub fn body_refused(status: StatusCode, detail: String) -> Response {
     error_response(status, detail)
 }
 
+/// `body`, already JSON, as a `200` (the header value is static: nothing
+/// to parse or copy per answer).
 fn json_bytes(body: Bytes) -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
 }
 
 /// Liveness: the module answers.
@@ -190,7 +251,7 @@ pub(crate) async fn metrics(_: Authorized, State(state): State<AppState>) -> Res
 pub(crate) async fn execute(
     _: Authorized,
     State(state): State<AppState>,
-    headers: HeaderMap,
+    CallerTrace(trace): CallerTrace,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let body = match body {
@@ -201,7 +262,6 @@ pub(crate) async fn execute(
         Ok(call) => call,
         Err(error) => return error_response(StatusCode::BAD_REQUEST, bad_call_message(&error)),
     };
-    let trace = headers.get(TRACEPARENT_HEADER).and_then(|v| v.to_str().ok()).and_then(TraceParent::parse);
     let answer = state.service.answer(call, trace).await;
     match serde_json::to_vec(&answer) {
         Ok(body) => json_bytes(Bytes::from(body)),
@@ -209,6 +269,19 @@ pub(crate) async fn execute(
         Err(error) => {
             error_response(StatusCode::INTERNAL_SERVER_ERROR, format!("the answer could not be written: {error}"))
         }
+    }
+}
+
+/// The caller's `traceparent`, when it sent a valid one; read in place
+/// (extracting a whole `HeaderMap` would copy every header of the request).
+pub(crate) struct CallerTrace(Option<TraceParent>);
+
+impl<S: Sync> FromRequestParts<S> for CallerTrace {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let header = parts.headers.get(TRACEPARENT_HEADER);
+        Ok(Self(header.and_then(|v| v.to_str().ok()).and_then(TraceParent::parse)))
     }
 }
 
