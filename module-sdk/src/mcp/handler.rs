@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, Tool,
+    RequestMetaObject, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -73,20 +73,42 @@ impl ServerHandler for ModuleMcp {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        self.page(request.as_ref().and_then(|params| params.cursor.as_deref()))
+        self.list(request.as_ref())
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.tools.get(name).map(|tool| tool.listing.clone())
     }
 
-    /// Runs the call as `/execute` would; when the client cancels it (or goes
-    /// away), the call's future is dropped, which cancels the handler's
-    /// [`Context`](crate::Context).
+    /// Runs the call through [`ModuleMcp::call`]; when the client cancels it
+    /// (or goes away), the call's future is dropped, which cancels the
+    /// handler's [`Context`](crate::Context).
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        tokio::select! {
+            result = self.call(request, &context.meta) => result,
+            () = context.ct.cancelled() => Err(ErrorData::internal_error(Cow::Borrowed("the call was cancelled"), None)),
+        }
+    }
+}
+
+impl ModuleMcp {
+    /// A `tools/list` answer: the page `request`'s cursor names.
+    pub(crate) fn list(&self, request: Option<&PaginatedRequestParams>) -> Result<ListToolsResult, ErrorData> {
+        self.page(request.and_then(|params| params.cursor.as_deref()))
+    }
+
+    /// A `tools/call` answer, run as `/execute` runs it (argument validation,
+    /// timeout, panics contained); the user id comes from the params' `_meta`
+    /// or the request's `meta`. Dropping the future cancels the handler's
+    /// [`Context`](crate::Context).
+    pub(crate) async fn call(
+        &self,
+        request: CallToolRequestParams,
+        meta: &RequestMetaObject,
     ) -> Result<CallToolResponse, ErrorData> {
         let Some(tool) = self.tools.get(&request.name) else {
             let message =
@@ -97,15 +119,12 @@ impl ServerHandler for ModuleMcp {
             .meta
             .as_ref()
             .and_then(|meta| meta.get(USER_ID_META_KEY))
-            .or_else(|| context.meta.get(USER_ID_META_KEY))
+            .or_else(|| meta.get(USER_ID_META_KEY))
             .and_then(Value::as_str)
             .map(str::to_owned);
         let call =
             ToolCall { tool_name: tool.full_name.clone(), arguments: request.arguments.unwrap_or_default(), user_id };
-        tokio::select! {
-            result = self.service.execute(call) => Ok(tool.call_result(result).into()),
-            () = context.ct.cancelled() => Err(ErrorData::internal_error(Cow::Borrowed("the call was cancelled"), None)),
-        }
+        Ok(tool.call_result(self.service.execute(call).await).into())
     }
 }
 

@@ -13,18 +13,36 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use crate::auth::Authorized;
 use crate::config::ServeConfig;
 use crate::mcp::McpSettings;
+use crate::mcp::direct::DirectAnswers;
 use crate::mcp::handler::ModuleMcp;
 use crate::module::ModuleService;
 use crate::server::AppState;
 
-/// The MCP endpoint of one module, shared by every request.
-pub(crate) type McpEndpoint = StreamableHttpService<ModuleMcp, NeverSessionManager>;
+/// The MCP endpoint of one module, shared by every request: the common
+/// stateless call answered in place, everything else by rmcp's transport.
+#[derive(Clone)]
+pub(crate) struct McpEndpoint {
+    direct: DirectAnswers,
+    transport: StreamableHttpService<ModuleMcp, NeverSessionManager>,
+}
+
+impl McpEndpoint {
+    /// The answer to one `/mcp` request.
+    pub(crate) async fn handle(&self, request: Request) -> Response {
+        match self.direct.answer(request).await {
+            Ok(response) => response,
+            Err(request) => self.transport.handle(request).await.into_response(),
+        }
+    }
+}
 
 /// The `/mcp` service of `service` under `config`'s MCP settings and body limit.
 pub(crate) fn mcp_endpoint(service: Arc<ModuleService>, config: &ServeConfig) -> McpEndpoint {
-    let transport = transport_config(&config.mcp, config.limits.max_body_bytes);
+    let max_body_bytes = config.limits.max_body_bytes;
+    let transport = transport_config(&config.mcp, max_body_bytes);
     let server = ModuleMcp::new(service, config.mcp.page_size);
-    StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), transport)
+    let direct = DirectAnswers::new(server.clone(), max_body_bytes, !config.mcp.allowed_hosts.is_empty());
+    McpEndpoint { direct, transport: StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), transport) }
 }
 
 /// The streamable HTTP settings of an MCP endpoint under `settings`, with
@@ -65,5 +83,5 @@ pub fn transport_config(settings: &McpSettings, max_body_bytes: usize) -> Stream
     )
 )]
 pub(crate) async fn serve_mcp(_: Authorized, State(state): State<AppState>, request: Request) -> Response {
-    state.mcp.handle(request).await.into_response()
+    state.mcp.handle(request).await
 }

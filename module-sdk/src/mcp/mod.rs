@@ -3,6 +3,7 @@
 //! is started with `--stdio`, on standard input and output. Built on `rmcp`,
 //! the official Rust SDK of the Model Context Protocol.
 
+mod direct;
 mod handler;
 pub(crate) mod http;
 mod pages;
