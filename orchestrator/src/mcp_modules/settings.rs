@@ -275,6 +275,46 @@ mod tests {
     }
 
     #[test]
+    fn the_toml_file_takes_both_forms_and_the_environment_takes_tables_too() {
+        use std::io::Write;
+        let toml = r#"
+            [module_services]
+            notes = "http://127.0.0.1:8001"
+            github = "mcp+http://127.0.0.1:8002/mcp"
+            [module_services.files]
+            command = ["server-files", "--root", "/data"]
+            env = { LOG = "warn" }
+            requires_approval = true
+            [module_services.files.tools.rm]
+            permission = "owner"
+        "#;
+        let mut file = tempfile::NamedTempFile::new().unwrap();
+        file.write_all(toml.as_bytes()).unwrap();
+        let config = crate::Config::from_sources(Some(file.path()), |_| None).unwrap();
+        assert_eq!(config.module_services.keys().collect::<Vec<_>>(), ["files", "github", "notes"]);
+        assert_eq!(config.mcp_servers.keys().collect::<Vec<_>>(), ["files", "github"]);
+        let files = &config.mcp_servers["files"];
+        assert_eq!((files.requires_approval, files.tools["rm"].permission), (Some(true), Some(Permission::Owner)));
+        assert!(
+            matches!(&files.transport, McpTransport::Stdio { command, env } if command[2] == "/data" && env["LOG"] == "warn")
+        );
+
+        let env = r#"{"gh": {"url": "mcp+http://127.0.0.1:8002/mcp", "bearer_token": "t"}}"#;
+        let config =
+            crate::Config::from_sources(None, |name| (name == "MODULE_SERVICES").then(|| env.to_owned())).unwrap();
+        assert!(
+            matches!(&config.mcp_servers["gh"].transport, McpTransport::Http { bearer_token: Some(t), .. } if t == "t")
+        );
+        let error = crate::Config::from_sources(Some(file.path()), |name| {
+            (name == "MODULE_SERVICES")
+                .then(|| r#"{"gh": {"url": "mcp+http://x/mcp", "bearer_token": "t0ken", "extra": 1}}"#.to_owned())
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(error.contains("extra") && !error.contains("t0ken"), "the table is not echoed: {error}");
+    }
+
+    #[test]
     fn secrets_stay_out_of_debug_output() {
         let (_, servers) = read(
             json!({"gh": {"url": "mcp+https://example.com/mcp", "bearer_token": "tok3n", "headers": {"x-key": "k3y"}}}),
