@@ -22,6 +22,7 @@ use crate::mcp_modules::McpServers;
 use crate::metrics::Metrics;
 use crate::providers::{ConvertedCache, ToolFormat};
 use crate::redis_cache::RedisCache;
+use crate::tool_search::ToolSearch;
 
 /// How long an idle pooled connection to a module is kept: under the
 /// modules' default idle close (`HEADER_READ_TIMEOUT_SECONDS`, 10 s).
@@ -72,6 +73,8 @@ pub struct Orchestrator {
     converted: ConvertedCache,
     /// Whole listing answers, ready to send.
     listings: ListingCache,
+    /// The search index of the tools and the `tools__search` meta-tool.
+    pub tool_search: ToolSearch,
     /// The pooled client, also for fetching a JWKS.
     client: reqwest::Client,
 }
@@ -107,6 +110,7 @@ impl Orchestrator {
         let identities = Identities::new(config.api_token.clone(), &config.identities, config.redis_url.as_deref())?;
         let approvals = Approvals::new(config.redis_url.as_deref(), config.approvals.clone())?;
         let listings = ListingCache::new(config.budgets.listing_cache_bytes);
+        let tool_search = ToolSearch::new(config.tool_search);
         Ok(Self {
             config,
             registry,
@@ -116,6 +120,7 @@ impl Orchestrator {
             metrics,
             converted: ConvertedCache::new(),
             listings,
+            tool_search,
             client,
         })
     }
@@ -140,12 +145,20 @@ impl Orchestrator {
     /// registry generation, caller (permission, modules) and format, then
     /// served from the listing cache (`LISTING_CACHE_BYTES`).
     pub fn render_tools_json(&self, caller: &Caller, format: ToolFormat) -> Bytes {
+        self.render_listing(caller, format, ListingVariant::default())
+    }
+
+    /// [`Self::render_tools_json`] in a `variant` (e.g. with the `tools__search` meta-tool last).
+    pub fn render_listing(&self, caller: &Caller, format: ToolFormat, variant: ListingVariant) -> Bytes {
         let snapshot = self.registry.snapshot();
-        let key = ListingKey::new(snapshot.generation(), caller, format, ListingVariant::default());
+        let key = ListingKey::new(snapshot.generation(), caller, format, variant);
         if let Some(answer) = self.listings.get(&key) {
             return answer;
         }
-        let tools: Vec<&ToolDefinition> = snapshot.tools_for(caller).map(|found| found.tool).collect();
+        let mut tools: Vec<&ToolDefinition> = snapshot.tools_for(caller).map(|found| found.tool).collect();
+        if variant.with_search_tool {
+            tools.push(self.tool_search.meta_tool());
+        }
         let answer = Bytes::from(match format {
             ToolFormat::Raw => serde_json::to_string(&tools).expect("tool definitions always serialize"),
             other => self.converted.render_tools_json(other, &tools, snapshot.generation()),
@@ -182,6 +195,13 @@ impl Orchestrator {
         approved: bool,
         provider_call: Option<ProviderCall>,
     ) -> CallOutcome {
+        if crate::tool_search::is_meta_tool(&tool_name) {
+            // Answered here: the caller's own tools, in the format of the model's message (raw for /execute).
+            let format = provider_call.as_ref().and_then(|call| call.format.parse().ok());
+            let format = format.map_or(ToolFormat::Raw, crate::tool_search::format_for_calls);
+            let result = self.tool_search.call(&self.registry.snapshot(), caller, tool_name, &arguments, format);
+            return CallOutcome { result, pending: None };
+        }
         let approved = approved && identity.is_service();
         if approved || !self.executor.awaits_approval(caller, &tool_name) {
             let result = self.executor.execute(caller, tool_name, arguments, approved).await;

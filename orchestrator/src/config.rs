@@ -15,6 +15,7 @@ use crate::gateway_validation::{GatewayValidationFile, GatewayValidationSettings
 use crate::identity::keys::ApiKeyEntry;
 use crate::identity::settings::{IdentityFile, IdentitySettings};
 use crate::limits::{Budgets, BudgetsFile};
+use crate::tool_search::settings::{ToolSearchFile, ToolSearchSettings};
 use crate::mcp_modules::settings::{McpServerSettings, read_modules};
 use module_sdk::contract::is_valid_name;
 use module_sdk::{LogFormat, ServerLimits};
@@ -107,6 +108,8 @@ pub struct Config {
     pub approvals: ApprovalSettings,
     /// `GATEWAY_VALIDATION` and `SELF_VALIDATING_MODULES`: whose arguments are checked before forwarding.
     pub gateway_validation: GatewayValidationSettings,
+    /// `MAX_SEARCH_QUERY_CHARS` and `MAX_SEARCH_RESULTS`: what one tool search may cost.
+    pub tool_search: ToolSearchSettings,
 }
 
 impl Default for Config {
@@ -130,6 +133,7 @@ impl Default for Config {
             identities: IdentitySettings::default(),
             approvals: ApprovalSettings::default(),
             gateway_validation: GatewayValidationSettings::default(),
+            tool_search: ToolSearchSettings::default(),
         }
     }
 }
@@ -181,6 +185,8 @@ struct FileConfig {
     max_approvals: Option<usize>,
     gateway_validation: Option<bool>,
     self_validating_modules: Option<Vec<String>>,
+    max_search_query_chars: Option<usize>,
+    max_search_results: Option<usize>,
 }
 
 impl Config {
@@ -360,6 +366,13 @@ impl Config {
             identities,
             approvals,
             gateway_validation,
+            tool_search: ToolSearchSettings::read(
+                ToolSearchFile {
+                    max_search_query_chars: file.max_search_query_chars,
+                    max_search_results: file.max_search_results,
+                },
+                &env,
+            )?,
             slow_tool_timeout: seconds(
                 "TOOL_EXECUTION_TIMEOUT",
                 file.tool_execution_timeout,
@@ -414,6 +427,10 @@ pub(crate) fn check_module(name: &str, url: &str) -> Result<String, ConfigError>
 
 /// A `MODULE_SERVICES` name: contract-valid; `entry` is the entry as shown in the error.
 pub(crate) fn check_module_name(name: &str, entry: &str) -> Result<(), ConfigError> {
+    if name == crate::tool_search::META_MODULE {
+        let reason = format!("the module name `{name}` is kept for the orchestrator's own `tools__search`");
+        return Err(invalid("MODULE_SERVICES", entry, reason));
+    }
     if is_valid_name(name) {
         return Ok(());
     }

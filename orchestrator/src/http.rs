@@ -19,6 +19,7 @@ use crate::app::Orchestrator;
 use crate::auth::Authorized;
 use crate::caller::{Caller, CallerFields};
 use crate::execute::ExecuteRequest;
+use crate::listing_cache::ListingVariant;
 use crate::providers::{CallFormat, ToolFormat};
 use crate::registry::ModuleState;
 use crate::request_checks;
@@ -102,12 +103,19 @@ pub(crate) struct ToolsQuery {
     /// `raw` (default) or a provider format.
     #[param(pattern = "^(raw|openai|openai-responses|anthropic|gemini|gemini-json-schema|prompt)$")]
     format: Option<String>,
+    /// Search: only the tools matching these words, best first (at most MAX_SEARCH_QUERY_CHARS characters).
+    query: Option<String>,
+    /// With `query`: how many tools at most (default 10, at most MAX_SEARCH_RESULTS).
+    limit: Option<usize>,
+    /// `true`: the answer also lists the `tools__search` meta-tool, last.
+    #[serde(default)]
+    search_tool: bool,
 }
 
 /// The caller's tools in the asked format.
 #[utoipa::path(get, path = "/tools", params(ToolsQuery), security((), ("bearer" = [])), responses(
     (status = 200, body = Value, description = "The tools: an array of ToolDefinition (raw), or the provider format's list"),
-    (status = 400, body = ErrorBody, description = "Unknown format"),
+    (status = 400, body = ErrorBody, description = "Unknown format, or a search over its budgets (MAX_SEARCH_QUERY_CHARS, MAX_SEARCH_RESULTS)"),
     (status = 401, body = ErrorBody, description = "No valid identity (bearer token, API key or JWT)"),
     (status = 403, body = ErrorBody, description = "The identity may not ask for this permission or these modules")
 ))]
@@ -137,7 +145,20 @@ pub(crate) async fn tools(
         Ok(caller) => caller,
         Err(error) => return error_response(StatusCode::FORBIDDEN, error.to_string()),
     };
-    let body = state.orchestrator.render_tools_json(&caller, format);
+    let body = match (query.query, query.limit) {
+        (None, None) => {
+            let variant = ListingVariant { with_search_tool: query.search_tool };
+            state.orchestrator.render_listing(&caller, format, variant)
+        }
+        (text, limit) => {
+            let orchestrator = &state.orchestrator;
+            let snapshot = orchestrator.registry.snapshot();
+            match orchestrator.tool_search.search(&snapshot, &caller, text.as_deref().unwrap_or(""), limit) {
+                Ok(found) => found.render(format, query.search_tool).to_string().into(),
+                Err(error) => return error_response(StatusCode::BAD_REQUEST, error.to_string()),
+            }
+        }
+    };
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 

@@ -30,6 +30,7 @@ pub mod request_checks;
 pub mod server;
 pub mod snapshot;
 pub mod tool_calls;
+pub mod tool_search;
 pub mod trace;
 
 /// The provider formats, from their own crate (`orchestrator/provider-formats`).

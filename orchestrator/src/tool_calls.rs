@@ -69,7 +69,9 @@ pub async fn run_tool_calls(
     request: ToolCallsRequest,
 ) -> Result<ToolCallsAnswer, ToolCallsError> {
     let caller = identity.caller(request.caller)?;
-    let visible = orchestrator.tools(&caller);
+    let mut visible = orchestrator.tools(&caller);
+    // `tools__search` is answered for every caller, listed or not.
+    visible.push(orchestrator.tool_search.meta_tool().clone());
     // Reading and rendering a large message is CPU work: off the request threads.
     let message = request.message;
     let calls = off_thread(move || providers::parse_calls(format, &message, &visible)).await?;

@@ -5,7 +5,7 @@
 //! Schema, and the prompt format lists every tool.
 
 use module_sdk::contract::ToolDefinition;
-use orchestrator::providers::{PROVIDERS, ToolFormat, render_tools, rules};
+use orchestrator::providers::{ConvertedCache, PROVIDERS, Provider, ToolFormat, render_tools, rules};
 use proptest::collection::{btree_set, vec};
 use proptest::option;
 use proptest::prelude::*;
@@ -211,6 +211,24 @@ proptest! {
             let heading = format!("### {}\n", tool.name);
             prop_assert!(prompt.contains(&heading));
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    /// A request's worth of tools (more than Anthropic's 20 strict ones):
+    /// the whole listing keeps the per-request strict budget, whether
+    /// rendered fresh or from cached text.
+    #[test]
+    fn long_listings_keep_anthropics_per_request_strict_budget(schemas in vec(object(schema()), 21..36)) {
+        let tools: Vec<ToolDefinition> =
+            schemas.into_iter().enumerate().map(|(i, schema)| tool(&format!("m.t{i}"), description(40), schema)).collect();
+        let fresh = render_tools(ToolFormat::Anthropic, &tools);
+        let violations = rules::check_all(Provider::Anthropic, &fresh);
+        prop_assert!(violations.is_empty(), "{violations:#?}");
+        let cached: Value = serde_json::from_str(&ConvertedCache::new().render_tools_json(ToolFormat::Anthropic, &tools, 1)).unwrap();
+        prop_assert_eq!(cached, fresh);
     }
 }
 

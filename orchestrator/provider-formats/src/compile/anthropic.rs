@@ -140,7 +140,8 @@ fn strict_node(node: &Value, root: bool) -> Option<Value> {
     notes::append(&mut out, &phrases);
     if has_type(&out, "object") || out.contains_key("properties") {
         // An object that names no properties takes any entries: closing it would change its meaning.
-        if !out.contains_key("properties") && !(root || map.get("additionalProperties") == Some(&Value::Bool(false))) {
+        let closed = map.get("additionalProperties") == Some(&Value::Bool(false));
+        if !(out.contains_key("properties") || root || closed) {
             return None;
         }
         out.entry("properties").or_insert_with(|| json!({}));
