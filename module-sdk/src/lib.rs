@@ -54,6 +54,7 @@ pub mod mcp;
 mod metrics;
 mod module;
 mod openapi;
+pub mod otlp;
 pub mod schema;
 mod server;
 pub mod service;

@@ -8,7 +8,8 @@ use crate::config::LogFormat;
 
 /// Installs a tracing subscriber writing to stdout, filtered by `RUST_LOG`
 /// (default `info`, and `warn` for the MCP library `rmcp`), coloured only on
-/// a terminal; does nothing when one is installed already.
+/// a terminal; does nothing when one is installed already. Starts exporting
+/// call spans when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (see [`crate::otlp`]).
 pub fn init_logging(format: LogFormat) {
     install(format, std::io::stdout, std::io::stdout().is_terminal());
 }
@@ -33,4 +34,6 @@ where
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
         LogFormat::Text => builder.try_init(),
     };
+    // Call spans over OTLP when an endpoint is set; after the subscriber, so its problems are logged.
+    crate::otlp::start_from_env();
 }

@@ -193,6 +193,8 @@ impl ModuleService {
             outcome = answer.error_kind.map_or("success", ErrorKind::as_str),
             "tool call"
         );
+        let (module, tool) = (&self.manifest.module_name, &answer.tool_name);
+        crate::otlp::record_served_call(trace, started.elapsed(), module, tool, answer.error_kind);
         answer
     }
 

@@ -79,6 +79,7 @@ impl Module {
             "module listening"
         );
         serve_router(listener, router(service, &config), config.limits, shutdown_signal()).await;
+        crate::otlp::shutdown().await;
         tracing::info!("module stopped");
         Ok(())
     }

@@ -12,6 +12,9 @@ use std::fmt;
 /// The header's name.
 pub const TRACEPARENT_HEADER: &str = "traceparent";
 
+/// The `sampled` trace flag: the trace is recorded (its spans exported).
+pub(crate) const SAMPLED_FLAG: u8 = 0x01;
+
 /// A parsed `traceparent`: the trace, the caller's span in it, and the flags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TraceParent {
@@ -62,6 +65,21 @@ impl TraceParent {
     pub fn parent_id(&self) -> String {
         to_hex(&self.parent_id)
     }
+
+    /// Whether the trace is recorded: its [`SAMPLED_FLAG`] is set.
+    pub fn sampled(&self) -> bool {
+        self.flags & SAMPLED_FLAG != 0
+    }
+
+    /// The trace id's bytes.
+    pub(crate) fn trace_id_bytes(&self) -> [u8; 16] {
+        self.trace_id
+    }
+
+    /// The parent (span) id's bytes.
+    pub(crate) fn parent_id_bytes(&self) -> [u8; 8] {
+        self.parent_id
+    }
 }
 
 impl fmt::Display for TraceParent {
@@ -106,6 +124,8 @@ mod tests {
         assert_eq!(parsed.to_string(), EXAMPLE);
         let child = parsed.with_parent([1; 8]).unwrap();
         assert_eq!(child.to_string(), "00-4bf92f3577b34da6a3ce929d0e0e4736-0101010101010101-01");
+        assert!(child.sampled());
+        assert!(!TraceParent::new([1; 16], [1; 8], 0).unwrap().sampled());
     }
 
     #[test]

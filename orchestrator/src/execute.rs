@@ -114,6 +114,7 @@ impl Executor {
             span_id = %trace.parent_id(),
             "routed call"
         );
+        crate::trace::record_routed_call(trace, started.elapsed(), &module, &tool_name, result.error_kind);
         result
     }
 

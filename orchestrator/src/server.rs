@@ -59,6 +59,7 @@ pub async fn serve(orchestrator: Orchestrator) -> Result<(), ServeError> {
     // length stop at MAX_BODY_BYTES through the router's body limit.
     let app = router(orchestrator).layer(DefaultBodyLimit::max(config.limits.max_body_bytes));
     module_sdk::service::serve_router(listener, app, config.limits, module_sdk::service::shutdown_signal()).await;
+    module_sdk::otlp::shutdown().await;
     tracing::info!("orchestrator stopped");
     Ok(())
 }

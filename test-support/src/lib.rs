@@ -7,6 +7,7 @@
 //! - [`ModuleClient`]: calls a module (or the orchestrator) over HTTP.
 //! - [`RedisServer`]: a real `redis-server` for the tests that need one.
 //! - [`PrometheusServer`]: a real `prometheus` scraping the servers under test.
+//! - [`OtlpReceiver`]: an OTLP/HTTP receiver keeping the spans exporters send.
 //! - [`built_binary`]: another package's binary or example of this workspace.
 //! - [`raw_tcp`]: raw TCP clients that send requests slowly, or not at all.
 //! - [`openapi_checks`]: an OpenAPI document validated and fuzzed by
@@ -31,6 +32,7 @@
 mod client;
 pub mod connection_budgets;
 pub mod openapi_checks;
+mod otlp_receiver;
 mod process;
 mod prometheus_server;
 pub mod raw_tcp;
@@ -38,6 +40,7 @@ mod redis_server;
 pub mod samples;
 
 pub use client::{ModuleClient, error_kind};
+pub use otlp_receiver::{OtlpReceiver, ReceivedSpan};
 pub use process::{Process, START_TIMEOUT};
 pub use prometheus_server::{PrometheusServer, ScrapeTarget};
 pub use redis_server::RedisServer;
