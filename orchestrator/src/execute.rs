@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Bytes;
 use module_sdk::ErrorKind;
 use module_sdk::contract::{ToolCall, ToolResult};
 use module_sdk::service::{TRACEPARENT_HEADER, TraceParent};
@@ -14,6 +15,7 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use crate::bounded_body::{BodyError, read_bounded};
+use crate::call_answer::{CallAnswer, RelayError};
 use crate::call_slots::CallSlots;
 use crate::caller::{Caller, CallerFields};
 use crate::config::Config;
@@ -93,29 +95,42 @@ impl Executor {
         arguments: Map<String, Value>,
         approved: bool,
     ) -> ToolResult {
+        self.execute_answer(caller, tool_name, arguments, approved).await.into_result()
+    }
+
+    /// [`Self::execute`], the module's answer kept as the bytes it sent
+    /// when it is a valid ToolResult (to be passed on without rebuilding it).
+    pub async fn execute_answer(
+        &self,
+        caller: &Caller,
+        tool_name: String,
+        arguments: Map<String, Value>,
+        approved: bool,
+    ) -> CallAnswer {
         let started = Instant::now();
         let call = ToolCall { tool_name, arguments, user_id: caller.user_id.clone() };
         let tool_name = call.tool_name.clone();
         let trace = crate::trace::call_trace();
         let route = self.registry.route(&call.tool_name);
         let in_flight = self.metrics.start_call(route.as_ref().ok().map(|route| route.tool().name.as_str()));
-        let (module, result) = match route {
+        let (module, answer) = match route {
             Ok(route) => (route.module.clone(), self.run(caller, &route, call, approved, &trace).await),
-            Err(error) => (Arc::from(""), refusal(&tool_name, &error)),
+            Err(error) => (Arc::from(""), refusal(&tool_name, &error).into()),
         };
-        in_flight.finish(result.error_kind);
+        let error_kind = answer.error_kind();
+        in_flight.finish(error_kind);
         tracing::debug!(
             tool = %tool_name,
             module = %module,
             permission = %caller.permission,
             duration_ms = started.elapsed().as_secs_f64() * 1000.0,
-            outcome = result.error_kind.map_or("success", ErrorKind::as_str),
+            outcome = error_kind.map_or("success", ErrorKind::as_str),
             trace_id = %trace.trace_id(),
             span_id = %trace.parent_id(),
             "routed call"
         );
-        crate::trace::record_routed_call(trace, started.elapsed(), &module, &tool_name, result.error_kind);
-        result
+        crate::trace::record_routed_call(trace, started.elapsed(), &module, &tool_name, error_kind);
+        answer
     }
 
     async fn run(
@@ -125,28 +140,28 @@ impl Executor {
         mut call: ToolCall,
         approved: bool,
         trace: &TraceParent,
-    ) -> ToolResult {
+    ) -> CallAnswer {
         let tool = route.tool();
         if !caller.allows_module(&route.module) {
             let message = format!("module `{}` is not among the modules this caller may use", route.module);
-            return ToolResult::failure(call.tool_name, ErrorKind::PermissionDenied, message);
+            return ToolResult::failure(call.tool_name, ErrorKind::PermissionDenied, message).into();
         }
         if !caller.may_use(&route.module, tool) {
             let message = format!(
                 "`{}` requires `{}` permission; this caller has `{}`",
                 tool.name, tool.required_permission, caller.permission
             );
-            return ToolResult::failure(call.tool_name, ErrorKind::PermissionDenied, message);
+            return ToolResult::failure(call.tool_name, ErrorKind::PermissionDenied, message).into();
         }
         if !approved && self.config.approvals.needs_approval(tool) {
             let message = format!(
                 "`{}` needs the user's explicit approval; ask the user, then call it again with approval",
                 tool.name
             );
-            return ToolResult::failure(call.tool_name, ErrorKind::PermissionDenied, message);
+            return ToolResult::failure(call.tool_name, ErrorKind::PermissionDenied, message).into();
         }
         if let Err(problems) = self.validators.check(route, &mut call.arguments) {
-            return ToolResult::failure(call.tool_name, ErrorKind::InvalidArguments, problems);
+            return ToolResult::failure(call.tool_name, ErrorKind::InvalidArguments, problems).into();
         }
         let timeout = match tool.timeout_seconds {
             Some(seconds) => {
@@ -170,9 +185,8 @@ impl Executor {
         timeout: Duration,
         idempotent: bool,
         trace: &TraceParent,
-    ) -> ToolResult {
+    ) -> CallAnswer {
         let traceparent = trace.to_string();
-        let url = format!("{}/execute", route.url);
         let deadline = Instant::now() + timeout;
         // Wait for one of the module's call slots (MAX_CONCURRENT_CALLS_PER_MODULE) within the call's time.
         let Ok(_slot) = tokio::time::timeout_at(deadline, self.slots.acquire(&route.module)).await else {
@@ -183,17 +197,17 @@ impl Executor {
                 route.module,
                 self.config.budgets.max_concurrent_calls_per_module
             );
-            return ToolResult::failure(call.tool_name.clone(), ErrorKind::Timeout, message);
+            return ToolResult::failure(call.tool_name.clone(), ErrorKind::Timeout, message).into();
         };
         if let Some(server) = self.registry.mcp_servers().get(&route.module) {
-            return server.call(call, deadline).await;
+            return server.call(call, deadline).await.into();
         }
         let mut delay = FIRST_RETRY_DELAY;
         let mut attempt = 1;
         loop {
             let mut request = self
                 .client
-                .post(&url)
+                .post(&*route.execute_url)
                 .header(TRACEPARENT_HEADER, &traceparent)
                 .json(call)
                 .timeout(deadline.saturating_duration_since(Instant::now()));
@@ -206,7 +220,7 @@ impl Executor {
             };
             let retry_is_safe = !error.is_timeout() && (error.is_connect() || idempotent);
             if !retry_is_safe || attempt == MAX_ATTEMPTS || Instant::now() + delay >= deadline {
-                return transport_failure(route, call, &error, timeout);
+                return transport_failure(route, call, &error, timeout).into();
             }
             tracing::debug!(tool = %call.tool_name, attempt, error = %error_chain(&error), "retrying call");
             tokio::time::sleep(delay).await;
@@ -222,31 +236,30 @@ impl Executor {
         call: &ToolCall,
         response: reqwest::Response,
         timeout: Duration,
-    ) -> ToolResult {
+    ) -> CallAnswer {
         let status = response.status();
         let name = call.tool_name.clone();
         let body = match read_bounded(response, self.config.budgets.max_answer_bytes, "MAX_ANSWER_BYTES").await {
             Ok(body) => body,
-            Err(BodyError::Transport(error)) => return transport_failure(route, call, &error, timeout),
+            Err(BodyError::Transport(error)) => return transport_failure(route, call, &error, timeout).into(),
             Err(too_large) => {
                 let message = format!("module `{}` sent an answer that was cut off: {too_large}", route.module);
-                return ToolResult::failure(name, ErrorKind::ExecutionFailed, message);
+                return ToolResult::failure(name, ErrorKind::ExecutionFailed, message).into();
             }
         };
         if status == StatusCode::OK {
-            return match serde_json::from_slice::<ToolResult>(&body) {
-                Ok(result) if result.tool_name == call.tool_name => result,
-                Ok(result) => ToolResult::failure(
-                    name,
-                    ErrorKind::ExecutionFailed,
-                    format!("module `{}` answered for tool `{}` instead", route.module, result.tool_name),
-                ),
-                Err(error) => ToolResult::failure(
-                    name,
-                    ErrorKind::ExecutionFailed,
-                    format!("module `{}` answered with something that is not a ToolResult: {error}", route.module),
-                ),
-            };
+            // A valid ToolResult goes on as the module sent it: checked, not rebuilt.
+            return CallAnswer::relay(Bytes::from(body), &call.tool_name).unwrap_or_else(|error| {
+                let message = match error {
+                    RelayError::OtherTool(other) => {
+                        format!("module `{}` answered for tool `{other}` instead", route.module)
+                    }
+                    RelayError::NotAToolResult(error) => {
+                        format!("module `{}` answered with something that is not a ToolResult: {error}", route.module)
+                    }
+                };
+                ToolResult::failure(name, ErrorKind::ExecutionFailed, message).into()
+            });
         }
         let detail = serde_json::from_slice::<module_sdk::contract::ErrorBody>(&body)
             .map(|b| b.error)
@@ -267,7 +280,7 @@ impl Executor {
             ),
             _ => (ErrorKind::Unavailable, format!("module `{}` answered HTTP {status}: {detail}", route.module)),
         };
-        ToolResult::failure(name, kind, message)
+        ToolResult::failure(name, kind, message).into()
     }
 }
 

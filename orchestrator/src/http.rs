@@ -188,8 +188,8 @@ pub(crate) async fn execute(
     body: Result<Json<ExecuteRequest>, JsonRejection>,
 ) -> Response {
     match body {
-        Ok(Json(request)) => match state.orchestrator.execute(&identity, request).await {
-            Ok(result) => Json(result).into_response(),
+        Ok(Json(request)) => match state.orchestrator.execute_answer(&identity, request).await {
+            Ok(answer) => ([(header::CONTENT_TYPE, "application/json")], answer.into_body()).into_response(),
             Err(error) => error_response(StatusCode::FORBIDDEN, error.to_string()),
         },
         Err(rejection) => bad_body(rejection),

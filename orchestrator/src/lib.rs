@@ -9,6 +9,7 @@ pub mod approvals;
 pub mod auth;
 pub mod bounded_body;
 pub mod cache;
+pub mod call_answer;
 pub mod call_slots;
 pub mod caller;
 pub mod config;

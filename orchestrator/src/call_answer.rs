@@ -1,0 +1,133 @@
+//! A routed call's answer: the module's own bytes, passed on as they came
+//! when they are a valid ToolResult for the call (checked without building
+//! a tree of its `result`), or a ToolResult the orchestrator made (a
+//! refusal, a failure, a pending approval).
+
+use std::borrow::Cow;
+
+use axum::body::Bytes;
+use module_sdk::ErrorKind;
+use module_sdk::contract::ToolResult;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+
+/// What a call answers.
+#[derive(Debug, Clone)]
+pub enum CallAnswer {
+    /// A ToolResult made here.
+    Made(ToolResult),
+    /// The module's answer, a valid ToolResult for the call, as it came.
+    Relayed {
+        /// The answer's JSON text.
+        body: Bytes,
+        /// Its `error_kind`.
+        error_kind: Option<ErrorKind>,
+    },
+}
+
+/// The fields of a ToolResult, read to check it without keeping it: the
+/// same rules as [`ToolResult`]'s own reading, `result` parsed but not built.
+#[derive(Deserialize)]
+struct Checked<'a> {
+    #[serde(borrow)]
+    tool_name: Cow<'a, str>,
+    #[serde(rename = "success")]
+    _success: bool,
+    #[serde(default, rename = "result")]
+    _result: IgnoredAny,
+    #[serde(default, borrow, rename = "error")]
+    _error: Option<Cow<'a, str>>,
+    #[serde(default)]
+    error_kind: Option<ErrorKind>,
+}
+
+/// Why a module's answer cannot be relayed.
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    /// It is not a ToolResult.
+    #[error("not a ToolResult: {0}")]
+    NotAToolResult(#[from] serde_json::Error),
+    /// It is a ToolResult of another tool.
+    #[error("answered for tool `{0}` instead")]
+    OtherTool(String),
+}
+
+impl CallAnswer {
+    /// `body`, a module's `200` answer to a call of `tool_name`, to relay as it is.
+    pub fn relay(body: Bytes, tool_name: &str) -> Result<Self, RelayError> {
+        let checked: Checked<'_> = serde_json::from_slice(&body)?;
+        if checked.tool_name != tool_name {
+            return Err(RelayError::OtherTool(checked.tool_name.into_owned()));
+        }
+        let error_kind = checked.error_kind;
+        Ok(Self::Relayed { body, error_kind })
+    }
+
+    /// The answer's `error_kind` (`None` on success).
+    pub fn error_kind(&self) -> Option<ErrorKind> {
+        match self {
+            Self::Made(result) => result.error_kind,
+            Self::Relayed { error_kind, .. } => *error_kind,
+        }
+    }
+
+    /// The answer as a ToolResult (a relayed one is read now).
+    pub fn into_result(self) -> ToolResult {
+        match self {
+            Self::Made(result) => result,
+            Self::Relayed { body, .. } => serde_json::from_slice(&body).unwrap_or_else(|error| {
+                // Checked before it was relayed; kept total all the same.
+                ToolResult::failure(
+                    "",
+                    ErrorKind::ExecutionFailed,
+                    format!("a relayed answer did not read back: {error}"),
+                )
+            }),
+        }
+    }
+
+    /// The answer's JSON text, ready to send.
+    pub fn into_body(self) -> Bytes {
+        match self {
+            Self::Made(result) => Bytes::from(serde_json::to_vec(&result).expect("a ToolResult always serializes")),
+            Self::Relayed { body, .. } => body,
+        }
+    }
+}
+
+impl From<ToolResult> for CallAnswer {
+    fn from(result: ToolResult) -> Self {
+        Self::Made(result)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn valid_results_are_relayed_as_they_came_and_others_refused() {
+        let text = r#"{"tool_name":"m.t","success":true,"result":{"deep":[1,{"x":"y"}]},"extra":1}"#;
+        let answer = CallAnswer::relay(Bytes::from_static(text.as_bytes()), "m.t").unwrap();
+        assert_eq!(answer.error_kind(), None);
+        assert_eq!(answer.clone().into_result().result, json!({"deep": [1, {"x": "y"}]}));
+        assert_eq!(answer.into_body(), text.as_bytes());
+        let failed = r#"{"tool_name":"m.t","success":false,"error":"no \"luck\"","error_kind":"timeout"}"#;
+        let answer = CallAnswer::relay(Bytes::from_static(failed.as_bytes()), "m.t").unwrap();
+        assert_eq!(answer.error_kind(), Some(ErrorKind::Timeout));
+        for (body, reason) in [
+            (r#"{"tool_name":"m.other","success":true}"#, "instead"),
+            (r#"{"tool_name":"m.t"}"#, "success"),
+            (r#"{"tool_name":"m.t","success":true,"error":5}"#, "invalid type"),
+            (r#"{"tool_name":"m.t","success":true,"result":[1,}"#, "expected"),
+            (r#"{"tool_name":"m.t","success":true} trailing"#, "trailing"),
+        ] {
+            let error = CallAnswer::relay(Bytes::from_static(body.as_bytes()), "m.t").unwrap_err().to_string();
+            assert!(error.contains(reason), "{body}: {error}");
+        }
+        let made = CallAnswer::from(ToolResult::failure("m.t", ErrorKind::Unavailable, "down"));
+        let body = made.into_body();
+        assert_eq!(serde_json::from_slice::<ToolResult>(&body).unwrap().error_kind, Some(ErrorKind::Unavailable));
+    }
+}
