@@ -15,8 +15,9 @@ use crate::gateway_validation::{GatewayValidationFile, GatewayValidationSettings
 use crate::identity::keys::ApiKeyEntry;
 use crate::identity::settings::{IdentityFile, IdentitySettings};
 use crate::limits::{Budgets, BudgetsFile};
-use crate::tool_search::settings::{ToolSearchFile, ToolSearchSettings};
+use crate::mcp::McpEndpointSettings;
 use crate::mcp_modules::settings::{McpServerSettings, read_modules};
+use crate::tool_search::settings::{ToolSearchFile, ToolSearchSettings};
 use module_sdk::contract::is_valid_name;
 use module_sdk::{LogFormat, ServerLimits};
 use serde::Deserialize;
@@ -110,6 +111,9 @@ pub struct Config {
     pub gateway_validation: GatewayValidationSettings,
     /// `MAX_SEARCH_QUERY_CHARS` and `MAX_SEARCH_RESULTS`: what one tool search may cost.
     pub tool_search: ToolSearchSettings,
+    /// `MCP_ALLOWED_ORIGINS`, `MCP_ALLOWED_HOSTS`, `MCP_PAGE_SIZE`, `MCP_MAX_SESSIONS`
+    /// and `MCP_PROGRESS_INTERVAL_SECONDS`: how `/mcp` answers MCP clients.
+    pub mcp: McpEndpointSettings,
 }
 
 impl Default for Config {
@@ -134,6 +138,7 @@ impl Default for Config {
             approvals: ApprovalSettings::default(),
             gateway_validation: GatewayValidationSettings::default(),
             tool_search: ToolSearchSettings::default(),
+            mcp: McpEndpointSettings::default(),
         }
     }
 }
@@ -373,6 +378,7 @@ impl Config {
                 },
                 &env,
             )?,
+            mcp: McpEndpointSettings::read(&env)?,
             slow_tool_timeout: seconds(
                 "TOOL_EXECUTION_TIMEOUT",
                 file.tool_execution_timeout,

@@ -45,6 +45,7 @@ pub fn router(orchestrator: Arc<Orchestrator>) -> Router {
         .route("/openapi.json", get(crate::openapi::serve_openapi))
         .merge(crate::approvals::routes::routes())
         .merge(crate::identity::routes::routes())
+        .merge(crate::mcp::routes(&orchestrator))
         .merge(crate::console::routes())
         .fallback(request_checks::not_found)
         .method_not_allowed_fallback(request_checks::method_not_allowed)

@@ -22,6 +22,7 @@ pub mod identity;
 pub mod limits;
 pub mod listing_cache;
 pub mod manifest;
+pub mod mcp;
 pub mod mcp_modules;
 pub mod metrics;
 pub mod openapi;

@@ -28,6 +28,9 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
         crate::identity::routes::revoke,
         crate::identity::routes::restore,
         crate::metrics::serve_metrics,
+        crate::mcp::http::serve_mcp,
+        crate::mcp::http::open_stream,
+        crate::mcp::http::close_session,
         serve_openapi
     ),
     components(schemas(crate::registry::ModuleStatus, crate::approvals::Approval))

@@ -24,6 +24,7 @@ async fn the_document_lists_every_route_and_passes_an_independent_validator() {
         ("/approvals/{id}", "get"),
         ("/approvals/{id}", "post"),
         ("/metrics", "get"),
+        ("/mcp", "post"),
         ("/openapi.json", "get"),
     ];
     for (path, method) in routes {

@@ -103,15 +103,20 @@ pub(crate) async fn decide(
     let orchestrator = &state.orchestrator;
     let decision = body.decision;
     let outcome = orchestrator.approvals.decide(&identity, &id, decision, body.reason, &orchestrator.executor).await;
-    orchestrator.metrics.approval_decided(match (&outcome, decision) {
+    orchestrator.metrics.approval_decided(decision_outcome(&outcome, decision));
+    match outcome {
+        Ok(approval) => Json(decided(&approval)).into_response(),
+        Err(error) => error_answer(&error),
+    }
+}
+
+/// The `outcome` label of `orchestrator_approvals_decided` for a decision's outcome.
+pub fn decision_outcome(outcome: &Result<Approval, ApprovalError>, decision: Decision) -> &'static str {
+    match (outcome, decision) {
         (Ok(_), Decision::Approve) => "approved",
         (Ok(_), Decision::Deny) => "denied",
         (Err(ApprovalError::Store(_)), _) => "error",
         (Err(_), _) => "refused",
-    });
-    match outcome {
-        Ok(approval) => Json(decided(&approval)).into_response(),
-        Err(error) => error_answer(&error),
     }
 }
 

@@ -1,0 +1,131 @@
+//! Approvals over MCP. A call that needs a person's approval becomes a
+//! pending approval, as through `/execute`. A client that can ask its user
+//! (protocol 2026-07-28 or later, with form elicitation) gets the
+//! specification's multi-round-trip `input_required` result: a yes/no form,
+//! and the approval's id as `requestState`; its retry carries the user's
+//! answer, which approves or denies the stored call (run once, as
+//! `POST /approvals/{id}` would). Any other client gets a result saying the
+//! call waits, its approval id, and how to decide it.
+
+use std::collections::BTreeMap;
+
+use module_sdk::mcp::McpTool;
+use rmcp::ErrorData;
+use rmcp::RoleServer;
+use rmcp::model::{
+    CallToolResponse, CallToolResult, ContentBlock, ElicitResult, ElicitationAction, InputRequest, InputRequiredResult,
+    InputResponses, MetaObject, ProtocolVersion,
+};
+use rmcp::service::RequestContext;
+use serde_json::{Value, json};
+use time::format_description::well_known::Rfc3339;
+
+use crate::app::Orchestrator;
+use crate::approvals::routes::decision_outcome;
+use crate::approvals::{Approval, Decision};
+use crate::identity::Identity;
+
+/// The key of the confirmation in `inputRequests` and `inputResponses`.
+const CONFIRMATION: &str = "approval";
+/// The form field the user answers.
+const APPROVE_FIELD: &str = "approve";
+/// The `_meta` key of a waiting result that carries the approval's id.
+pub const APPROVAL_META_KEY: &str = "io.github.tool-modules/approval_id";
+
+/// Whether the client of `context` can ask its user within the call: it
+/// speaks 2026-07-28 or later and declares form elicitation (an empty
+/// `elicitation` capability means forms).
+pub fn client_can_confirm(context: &RequestContext<RoleServer>) -> bool {
+    let recent = context.protocol_version().is_some_and(|version| version >= ProtocolVersion::V_2026_07_28);
+    let forms = context
+        .client_capabilities()
+        .and_then(|capabilities| capabilities.elicitation)
+        .is_some_and(|elicitation| elicitation.form.is_some() || elicitation.url.is_none());
+    recent && forms
+}
+
+/// The `input_required` result asking the user to confirm `approval`.
+pub fn ask(approval: &Approval) -> Result<CallToolResponse, ErrorData> {
+    let arguments = serde_json::to_string(&approval.arguments).unwrap_or_default();
+    let request = json!({
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": format!(
+                "Run `{}` with {arguments}? It needs your approval (approval {}).",
+                approval.tool_name, approval.id
+            ),
+            "requestedSchema": {
+                "type": "object",
+                "properties": {APPROVE_FIELD: {
+                    "type": "boolean",
+                    "title": "Approve",
+                    "description": "Yes runs the call once; no declines it."
+                }},
+                "required": [APPROVE_FIELD]
+            }
+        }
+    });
+    let request: InputRequest = serde_json::from_value(request)
+        .map_err(|error| ErrorData::internal_error(format!("cannot build the confirmation form: {error}"), None))?;
+    let requests = BTreeMap::from([(CONFIRMATION.to_owned(), request)]);
+    Ok(InputRequiredResult::new(Some(requests), Some(approval.id.clone())).into())
+}
+
+/// The result of a call that waits for a person's approval, for a client
+/// that cannot ask its user: an error result (the tool has not run) saying
+/// how to decide it, with the approval's id also in `_meta`.
+pub fn waiting(approval: &Approval) -> CallToolResult {
+    let expires = approval.expires_at.format(&Rfc3339).unwrap_or_default();
+    let message = format!(
+        "this call waits for the user's approval (approval {id}, until {expires}); it has not run. Tell the user: \
+         they approve or deny it in the orchestrator's console, or with POST /approvals/{id} and \
+         {{\"decision\": \"approve\"}}; its result is then at GET /approvals/{id}. Do not call it again meanwhile.",
+        id = approval.id
+    );
+    let mut result = CallToolResult::error(vec![ContentBlock::text(message)]);
+    result.meta = Some(MetaObject(serde_json::Map::from_iter([(APPROVAL_META_KEY.to_owned(), json!(approval.id))])));
+    result
+}
+
+/// The retry of a call that asked for confirmation: the user's answer in
+/// `responses` decides the approval `state` names (for `identity`, who
+/// must be allowed to decide it, as at `POST /approvals/{id}`).
+pub async fn resume(
+    orchestrator: &Orchestrator,
+    identity: &Identity,
+    tool: &McpTool,
+    state: &str,
+    responses: Option<&InputResponses>,
+) -> Result<CallToolResult, ErrorData> {
+    let answer = responses
+        .and_then(|responses| responses.get(CONFIRMATION))
+        .and_then(|answer| serde_json::from_value::<ElicitResult>(answer.clone()).ok())
+        .ok_or_else(|| {
+            ErrorData::invalid_params(format!("the retry carries no `{CONFIRMATION}` answer in inputResponses"), None)
+        })?;
+    let approved = answer.action == ElicitationAction::Accept
+        && answer.content.as_ref().and_then(|content| content.get(APPROVE_FIELD)).and_then(Value::as_bool)
+            == Some(true);
+    let (decision, reason) = match approved {
+        true => (Decision::Approve, None),
+        false => (Decision::Deny, Some("declined in the MCP client".to_owned())),
+    };
+    match orchestrator.approvals.get_for(identity, state).await {
+        Ok(approval) if approval.tool_name != tool.full_name => {
+            let message = format!("requestState `{state}` belongs to a call of `{}`", approval.tool_name);
+            return Err(ErrorData::invalid_params(message, None));
+        }
+        Ok(_) => {}
+        Err(error) => return Ok(CallToolResult::error(vec![ContentBlock::text(error.to_string())])),
+    }
+    let outcome = orchestrator.approvals.decide(identity, state, decision, reason, &orchestrator.executor).await;
+    orchestrator.metrics.approval_decided(decision_outcome(&outcome, decision));
+    Ok(match outcome {
+        Ok(approval) => match approval.result {
+            Some(result) => tool.call_result(result),
+            None => CallToolResult::error(vec![ContentBlock::text("the approval was decided without a result")]),
+        },
+        Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_string())]),
+    })
+}

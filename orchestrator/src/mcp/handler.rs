@@ -1,0 +1,192 @@
+//! The fleet as one MCP server: `tools/list` pages through the caller's
+//! tools, `tools/call` runs through [`Orchestrator::call`] (the path of
+//! `POST /execute`: permission re-checked, `user_id` injected, timeouts,
+//! gateway validation, approvals, metrics), and tool list changes reach
+//! clients that listen.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::request::Parts;
+use rmcp::model::{
+    CacheScope, CallToolRequestParams, CallToolResponse, ContentBlock, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter,
+};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use tokio::sync::watch;
+
+use crate::app::Orchestrator;
+use crate::caller::Caller;
+use crate::identity::Identity;
+use crate::mcp::approval;
+use crate::mcp::progress::with_progress;
+use crate::mcp::tools::CallerTools;
+
+/// How long a client may keep a `tools/list` page: the fleet's tools change
+/// as modules come and go, which `notifications/tools/list_changed` says.
+const TOOL_LIST_TTL_MS: u64 = 30 * 1000;
+
+/// Who sent an MCP request, as the `/mcp` route proved it: put in the HTTP
+/// request's extensions, read back by the handler for every request.
+#[derive(Debug, Clone)]
+pub struct McpCaller {
+    /// The identity the bearer token proved (development mode without one).
+    pub identity: Identity,
+    /// The caller it acts as (the `/mcp` URL's `permission`, `modules` and `user_id`, within the identity).
+    pub caller: Caller,
+}
+
+/// The fleet's MCP server; cheap to clone (one per session or request).
+#[derive(Clone)]
+pub struct FleetMcp {
+    orchestrator: Arc<Orchestrator>,
+    page_size: usize,
+    progress_interval: Duration,
+}
+
+impl FleetMcp {
+    /// The MCP server of `orchestrator`'s fleet, `page_size` tools per page,
+    /// progress every `progress_interval` of a running call.
+    pub fn new(orchestrator: Arc<Orchestrator>, page_size: usize, progress_interval: Duration) -> Self {
+        Self { orchestrator, page_size, progress_interval }
+    }
+
+    /// The caller of the request `context` belongs to.
+    fn caller(context: &RequestContext<RoleServer>) -> Result<&McpCaller, ErrorData> {
+        context
+            .extensions
+            .get::<Parts>()
+            .and_then(|parts| parts.extensions.get::<McpCaller>())
+            .ok_or_else(|| ErrorData::internal_error("the request reached the MCP server without an identity", None))
+    }
+
+    /// The caller's tools, named for MCP.
+    fn tools(&self, caller: &Caller) -> CallerTools {
+        CallerTools::new(&self.orchestrator.tools(caller))
+    }
+
+    /// Sends `notifications/tools/list_changed` through `notify` for every
+    /// new registry generation, until `notify` fails (the client went away).
+    async fn forward_changes<F, Fut>(mut generations: watch::Receiver<u64>, notify: F)
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        generations.mark_unchanged();
+        while generations.changed().await.is_ok() {
+            if !notify().await {
+                break;
+            }
+        }
+    }
+}
+
+impl ServerHandler for FleetMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
+            .with_server_info(
+                Implementation::new("orchestrator", env!("CARGO_PKG_VERSION"))
+                    .with_description("Every tool of the fleet's modules this caller may use."),
+            )
+            .with_instructions(
+                "Tools are named `module__tool`. A call that needs a person's approval waits for it: \
+                 the answer says so and how to approve.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let caller = Self::caller(&context)?;
+        let tools = self.tools(&caller.caller);
+        let cursor = request.as_ref().and_then(|params| params.cursor.as_deref());
+        let (range, next_cursor) = module_sdk::mcp::page_range(cursor, tools.all().len(), self.page_size)?;
+        let mut page =
+            ListToolsResult::with_all_items(tools.all()[range].iter().map(|tool| tool.listing.clone()).collect())
+                .with_ttl_ms(TOOL_LIST_TTL_MS)
+                .with_cache_scope(CacheScope::Private);
+        page.next_cursor = next_cursor;
+        Ok(page)
+    }
+
+    /// Runs the call as `POST /execute` would; a tool outside the caller's
+    /// list is an `invalid_params` error, as the specification has it for
+    /// unknown tools. A call that needs approval asks the user through the
+    /// client when it can (`input_required`), and otherwise says it waits.
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let McpCaller { identity, caller } = Self::caller(&context)?;
+        let tools = self.tools(caller);
+        let Some(tool) = tools.get(&request.name) else {
+            let message = format!(
+                "no tool named `{}` among this caller's tools; tools/list gives them (named module__tool)",
+                request.name
+            );
+            return Err(ErrorData::invalid_params(message, None));
+        };
+        if let Some(state) = request.request_state.as_deref() {
+            return approval::resume(&self.orchestrator, identity, tool, state, request.input_responses.as_ref())
+                .await
+                .map(Into::into);
+        }
+        let progress_token = request
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get_progress_token())
+            .or_else(|| context.meta.get_progress_token());
+        let call = self.orchestrator.call(
+            identity,
+            caller,
+            tool.full_name.clone(),
+            request.arguments.unwrap_or_default(),
+            false,
+            None,
+        );
+        let progress = progress_token.map(|token| (token, context.peer.clone(), self.progress_interval));
+        let outcome = tokio::select! {
+            outcome = with_progress(call, progress) => outcome,
+            () = context.ct.cancelled() => {
+                return Ok(rmcp::model::CallToolResult::error(vec![ContentBlock::text("the call was cancelled")]).into());
+            }
+        };
+        match outcome.pending {
+            Some(pending) if approval::client_can_confirm(&context) => approval::ask(&pending),
+            Some(pending) => Ok(approval::waiting(&pending).into()),
+            None => Ok(tool.call_result(outcome.result).into()),
+        }
+    }
+
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        let mut accepted = SubscriptionFilter::new();
+        accepted.tools_list_changed = requested.tools_list_changed;
+        Some(accepted)
+    }
+
+    /// A 2026-07-28 client's `subscriptions/listen`: one
+    /// `notifications/tools/list_changed` per registry change until it stops listening.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let generations = self.orchestrator.registry.subscribe();
+        let sink = context.sink().clone();
+        tokio::select! {
+            () = Self::forward_changes(generations, || async { sink.notify_tool_list_changed().await.is_ok() }) => {}
+            () = context.cancelled() => {}
+        }
+        Ok(())
+    }
+
+    /// A 2025-11-25 client's session: list changes go to its `GET /mcp`
+    /// stream from now until the session ends.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let generations = self.orchestrator.registry.subscribe();
+        let peer = context.peer;
+        tokio::spawn(async move {
+            Self::forward_changes(generations, || async { peer.notify_tool_list_changed().await.is_ok() }).await;
+        });
+    }
+}

@@ -1,0 +1,195 @@
+//! `/mcp`: the fleet's MCP server on rmcp's streamable HTTP transport.
+//!
+//! Stateless for 2026-07-28 clients (each request carries what it needs;
+//! `subscriptions/listen` keeps a stream open for list changes). A
+//! 2025-11-25 client's `initialize` opens a session (rmcp's
+//! [`LocalSessionManager`], at most `MCP_MAX_SESSIONS`), so it can keep
+//! `GET /mcp` open and be told when the tool list changes; sessions are
+//! kept in this process only, and end after 5 idle minutes.
+
+use std::sync::Arc;
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, Request};
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Extension, Router};
+use module_sdk::service::error_response;
+use rmcp::model::ProtocolVersion;
+use rmcp::transport::StreamableHttpService;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use serde::Deserialize;
+
+use crate::app::Orchestrator;
+use crate::auth::Authorized;
+use crate::caller::{Caller, CallerFields};
+use crate::http::AppState;
+use crate::mcp::handler::{FleetMcp, McpCaller};
+
+/// The header naming a 2025-11-25 session.
+const SESSION_HEADER: &str = "mcp-session-id";
+/// The header naming the protocol revision of a request.
+const VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// The fleet's MCP endpoint and its sessions.
+pub struct McpEndpoint {
+    service: StreamableHttpService<FleetMcp, LocalSessionManager>,
+    sessions: Arc<LocalSessionManager>,
+    max_sessions: usize,
+}
+
+impl McpEndpoint {
+    /// The endpoint of `orchestrator`, under its MCP settings and body limit.
+    pub fn new(orchestrator: &Arc<Orchestrator>) -> Self {
+        let config = &orchestrator.config;
+        let settings = &config.mcp;
+        let transport = module_sdk::mcp::transport_config(&settings.transport, config.limits.max_body_bytes)
+            .with_legacy_session_mode(true);
+        let server = FleetMcp::new(Arc::clone(orchestrator), settings.transport.page_size, settings.progress_interval);
+        let sessions = Arc::new(LocalSessionManager::default());
+        let service = StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), transport);
+        Self { service, sessions, max_sessions: settings.max_sessions }
+    }
+
+    /// Whether `request` could open a session while `MCP_MAX_SESSIONS` are
+    /// open: a `POST` without a session that is not a 2026-07-28 request.
+    async fn over_session_budget(&self, method: &Method, headers: &HeaderMap) -> bool {
+        let stateless = headers
+            .get(VERSION_HEADER)
+            .and_then(|value| value.to_str().ok())
+            // Revisions are dates, which compare as text.
+            .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28.as_str());
+        method == Method::POST
+            && !headers.contains_key(SESSION_HEADER)
+            && !stateless
+            && self.sessions.sessions.read().await.len() >= self.max_sessions
+    }
+}
+
+/// The `/mcp` route, to merge into the API's router.
+pub fn routes(orchestrator: &Arc<Orchestrator>) -> Router<AppState> {
+    Router::new()
+        .route("/mcp", post(serve_mcp).get(open_stream).delete(close_session))
+        .layer(Extension(Arc::new(McpEndpoint::new(orchestrator))))
+}
+
+/// The query of `/mcp`: the caller, as `GET /tools` and `POST /execute` read it.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct McpQuery {
+    /// The caller's level; absent is the identity's own for API keys and JWTs, `guest` otherwise.
+    permission: Option<String>,
+    /// Comma-separated allowed modules; absent allows all, empty allows none.
+    modules: Option<String>,
+    /// The user calls are made for (only service identities may name one).
+    user_id: Option<String>,
+}
+
+/// `POST /mcp`: the identity proven as for `/execute`, the caller read from
+/// the query, then the message handed to the MCP transport (`403` to a
+/// foreign `Origin`, `400` to an unknown `MCP-Protocol-Version`).
+#[utoipa::path(
+    post, path = "/mcp", params(McpQuery),
+    security((), ("bearer" = [])),
+    request_body(
+        content = Object, content_type = "application/json",
+        description = "A JSON-RPC message of the Model Context Protocol (streamable HTTP transport)"
+    ),
+    responses(
+        (status = 200, description = "The JSON-RPC answer: `application/json`, or `text/event-stream` when notifications come before it"),
+        (status = 202, description = "A notification, accepted"),
+        (status = 400, description = "An unknown `MCP-Protocol-Version`, headers that contradict the body, or a query that does not parse"),
+        (status = 401, body = module_sdk::contract::ErrorBody, description = "No valid identity (bearer token, API key or JWT)"),
+        (status = 403, description = "An `Origin` not in `MCP_ALLOWED_ORIGINS`, a `Host` not in `MCP_ALLOWED_HOSTS`, or a caller the identity may not act as"),
+        (status = 406, description = "The client does not accept both `application/json` and `text/event-stream`"),
+        (status = 413, description = "The body is over MAX_BODY_BYTES"),
+        (status = 415, body = module_sdk::contract::ErrorBody, description = "The body is not sent as `Content-Type: application/json`"),
+        (status = 429, body = module_sdk::contract::ErrorBody, description = "MCP_MAX_SESSIONS sessions are open")
+    )
+)]
+pub(crate) async fn serve_mcp(
+    identity: Authorized,
+    endpoint: Extension<Arc<McpEndpoint>>,
+    query: Result<Query<McpQuery>, QueryRejection>,
+    request: Request,
+) -> Response {
+    handle(identity, endpoint, query, request).await
+}
+
+/// `GET /mcp`: the stream of a 2025-11-25 session (named by `Mcp-Session-Id`),
+/// on which the server tells of tool list changes.
+#[utoipa::path(
+    get, path = "/mcp", params(McpQuery, ("mcp-session-id" = String, Header, description = "The session")),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 200, description = "`text/event-stream`: the session's notifications"),
+        (status = 400, description = "No or an unknown `Mcp-Session-Id`, or a query that does not parse"),
+        (status = 401, body = module_sdk::contract::ErrorBody, description = "No valid identity (bearer token, API key or JWT)"),
+        (status = 403, description = "A foreign `Origin` or `Host`, or a caller the identity may not act as"),
+        (status = 404, description = "The session has ended"),
+        (status = 406, description = "The client does not accept `text/event-stream`"),
+        (status = 409, description = "The session's stream is already open")
+    )
+)]
+pub(crate) async fn open_stream(
+    identity: Authorized,
+    endpoint: Extension<Arc<McpEndpoint>>,
+    query: Result<Query<McpQuery>, QueryRejection>,
+    request: Request,
+) -> Response {
+    handle(identity, endpoint, query, request).await
+}
+
+/// `DELETE /mcp`: ends the 2025-11-25 session named by `Mcp-Session-Id`.
+#[utoipa::path(
+    delete, path = "/mcp", params(McpQuery, ("mcp-session-id" = String, Header, description = "The session")),
+    security((), ("bearer" = [])),
+    responses(
+        (status = 202, description = "The session has ended"),
+        (status = 400, description = "No `Mcp-Session-Id`, or a query that does not parse"),
+        (status = 401, body = module_sdk::contract::ErrorBody, description = "No valid identity (bearer token, API key or JWT)"),
+        (status = 403, description = "A foreign `Origin` or `Host`, or a caller the identity may not act as"),
+        (status = 404, description = "No such session")
+    )
+)]
+pub(crate) async fn close_session(
+    identity: Authorized,
+    endpoint: Extension<Arc<McpEndpoint>>,
+    query: Result<Query<McpQuery>, QueryRejection>,
+    request: Request,
+) -> Response {
+    handle(identity, endpoint, query, request).await
+}
+
+/// Any `/mcp` request: the caller put into its extensions, then the request
+/// handed to the MCP transport.
+async fn handle(
+    Authorized(identity): Authorized,
+    Extension(endpoint): Extension<Arc<McpEndpoint>>,
+    query: Result<Query<McpQuery>, QueryRejection>,
+    mut request: Request,
+) -> Response {
+    let Query(query) = match query {
+        Ok(query) => query,
+        Err(rejection) => return error_response(rejection.status(), rejection.body_text()),
+    };
+    let fields = CallerFields {
+        user_id: query.user_id,
+        user_permission: query.permission,
+        modules: query.modules.as_deref().map(Caller::parse_modules),
+    };
+    let caller = match identity.caller(fields) {
+        Ok(caller) => caller,
+        Err(error) => return error_response(StatusCode::FORBIDDEN, error.to_string()),
+    };
+    if endpoint.over_session_budget(request.method(), request.headers()).await {
+        let message = format!(
+            "this orchestrator already keeps MCP_MAX_SESSIONS ({}) MCP sessions; try again later, or speak MCP 2026-07-28, which needs none",
+            endpoint.max_sessions
+        );
+        return error_response(StatusCode::TOO_MANY_REQUESTS, message);
+    }
+    request.extensions_mut().insert(McpCaller { identity, caller });
+    endpoint.service.handle(request).await.into_response()
+}

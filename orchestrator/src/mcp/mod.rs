@@ -1,0 +1,31 @@
+//! The whole fleet as one MCP server at `/mcp`, on `rmcp` (the official Rust
+//! SDK of the Model Context Protocol).
+//!
+//! - Its tools are the caller's tools: the identity proven by the request's
+//!   bearer token (API key, JWT, service token; development mode without
+//!   any), acting as the `permission`, `modules` and `user_id` of the URL's
+//!   query, exactly as `GET /tools` and `POST /execute` read them.
+//! - Tools are named `module__tool` (the provider-safe names of
+//!   [`NameMap`](crate::providers::names::NameMap)), so the module is the
+//!   prefix, as the specification advises aggregators; title, description,
+//!   schemas and annotations come from the manifests.
+//! - `tools/call` goes through [`Orchestrator::call`](crate::Orchestrator::call),
+//!   the path of `POST /execute`, and is counted in `/metrics` alike.
+//! - A call that needs approval asks the user within the call when the
+//!   client can (`input_required`), and otherwise says it waits ([`approval`]).
+//! - `notifications/tools/list_changed` follows the registry's generations:
+//!   on `subscriptions/listen` streams (2026-07-28) and on the `GET /mcp`
+//!   stream of 2025-11-25 sessions ([`http`]).
+//! - Calls that run long send `notifications/progress` to a client that
+//!   gave a `progressToken` ([`progress`]).
+
+pub mod approval;
+pub mod handler;
+pub mod http;
+pub mod progress;
+pub mod settings;
+pub mod tools;
+
+pub use handler::{FleetMcp, McpCaller};
+pub use http::routes;
+pub use settings::McpEndpointSettings;

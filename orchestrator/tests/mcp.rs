@@ -1,0 +1,377 @@
+//! Whole-process tests of the orchestrator's `/mcp`: the real binary, driven
+//! by the official MCP client (`rmcp`) through both lifecycles (2025-11-25
+//! `initialize` with a session, 2026-07-28 `server/discover`, stateless),
+//! with API keys of different permissions.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::identities::{TestKey, keys_file};
+use common::modules::{Calls, approval_module, sdk_module, stalling_module};
+use common::{ModuleServer, OrchestratorProcess, module_services};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationCapability, Implementation, PaginatedRequestParams, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion, ServerNotification, SubscriptionFilter, Tool,
+};
+use rmcp::service::{
+    ClientLifecycleMode, NotificationContext, RequestContext, RunningService, serve_client_with_lifecycle,
+};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, ErrorData, RoleClient};
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+const SERVICE_TOKEN: &str = "service-token-for-tests-0123456789";
+
+/// Three modules (`alpha`: echo and the admin's wipe; `bank`: the same and
+/// transfer, which needs approval; `slow`: tools that never answer), keys
+/// for a user and an admin, and the orchestrator using them.
+struct Fleet {
+    _alpha: ModuleServer,
+    _bank: ModuleServer,
+    slow: ModuleServer,
+    _keys: tempfile::NamedTempFile,
+    alpha_calls: Calls,
+    bank_calls: Calls,
+    orchestrator: OrchestratorProcess,
+}
+
+impl Fleet {
+    async fn start(extra: &[(&str, &str)]) -> Self {
+        let (alpha, alpha_calls) = sdk_module("alpha");
+        let alpha = ModuleServer::sdk(alpha);
+        let (bank, bank_calls) = approval_module("bank");
+        let bank = ModuleServer::sdk(bank);
+        let slow = ModuleServer::start(stalling_module("slow").0);
+        let services = module_services(&[("alpha", alpha.url()), ("bank", bank.url()), ("slow", slow.url())]);
+        let keys = keys_file(&[TestKey::new("ada", "ada", "user"), TestKey::new("root", "root", "admin")]);
+        let mut env = vec![
+            ("MODULE_SERVICES", services.as_str()),
+            ("API_KEYS_FILE", keys.path().to_str().unwrap()),
+            ("ORCHESTRATOR_API_TOKEN", SERVICE_TOKEN),
+            ("MCP_PROGRESS_INTERVAL_SECONDS", "0.2"),
+        ];
+        env.extend_from_slice(extra);
+        let orchestrator = OrchestratorProcess::start(&env).with_token(SERVICE_TOKEN);
+        for module in ["alpha", "bank", "slow"] {
+            orchestrator.wait_for_module(module, "up", Duration::from_secs(10)).await;
+        }
+        Self { _alpha: alpha, _bank: bank, slow, _keys: keys, alpha_calls, bank_calls, orchestrator }
+    }
+
+    /// An MCP client with `handler` of `/mcp{query}`, sending `key`'s API key.
+    async fn connect<H: ClientHandler>(
+        &self,
+        handler: H,
+        key: &'static str,
+        query: &str,
+        lifecycle: ClientLifecycleMode,
+    ) -> RunningService<RoleClient, H> {
+        let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp{query}", self.orchestrator.url))
+            .auth_header(api_key(key));
+        let transport = StreamableHttpClientTransport::from_config(config);
+        serve_client_with_lifecycle(handler, transport, lifecycle).await.expect("connected")
+    }
+}
+
+fn api_key(id: &'static str) -> String {
+    TestKey::new(id, "", "").key
+}
+
+/// Both ways a client starts: the 2025-11-25 handshake and 2026-07-28 discovery.
+fn lifecycles() -> [ClientLifecycleMode; 2] {
+    [ClientLifecycleMode::Initialize, recent()]
+}
+
+fn recent() -> ClientLifecycleMode {
+    ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] }
+}
+
+fn arguments(value: Value) -> Map<String, Value> {
+    let Value::Object(arguments) = value else { panic!("arguments are an object") };
+    arguments
+}
+
+async fn call<H: ClientHandler>(
+    client: &RunningService<RoleClient, H>,
+    name: &'static str,
+    args: Value,
+) -> CallToolResult {
+    client.call_tool(CallToolRequestParams::new(name).with_arguments(arguments(args))).await.expect("a tool result")
+}
+
+fn text_of(result: &CallToolResult) -> &str {
+    &result.content[0].as_text().expect("a text block").text
+}
+
+fn names(tools: &[Tool]) -> Vec<&str> {
+    tools.iter().map(|tool| tool.name.as_ref()).collect()
+}
+
+/// Checks a successful result: its structured content matches the tool's
+/// `outputSchema`, and the text block is the same JSON.
+fn assert_matches_output_schema(tool: &Tool, result: &CallToolResult) {
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    let structured = result.structured_content.as_ref().expect("structured content");
+    let schema = Value::Object(tool.output_schema.as_deref().expect("an outputSchema").clone());
+    let validator = jsonschema::validator_for(&schema).expect("a valid outputSchema");
+    let problems: Vec<String> = validator.iter_errors(structured).map(|e| e.to_string()).collect();
+    assert!(problems.is_empty(), "{structured} against {schema}: {problems:?}");
+    assert_eq!(serde_json::from_str::<Value>(text_of(result)).unwrap(), *structured);
+}
+
+/// A client whose user says yes to every confirmation, declares form
+/// elicitation, and collects the list changes and progress it is told of.
+#[derive(Clone)]
+struct Agreeable {
+    changes: mpsc::UnboundedSender<()>,
+    progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+}
+
+impl Agreeable {
+    fn new() -> (Self, mpsc::UnboundedReceiver<()>) {
+        let (changes, received) = mpsc::unbounded_channel();
+        (Self { changes, progress: Arc::default() }, received)
+    }
+}
+
+impl ClientHandler for Agreeable {
+    fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        capabilities.elicitation = Some(ElicitationCapability::new());
+        ClientConfig::new(capabilities, Implementation::new("agreeable-test-client", "1.0.0"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } = request else {
+            panic!("a form was expected");
+        };
+        assert!(message.contains("bank.transfer") && message.contains("carol"), "{message}");
+        assert!(serde_json::to_value(&requested_schema).unwrap()["properties"]["approve"].is_object());
+        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"approve": true})))
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.changes.send(());
+    }
+
+    async fn on_progress(&self, params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
+        self.progress.lock().unwrap().push(params);
+    }
+}
+
+#[tokio::test]
+async fn the_fleet_serves_the_callers_tools_to_both_lifecycles() {
+    let fleet = Fleet::start(&[]).await;
+    for lifecycle in lifecycles() {
+        let client = fleet.connect((), "root", "", lifecycle).await;
+        let tools = client.list_all_tools().await.unwrap();
+        assert_eq!(
+            names(&tools),
+            ["alpha__echo", "alpha__wipe", "bank__echo", "bank__wipe", "bank__transfer", "slow__wait", "slow__stall"],
+            "module by module, in manifest order, named module__tool"
+        );
+        let echo = &tools[0];
+        assert_eq!(echo.title.as_deref(), Some("Echo"));
+        assert_eq!(echo.description.as_deref(), Some("Send the text back, with the caller's user id."));
+        assert_eq!(echo.input_schema["properties"]["text"]["type"], "string");
+        let hints = echo.annotations.clone().unwrap();
+        assert_eq!((hints.read_only_hint, hints.idempotent_hint), (Some(true), Some(true)));
+        assert_eq!(tools[1].annotations.clone().unwrap().destructive_hint, Some(true));
+
+        let echoed = call(&client, "alpha__echo", json!({"text": "hi"})).await;
+        assert_matches_output_schema(echo, &echoed);
+        assert_eq!(echoed.structured_content, Some(json!({"text": "hi", "user_id": "root"})), "the key's user");
+
+        let invalid = call(&client, "alpha__echo", json!({"text": 7})).await;
+        assert_eq!(invalid.is_error, Some(true));
+        assert!(text_of(&invalid).contains("text"), "{}", text_of(&invalid));
+
+        let slow = call(&client, "slow__wait", json!({})).await;
+        assert_eq!(slow.is_error, Some(true));
+        assert!(text_of(&slow).contains("did not finish within"), "{}", text_of(&slow));
+        client.cancel().await.unwrap();
+    }
+    assert_eq!(fleet.alpha_calls.count(), 2, "one echo per lifecycle; the invalid call never reached the module");
+
+    let metrics = reqwest::Client::new()
+        .get(format!("{}/metrics", fleet.orchestrator.url))
+        .bearer_auth(SERVICE_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for (series, count) in [
+        (r#"tool_calls_total{tool="alpha.echo",outcome="success"}"#, "2"),
+        (r#"tool_calls_total{tool="alpha.echo",outcome="invalid_arguments"}"#, "2"),
+        (r#"tool_calls_total{tool="slow.wait",outcome="timeout"}"#, "2"),
+    ] {
+        let line = metrics.lines().find(|line| line.starts_with(series)).unwrap_or_else(|| panic!("{series}"));
+        assert_eq!(line.split_whitespace().nth(1), Some(count), "{line}");
+    }
+}
+
+#[tokio::test]
+async fn two_identities_see_different_tools_and_cannot_call_outside_theirs() {
+    let fleet = Fleet::start(&[]).await;
+    let ada = fleet.connect((), "ada", "", recent()).await;
+    let ada_tools = ada.list_all_tools().await.unwrap();
+    assert_eq!(names(&ada_tools), ["alpha__echo", "bank__echo", "bank__transfer", "slow__wait", "slow__stall"]);
+    let refused = ada.call_tool(CallToolRequestParams::new("alpha__wipe").with_arguments(Map::new())).await;
+    let message = refused.unwrap_err().to_string();
+    assert!(message.contains("no tool named `alpha__wipe`"), "{message}");
+    let echoed = call(&ada, "alpha__echo", json!({"text": "hi"})).await;
+    assert_eq!(echoed.structured_content.unwrap()["user_id"], "ada");
+    ada.cancel().await.unwrap();
+
+    let root = fleet.connect((), "root", "?modules=alpha", ClientLifecycleMode::Initialize).await;
+    assert_eq!(names(&root.list_all_tools().await.unwrap()), ["alpha__echo", "alpha__wipe"], "the query narrows");
+    let wiped = call(&root, "alpha__wipe", json!({})).await;
+    assert_eq!(wiped.structured_content, Some(json!({"wiped": true})));
+    let outside = root.call_tool(CallToolRequestParams::new("bank__echo").with_arguments(Map::new())).await;
+    assert!(outside.is_err(), "bank is outside the query's modules");
+    root.cancel().await.unwrap();
+    assert_eq!(fleet.alpha_calls.count(), 2, "ada's echo and root's wipe");
+}
+
+#[tokio::test]
+async fn list_changed_arrives_when_a_module_goes_down() {
+    let mut fleet = Fleet::start(&[]).await;
+    // A 2026-07-28 client listens on `subscriptions/listen`.
+    let recent_client = fleet.connect((), "ada", "", recent()).await;
+    let mut subscription =
+        recent_client.listen(SubscriptionFilter::builder().tools_list_changed().build()).await.unwrap();
+    // A 2025-11-25 client keeps its session's GET stream open.
+    let (handler, mut legacy_changes) = Agreeable::new();
+    let legacy_client = fleet.connect(handler, "ada", "", ClientLifecycleMode::Initialize).await;
+    legacy_client.list_all_tools().await.unwrap();
+
+    fleet.slow.kill();
+    let (status, _) = fleet.orchestrator.post("/refresh-tools", &json!({})).await;
+    assert_eq!(status, 200);
+    let notification = tokio::time::timeout(Duration::from_secs(30), subscription.next()).await.unwrap().unwrap();
+    assert!(matches!(notification, Some(ServerNotification::ToolListChangedNotification(_))), "{notification:?}");
+    tokio::time::timeout(Duration::from_secs(30), legacy_changes.recv()).await.unwrap().unwrap();
+    subscription.cancel().await.unwrap();
+    recent_client.cancel().await.unwrap();
+    legacy_client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_call_that_needs_approval_asks_the_user_or_says_it_waits() {
+    let fleet = Fleet::start(&[]).await;
+    let transfer = json!({"to": "carol", "cents": 500});
+
+    // A client that cannot ask its user: the call waits, and says how to approve it.
+    let plain = fleet.connect((), "ada", "", recent()).await;
+    let waiting = call(&plain, "bank__transfer", transfer.clone()).await;
+    assert_eq!(waiting.is_error, Some(true));
+    assert!(text_of(&waiting).contains("waits for the user's approval"), "{}", text_of(&waiting));
+    assert!(text_of(&waiting).contains("POST /approvals/"), "{}", text_of(&waiting));
+    let id = waiting.meta.as_ref().unwrap()["io.github.tool-modules/approval_id"].as_str().unwrap().to_owned();
+    assert!(text_of(&waiting).contains(&id));
+    assert_eq!(fleet.bank_calls.count(), 0, "a waiting call does not run");
+    let (status, decided) = fleet
+        .orchestrator
+        .post_with(&format!("/approvals/{id}"), Some(&api_key("ada")), &json!({"decision": "approve"}))
+        .await;
+    assert_eq!((status, &decided["result"]["success"]), (200, &json!(true)), "{decided}");
+    assert_eq!(fleet.bank_calls.count(), 1);
+    plain.cancel().await.unwrap();
+
+    // A 2026-07-28 client with elicitation: the user confirms within the call, which then runs once.
+    let (handler, _changes) = Agreeable::new();
+    let asking = fleet.connect(handler, "ada", "", recent()).await;
+    let tools = asking.list_all_tools().await.unwrap();
+    let done = call(&asking, "bank__transfer", transfer).await;
+    let transfer_tool = tools.iter().find(|tool| tool.name == "bank__transfer").unwrap();
+    assert_matches_output_schema(transfer_tool, &done);
+    assert_eq!(done.structured_content, Some(json!({"to": "carol", "cents": 500, "user_id": "ada"})));
+    assert_eq!(fleet.bank_calls.count(), 2);
+    asking.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_long_call_reports_progress_to_a_client_that_asks() {
+    let fleet = Fleet::start(&[]).await;
+    let (handler, _changes) = Agreeable::new();
+    let progress = Arc::clone(&handler.progress);
+    let client = fleet.connect(handler, "ada", "", recent()).await;
+    let mut request = CallToolRequestParams::new("slow__wait").with_arguments(Map::new());
+    let mut meta = rmcp::model::RequestMetaObject::default();
+    meta.set_progress_token(ProgressToken(rmcp::model::NumberOrString::String("wait-1".into())));
+    request.meta = Some(meta);
+    let result = client.call_tool(request).await.unwrap();
+    assert_eq!(result.is_error, Some(true), "it times out after a second");
+    let seen = progress.lock().unwrap().clone();
+    assert!(!seen.is_empty(), "progress every 0.2 s of a call that lasts about 2 s");
+    assert!(seen.iter().all(|p| p.message.as_deref().is_some_and(|m| m.starts_with("still running"))), "{seen:?}");
+    assert!(seen.windows(2).all(|pair| pair[0].progress <= pair[1].progress), "{seen:?}");
+    client.cancel().await.unwrap();
+}
+
+/// POSTs `body` to `/mcp` with the headers a client sends plus `headers`.
+async fn post_raw(fleet: &Fleet, headers: &[(&str, &str)], body: Value) -> (u16, String) {
+    let mut request = reqwest::Client::new()
+        .post(format!("{}/mcp", fleet.orchestrator.url))
+        .bearer_auth(api_key("ada"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&body);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn protocol_rules_pages_and_budgets() {
+    let fleet = Fleet::start(&[("MCP_PAGE_SIZE", "2"), ("MCP_MAX_SESSIONS", "1")]).await;
+    let client = fleet.connect((), "ada", "", recent()).await;
+    let first = client.list_tools(None).await.unwrap();
+    assert_eq!(names(&first.tools), ["alpha__echo", "bank__echo"]);
+    let second = client
+        .list_tools(Some(PaginatedRequestParams::default().with_cursor(first.next_cursor.clone())))
+        .await
+        .unwrap();
+    assert_eq!(names(&second.tools), ["bank__transfer", "slow__wait"]);
+    let again = client.list_tools(None).await.unwrap();
+    assert_eq!((again.tools, again.next_cursor), (first.tools, first.next_cursor), "the same page every time");
+    let bad = client.list_tools(Some(PaginatedRequestParams::default().with_cursor(Some("nope".into())))).await;
+    assert!(bad.unwrap_err().to_string().contains("cursor"));
+    client.cancel().await.unwrap();
+
+    let discover = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+    let (status, body) = post_raw(&fleet, &[("origin", "https://evil.example")], discover.clone()).await;
+    assert_eq!(status, 403, "{body}");
+    let (status, body) = post_raw(&fleet, &[("mcp-protocol-version", "1999-01-01")], discover.clone()).await;
+    assert_eq!(status, 400, "{body}");
+    let (status, body) =
+        post_raw(&fleet, &[], json!({"jsonrpc": "2.0", "id": 1, "method": "no/such", "params": {}})).await;
+    assert!(status < 500, "a protocol error is never a 5xx: {status} {body}");
+    let (status, _) = fleet.orchestrator.post_with("/mcp", None, &discover).await;
+    assert_eq!(status, 401, "no key");
+
+    // One 2025-11-25 session at most: a second initialize is refused until the first ends.
+    let first_session = fleet.connect((), "ada", "", ClientLifecycleMode::Initialize).await;
+    let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", fleet.orchestrator.url))
+        .auth_header(api_key("ada"));
+    let second = serve_client_with_lifecycle(
+        (),
+        StreamableHttpClientTransport::from_config(config),
+        ClientLifecycleMode::Initialize,
+    )
+    .await;
+    assert!(second.is_err(), "MCP_MAX_SESSIONS is 1");
+    first_session.cancel().await.unwrap();
+}
