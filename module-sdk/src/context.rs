@@ -40,8 +40,8 @@ pub struct Context {
 }
 
 impl Context {
-    pub(crate) fn new(tool_name: Arc<str>, user_id: Option<String>, timeout: Duration, state: Arc<StateMap>) -> Self {
-        Self { tool_name, user_id, deadline: Instant::now() + timeout, cancellation: CancellationToken::new(), state }
+    pub(crate) fn new(tool_name: Arc<str>, user_id: Option<String>, deadline: Instant, state: Arc<StateMap>) -> Self {
+        Self { tool_name, user_id, deadline, cancellation: CancellationToken::new(), state }
     }
 
     /// The full name of the tool being called, `module.tool`.

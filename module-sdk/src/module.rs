@@ -210,12 +210,14 @@ impl ModuleService {
         if let Err(problems) = tool.validator.check(&arguments) {
             return Answer::failure(call.tool_name, ErrorKind::InvalidArguments, problems);
         }
-        let ctx = Context::new(tool.name.clone(), call.user_id, tool.timeout, self.state.clone());
+        // One clock read for the context's deadline and the timeout.
+        let deadline = Instant::now() + tool.timeout;
+        let ctx = Context::new(tool.name.clone(), call.user_id, deadline, self.state.clone());
         // Cancelled when this call ends for any reason, including the caller
         // going away (the future is then dropped).
         let _cancel_on_exit = ctx.cancellation().clone().drop_guard();
         let running = AssertUnwindSafe(async { tool.handler.call(ctx, arguments).await }).catch_unwind();
-        match tokio::time::timeout(tool.timeout, running).await {
+        match tokio::time::timeout_at(deadline, running).await {
             Ok(Ok(Ok(result))) => Answer::success(call.tool_name, result),
             Ok(Ok(Err(error))) => Answer::failure(call.tool_name, error.kind(), error.message()),
             Ok(Err(panic)) => {
