@@ -46,7 +46,9 @@ impl StrictLimit {
 
     /// Whether `definition` may stay strict in this listing (spending its cost if so).
     fn keeps_strict(&mut self, definition: &Value) -> bool {
+        // Once 20 are strict the rest need not be measured.
         definition.get("strict") == Some(&Value::Bool(true))
+            && !self.budget.is_full()
             && self.budget.admit(StrictCost::of(definition.get("input_schema").unwrap_or(&Value::Null)))
     }
 

@@ -214,6 +214,11 @@ impl StrictBudget {
         Self { tools: 0, spent: StrictCost::default() }
     }
 
+    /// Whether no further strict tool fits, whatever its cost.
+    pub fn is_full(&self) -> bool {
+        self.tools >= MAX_STRICT_TOOLS
+    }
+
     /// Whether one more strict tool of `cost` fits; if it does, it is spent.
     pub fn admit(&mut self, cost: StrictCost) -> bool {
         let optional = self.spent.optional + cost.optional;
@@ -294,8 +299,10 @@ mod tests {
         assert!(budget.admit(StrictCost { optional: 4, unions: 16 }));
         assert!(!budget.admit(StrictCost { optional: 0, unions: 1 }));
         for _ in 2..MAX_STRICT_TOOLS {
+            assert!(!budget.is_full());
             assert!(budget.admit(StrictCost::default()));
         }
+        assert!(budget.is_full());
         assert!(!budget.admit(StrictCost::default()));
     }
 }
