@@ -5,7 +5,9 @@
 //! every format and called through the orchestrator's `/execute`, while the
 //! contract tests still pass on the module's own `/execute`. Then what can
 //! go wrong: the server going away (and coming back), a server that never
-//! answers, a `tools/list` over `MAX_MANIFEST_BYTES`.
+//! answers, a `tools/list` over `MAX_MANIFEST_BYTES`; and with a server
+//! written by hand, `notifications/tools/list_changed` and a call that
+//! never ends.
 
 mod common;
 
@@ -13,11 +15,19 @@ use std::io::Write;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{HungServer, OrchestratorProcess};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::body::{Body, Bytes};
+use axum::response::IntoResponse;
+use axum::{Json, Router};
+use common::{HungServer, ModuleServer, OrchestratorProcess};
 use contract_tests::{Level, RunReport, SuiteOptions, check_module};
 use orchestrator::providers::ToolFormat;
+use reqwest::StatusCode;
 use serde_json::{Value, json};
 use test_support::{Process, built_binary, error_kind};
+use tokio::sync::broadcast;
 
 const TOKEN: &str = "fleet-test-token";
 
@@ -198,4 +208,79 @@ async fn a_silent_server_times_out_and_a_huge_tool_list_is_refused() {
     assert!(huge["last_error"].as_str().unwrap().contains("MAX_MANIFEST_BYTES"), "{huge}");
     let call = execute(&orchestrator, "silent.anything", json!({}), "guest").await;
     assert_eq!(error_kind(&call), "unavailable", "{call}");
+}
+
+/// A hand-written MCP server (2025-11-25, with a session): `tools/list`
+/// lists `first`, and `second` once `POST /change` was called, which also
+/// sends `notifications/tools/list_changed` on the session's event stream;
+/// `tools/call` of `second` never answers, of anything else answers "done".
+fn changing_server() -> ModuleServer {
+    let version = Arc::new(AtomicUsize::new(0));
+    let (changed, _) = broadcast::channel::<()>(4);
+    let listed = Arc::clone(&version);
+    let post = move |Json(request): Json<Value>| {
+        let version = listed.load(Ordering::SeqCst);
+        async move {
+            let tool = |name: &str| json!({"name": name, "description": "A tool.", "inputSchema": {"type": "object"}});
+            let result = match request["method"].as_str() {
+                Some("initialize") => json!({
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {"tools": {"listChanged": true}},
+                    "serverInfo": {"name": "changing", "version": "1.0.0"}
+                }),
+                Some("tools/list") if version == 0 => json!({"tools": [tool("first")]}),
+                Some("tools/list") => json!({"tools": [tool("first"), tool("second")]}),
+                Some("tools/call") if request["params"]["name"] == "second" => std::future::pending().await,
+                Some("tools/call") => json!({"content": [{"type": "text", "text": "done"}]}),
+                _ => return StatusCode::ACCEPTED.into_response(),
+            };
+            let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": result});
+            ([("mcp-session-id", "session-1")], Json(answer)).into_response()
+        }
+    };
+    let events = changed.clone();
+    let get = move || {
+        let receiver = events.subscribe();
+        let stream = futures::stream::unfold(receiver, |mut receiver| async move {
+            receiver.recv().await.ok()?;
+            let event = "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n";
+            Some((Ok::<_, std::convert::Infallible>(Bytes::from(event)), receiver))
+        });
+        std::future::ready(([("content-type", "text/event-stream")], Body::from_stream(stream)))
+    };
+    let change = move || {
+        version.fetch_add(1, Ordering::SeqCst);
+        let _ = changed.send(());
+        std::future::ready(StatusCode::NO_CONTENT)
+    };
+    let router = Router::new()
+        .route("/mcp", axum::routing::post(post).get(get).delete(|| std::future::ready(StatusCode::OK)))
+        .route("/change", axum::routing::post(change));
+    ModuleServer::start(router)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_changed_discovers_again_and_a_call_past_its_time_is_a_timeout() {
+    let server = changing_server();
+    let services = json!({"changing": format!("mcp+{}/mcp", server.url())}).to_string();
+    let orchestrator =
+        OrchestratorProcess::start(&[("PORT", "0"), ("MODULE_SERVICES", &services), ("DEFAULT_TOOL_TIMEOUT", "1")]);
+    orchestrator.wait_for_module("changing", "up", Duration::from_secs(20)).await;
+    assert_eq!(orchestrator.tool_names("permission=user").await, ["changing.first"]);
+    assert!(orchestrator.tool_names("permission=guest").await.is_empty(), "MCP tools require `user` by default");
+
+    let done = execute(&orchestrator, "changing.first", json!({}), "user").await;
+    assert_eq!(done["result"], "done", "{done}");
+    let early = execute(&orchestrator, "changing.second", json!({}), "user").await;
+    assert_eq!(error_kind(&early), "unknown_tool", "not listed yet: {early}");
+
+    // The server says its tools changed: listed at once (REFRESH_INTERVAL is 300 s).
+    reqwest::Client::new().post(format!("{}/change", server.url())).send().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while orchestrator.tool_names("permission=user").await != ["changing.first", "changing.second"] {
+        assert!(Instant::now() < deadline, "the list change was not followed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let hung = execute(&orchestrator, "changing.second", json!({}), "user").await;
+    assert_eq!(error_kind(&hung), "timeout", "DEFAULT_TOOL_TIMEOUT ran out: {hung}");
 }
