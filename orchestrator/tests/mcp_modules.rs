@@ -2,7 +2,8 @@
 //! binary: the SDK's demo module (`module-sdk/examples/demo.rs`) is
 //! configured *as an MCP server*, once over streamable HTTP (its own `/mcp`)
 //! and once as a stdio child process (`--stdio`); its tools are listed in
-//! every format and called through the orchestrator's `/execute`, while the
+//! every format and called through the orchestrator's `/execute` and its
+//! own `/mcp` (with the `rmcp` client), while the
 //! contract tests still pass on the module's own `/execute`. Then what can
 //! go wrong: the server going away (and coming back), a server that never
 //! answers, a `tools/list` over `MAX_MANIFEST_BYTES`; and with a server
@@ -25,6 +26,10 @@ use common::{HungServer, ModuleServer, OrchestratorProcess};
 use contract_tests::{Level, RunReport, SuiteOptions, check_module};
 use orchestrator::providers::ToolFormat;
 use reqwest::StatusCode;
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 use test_support::{Process, built_binary, error_kind};
 use tokio::sync::broadcast;
@@ -112,6 +117,29 @@ async fn a_workspace_module_joins_the_fleet_as_an_mcp_server() {
     };
     let report = check_module(&demo.url(), &options).await.unwrap();
     assert!(report.passed(), "{}", RunReport::new(vec![report.clone()]).to_text());
+
+    // The whole way: module /mcp -> the orchestrator's MCP client -> the orchestrator's own /mcp.
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp?permission=user&user_id=u2", orchestrator.url));
+    let client = ().serve(StreamableHttpClientTransport::from_config(config)).await.expect("connected to /mcp");
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
+    assert_eq!(names, ["demo__greet", "demo__plan_trip", "demo__sleep"]);
+    let arguments = |value: Value| value.as_object().unwrap().clone();
+    let greeting = client
+        .call_tool(CallToolRequestParams::new("demo__greet").with_arguments(arguments(json!({"name": "Cy"}))))
+        .await
+        .unwrap();
+    assert_eq!(greeting.structured_content, Some(json!({"text": "Hello, Cy"})), "{greeting:?}");
+    let trip = arguments(json!({"origin": {"name": "Lyon"}, "stops": [{"name": "Dijon"}]}));
+    let planned = client.call_tool(CallToolRequestParams::new("demo__plan_trip").with_arguments(trip)).await.unwrap();
+    assert_eq!(planned.structured_content.unwrap()["planned_for"], "u2", "the caller's user id, all the way");
+    let failed = client
+        .call_tool(CallToolRequestParams::new("demo__sleep").with_arguments(arguments(json!({"millis": 5000}))))
+        .await
+        .unwrap();
+    assert_eq!(failed.is_error, Some(true), "{failed:?}");
+    client.cancel().await.unwrap();
 
     // The server goes away: calls are unavailable, the module is shown cached with why.
     let mut demo = demo;
