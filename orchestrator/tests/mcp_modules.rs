@@ -3,9 +3,8 @@
 //! configured *as an MCP server*, once over streamable HTTP (its own `/mcp`)
 //! and once as a stdio child process (`--stdio`); its tools are listed in
 //! every format and called through the orchestrator's `/execute` and its
-//! own `/mcp` (with the `rmcp` client), while the
-//! contract tests still pass on the module's own `/execute`. Then what can
-//! go wrong: the server going away (and coming back), a server that never
+//! own `/mcp` (with the `rmcp` client), while the contract tests still pass
+//! on the module's own `/execute`. Then what can go wrong: the server going away (and coming back), a server that never
 //! answers, a `tools/list` over `MAX_MANIFEST_BYTES`; and with a server
 //! written by hand, `notifications/tools/list_changed` and a call that
 //! never ends.
