@@ -281,3 +281,81 @@ fn meta_tool(settings: &ToolSearchSettings) -> ToolDefinition {
         risk_level: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use module_sdk::contract::ModuleManifest;
+
+    use super::*;
+    use crate::providers::{PROVIDERS, render_tools, rules};
+    use crate::snapshot::{ModuleSnapshot, ModuleState};
+
+    fn snapshot(generation: u64) -> Snapshot {
+        let manifest: ModuleManifest = serde_json::from_value(json!({
+            "module_name": "mail", "description": "Mail.",
+            "tools": [
+                {"name": "mail.send_email", "description": "Send an email.", "parameters": []},
+                {"name": "mail.purge", "description": "Delete all email.", "parameters": [], "required_permission": "admin"}
+            ]
+        }))
+        .unwrap();
+        let module = ModuleSnapshot {
+            name: "mail".into(),
+            url: "http://127.0.0.1:1".into(),
+            execute_url: "http://127.0.0.1:1/execute".into(),
+            state: ModuleState::Up,
+            manifest: Some(Arc::new(manifest)),
+        };
+        Snapshot::new(generation, BTreeMap::from([("mail".to_owned(), module)]))
+    }
+
+    #[test]
+    fn the_index_is_built_once_per_generation() {
+        let search = ToolSearch::new(ToolSearchSettings::default());
+        let first = search.index(&snapshot(1));
+        assert!(Arc::ptr_eq(&first, &search.index(&snapshot(1))));
+        assert!(!Arc::ptr_eq(&first, &search.index(&snapshot(2))));
+        // An older generation built late does not replace the newer index.
+        search.index(&snapshot(1));
+        let newest = search.index(&snapshot(2));
+        assert!(Arc::ptr_eq(&newest, &search.index(&snapshot(2))));
+    }
+
+    #[test]
+    fn searches_see_the_callers_tools_and_keep_their_budgets() {
+        let settings = ToolSearchSettings { max_query_chars: 20, max_results: 3 };
+        let search = ToolSearch::new(settings);
+        let snapshot = snapshot(1);
+        let guest = Caller::new(None, None);
+        let found = search.search(&snapshot, &guest, "email", None).unwrap();
+        let names: Vec<&str> = found.ranked.iter().map(|&i| found.tools[i].name.as_str()).collect();
+        assert_eq!(names, ["mail.send_email"]);
+        let admin = Caller::new(Some("admin"), None);
+        assert_eq!(search.search(&snapshot, &admin, "email", None).unwrap().ranked.len(), 2);
+        let errors = [
+            search.search(&snapshot, &guest, &"e".repeat(21), None).unwrap_err(),
+            search.search(&snapshot, &guest, " ", None).unwrap_err(),
+            search.search(&snapshot, &guest, "email", Some(0)).unwrap_err(),
+            search.search(&snapshot, &guest, "email", Some(4)).unwrap_err(),
+        ];
+        assert_eq!(errors[0], SearchError::QueryTooLong { chars: 21, max: 20 });
+        assert_eq!(errors[1], SearchError::EmptyQuery);
+        assert!(errors[2..].iter().all(|e| e.to_string().contains("MAX_SEARCH_RESULTS (3)")));
+        let result = search.call(&snapshot, &guest, "tools__search".into(), &Map::new(), ToolFormat::Raw);
+        assert_eq!(result.error_kind, Some(ErrorKind::InvalidArguments));
+    }
+
+    #[test]
+    fn the_meta_tool_passes_every_providers_rules() {
+        let search = ToolSearch::new(ToolSearchSettings::default());
+        let tools = [search.meta_tool().clone()];
+        for provider in PROVIDERS {
+            let listed = render_tools(provider.format(), &tools);
+            assert_eq!(rules::check_all(provider, &listed), [], "{provider:?}");
+        }
+        assert_eq!(render_tools(ToolFormat::Anthropic, &tools)[0]["strict"], true);
+        assert!(is_meta_tool("tools.search") && is_meta_tool(META_PROVIDER_NAME) && !is_meta_tool("tools.other"));
+    }
+}
