@@ -15,7 +15,7 @@ use crate::gateway_validation::{GatewayValidationFile, GatewayValidationSettings
 use crate::identity::keys::ApiKeyEntry;
 use crate::identity::settings::{IdentityFile, IdentitySettings};
 use crate::limits::{Budgets, BudgetsFile};
-use crate::mcp::McpEndpointSettings;
+use crate::mcp::settings::{McpEndpointFile, McpEndpointSettings};
 use crate::mcp_modules::settings::{McpServerSettings, read_modules};
 use crate::tool_search::settings::{ToolSearchFile, ToolSearchSettings};
 use module_sdk::contract::is_valid_name;
@@ -192,6 +192,11 @@ struct FileConfig {
     self_validating_modules: Option<Vec<String>>,
     max_search_query_chars: Option<usize>,
     max_search_results: Option<usize>,
+    mcp_allowed_origins: Option<Vec<String>>,
+    mcp_allowed_hosts: Option<Vec<String>>,
+    mcp_page_size: Option<usize>,
+    mcp_max_sessions: Option<usize>,
+    mcp_progress_interval_seconds: Option<f64>,
 }
 
 impl Config {
@@ -378,7 +383,16 @@ impl Config {
                 },
                 &env,
             )?,
-            mcp: McpEndpointSettings::read(&env)?,
+            mcp: McpEndpointSettings::read(
+                McpEndpointFile {
+                    mcp_allowed_origins: file.mcp_allowed_origins,
+                    mcp_allowed_hosts: file.mcp_allowed_hosts,
+                    mcp_page_size: file.mcp_page_size,
+                    mcp_max_sessions: file.mcp_max_sessions,
+                    mcp_progress_interval_seconds: file.mcp_progress_interval_seconds,
+                },
+                &env,
+            )?,
             slow_tool_timeout: seconds(
                 "TOOL_EXECUTION_TIMEOUT",
                 file.tool_execution_timeout,

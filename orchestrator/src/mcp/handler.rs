@@ -26,6 +26,8 @@ use crate::mcp::tools::CallerTools;
 /// How long a client may keep a `tools/list` page: the fleet's tools change
 /// as modules come and go, which `notifications/tools/list_changed` says.
 const TOOL_LIST_TTL_MS: u64 = 30 * 1000;
+/// How often a session's list change task looks whether the session ended.
+const SESSION_CHECK: Duration = Duration::from_secs(30);
 
 /// Who sent an MCP request, as the `/mcp` route proved it: put in the HTTP
 /// request's extensions, read back by the handler for every request.
@@ -181,12 +183,24 @@ impl ServerHandler for FleetMcp {
     }
 
     /// A 2025-11-25 client's session: list changes go to its `GET /mcp`
-    /// stream from now until the session ends.
+    /// stream from now until the session ends (seen at the next change, or
+    /// at the next look every [`SESSION_CHECK`]).
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         let generations = self.orchestrator.registry.subscribe();
         let peer = context.peer;
         tokio::spawn(async move {
-            Self::forward_changes(generations, || async { peer.notify_tool_list_changed().await.is_ok() }).await;
+            let closed = async {
+                let mut looks = tokio::time::interval(SESSION_CHECK);
+                while !peer.is_transport_closed() {
+                    looks.tick().await;
+                }
+            };
+            let forward =
+                Self::forward_changes(generations, || async { peer.notify_tool_list_changed().await.is_ok() });
+            tokio::select! {
+                () = forward => {}
+                () = closed => {}
+            }
         });
     }
 }

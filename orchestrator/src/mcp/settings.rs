@@ -39,9 +39,39 @@ impl Default for McpEndpointSettings {
     }
 }
 
+/// The MCP settings of the configuration file (the variables' names in lower case).
+#[derive(Debug, Default)]
+pub struct McpEndpointFile {
+    /// `mcp_allowed_origins`.
+    pub mcp_allowed_origins: Option<Vec<String>>,
+    /// `mcp_allowed_hosts`.
+    pub mcp_allowed_hosts: Option<Vec<String>>,
+    /// `mcp_page_size`.
+    pub mcp_page_size: Option<usize>,
+    /// `mcp_max_sessions`.
+    pub mcp_max_sessions: Option<usize>,
+    /// `mcp_progress_interval_seconds`.
+    pub mcp_progress_interval_seconds: Option<f64>,
+}
+
+impl McpEndpointFile {
+    /// The file's value of the variable `name`, as the environment would give it.
+    fn value(&self, name: &str) -> Option<String> {
+        match name {
+            "MCP_ALLOWED_ORIGINS" => self.mcp_allowed_origins.as_ref().map(|list| list.join(",")),
+            "MCP_ALLOWED_HOSTS" => self.mcp_allowed_hosts.as_ref().map(|list| list.join(",")),
+            "MCP_PAGE_SIZE" => self.mcp_page_size.map(|n| n.to_string()),
+            "MCP_MAX_SESSIONS" => self.mcp_max_sessions.map(|n| n.to_string()),
+            "MCP_PROGRESS_INTERVAL_SECONDS" => self.mcp_progress_interval_seconds.map(|s| s.to_string()),
+            _ => None,
+        }
+    }
+}
+
 impl McpEndpointSettings {
-    /// Reads the settings through `env` (trimmed, empty as absent).
-    pub fn read(env: &impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+    /// Reads the settings from `env` (trimmed, empty as absent), then `file`.
+    pub fn read(file: McpEndpointFile, env: &impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let env = |name: &str| env(name).or_else(|| file.value(name));
         let transport = McpSettings::from_lookup(env).map_err(|error| match error {
             ServeError::Config { name, value, reason } => invalid(name, value, reason),
             other => invalid("MCP_PAGE_SIZE", String::new(), other.to_string()),
@@ -83,7 +113,21 @@ mod tests {
 
     fn read(pairs: &[(&str, &str)]) -> Result<McpEndpointSettings, ConfigError> {
         let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        McpEndpointSettings::read(&|name: &str| map.get(name).cloned())
+        McpEndpointSettings::read(McpEndpointFile::default(), &|name: &str| map.get(name).cloned())
+    }
+
+    #[test]
+    fn the_file_gives_what_the_environment_does_not() {
+        let file = McpEndpointFile {
+            mcp_allowed_origins: Some(vec!["https://a.example".into(), "http://localhost:*".into()]),
+            mcp_max_sessions: Some(7),
+            mcp_progress_interval_seconds: Some(2.5),
+            ..McpEndpointFile::default()
+        };
+        let env = |name: &str| (name == "MCP_MAX_SESSIONS").then(|| "9".to_owned());
+        let settings = McpEndpointSettings::read(file, &env).unwrap();
+        assert_eq!(settings.transport.allowed_origins, ["https://a.example", "http://localhost:*"]);
+        assert_eq!((settings.max_sessions, settings.progress_interval), (9, Duration::from_millis(2500)));
     }
 
     #[test]
