@@ -212,6 +212,16 @@ async fn a_stdio_server_from_the_toml_file_is_started_restarted_and_shown() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     orchestrator.wait_for_module("local", "up", Duration::from_secs(10)).await;
+
+    // The orchestrator stops: its stdio server stops with it.
+    let server = children_of(orchestrator.pid())[0];
+    let mut orchestrator = orchestrator;
+    assert!(orchestrator.terminate().success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(format!("/proc/{server}/stat")).is_ok_and(|stat| !stat.contains(") Z ")) {
+        assert!(Instant::now() < deadline, "the stdio server {server} outlived the orchestrator");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

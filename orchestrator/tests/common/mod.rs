@@ -65,6 +65,11 @@ impl OrchestratorProcess {
         self.process.pid()
     }
 
+    /// Sends SIGTERM and waits for it to exit (see `Process::terminate`).
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        self.process.terminate()
+    }
+
     /// Its peak resident memory so far, in bytes.
     pub fn peak_rss_bytes(&self) -> u64 {
         self.process.peak_rss_bytes()
