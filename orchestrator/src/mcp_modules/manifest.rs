@@ -58,10 +58,11 @@ fn definition_of(module: &str, settings: &McpServerSettings, tool: Tool) -> Tool
         required_permission: overrides.permission.unwrap_or(settings.permission),
         input_schema: Some(schema),
         output_schema: tool.output_schema.map(|schema| Value::Object((*schema).clone())),
-        // MCP's defaults for absent hints: not read-only, destructive, not idempotent, open world.
+        // MCP's defaults for absent hints: not read-only, destructive (meaningful
+        // only for a tool that is not read-only), not idempotent, open world.
         annotations: tool.annotations.map(|hints| ToolAnnotations {
             read_only: hints.read_only_hint.unwrap_or(false),
-            destructive: hints.destructive_hint.unwrap_or(true),
+            destructive: !hints.read_only_hint.unwrap_or(false) && hints.destructive_hint.unwrap_or(true),
             idempotent: hints.idempotent_hint.unwrap_or(false),
             open_world: hints.open_world_hint.unwrap_or(true),
         }),
@@ -111,7 +112,7 @@ mod tests {
         assert_eq!(get.parameters[0].name, "number");
         assert_eq!(get.input_schema.as_ref().unwrap()["required"], json!(["number"]));
         let hints = get.annotations.unwrap();
-        assert!(hints.read_only && !hints.idempotent);
+        assert!(hints.read_only && !hints.destructive && !hints.idempotent && hints.open_world);
         assert_eq!(get.requires_approval, Some(false));
         assert_eq!((delete.name.as_str(), delete.required_permission), ("gh.delete_repo", Permission::Admin));
         assert_eq!(delete.description, "Delete a repository");
