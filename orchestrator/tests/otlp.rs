@@ -119,6 +119,10 @@ async fn a_collector_that_never_answers_holds_no_call() {
     let env = [("OTEL_BSP_SCHEDULE_DELAY", "10"), ("OTEL_BSP_MAX_QUEUE_SIZE", "4")];
     let module = demo_module(&hung.url(), &env);
     let orchestrator = orchestrator(&module, &hung.url(), &env).await;
+    for process in [&module, &orchestrator] {
+        let logs = process.logs();
+        assert!(logs.iter().any(|line| line.contains("exporting call spans over OTLP")), "{logs:?}");
+    }
     for n in 0..40 {
         let traceparent = format!("00-4bf92f3577b34da6a3ce929d0e0e{n:04x}-00f067aa0ba902b7-01");
         let result = call(&orchestrator, "demo.greet", json!({"name": format!("caller {n}")}), &traceparent).await;
