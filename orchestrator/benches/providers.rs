@@ -1,21 +1,31 @@
 //! Listing and converting 1,000 tools from 50 modules for one caller, in
 //! every format: cold (every schema compiled for the request) against
 //! cached (converted definitions memoized per format and tool in a
-//! `ConvertedCache`, as values or as JSON text), side by side in one run.
+//! `ConvertedCache`, as values or as JSON text), side by side in one run;
+//! then the orchestrator's own `GET /tools` answer for the same 1,000 tools
+//! served by 50 module servers (`Orchestrator::render_tools_json`: the
+//! registry's snapshot, the converted definitions and the listing cache),
+//! cold (a fresh orchestrator's first listing in each format) and cached.
 //!
 //! Run with `cargo bench -p orchestrator --bench providers`.
 
 // The argument types exist for the schemas derived from them.
 #![allow(dead_code)]
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::collections::HashMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use common::ModuleServer;
+use common::modules::manifest_module;
 use module_sdk::Permission;
 use module_sdk::contract::{ModuleManifest, ToolDefinition};
 use module_sdk::schema::{parameters_of, schema_for};
 use orchestrator::providers::{ConvertedCache, ToolFormat, render_tools};
+use orchestrator::{Caller, Config, Orchestrator};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use test_support::samples::PlanTrip;
@@ -213,6 +223,64 @@ fn main() {
             ratio(total_cold, total_text),
         );
     }
+    orchestrator_listing(&manifests);
+}
+
+/// The orchestrator's whole listing of the 1,000 tools, served by 50 module
+/// servers: a fresh orchestrator's first answer in each format (cold: nothing
+/// converted or cached yet) and a repeated one (cached), in microseconds.
+fn orchestrator_listing(manifests: &[ModuleManifest]) {
+    const COLD_ROUNDS: usize = 5;
+    let servers: Vec<ModuleServer> = manifests
+        .iter()
+        .map(|manifest| ModuleServer::start(manifest_module(serde_json::to_value(manifest).unwrap())))
+        .collect();
+    let config = Config {
+        module_services: manifests.iter().zip(&servers).map(|(m, s)| (m.module_name.clone(), s.url())).collect(),
+        ..Config::default()
+    };
+    let caller = Caller::new(Some("owner"), None);
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let mut cold: HashMap<ToolFormat, Vec<Duration>> = HashMap::new();
+    let mut cached = HashMap::new();
+    for _ in 0..COLD_ROUNDS {
+        let orchestrator = Orchestrator::new(config.clone()).unwrap();
+        runtime.block_on(orchestrator.registry.discover_all());
+        let listed = orchestrator.registry.snapshot().tools_for(&caller).count();
+        assert_eq!(listed, MODULES * TOOLS_PER_MODULE, "every module was discovered");
+        for format in ToolFormat::ALL {
+            let start = Instant::now();
+            let answer = orchestrator.render_tools_json(&caller, format);
+            cold.entry(format).or_default().push(start.elapsed());
+            black_box(answer);
+            cached.insert(
+                format,
+                median(1001, || {
+                    black_box(orchestrator.render_tools_json(&caller, format));
+                }),
+            );
+        }
+    }
+    println!();
+    println!(
+        "orchestrator GET /tools answer (Orchestrator::render_tools_json) of {} tools from {MODULES} module servers, in µs",
+        MODULES * TOOLS_PER_MODULE
+    );
+    println!(
+        "(cold: a fresh orchestrator's first answer, median of {COLD_ROUNDS}; cached: median of 1001; goals: cold <= 10,000, cached <= 50)"
+    );
+    println!("{:<19} {:>12} {:>12}", "format", "cold", "cached");
+    for format in ToolFormat::ALL {
+        let times = cold.get_mut(&format).unwrap();
+        times.sort_unstable();
+        println!(
+            "{:<19} {:>12.0} {:>12.2}",
+            format.as_str(),
+            times[times.len() / 2].as_secs_f64() * 1e6,
+            cached[&format].as_secs_f64() * 1e6
+        );
+    }
+    drop(servers);
 }
 
 fn ratio(a: Duration, b: Duration) -> f64 {

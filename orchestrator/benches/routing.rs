@@ -1,85 +1,59 @@
 //! What routing through the orchestrator costs, and what hung modules cost
 //! discovery, measured side by side in one run:
 //!
-//! 1. the same tool called directly at the module's `/execute` and through
-//!    the orchestrator binary's `/execute` (as shipped, logging every call,
-//!    and with `RUST_LOG=warn`): throughput ratio and added p50/p99 latency,
-//!    at one caller and at 16;
+//! 1. the same tool called directly at the module's `/execute`, through the
+//!    orchestrator binary's `/execute` (as shipped, logging every call, and
+//!    with `RUST_LOG=warn`) and through nginx as a plain reverse proxy of
+//!    the module, all driven by the independent load generator `wrk`: its
+//!    throughput with 32 connections (`wrk -t1 -c32`) and its p50 latency at
+//!    one connection, against the goals (routed at least 0.9 of nginx's
+//!    throughput, at most 60 µs added at p50);
 //! 2. one full discovery (`POST /refresh-tools`) of 50 modules of which 10
 //!    hang, as a multiple of the discovery timeout.
 //!
+//! Needs `wrk` and, for the nginx column, `nginx` (`apt-get install -y wrk nginx`;
+//! without nginx its column says so and the others are printed).
 //! Run with `cargo bench -p orchestrator --bench routing`.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "support/nginx.rs"]
+mod nginx;
+#[path = "support/wrk.rs"]
+mod wrk;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::modules::sdk_module;
-use common::{HungServer, ModuleServer, OrchestratorProcess, module_services};
+use common::{HungServer, ModuleServer, OrchestratorProcess, free_port, module_services};
+use nginx::Nginx;
 use serde_json::{Value, json};
+use wrk::WrkRun;
 
-/// How long each measured phase runs.
-const PHASE: Duration = Duration::from_secs(3);
-/// How long each phase is warmed up first.
-const WARM_UP: Duration = Duration::from_millis(500);
-/// Concurrent callers for the throughput phases.
-const CALLERS: usize = 16;
+/// How long each measured `wrk` run lasts.
+const PHASE: Duration = Duration::from_secs(5);
+/// How long each target is warmed up first.
+const WARM_UP: Duration = Duration::from_secs(1);
+/// Connections of the throughput runs.
+const CONNECTIONS: usize = 32;
 /// The discovery timeout of the discovery phase.
 const DISCOVERY_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// Requests per second and latencies of one phase.
-struct Phase {
-    throughput: f64,
-    latencies: Vec<Duration>,
-}
-
-impl Phase {
-    fn percentile(&self, p: f64) -> Duration {
-        let index = ((self.latencies.len() as f64 - 1.0) * p).round() as usize;
-        self.latencies[index]
-    }
-}
-
-/// Sends `body` to `url` from `callers` tasks for `duration`, every answer
-/// checked to be a successful ToolResult.
-async fn load(client: &reqwest::Client, url: &str, body: &Value, callers: usize, duration: Duration) -> Phase {
-    let body = Arc::new(serde_json::to_vec(body).unwrap());
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..callers)
-        .map(|_| {
-            let (client, url, body) = (client.clone(), url.to_owned(), Arc::clone(&body));
-            tokio::spawn(async move {
-                let mut latencies = Vec::new();
-                while started.elapsed() < duration {
-                    let sent = Instant::now();
-                    let response = client
-                        .post(&url)
-                        .header("content-type", "application/json")
-                        .body(body.as_ref().clone())
-                        .send()
-                        .await
-                        .unwrap();
-                    let result: Value = response.json().await.unwrap();
-                    assert_eq!(result["success"], true, "{result}");
-                    latencies.push(sent.elapsed());
-                }
-                latencies
-            })
-        })
-        .collect();
-    let mut latencies = Vec::new();
-    for task in tasks {
-        latencies.extend(task.await.unwrap());
-    }
-    let elapsed = started.elapsed().as_secs_f64();
-    latencies.sort();
-    Phase { throughput: latencies.len() as f64 / elapsed, latencies }
-}
-
 fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
+}
+
+fn us(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e6
+}
+
+/// One way to the module and what `wrk` measured on it.
+struct Target {
+    name: &'static str,
+    url: String,
+    body: String,
+    throughput: Option<WrkRun>,
+    one_connection: Option<WrkRun>,
 }
 
 async fn routing() {
@@ -92,44 +66,100 @@ async fn routing() {
     for orchestrator in [&logged, &quiet] {
         orchestrator.wait_for_module("bench", "up", Duration::from_secs(10)).await;
     }
-    let client = reqwest::Client::new();
+    let proxy = Nginx::start(&format!("127.0.0.1:{}", module.port), free_port());
     let call = json!({"tool_name": "bench.echo", "arguments": {"text": "ping"}, "user_id": "u1"});
     let mut request = call.clone();
     request["user_permission"] = json!("user");
-    let targets = [
-        ("direct to the module", format!("{}/execute", module.url()), &call),
-        ("routed, logging each call", format!("{}/execute", logged.url), &request),
-        ("routed, RUST_LOG=warn", format!("{}/execute", quiet.url), &request),
+    let (call, request) = (call.to_string(), request.to_string());
+    let mut targets = vec![
+        Target {
+            name: "direct to the module",
+            url: module.url(),
+            body: call.clone(),
+            throughput: None,
+            one_connection: None,
+        },
+        Target {
+            name: "routed, logging each call",
+            url: logged.url.clone(),
+            body: request.clone(),
+            throughput: None,
+            one_connection: None,
+        },
+        Target {
+            name: "routed, RUST_LOG=warn",
+            url: quiet.url.clone(),
+            body: request,
+            throughput: None,
+            one_connection: None,
+        },
     ];
+    if let Some(proxy) = &proxy {
+        targets.push(Target {
+            name: "nginx proxy",
+            url: proxy.url.clone(),
+            body: call,
+            throughput: None,
+            one_connection: None,
+        });
+    }
+    let client = reqwest::Client::new();
+    for target in &targets {
+        let url = format!("{}/execute", target.url);
+        let answer: Value = client
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(target.body.clone())
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(answer["success"], true, "{} answers a successful ToolResult: {answer}", target.name);
+    }
+    for target in &mut targets {
+        let url = format!("{}/execute", target.url);
+        wrk::run(&url, &target.body, CONNECTIONS, WARM_UP);
+        target.throughput = Some(wrk::run(&url, &target.body, CONNECTIONS, PHASE));
+        target.one_connection = Some(wrk::run(&url, &target.body, 1, PHASE));
+    }
 
+    println!("routing: the same SDK tool (echo) directly, through the orchestrator binary and through nginx;");
+    println!("load by wrk -t1 -c{CONNECTIONS} for throughput and -c1 for latency, {PHASE:?} per run");
     println!(
-        "routing: the same SDK tool (echo) called directly and through the orchestrator binary, {PHASE:?} per phase"
+        "{:<26}  {:>9}  {:>7}  {:>10}  {:>10}  {:>10}",
+        "path", "rps c32", "ratio", "p50 c1 µs", "p99 c1 µs", "+p50 µs"
     );
-    println!(
-        "{:>7}  {:<26}  {:>8}  {:>6}  {:>8}  {:>8}  {:>10}  {:>10}",
-        "callers", "path", "rps", "ratio", "p50 ms", "p99 ms", "+p50 ms", "+p99 ms"
-    );
-    for callers in [1, CALLERS] {
-        for (_, url, body) in &targets {
-            load(&client, url, body, callers, WARM_UP).await;
-        }
-        let mut direct: Option<Phase> = None;
-        for (name, url, body) in &targets {
-            let phase = load(&client, url, body, callers, PHASE).await;
-            let base = direct.as_ref().unwrap_or(&phase);
-            println!(
-                "{:>7}  {:<26}  {:>8.0}  {:>5.2}x  {:>8.3}  {:>8.3}  {:>10.3}  {:>10.3}",
-                callers,
-                name,
-                phase.throughput,
-                phase.throughput / base.throughput,
-                ms(phase.percentile(0.5)),
-                ms(phase.percentile(0.99)),
-                ms(phase.percentile(0.5)) - ms(base.percentile(0.5)),
-                ms(phase.percentile(0.99)) - ms(base.percentile(0.99)),
-            );
-            direct.get_or_insert(phase);
-        }
+    let direct_p50 = targets[0].one_connection.as_ref().map_or(Duration::ZERO, |run| run.p50);
+    let direct_rps = targets[0].throughput.as_ref().map_or(1.0, |run| run.requests_per_second);
+    for target in &targets {
+        let (Some(throughput), Some(single)) = (&target.throughput, &target.one_connection) else { continue };
+        println!(
+            "{:<26}  {:>9.0}  {:>6.2}x  {:>10.1}  {:>10.1}  {:>10.1}",
+            target.name,
+            throughput.requests_per_second,
+            throughput.requests_per_second / direct_rps,
+            us(single.p50),
+            us(single.p99),
+            us(single.p50) - us(direct_p50),
+        );
+    }
+    if proxy.is_none() {
+        println!("nginx proxy: not measured, nginx is not installed (apt-get install -y nginx)");
+    }
+    let figure = |name: &str| {
+        targets.iter().find(|t| t.name == name).and_then(|t| Some((t.throughput.as_ref()?, t.one_connection.as_ref()?)))
+    };
+    if let (Some((routed, routed_single)), Some((proxied, proxied_single))) =
+        (figure("routed, RUST_LOG=warn"), figure("nginx proxy"))
+    {
+        println!(
+            "routed/nginx throughput: {:.2} (goal >= 0.9); added p50 at one connection: routed {:.1} µs (goal <= 60), nginx {:.1} µs",
+            routed.requests_per_second / proxied.requests_per_second,
+            us(routed_single.p50) - us(direct_p50),
+            us(proxied_single.p50) - us(direct_p50),
+        );
     }
 }
 
