@@ -240,7 +240,9 @@ impl Orchestrator {
             // Answered here: the caller's own tools, in the format of the model's message (raw for /execute).
             let format = provider_call.as_ref().and_then(|call| call.format.parse().ok());
             let format = format.map_or(ToolFormat::Raw, crate::tool_search::format_for_calls);
+            let in_flight = self.metrics.start_call(Some(crate::tool_search::META_TOOL));
             let result = self.tool_search.call(&self.registry.snapshot(), caller, tool_name, &arguments, format);
+            in_flight.finish(result.error_kind);
             return CallOutcome { result, pending: None };
         }
         if let Some(approved) = self.straight_to_module(identity, caller, &tool_name, approved) {
