@@ -65,7 +65,7 @@ impl FleetMcp {
 
     /// The caller's tools, named for MCP.
     fn tools(&self, caller: &Caller) -> CallerTools {
-        CallerTools::new(&self.orchestrator.tools(caller))
+        CallerTools::new(self.orchestrator.tools(caller))
     }
 
     /// Sends `notifications/tools/list_changed` through `notify` for every
@@ -105,11 +105,10 @@ impl ServerHandler for FleetMcp {
         let caller = Self::caller(&context)?;
         let tools = self.tools(&caller.caller);
         let cursor = request.as_ref().and_then(|params| params.cursor.as_deref());
-        let (range, next_cursor) = module_sdk::mcp::page_range(cursor, tools.all().len(), self.page_size)?;
-        let mut page =
-            ListToolsResult::with_all_items(tools.all()[range].iter().map(|tool| tool.listing.clone()).collect())
-                .with_ttl_ms(TOOL_LIST_TTL_MS)
-                .with_cache_scope(CacheScope::Private);
+        let (range, next_cursor) = module_sdk::mcp::page_range(cursor, tools.len(), self.page_size)?;
+        let mut page = ListToolsResult::with_all_items(tools.page(range))
+            .with_ttl_ms(TOOL_LIST_TTL_MS)
+            .with_cache_scope(CacheScope::Private);
         page.next_cursor = next_cursor;
         Ok(page)
     }
@@ -133,7 +132,7 @@ impl ServerHandler for FleetMcp {
             return Err(ErrorData::invalid_params(message, None));
         };
         if let Some(state) = request.request_state.as_deref() {
-            return approval::resume(&self.orchestrator, identity, tool, state, request.input_responses.as_ref())
+            return approval::resume(&self.orchestrator, identity, &tool, state, request.input_responses.as_ref())
                 .await
                 .map(Into::into);
         }
@@ -173,6 +172,10 @@ impl ServerHandler for FleetMcp {
     /// A 2026-07-28 client's `subscriptions/listen`: one
     /// `notifications/tools/list_changed` per registry change until it stops listening.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        if context.accepted().tools_list_changed != Some(true) {
+            context.cancelled().await;
+            return Ok(());
+        }
         let generations = self.orchestrator.registry.subscribe();
         let sink = context.sink().clone();
         tokio::select! {
