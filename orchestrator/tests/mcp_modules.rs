@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use axum::body::{Body, Bytes};
 use axum::response::IntoResponse;
 use axum::{Json, Router};
-use common::{HungServer, ModuleServer, OrchestratorProcess};
+use common::{HungServer, ModuleServer, OrchestratorProcess, free_port};
 use contract_tests::{Level, RunReport, SuiteOptions, check_module};
 use orchestrator::providers::ToolFormat;
 use reqwest::StatusCode;
@@ -225,11 +225,12 @@ async fn a_stdio_server_from_the_toml_file_is_started_restarted_and_shown() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_silent_server_times_out_and_a_huge_tool_list_is_refused() {
+async fn a_silent_server_times_out_a_huge_tool_list_is_refused_and_credentials_stay_hidden() {
     let hung = HungServer::start();
     let demo = start_demo();
     let services = json!({
         "silent": format!("mcp+{}/mcp", hung.url()),
+        "refused": format!("mcp+http://user:s3cret@127.0.0.1:{}/mcp?key=s3cret", free_port()),
         "huge": {"url": format!("mcp+{}/mcp", demo.url()), "bearer_token": TOKEN},
     })
     .to_string();
@@ -243,6 +244,15 @@ async fn a_silent_server_times_out_and_a_huge_tool_list_is_refused() {
     assert!(silent["last_error"].as_str().unwrap().contains("DISCOVERY_TIMEOUT"), "{silent}");
     let huge = orchestrator.wait_for_module("huge", "down", Duration::from_secs(10)).await;
     assert!(huge["last_error"].as_str().unwrap().contains("MAX_MANIFEST_BYTES"), "{huge}");
+    let refused = orchestrator.wait_for_module("refused", "down", Duration::from_secs(10)).await;
+    assert!(refused["last_error"].is_string() && !refused.to_string().contains("s3cret"), "{refused}");
+    // Only rmcp's own transport errors print the URL as given (README: credentials belong in the table).
+    let leaks: Vec<String> = orchestrator
+        .logs()
+        .into_iter()
+        .filter(|line| line.contains("s3cret") && !line.contains(r#""target":"rmcp::"#))
+        .collect();
+    assert!(leaks.is_empty(), "no credentials in the orchestrator's own logs: {leaks:?}");
     let call = execute(&orchestrator, "silent.anything", json!({}), "guest").await;
     assert_eq!(error_kind(&call), "unavailable", "{call}");
 }

@@ -141,7 +141,8 @@ impl McpServer {
             {
                 Ok(page) => page,
                 Err(error) => {
-                    let reason = format!("tools/list failed: {}", module_sdk::error_chain(&error));
+                    let reason =
+                        self.settings.redact(&format!("tools/list failed: {}", module_sdk::error_chain(&error)));
                     if !matches!(error, ServiceError::McpError(_)) {
                         self.forget(&session).await;
                         return Err(DiscoveryError::Unreachable { url: url.to_owned(), reason });
@@ -197,7 +198,9 @@ impl McpServer {
                 if !matches!(error, ServiceError::McpError(_) | ServiceError::Timeout { .. }) {
                     self.forget(&session).await;
                 }
-                results::failure(&self.module, name, &error)
+                let mut result = results::failure(&self.module, name, &error);
+                result.error = result.error.map(|message| self.settings.redact(&message));
+                result
             }
         }
     }
@@ -223,7 +226,9 @@ impl McpServer {
         session.failures = session.failures.saturating_add(1);
         session.next_attempt = Some(now + delay);
         let limit = self.max_manifest_bytes.max(self.max_answer_bytes);
-        let connection = connect(&self.module, &self.settings.transport, limit, self.changed.clone()).await?;
+        let connection = connect(&self.module, &self.settings.transport, limit, self.changed.clone())
+            .await
+            .map_err(|reason| self.settings.redact(&reason))?;
         tracing::info!(module = %self.module, "MCP session opened");
         let connection = Arc::new(connection);
         *session = Session { live: Some(Arc::clone(&connection)), failures: 0, next_attempt: None };

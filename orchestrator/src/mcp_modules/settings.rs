@@ -105,6 +105,33 @@ impl McpServerSettings {
         self.tools.get(tool).and_then(|o| o.name.as_deref()).unwrap_or(tool)
     }
 
+    /// Each secret of the settings that an error message could repeat
+    /// (the endpoint with its credentials, as given and as URL libraries
+    /// print it; the bearer token; header values), with what to show instead.
+    pub fn redactions(&self) -> Vec<(String, String)> {
+        let McpTransport::Http { url, headers, bearer_token } = &self.transport else { return Vec::new() };
+        let shown = display_url(url);
+        let endpoint = shown.strip_prefix(MCP_SCHEME_PREFIX).unwrap_or(&shown).to_owned();
+        let mut pairs = vec![(url.clone(), endpoint.clone())];
+        if let Ok(parsed) = url::Url::parse(url) {
+            pairs.push((parsed.to_string(), endpoint));
+            // Clients print the URL in their own ways (reqwest: without the user, with the query).
+            pairs.extend(parsed.query().map(|query| (format!("?{query}"), String::new())));
+            pairs.extend(parsed.password().map(|password| (password.to_owned(), "<password>".to_owned())));
+        }
+        pairs.extend(bearer_token.iter().map(|token| (token.clone(), "<bearer token>".to_owned())));
+        pairs.extend(headers.iter().map(|(name, value)| (value.clone(), format!("<{name}>"))));
+        // Longest first, so a secret inside another is not half replaced.
+        pairs.retain(|(secret, shown)| !secret.is_empty() && secret != shown);
+        pairs.sort_by_key(|(secret, _)| std::cmp::Reverse(secret.len()));
+        pairs
+    }
+
+    /// `text` with every secret of [`Self::redactions`] replaced.
+    pub fn redact(&self, text: &str) -> String {
+        self.redactions().iter().fold(text.to_owned(), |text, (secret, shown)| text.replace(secret, shown))
+    }
+
     /// The server's name of the tool the fleet calls `exposed` (after `module.`).
     pub fn server_name<'a>(&'a self, exposed: &'a str) -> &'a str {
         self.tools
@@ -322,6 +349,22 @@ mod tests {
         .unwrap();
         let printed = format!("{:?}", servers["gh"]);
         assert!(!printed.contains("tok3n") && !printed.contains("k3y") && printed.contains("x-key"), "{printed}");
+    }
+
+    #[test]
+    fn error_messages_lose_the_credentials() {
+        let (_, servers) = read(json!({"gh": {
+            "url": "mcp+https://user:pa55@example.com/mcp?key=k3y",
+            "bearer_token": "tok3n",
+            "headers": {"x-api-key": "h3ader"}
+        }}))
+        .unwrap();
+        let message = "for url (https://user:pa55@example.com/mcp?key=k3y): tok3n h3ader; for url (https://example.com/mcp?key=k3y) pa55";
+        let redacted = servers["gh"].redact(message);
+        assert_eq!(
+            redacted,
+            "for url (https://example.com/mcp): <bearer token> <x-api-key>; for url (https://example.com/mcp) <password>"
+        );
     }
 
     #[test]
