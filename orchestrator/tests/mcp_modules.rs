@@ -47,7 +47,7 @@ fn start_demo() -> Process {
 fn demo_entry(where_: Value) -> Value {
     let mut entry = json!({
         "permission": "guest",
-        "tools": {"plan_trip": {"permission": "user"}, "explode": {"permission": "admin"}}
+        "tools": {"plan_trip": {"permission": "user"}, "explode": {"permission": "admin", "requires_approval": true}}
     });
     entry.as_object_mut().unwrap().extend(where_.as_object().unwrap().clone());
     entry
@@ -95,7 +95,13 @@ async fn a_workspace_module_joins_the_fleet_as_an_mcp_server() {
     let planned = execute(&orchestrator, "demo.plan_trip", trip, "user").await;
     assert_eq!(planned["result"]["planned_for"], "u1", "the user id reaches the server in _meta: {planned}");
 
-    let failed = execute(&orchestrator, "demo.explode", json!({"message": "boom"}), "admin").await;
+    let pending = execute(&orchestrator, "demo.explode", json!({"message": "boom"}), "admin").await;
+    assert!(
+        pending["error"].as_str().unwrap().contains("waits for the user's approval"),
+        "approval from the config: {pending}"
+    );
+    let approved = json!({"tool_name": "demo.explode", "arguments": {"message": "boom"}, "user_permission": "admin", "approved": true});
+    let failed = orchestrator.execute(approved).await;
     assert_eq!((failed["success"].clone(), error_kind(&failed)), (json!(false), "execution_failed"), "{failed}");
     assert!(failed["error"].as_str().unwrap().contains("internal error"), "{failed}");
     let invalid = execute(&orchestrator, "demo.greet", json!({"excitement": 9}), "guest").await;
