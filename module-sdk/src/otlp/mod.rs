@@ -52,6 +52,20 @@ struct Exporter {
     scope: InstrumentationScope,
 }
 
+/// Why the exporter did not start.
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    /// Not called on a Tokio runtime, which would send the exports.
+    #[error("no Tokio runtime to send exports on: {0}")]
+    NoRuntime(#[from] tokio::runtime::TryCurrentError),
+    /// The HTTP client could not be built.
+    #[error("the HTTP client could not be built: {0}")]
+    Client(#[from] reqwest::Error),
+    /// The exporter refused its settings.
+    #[error(transparent)]
+    Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
+}
+
 /// Which side of a call a span stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallSide {
@@ -109,15 +123,14 @@ pub(crate) fn start_from_env() {
 }
 
 impl Exporter {
-    fn from_env() -> Result<Self, String> {
-        let runtime = tokio::runtime::Handle::try_current().map_err(|error| error.to_string())?;
+    fn from_env() -> Result<Self, StartError> {
+        let runtime = tokio::runtime::Handle::try_current()?;
         let timeout = export_timeout();
         let exporter = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
-            .with_http_client(client::RuntimeClient::new(runtime, timeout).map_err(|error| error.to_string())?)
+            .with_http_client(client::RuntimeClient::new(runtime, timeout)?)
             .with_timeout(timeout)
-            .build()
-            .map_err(|error| error.to_string())?;
+            .build()?;
         let mut processor = BatchSpanProcessor::builder(exporter).build();
         processor.set_resource(&resource());
         let scope =
