@@ -26,8 +26,10 @@ use axum::http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HOST, ORIGIN};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, uri::Authority};
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientRequest, GetMeta, JsonRpcRequest, ProtocolVersion, ServerJsonRpcMessage, ServerResult,
+    CallToolRequestMethod, CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, GetMeta, JsonRpcRequest,
+    JsonRpcVersion2_0, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerResult,
 };
+use serde::Deserialize;
 
 use crate::mcp::handler::ModuleMcp;
 
@@ -64,18 +66,25 @@ impl DirectAnswers {
                 return Ok(text_answer(StatusCode::INTERNAL_SERVER_ERROR, "Failed to read request body", error));
             }
         };
-        let Some((id, mut request)) = taken_request(&bytes) else {
-            return Err(Request::from_parts(parts, Body::from(bytes)));
-        };
-        // The request's `_meta`, taken out as rmcp hands it to a handler.
-        let meta = std::mem::take(request.get_meta_mut());
-        let result = match request {
+        let (id, result) = if let Some((id, params, meta)) = call_request(&bytes) {
             // As rmcp's `ServerHandler` turns a handler's answer into a result.
-            ClientRequest::CallToolRequest(call) => self.server.call(call.params, &meta).await.map(ServerResult::from),
-            ClientRequest::ListToolsRequest(list) => {
-                self.server.list(list.params.as_ref()).map(ServerResult::ListToolsResult)
-            }
-            _ => return Err(Request::from_parts(parts, Body::from(bytes))),
+            (id, self.server.call(params, &meta).await.map(ServerResult::from))
+        } else {
+            let Some((id, mut request)) = taken_request(&bytes) else {
+                return Err(Request::from_parts(parts, Body::from(bytes)));
+            };
+            // The request's `_meta`, taken out as rmcp hands it to a handler.
+            let meta = std::mem::take(request.get_meta_mut());
+            let result = match request {
+                ClientRequest::CallToolRequest(call) => {
+                    self.server.call(call.params, &meta).await.map(ServerResult::from)
+                }
+                ClientRequest::ListToolsRequest(list) => {
+                    self.server.list(list.params.as_ref()).map(ServerResult::ListToolsResult)
+                }
+                _ => return Err(Request::from_parts(parts, Body::from(bytes))),
+            };
+            (id, result)
         };
         let message = match result {
             Ok(mut result) => {
@@ -145,9 +154,34 @@ fn accepts_json_and_event_streams(headers: &HeaderMap) -> bool {
     json && event_stream
 }
 
+/// A `tools/call` request as JSON-RPC frames it, every field known: read
+/// straight into rmcp's types, without the buffered message deserializer
+/// (shape checks, untagged variants, flattened `params`) that costs more
+/// than a whole `/execute` call. Anything else fails to read here and is
+/// read by rmcp's deserializer instead.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallEnvelope {
+    #[serde(rename = "jsonrpc")]
+    _version: JsonRpcVersion2_0,
+    id: RequestId,
+    #[serde(rename = "method")]
+    _method: CallToolRequestMethod,
+    params: CallToolRequestParams,
+}
+
+/// The id, params and `_meta` of `body` when it is a plain `tools/call`
+/// request without a protocol version in its `_meta`; the `_meta` is taken
+/// out of the params, as rmcp's `Request` deserializer takes it.
+fn call_request(body: &Bytes) -> Option<(RequestId, CallToolRequestParams, RequestMetaObject)> {
+    let CallEnvelope { id, mut params, .. } = serde_json::from_slice(body).ok()?;
+    let meta = params.meta.take().unwrap_or_default();
+    meta.protocol_version().is_none().then_some((id, params, meta))
+}
+
 /// The id and request of `body` when it is a single `tools/call` or
 /// `tools/list` request without a protocol version in its `_meta`.
-fn taken_request(body: &Bytes) -> Option<(rmcp::model::RequestId, ClientRequest)> {
+fn taken_request(body: &Bytes) -> Option<(RequestId, ClientRequest)> {
     let ClientJsonRpcMessage::Request(JsonRpcRequest { id, request, .. }) = serde_json::from_slice(body).ok()? else {
         return None;
     };
@@ -282,6 +316,14 @@ mod tests {
             list(json!({"cursor": "3"})).to_string(),
             list(json!({"cursor": "x"})).to_string(),
             json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}).to_string(),
+            // Read by rmcp's deserializer (a field JSON-RPC does not define), or by the direct one.
+            json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "echo", "arguments": hello()},
+                "extra": true})
+            .to_string(),
+            json!({"params": {"arguments": hello(), "name": "count", "_meta": null, "requestState": "s"},
+                "method": "tools/call", "id": "x", "jsonrpc": "2.0"})
+            .to_string(),
+            r#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"echo","arguments":{"text":"a\u00e9\n","count":1,"count":2}}}"#.to_owned(),
         ];
         let header_sets: [&[(&str, &str)]; 5] = [
             &[],
@@ -301,6 +343,24 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_plain_call_is_read_without_rmcp_s_message_deserializer() {
+        let plain = Bytes::from(call(json!(1), "echo", hello()));
+        let (id, params, meta) = call_request(&plain).expect("read directly");
+        assert_eq!(
+            (id, params.name.as_ref(), params.meta, meta.is_empty()),
+            (RequestId::Number(1), "echo", None, true)
+        );
+        for other in [
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo"}, "extra": 1}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "echo", "_meta": {"io.modelcontextprotocol/protocolVersion": "2025-11-25"}}}),
+        ] {
+            assert!(call_request(&Bytes::from(other.to_string())).is_none(), "{other}");
+        }
+    }
+
     #[tokio::test]
     async fn everything_else_is_left_to_rmcp_intact() {
         let server = server();
@@ -310,7 +370,7 @@ mod tests {
             "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2025-11-25"}}});
         let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}});
-        let cases: [(&[(&str, &str)], String); 14] = [
+        let cases: [(&[(&str, &str)], String); 16] = [
             (&[("origin", "https://evil.example")], echo.clone()),
             (&[("origin", "null")], echo.clone()),
             (&[(PROTOCOL_VERSION_HEADER, "")], echo.clone()),
@@ -325,6 +385,12 @@ mod tests {
             (&[], json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string()),
             (&[], format!("[{echo}]")),
             (&[], "{not json".to_owned()),
+            (
+                &[],
+                json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo"}, "result": {}})
+                    .to_string(),
+            ),
+            (&[], json!({"jsonrpc": "1.0", "id": 1, "method": "tools/call", "params": {"name": "echo"}}).to_string()),
         ];
         for (headers, body) in &cases {
             let Err(declined) = direct.answer(request(headers, body)).await else {
