@@ -262,20 +262,8 @@ impl Config {
                     .ok_or_else(|| invalid(name, &text, "expected a positive number of seconds".into()))
             };
 
-        let count = |name: &'static str, what: &str, from_file: Option<usize>, default: usize| {
-            let (text, value) = match env(name) {
-                Some(text) => {
-                    let value = text.parse::<usize>().ok();
-                    (text, value)
-                }
-                None => match from_file {
-                    Some(value) => (value.to_string(), Some(value)),
-                    None => return Ok(default),
-                },
-            };
-            value
-                .filter(|n| *n > 0)
-                .ok_or_else(|| invalid(name, &text, format!("expected a positive number of {what}")))
+        let count = |name, what: &str, from_file, default| {
+            positive_count(&env, name, from_file, default, &format!("a positive number of {what}"))
         };
         let limits = ServerLimits {
             max_body_bytes: count("MAX_BODY_BYTES", "bytes", file.max_body_bytes, defaults.limits.max_body_bytes)?,
@@ -459,6 +447,28 @@ pub(crate) fn check_module_name(name: &str, entry: &str) -> Result<(), ConfigErr
         entry,
         format!("module name `{name}` must match ^[a-z][a-z0-9_]{{0,39}}$ (the module's own module_name)"),
     ))
+}
+
+/// Setting `name` as a positive whole number: the environment's value, else the
+/// file's, else `default`; zero or unreadable text is refused as not `expected`.
+pub(crate) fn positive_count(
+    env: &dyn Fn(&str) -> Option<String>,
+    name: &'static str,
+    from_file: Option<usize>,
+    default: usize,
+    expected: &str,
+) -> Result<usize, ConfigError> {
+    let (text, value) = match env(name) {
+        Some(text) => {
+            let value = text.parse::<usize>().ok();
+            (text, value)
+        }
+        None => match from_file {
+            Some(value) => (value.to_string(), Some(value)),
+            None => return Ok(default),
+        },
+    };
+    value.filter(|n| *n > 0).ok_or_else(|| invalid(name, &text, format!("expected {expected}")))
 }
 
 /// The error of setting `name` with `value`, saying what is expected instead.

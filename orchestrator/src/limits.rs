@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use module_sdk::contract::SchemaBudget;
 
-use crate::config::{ConfigError, invalid};
+use crate::config::{ConfigError, invalid, positive_count};
 
 /// The default [`Budgets::max_manifest_bytes`], 4 MiB.
 pub const DEFAULT_MAX_MANIFEST_BYTES: usize = 4 * 1024 * 1024;
@@ -88,13 +88,7 @@ impl Budgets {
     /// The file's values overlaid by `env`, checked: every budget a positive number.
     pub fn read(file: BudgetsFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let defaults = Self::default();
-        let count = |name: &'static str, from_file: Option<usize>, default: usize| -> Result<usize, ConfigError> {
-            let (text, value) = match env(name) {
-                Some(text) => (text.clone(), text.parse::<usize>().ok()),
-                None => (from_file.map(|v| v.to_string()).unwrap_or_default(), from_file.or(Some(default))),
-            };
-            value.filter(|n| *n > 0).ok_or_else(|| invalid(name, &text, "expected a positive whole number".into()))
-        };
+        let count = |name, from_file, default| positive_count(env, name, from_file, default, "a positive whole number");
         let max_tool_timeout = match env("MAX_TOOL_TIMEOUT").map(|t| (t.parse::<f64>().ok(), t)) {
             Some((value, text)) => seconds("MAX_TOOL_TIMEOUT", value, &text)?,
             None => match file.max_tool_timeout {

@@ -5,7 +5,7 @@ use std::time::Duration;
 use module_sdk::RiskLevel;
 use module_sdk::contract::ToolDefinition;
 
-use crate::config::{ConfigError, invalid};
+use crate::config::{ConfigError, invalid, positive_count};
 
 /// The default of `APPROVAL_EXPIRY_SECONDS`: one hour.
 pub const DEFAULT_APPROVAL_EXPIRY_SECONDS: f64 = 3600.0;
@@ -86,13 +86,7 @@ impl ApprovalSettings {
                 .map_err(|_| invalid("APPROVAL_FOR_DESTRUCTIVE", &text, "expected true or false".into()))?,
             None => file.approval_for_destructive.unwrap_or(defaults.destructive),
         };
-        let count = |name: &'static str, from_file: Option<usize>, default: usize| {
-            let (value, text) = match env(name) {
-                Some(text) => (text.parse::<usize>().ok(), text),
-                None => (from_file.or(Some(default)), from_file.map(|n| n.to_string()).unwrap_or_default()),
-            };
-            value.filter(|n| *n > 0).ok_or_else(|| invalid(name, &text, "expected a positive number".into()))
-        };
+        let count = |name, from_file, default| positive_count(env, name, from_file, default, "a positive number");
         let max_pending = count("MAX_PENDING_APPROVALS", file.max_pending_approvals, defaults.max_pending)?;
         let max_total = count("MAX_APPROVALS", file.max_approvals, defaults.max_total)?;
         Ok(Self { expiry, risk_level, destructive, max_pending, max_total })

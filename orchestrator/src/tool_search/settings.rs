@@ -1,7 +1,7 @@
 //! The budgets of tool search: how long a query may be and how many tools
 //! one search may answer (README "Limits").
 
-use crate::config::{ConfigError, invalid};
+use crate::config::{ConfigError, positive_count};
 
 /// The default [`ToolSearchSettings::max_query_chars`].
 pub const DEFAULT_MAX_SEARCH_QUERY_CHARS: usize = 512;
@@ -39,13 +39,7 @@ impl ToolSearchSettings {
     /// The file's values overlaid by `env`, each a positive whole number.
     pub fn read(file: ToolSearchFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let defaults = Self::default();
-        let count = |name: &'static str, from_file: Option<usize>, default: usize| -> Result<usize, ConfigError> {
-            let (text, value) = match env(name) {
-                Some(text) => (text.clone(), text.parse::<usize>().ok()),
-                None => (from_file.map(|v| v.to_string()).unwrap_or_default(), from_file.or(Some(default))),
-            };
-            value.filter(|n| *n > 0).ok_or_else(|| invalid(name, &text, "expected a positive whole number".into()))
-        };
+        let count = |name, from_file, default| positive_count(env, name, from_file, default, "a positive whole number");
         Ok(Self {
             max_query_chars: count("MAX_SEARCH_QUERY_CHARS", file.max_search_query_chars, defaults.max_query_chars)?,
             max_results: count("MAX_SEARCH_RESULTS", file.max_search_results, defaults.max_results)?,
