@@ -81,6 +81,25 @@ pub struct ToolDefinition {
     pub risk_level: Option<RiskLevel>,
 }
 
+impl ToolDefinition {
+    /// A tool with no parameters and none of the extensions; set the other
+    /// fields with struct update syntax.
+    pub fn new(name: impl Into<String>, description: impl Into<String>, required_permission: Permission) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            parameters: Vec::new(),
+            required_permission,
+            input_schema: None,
+            output_schema: None,
+            annotations: None,
+            requires_approval: None,
+            timeout_seconds: None,
+            risk_level: None,
+        }
+    }
+}
+
 /// How much harm a wrong call of a tool can do (the `risk_level` extension),
 /// ordered `low < medium < high`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ToSchema)]

@@ -82,18 +82,7 @@ mod tests {
     use super::*;
 
     fn tool(permission: Permission) -> ToolDefinition {
-        ToolDefinition {
-            name: "m.t".into(),
-            description: "d".into(),
-            parameters: Vec::new(),
-            required_permission: permission,
-            input_schema: None,
-            output_schema: None,
-            annotations: None,
-            requires_approval: None,
-            timeout_seconds: None,
-            risk_level: None,
-        }
+        ToolDefinition::new("m.t", "d", permission)
     }
 
     #[test]

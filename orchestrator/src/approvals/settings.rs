@@ -111,16 +111,9 @@ mod tests {
 
     fn tool(risk: Option<RiskLevel>, destructive: bool) -> ToolDefinition {
         ToolDefinition {
-            name: "m.t".into(),
-            description: "d".into(),
-            parameters: Vec::new(),
-            required_permission: Permission::Guest,
-            input_schema: None,
-            output_schema: None,
             annotations: Some(ToolAnnotations { destructive, ..ToolAnnotations::default() }),
-            requires_approval: None,
-            timeout_seconds: None,
             risk_level: risk,
+            ..ToolDefinition::new("m.t", "d", Permission::Guest)
         }
     }
 

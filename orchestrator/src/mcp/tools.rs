@@ -65,18 +65,7 @@ mod tests {
     use module_sdk::Permission;
 
     fn definition(name: &str) -> ToolDefinition {
-        ToolDefinition {
-            name: name.to_owned(),
-            description: "Do it.".to_owned(),
-            parameters: Vec::new(),
-            required_permission: Permission::Guest,
-            input_schema: None,
-            output_schema: None,
-            annotations: None,
-            requires_approval: None,
-            timeout_seconds: None,
-            risk_level: None,
-        }
+        ToolDefinition::new(name, "Do it.", Permission::Guest)
     }
 
     #[test]
