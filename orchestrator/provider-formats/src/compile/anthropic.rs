@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 use super::notes;
 use super::openai::{Compiled, STRICT_BLOCKERS, has_type};
 use super::prepare::prepare;
-use super::walk::{def_name, for_each_node};
+use super::walk::{def_name, visit_nodes};
 
 /// Keywords Anthropic's strict mode takes as they are (`format` when in
 /// [`ANTHROPIC_STRICT_FORMATS`], `minItems` when 0 or 1).
@@ -71,7 +71,7 @@ pub fn is_recursive(schema: &Value) -> bool {
     let Some(defs) = schema.get("$defs").and_then(Value::as_object) else { return false };
     let refs = |def: &Value| {
         let mut names = Vec::new();
-        for_each_node(def, "", &mut |_, node| {
+        visit_nodes(def, |node| {
             if let Some(name) = node.get("$ref").and_then(Value::as_str).and_then(def_name) {
                 names.push(name);
             }
@@ -178,7 +178,7 @@ impl StrictCost {
     /// The cost of `schema`, counted as written (a definition once, however often it is referred to).
     pub fn of(schema: &Value) -> Self {
         let mut cost = Self::default();
-        for_each_node(schema, "", &mut |_, node| {
+        visit_nodes(schema, |node| {
             let Value::Object(map) = node else { return };
             if map.contains_key("anyOf") || matches!(map.get("type"), Some(Value::Array(_))) {
                 cost.unions += 1;

@@ -48,7 +48,7 @@ pub fn gemini(schema: &Value) -> Value {
     let defs = prepared.get("$defs").and_then(Value::as_object).cloned().unwrap_or_default();
     let inlined = Inliner { defs: &defs, stack: Vec::new(), depth: 0, nodes: 0 }.inline(&prepared);
     let mut left = MAX_INLINED_NODES;
-    Value::Object(convert(&inlined, &mut left))
+    Value::Object(convert(inlined, &mut left))
 }
 
 /// The state of one inlining: the definitions, those being inlined, how
@@ -122,13 +122,12 @@ fn any_value(mut base: Map<String, Value>) -> Map<String, Value> {
 /// One inlined node in Gemini's subset; `left` is how many more nodes the
 /// conversion may make (unions copy their other keywords into each branch),
 /// past which nodes are left out, saying so.
-fn convert(node: &Value, left: &mut usize) -> Map<String, Value> {
+fn convert(node: Value, left: &mut usize) -> Map<String, Value> {
     let Some(rest) = left.checked_sub(1) else { return omitted() };
     *left = rest;
-    let Value::Object(map) = node else {
+    let Value::Object(mut map) = node else {
         return any_value(Map::new());
     };
-    let mut map = map.clone();
     if let Some(Value::Array(parts)) = map.remove("allOf") {
         for part in parts.iter().filter_map(Value::as_object) {
             merge_all_of(&mut map, part);
@@ -158,7 +157,7 @@ fn convert(node: &Value, left: &mut usize) -> Map<String, Value> {
                 _ => Map::new(),
             };
             only.extend(map);
-            return finish(convert(&Value::Object(only), left), nullable);
+            return finish(convert(Value::Object(only), left), nullable);
         }
         _ => return finish(distribute(map, branches, left), nullable),
     }
@@ -223,7 +222,7 @@ fn distribute(mut map: Map<String, Value>, branches: Vec<Value>, left: &mut usiz
             if let Value::Object(branch) = branch {
                 merged.extend(branch);
             }
-            Value::Object(convert(&Value::Object(merged), left))
+            Value::Object(convert(Value::Object(merged), left))
         })
         .collect();
     union.insert("anyOf".into(), Value::Array(converted));
@@ -271,11 +270,15 @@ fn merge_all_of(map: &mut Map<String, Value>, part: &Map<String, Value>) {
 /// map's value type described in words.
 fn convert_object(map: &mut Map<String, Value>, left: &mut usize) {
     let mut renames = Vec::new();
-    if let Some(Value::Object(properties)) = map.get("properties") {
+    if let Some(Value::Object(properties)) = map.get_mut("properties") {
+        let mut properties = std::mem::take(properties);
+        let names: Vec<(String, String)> =
+            gemini_property_names(&properties).into_iter().map(|(name, safe)| (name.to_owned(), safe)).collect();
         let mut converted = Map::new();
-        for (name, safe) in gemini_property_names(properties) {
-            converted.insert(safe.clone(), Value::Object(convert(&properties[name], left)));
-            renames.push((name.to_owned(), safe));
+        for (name, safe) in names {
+            let property = properties.get_mut(&name).map_or(Value::Null, Value::take);
+            converted.insert(safe.clone(), Value::Object(convert(property, left)));
+            renames.push((name, safe));
         }
         map.insert("properties".into(), Value::Object(converted));
     }
@@ -313,7 +316,7 @@ fn convert_array(map: &mut Map<String, Value>, left: &mut usize) {
         (_, Some(item @ Value::Object(_))) => item,
         _ => json!({}),
     };
-    map.insert("items".into(), Value::Object(convert(&items, left)));
+    map.insert("items".into(), Value::Object(convert(items, left)));
 }
 
 /// `map` with only Gemini's keywords left, the rest moved into the

@@ -90,7 +90,7 @@ pub fn strict_schema(prepared: &Value) -> Result<Value, NotStrict> {
     if prepared.get("type").and_then(Value::as_str) != Some("object") {
         return Err(NotStrict("the root is not `type: object`".into()));
     }
-    let out = strict_node(prepared, "")?;
+    let out = strict_node(prepared, &Path::Root)?;
     let size = measure(&out);
     if size.depth > MAX_DEPTH || size.properties > MAX_PROPERTIES || size.enum_values > MAX_ENUM_VALUES {
         return Err(NotStrict(format!("too big for strict mode: {size:?}")));
@@ -98,7 +98,29 @@ pub fn strict_schema(prepared: &Value) -> Result<Value, NotStrict> {
     Ok(out)
 }
 
-fn strict_node(node: &Value, path: &str) -> Result<Value, NotStrict> {
+/// Where a node is in the schema, written out as a JSON pointer only when a
+/// [`NotStrict`] names it (not once per keyword of every schema compiled).
+#[derive(Clone, Copy)]
+enum Path<'a> {
+    /// The root.
+    Root,
+    /// A keyword or name below a node.
+    Key(&'a Path<'a>, &'a str),
+    /// A list entry below a node.
+    Index(&'a Path<'a>, usize),
+}
+
+impl std::fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Root => Ok(()),
+            Self::Key(parent, key) => write!(f, "{parent}/{key}"),
+            Self::Index(parent, index) => write!(f, "{parent}/{index}"),
+        }
+    }
+}
+
+fn strict_node(node: &Value, path: &Path<'_>) -> Result<Value, NotStrict> {
     let not = |why: &str| Err(NotStrict(format!("{why} at `{path}`")));
     let Value::Object(map) = node else {
         return not("a `true`/`false` schema");
@@ -109,7 +131,7 @@ fn strict_node(node: &Value, path: &str) -> Result<Value, NotStrict> {
     let mut out = Map::new();
     let mut dropped = Map::new();
     for (keyword, value) in map {
-        let here = format!("{path}/{keyword}");
+        let here = Path::Key(path, keyword);
         match keyword.as_str() {
             k if STRICT_BLOCKERS.contains(&k) => return not(&format!("`{k}`")),
             "const" => {
@@ -120,7 +142,7 @@ fn strict_node(node: &Value, path: &str) -> Result<Value, NotStrict> {
                 let branches = branches
                     .iter()
                     .enumerate()
-                    .map(|(i, branch)| strict_node(branch, &format!("{here}/{i}")))
+                    .map(|(i, branch)| strict_node(branch, &Path::Index(&here, i)))
                     .collect::<Result<Vec<_>, _>>()?;
                 out.insert("anyOf".into(), Value::Array(branches));
             }
@@ -128,7 +150,7 @@ fn strict_node(node: &Value, path: &str) -> Result<Value, NotStrict> {
                 let Value::Object(children) = value else { return not("properties that are not a map") };
                 let mut compiled = Map::new();
                 for (name, child) in children {
-                    compiled.insert(name.clone(), strict_node(child, &format!("{here}/{name}"))?);
+                    compiled.insert(name.clone(), strict_node(child, &Path::Key(&here, name))?);
                 }
                 out.insert(keyword.clone(), Value::Object(compiled));
             }

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use serde_json::{Map, Value};
 
 use super::walk::{
-    MAX_INLINED_NODES, MAX_NESTING, def_name, escape, for_each_child, for_each_child_mut, for_each_node, omitted,
+    MAX_INLINED_NODES, MAX_NESTING, def_name, escape, for_each_child, for_each_child_mut, omitted, visit_nodes,
 };
 
 /// Keywords that identify a document rather than constrain a value.
@@ -38,10 +38,10 @@ pub fn prepare(schema: &Value) -> Value {
     let mut prepared_defs = Map::new();
     for (name, def) in &defs {
         preparer.stack = vec![name.clone()];
-        prepared_defs.insert(name.clone(), preparer.node(def));
+        prepared_defs.insert(name.clone(), preparer.node(def.clone()));
     }
     preparer.stack = vec![String::new()];
-    let Value::Object(mut out) = preparer.node(&Value::Object(root)) else {
+    let Value::Object(mut out) = preparer.node(Value::Object(root)) else {
         unreachable!("an object node stays an object")
     };
     let used = used_defs(&out, &prepared_defs);
@@ -76,7 +76,10 @@ struct Preparer<'a> {
 
 impl Preparer<'_> {
     fn target(&self, reference: &str) -> Target {
-        let normalized = reference.replacen("#/definitions/", "#/$defs/", 1);
+        let normalized = match reference.contains("#/definitions/") {
+            true => std::borrow::Cow::Owned(reference.replacen("#/definitions/", "#/$defs/", 1)),
+            false => std::borrow::Cow::Borrowed(reference),
+        };
         if let Some(name) = def_name(&normalized).filter(|name| self.defs.contains_key(name)) {
             return Target::Def(name);
         }
@@ -87,7 +90,7 @@ impl Preparer<'_> {
     }
 
     /// `node` prepared, or "any value" when it nests too deep.
-    fn node(&mut self, node: &Value) -> Value {
+    fn node(&mut self, node: Value) -> Value {
         if self.depth >= MAX_NESTING {
             return Value::Object(omitted());
         }
@@ -103,20 +106,19 @@ impl Preparer<'_> {
         self.nodes >= MAX_INLINED_NODES
     }
 
-    fn object(&mut self, node: &Value) -> Value {
-        let Value::Object(map) = node else {
-            return node.clone();
+    fn object(&mut self, node: Value) -> Value {
+        let Value::Object(mut map) = node else {
+            return node;
         };
-        let mut map = map.clone();
         DOCUMENT_KEYWORDS.iter().for_each(|k| {
             map.remove(*k);
         });
         if let Some(Value::Array(all)) = map.get("allOf")
-            && let [Value::Object(only)] = all.as_slice()
+            && let [Value::Object(_)] = all.as_slice()
+            && let Some(Value::Array(mut all)) = map.remove("allOf")
+            && let Some(Value::Object(only)) = all.pop()
         {
-            let only = only.clone();
-            map.remove("allOf");
-            return self.node(&Value::Object(merge(only, map)));
+            return self.node(Value::Object(merge(only, map)));
         }
         if let Some(Value::String(reference)) = map.remove("$ref") {
             match self.target(&reference) {
@@ -131,31 +133,33 @@ impl Preparer<'_> {
                     }
                     map.insert("anyOf".into(), Value::Array(vec![bare]));
                 }
-                Target::Def(name) => return self.inline(name.clone(), &self.defs[&name].clone(), map),
+                Target::Def(name) => {
+                    let target = self.defs[&name].clone();
+                    return self.inline(name, target, map);
+                }
                 Target::Pointer(pointer, _) if self.stack.contains(&pointer) || self.spent() => {}
-                Target::Pointer(pointer, target) => return self.inline(pointer, &target, map),
+                Target::Pointer(pointer, target) => return self.inline(pointer, target, map),
                 Target::Unresolved => {}
             }
         }
-        for_each_child_mut(&mut map, |child| *child = self.node(child));
+        for_each_child_mut(&mut map, |child| *child = self.node(std::mem::take(child)));
         Value::Object(map)
     }
 
     /// `target` with the referring node's other keywords laid over it.
-    fn inline(&mut self, key: String, target: &Value, siblings: Map<String, Value>) -> Value {
+    fn inline(&mut self, key: String, target: Value, siblings: Map<String, Value>) -> Value {
         let base = match target {
-            Value::Object(target) => {
-                let mut target = target.clone();
+            Value::Object(mut target) => {
                 // A pointer to the root brings the document's definitions along; they stay at the root.
                 target.remove("$defs");
                 target.remove("definitions");
                 target
             }
             Value::Bool(true) => Map::new(),
-            other => return other.clone(),
+            other => return other,
         };
         self.stack.push(key);
-        let out = self.node(&Value::Object(merge(base, siblings)));
+        let out = self.node(Value::Object(merge(base, siblings)));
         self.stack.pop();
         out
     }
@@ -171,13 +175,13 @@ fn merge(mut base: Map<String, Value>, over: Map<String, Value>) -> Map<String, 
 fn used_defs(root: &Map<String, Value>, defs: &Map<String, Value>) -> BTreeSet<String> {
     let mut used = BTreeSet::new();
     let mut pending: Vec<&Value> = Vec::new();
-    for_each_child(root, |path, child| {
-        if !path.starts_with("/$defs/") {
+    for_each_child(root, |step, child| {
+        if step.keyword() != "$defs" {
             pending.push(child);
         }
     });
     while let Some(node) = pending.pop() {
-        for_each_node(node, "", &mut |_, inner| {
+        visit_nodes(node, |inner| {
             let name = inner.get("$ref").and_then(Value::as_str).and_then(def_name);
             if let Some(name) = name
                 && let Some(def) = defs.get(&name)

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use super::walk::{MAX_NESTING, def_name, for_each_child, for_each_node};
+use super::walk::{MAX_NESTING, def_name, for_each_child, visit_nodes};
 
 /// The measures of one schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -23,7 +23,7 @@ pub struct Size {
 /// The [`Size`] of `root`, references followed within it.
 pub fn measure(root: &Value) -> Size {
     let mut size = Size::default();
-    for_each_node(root, "", &mut |_, node| {
+    visit_nodes(root, |node| {
         size.properties += node.get("properties").and_then(Value::as_object).map_or(0, Map::len);
         size.enum_values += node.get("enum").and_then(Value::as_array).map_or(0, Vec::len);
     });
@@ -65,8 +65,8 @@ impl<'a> Depth<'a> {
             return inner;
         }
         let mut children = Vec::new();
-        for_each_child(map, |path, child| {
-            if !path.starts_with("/$defs/") {
+        for_each_child(map, |step, child| {
+            if step.keyword() != "$defs" {
                 children.push(child);
             }
         });

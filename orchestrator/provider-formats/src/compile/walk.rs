@@ -23,24 +23,54 @@ pub fn omitted() -> Map<String, Value> {
     node
 }
 
-/// Calls `f` with the JSON pointer suffix (e.g. `/properties/name`) and the
-/// value of every direct subschema of `node`.
-pub fn for_each_child<'a>(node: &'a Map<String, Value>, mut f: impl FnMut(String, &'a Value)) {
+/// Where a direct subschema sits in its parent node: written with `{}` it
+/// is the JSON pointer suffix (e.g. `/properties/name`), made only when asked.
+#[derive(Debug, Clone, Copy)]
+pub enum Step<'a> {
+    /// A keyword whose value is one subschema (`/items`).
+    Keyword(&'a str),
+    /// An entry of a keyword's list of subschemas (`/anyOf/0`).
+    Index(&'a str, usize),
+    /// An entry of a keyword's map of subschemas (`/properties/name`).
+    Name(&'a str, &'a str),
+}
+
+impl Step<'_> {
+    /// The keyword the subschema is under.
+    pub fn keyword(&self) -> &str {
+        match self {
+            Self::Keyword(keyword) | Self::Index(keyword, _) | Self::Name(keyword, _) => keyword,
+        }
+    }
+}
+
+impl std::fmt::Display for Step<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Keyword(keyword) => write!(f, "/{keyword}"),
+            Self::Index(keyword, index) => write!(f, "/{keyword}/{index}"),
+            Self::Name(keyword, name) => write!(f, "/{keyword}/{}", escape(name)),
+        }
+    }
+}
+
+/// Calls `f` with the [`Step`] to and the value of every direct subschema of `node`.
+pub fn for_each_child<'a>(node: &'a Map<String, Value>, mut f: impl FnMut(Step<'a>, &'a Value)) {
     for (keyword, value) in node {
         let keyword = keyword.as_str();
         match value {
             Value::Array(items) if LIST_SUBSCHEMA_KEYWORDS.contains(&keyword) => {
                 for (index, item) in items.iter().enumerate() {
-                    f(format!("/{keyword}/{index}"), item);
+                    f(Step::Index(keyword, index), item);
                 }
             }
             Value::Object(map) if MAP_SUBSCHEMA_KEYWORDS.contains(&keyword) => {
                 for (name, item) in map {
-                    f(format!("/{keyword}/{}", escape(name)), item);
+                    f(Step::Name(keyword, name), item);
                 }
             }
             Value::Object(_) | Value::Bool(_) if SINGLE_SUBSCHEMA_KEYWORDS.contains(&keyword) => {
-                f(format!("/{keyword}"), value)
+                f(Step::Keyword(keyword), value)
             }
             _ => {}
         }
@@ -68,7 +98,21 @@ pub fn for_each_node<'a>(root: &'a Value, path: &str, f: &mut impl FnMut(&str, &
         f(&path, node);
         if let Value::Object(map) = node {
             let start = pending.len();
-            for_each_child(map, |suffix, child| pending.push((format!("{path}{suffix}"), child)));
+            for_each_child(map, |step, child| pending.push((format!("{path}{step}"), child)));
+            pending[start..].reverse();
+        }
+    }
+}
+
+/// Calls `f` on `root` and every node below it, in document order, as
+/// [`for_each_node`] does but without making their JSON pointers.
+pub fn visit_nodes<'a>(root: &'a Value, mut f: impl FnMut(&'a Value)) {
+    let mut pending = vec![root];
+    while let Some(node) = pending.pop() {
+        f(node);
+        if let Value::Object(map) = node {
+            let start = pending.len();
+            for_each_child(map, |_, child| pending.push(child));
             pending[start..].reverse();
         }
     }
@@ -113,6 +157,9 @@ mod tests {
                 "/$defs/X/additionalProperties"
             ]
         );
+        let mut count = 0;
+        visit_nodes(&schema, |_| count += 1);
+        assert_eq!(count, paths.len());
     }
 
     #[test]
