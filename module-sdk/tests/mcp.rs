@@ -8,12 +8,13 @@ use std::time::Duration;
 
 use module_sdk::mcp::USER_ID_META_KEY;
 use reqwest::StatusCode;
-use rmcp::model::{CallToolRequestParams, CallToolResult, PaginatedRequestParams, ProtocolVersion, Tool};
+use rmcp::model::{CallToolRequestParams, CallToolResult, PaginatedRequestParams, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, RunningService, serve_client_with_lifecycle};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Map, Value, json};
+use test_support::mcp_checks::{assert_matches_output_schema, text_of};
 use test_support::{Process, built_binary};
 
 /// A demo module on a free port with `env`.
@@ -47,22 +48,6 @@ fn lifecycles() -> [ClientLifecycleMode; 2] {
 async fn call(client: &RunningService<RoleClient, ()>, name: &'static str, arguments: Value) -> CallToolResult {
     let Value::Object(arguments) = arguments else { panic!("arguments are an object") };
     client.call_tool(CallToolRequestParams::new(name).with_arguments(arguments)).await.expect("a tool result")
-}
-
-fn text_of(result: &CallToolResult) -> &str {
-    &result.content[0].as_text().expect("a text block").text
-}
-
-/// Checks a successful result: its structured content matches the tool's
-/// `outputSchema`, and the text block is the same JSON.
-fn assert_matches_output_schema(tool: &Tool, result: &CallToolResult) {
-    assert_eq!(result.is_error, Some(false), "{result:?}");
-    let structured = result.structured_content.as_ref().expect("structured content");
-    let schema = Value::Object(tool.output_schema.as_deref().expect("an outputSchema").clone());
-    let validator = jsonschema::validator_for(&schema).expect("a valid outputSchema");
-    let problems: Vec<String> = validator.iter_errors(structured).map(|e| e.to_string()).collect();
-    assert!(problems.is_empty(), "{structured} against {schema}: {problems:?}");
-    assert_eq!(serde_json::from_str::<Value>(text_of(result)).unwrap(), *structured);
 }
 
 /// The same work through the two lifecycles: list, then calls that succeed,

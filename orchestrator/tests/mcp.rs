@@ -23,6 +23,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ErrorData, RoleClient};
 use serde_json::{Map, Value, json};
+use test_support::mcp_checks::{assert_matches_output_schema, text_of};
 use tokio::sync::mpsc;
 
 const SERVICE_TOKEN: &str = "service-token-for-tests-0123456789";
@@ -104,24 +105,8 @@ async fn call<H: ClientHandler>(
     client.call_tool(CallToolRequestParams::new(name).with_arguments(arguments(args))).await.expect("a tool result")
 }
 
-fn text_of(result: &CallToolResult) -> &str {
-    &result.content[0].as_text().expect("a text block").text
-}
-
 fn names(tools: &[Tool]) -> Vec<&str> {
     tools.iter().map(|tool| tool.name.as_ref()).collect()
-}
-
-/// Checks a successful result: its structured content matches the tool's
-/// `outputSchema`, and the text block is the same JSON.
-fn assert_matches_output_schema(tool: &Tool, result: &CallToolResult) {
-    assert_eq!(result.is_error, Some(false), "{result:?}");
-    let structured = result.structured_content.as_ref().expect("structured content");
-    let schema = Value::Object(tool.output_schema.as_deref().expect("an outputSchema").clone());
-    let validator = jsonschema::validator_for(&schema).expect("a valid outputSchema");
-    let problems: Vec<String> = validator.iter_errors(structured).map(|e| e.to_string()).collect();
-    assert!(problems.is_empty(), "{structured} against {schema}: {problems:?}");
-    assert_eq!(serde_json::from_str::<Value>(text_of(result)).unwrap(), *structured);
 }
 
 /// A client whose user says yes to every confirmation, declares form

@@ -12,6 +12,8 @@
 //! - [`raw_tcp`]: raw TCP clients that send requests slowly, or not at all.
 //! - [`openapi_checks`]: an OpenAPI document validated and fuzzed by
 //!   independent tools.
+//! - [`mcp_checks`]: MCP tool results checked against their tool's
+//!   `outputSchema`.
 //! - [`connection_budgets`]: the checks of the connection budgets every
 //!   server gets from `module_sdk::service::serve_router`, written once.
 //! - [`samples`]: the sample tool types, for the demo module and the
@@ -31,6 +33,7 @@
 
 mod client;
 pub mod connection_budgets;
+pub mod mcp_checks;
 pub mod openapi_checks;
 mod otlp_receiver;
 mod process;
