@@ -303,19 +303,10 @@ fn check_strict(schema: &Value, path: &str, report: &mut Report) {
     }
     check_references(schema, path, true, report);
     for_each_node(schema, path, &mut |node_path, node| {
-        let Value::Object(map) = node else {
-            if !(node == &Value::Bool(false) && node_path.ends_with("/additionalProperties")) {
-                report.add(Rule::StrictUntyped, node_path, "a boolean schema");
-            }
-            return;
-        };
+        let Some(map) = strict_object(node_path, node, report) else { return };
         for (keyword, value) in map {
             let here = format!("{node_path}/{}", escape(keyword));
-            if !STRICT_KEYWORDS.contains(&keyword.as_str()) || (keyword == "$defs" && node_path != path) {
-                report.add(Rule::Keyword, &here, format!("strict mode does not take `{keyword}` here"));
-            } else if keyword == "format" && !value.as_str().is_some_and(|f| STRICT_FORMATS.contains(&f)) {
-                report.add(Rule::Format, &here, format!("strict mode does not take the format {value}"));
-            }
+            strict_keyword_refused(keyword, value, &here, node_path == path, STRICT_KEYWORDS, STRICT_FORMATS, report);
         }
         if !["type", "enum", "anyOf", "$ref"].iter().any(|k| map.contains_key(*k)) {
             report.add(Rule::StrictUntyped, node_path, "a node without `type`, `enum`, `anyOf` or `$ref`");
@@ -350,19 +341,14 @@ fn check_anthropic_strict(schema: &Value, path: &str, report: &mut Report) {
         report.add(Rule::StrictRecursion, &format!("{path}/$defs"), "strict mode takes no recursive definitions");
     }
     for_each_node(schema, path, &mut |node_path, node| {
-        let Value::Object(map) = node else {
-            if !(node == &Value::Bool(false) && node_path.ends_with("/additionalProperties")) {
-                report.add(Rule::StrictUntyped, node_path, "a boolean schema");
-            }
-            return;
-        };
+        let Some(map) = strict_object(node_path, node, report) else { return };
         for (keyword, value) in map {
             let here = format!("{node_path}/{}", escape(keyword));
-            if !ANTHROPIC_STRICT_KEYWORDS.contains(&keyword.as_str()) || (keyword == "$defs" && node_path != path) {
-                report.add(Rule::Keyword, &here, format!("strict mode does not take `{keyword}` here"));
-            } else if keyword == "format" && !value.as_str().is_some_and(|f| ANTHROPIC_STRICT_FORMATS.contains(&f)) {
-                report.add(Rule::Format, &here, format!("strict mode does not take the format {value}"));
-            } else if keyword == "minItems" && !matches!(value.as_u64(), Some(0 | 1)) {
+            let (keywords, formats) = (ANTHROPIC_STRICT_KEYWORDS, ANTHROPIC_STRICT_FORMATS);
+            if strict_keyword_refused(keyword, value, &here, node_path == path, keywords, formats, report) {
+                continue;
+            }
+            if keyword == "minItems" && !matches!(value.as_u64(), Some(0 | 1)) {
                 report.add(Rule::Keyword, &here, "strict mode takes `minItems` of 0 or 1 only");
             } else if complex_values(keyword, value) {
                 report.add(Rule::Keyword, &here, "strict mode takes only strings, numbers, booleans and null here");
@@ -378,6 +364,39 @@ fn check_anthropic_strict(schema: &Value, path: &str, report: &mut Report) {
             check_required(map, node_path, report);
         }
     });
+}
+
+/// A strict-mode node as an object; a boolean schema other than
+/// `additionalProperties: false` is reported and gives `None`.
+fn strict_object<'a>(node_path: &str, node: &'a Value, report: &mut Report) -> Option<&'a Map<String, Value>> {
+    let Value::Object(map) = node else {
+        if !(node == &Value::Bool(false) && node_path.ends_with("/additionalProperties")) {
+            report.add(Rule::StrictUntyped, node_path, "a boolean schema");
+        }
+        return None;
+    };
+    Some(map)
+}
+
+/// Whether a strict mode taking `keywords` (`$defs` only at the root) and
+/// `formats` refuses `keyword: value` at `here`; a refusal is reported.
+fn strict_keyword_refused(
+    keyword: &str,
+    value: &Value,
+    here: &str,
+    at_root: bool,
+    keywords: &[&str],
+    formats: &[&str],
+    report: &mut Report,
+) -> bool {
+    if !keywords.contains(&keyword) || (keyword == "$defs" && !at_root) {
+        report.add(Rule::Keyword, here, format!("strict mode does not take `{keyword}` here"));
+    } else if keyword == "format" && !value.as_str().is_some_and(|f| formats.contains(&f)) {
+        report.add(Rule::Format, here, format!("strict mode does not take the format {value}"));
+    } else {
+        return false;
+    }
+    true
 }
 
 /// Whether `keyword: value` is an `enum` or `const` with objects or arrays in it.
