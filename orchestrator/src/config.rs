@@ -112,7 +112,7 @@ pub struct Config {
     /// `MAX_SEARCH_QUERY_CHARS` and `MAX_SEARCH_RESULTS`: what one tool search may cost.
     pub tool_search: ToolSearchSettings,
     /// `MCP_ALLOWED_ORIGINS`, `MCP_ALLOWED_HOSTS`, `MCP_PAGE_SIZE`, `MCP_MAX_SESSIONS`
-    /// and `MCP_PROGRESS_INTERVAL_SECONDS`: how `/mcp` answers MCP clients.
+    /// `MCP_PROGRESS_INTERVAL_SECONDS` and the `MCP_*TASK*` settings: how `/mcp` answers MCP clients.
     pub mcp: McpEndpointSettings,
 }
 
@@ -197,6 +197,11 @@ struct FileConfig {
     mcp_page_size: Option<usize>,
     mcp_max_sessions: Option<usize>,
     mcp_progress_interval_seconds: Option<f64>,
+    mcp_max_tasks: Option<usize>,
+    mcp_max_tasks_per_owner: Option<usize>,
+    mcp_task_ttl_seconds: Option<f64>,
+    mcp_task_after_seconds: Option<f64>,
+    mcp_task_results_bytes: Option<usize>,
 }
 
 impl Config {
@@ -378,6 +383,11 @@ impl Config {
                     mcp_page_size: file.mcp_page_size,
                     mcp_max_sessions: file.mcp_max_sessions,
                     mcp_progress_interval_seconds: file.mcp_progress_interval_seconds,
+                    mcp_max_tasks: file.mcp_max_tasks,
+                    mcp_max_tasks_per_owner: file.mcp_max_tasks_per_owner,
+                    mcp_task_ttl_seconds: file.mcp_task_ttl_seconds,
+                    mcp_task_after_seconds: file.mcp_task_after_seconds,
+                    mcp_task_results_bytes: file.mcp_task_results_bytes,
                 },
                 &env,
             )?,

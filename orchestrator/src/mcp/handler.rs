@@ -1,16 +1,17 @@
 //! The fleet as one MCP server: `tools/list` pages through the caller's
 //! tools, `tools/call` runs through [`Orchestrator::call`] (the path of
 //! `POST /execute`: permission re-checked, `user_id` injected, timeouts,
-//! gateway validation, approvals, metrics), and tool list changes reach
-//! clients that listen.
+//! gateway validation, approvals, metrics), directly or as an MCP task
+//! ([`tasks`](crate::mcp::tasks)), and tool list changes reach clients that listen.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::request::Parts;
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, ContentBlock, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, ContentBlock, GetTaskParams, GetTaskResult,
+    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter,
+    UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -21,6 +22,7 @@ use crate::caller::Caller;
 use crate::identity::Identity;
 use crate::mcp::approval;
 use crate::mcp::progress::with_progress;
+use crate::mcp::tasks::{TaskOwner, TaskStore, client_accepts_tasks, run_as_task};
 use crate::mcp::tools::CallerTools;
 
 /// How long a client may keep a `tools/list` page: the fleet's tools change
@@ -39,19 +41,34 @@ pub struct McpCaller {
     pub caller: Caller,
 }
 
+impl McpCaller {
+    /// Who owns the tasks this caller starts: its identity, acting for its user.
+    fn task_owner(&self) -> TaskOwner {
+        TaskOwner { identity: self.identity.name.clone(), user_id: self.caller.user_id.clone() }
+    }
+}
+
 /// The fleet's MCP server; cheap to clone (one per session or request).
 #[derive(Clone)]
 pub struct FleetMcp {
     orchestrator: Arc<Orchestrator>,
     page_size: usize,
     progress_interval: Duration,
+    tasks: Arc<TaskStore>,
 }
 
 impl FleetMcp {
-    /// The MCP server of `orchestrator`'s fleet, `page_size` tools per page,
-    /// progress every `progress_interval` of a running call.
-    pub fn new(orchestrator: Arc<Orchestrator>, page_size: usize, progress_interval: Duration) -> Self {
-        Self { orchestrator, page_size, progress_interval }
+    /// The MCP server of `orchestrator`'s fleet, under its `/mcp` settings;
+    /// its tasks are kept in this process.
+    pub fn new(orchestrator: Arc<Orchestrator>) -> Self {
+        let config = &orchestrator.config;
+        let tasks = TaskStore::new(config.mcp.tasks.clone(), config.budgets.max_answer_bytes);
+        Self {
+            page_size: config.mcp.transport.page_size,
+            progress_interval: config.mcp.progress_interval,
+            tasks: Arc::new(tasks),
+            orchestrator,
+        }
     }
 
     /// The caller of the request `context` belongs to.
@@ -86,7 +103,9 @@ impl FleetMcp {
 
 impl ServerHandler for FleetMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build())
+        let capabilities =
+            ServerCapabilities::builder().enable_tools().enable_tool_list_changed().enable_tasks().build();
+        ServerConfig::new(capabilities)
             .with_server_info(
                 Implementation::new("orchestrator", env!("CARGO_PKG_VERSION"))
                     .with_description("Every tool of the fleet's modules this caller may use."),
@@ -117,12 +136,14 @@ impl ServerHandler for FleetMcp {
     /// list is an `invalid_params` error, as the specification has it for
     /// unknown tools. A call that needs approval asks the user through the
     /// client when it can (`input_required`), and otherwise says it waits.
+    /// A client that declared the tasks extension gets a long call as a task.
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let McpCaller { identity, caller } = Self::caller(&context)?;
+        let mcp_caller = Self::caller(&context)?;
+        let McpCaller { identity, caller } = mcp_caller;
         let tools = self.tools(caller);
         let Some(tool) = tools.get(&request.name) else {
             let message = format!(
@@ -141,15 +162,21 @@ impl ServerHandler for FleetMcp {
             .as_ref()
             .and_then(|meta| meta.get_progress_token())
             .or_else(|| context.meta.get_progress_token());
-        let call = self.orchestrator.call(
-            identity,
-            caller,
-            tool.full_name.clone(),
-            request.arguments.unwrap_or_default(),
-            false,
-            None,
-        );
         let progress = progress_token.map(|token| (token, context.peer.clone(), self.progress_interval));
+        let arguments = request.arguments.unwrap_or_default();
+        if client_accepts_tasks(&context) && !self.orchestrator.executor.awaits_approval(caller, &tool.full_name) {
+            let (orchestrator, identity, caller) = (Arc::clone(&self.orchestrator), identity.clone(), caller.clone());
+            let call = async move {
+                let outcome =
+                    orchestrator.call(&identity, &caller, tool.full_name.clone(), arguments, false, None).await;
+                // An approval asked for meanwhile (the policy changed) is answered as for clients that cannot ask.
+                Ok(outcome
+                    .pending
+                    .map_or_else(|| tool.call_result(outcome.result), |pending| approval::waiting(&pending)))
+            };
+            return run_as_task(&self.tasks, mcp_caller.task_owner(), call, progress, context.ct.cancelled()).await;
+        }
+        let call = self.orchestrator.call(identity, caller, tool.full_name.clone(), arguments, false, None);
         let outcome = tokio::select! {
             outcome = with_progress(call, progress) => outcome,
             () = context.ct.cancelled() => {
@@ -161,6 +188,39 @@ impl ServerHandler for FleetMcp {
             Some(pending) => Ok(approval::waiting(&pending).into()),
             None => Ok(tool.call_result(outcome.result).into()),
         }
+    }
+
+    /// `tasks/get`: the task, if this caller's (any other is not found).
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let owner = Self::caller(&context)?.task_owner();
+        Ok(GetTaskResult::new(self.tasks.get(&owner, &request.task_id)?))
+    }
+
+    /// `tasks/update`: no task of this server asks for input, so the
+    /// responses are ignored, as the specification has it for requests that
+    /// are not outstanding; an unknown task is an error.
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let owner = Self::caller(&context)?.task_owner();
+        self.tasks.get(&owner, &request.task_id)?;
+        Ok(())
+    }
+
+    /// `tasks/cancel`: stops the task's call, if this caller's.
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let owner = Self::caller(&context)?.task_owner();
+        Ok(self.tasks.cancel(&owner, &request.task_id)?)
     }
 
     fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {

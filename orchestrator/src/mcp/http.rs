@@ -46,7 +46,7 @@ impl McpEndpoint {
         let settings = &config.mcp;
         let transport = module_sdk::mcp::transport_config(&settings.transport, config.limits.max_body_bytes)
             .with_legacy_session_mode(true);
-        let server = FleetMcp::new(Arc::clone(orchestrator), settings.transport.page_size, settings.progress_interval);
+        let server = FleetMcp::new(Arc::clone(orchestrator));
         let sessions = Arc::new(LocalSessionManager::default());
         let service = StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), transport);
         Self { service, sessions, max_sessions: settings.max_sessions }

@@ -18,12 +18,15 @@
 //!   stream of 2025-11-25 sessions ([`http`]).
 //! - Calls that run long send `notifications/progress` to a client that
 //!   gave a `progressToken` ([`progress`]).
+//! - A client that declares the tasks extension gets a call that runs long
+//!   as a task, kept in this process, owner-checked and bounded ([`tasks`]).
 
 pub mod approval;
 pub mod handler;
 pub mod http;
 pub mod progress;
 pub mod settings;
+pub mod tasks;
 pub mod tools;
 
 pub use handler::{FleetMcp, McpCaller};

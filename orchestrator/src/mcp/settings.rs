@@ -1,6 +1,6 @@
 //! The settings of the orchestrator's `/mcp`: the module SDK's MCP settings
 //! (`MCP_ALLOWED_ORIGINS`, `MCP_ALLOWED_HOSTS`, `MCP_PAGE_SIZE`, read by the
-//! same code) and the orchestrator's own budgets.
+//! same code) and the orchestrator's own budgets, tasks' included.
 
 use std::time::Duration;
 
@@ -8,6 +8,7 @@ use module_sdk::ServeError;
 use module_sdk::mcp::McpSettings;
 
 use crate::config::ConfigError;
+use crate::mcp::tasks::TaskSettings;
 
 /// The default `MCP_MAX_SESSIONS`.
 pub const DEFAULT_MAX_SESSIONS: usize = 1000;
@@ -27,6 +28,9 @@ pub struct McpEndpointSettings {
     /// running sends `notifications/progress` to a client that gave a
     /// `progressToken` (default 5 s).
     pub progress_interval: Duration,
+    /// `MCP_MAX_TASKS`, `MCP_MAX_TASKS_PER_OWNER`, `MCP_TASK_TTL_SECONDS`,
+    /// `MCP_TASK_AFTER_SECONDS`, `MCP_TASK_RESULTS_BYTES`: MCP tasks.
+    pub tasks: TaskSettings,
 }
 
 impl Default for McpEndpointSettings {
@@ -35,6 +39,7 @@ impl Default for McpEndpointSettings {
             transport: McpSettings::default(),
             max_sessions: DEFAULT_MAX_SESSIONS,
             progress_interval: Duration::from_secs_f64(DEFAULT_PROGRESS_INTERVAL_SECONDS),
+            tasks: TaskSettings::default(),
         }
     }
 }
@@ -52,6 +57,16 @@ pub struct McpEndpointFile {
     pub mcp_max_sessions: Option<usize>,
     /// `mcp_progress_interval_seconds`.
     pub mcp_progress_interval_seconds: Option<f64>,
+    /// `mcp_max_tasks`.
+    pub mcp_max_tasks: Option<usize>,
+    /// `mcp_max_tasks_per_owner`.
+    pub mcp_max_tasks_per_owner: Option<usize>,
+    /// `mcp_task_ttl_seconds`.
+    pub mcp_task_ttl_seconds: Option<f64>,
+    /// `mcp_task_after_seconds`.
+    pub mcp_task_after_seconds: Option<f64>,
+    /// `mcp_task_results_bytes`.
+    pub mcp_task_results_bytes: Option<usize>,
 }
 
 impl McpEndpointFile {
@@ -63,6 +78,11 @@ impl McpEndpointFile {
             "MCP_PAGE_SIZE" => self.mcp_page_size.map(|n| n.to_string()),
             "MCP_MAX_SESSIONS" => self.mcp_max_sessions.map(|n| n.to_string()),
             "MCP_PROGRESS_INTERVAL_SECONDS" => self.mcp_progress_interval_seconds.map(|s| s.to_string()),
+            "MCP_MAX_TASKS" => self.mcp_max_tasks.map(|n| n.to_string()),
+            "MCP_MAX_TASKS_PER_OWNER" => self.mcp_max_tasks_per_owner.map(|n| n.to_string()),
+            "MCP_TASK_TTL_SECONDS" => self.mcp_task_ttl_seconds.map(|s| s.to_string()),
+            "MCP_TASK_AFTER_SECONDS" => self.mcp_task_after_seconds.map(|s| s.to_string()),
+            "MCP_TASK_RESULTS_BYTES" => self.mcp_task_results_bytes.map(|n| n.to_string()),
             _ => None,
         }
     }
@@ -97,7 +117,8 @@ impl McpEndpointSettings {
                     )
                 })?,
         };
-        Ok(Self { transport, max_sessions, progress_interval })
+        let tasks = TaskSettings::read(&env)?;
+        Ok(Self { transport, max_sessions, progress_interval, tasks })
     }
 }
 
@@ -122,12 +143,14 @@ mod tests {
             mcp_allowed_origins: Some(vec!["https://a.example".into(), "http://localhost:*".into()]),
             mcp_max_sessions: Some(7),
             mcp_progress_interval_seconds: Some(2.5),
+            mcp_task_after_seconds: Some(0.0),
             ..McpEndpointFile::default()
         };
         let env = |name: &str| (name == "MCP_MAX_SESSIONS").then(|| "9".to_owned());
         let settings = McpEndpointSettings::read(file, &env).unwrap();
         assert_eq!(settings.transport.allowed_origins, ["https://a.example", "http://localhost:*"]);
         assert_eq!((settings.max_sessions, settings.progress_interval), (9, Duration::from_millis(2500)));
+        assert_eq!(settings.tasks.after, Duration::ZERO);
     }
 
     #[test]
