@@ -1,20 +1,24 @@
 //! Whole-process tests of the orchestrator's `/mcp`: the real binary, driven
 //! by the official MCP client (`rmcp`) through both lifecycles (2025-11-25
 //! `initialize` with a session, 2026-07-28 `server/discover`, stateless),
-//! with API keys of different permissions.
+//! with API keys of different permissions, and tasks (the tasks extension)
+//! driven with the same client's `tasks/get` and `tasks/cancel`.
 
 mod common;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::identities::{TestKey, keys_file};
 use common::modules::{Calls, approval_module, sdk_module, stalling_module};
 use common::{ModuleServer, OrchestratorProcess, module_services};
+use module_sdk::{Context, Module, ToolError, tool};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
-    ElicitationAction, ElicitationCapability, Implementation, PaginatedRequestParams, ProgressNotificationParam,
-    ProgressToken, ProtocolVersion, ServerNotification, SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities, ClientConfig,
+    DetailedTask, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability, GetTaskParams,
+    Implementation, PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
+    ServerNotification, SubscriptionFilter, TaskPayload, TaskStatus, Tool,
 };
 use rmcp::service::{
     ClientLifecycleMode, NotificationContext, RequestContext, RunningService, serve_client_with_lifecycle,
@@ -22,6 +26,8 @@ use rmcp::service::{
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ErrorData, RoleClient};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use test_support::mcp_checks::{assert_matches_output_schema, text_of};
 use tokio::sync::mpsc;
@@ -359,4 +365,255 @@ async fn protocol_rules_pages_and_budgets() {
     .await;
     assert!(second.is_err(), "MCP_MAX_SESSIONS is 1");
     first_session.cancel().await.unwrap();
+}
+
+/// What the `held` module saw: calls that started, and calls whose caller went away.
+#[derive(Clone, Default)]
+struct Holds {
+    started: Arc<AtomicUsize>,
+    cancelled: Arc<AtomicUsize>,
+}
+
+/// Arguments of `hold`.
+#[derive(Deserialize, JsonSchema)]
+struct Hold {}
+
+/// What `hold` would return.
+#[derive(Serialize, JsonSchema)]
+struct Held {
+    /// Never sent.
+    held: bool,
+}
+
+/// Hold the call until the caller goes away.
+#[tool(timeout_seconds = 120)]
+async fn hold(ctx: Context, _args: Hold) -> Result<Held, ToolError> {
+    let holds = ctx.state::<Holds>()?;
+    holds.started.fetch_add(1, Ordering::SeqCst);
+    let (cancellation, cancelled) = (ctx.cancellation().clone(), Arc::clone(&holds.cancelled));
+    // The handler's own future is dropped with the call, so a task of its own sees the cancellation.
+    tokio::spawn(async move {
+        cancellation.cancelled().await;
+        cancelled.fetch_add(1, Ordering::SeqCst);
+    });
+    std::future::pending().await
+}
+
+/// `alpha` (echo, the admin's wipe) and `held` (hold, which sees its
+/// cancellation), and the orchestrator with `settings`.
+struct TaskFleet {
+    _alpha: ModuleServer,
+    _held: ModuleServer,
+    _keys: tempfile::NamedTempFile,
+    holds: Holds,
+    orchestrator: OrchestratorProcess,
+}
+
+impl TaskFleet {
+    async fn start(settings: &[(&str, &str)]) -> Self {
+        let alpha = ModuleServer::sdk(sdk_module("alpha").0);
+        let holds = Holds::default();
+        let held = Module::new("held", "Calls that end when their caller goes away.").tool(hold).state(holds.clone());
+        let held = ModuleServer::sdk(held);
+        let services = module_services(&[("alpha", alpha.url()), ("held", held.url())]);
+        let keys = keys_file(&[TestKey::new("ada", "ada", "user"), TestKey::new("root", "root", "admin")]);
+        let mut env = vec![
+            ("MODULE_SERVICES", services.as_str()),
+            ("API_KEYS_FILE", keys.path().to_str().unwrap()),
+            ("ORCHESTRATOR_API_TOKEN", SERVICE_TOKEN),
+        ];
+        env.extend_from_slice(settings);
+        let orchestrator = OrchestratorProcess::start(&env).with_token(SERVICE_TOKEN);
+        for module in ["alpha", "held"] {
+            orchestrator.wait_for_module(module, "up", Duration::from_secs(10)).await;
+        }
+        Self { _alpha: alpha, _held: held, _keys: keys, holds, orchestrator }
+    }
+
+    /// A 2026-07-28 client of `key` that declares the tasks extension.
+    async fn client(&self, key: &'static str) -> RunningService<RoleClient, TasksClient> {
+        let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", self.orchestrator.url))
+            .auth_header(api_key(key));
+        let transport = StreamableHttpClientTransport::from_config(config);
+        serve_client_with_lifecycle(TasksClient, transport, recent()).await.expect("connected")
+    }
+
+    /// A 2026-07-28 client of `key` that does not declare the tasks extension.
+    async fn plain_client(&self, key: &'static str) -> RunningService<RoleClient, ()> {
+        let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", self.orchestrator.url))
+            .auth_header(api_key(key));
+        let transport = StreamableHttpClientTransport::from_config(config);
+        serve_client_with_lifecycle((), transport, recent()).await.expect("connected")
+    }
+}
+
+/// A client that declares the tasks extension.
+#[derive(Clone)]
+struct TasksClient;
+
+impl ClientHandler for TasksClient {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::builder().enable_tasks().build(),
+            Implementation::new("tasks-client", "1.0.0"),
+        )
+    }
+}
+
+/// Calls `name` once, expecting a task; its id.
+async fn start_task(client: &RunningService<RoleClient, TasksClient>, name: &'static str, args: Value) -> String {
+    let request = CallToolRequestParams::new(name).with_arguments(arguments(args));
+    match client.call_tool_once(request).await.expect("an answer") {
+        CallToolResponse::Task(created) => {
+            assert_eq!(created.task.status, TaskStatus::Working, "{created:?}");
+            assert!(created.task.poll_interval_ms.is_some());
+            created.task.task_id
+        }
+        other => panic!("a task was expected: {other:?}"),
+    }
+}
+
+/// Polls task `id` until `done` holds for it (at most 30 s, at most every 50 ms).
+async fn poll_until<H: ClientHandler>(
+    client: &RunningService<RoleClient, H>,
+    id: &str,
+    done: impl Fn(&DetailedTask) -> bool,
+) -> DetailedTask {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let task = client.get_task(GetTaskParams::new(id)).await.expect("the task").task;
+        if done(&task) {
+            return task;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "task {id} is still {:?}", task.status());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The tool result a completed task holds.
+fn task_result(task: &DetailedTask) -> CallToolResult {
+    let TaskPayload::Completed { result } = &task.payload else { panic!("a completed task: {task:?}") };
+    serde_json::from_value(Value::Object(result.clone())).expect("a CallToolResult")
+}
+
+/// Waits (at most 30 s) until `counter` reaches `count`.
+async fn wait_for_count(counter: &AtomicUsize, count: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while counter.load(Ordering::SeqCst) < count {
+        assert!(tokio::time::Instant::now() < deadline, "the count stays {}", counter.load(Ordering::SeqCst));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_task_runs_the_call_as_execute_would_and_only_its_owner_sees_it() {
+    let fleet = TaskFleet::start(&[("MCP_TASK_AFTER_SECONDS", "0")]).await;
+    let ada = fleet.client("ada").await;
+
+    let id = start_task(&ada, "alpha__echo", json!({"text": "hi"})).await;
+    let done = poll_until(&ada, &id, |task| task.status().is_terminal()).await;
+    assert_eq!(done.status(), TaskStatus::Completed);
+    assert!(done.task.ttl_ms.is_some_and(|ms| ms >= 600_000), "kept 600 s after it ended: {:?}", done.task);
+    let echoed = task_result(&done);
+    assert_eq!(echoed.structured_content, Some(json!({"text": "hi", "user_id": "ada"})), "the key's user injected");
+
+    let invalid = start_task(&ada, "alpha__echo", json!({"text": 7})).await;
+    let refused = task_result(&poll_until(&ada, &invalid, |task| task.status().is_terminal()).await);
+    assert_eq!(refused.is_error, Some(true), "a failed call is a completed task with an error result");
+    assert!(text_of(&refused).contains("text"), "{}", text_of(&refused));
+
+    let outside = ada.call_tool_once(CallToolRequestParams::new("alpha__wipe").with_arguments(Map::new())).await;
+    assert!(outside.unwrap_err().to_string().contains("no tool named"), "refused before any task");
+
+    // Another identity, even the admin, cannot see, update or cancel ada's task.
+    let root = fleet.client("root").await;
+    let hidden = root.get_task(GetTaskParams::new(&id)).await.unwrap_err().to_string();
+    assert!(hidden.contains(&format!("no task `{id}`")), "{hidden}");
+    assert!(root.cancel_task(CancelTaskParams::new(&id)).await.is_err());
+    assert_eq!(ada.get_task(GetTaskParams::new(&id)).await.unwrap().task.status(), TaskStatus::Completed);
+
+    // A client without the extension gets its answer directly.
+    let plain = fleet.plain_client("ada").await;
+    let direct = call(&plain, "alpha__echo", json!({"text": "direct"})).await;
+    assert_eq!(direct.structured_content.unwrap()["text"], "direct");
+    for client in [ada, root] {
+        client.cancel().await.unwrap();
+    }
+    plain.cancel().await.unwrap();
+
+    let metrics = reqwest::Client::new()
+        .get(format!("{}/metrics", fleet.orchestrator.url))
+        .bearer_auth(SERVICE_TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let line =
+        metrics.lines().find(|line| line.starts_with(r#"tool_calls_total{tool="alpha.echo",outcome="success"}"#));
+    assert_eq!(line.and_then(|line| line.split_whitespace().nth(1)), Some("2"), "tasks are counted as calls");
+}
+
+#[tokio::test]
+async fn cancelling_a_task_stops_its_call_in_the_module() {
+    let fleet = TaskFleet::start(&[("MCP_TASK_AFTER_SECONDS", "0")]).await;
+    let ada = fleet.client("ada").await;
+    let id = start_task(&ada, "held__hold", json!({})).await;
+    wait_for_count(&fleet.holds.started, 1).await;
+    assert_eq!(ada.get_task(GetTaskParams::new(&id)).await.unwrap().task.status(), TaskStatus::Working);
+    ada.cancel_task(CancelTaskParams::new(&id)).await.unwrap();
+    let cancelled = poll_until(&ada, &id, |task| task.status().is_terminal()).await;
+    assert_eq!(cancelled.status(), TaskStatus::Cancelled);
+    wait_for_count(&fleet.holds.cancelled, 1).await;
+    ada.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn tasks_are_bounded_per_owner() {
+    let fleet = TaskFleet::start(&[("MCP_TASK_AFTER_SECONDS", "0"), ("MCP_MAX_TASKS_PER_OWNER", "2")]).await;
+    let ada = fleet.client("ada").await;
+    for _ in 0..2 {
+        start_task(&ada, "held__hold", json!({})).await;
+    }
+    let request = CallToolRequestParams::new("held__hold").with_arguments(Map::new());
+    let CallToolResponse::Complete(refused) = ada.call_tool_once(request).await.unwrap() else {
+        panic!("a refusal, not a task");
+    };
+    assert_eq!(refused.is_error, Some(true));
+    assert!(text_of(&refused).contains("MCP_MAX_TASKS_PER_OWNER (2)"), "{}", text_of(&refused));
+    wait_for_count(&fleet.holds.started, 2).await;
+    let root = fleet.client("root").await;
+    start_task(&root, "held__hold", json!({})).await;
+    wait_for_count(&fleet.holds.started, 3).await;
+    assert_eq!(fleet.holds.started.load(Ordering::SeqCst), 3, "the refused call never ran");
+    ada.cancel().await.unwrap();
+    root.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_quick_call_answers_directly_and_an_ended_task_expires() {
+    let fleet = TaskFleet::start(&[("MCP_TASK_AFTER_SECONDS", "5"), ("MCP_TASK_TTL_SECONDS", "3")]).await;
+    let ada = fleet.client("ada").await;
+    let request = CallToolRequestParams::new("alpha__echo").with_arguments(arguments(json!({"text": "quick"})));
+    let CallToolResponse::Complete(quick) = ada.call_tool_once(request).await.unwrap() else {
+        panic!("a call that ends within MCP_TASK_AFTER_SECONDS answers directly");
+    };
+    assert_eq!(quick.structured_content.unwrap()["text"], "quick");
+
+    let id = start_task(&ada, "held__hold", json!({})).await;
+    ada.cancel_task(CancelTaskParams::new(&id)).await.unwrap();
+    let cancelled = poll_until(&ada, &id, |task| task.status().is_terminal()).await;
+    assert_eq!(cancelled.status(), TaskStatus::Cancelled);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let gone = loop {
+        match ada.get_task(GetTaskParams::new(&id)).await {
+            Ok(task) => assert_eq!(task.task.status(), TaskStatus::Cancelled),
+            Err(error) => break error.to_string(),
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the task outlives MCP_TASK_TTL_SECONDS");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(gone.contains("expired"), "{gone}");
+    ada.cancel().await.unwrap();
 }
