@@ -18,7 +18,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities, ClientConfig,
     DetailedTask, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability, GetTaskParams,
     Implementation, PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
-    ServerNotification, SubscriptionFilter, TaskPayload, TaskStatus, Tool,
+    ServerNotification, SubscriptionFilter, TaskPayload, TaskStatus, Tool, UpdateTaskParams,
 };
 use rmcp::service::{
     ClientLifecycleMode, NotificationContext, RequestContext, RunningService, serve_client_with_lifecycle,
@@ -432,10 +432,19 @@ impl TaskFleet {
 
     /// A 2026-07-28 client of `key` that declares the tasks extension.
     async fn client(&self, key: &'static str) -> RunningService<RoleClient, TasksClient> {
+        self.client_with(key, recent()).await
+    }
+
+    /// A client of `key` that declares the tasks extension, starting with `lifecycle`.
+    async fn client_with(
+        &self,
+        key: &'static str,
+        lifecycle: ClientLifecycleMode,
+    ) -> RunningService<RoleClient, TasksClient> {
         let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", self.orchestrator.url))
             .auth_header(api_key(key));
         let transport = StreamableHttpClientTransport::from_config(config);
-        serve_client_with_lifecycle(TasksClient, transport, recent()).await.expect("connected")
+        serve_client_with_lifecycle(TasksClient, transport, lifecycle).await.expect("connected")
     }
 
     /// A 2026-07-28 client of `key` that does not declare the tasks extension.
@@ -530,7 +539,15 @@ async fn a_task_runs_the_call_as_execute_would_and_only_its_owner_sees_it() {
     let hidden = root.get_task(GetTaskParams::new(&id)).await.unwrap_err().to_string();
     assert!(hidden.contains(&format!("no task `{id}`")), "{hidden}");
     assert!(root.cancel_task(CancelTaskParams::new(&id)).await.is_err());
+    assert!(root.update_task(UpdateTaskParams::new(&id, Default::default())).await.is_err());
+    ada.update_task(UpdateTaskParams::new(&id, Default::default())).await.expect("its owner's update is acknowledged");
     assert_eq!(ada.get_task(GetTaskParams::new(&id)).await.unwrap().task.status(), TaskStatus::Completed);
+
+    // A 2025-11-25 client gets its answer directly, whatever it declares: the extension is of 2026-07-28.
+    let legacy = fleet.client_with("ada", ClientLifecycleMode::Initialize).await;
+    let request = CallToolRequestParams::new("alpha__echo").with_arguments(arguments(json!({"text": "old"})));
+    assert!(matches!(legacy.call_tool_once(request).await.unwrap(), CallToolResponse::Complete(_)));
+    legacy.cancel().await.unwrap();
 
     // A client without the extension gets its answer directly.
     let plain = fleet.plain_client("ada").await;
@@ -552,7 +569,7 @@ async fn a_task_runs_the_call_as_execute_would_and_only_its_owner_sees_it() {
         .unwrap();
     let line =
         metrics.lines().find(|line| line.starts_with(r#"tool_calls_total{tool="alpha.echo",outcome="success"}"#));
-    assert_eq!(line.and_then(|line| line.split_whitespace().nth(1)), Some("2"), "tasks are counted as calls");
+    assert_eq!(line.and_then(|line| line.split_whitespace().nth(1)), Some("3"), "tasks are counted as calls");
 }
 
 #[tokio::test]
