@@ -50,6 +50,10 @@ fi
 
 # In CI a missing service fails the tests instead of skipping them.
 export REQUIRE_SERVICES=1
+# A CI run builds once from scratch: incremental caches would only cost disk.
+if [ "${CI:-}" = true ]; then
+    export CARGO_INCREMENTAL=0
+fi
 
 # The lint gate: formatting (rustfmt.toml) and clippy with every warning an error.
 cargo fmt --all -- --check
