@@ -22,7 +22,7 @@ use crate::caller::Caller;
 use crate::identity::Identity;
 use crate::mcp::approval;
 use crate::mcp::progress::with_progress;
-use crate::mcp::tasks::{TaskOwner, TaskStore, client_accepts_tasks, run_as_task};
+use crate::mcp::tasks::{McpTasks, TaskOwner, client_accepts_tasks, run_as_task};
 use crate::mcp::tools::CallerTools;
 
 /// How long a client may keep a `tools/list` page: the fleet's tools change
@@ -54,19 +54,18 @@ pub struct FleetMcp {
     orchestrator: Arc<Orchestrator>,
     page_size: usize,
     progress_interval: Duration,
-    tasks: Arc<TaskStore>,
+    tasks: McpTasks,
 }
 
 impl FleetMcp {
     /// The MCP server of `orchestrator`'s fleet, under its `/mcp` settings;
-    /// its tasks are kept in this process.
+    /// its tasks are kept in this process (and shared through `REDIS_URL`).
     pub fn new(orchestrator: Arc<Orchestrator>) -> Self {
         let config = &orchestrator.config;
-        let tasks = TaskStore::new(config.mcp.tasks.clone(), config.budgets.max_answer_bytes);
         Self {
             page_size: config.mcp.transport.page_size,
             progress_interval: config.mcp.progress_interval,
-            tasks: Arc::new(tasks),
+            tasks: McpTasks::new(config),
             orchestrator,
         }
     }
@@ -197,7 +196,7 @@ impl ServerHandler for FleetMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
         let owner = Self::caller(&context)?.task_owner();
-        Ok(GetTaskResult::new(self.tasks.get(&owner, &request.task_id)?))
+        Ok(GetTaskResult::new(self.tasks.get(&owner, &request.task_id).await?))
     }
 
     /// `tasks/update`: no task of this server asks for input, so the
@@ -209,18 +208,18 @@ impl ServerHandler for FleetMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let owner = Self::caller(&context)?.task_owner();
-        self.tasks.get(&owner, &request.task_id)?;
-        Ok(())
+        self.tasks.get(&owner, &request.task_id).await.map(drop)
     }
 
-    /// `tasks/cancel`: stops the task's call, if this caller's.
+    /// `tasks/cancel`: stops the task's call, if this caller's (on
+    /// whichever replica runs it).
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let owner = Self::caller(&context)?.task_owner();
-        Ok(self.tasks.cancel(&owner, &request.task_id)?)
+        self.tasks.cancel(&owner, &request.task_id).await
     }
 
     fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {

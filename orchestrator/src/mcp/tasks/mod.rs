@@ -8,7 +8,8 @@
 //! confirmation is asked within the call first (the specification asks to
 //! resolve such exchanges before a task is created); a call that ends
 //! sooner answers directly, so only calls that do run long become tasks.
-//! Tasks are kept in the process's memory ([`store`]); there is no
+//! Tasks are kept in the memory of the process that runs them ([`store`]),
+//! and with `REDIS_URL` shared with the other replicas ([`shared`]); there is no
 //! `notifications/tasks` (rmcp 3.11 cannot route it on
 //! `subscriptions/listen` yet): clients poll, every `pollIntervalMs`.
 
@@ -16,10 +17,13 @@ use rmcp::RoleServer;
 use rmcp::model::ProtocolVersion;
 use rmcp::service::RequestContext;
 
+pub mod front;
 pub mod run;
 pub mod settings;
+pub mod shared;
 pub mod store;
 
+pub use front::McpTasks;
 pub use run::run_as_task;
 pub use settings::TaskSettings;
 pub use store::{TaskOwner, TaskStore};

@@ -7,7 +7,6 @@
 //! request going away, stops the call as for any other.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
 
 use futures::FutureExt;
 use rmcp::ErrorData;
@@ -16,6 +15,7 @@ use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 
 use crate::mcp::progress::{ProgressTarget, with_progress};
+use crate::mcp::tasks::front::McpTasks;
 use crate::mcp::tasks::store::{Answer, TaskOwner, TaskStore};
 
 /// Runs `call` for `owner`, directly or as a task (see the module's
@@ -23,26 +23,28 @@ use crate::mcp::tasks::store::{Answer, TaskOwner, TaskStore};
 /// and `cancelled` ending first stops the call. A full store refuses the
 /// call (an error result naming the budget), which then never runs.
 pub async fn run_as_task(
-    store: &Arc<TaskStore>,
+    tasks: &McpTasks,
     owner: TaskOwner,
     call: impl Future<Output = Answer> + Send + 'static,
     progress: Option<ProgressTarget>,
     cancelled: impl Future<Output = ()>,
 ) -> Result<CallToolResponse, ErrorData> {
+    let store = &*tasks.store;
     let id = match store.reserve(owner) {
         Ok(id) => id,
         Err(full) => return Ok(CallToolResult::error(vec![ContentBlock::text(full.to_string())]).into()),
     };
     let (done, finished) = oneshot::channel::<()>();
     let running = tokio::spawn({
-        let store = Arc::clone(store);
+        let tasks = tasks.clone();
         let id = id.clone();
         async move {
             let answer = AssertUnwindSafe(call).catch_unwind().await.unwrap_or_else(|_| {
                 Err(ErrorData::internal_error("the call failed inside the orchestrator (see its log)", None))
             });
-            store.finish(&id, answer);
+            tasks.store.finish(&id, answer);
             let _ = done.send(());
+            tasks.share(&id).await;
         }
     });
     let mut slot = Slot { store, id, running: running.abort_handle(), published: false };
@@ -62,6 +64,8 @@ pub async fn run_as_task(
     if let Some(task) = store.publish(&slot.id, slot.running.clone()) {
         slot.published = true;
         tracing::debug!(task = %slot.id, "an MCP call became a task");
+        tasks.share(&slot.id).await;
+        tasks.watch_cancels(slot.id.clone());
         return Ok(CreateTaskResult::new(task).into());
     }
     match store.take(&slot.id) {

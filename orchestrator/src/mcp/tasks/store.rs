@@ -28,7 +28,7 @@ pub const POLL_INTERVAL_MS: u64 = 1000;
 pub type Answer = Result<CallToolResult, ErrorData>;
 
 /// Who may see and cancel a task: the identity that started it, acting for this user.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TaskOwner {
     /// The identity's name (`key:<id>`, `jwt:<user>`, `service-token`, `development`).
     pub identity: String,
@@ -230,6 +230,16 @@ impl TaskStore {
     pub fn cancel(&self, owner: &TaskOwner, id: &str) -> Result<(), TaskError> {
         let mut inner = self.lock();
         self.visible(&inner, owner, id)?;
+        Self::stop(&mut inner, id);
+        Ok(())
+    }
+
+    /// Cancels task `id` whoever owns it (its owner asked another replica).
+    pub fn cancel_running(&self, id: &str) {
+        Self::stop(&mut self.lock(), id);
+    }
+
+    fn stop(inner: &mut Inner, id: &str) {
         if let Some(entry) = inner.entries.get_mut(id)
             && let State::Working(abort) = &entry.state
         {
@@ -238,7 +248,19 @@ impl TaskStore {
             entry.state = State::Ended { payload: TaskPayload::Cancelled, message, bytes: 0, at: Instant::now() };
             entry.updated_at = OffsetDateTime::now_utc();
         }
-        Ok(())
+    }
+
+    /// Whether task `id` is running here.
+    pub fn is_running(&self, id: &str) -> bool {
+        self.lock().entries.get(id).is_some_and(|entry| matches!(entry.state, State::Working(_)))
+    }
+
+    /// Task `id` and its owner, if it is a task here (to share it).
+    pub fn snapshot(&self, id: &str) -> Option<(TaskOwner, DetailedTask)> {
+        let inner = self.lock();
+        let entry =
+            inner.entries.get(id).filter(|entry| matches!(entry.state, State::Working(_) | State::Ended { .. }))?;
+        Some((entry.owner.clone(), self.detailed(id, entry)))
     }
 
     /// Task `id`, if it is one and `owner`'s; otherwise not found, alike
@@ -381,6 +403,18 @@ mod tests {
         assert!(store.publish(&id, abort).is_none(), "answered meanwhile");
         assert!(store.take(&id).is_some_and(|answer| answer.is_ok()));
         assert!(store.take(&id).is_none(), "taken once");
+
+        let asked_elsewhere = store.reserve(owner("carol")).unwrap();
+        assert!(store.snapshot(&asked_elsewhere).is_none(), "not a task yet");
+        let (abort, task) = running();
+        store.publish(&asked_elsewhere, abort).unwrap();
+        assert!(store.is_running(&asked_elsewhere));
+        assert_eq!(
+            store.snapshot(&asked_elsewhere).map(|(who, task)| (who, task.status())),
+            Some((owner("carol"), TaskStatus::Working))
+        );
+        store.cancel_running(&asked_elsewhere);
+        assert!(task.await.unwrap_err().is_cancelled() && !store.is_running(&asked_elsewhere));
 
         let id = store.reserve(owner("ada")).unwrap();
         let (abort, task) = running();
