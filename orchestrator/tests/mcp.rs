@@ -29,6 +29,7 @@ use rmcp::{ClientHandler, ErrorData, RoleClient};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+use test_support::RedisServer;
 use test_support::mcp_checks::{assert_matches_output_schema, text_of};
 use tokio::sync::mpsc;
 
@@ -404,7 +405,8 @@ async fn hold(ctx: Context, _args: Hold) -> Result<Held, ToolError> {
 struct TaskFleet {
     _alpha: ModuleServer,
     _held: ModuleServer,
-    _keys: tempfile::NamedTempFile,
+    keys: tempfile::NamedTempFile,
+    services: String,
     holds: Holds,
     orchestrator: OrchestratorProcess,
 }
@@ -417,8 +419,18 @@ impl TaskFleet {
         let held = ModuleServer::sdk(held);
         let services = module_services(&[("alpha", alpha.url()), ("held", held.url())]);
         let keys = keys_file(&[TestKey::new("ada", "ada", "user"), TestKey::new("root", "root", "admin")]);
+        let orchestrator = Self::orchestrator(&services, &keys, settings).await;
+        Self { _alpha: alpha, _held: held, keys, services, holds, orchestrator }
+    }
+
+    /// An orchestrator of `services`, with `keys` and `settings`, once it sees both modules.
+    async fn orchestrator(
+        services: &str,
+        keys: &tempfile::NamedTempFile,
+        settings: &[(&str, &str)],
+    ) -> OrchestratorProcess {
         let mut env = vec![
-            ("MODULE_SERVICES", services.as_str()),
+            ("MODULE_SERVICES", services),
             ("API_KEYS_FILE", keys.path().to_str().unwrap()),
             ("ORCHESTRATOR_API_TOKEN", SERVICE_TOKEN),
         ];
@@ -427,7 +439,12 @@ impl TaskFleet {
         for module in ["alpha", "held"] {
             orchestrator.wait_for_module(module, "up", Duration::from_secs(10)).await;
         }
-        Self { _alpha: alpha, _held: held, _keys: keys, holds, orchestrator }
+        orchestrator
+    }
+
+    /// Another orchestrator of the same modules and keys, with `settings`.
+    async fn replica(&self, settings: &[(&str, &str)]) -> OrchestratorProcess {
+        Self::orchestrator(&self.services, &self.keys, settings).await
     }
 
     /// A 2026-07-28 client of `key` that declares the tasks extension.
@@ -441,12 +458,23 @@ impl TaskFleet {
         key: &'static str,
         lifecycle: ClientLifecycleMode,
     ) -> RunningService<RoleClient, TasksClient> {
-        let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", self.orchestrator.url))
-            .auth_header(api_key(key));
-        let transport = StreamableHttpClientTransport::from_config(config);
-        serve_client_with_lifecycle(TasksClient, transport, lifecycle).await.expect("connected")
+        tasks_client(&self.orchestrator, key, lifecycle).await
     }
+}
 
+/// A client of `orchestrator` with `key` that declares the tasks extension, starting with `lifecycle`.
+async fn tasks_client(
+    orchestrator: &OrchestratorProcess,
+    key: &'static str,
+    lifecycle: ClientLifecycleMode,
+) -> RunningService<RoleClient, TasksClient> {
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", orchestrator.url)).auth_header(api_key(key));
+    let transport = StreamableHttpClientTransport::from_config(config);
+    serve_client_with_lifecycle(TasksClient, transport, lifecycle).await.expect("connected")
+}
+
+impl TaskFleet {
     /// A 2026-07-28 client of `key` that does not declare the tasks extension.
     async fn plain_client(&self, key: &'static str) -> RunningService<RoleClient, ()> {
         let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", self.orchestrator.url))
@@ -633,4 +661,34 @@ async fn a_quick_call_answers_directly_and_an_ended_task_expires() {
     };
     assert!(gone.contains("expired"), "{gone}");
     ada.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn with_redis_a_task_is_seen_and_cancelled_on_another_replica() {
+    let Some(redis) = RedisServer::start() else { return };
+    let url = redis.url();
+    let settings = [("MCP_TASK_AFTER_SECONDS", "0"), ("REDIS_URL", url.as_str())];
+    let fleet = TaskFleet::start(&settings).await;
+    let other = fleet.replica(&settings).await;
+    let here = fleet.client("ada").await;
+    let there = tasks_client(&other, "ada", recent()).await;
+
+    let echo = start_task(&here, "alpha__echo", json!({"text": "shared"})).await;
+    let done = poll_until(&there, &echo, |task| task.status().is_terminal()).await;
+    assert_eq!(task_result(&done).structured_content, Some(json!({"text": "shared", "user_id": "ada"})));
+
+    let held = start_task(&here, "held__hold", json!({})).await;
+    wait_for_count(&fleet.holds.started, 1).await;
+    assert_eq!(there.get_task(GetTaskParams::new(&held)).await.unwrap().task.status(), TaskStatus::Working);
+    let root = tasks_client(&other, "root", recent()).await;
+    assert!(root.get_task(GetTaskParams::new(&held)).await.is_err(), "another identity, on any replica");
+    assert!(root.cancel_task(CancelTaskParams::new(&held)).await.is_err());
+    there.cancel_task(CancelTaskParams::new(&held)).await.unwrap();
+    let cancelled = poll_until(&there, &held, |task| task.status().is_terminal()).await;
+    assert_eq!(cancelled.status(), TaskStatus::Cancelled);
+    wait_for_count(&fleet.holds.cancelled, 1).await;
+    assert_eq!(here.get_task(GetTaskParams::new(&held)).await.unwrap().task.status(), TaskStatus::Cancelled);
+    for client in [here, there, root] {
+        client.cancel().await.unwrap();
+    }
 }
