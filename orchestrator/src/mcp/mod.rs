@@ -19,7 +19,8 @@
 //! - Calls that run long send `notifications/progress` to a client that
 //!   gave a `progressToken` ([`progress`]).
 //! - A client that declares the tasks extension gets a call that runs long
-//!   as a task, kept in this process, owner-checked and bounded ([`tasks`]).
+//!   as a task: owner-checked, bounded, kept by the process that runs it and
+//!   shared with the other replicas through `REDIS_URL` ([`tasks`]).
 
 pub mod approval;
 pub mod handler;
