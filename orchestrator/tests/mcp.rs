@@ -117,23 +117,28 @@ fn names(tools: &[Tool]) -> Vec<&str> {
 }
 
 /// A client whose user says yes to every confirmation, declares form
-/// elicitation, and collects the list changes and progress it is told of.
+/// elicitation (and the tasks extension if `tasks`), and collects the list
+/// changes and progress it is told of.
 #[derive(Clone)]
 struct Agreeable {
     changes: mpsc::UnboundedSender<()>,
     progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+    tasks: bool,
 }
 
 impl Agreeable {
     fn new() -> (Self, mpsc::UnboundedReceiver<()>) {
         let (changes, received) = mpsc::unbounded_channel();
-        (Self { changes, progress: Arc::default() }, received)
+        (Self { changes, progress: Arc::default(), tasks: false }, received)
     }
 }
 
 impl ClientHandler for Agreeable {
     fn get_info(&self) -> ClientConfig {
-        let mut capabilities = ClientCapabilities::default();
+        let mut capabilities = match self.tasks {
+            true => ClientCapabilities::builder().enable_tasks().build(),
+            false => ClientCapabilities::default(),
+        };
         capabilities.elicitation = Some(ElicitationCapability::new());
         ClientConfig::new(capabilities, Implementation::new("agreeable-test-client", "1.0.0"))
     }
@@ -691,4 +696,21 @@ async fn with_redis_a_task_is_seen_and_cancelled_on_another_replica() {
     for client in [here, there, root] {
         client.cancel().await.unwrap();
     }
+}
+
+#[tokio::test]
+async fn a_call_that_needs_approval_is_confirmed_within_the_call_not_run_as_a_task() {
+    let fleet = Fleet::start(&[("MCP_TASK_AFTER_SECONDS", "0")]).await;
+    let (mut handler, _changes) = Agreeable::new();
+    handler.tasks = true;
+    let client = fleet.connect(handler, "ada", "", recent()).await;
+    let request =
+        CallToolRequestParams::new("bank__transfer").with_arguments(arguments(json!({"to": "carol", "cents": 5})));
+    let first = client.call_tool_once(request).await.unwrap();
+    assert!(matches!(first, CallToolResponse::InputRequired(_)), "the confirmation comes first: {first:?}");
+    // rmcp's call_tool answers the confirmation and retries; the approved call answers directly.
+    let done = call(&client, "bank__transfer", json!({"to": "carol", "cents": 5})).await;
+    assert_eq!(done.structured_content, Some(json!({"to": "carol", "cents": 5, "user_id": "ada"})));
+    assert_eq!(fleet.bank_calls.count(), 1, "run once, after the confirmation");
+    client.cancel().await.unwrap();
 }
