@@ -273,22 +273,29 @@ impl Answer {
         Self { tool_name, success: false, result: None, error: Some(error.into()), error_kind: Some(kind) }
     }
 
+    /// The handler's result as it was serialized, or the failure's message:
+    /// what an MCP answer carries (it has no `error_kind`).
+    pub(crate) fn into_outcome(self) -> Result<Box<RawValue>, String> {
+        self.result.ok_or_else(|| self.error.unwrap_or_default())
+    }
+
     /// The answer as a [`ToolResult`], its `result` parsed back into a tree.
     fn into_tool_result(self) -> ToolResult {
         let Some(raw) = self.result else {
             let kind = self.error_kind.unwrap_or(ErrorKind::ExecutionFailed);
             return ToolResult::failure(self.tool_name, kind, self.error.unwrap_or_default());
         };
-        match serde_json::from_str(raw.get()) {
+        match read_back(&raw) {
             Ok(result) => ToolResult::success(self.tool_name, result),
-            // Only past serde_json's nesting limit (128 levels).
-            Err(error) => ToolResult::failure(
-                self.tool_name,
-                ErrorKind::ExecutionFailed,
-                format!("the tool's result could not be read back: {error}"),
-            ),
+            Err(message) => ToolResult::failure(self.tool_name, ErrorKind::ExecutionFailed, message),
         }
     }
+}
+
+/// A handler's serialized result as a tree, or why it cannot be one (only
+/// past serde_json's nesting limit, 128 levels).
+pub(crate) fn read_back(raw: &RawValue) -> Result<Value, String> {
+    serde_json::from_str(raw.get()).map_err(|error| format!("the tool's result could not be read back: {error}"))
 }
 
 /// The text of a panic payload, when it has one.

@@ -9,6 +9,8 @@
 //! [`ModuleMcp`]'s `tools/call` and `tools/list` run as rmcp's
 //! `ServerHandler` runs them, and rmcp's `ServerJsonRpcMessage` is written
 //! out, so the answer is the one rmcp gives, byte for byte (tested below).
+//! A successful call's answer is written around the result's serialized
+//! bytes instead (`serialized.rs`), the same JSON without parsing them back.
 //!
 //! Only requests whose every check rmcp's transport would pass are taken:
 //! no `Origin` (rmcp refuses a foreign one with `403`), no `Host` list to
@@ -25,13 +27,16 @@ use axum::extract::Request;
 use axum::http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HOST, ORIGIN};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, uri::Authority};
 use axum::response::{IntoResponse, Response};
+use rmcp::ErrorData;
 use rmcp::model::{
     CallToolRequestMethod, CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, GetMeta, JsonRpcRequest,
-    JsonRpcVersion2_0, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerResult,
+    JsonRpcVersion2_0, ListToolsResult, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage,
+    ServerResult,
 };
 use serde::Deserialize;
 
 use crate::mcp::handler::ModuleMcp;
+use crate::mcp::serialized::CallAnswer;
 
 /// The header naming the client's protocol version.
 const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
@@ -66,37 +71,32 @@ impl DirectAnswers {
                 return Ok(text_answer(StatusCode::INTERNAL_SERVER_ERROR, "Failed to read request body", error));
             }
         };
-        let (id, result) = if let Some((id, params, meta)) = call_request(&bytes) {
-            // As rmcp's `ServerHandler` turns a handler's answer into a result.
-            (id, self.server.call(params, &meta).await.map(ServerResult::from))
+        let (id, reply) = if let Some((id, params, meta)) = call_request(&bytes) {
+            (id, self.server.call(params, &meta).await.map(Reply::Called))
         } else {
             let Some((id, mut request)) = taken_request(&bytes) else {
                 return Err(Request::from_parts(parts, Body::from(bytes)));
             };
             // The request's `_meta`, taken out as rmcp hands it to a handler.
             let meta = std::mem::take(request.get_meta_mut());
-            let result = match request {
-                ClientRequest::CallToolRequest(call) => {
-                    self.server.call(call.params, &meta).await.map(ServerResult::from)
-                }
-                ClientRequest::ListToolsRequest(list) => {
-                    self.server.list(list.params.as_ref()).map(ServerResult::ListToolsResult)
-                }
+            let reply = match request {
+                ClientRequest::CallToolRequest(call) => self.server.call(call.params, &meta).await.map(Reply::Called),
+                ClientRequest::ListToolsRequest(list) => self.server.list(list.params.as_ref()).map(Reply::Listed),
                 _ => return Err(Request::from_parts(parts, Body::from(bytes))),
             };
-            (id, result)
+            (id, reply)
         };
-        let message = match result {
-            Ok(mut result) => {
-                // As rmcp's `ServerHandler` answers a peer of a protocol before
-                // 2026-07-28: without `resultType: "complete"`, object output only.
-                result.strip_result_type_for_legacy_peer();
-                result.strip_non_object_output_for_legacy_peer();
-                ServerJsonRpcMessage::response(result, id)
+        let json = match reply {
+            // The result's serialized bytes, spliced in as they are.
+            Ok(Reply::Called(CallAnswer::Success(result))) => result.legacy_response(&id),
+            // As rmcp's `ServerHandler` turns a handler's answer into a result.
+            Ok(Reply::Called(failure)) => {
+                legacy_message(id, Ok(ServerResult::CallToolResult(failure.into_call_result())))
             }
-            Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
+            Ok(Reply::Listed(list)) => legacy_message(id, Ok(ServerResult::ListToolsResult(list))),
+            Err(error) => legacy_message(id, Err(error)),
         };
-        Ok(match serde_json::to_vec(&message) {
+        Ok(match json {
             Ok(json) => ([(CONTENT_TYPE, HeaderValue::from_static("application/json"))], json).into_response(),
             Err(error) => text_answer(StatusCode::INTERNAL_SERVER_ERROR, "serialize json response", error),
         })
@@ -188,6 +188,26 @@ fn taken_request(body: &Bytes) -> Option<(RequestId, ClientRequest)> {
     let taken = matches!(request, ClientRequest::CallToolRequest(_) | ClientRequest::ListToolsRequest(_))
         && request.get_meta().protocol_version().is_none();
     taken.then_some((id, request))
+}
+
+/// What a request this path takes was answered with.
+enum Reply {
+    Called(CallAnswer),
+    Listed(ListToolsResult),
+}
+
+/// The JSON-RPC message rmcp writes for `result` to a peer of a protocol
+/// before 2026-07-28: without `resultType: "complete"`, object output only.
+fn legacy_message(id: RequestId, result: Result<ServerResult, ErrorData>) -> serde_json::Result<Vec<u8>> {
+    let message = match result {
+        Ok(mut result) => {
+            result.strip_result_type_for_legacy_peer();
+            result.strip_non_object_output_for_legacy_peer();
+            ServerJsonRpcMessage::response(result, id)
+        }
+        Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
+    };
+    serde_json::to_vec(&message)
 }
 
 /// A plain-text failure answer, worded as rmcp words its own.

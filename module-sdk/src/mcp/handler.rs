@@ -1,7 +1,6 @@
 //! The MCP server of a module: `tools/list` from the manifest's definitions
-//! and `tools/call` through [`ModuleService::execute`], the path `/execute`
-//! takes (argument validation, timeout, panics contained), so both answer
-//! alike.
+//! and `tools/call` through the path `/execute` takes (argument validation,
+//! timeout, panics contained), so both answer alike.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -16,6 +15,7 @@ use serde_json::Value;
 
 use crate::contract::ToolCall;
 use crate::mcp::pages::page_range;
+use crate::mcp::serialized::CallAnswer;
 use crate::mcp::tools::McpTools;
 use crate::module::ModuleService;
 
@@ -89,7 +89,7 @@ impl ServerHandler for ModuleMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         tokio::select! {
-            result = self.call(request, &context.meta) => result,
+            result = self.call(request, &context.meta) => result.map(|answer| answer.into_call_result().into()),
             () = context.ct.cancelled() => Err(ErrorData::internal_error(Cow::Borrowed("the call was cancelled"), None)),
         }
     }
@@ -109,7 +109,7 @@ impl ModuleMcp {
         &self,
         request: CallToolRequestParams,
         meta: &RequestMetaObject,
-    ) -> Result<CallToolResponse, ErrorData> {
+    ) -> Result<CallAnswer, ErrorData> {
         let Some(tool) = self.tools.get(&request.name) else {
             let message =
                 format!("no tool named `{}`; this server's tools are: {}", request.name, self.tools.names().join(", "));
@@ -124,7 +124,7 @@ impl ModuleMcp {
             .map(str::to_owned);
         let call =
             ToolCall { tool_name: tool.full_name.clone(), arguments: request.arguments.unwrap_or_default(), user_id };
-        Ok(tool.call_result(self.service.execute(call).await).into())
+        Ok(tool.answer(self.service.answer(call, None).await))
     }
 }
 

@@ -7,6 +7,7 @@ mod direct;
 mod handler;
 pub(crate) mod http;
 mod pages;
+mod serialized;
 mod settings;
 mod stdio;
 mod tools;

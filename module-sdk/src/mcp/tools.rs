@@ -18,9 +18,11 @@ use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotation
 use serde_json::{Map, Value, json};
 
 use crate::contract::{ModuleManifest, ToolDefinition, ToolResult};
+use crate::mcp::serialized::{CallAnswer, SerializedResult};
+use crate::module::Answer;
 
 /// The key a non-object result is wrapped under.
-const WRAPPED_RESULT_KEY: &str = "result";
+pub(crate) const WRAPPED_RESULT_KEY: &str = "result";
 
 /// One tool, as listed and called over MCP (by a module, and by the
 /// orchestrator under its `module__tool` names).
@@ -105,13 +107,25 @@ impl McpTool {
             let message = result.error.unwrap_or_else(|| "the tool failed without a message".to_owned());
             return CallToolResult::error(vec![ContentBlock::text(message)]);
         }
-        let structured = if self.wraps_result {
-            Value::Object(Map::from_iter([(WRAPPED_RESULT_KEY.to_owned(), result.result)]))
-        } else {
-            result.result
-        };
-        CallToolResult::structured(structured)
+        structured(result.result, self.wraps_result)
     }
+
+    /// A module's answer as MCP sends it, the result left as the handler's
+    /// serialization wrote it.
+    pub(crate) fn answer(&self, answer: Answer) -> CallAnswer {
+        match answer.into_outcome() {
+            Ok(json) => CallAnswer::Success(SerializedResult::new(json, self.wraps_result)),
+            Err(message) => CallAnswer::Failure(message),
+        }
+    }
+}
+
+/// A successful result: `value` as `structuredContent` (wrapped as
+/// `{"result": value}` when `wrapped`) and as a JSON text block.
+pub(crate) fn structured(value: Value, wrapped: bool) -> CallToolResult {
+    let structured =
+        if wrapped { Value::Object(Map::from_iter([(WRAPPED_RESULT_KEY.to_owned(), value)])) } else { value };
+    CallToolResult::structured(structured)
 }
 
 /// Whether a schema describes JSON objects only.
