@@ -55,18 +55,25 @@ fn key(id: &'static str) -> String {
     TestKey::new(id, "", "").key
 }
 
-/// A Chat Completions message calling `bank.transfer`.
-fn transfer_message(call_id: &str) -> Value {
+/// A Chat Completions message calling `bank.transfer` with `arguments`.
+fn transfer_message(call_id: &str, arguments: &Value) -> Value {
     json!({"message": {"role": "assistant", "content": null, "tool_calls": [{
         "id": call_id, "type": "function",
-        "function": {"name": "bank__transfer", "arguments": "{\"to\": \"carol\", \"cents\": 500}"}
+        "function": {"name": "bank__transfer", "arguments": arguments.to_string()}
     }]}})
 }
 
 /// Ada's model asks for a transfer: the answer's single result message and the pending approval.
 async fn request_transfer(orchestrator: &OrchestratorProcess, call_id: &str) -> (Value, Value) {
+    request_transfer_of(orchestrator, call_id, &json!({"to": "carol", "cents": 500})).await
+}
+
+/// Ada's model asks for a transfer with `arguments`: the answer's single
+/// result message and the pending approval.
+async fn request_transfer_of(orchestrator: &OrchestratorProcess, call_id: &str, arguments: &Value) -> (Value, Value) {
     let path = "/v1/tool-calls?format=openai&envelope=true";
-    let (status, answer) = orchestrator.post_with(path, Some(&key("ada")), &transfer_message(call_id)).await;
+    let message = transfer_message(call_id, arguments);
+    let (status, answer) = orchestrator.post_with(path, Some(&key("ada")), &message).await;
     assert_eq!(status, 200, "{answer}");
     let pending = answer["pending_approvals"].as_array().unwrap();
     assert_eq!(pending.len(), 1, "{answer}");
@@ -122,6 +129,43 @@ async fn an_approved_call_runs_exactly_once_with_the_stored_arguments() {
     let (_, shown) = orchestrator.get_with(&format!("/approvals/{}", id.as_str().unwrap()), Some(&key("ada"))).await;
     assert_eq!(shown["status"], "approved");
     assert!(orchestrator.logs().iter().any(|l| l.contains("approval decided") && l.contains("key:ada")));
+}
+
+#[tokio::test]
+async fn an_approved_call_runs_to_its_end_and_is_recorded_when_the_decider_hangs_up() {
+    let setup = Setup::new();
+    let orchestrator = setup.start(&[]).await;
+    let arguments = json!({"to": "carol", "cents": 500, "wait_ms": 1500});
+    let (_, pending) = request_transfer_of(&orchestrator, "call_slow", &arguments).await;
+    let id = pending["id"].as_str().unwrap();
+
+    // The person approves, but their client gives up long before the transfer ends.
+    let impatient = reqwest::Client::builder().timeout(Duration::from_millis(300)).build().unwrap();
+    let sent = impatient
+        .post(format!("{}/approvals/{id}", orchestrator.url))
+        .bearer_auth(key("ada"))
+        .json(&json!({"decision": "approve"}))
+        .send()
+        .await;
+    assert!(sent.as_ref().is_err_and(reqwest::Error::is_timeout), "{sent:?}");
+
+    // The transfer still ends, exactly once, and its result is recorded.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let shown = loop {
+        let (status, shown) = orchestrator.get_with(&format!("/approvals/{id}"), Some(&key("ada"))).await;
+        assert_eq!(status, 200, "{shown}");
+        if shown["status"] != "pending" {
+            break shown;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the approval was never decided: {shown}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(shown["status"], "approved", "{shown}");
+    assert_eq!(shown["result"]["result"], json!({"to": "carol", "cents": 500, "user_id": "ada"}), "{shown}");
+    assert_eq!(setup.calls.count(), 1);
+    let metrics = reqwest::Client::new().get(format!("{}/metrics", orchestrator.url)).bearer_auth(SERVICE_TOKEN);
+    let metrics = metrics.send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains(r#"orchestrator_approvals_decided_total{outcome="approved"} 1"#), "{metrics}");
 }
 
 #[tokio::test]
@@ -208,12 +252,16 @@ async fn pending_approvals_have_a_budget_per_user() {
     let orchestrator = setup.start(&[("MAX_PENDING_APPROVALS", "1")]).await;
     request_transfer(&orchestrator, "call_1").await;
     let path = "/v1/tool-calls?format=openai&envelope=true";
-    let (status, answer) = orchestrator.post_with(path, Some(&key("ada")), &transfer_message("call_2")).await;
+    let (status, answer) = orchestrator
+        .post_with(path, Some(&key("ada")), &transfer_message("call_2", &json!({"to": "carol", "cents": 500})))
+        .await;
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["pending_approvals"], json!([]));
     assert!(answer["messages"][0]["content"].as_str().unwrap().contains("MAX_PENDING_APPROVALS"), "{answer}");
     // Bob's budget is his own.
-    let (_, answer) = orchestrator.post_with(path, Some(&key("bob")), &transfer_message("call_3")).await;
+    let (_, answer) = orchestrator
+        .post_with(path, Some(&key("bob")), &transfer_message("call_3", &json!({"to": "carol", "cents": 500})))
+        .await;
     assert_eq!(answer["pending_approvals"].as_array().unwrap().len(), 1, "{answer}");
     assert_eq!(setup.calls.count(), 0);
 }

@@ -16,6 +16,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use time::OffsetDateTime;
 
+use crate::app::Orchestrator;
 use crate::caller::Caller;
 use crate::execute::Executor;
 use crate::identity::Identity;
@@ -70,6 +71,15 @@ pub enum ApprovalError {
     /// The store did not answer.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Deciding it stopped before its end (the task running it panicked or
+    /// the orchestrator is shutting down).
+    #[error("deciding approval `{id}` stopped before its end: {reason}")]
+    Interrupted {
+        /// The approval's id.
+        id: String,
+        /// What stopped it.
+        reason: String,
+    },
 }
 
 /// The approval store and policy of one orchestrator.
@@ -211,6 +221,41 @@ impl Approvals {
             "approval decided"
         );
         Ok(approval)
+    }
+}
+
+/// Decides approval `id` for `identity` (as [`Approvals::decide`]) in a
+/// task of its own, and counts the outcome: an approved call runs to its end
+/// and its result is recorded even when the request that decided it goes
+/// away mid-run (a client that hangs up, a proxy's timeout), instead of the
+/// approval staying claimed and undecided until it expires.
+pub async fn decide_to_the_end(
+    orchestrator: &Arc<Orchestrator>,
+    identity: &Identity,
+    id: &str,
+    decision: Decision,
+    reason: Option<String>,
+) -> Result<Approval, ApprovalError> {
+    let (orchestrator, identity, owned_id) = (Arc::clone(orchestrator), identity.clone(), id.to_owned());
+    let deciding = tokio::spawn(async move {
+        let outcome =
+            orchestrator.approvals.decide(&identity, &owned_id, decision, reason, &orchestrator.executor).await;
+        orchestrator.metrics.approval_decided(decision_outcome(&outcome, decision));
+        outcome
+    });
+    deciding.await.unwrap_or_else(|stopped| {
+        tracing::error!(approval = %id, error = %stopped, "deciding an approval stopped before its end");
+        Err(ApprovalError::Interrupted { id: id.to_owned(), reason: stopped.to_string() })
+    })
+}
+
+/// The `outcome` label of `orchestrator_approvals_decided` for a decision's outcome.
+fn decision_outcome(outcome: &Result<Approval, ApprovalError>, decision: Decision) -> &'static str {
+    match (outcome, decision) {
+        (Ok(_), Decision::Approve) => "approved",
+        (Ok(_), Decision::Deny) => "denied",
+        (Err(ApprovalError::Store(_) | ApprovalError::Interrupted { .. }), _) => "error",
+        (Err(_), _) => "refused",
     }
 }
 

@@ -11,7 +11,7 @@ use module_sdk::service::error_response;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{Approval, ApprovalError, Decision, result_message};
+use super::{Approval, ApprovalError, Decision, decide_to_the_end, result_message};
 use crate::auth::Authorized;
 use crate::http::AppState;
 
@@ -39,6 +39,7 @@ pub fn error_answer(error: &ApprovalError) -> Response {
         ApprovalError::Conflict { .. } => StatusCode::CONFLICT,
         ApprovalError::TooMany { .. } | ApprovalError::Full { .. } => StatusCode::TOO_MANY_REQUESTS,
         ApprovalError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+        ApprovalError::Interrupted { .. } => StatusCode::INTERNAL_SERVER_ERROR,
     };
     error_response(status, error.to_string())
 }
@@ -100,23 +101,9 @@ pub(crate) async fn decide(
         Ok(body) => body,
         Err(rejection) => return error_response(rejection.status(), rejection.body_text()),
     };
-    let orchestrator = &state.orchestrator;
-    let decision = body.decision;
-    let outcome = orchestrator.approvals.decide(&identity, &id, decision, body.reason, &orchestrator.executor).await;
-    orchestrator.metrics.approval_decided(decision_outcome(&outcome, decision));
-    match outcome {
+    match decide_to_the_end(&state.orchestrator, &identity, &id, body.decision, body.reason).await {
         Ok(approval) => Json(decided(&approval)).into_response(),
         Err(error) => error_answer(&error),
-    }
-}
-
-/// The `outcome` label of `orchestrator_approvals_decided` for a decision's outcome.
-pub fn decision_outcome(outcome: &Result<Approval, ApprovalError>, decision: Decision) -> &'static str {
-    match (outcome, decision) {
-        (Ok(_), Decision::Approve) => "approved",
-        (Ok(_), Decision::Deny) => "denied",
-        (Err(ApprovalError::Store(_)), _) => "error",
-        (Err(_), _) => "refused",
     }
 }
 

@@ -8,6 +8,7 @@
 //! call waits, its approval id, and how to decide it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use module_sdk::mcp::McpTool;
 use rmcp::ErrorData;
@@ -21,8 +22,7 @@ use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
 
 use crate::app::Orchestrator;
-use crate::approvals::routes::decision_outcome;
-use crate::approvals::{Approval, Decision};
+use crate::approvals::{Approval, Decision, decide_to_the_end};
 use crate::identity::Identity;
 
 /// The key of the confirmation in `inputRequests` and `inputResponses`.
@@ -92,7 +92,7 @@ pub fn waiting(approval: &Approval) -> CallToolResult {
 /// `responses` decides the approval `state` names (for `identity`, who
 /// must be allowed to decide it, as at `POST /approvals/{id}`).
 pub async fn resume(
-    orchestrator: &Orchestrator,
+    orchestrator: &Arc<Orchestrator>,
     identity: &Identity,
     tool: &McpTool,
     state: &str,
@@ -119,8 +119,7 @@ pub async fn resume(
         Ok(_) => {}
         Err(error) => return Ok(CallToolResult::error(vec![ContentBlock::text(error.to_string())])),
     }
-    let outcome = orchestrator.approvals.decide(identity, state, decision, reason, &orchestrator.executor).await;
-    orchestrator.metrics.approval_decided(decision_outcome(&outcome, decision));
+    let outcome = decide_to_the_end(orchestrator, identity, state, decision, reason).await;
     Ok(match outcome {
         Ok(approval) => match approval.result {
             Some(result) => tool.call_result(result),

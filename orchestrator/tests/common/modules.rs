@@ -126,6 +126,8 @@ struct Transfer {
     to: String,
     /// How much, in cents.
     cents: u32,
+    /// How long the transfer takes, in milliseconds (none: at once).
+    wait_ms: Option<u64>,
 }
 
 /// What `transfer` returns.
@@ -142,6 +144,9 @@ struct Transferred {
 /// Pay someone (always asks the user first).
 #[tool(requires_approval)]
 async fn transfer(ctx: Context, args: Transfer) -> Result<Transferred, ToolError> {
+    if let Some(wait) = args.wait_ms {
+        tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+    }
     ctx.state::<Calls>().expect("the module carries a counter").record();
     Ok(Transferred { to: args.to, cents: args.cents, user_id: ctx.user_id().map(str::to_owned) })
 }
