@@ -173,8 +173,8 @@ async fn the_fleet_serves_the_callers_tools_to_both_lifecycles() {
         let tools = client.list_all_tools().await.unwrap();
         assert_eq!(
             names(&tools),
-            ["alpha__echo", "alpha__wipe", "bank__echo", "bank__wipe", "bank__transfer", "slow__wait", "slow__stall"],
-            "module by module, in manifest order, named module__tool"
+            ["alpha__echo", "alpha__wipe", "bank__echo", "bank__transfer", "bank__wipe", "slow__stall", "slow__wait"],
+            "named module__tool, in the order of those names"
         );
         let echo = &tools[0];
         assert_eq!(echo.title.as_deref(), Some("Echo"));
@@ -223,7 +223,7 @@ async fn two_identities_see_different_tools_and_cannot_call_outside_theirs() {
     let fleet = Fleet::start(&[]).await;
     let ada = fleet.connect((), "ada", "", recent()).await;
     let ada_tools = ada.list_all_tools().await.unwrap();
-    assert_eq!(names(&ada_tools), ["alpha__echo", "bank__echo", "bank__transfer", "slow__wait", "slow__stall"]);
+    assert_eq!(names(&ada_tools), ["alpha__echo", "bank__echo", "bank__transfer", "slow__stall", "slow__wait"]);
     let refused = ada.call_tool(CallToolRequestParams::new("alpha__wipe").with_arguments(Map::new())).await;
     let message = refused.unwrap_err().to_string();
     assert!(message.contains("no tool named `alpha__wipe`"), "{message}");
@@ -341,7 +341,7 @@ async fn protocol_rules_pages_and_budgets() {
         .list_tools(Some(PaginatedRequestParams::default().with_cursor(first.next_cursor.clone())))
         .await
         .unwrap();
-    assert_eq!(names(&second.tools), ["bank__transfer", "slow__wait"]);
+    assert_eq!(names(&second.tools), ["bank__transfer", "slow__stall"]);
     let again = client.list_tools(None).await.unwrap();
     assert_eq!((again.tools, again.next_cursor), (first.tools, first.next_cursor), "the same page every time");
     let bad = client.list_tools(Some(PaginatedRequestParams::default().with_cursor(Some("nope".into())))).await;

@@ -81,7 +81,7 @@ impl FleetMcp {
 
     /// The caller's tools, named for MCP.
     fn tools(&self, caller: &Caller) -> CallerTools {
-        CallerTools::new(self.orchestrator.tools(caller))
+        CallerTools::new(self.orchestrator.registry.snapshot(), caller)
     }
 
     /// Sends `notifications/tools/list_changed` through `notify` for every
@@ -123,10 +123,9 @@ impl ServerHandler for FleetMcp {
         let caller = Self::caller(&context)?;
         let tools = self.tools(&caller.caller);
         let cursor = request.as_ref().and_then(|params| params.cursor.as_deref());
-        let (range, next_cursor) = module_sdk::mcp::page_range(cursor, tools.len(), self.page_size)?;
-        let mut page = ListToolsResult::with_all_items(tools.page(range))
-            .with_ttl_ms(TOOL_LIST_TTL_MS)
-            .with_cache_scope(CacheScope::Private);
+        let (listed, next_cursor) = tools.page(cursor, self.page_size)?;
+        let mut page =
+            ListToolsResult::with_all_items(listed).with_ttl_ms(TOOL_LIST_TTL_MS).with_cache_scope(CacheScope::Private);
         page.next_cursor = next_cursor;
         Ok(page)
     }

@@ -1,82 +1,162 @@
-//! One caller's tools as MCP lists them: the tools the caller may use, in
-//! the registry's order (module name, then manifest order), each named in
-//! the provider-safe form `module__tool` ([`NameMap`]), so the module is the
-//! prefix, as the MCP specification advises aggregators.
+//! One caller's tools as MCP lists them: the tools the caller may use,
+//! each named in the provider-safe form `module__tool` ([`NameMap`]), so the
+//! module is the prefix, as the MCP specification advises aggregators, and
+//! listed in the order of those names. A `tools/list` cursor is the name the
+//! next page starts at, so paging goes on correctly across a change of the
+//! fleet: no tool present before and after is repeated or skipped (a new
+//! one named before the cursor is left for the re-listing that
+//! `notifications/tools/list_changed` asks for).
+//!
+//! Definitions stay in the registry's snapshot: listing or calling clones
+//! none but the ones it answers with.
 
-use std::ops::Range;
+use std::sync::Arc;
 
-use module_sdk::contract::ToolDefinition;
 use module_sdk::mcp::McpTool;
+use rmcp::ErrorData;
 use rmcp::model::Tool;
 
+use crate::caller::Caller;
 use crate::providers::names::NameMap;
+use crate::snapshot::Snapshot;
 
-/// The MCP view of one caller's tools; each tool is turned into its MCP
-/// form only when listed or called.
+/// The longest cursor read; this paging gives out tool names, which are shorter.
+const MAX_CURSOR_BYTES: usize = 256;
+
+/// Whether `cursor` can be a name this paging gave out: `module__tool` in the
+/// provider-safe characters, within [`MAX_CURSOR_BYTES`].
+fn is_tool_name(cursor: &str) -> bool {
+    cursor.len() <= MAX_CURSOR_BYTES
+        && cursor.contains("__")
+        && cursor.bytes().all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-')
+}
+
+/// The MCP view of one caller's tools in one snapshot of the fleet.
 pub struct CallerTools {
-    definitions: Vec<ToolDefinition>,
+    snapshot: Arc<Snapshot>,
+    /// (MCP name, full name) of each tool, sorted by MCP name.
+    listed: Vec<(String, String)>,
     names: NameMap,
 }
 
 impl CallerTools {
-    /// The MCP view of `definitions` (a caller's tools, in listing order).
-    pub fn new(definitions: Vec<ToolDefinition>) -> Self {
-        let names = NameMap::new(&definitions);
-        Self { definitions, names }
+    /// The tools `caller` may use in `snapshot`.
+    pub fn new(snapshot: Arc<Snapshot>, caller: &Caller) -> Self {
+        let names = NameMap::of_names(snapshot.tools_for(caller).map(|found| found.tool.name.as_str()));
+        let mut listed: Vec<(String, String)> = snapshot
+            .tools_for(caller)
+            .map(|found| (names.provider_name(&found.tool.name).into_owned(), found.tool.name.clone()))
+            .collect();
+        listed.sort_unstable();
+        Self { snapshot, listed, names }
     }
 
-    /// How many tools the caller has.
-    pub fn len(&self) -> usize {
-        self.definitions.len()
-    }
-
-    /// Whether the caller has no tool.
-    pub fn is_empty(&self) -> bool {
-        self.definitions.is_empty()
-    }
-
-    /// The tools in `range` of the order `tools/list` pages through.
-    pub fn page(&self, range: Range<usize>) -> Vec<Tool> {
-        self.definitions
-            .get(range)
-            .unwrap_or_default()
+    /// The page of at most `page_size` tools that starts at `cursor` (`None`:
+    /// the first), and the cursor of the next page, if any.
+    pub fn page(&self, cursor: Option<&str>, page_size: usize) -> Result<(Vec<Tool>, Option<String>), ErrorData> {
+        let start = match cursor {
+            None => 0,
+            Some(cursor) if is_tool_name(cursor) => self.listed.partition_point(|(name, _)| name.as_str() < cursor),
+            Some(cursor) => {
+                let shown: String = cursor.chars().take(80).collect();
+                let message = format!("the cursor `{shown}` is not one this server gave out (a `module__tool` name)");
+                return Err(ErrorData::invalid_params(message, None));
+            }
+        };
+        let end = start.saturating_add(page_size.max(1)).min(self.listed.len());
+        let tools = self.listed[start..end]
             .iter()
-            .map(|definition| self.mcp_tool(definition).listing)
-            .collect()
+            .filter_map(|(name, full_name)| Some(McpTool::named(name.clone(), self.snapshot.tool(full_name)?).listing))
+            .collect();
+        Ok((tools, self.listed.get(end).map(|(name, _)| name.clone())))
     }
 
     /// The tool MCP calls `name` (`module__tool`), if the caller has it.
     pub fn get(&self, name: &str) -> Option<McpTool> {
         let full_name = self.names.tool_for(name)?;
-        self.definitions
-            .iter()
-            .find(|definition| definition.name == full_name)
-            .map(|definition| self.mcp_tool(definition))
-    }
-
-    fn mcp_tool(&self, definition: &ToolDefinition) -> McpTool {
-        McpTool::named(self.names.provider_name(&definition.name).into_owned(), definition)
+        self.listed.binary_search_by(|(listed, _)| listed.as_str().cmp(name)).ok()?;
+        Some(McpTool::named(name.to_owned(), self.snapshot.tool(full_name)?))
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use module_sdk::Permission;
+    use std::collections::BTreeMap;
 
-    fn definition(name: &str) -> ToolDefinition {
-        ToolDefinition::new(name, "Do it.", Permission::Guest)
+    use module_sdk::Permission;
+    use module_sdk::contract::{ModuleManifest, ToolDefinition};
+
+    use super::*;
+    use crate::snapshot::{ModuleSnapshot, ModuleState};
+
+    /// A snapshot of modules `(name, tools)`, each tool guest-level but `wipe` (admin).
+    fn snapshot(modules: &[(&str, &[&str])]) -> Arc<Snapshot> {
+        let modules = modules.iter().map(|(module, tools)| {
+            let tools = tools
+                .iter()
+                .map(|tool| {
+                    let permission = if *tool == "wipe" { Permission::Admin } else { Permission::Guest };
+                    ToolDefinition::new(&format!("{module}.{tool}"), "Do it.", permission)
+                })
+                .collect();
+            let manifest = ModuleManifest {
+                module_name: (*module).to_owned(),
+                description: "A module.".to_owned(),
+                tools,
+                version: None,
+                contract_version: None,
+            };
+            let snapshot = ModuleSnapshot {
+                name: (*module).into(),
+                url: "http://127.0.0.1:1".into(),
+                execute_url: "http://127.0.0.1:1/execute".into(),
+                state: ModuleState::Up,
+                manifest: Some(Arc::new(manifest)),
+            };
+            ((*module).to_owned(), snapshot)
+        });
+        Arc::new(Snapshot::new(1, BTreeMap::from_iter(modules)))
+    }
+
+    fn names(tools: &[Tool]) -> Vec<&str> {
+        tools.iter().map(|tool| tool.name.as_ref()).collect()
     }
 
     #[test]
-    fn tools_are_named_module_then_tool_and_found_by_that_name_only() {
-        let tools = CallerTools::new(vec![definition("alpha.echo"), definition("beta.plan_trip")]);
-        let page = tools.page(0..tools.len());
-        let names: Vec<&str> = page.iter().map(|tool| tool.name.as_ref()).collect();
-        assert_eq!(names, ["alpha__echo", "beta__plan_trip"]);
+    fn tools_are_named_module_then_tool_listed_by_name_and_found_by_that_name_only() {
+        let guest = Caller::new(Some("guest"), None);
+        let tools = CallerTools::new(snapshot(&[("beta", &["plan_trip", "wipe"]), ("alpha", &["echo"])]), &guest);
+        let (page, next) = tools.page(None, 10).unwrap();
+        assert_eq!(names(&page), ["alpha__echo", "beta__plan_trip"], "the admin tool is not the guest's");
+        assert_eq!(next, None);
         assert_eq!(page[1].title.as_deref(), Some("Plan trip"));
-        assert!(tools.page(5..9).is_empty());
         assert_eq!(tools.get("beta__plan_trip").map(|tool| tool.full_name), Some("beta.plan_trip".to_owned()));
-        assert!(tools.get("gamma__echo").is_none());
+        assert!(tools.get("beta__wipe").is_none() && tools.get("gamma__echo").is_none());
+        assert!(tools.get("beta.plan_trip").is_none(), "only the MCP name is a name here");
+    }
+
+    #[test]
+    fn a_cursor_names_where_the_next_page_starts_even_after_the_fleet_changed() {
+        let caller = Caller::new(Some("admin"), None);
+        let before = CallerTools::new(snapshot(&[("alpha", &["a", "b"]), ("gamma", &["c", "d"])]), &caller);
+        let (first, cursor) = before.page(None, 2).unwrap();
+        assert_eq!((names(&first), cursor.as_deref()), (vec!["alpha__a", "alpha__b"], Some("gamma__c")));
+
+        // A module joins before the cursor and another tool after it: the
+        // second page neither repeats nor skips a tool the first did not list.
+        let after = CallerTools::new(
+            snapshot(&[("alpha", &["a", "b"]), ("beta", &["x"]), ("gamma", &["c", "d", "e"])]),
+            &caller,
+        );
+        let (second, cursor) = after.page(cursor.as_deref(), 2).unwrap();
+        assert_eq!((names(&second), cursor.as_deref()), (vec!["gamma__c", "gamma__d"], Some("gamma__e")));
+        // The tool the cursor names is gone: the page starts at the one after it.
+        let gone = CallerTools::new(snapshot(&[("alpha", &["a", "b"]), ("gamma", &["d", "e"])]), &caller);
+        assert_eq!(names(&gone.page(Some("gamma__c"), 5).unwrap().0), ["gamma__d", "gamma__e"]);
+        assert!(gone.page(Some("zzz__z"), 5).unwrap().0.is_empty());
+
+        for refused in ["", "nope", "gamma.c", "gamma__c\"}", &format!("a__{}", "x".repeat(MAX_CURSOR_BYTES))] {
+            assert!(gone.page(Some(refused), 5).is_err(), "{refused}");
+        }
     }
 }
