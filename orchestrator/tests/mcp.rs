@@ -13,6 +13,7 @@ use std::time::Duration;
 use common::identities::{TestKey, keys_file};
 use common::modules::{Calls, approval_module, sdk_module, stalling_module};
 use common::{ModuleServer, OrchestratorProcess, module_services};
+use module_sdk::mcp::USER_ID_META_KEY;
 use module_sdk::{Context, Module, ToolError, tool};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities, ClientConfig,
@@ -239,6 +240,35 @@ async fn two_identities_see_different_tools_and_cannot_call_outside_theirs() {
     assert!(outside.is_err(), "bank is outside the query's modules");
     root.cancel().await.unwrap();
     assert_eq!(fleet.alpha_calls.count(), 2, "ada's echo and root's wipe");
+}
+
+/// Calls `alpha__echo` through `client` for the user `user`, named in the request's `_meta`.
+async fn echo_for<H: ClientHandler>(client: &RunningService<RoleClient, H>, user: &str) -> Result<Value, String> {
+    let mut params = CallToolRequestParams::new("alpha__echo").with_arguments(arguments(json!({"text": "hi"})));
+    params.meta = Some(Map::from_iter([(USER_ID_META_KEY.to_owned(), json!(user))]).into());
+    let result = client.call_tool(params).await.map_err(|refused| refused.to_string())?;
+    Ok(result.structured_content.expect("structured content")["user_id"].clone())
+}
+
+#[tokio::test]
+async fn a_request_names_its_user_in_meta_within_what_the_identity_may() {
+    let fleet = Fleet::start(&[]).await;
+    // One service session, as an agent backend serving many users keeps.
+    let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", fleet.orchestrator.url))
+        .auth_header(SERVICE_TOKEN);
+    let transport = StreamableHttpClientTransport::from_config(config);
+    let service = serve_client_with_lifecycle((), transport, recent()).await.expect("connected");
+    assert_eq!(echo_for(&service, "zoe").await, Ok(json!("zoe")));
+    assert_eq!(echo_for(&service, "yann").await, Ok(json!("yann")));
+    service.cancel().await.unwrap();
+
+    // A user's key acts for its own user only.
+    let ada = fleet.connect((), "ada", "", recent()).await;
+    assert_eq!(echo_for(&ada, "ada").await, Ok(json!("ada")));
+    let refused = echo_for(&ada, "bob").await.unwrap_err();
+    assert!(refused.contains(USER_ID_META_KEY) && refused.contains("bob"), "{refused}");
+    ada.cancel().await.unwrap();
+    assert_eq!(fleet.alpha_calls.count(), 3, "the refused call never ran");
 }
 
 #[tokio::test]

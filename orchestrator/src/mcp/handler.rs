@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::request::Parts;
+use module_sdk::mcp::USER_ID_META_KEY;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, ContentBlock, GetTaskParams, GetTaskResult,
     Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter,
@@ -15,10 +16,11 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::app::Orchestrator;
-use crate::caller::Caller;
+use crate::caller::{Caller, CallerFields};
 use crate::identity::Identity;
 use crate::mcp::approval;
 use crate::mcp::progress::with_progress;
@@ -45,6 +47,24 @@ impl McpCaller {
     /// Who owns the tasks this caller starts: its identity, acting for its user.
     fn task_owner(&self) -> TaskOwner {
         TaskOwner { identity: self.identity.name.clone(), user_id: self.caller.user_id.clone() }
+    }
+
+    /// This caller acting for the user a request's `_meta` names
+    /// ([`USER_ID_META_KEY`], as a module's `/mcp` reads it), within the
+    /// identity as the URL's `user_id=` is: a service identity may name
+    /// anyone, a user's key or JWT only its own user.
+    fn for_user(&self, user_id: Option<&str>) -> Result<Self, ErrorData> {
+        let Some(user_id) = user_id else { return Ok(self.clone()) };
+        let fields = CallerFields {
+            user_id: Some(user_id.to_owned()),
+            user_permission: Some(self.caller.permission.as_str().to_owned()),
+            modules: self.caller.modules.clone(),
+        };
+        let caller = self
+            .identity
+            .caller(fields)
+            .map_err(|refused| ErrorData::invalid_params(format!("`_meta` `{USER_ID_META_KEY}`: {refused}"), None))?;
+        Ok(Self { identity: self.identity.clone(), caller })
     }
 }
 
@@ -140,8 +160,14 @@ impl ServerHandler for FleetMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let mcp_caller = Self::caller(&context)?;
-        let McpCaller { identity, caller } = mcp_caller;
+        let meta_user = request
+            .meta
+            .as_ref()
+            .and_then(|meta| meta.get(USER_ID_META_KEY))
+            .or_else(|| context.meta.get(USER_ID_META_KEY))
+            .and_then(Value::as_str);
+        let mcp_caller = Self::caller(&context)?.for_user(meta_user)?;
+        let McpCaller { identity, caller } = &mcp_caller;
         let tools = self.tools(caller);
         let Some(tool) = tools.get(&request.name) else {
             let message = format!(

@@ -96,7 +96,7 @@ mod tests {
                 .iter()
                 .map(|tool| {
                     let permission = if *tool == "wipe" { Permission::Admin } else { Permission::Guest };
-                    ToolDefinition::new(&format!("{module}.{tool}"), "Do it.", permission)
+                    ToolDefinition::new(format!("{module}.{tool}"), "Do it.", permission)
                 })
                 .collect();
             let manifest = ModuleManifest {
