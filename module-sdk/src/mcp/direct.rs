@@ -33,7 +33,11 @@ use rmcp::model::{
     JsonRpcVersion2_0, ListToolsResult, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage,
     ServerResult,
 };
+use std::marker::PhantomData;
+
+use rmcp::model::ConstString;
 use serde::Deserialize;
+use serde::de::{Deserializer, Unexpected, Visitor};
 
 use crate::mcp::handler::ModuleMcp;
 use crate::mcp::serialized::CallAnswer;
@@ -72,7 +76,7 @@ impl DirectAnswers {
             }
         };
         let (id, reply) = if let Some((id, params, meta)) = call_request(&bytes) {
-            (id, self.server.call(params, &meta).await.map(Reply::Called))
+            (id, self.server.call(params, meta).await.map(Reply::Called))
         } else {
             let Some((id, mut request)) = taken_request(&bytes) else {
                 return Err(Request::from_parts(parts, Body::from(bytes)));
@@ -80,7 +84,7 @@ impl DirectAnswers {
             // The request's `_meta`, taken out as rmcp hands it to a handler.
             let meta = std::mem::take(request.get_meta_mut());
             let reply = match request {
-                ClientRequest::CallToolRequest(call) => self.server.call(call.params, &meta).await.map(Reply::Called),
+                ClientRequest::CallToolRequest(call) => self.server.call(call.params, meta).await.map(Reply::Called),
                 ClientRequest::ListToolsRequest(list) => self.server.list(list.params.as_ref()).map(Reply::Listed),
                 _ => return Err(Request::from_parts(parts, Body::from(bytes))),
             };
@@ -163,11 +167,37 @@ fn accepts_json_and_event_streams(headers: &HeaderMap) -> bool {
 #[serde(deny_unknown_fields)]
 struct CallEnvelope {
     #[serde(rename = "jsonrpc")]
-    _version: JsonRpcVersion2_0,
+    _version: Literal<JsonRpcVersion2_0>,
     id: RequestId,
     #[serde(rename = "method")]
-    _method: CallToolRequestMethod,
+    _method: Literal<CallToolRequestMethod>,
     params: CallToolRequestParams,
+}
+
+/// One of rmcp's constant strings (`"2.0"`, `"tools/call"`), accepted
+/// exactly as rmcp's type accepts it but compared in place (rmcp's own
+/// deserializer copies the text into a `String` first).
+struct Literal<T>(PhantomData<T>);
+
+impl<'de, T: ConstString> Deserialize<'de> for Literal<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_str(LiteralVisitor(PhantomData))
+    }
+}
+
+/// Reads a [`Literal`].
+struct LiteralVisitor<T>(PhantomData<T>);
+
+impl<T: ConstString> Visitor<'_> for LiteralVisitor<T> {
+    type Value = Literal<T>;
+
+    fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(formatter, "the string {:?}", T::VALUE)
+    }
+
+    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Self::Value, E> {
+        if text == T::VALUE { Ok(Literal(PhantomData)) } else { Err(E::invalid_value(Unexpected::Str(text), &self)) }
+    }
 }
 
 /// The id, params and `_meta` of `body` when it is a plain `tools/call`
@@ -344,6 +374,8 @@ mod tests {
                 "method": "tools/call", "id": "x", "jsonrpc": "2.0"})
             .to_string(),
             r#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"echo","arguments":{"text":"a\u00e9\n","count":1,"count":2}}}"#.to_owned(),
+            // The constant strings escaped: read by the direct deserializer all the same.
+            r#"{"jsonrpc":"2\u002e0","id":11,"method":"tools\/call","params":{"name":"echo","arguments":{"text":"x","count":1}}}"#.to_owned(),
         ];
         let header_sets: [&[(&str, &str)]; 5] = [
             &[],
@@ -366,6 +398,8 @@ mod tests {
     #[test]
     fn a_plain_call_is_read_without_rmcp_s_message_deserializer() {
         let plain = Bytes::from(call(json!(1), "echo", hello()));
+        let escaped = r#"{"jsonrpc":"2\u002e0","id":1,"method":"tools\/call","params":{"name":"echo"}}"#;
+        assert!(call_request(&Bytes::from(escaped)).is_some(), "escaped constants are read as rmcp reads them");
         let (id, params, meta) = call_request(&plain).expect("read directly");
         assert_eq!(
             (id, params.name.as_ref(), params.meta, meta.is_empty()),
@@ -374,6 +408,8 @@ mod tests {
         for other in [
             json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
             json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo"}, "extra": 1}),
+            json!({"jsonrpc": "2.1", "id": 1, "method": "tools/call", "params": {"name": "echo"}}),
+            json!({"jsonrpc": 2.0, "id": 1, "method": "tools/call", "params": {"name": "echo"}}),
             json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                 "params": {"name": "echo", "_meta": {"io.modelcontextprotocol/protocolVersion": "2025-11-25"}}}),
         ] {

@@ -86,10 +86,11 @@ impl ServerHandler for ModuleMcp {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
+        mut context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let meta = std::mem::take(&mut context.meta);
         tokio::select! {
-            result = self.call(request, &context.meta) => result.map(|answer| answer.into_call_result().into()),
+            result = self.call(request, meta) => result.map(|answer| answer.into_call_result().into()),
             () = context.ct.cancelled() => Err(ErrorData::internal_error(Cow::Borrowed("the call was cancelled"), None)),
         }
     }
@@ -107,21 +108,23 @@ impl ModuleMcp {
     /// [`Context`](crate::Context).
     pub(crate) async fn call(
         &self,
-        request: CallToolRequestParams,
-        meta: &RequestMetaObject,
+        mut request: CallToolRequestParams,
+        mut meta: RequestMetaObject,
     ) -> Result<CallAnswer, ErrorData> {
         let Some(tool) = self.tools.get(&request.name) else {
             let message =
                 format!("no tool named `{}`; this server's tools are: {}", request.name, self.tools.names().join(", "));
             return Err(ErrorData::invalid_params(message, None));
         };
-        let user_id = request
-            .meta
-            .as_ref()
-            .and_then(|meta| meta.get(USER_ID_META_KEY))
-            .or_else(|| meta.get(USER_ID_META_KEY))
-            .and_then(Value::as_str)
-            .map(str::to_owned);
+        // Taken out, not copied: the params' `_meta` first, the request's only without one there.
+        let found = match request.meta.as_mut().and_then(|params_meta| params_meta.remove(USER_ID_META_KEY)) {
+            Some(value) => Some(value),
+            None => meta.remove(USER_ID_META_KEY),
+        };
+        let user_id = match found {
+            Some(Value::String(user_id)) => Some(user_id),
+            _ => None,
+        };
         let call =
             ToolCall { tool_name: tool.full_name.clone(), arguments: request.arguments.unwrap_or_default(), user_id };
         Ok(tool.answer(self.service.answer(call, None).await))

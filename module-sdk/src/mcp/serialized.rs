@@ -50,7 +50,10 @@ impl SerializedResult {
         };
         let content = [TextBlock { r#type: "text", text: &text }];
         let result = Body { content, structured_content, is_error: false };
-        serde_json::to_vec(&Response { jsonrpc: "2.0", id, result })
+        // The result twice (once escaped) and the frame: no reallocation while it grows.
+        let mut written = Vec::with_capacity(2 * text.len() + 160);
+        serde_json::to_writer(&mut written, &Response { jsonrpc: "2.0", id, result })?;
+        Ok(written)
     }
 }
 
