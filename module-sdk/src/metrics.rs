@@ -8,6 +8,7 @@
 //! `tool="unknown"`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -116,8 +117,14 @@ impl ToolMetrics {
     /// Counts a call as in flight until the returned guard is finished or
     /// dropped (a caller that went away).
     pub fn start(&self) -> CallInFlight {
+        self.start_at(Instant::now())
+    }
+
+    /// [`ToolMetrics::start`] for a call that arrived at `started` (a clock
+    /// read the caller already made).
+    pub fn start_at(&self, started: Instant) -> CallInFlight {
         self.0.in_flight.inc();
-        CallInFlight { metrics: self.clone(), started: Instant::now() }
+        CallInFlight { metrics: self.clone(), started }
     }
 }
 
@@ -128,8 +135,9 @@ pub struct CallInFlight {
 }
 
 impl CallInFlight {
-    /// Records the call's outcome (`None` for success) and duration.
-    pub fn finish(self, error_kind: Option<ErrorKind>) {
+    /// Records the call's outcome (`None` for success) and duration, and
+    /// gives the duration back (for the caller's own log and span).
+    pub fn finish(self, error_kind: Option<ErrorKind>) -> Duration {
         let inner = &self.metrics.0;
         let counter = match error_kind {
             None => &inner.success,
@@ -139,7 +147,9 @@ impl CallInFlight {
             }
         };
         counter.inc();
-        inner.duration.observe(self.started.elapsed().as_secs_f64());
+        let elapsed = self.started.elapsed();
+        inner.duration.observe(elapsed.as_secs_f64());
+        elapsed
     }
 }
 

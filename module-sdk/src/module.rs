@@ -168,9 +168,10 @@ impl ModuleService {
         let started = Instant::now();
         let user_id_present = call.user_id.is_some();
         let tool = self.tools.get(&call.tool_name);
-        let in_flight = tool.map_or(&self.unknown_tool, |tool| &tool.metrics).start();
-        let answer = self.run(tool, call).await;
-        in_flight.finish(answer.error_kind);
+        let in_flight = tool.map_or(&self.unknown_tool, |tool| &tool.metrics).start_at(started);
+        let answer = self.run(tool, call, started).await;
+        // The call's one other clock read.
+        let elapsed = in_flight.finish(answer.error_kind);
         // One event per call at `debug`, so `info` logging stays flat under
         // load; the module's own failures (`execution_failed`, a database or
         // a bug, not the caller's request) are worth an operator's look.
@@ -189,17 +190,18 @@ impl ModuleService {
             tool = %answer.tool_name,
             user_id_present,
             trace_id = trace.map(|trace| trace.trace_id()),
-            duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+            duration_ms = elapsed.as_secs_f64() * 1000.0,
             outcome = answer.error_kind.map_or("success", ErrorKind::as_str),
             "tool call"
         );
         let (module, tool) = (&self.manifest.module_name, &answer.tool_name);
-        crate::otlp::record_served_call(trace, started.elapsed(), module, tool, answer.error_kind);
+        crate::otlp::record_served_call(trace, elapsed, module, tool, answer.error_kind);
         answer
     }
 
-    /// Runs `call` with `tool`, the module's tool of that name (if any).
-    async fn run(&self, tool: Option<&RegisteredTool>, call: ToolCall) -> Answer {
+    /// Runs `call`, which arrived at `started`, with `tool`, the module's
+    /// tool of that name (if any).
+    async fn run(&self, tool: Option<&RegisteredTool>, call: ToolCall, started: Instant) -> Answer {
         let Some(tool) = tool else {
             let message = self.unknown_tool(&call.tool_name);
             return Answer::failure(call.tool_name, ErrorKind::UnknownTool, message);
@@ -210,8 +212,8 @@ impl ModuleService {
         if let Err(problems) = tool.validator.check(&arguments) {
             return Answer::failure(call.tool_name, ErrorKind::InvalidArguments, problems);
         }
-        // One clock read for the context's deadline and the timeout.
-        let deadline = Instant::now() + tool.timeout;
+        // The call's timeout counts from its arrival: no clock read of its own.
+        let deadline = started + tool.timeout;
         let ctx = Context::new(tool.name.clone(), call.user_id, deadline, self.state.clone());
         // Cancelled when this call ends for any reason, including the caller
         // going away (the future is then dropped).
@@ -271,6 +273,14 @@ impl Answer {
 
     fn failure(tool_name: String, kind: ErrorKind, error: impl Into<String>) -> Self {
         Self { tool_name, success: false, result: None, error: Some(error.into()), error_kind: Some(kind) }
+    }
+
+    /// About how many bytes the answer takes written out (a little more,
+    /// for the field names and escapes).
+    pub(crate) fn size_hint(&self) -> usize {
+        let result = self.result.as_ref().map_or(0, |raw| raw.get().len());
+        let error = self.error.as_ref().map_or(0, String::len);
+        self.tool_name.len() + result + error + 96
     }
 
     /// The handler's result as it was serialized, or the failure's message:

@@ -265,8 +265,10 @@ pub(crate) async fn execute(
         Err(error) => return error_response(StatusCode::BAD_REQUEST, bad_call_message(&error)),
     };
     let answer = state.service.answer(call, trace).await;
-    match serde_json::to_vec(&answer) {
-        Ok(body) => json_bytes(Bytes::from(body)),
+    // Written into a buffer of its whole size: no reallocation while it grows.
+    let mut body = Vec::with_capacity(answer.size_hint());
+    match serde_json::to_writer(&mut body, &answer) {
+        Ok(()) => json_bytes(Bytes::from(body)),
         // Strings, pre-serialized JSON and an enum: never reached.
         Err(error) => {
             error_response(StatusCode::INTERNAL_SERVER_ERROR, format!("the answer could not be written: {error}"))
