@@ -4,8 +4,11 @@
 //! `ConvertedCache`, as values or as JSON text), side by side in one run;
 //! then the orchestrator's own `GET /tools` answer for the same 1,000 tools
 //! served by 50 module servers (`Orchestrator::render_tools_json`: the
-//! registry's snapshot, the converted definitions and the listing cache),
-//! cold (a fresh orchestrator's first listing in each format) and cached.
+//! registry's snapshot, the converted definitions and the listing cache):
+//! cold (a fresh orchestrator's first listing in each format: every tool
+//! converted), after a change (the first listing once one module's manifest
+//! changed: a new snapshot generation, that module's 20 tools converted
+//! again) and cached (a repeated listing).
 //!
 //! Run with `cargo bench -p orchestrator --bench providers`.
 
@@ -17,14 +20,17 @@ mod common;
 
 use std::collections::HashMap;
 use std::hint::black_box;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use axum::routing::get;
+use axum::{Json, Router};
+
 use common::ModuleServer;
-use common::modules::manifest_module;
 use module_sdk::Permission;
 use module_sdk::contract::{ModuleManifest, ToolDefinition};
 use module_sdk::schema::{parameters_of, schema_for};
-use orchestrator::providers::{ConvertedCache, ToolFormat, render_tools};
+use orchestrator::providers::{ConvertedCache, Listed, ToolFormat, render_tools};
 use orchestrator::{Caller, Config, Orchestrator};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -146,9 +152,14 @@ fn manifests() -> Vec<ModuleManifest> {
         .collect()
 }
 
-/// The caller's tools: every tool its permission allows, as the registry lists them.
-fn list(manifests: &[ModuleManifest], caller: Permission) -> Vec<ToolDefinition> {
-    manifests.iter().flat_map(|m| &m.tools).filter(|tool| caller.allows(tool.required_permission)).cloned().collect()
+/// The caller's tools: every tool its permission allows, borrowed from the
+/// shared manifests as the registry's snapshot lists them.
+fn list(manifests: &[Arc<ModuleManifest>], caller: Permission) -> Vec<Listed<'_>> {
+    manifests
+        .iter()
+        .flat_map(|manifest| (0..manifest.tools.len()).filter_map(|index| Listed::from_manifest(manifest, index)))
+        .filter(|listed| caller.allows(listed.tool.required_permission))
+        .collect()
 }
 
 /// The median of `runs` timings of `f`.
@@ -169,14 +180,15 @@ fn ms(duration: Duration) -> f64 {
 }
 
 fn main() {
-    let manifests = manifests();
+    let manifests: Vec<Arc<ModuleManifest>> = manifests().into_iter().map(Arc::new).collect();
     let caller = Permission::Owner;
     let tools = list(&manifests, caller);
+    let definitions: Vec<&ToolDefinition> = tools.iter().map(|listed| listed.tool).collect();
     let listing = median(31, || {
         black_box(list(&manifests, caller));
     });
     println!("{} tools from {MODULES} modules for one caller; median of runs, in ms", tools.len());
-    println!("listing (permission filter + copy of the definitions): {:.2}", ms(listing));
+    println!("listing (permission filter, definitions borrowed): {:.2}", ms(listing));
     println!(
         "{:<19} {:>12} {:>14} {:>7} {:>10} {:>11} {:>13} {:>7} {:>12} {:>7}",
         "format",
@@ -194,18 +206,18 @@ fn main() {
     let cache = ConvertedCache::new();
     for format in ToolFormat::ALL {
         let cold = median(11, || {
-            black_box(render_tools(format, &tools));
+            black_box(render_tools(format, &definitions));
         });
-        let answer = cache.render_tools(format, &tools, 1);
-        assert_eq!(answer, render_tools(format, &tools), "cached and cold answers agree");
+        let answer = cache.render_tools(format, &tools);
+        assert_eq!(answer, render_tools(format, &definitions), "cached and cold answers agree");
         let cached = median(31, || {
-            black_box(cache.render_tools(format, &tools, 1));
+            black_box(cache.render_tools(format, &tools));
         });
         let serialize = median(31, || {
             black_box(serde_json::to_vec(&answer).unwrap());
         });
         let text = median(31, || {
-            black_box(cache.render_tools_json(format, &tools, 1));
+            black_box(cache.render_tools_json(format, &tools));
         });
         let (total_cold, total_cached, total_text) =
             (listing + cold + serialize, listing + cached + serialize, listing + text);
@@ -223,18 +235,29 @@ fn main() {
             ratio(total_cold, total_text),
         );
     }
+    let manifests: Vec<ModuleManifest> = manifests.iter().map(|manifest| ModuleManifest::clone(manifest)).collect();
     orchestrator_listing(&manifests);
+}
+
+/// A module server whose manifest the benchmark can change.
+fn changeable_module(manifest: Arc<RwLock<serde_json::Value>>) -> Router {
+    Router::new().route(
+        "/manifest",
+        get(move || std::future::ready(Json(manifest.read().unwrap_or_else(|e| e.into_inner()).clone()))),
+    )
 }
 
 /// The orchestrator's whole listing of the 1,000 tools, served by 50 module
 /// servers: a fresh orchestrator's first answer in each format (cold: nothing
-/// converted or cached yet) and a repeated one (cached), in microseconds.
+/// converted or cached yet), the first answer after one module's manifest
+/// changed (every tool of that module described anew) and a repeated one
+/// (cached), in microseconds.
 fn orchestrator_listing(manifests: &[ModuleManifest]) {
-    const COLD_ROUNDS: usize = 5;
-    let servers: Vec<ModuleServer> = manifests
-        .iter()
-        .map(|manifest| ModuleServer::start(manifest_module(serde_json::to_value(manifest).unwrap())))
-        .collect();
+    const ROUNDS: usize = 5;
+    let served: Vec<Arc<RwLock<serde_json::Value>>> =
+        manifests.iter().map(|m| Arc::new(RwLock::new(serde_json::to_value(m).unwrap()))).collect();
+    let servers: Vec<ModuleServer> =
+        served.iter().map(|manifest| ModuleServer::start(changeable_module(Arc::clone(manifest)))).collect();
     let config = Config {
         module_services: manifests.iter().zip(&servers).map(|(m, s)| (m.module_name.clone(), s.url())).collect(),
         ..Config::default()
@@ -242,8 +265,11 @@ fn orchestrator_listing(manifests: &[ModuleManifest]) {
     let caller = Caller::new(Some("owner"), None);
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let mut cold: HashMap<ToolFormat, Vec<Duration>> = HashMap::new();
+    let mut changed: HashMap<ToolFormat, Vec<Duration>> = HashMap::new();
     let mut cached = HashMap::new();
-    for _ in 0..COLD_ROUNDS {
+    let mut digests = HashMap::new();
+    let changing = &manifests[0].module_name;
+    for round in 0..ROUNDS {
         let orchestrator = Orchestrator::new(config.clone()).unwrap();
         runtime.block_on(orchestrator.registry.discover_all());
         let listed = orchestrator.registry.snapshot().tools_for(&caller).count();
@@ -252,7 +278,7 @@ fn orchestrator_listing(manifests: &[ModuleManifest]) {
             let start = Instant::now();
             let answer = orchestrator.render_tools_json(&caller, format);
             cold.entry(format).or_default().push(start.elapsed());
-            black_box(answer);
+            digests.insert(format, digest(&answer));
             cached.insert(
                 format,
                 median(1001, || {
@@ -260,6 +286,21 @@ fn orchestrator_listing(manifests: &[ModuleManifest]) {
                 }),
             );
         }
+        for format in ToolFormat::ALL {
+            // One module's manifest changes (every tool described anew): a new generation.
+            let generation = orchestrator.registry.snapshot().generation();
+            let mut manifest = manifests[0].clone();
+            for tool in &mut manifest.tools {
+                tool.description = format!("{} (revision {round}, {format})", tool.description);
+            }
+            *served[0].write().unwrap() = serde_json::to_value(&manifest).unwrap();
+            runtime.block_on(orchestrator.registry.discover(changing)).unwrap();
+            assert!(orchestrator.registry.snapshot().generation() > generation, "the change was published");
+            let start = Instant::now();
+            black_box(orchestrator.render_tools_json(&caller, format));
+            changed.entry(format).or_default().push(start.elapsed());
+        }
+        *served[0].write().unwrap() = serde_json::to_value(&manifests[0]).unwrap();
     }
     println!();
     println!(
@@ -267,20 +308,36 @@ fn orchestrator_listing(manifests: &[ModuleManifest]) {
         MODULES * TOOLS_PER_MODULE
     );
     println!(
-        "(cold: a fresh orchestrator's first answer, median of {COLD_ROUNDS}; cached: median of 1001; goals: cold <= 10,000, cached <= 50)"
+        "(cold: a fresh orchestrator's first answer, every tool converted; changed: the first answer after one module's"
     );
-    println!("{:<19} {:>12} {:>12}", "format", "cold", "cached");
-    for format in ToolFormat::ALL {
-        let times = cold.get_mut(&format).unwrap();
+    println!(
+        "manifest changed, its {TOOLS_PER_MODULE} tools converted again; medians of {ROUNDS}; cached: median of 1001; goals: cold <= 10,000, cached <= 50)"
+    );
+    println!("{:<19} {:>12} {:>12} {:>12} {:>18}", "format", "cold", "changed", "cached", "answer digest");
+    let middle = |times: &mut Vec<Duration>| {
         times.sort_unstable();
+        times[times.len() / 2].as_secs_f64() * 1e6
+    };
+    for format in ToolFormat::ALL {
         println!(
-            "{:<19} {:>12.0} {:>12.2}",
+            "{:<19} {:>12.0} {:>12.0} {:>12.2} {:>18}",
             format.as_str(),
-            times[times.len() / 2].as_secs_f64() * 1e6,
-            cached[&format].as_secs_f64() * 1e6
+            middle(cold.get_mut(&format).unwrap()),
+            middle(changed.get_mut(&format).unwrap()),
+            cached[&format].as_secs_f64() * 1e6,
+            format!("{:016x}", digests[&format]),
         );
     }
     drop(servers);
+}
+
+/// A digest of an answer's bytes (SipHash with fixed keys), printed so two
+/// runs can show their answers are byte-identical.
+fn digest(bytes: &[u8]) -> u64 {
+    use std::hash::{DefaultHasher, Hasher};
+    let mut hasher = DefaultHasher::new();
+    hasher.write(bytes);
+    hasher.finish()
 }
 
 fn ratio(a: Duration, b: Duration) -> f64 {

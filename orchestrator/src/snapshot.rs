@@ -15,6 +15,7 @@ use module_sdk::contract::{ModuleManifest, ToolDefinition};
 use serde::Serialize;
 
 use crate::caller::Caller;
+use crate::providers::Listed;
 
 /// Where a module stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
@@ -134,6 +135,17 @@ pub struct ToolRef<'a> {
     pub module: &'a str,
     /// Its definition.
     pub tool: &'a ToolDefinition,
+    /// The module's manifest, and the tool's index there.
+    source: (&'a Arc<ModuleManifest>, usize),
+}
+
+impl<'a> ToolRef<'a> {
+    /// The tool as a listing converts it: a conversion made from the same
+    /// manifest (the same `Arc`, kept while the module's manifest does not
+    /// change) is reused without comparing definitions.
+    pub fn listed(&self) -> Listed<'a> {
+        Listed { tool: self.tool, source: Some(self.source) }
+    }
 }
 
 impl Snapshot {
@@ -171,13 +183,14 @@ impl Snapshot {
         self.modules
             .iter()
             .filter(|(name, _)| caller.allows_module(name))
-            .filter_map(|(name, module)| module.manifest.as_deref().map(|manifest| (name.as_str(), manifest)))
+            .filter_map(|(name, module)| module.manifest.as_ref().map(|manifest| (name.as_str(), manifest)))
             .flat_map(move |(module, manifest)| {
                 manifest
                     .tools
                     .iter()
-                    .filter(move |tool| caller.may_use(module, tool))
-                    .map(move |tool| ToolRef { module, tool })
+                    .enumerate()
+                    .filter(move |(_, tool)| caller.may_use(module, tool))
+                    .map(move |(index, tool)| ToolRef { module, tool, source: (manifest, index) })
             })
     }
 

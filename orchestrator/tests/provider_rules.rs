@@ -5,7 +5,7 @@
 //! Schema, and the prompt format lists every tool.
 
 use module_sdk::contract::ToolDefinition;
-use orchestrator::providers::{ConvertedCache, PROVIDERS, Provider, ToolFormat, render_tools, rules};
+use orchestrator::providers::{ConvertedCache, Listed, PROVIDERS, Provider, ToolFormat, render_tools, rules};
 use proptest::collection::{btree_set, vec};
 use proptest::option;
 use proptest::prelude::*;
@@ -227,7 +227,7 @@ proptest! {
         let fresh = render_tools(ToolFormat::Anthropic, &tools);
         let violations = rules::check_all(Provider::Anthropic, &fresh);
         prop_assert!(violations.is_empty(), "{violations:#?}");
-        let cached: Value = serde_json::from_str(&ConvertedCache::new().render_tools_json(ToolFormat::Anthropic, &tools, 1)).unwrap();
+        let cached: Value = serde_json::from_str(&ConvertedCache::new().render_tools_json(ToolFormat::Anthropic, &tools.iter().map(Listed::from).collect::<Vec<_>>())).unwrap();
         prop_assert_eq!(cached, fresh);
     }
 }

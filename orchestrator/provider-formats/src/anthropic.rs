@@ -1,8 +1,6 @@
 //! Anthropic Messages: `{name, description, input_schema}` definitions,
 //! `tool_use` content blocks in, `tool_result` blocks (with `is_error`) out.
 
-use std::borrow::Cow;
-
 use module_sdk::contract::{ToolDefinition, ToolResult};
 use serde_json::{Map, Value, json};
 
@@ -44,18 +42,18 @@ impl StrictLimit {
         Self::default()
     }
 
-    /// Whether `definition` may stay strict in this listing (spending its cost if so).
-    fn keeps_strict(&mut self, definition: &Value) -> bool {
+    /// Whether a strict definition of `cost` may stay strict in this listing (spending it if so).
+    fn keeps(&mut self, cost: StrictCost) -> bool {
         // Once 20 are strict the rest need not be measured.
-        definition.get("strict") == Some(&Value::Bool(true))
-            && !self.budget.is_full()
-            && self.budget.admit(StrictCost::of(definition.get("input_schema").unwrap_or(&Value::Null)))
+        !self.budget.is_full() && self.budget.admit(cost)
     }
 
     /// `definition` as it goes into the listing.
     pub fn apply(&mut self, mut definition: Value) -> Value {
-        if definition.get("strict").is_some()
-            && !self.keeps_strict(&definition)
+        let strict = definition.get("strict");
+        if strict.is_some()
+            && !(strict == Some(&Value::Bool(true))
+                && self.keeps(StrictCost::of(definition.get("input_schema").unwrap_or(&Value::Null))))
             && let Value::Object(fields) = &mut definition
         {
             fields.remove("strict");
@@ -63,19 +61,24 @@ impl StrictLimit {
         definition
     }
 
-    /// The JSON text `json` of `definition` as it goes into the listing.
-    pub fn apply_json<'a>(&mut self, definition: &Value, json: &'a str) -> Cow<'a, str> {
-        if definition.get("strict").is_none() || self.keeps_strict(definition) {
-            return Cow::Borrowed(json);
+    /// Appends to `out` the JSON text `json` of a strict definition whose
+    /// schema costs `cost`, as it goes into the listing.
+    pub fn push_json(&mut self, cost: StrictCost, json: &str, out: &mut String) {
+        if self.keeps(cost) {
+            out.push_str(json);
+            return;
         }
         match json.strip_suffix(STRICT_SUFFIX) {
-            Some(head) => Cow::Owned(format!("{head}}}")),
+            Some(head) => {
+                out.push_str(head);
+                out.push('}');
+            }
             None => {
-                let mut plain = definition.clone();
+                let mut plain: Value = serde_json::from_str(json).unwrap_or(Value::Null);
                 if let Value::Object(fields) = &mut plain {
                     fields.remove("strict");
                 }
-                Cow::Owned(plain.to_string())
+                out.push_str(&plain.to_string());
             }
         }
     }
@@ -146,11 +149,13 @@ mod tests {
         let strict = definition(&tool, "m__t");
         let text = strict.to_string();
         assert!(text.ends_with(STRICT_SUFFIX), "{text}");
+        let cost = StrictCost::of(&strict["input_schema"]);
         let (mut values, mut texts) = (StrictLimit::new(), StrictLimit::new());
         let mut kept = 0;
         for _ in 0..20 {
             let listed = values.apply(strict.clone());
-            let listed_text = texts.apply_json(&strict, &text);
+            let mut listed_text = String::new();
+            texts.push_json(cost, &text, &mut listed_text);
             assert_eq!(serde_json::from_str::<Value>(&listed_text).unwrap(), listed);
             kept += usize::from(listed.get("strict").is_some());
         }

@@ -1,45 +1,102 @@
-//! Converted definitions memoized per (format, tool, generation), for the
-//! HTTP layer: listing a caller's tools then costs a lookup and a copy of
-//! text per tool instead of a schema compilation.
+//! Converted definitions memoized per (format, tool), for the HTTP layer:
+//! listing a caller's tools then costs a lookup and a copy of text per tool
+//! instead of a schema compilation.
+//!
+//! A conversion stays current for as long as its tool's definition does:
+//! a tool listed from the same shared manifest (the same `Arc`, which the
+//! registry keeps for a module whose manifest did not change) is found
+//! without comparing anything, so a change in one module converts that
+//! module's changed tools again and nothing else.
 
-use std::borrow::Borrow;
 use std::collections::HashMap;
-use std::sync::{PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock};
 
-use module_sdk::contract::ToolDefinition;
+use module_sdk::contract::{ModuleManifest, ToolDefinition};
 use serde_json::Value;
 
+use super::anthropic::StrictLimit;
+use super::compile::StrictCost;
 use super::names::NameMap;
-use super::{ListingLimits, ToolFormat, assemble, convert_tool};
+use super::{ToolFormat, convert_tool, text};
+
+/// One tool of a listing, and where its definition comes from.
+#[derive(Debug, Clone, Copy)]
+pub struct Listed<'a> {
+    /// The definition.
+    pub tool: &'a ToolDefinition,
+    /// The immutable, shared manifest holding it and its index there, when
+    /// it comes from one: while that `Arc` is the same, so is the definition.
+    pub source: Option<(&'a Arc<ModuleManifest>, usize)>,
+}
+
+impl<'a> From<&'a ToolDefinition> for Listed<'a> {
+    fn from(tool: &'a ToolDefinition) -> Self {
+        Self { tool, source: None }
+    }
+}
+
+impl<'a> Listed<'a> {
+    /// Tool `index` of `manifest`, `None` past its end.
+    pub fn from_manifest(manifest: &'a Arc<ModuleManifest>, index: usize) -> Option<Self> {
+        manifest.tools.get(index).map(|tool| Self { tool, source: Some((manifest, index)) })
+    }
+}
+
+/// What a conversion was made from.
+enum Origin {
+    /// Tool `.1` of a shared manifest, kept alive by the entry.
+    Shared(Arc<ModuleManifest>, usize),
+    /// A definition of no manifest (e.g. a meta-tool), kept to compare.
+    Owned(Box<ToolDefinition>),
+}
+
+impl Origin {
+    fn of(listed: Listed<'_>) -> Self {
+        match listed.source {
+            Some((manifest, index)) => Self::Shared(Arc::clone(manifest), index),
+            None => Self::Owned(Box::new(listed.tool.clone())),
+        }
+    }
+
+    /// Whether `listed` is what this was made from: the very definition of
+    /// the same shared manifest (nothing compared), or an equal definition of none.
+    fn is(&self, listed: Listed<'_>) -> bool {
+        match (self, listed.source) {
+            (Self::Shared(manifest, index), Some((other, other_index))) => {
+                Arc::ptr_eq(manifest, other) && *index == other_index
+            }
+            (Self::Owned(tool), None) => **tool == *listed.tool,
+            _ => false,
+        }
+    }
+
+    /// The definition this was made from.
+    fn tool(&self) -> Option<&ToolDefinition> {
+        match self {
+            Self::Shared(manifest, index) => manifest.tools.get(*index),
+            Self::Owned(tool) => Some(tool),
+        }
+    }
+}
 
 /// A converted definition and what it was converted from.
 struct Entry {
-    /// The registry generation it was last found current in: within that
-    /// generation it is used without comparing definitions.
-    generation: u64,
-    /// The definition it was made from; a different one (a refreshed
-    /// manifest) makes it stale.
-    tool: ToolDefinition,
+    origin: Origin,
     /// The provider-safe name it carries (names depend on the caller's set).
     name: String,
-    /// The converted definition (or prompt section).
-    converted: Value,
-    /// `converted` as JSON text, for answers written straight to the wire.
-    json: String,
+    /// The converted definition as JSON text; for `prompt`, the section's text.
+    text: Box<str>,
+    /// For `anthropic`, the strict budget it takes when it is strict.
+    strict: Option<StrictCost>,
 }
 
 /// Converted tool definitions shared by every request, per format and tool
-/// name, each marked with the registry generation (the caller's snapshot,
-/// `orchestrator::snapshot::Snapshot::generation`) it was last found
-/// current in. Within its generation an entry is used at once; in a later
-/// one it is used again once its definition compares equal (a manifest that
-/// did not change keeps its conversions), else converted anew. A different
-/// provider-safe name (a name collision in one caller's set) is converted
-/// anew too, so a stale conversion is never served. Safe to share between
-/// threads.
+/// name ([`Listed`] says when one is current). A different provider-safe
+/// name (a name collision in one caller's set) or definition is converted
+/// anew, so a stale conversion is never served. Safe to share between threads.
 #[derive(Default)]
 pub struct ConvertedCache {
-    formats: RwLock<HashMap<ToolFormat, HashMap<String, Entry>>>,
+    formats: RwLock<HashMap<ToolFormat, HashMap<String, Arc<Entry>>>>,
 }
 
 impl ConvertedCache {
@@ -48,84 +105,61 @@ impl ConvertedCache {
         Self::default()
     }
 
-    /// What [`super::render_tools`] answers for `tools` of registry
-    /// `generation`, converting only tools not seen before.
-    pub fn render_tools<T: Borrow<ToolDefinition>>(&self, format: ToolFormat, tools: &[T], generation: u64) -> Value {
-        let names = NameMap::new(tools);
-        assemble(format, tools.iter().map(Borrow::borrow), |tool: &ToolDefinition| {
-            self.with_entry(format, tool, &names.provider_name(&tool.name), generation, |entry| entry.converted.clone())
-        })
+    /// What [`super::render_tools`] answers for `tools`, converting only
+    /// tools not seen before.
+    pub fn render_tools(&self, format: ToolFormat, tools: &[Listed<'_>]) -> Value {
+        let entries = self.entries(format, tools);
+        match format {
+            ToolFormat::Prompt => prompt(&entries),
+            _ => serde_json::from_str(&listing(format, &entries)).expect("converted definitions are JSON text"),
+        }
     }
 
     /// The same answer as [`Self::render_tools`], as JSON text ready to send:
     /// the cached definitions are copied as text, not rebuilt and serialized.
-    pub fn render_tools_json<T: Borrow<ToolDefinition>>(
-        &self,
-        format: ToolFormat,
-        tools: &[T],
-        generation: u64,
-    ) -> String {
-        if format == ToolFormat::Prompt {
-            return self.render_tools(format, tools, generation).to_string();
+    pub fn render_tools_json(&self, format: ToolFormat, tools: &[Listed<'_>]) -> String {
+        let entries = self.entries(format, tools);
+        match format {
+            ToolFormat::Prompt => prompt(&entries).to_string(),
+            _ => listing(format, &entries),
         }
-        let names = NameMap::new(tools);
-        let mut out = String::with_capacity(2 + tools.len() * 512);
-        let mut limits = ListingLimits::new(format);
-        out.push('[');
-        for (index, tool) in tools.iter().enumerate() {
-            let tool = tool.borrow();
-            if index > 0 {
-                out.push(',');
-            }
-            self.with_entry(format, tool, &names.provider_name(&tool.name), generation, |entry| {
-                out.push_str(&limits.json(&entry.converted, &entry.json))
-            });
-        }
-        out.push(']');
-        out
     }
-
-    /// Runs `read` on the current entry of `tool` in `format` under `name`,
-    /// converting it first when there is none or it is stale.
-    fn with_entry<R>(
-        &self,
-        format: ToolFormat,
-        tool: &ToolDefinition,
-        name: &str,
-        generation: u64,
-        read: impl FnOnce(&Entry) -> R,
-    ) -> R {
+    /// The current entry of every tool in `format`, in order, converting
+    /// those without one (outside the lock) and storing them.
+    fn entries(&self, format: ToolFormat, tools: &[Listed<'_>]) -> Vec<Arc<Entry>> {
+        let names = NameMap::of_names(tools.iter().map(|listed| listed.tool.name.as_str()));
+        let mut found: Vec<Option<Arc<Entry>>> = Vec::with_capacity(tools.len());
+        let mut stale = Vec::new();
         {
             let formats = self.formats.read().unwrap_or_else(PoisonError::into_inner);
-            if let Some(entry) = formats.get(&format).and_then(|entries| entries.get(&tool.name))
-                && entry.name == name
-                && entry.generation == generation
-            {
-                return read(entry);
+            let current = formats.get(&format);
+            for (index, listed) in tools.iter().enumerate() {
+                let name = names.provider_name(&listed.tool.name);
+                let entry = current.and_then(|entries| entries.get(&listed.tool.name));
+                match entry {
+                    Some(entry) if entry.name == name && entry.origin.is(*listed) => {
+                        found.push(Some(Arc::clone(entry)))
+                    }
+                    _ => {
+                        stale.push((index, entry.cloned()));
+                        found.push(None);
+                    }
+                }
             }
         }
-        let mut formats = self.formats.write().unwrap_or_else(PoisonError::into_inner);
-        let entries = formats.entry(format).or_default();
-        match entries.get_mut(&tool.name) {
-            // Converted in an earlier generation from the same definition: still good.
-            Some(entry) if entry.name == name && entry.tool == *tool => {
-                entry.generation = entry.generation.max(generation);
-                read(entry)
-            }
-            _ => {
-                let converted = convert_tool(format, tool, name);
-                let entry = Entry {
-                    generation,
-                    tool: tool.clone(),
-                    name: name.to_owned(),
-                    json: converted.to_string(),
-                    converted,
-                };
-                let out = read(&entry);
-                entries.insert(tool.name.clone(), entry);
-                out
+        if !stale.is_empty() {
+            let made: Vec<(usize, Arc<Entry>)> = stale
+                .into_iter()
+                .map(|(index, old)| (index, Arc::new(refreshed(format, tools[index], &names, old))))
+                .collect();
+            let mut formats = self.formats.write().unwrap_or_else(PoisonError::into_inner);
+            let entries = formats.entry(format).or_default();
+            for (index, entry) in made {
+                entries.insert(tools[index].tool.name.clone(), Arc::clone(&entry));
+                found[index] = Some(entry);
             }
         }
+        found.into_iter().flatten().collect()
     }
 
     /// How many converted definitions are held.
@@ -148,6 +182,61 @@ impl ConvertedCache {
     }
 }
 
+/// The entry of `listed` in `format`: `old`'s conversion under `listed`'s
+/// origin when the definition and name are the same (a manifest that
+/// changed elsewhere), else a new conversion.
+fn refreshed(format: ToolFormat, listed: Listed<'_>, names: &NameMap, old: Option<Arc<Entry>>) -> Entry {
+    let name = names.provider_name(&listed.tool.name);
+    if let Some(old) = old
+        && old.name == name
+        && old.origin.tool() == Some(listed.tool)
+    {
+        return Entry {
+            origin: Origin::of(listed),
+            name: old.name.clone(),
+            text: old.text.clone(),
+            strict: old.strict,
+        };
+    }
+    let (text, strict) = match format {
+        // Written straight as text: no tree to build and drop.
+        ToolFormat::Raw => (serde_json::to_string(listed.tool).expect("a ToolDefinition always serializes"), None),
+        ToolFormat::Prompt => (text::tool_section(listed.tool), None),
+        _ => {
+            let converted = convert_tool(format, listed.tool, &name);
+            let strict = (format == ToolFormat::Anthropic && converted.get("strict") == Some(&Value::Bool(true)))
+                .then(|| StrictCost::of(converted.get("input_schema").unwrap_or(&Value::Null)));
+            (converted.to_string(), strict)
+        }
+    };
+    Entry { origin: Origin::of(listed), name: name.into_owned(), text: text.into(), strict }
+}
+
+/// The `prompt` answer made of `entries`' sections.
+fn prompt(entries: &[Arc<Entry>]) -> Value {
+    let sections: Vec<String> = entries.iter().map(|entry| entry.text.to_string()).collect();
+    serde_json::json!({ "prompt": text::prompt(&sections) })
+}
+
+/// The JSON array of `entries`' definitions in `format`, with what the whole
+/// listing decides (for `anthropic`, which strict ones stay strict).
+fn listing(format: ToolFormat, entries: &[Arc<Entry>]) -> String {
+    let mut limit = (format == ToolFormat::Anthropic).then(StrictLimit::new);
+    let mut out = String::with_capacity(2 + entries.iter().map(|entry| entry.text.len() + 1).sum::<usize>());
+    out.push('[');
+    for (index, entry) in entries.iter().enumerate() {
+        if index > 0 {
+            out.push(',');
+        }
+        match (&mut limit, entry.strict) {
+            (Some(limit), Some(cost)) => limit.push_json(cost, &entry.text, &mut out),
+            _ => out.push_str(&entry.text),
+        }
+    }
+    out.push(']');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,30 +251,64 @@ mod tests {
         .unwrap()
     }
 
+    fn listed(tools: &[ToolDefinition]) -> Vec<Listed<'_>> {
+        tools.iter().map(Listed::from).collect()
+    }
+
     #[test]
     fn cached_output_equals_fresh_output_and_follows_changes() {
         let cache = ConvertedCache::new();
         let mut tools = vec![tool("a.search", "Search."), tool("b.fetch", "Fetch.")];
         for format in ToolFormat::ALL {
             let fresh = render_tools(format, &tools);
-            assert_eq!(cache.render_tools(format, &tools, 1), fresh);
-            assert_eq!(cache.render_tools(format, &tools, 1), fresh);
-            let text = cache.render_tools_json(format, &tools, 1);
+            assert_eq!(cache.render_tools(format, &listed(&tools)), fresh);
+            assert_eq!(cache.render_tools(format, &listed(&tools)), fresh);
+            let text = cache.render_tools_json(format, &listed(&tools));
             assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), fresh, "{format}");
         }
         assert_eq!(cache.len(), 2 * ToolFormat::ALL.len());
-        // A new generation with a changed definition converts it anew; borrowed lists work alike.
+        // A changed definition is converted anew.
         tools[0].description = "Search the web.".into();
-        let borrowed: Vec<&ToolDefinition> = tools.iter().collect();
         let fresh = render_tools(ToolFormat::Anthropic, &tools);
-        assert_eq!(cache.render_tools(ToolFormat::Anthropic, &borrowed, 2), fresh);
+        assert_eq!(cache.render_tools(ToolFormat::Anthropic, &listed(&tools)), fresh);
         assert_eq!(fresh[0]["description"], "Search the web.");
         // A colliding newcomer renames a cached tool; the cache follows.
         tools.push(tool("a__search.x", "Other."));
         tools.push(tool("a.search__x", "Other."));
-        assert_eq!(cache.render_tools(ToolFormat::Gemini, &tools, 3), render_tools(ToolFormat::Gemini, &tools));
+        assert_eq!(cache.render_tools(ToolFormat::Gemini, &listed(&tools)), render_tools(ToolFormat::Gemini, &tools));
         cache.retain_tools(|name| name.starts_with("b."));
         assert_eq!(cache.len(), ToolFormat::ALL.len());
         assert!(!cache.is_empty());
+    }
+
+    fn of(manifest: &Arc<ModuleManifest>) -> Vec<Listed<'_>> {
+        (0..manifest.tools.len()).filter_map(|index| Listed::from_manifest(manifest, index)).collect()
+    }
+
+    #[test]
+    fn tools_of_a_shared_manifest_are_current_while_it_is_the_same() {
+        let manifest = |description: &str| {
+            Arc::new(ModuleManifest {
+                module_name: "a".into(),
+                description: "A.".into(),
+                tools: vec![tool("a.search", description), tool("a.fetch", "Fetch.")],
+                version: None,
+                contract_version: None,
+            })
+        };
+        let cache = ConvertedCache::new();
+        let first = manifest("Search.");
+        let text = cache.render_tools_json(ToolFormat::OpenAiChat, &of(&first));
+        // An equal manifest in a new `Arc` (a refresh elsewhere) keeps the conversions, under the new origin.
+        let equal = manifest("Search.");
+        assert_eq!(cache.render_tools_json(ToolFormat::OpenAiChat, &of(&equal)), text);
+        let entries = cache.formats.read().unwrap();
+        let entry = &entries[&ToolFormat::OpenAiChat]["a.search"];
+        assert!(entry.origin.is(of(&equal)[0]) && !entry.origin.is(of(&first)[0]));
+        drop(entries);
+        // A changed one converts anew.
+        let changed = manifest("Search the web.");
+        let fresh = render_tools(ToolFormat::OpenAiChat, &changed.tools);
+        assert_eq!(cache.render_tools(ToolFormat::OpenAiChat, &of(&changed)), fresh);
     }
 }

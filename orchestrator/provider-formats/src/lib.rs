@@ -1,7 +1,7 @@
 //! Model provider formats, both ways: our tool definitions out in each
 //! provider's dialect, and each provider's tool calls back in.
 //!
-//! Out: [`render_tools`] (or, memoized per tool, [`ConvertedCache::render_tools`])
+//! Out: [`render_tools`] (or, memoized per tool, [`ConvertedCache::render_tools_json`])
 //! gives provider-safe names ([`names`]), schemas compiled for the provider
 //! ([`compile`]) and descriptions within its limits; [`rules::check`] says
 //! whether a definition is one the provider accepts. In: [`parse_calls`]
@@ -27,7 +27,7 @@ use module_sdk::contract::{ToolDefinition, ToolResult};
 use serde_json::{Map, Value};
 
 pub use anthropic::StrictLimit;
-pub use cache::ConvertedCache;
+pub use cache::{ConvertedCache, Listed};
 use names::NameMap;
 
 /// A tool-list format a caller can ask for with `GET /tools?format=...`.
@@ -226,9 +226,9 @@ impl RequestedCall {
 
 /// The caller's tools in `format`: a JSON array of tool definitions for the
 /// provider formats, the manifest form for `raw`, `{"prompt": "..."}` for `prompt`.
-pub fn render_tools(format: ToolFormat, tools: &[ToolDefinition]) -> Value {
+pub fn render_tools<T: std::borrow::Borrow<ToolDefinition>>(format: ToolFormat, tools: &[T]) -> Value {
     let names = NameMap::new(tools);
-    assemble(format, tools, |tool| convert_tool(format, tool, &names.provider_name(&tool.name)))
+    assemble(format, tools.iter().map(T::borrow), |tool| convert_tool(format, tool, &names.provider_name(&tool.name)))
 }
 
 /// Some of the caller's tools (`chosen`, indices into `tools`, in that
@@ -295,14 +295,6 @@ impl ListingLimits {
         match &mut self.strict {
             Some(limit) => limit.apply(definition),
             None => definition,
-        }
-    }
-
-    /// The next converted definition's JSON text as it goes into the listing.
-    pub(crate) fn json<'a>(&mut self, definition: &Value, json: &'a str) -> std::borrow::Cow<'a, str> {
-        match &mut self.strict {
-            Some(limit) => limit.apply_json(definition, json),
-            None => std::borrow::Cow::Borrowed(json),
         }
     }
 }

@@ -33,7 +33,12 @@ pub struct NameMap {
 impl NameMap {
     /// The names of `tools`, collision-checked against each other.
     pub fn new<T: std::borrow::Borrow<ToolDefinition>>(tools: &[T]) -> Self {
-        let mut full_names: Vec<&str> = tools.iter().map(|t| t.borrow().name.as_str()).collect();
+        Self::of_names(tools.iter().map(|t| t.borrow().name.as_str()))
+    }
+
+    /// The names of the tools called `names`, collision-checked against each other.
+    pub fn of_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut full_names: Vec<&str> = names.into_iter().collect();
         full_names.sort_unstable();
         full_names.dedup();
         let mut by_candidate: HashMap<String, Vec<&str>> = HashMap::new();

@@ -45,8 +45,9 @@ pub const GEMINI_TYPES: &[&str] = &["string", "number", "integer", "boolean", "a
 /// `schema` as Gemini `parameters`.
 pub fn gemini(schema: &Value) -> Value {
     let prepared = prepare(schema);
-    let defs = prepared.get("$defs").and_then(Value::as_object).cloned().unwrap_or_default();
-    let inlined = Inliner { defs: &defs, stack: Vec::new(), depth: 0, nodes: 0 }.inline(&prepared);
+    let no_defs = Map::new();
+    let defs = prepared.get("$defs").and_then(Value::as_object).unwrap_or(&no_defs);
+    let inlined = Inliner { defs, stack: Vec::new(), depth: 0, nodes: 0 }.inline(&prepared);
     let mut left = MAX_INLINED_NODES;
     Value::Object(convert(inlined, &mut left))
 }
