@@ -13,9 +13,9 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
-use super::notes;
-use super::openai::{Compiled, STRICT_BLOCKERS, has_type};
+use super::openai::Compiled;
 use super::prepare::prepare;
+use super::strict::{Keyword, Path, StrictRules, strict_node};
 use super::walk::{def_name, visit_nodes};
 
 /// Keywords Anthropic's strict mode takes as they are (`format` when in
@@ -63,7 +63,7 @@ fn anthropic_strict(prepared: &Value) -> Option<Value> {
     if prepared.get("type").and_then(Value::as_str) != Some("object") || is_recursive(prepared) {
         return None;
     }
-    strict_node(prepared, true)
+    strict_node(&Anthropic, prepared, &Path::Root).ok()
 }
 
 /// Whether a prepared schema's `$defs` refer to themselves, directly or through others.
@@ -95,65 +95,41 @@ pub fn is_recursive(schema: &Value) -> bool {
     })
 }
 
-fn strict_node(node: &Value, root: bool) -> Option<Value> {
-    let Value::Object(map) = node else { return None };
-    if map.contains_key("anyOf") && map.contains_key("oneOf") {
-        return None;
-    }
-    let mut out = Map::new();
-    let mut dropped = Map::new();
-    for (keyword, value) in map {
-        match keyword.as_str() {
-            k if STRICT_BLOCKERS.contains(&k) => return None,
-            "anyOf" | "oneOf" => {
-                let branches = value.as_array()?.iter().map(|b| strict_node(b, false)).collect::<Option<Vec<_>>>()?;
-                out.insert("anyOf".into(), Value::Array(branches));
-            }
-            "properties" | "$defs" => {
-                let mut compiled = Map::new();
-                for (name, child) in value.as_object()? {
-                    compiled.insert(name.clone(), strict_node(child, false)?);
-                }
-                out.insert(keyword.clone(), Value::Object(compiled));
-            }
-            "items" => {
-                out.insert("items".into(), strict_node(value, false)?);
-            }
-            "additionalProperties" if value == &Value::Bool(false) => {}
-            "additionalProperties" => return None,
-            "enum" | "const" if !simple_values(value) => return None,
-            "format" if !value.as_str().is_some_and(|f| ANTHROPIC_STRICT_FORMATS.contains(&f)) => {
-                dropped.insert(keyword.clone(), value.clone());
-            }
-            "minItems" if !matches!(value.as_u64(), Some(0 | 1)) => {
-                dropped.insert(keyword.clone(), value.clone());
-            }
-            k if ANTHROPIC_STRICT_KEYWORDS.contains(&k) => {
-                out.insert(keyword.clone(), value.clone());
-            }
-            _ => {
-                dropped.insert(keyword.clone(), value.clone());
-            }
+/// Anthropic's [`StrictRules`]: only [`ANTHROPIC_STRICT_KEYWORDS`] and
+/// [`ANTHROPIC_STRICT_FORMATS`], `minItems` 0 or 1, enumerations of plain
+/// values; optional properties stay optional.
+struct Anthropic;
+
+impl StrictRules for Anthropic {
+    fn keyword(&self, keyword: &str, value: &Value) -> Keyword {
+        match keyword {
+            "enum" | "const" if !simple_values(value) => Keyword::Refuse("an enumeration of lists or objects"),
+            "format" if !value.as_str().is_some_and(|f| ANTHROPIC_STRICT_FORMATS.contains(&f)) => Keyword::Drop,
+            "minItems" if !matches!(value.as_u64(), Some(0 | 1)) => Keyword::Drop,
+            k if ANTHROPIC_STRICT_KEYWORDS.contains(&k) => Keyword::Keep,
+            _ => Keyword::Drop,
         }
     }
-    let phrases: Vec<String> = dropped.iter().filter_map(|(k, v)| notes::phrase(k, v)).collect();
-    notes::append(&mut out, &phrases);
-    if has_type(&out, "object") || out.contains_key("properties") {
+
+    fn close_object(
+        &self,
+        out: &mut Map<String, Value>,
+        node: &Map<String, Value>,
+        root: bool,
+    ) -> Result<(), &'static str> {
         // An object that names no properties takes any entries: closing it would change its meaning.
-        let closed = map.get("additionalProperties") == Some(&Value::Bool(false));
+        let closed = node.get("additionalProperties") == Some(&Value::Bool(false));
         if !(out.contains_key("properties") || root || closed) {
-            return None;
+            return Err("an object without properties");
         }
         out.entry("properties").or_insert_with(|| json!({}));
         out.insert("additionalProperties".into(), Value::Bool(false));
+        Ok(())
     }
-    if has_type(&out, "array") && !out.contains_key("items") {
-        return None;
+
+    fn typed(&self) -> &'static [&'static str] {
+        &["type", "enum", "const", "anyOf", "$ref"]
     }
-    if !["type", "enum", "const", "anyOf", "$ref"].iter().any(|k| out.contains_key(*k)) {
-        return None;
-    }
-    Some(Value::Object(out))
 }
 
 /// Whether an `enum` list (or a `const` value) holds only strings, numbers, booleans and nulls.

@@ -7,6 +7,7 @@
 //!   Gemini's `parametersJsonSchema` take it as it is.
 //! - [`openai`]: strict structured outputs when possible, else non-strict.
 //! - [`anthropic()`]: Anthropic strict tool use when possible, else the prepared schema.
+//!   Both strict compilers are one walk (`strict`) with each provider's rules.
 //! - [`gemini`]: Gemini's OpenAPI subset for `parameters`.
 
 mod anthropic;
@@ -15,6 +16,7 @@ mod notes;
 mod openai;
 mod prepare;
 mod size;
+mod strict;
 pub(crate) mod walk;
 
 use std::borrow::Cow;

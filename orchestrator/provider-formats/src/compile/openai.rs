@@ -7,9 +7,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::notes;
 use super::prepare::prepare;
 use super::size::measure;
+use super::strict::{Keyword, Path, StrictRules, strict_node};
 
 /// String formats strict mode accepts.
 pub const STRICT_FORMATS: &[&str] =
@@ -90,7 +90,7 @@ pub fn strict_schema(prepared: &Value) -> Result<Value, NotStrict> {
     if prepared.get("type").and_then(Value::as_str) != Some("object") {
         return Err(NotStrict("the root is not `type: object`".into()));
     }
-    let out = strict_node(prepared, &Path::Root)?;
+    let out = strict_node(&OpenAi, prepared, &Path::Root)?;
     let size = measure(&out);
     if size.depth > MAX_DEPTH || size.properties > MAX_PROPERTIES || size.enum_values > MAX_ENUM_VALUES {
         return Err(NotStrict(format!("too big for strict mode: {size:?}")));
@@ -98,94 +98,38 @@ pub fn strict_schema(prepared: &Value) -> Result<Value, NotStrict> {
     Ok(out)
 }
 
-/// Where a node is in the schema, written out as a JSON pointer only when a
-/// [`NotStrict`] names it (not once per keyword of every schema compiled).
-#[derive(Clone, Copy)]
-enum Path<'a> {
-    /// The root.
-    Root,
-    /// A keyword or name below a node.
-    Key(&'a Path<'a>, &'a str),
-    /// A list entry below a node.
-    Index(&'a Path<'a>, usize),
-}
+/// OpenAI's [`StrictRules`]: `const` becomes a one-value `enum`, `required`
+/// is written anew (every property, the optional ones nullable), only
+/// [`STRICT_KEYWORDS`] and [`STRICT_FORMATS`] are sent.
+struct OpenAi;
 
-impl std::fmt::Display for Path<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Root => Ok(()),
-            Self::Key(parent, key) => write!(f, "{parent}/{key}"),
-            Self::Index(parent, index) => write!(f, "{parent}/{index}"),
+impl StrictRules for OpenAi {
+    fn keyword(&self, keyword: &str, value: &Value) -> Keyword {
+        match keyword {
+            "const" => Keyword::Rewrite("enum", json!([value])),
+            "required" => Keyword::Skip,
+            "format" if !value.as_str().is_some_and(|f| STRICT_FORMATS.contains(&f)) => Keyword::Drop,
+            k if STRICT_KEYWORDS.contains(&k) => Keyword::Keep,
+            _ => Keyword::Drop,
         }
     }
-}
 
-fn strict_node(node: &Value, path: &Path<'_>) -> Result<Value, NotStrict> {
-    let not = |why: &str| Err(NotStrict(format!("{why} at `{path}`")));
-    let Value::Object(map) = node else {
-        return not("a `true`/`false` schema");
-    };
-    if map.contains_key("anyOf") && map.contains_key("oneOf") {
-        return not("both `anyOf` and `oneOf`");
-    }
-    let mut out = Map::new();
-    let mut dropped = Map::new();
-    for (keyword, value) in map {
-        let here = Path::Key(path, keyword);
-        match keyword.as_str() {
-            k if STRICT_BLOCKERS.contains(&k) => return not(&format!("`{k}`")),
-            "const" => {
-                out.insert("enum".into(), json!([value]));
-            }
-            "anyOf" | "oneOf" => {
-                let Value::Array(branches) = value else { return not("a union that is not a list") };
-                let branches = branches
-                    .iter()
-                    .enumerate()
-                    .map(|(i, branch)| strict_node(branch, &Path::Index(&here, i)))
-                    .collect::<Result<Vec<_>, _>>()?;
-                out.insert("anyOf".into(), Value::Array(branches));
-            }
-            "properties" | "$defs" => {
-                let Value::Object(children) = value else { return not("properties that are not a map") };
-                let mut compiled = Map::new();
-                for (name, child) in children {
-                    compiled.insert(name.clone(), strict_node(child, &Path::Key(&here, name))?);
-                }
-                out.insert(keyword.clone(), Value::Object(compiled));
-            }
-            "items" => {
-                out.insert("items".into(), strict_node(value, &here)?);
-            }
-            "additionalProperties" if value == &Value::Bool(false) => {}
-            "additionalProperties" => return not("a free-form map"),
-            "required" => {}
-            "format" if !value.as_str().is_some_and(|f| STRICT_FORMATS.contains(&f)) => {
-                dropped.insert(keyword.clone(), value.clone());
-            }
-            k if STRICT_KEYWORDS.contains(&k) => {
-                out.insert(keyword.clone(), value.clone());
-            }
-            _ => {
-                dropped.insert(keyword.clone(), value.clone());
-            }
+    fn close_object(
+        &self,
+        out: &mut Map<String, Value>,
+        node: &Map<String, Value>,
+        _root: bool,
+    ) -> Result<(), &'static str> {
+        close_object(out, node.get("required"));
+        match out.get("properties").and_then(Value::as_object).is_none_or(Map::is_empty) {
+            true => Err("an object without properties"),
+            false => Ok(()),
         }
     }
-    let phrases: Vec<String> = dropped.iter().filter_map(|(k, v)| notes::phrase(k, v)).collect();
-    notes::append(&mut out, &phrases);
-    if has_type(&out, "object") || out.contains_key("properties") {
-        close_object(&mut out, map.get("required"));
-        if out.get("properties").and_then(Value::as_object).is_none_or(Map::is_empty) {
-            return not("an object without properties");
-        }
+
+    fn typed(&self) -> &'static [&'static str] {
+        &["type", "enum", "anyOf", "$ref"]
     }
-    if has_type(&out, "array") && !out.contains_key("items") {
-        return not("an array without `items`");
-    }
-    if !["type", "enum", "anyOf", "$ref"].iter().any(|k| out.contains_key(*k)) {
-        return not("a schema without a type");
-    }
-    Ok(Value::Object(out))
 }
 
 /// `additionalProperties: false` and every property required, the
