@@ -14,6 +14,10 @@
 //! Needs `wrk` and, for the nginx column, `nginx` (`apt-get install -y wrk nginx`;
 //! without nginx its column says so and the others are printed).
 //! Run with `cargo bench -p orchestrator --bench routing`.
+//!
+//! Run with `BENCH_SERVE=module` the benchmark only serves the module it
+//! routes to (printing its URL) until killed, to profile an orchestrator
+//! started by hand in front of it (e.g. under callgrind; see the README).
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -204,7 +208,19 @@ async fn discovery() {
     );
 }
 
+/// Serves the benchmark's module until killed, printing its URL.
+fn serve_module() {
+    let module = ModuleServer::sdk(sdk_module("bench").0);
+    println!("bench module listening on {}", module.url());
+    loop {
+        std::thread::park();
+    }
+}
+
 fn main() {
+    if std::env::var("BENCH_SERVE").is_ok_and(|which| which == "module") {
+        return serve_module();
+    }
     // `cargo bench` passes `--bench`; a filter argument selects nothing here.
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     runtime.block_on(async {

@@ -3,7 +3,6 @@
 //! and the approvals, shared by the HTTP API and the command line.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::Bytes;
 use module_sdk::ErrorKind;
@@ -21,14 +20,11 @@ use crate::identity::{AccessError, Identities, Identity};
 use crate::listing_cache::{ListingCache, ListingKey, ListingVariant};
 use crate::mcp_modules::McpServers;
 use crate::metrics::Metrics;
-use crate::providers::{ConvertedCache, Listed, ToolFormat};
+use crate::module_client::{InvalidToken, MODULE_IDLE_TIMEOUT, ModuleClient};
+use crate::providers::{ConvertedCache, ToolFormat};
 use crate::redis_cache::RedisCache;
-use crate::tool_search::ToolSearch;
-
-/// How long an idle pooled connection to a module is kept: under the
-/// modules' default idle close (`HEADER_READ_TIMEOUT_SECONDS`, 10 s).
-const MODULE_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 use crate::registry::Registry;
+use crate::tool_search::ToolSearch;
 
 /// Why the orchestrator could not be put together.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +32,9 @@ pub enum BuildError {
     /// The HTTP client could not be created (TLS set-up).
     #[error("cannot create the HTTP client: {0}")]
     Client(#[from] reqwest::Error),
+    /// `SERVICE_AUTH_TOKEN` cannot be sent to modules.
+    #[error(transparent)]
+    ServiceToken(#[from] InvalidToken),
     /// `REDIS_URL` could not be used.
     #[error("cannot use REDIS_URL: {0}")]
     Cache(#[from] CacheError),
@@ -84,17 +83,10 @@ impl Orchestrator {
     /// Builds an orchestrator from `config`; nothing is contacted yet.
     pub fn new(config: Config) -> Result<Self, BuildError> {
         let config = Arc::new(config);
-        // One pooled client for discovery and every call. Modules are
-        // internal services: never send their traffic through a proxy.
-        // Modules close a kept-alive connection after HEADER_READ_TIMEOUT_SECONDS
-        // (10 s by default) of idleness; a pooled connection reused just as the
-        // module closes it fails a call that may not be retried. Dropping idle
-        // connections sooner than any module does avoids that race.
-        // Many small calls to few hosts: keep as many idle connections per
-        // module as it may have calls in flight, and send each request at once
-        // (no Nagle delay), over HTTP/1.1 keep-alive: what a plain `http://`
-        // module speaks (HTTP/2 would need prior knowledge, which a module
-        // server need not accept).
+        // A pooled client for discovery, MCP servers and the JWKS; routed
+        // calls go through the lighter `ModuleClient`. Modules are internal
+        // services: never send their traffic through a proxy. Idle connections
+        // are dropped sooner than any module drops them (see MODULE_IDLE_TIMEOUT).
         let client = reqwest::Client::builder()
             .no_proxy()
             .pool_idle_timeout(MODULE_IDLE_TIMEOUT)
@@ -118,7 +110,9 @@ impl Orchestrator {
             .with_mcp_servers(McpServers::new(&config.mcp_servers, &config.budgets)),
         );
         let metrics = Arc::new(Metrics::new(registry.metrics()));
-        let executor = Executor::new(Arc::clone(&registry), client.clone(), Arc::clone(&config), Arc::clone(&metrics));
+        let module_client =
+            ModuleClient::new(config.budgets.max_concurrent_calls_per_module, config.service_auth_token.as_deref())?;
+        let executor = Executor::new(Arc::clone(&registry), module_client, Arc::clone(&config), Arc::clone(&metrics));
         let identities = Identities::new(config.api_token.clone(), &config.identities, config.redis_url.as_deref())?;
         let approvals = Approvals::new(config.redis_url.as_deref(), config.approvals.clone())?;
         let listings = ListingCache::new(config.budgets.listing_cache_bytes);
@@ -146,8 +140,11 @@ impl Orchestrator {
     /// tool with its `input_schema`).
     pub fn render_tools(&self, caller: &Caller, format: ToolFormat) -> Value {
         let snapshot = self.registry.snapshot();
-        let tools: Vec<Listed> = snapshot.tools_for(caller).map(|found| found.listed()).collect();
-        self.converted.render_tools(format, &tools)
+        let tools: Vec<&ToolDefinition> = snapshot.tools_for(caller).map(|found| found.tool).collect();
+        match format {
+            ToolFormat::Raw => serde_json::to_value(&tools).expect("tool definitions always serialize"),
+            other => self.converted.render_tools(other, &tools, snapshot.generation()),
+        }
     }
 
     /// [`Self::render_tools`] as JSON text, ready to send: made once per
@@ -164,11 +161,14 @@ impl Orchestrator {
         if let Some(answer) = self.listings.get(&key) {
             return answer;
         }
-        let mut tools: Vec<Listed> = snapshot.tools_for(caller).map(|found| found.listed()).collect();
+        let mut tools: Vec<&ToolDefinition> = snapshot.tools_for(caller).map(|found| found.tool).collect();
         if variant.with_search_tool {
-            tools.push(self.tool_search.meta_tool().into());
+            tools.push(self.tool_search.meta_tool());
         }
-        let answer = Bytes::from(self.converted.render_tools_json(format, &tools));
+        let answer = Bytes::from(match format {
+            ToolFormat::Raw => serde_json::to_string(&tools).expect("tool definitions always serialize"),
+            other => self.converted.render_tools_json(other, &tools, snapshot.generation()),
+        });
         if self.listings.insert(key, answer.clone()) {
             // A new generation: conversions of tools gone from the registry go too.
             self.converted.retain_tools(|name| snapshot.tool(name).is_some());
@@ -200,7 +200,9 @@ impl Orchestrator {
         {
             return Ok(self.executor.execute_answer(&caller, request.tool_name, request.arguments, approved).await);
         }
-        let outcome = self.call(identity, &caller, request.tool_name, request.arguments, request.approved, None).await;
+        // Boxed: this path's future (approvals, the store) is large, and the direct path's would carry its size.
+        let outcome =
+            Box::pin(self.call(identity, &caller, request.tool_name, request.arguments, request.approved, None)).await;
         Ok(outcome.result.into())
     }
 

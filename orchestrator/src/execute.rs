@@ -6,21 +6,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
+use axum::http::{HeaderValue, StatusCode};
+use hyper::body::Incoming;
 use module_sdk::ErrorKind;
 use module_sdk::contract::{ToolCall, ToolResult};
-use module_sdk::service::{TRACEPARENT_HEADER, TraceParent};
-use reqwest::StatusCode;
+use module_sdk::service::TraceParent;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
-use crate::bounded_body::{BodyError, read_bounded};
+use crate::bounded_body::{BodyError, read_body};
 use crate::call_answer::{CallAnswer, RelayError};
 use crate::call_slots::CallSlots;
 use crate::caller::{Caller, CallerFields};
 use crate::config::Config;
 use crate::gateway_validation::GatewayValidators;
 use crate::metrics::Metrics;
+use crate::module_client::{ModuleClient, SendError};
 use crate::registry::{Registry, RouteError, ToolRoute};
 use module_sdk::error_chain;
 
@@ -34,6 +36,7 @@ const FIRST_RETRY_DELAY: Duration = Duration::from_millis(100);
 
 /// The body of the orchestrator's `POST /execute`.
 #[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[serde(from = "ExecuteRequestFields")]
 pub struct ExecuteRequest {
     /// Full tool name, `module.tool`.
     pub tool_name: String,
@@ -49,10 +52,35 @@ pub struct ExecuteRequest {
     pub approved: bool,
 }
 
+/// [`ExecuteRequest`] as it is read: every field at the top level, read in
+/// one pass (serde reads a `flatten`ed struct by first buffering every other
+/// field, the arguments included, in a tree of its own).
+#[derive(Deserialize)]
+struct ExecuteRequestFields {
+    tool_name: String,
+    #[serde(default)]
+    arguments: Map<String, Value>,
+    #[serde(default)]
+    user_id: Option<String>,
+    #[serde(default)]
+    user_permission: Option<String>,
+    #[serde(default)]
+    modules: Option<Vec<String>>,
+    #[serde(default)]
+    approved: bool,
+}
+
+impl From<ExecuteRequestFields> for ExecuteRequest {
+    fn from(fields: ExecuteRequestFields) -> Self {
+        let ExecuteRequestFields { tool_name, arguments, user_id, user_permission, modules, approved } = fields;
+        Self { tool_name, arguments, caller: CallerFields { user_id, user_permission, modules }, approved }
+    }
+}
+
 /// Runs calls against modules through one pooled HTTP client.
 pub struct Executor {
     registry: Arc<Registry>,
-    client: reqwest::Client,
+    client: ModuleClient,
     config: Arc<Config>,
     slots: CallSlots,
     metrics: Arc<Metrics>,
@@ -62,7 +90,7 @@ pub struct Executor {
 impl Executor {
     /// An executor routing through `registry` with `client`, with the
     /// timeouts, service token and budgets of `config`, counting calls in `metrics`.
-    pub fn new(registry: Arc<Registry>, client: reqwest::Client, config: Arc<Config>, metrics: Arc<Metrics>) -> Self {
+    pub fn new(registry: Arc<Registry>, client: ModuleClient, config: Arc<Config>, metrics: Arc<Metrics>) -> Self {
         let slots = CallSlots::new(config.module_services.keys(), config.budgets.max_concurrent_calls_per_module);
         let validators = GatewayValidators::new(config.gateway_validation.clone());
         Self { registry, client, config, slots, metrics, validators }
@@ -186,7 +214,7 @@ impl Executor {
         idempotent: bool,
         trace: &TraceParent,
     ) -> CallAnswer {
-        let traceparent = trace.to_string();
+        let traceparent = HeaderValue::try_from(trace.header()).expect("a traceparent is hex digits and dashes");
         let deadline = Instant::now() + timeout;
         // Wait for one of the module's call slots (MAX_CONCURRENT_CALLS_PER_MODULE) within the call's time.
         let Ok(_slot) = tokio::time::timeout_at(deadline, self.slots.acquire(&route.module)).await else {
@@ -200,22 +228,16 @@ impl Executor {
             return ToolResult::failure(call.tool_name.clone(), ErrorKind::Timeout, message).into();
         };
         if let Some(server) = self.registry.mcp_servers().get(&route.module) {
-            return server.call(call, deadline).await.into();
+            // Boxed: an MCP call's future is large, and every routed call's future would carry its size.
+            return Box::pin(server.call(call, deadline)).await.into();
         }
+        let body = Bytes::from(serde_json::to_vec(call).expect("a ToolCall always serializes"));
         let mut delay = FIRST_RETRY_DELAY;
         let mut attempt = 1;
         loop {
-            let mut request = self
-                .client
-                .post(&*route.execute_url)
-                .header(TRACEPARENT_HEADER, &traceparent)
-                .json(call)
-                .timeout(deadline.saturating_duration_since(Instant::now()));
-            if let Some(token) = &self.config.service_auth_token {
-                request = request.bearer_auth(token);
-            }
-            let error = match request.send().await {
-                Ok(response) => return self.read_answer(route, call, response, timeout).await,
+            let sent = self.client.post(&route.execute_url, traceparent.clone(), body.clone(), deadline).await;
+            let error = match sent {
+                Ok(response) => return self.read_answer(route, call, response, timeout, deadline).await,
                 Err(error) => error,
             };
             let retry_is_safe = !error.is_timeout() && (error.is_connect() || idempotent);
@@ -229,27 +251,33 @@ impl Executor {
         }
     }
 
-    /// Turns the module's HTTP answer into the call's ToolResult.
+    /// Turns the module's HTTP answer into the call's ToolResult, its body
+    /// read by `deadline`.
     async fn read_answer(
         &self,
         route: &ToolRoute,
         call: &ToolCall,
-        response: reqwest::Response,
+        response: axum::http::Response<Incoming>,
         timeout: Duration,
+        deadline: Instant,
     ) -> CallAnswer {
         let status = response.status();
         let name = call.tool_name.clone();
-        let body = match read_bounded(response, self.config.budgets.max_answer_bytes, "MAX_ANSWER_BYTES").await {
-            Ok(body) => body,
-            Err(BodyError::Transport(error)) => return transport_failure(route, call, &error, timeout).into(),
-            Err(too_large) => {
+        let read = read_body(response.into_body(), self.config.budgets.max_answer_bytes, "MAX_ANSWER_BYTES");
+        let body = match tokio::time::timeout_at(deadline, read).await {
+            Ok(Ok(body)) => body,
+            Ok(Err(BodyError::Transport(error))) => {
+                return transport_failure(route, call, &SendError::Body(error), timeout).into();
+            }
+            Err(_) => return transport_failure(route, call, &SendError::Timeout, timeout).into(),
+            Ok(Err(too_large)) => {
                 let message = format!("module `{}` sent an answer that was cut off: {too_large}", route.module);
                 return ToolResult::failure(name, ErrorKind::ExecutionFailed, message).into();
             }
         };
         if status == StatusCode::OK {
             // A valid ToolResult goes on as the module sent it: checked, not rebuilt.
-            return CallAnswer::relay(Bytes::from(body), &call.tool_name).unwrap_or_else(|error| {
+            return CallAnswer::relay(body, &call.tool_name).unwrap_or_else(|error| {
                 let message = match error {
                     RelayError::OtherTool(other) => {
                         format!("module `{}` answered for tool `{other}` instead", route.module)
@@ -296,7 +324,7 @@ fn refusal(tool_name: &str, error: &RouteError) -> ToolResult {
 }
 
 /// The ToolResult of a call whose HTTP exchange failed.
-fn transport_failure(route: &ToolRoute, call: &ToolCall, error: &reqwest::Error, timeout: Duration) -> ToolResult {
+fn transport_failure(route: &ToolRoute, call: &ToolCall, error: &SendError, timeout: Duration) -> ToolResult {
     let (kind, message) = if error.is_timeout() {
         (
             ErrorKind::Timeout,

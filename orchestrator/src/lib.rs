@@ -25,6 +25,7 @@ pub mod manifest;
 pub mod mcp;
 pub mod mcp_modules;
 pub mod metrics;
+pub mod module_client;
 pub mod openapi;
 pub mod redis_cache;
 pub mod registry;
