@@ -84,7 +84,8 @@ struct Entry {
     origin: Origin,
     /// The provider-safe name it carries (names depend on the caller's set).
     name: String,
-    /// The converted definition as JSON text; for `prompt`, the section's text.
+    /// The converted definition as JSON text; for `prompt`, the section's
+    /// text escaped as the inside of a JSON string.
     text: Box<str>,
     /// For `anthropic`, the strict budget it takes when it is strict.
     strict: Option<StrictCost>,
@@ -109,10 +110,11 @@ impl ConvertedCache {
     /// tools not seen before.
     pub fn render_tools(&self, format: ToolFormat, tools: &[Listed<'_>]) -> Value {
         let entries = self.entries(format, tools);
-        match format {
+        let text = match format {
             ToolFormat::Prompt => prompt(&entries),
-            _ => serde_json::from_str(&listing(format, &entries)).expect("converted definitions are JSON text"),
-        }
+            _ => listing(format, &entries),
+        };
+        serde_json::from_str(&text).expect("converted definitions are JSON text")
     }
 
     /// The same answer as [`Self::render_tools`], as JSON text ready to send:
@@ -120,7 +122,7 @@ impl ConvertedCache {
     pub fn render_tools_json(&self, format: ToolFormat, tools: &[Listed<'_>]) -> String {
         let entries = self.entries(format, tools);
         match format {
-            ToolFormat::Prompt => prompt(&entries).to_string(),
+            ToolFormat::Prompt => prompt(&entries),
             _ => listing(format, &entries),
         }
     }
@@ -201,7 +203,7 @@ fn refreshed(format: ToolFormat, listed: Listed<'_>, names: &NameMap, old: Optio
     let (text, strict) = match format {
         // Written straight as text: no tree to build and drop.
         ToolFormat::Raw => (serde_json::to_string(listed.tool).expect("a ToolDefinition always serializes"), None),
-        ToolFormat::Prompt => (text::tool_section(listed.tool), None),
+        ToolFormat::Prompt => (text::escaped(&text::tool_section(listed.tool)), None),
         _ => {
             let converted = convert_tool(format, listed.tool, &name);
             let strict = (format == ToolFormat::Anthropic && converted.get("strict") == Some(&Value::Bool(true)))
@@ -212,10 +214,10 @@ fn refreshed(format: ToolFormat, listed: Listed<'_>, names: &NameMap, old: Optio
     Entry { origin: Origin::of(listed), name: name.into_owned(), text: text.into(), strict }
 }
 
-/// The `prompt` answer made of `entries`' sections.
-fn prompt(entries: &[Arc<Entry>]) -> Value {
-    let sections: Vec<String> = entries.iter().map(|entry| entry.text.to_string()).collect();
-    serde_json::json!({ "prompt": text::prompt(&sections) })
+/// The `prompt` answer made of `entries`' sections, as JSON text.
+fn prompt(entries: &[Arc<Entry>]) -> String {
+    let sections: Vec<&str> = entries.iter().map(|entry| &*entry.text).collect();
+    text::prompt_json(&sections)
 }
 
 /// The JSON array of `entries`' definitions in `format`, with what the whole

@@ -35,6 +35,33 @@ pub fn prompt(sections: &[String]) -> String {
     format!("{HEADER}\n\n{}\n", sections.join("\n\n"))
 }
 
+/// `{"prompt": ...}` with [`prompt`] of the sections, as JSON text, from
+/// the sections already escaped ([`escaped`]): no section is escaped again.
+pub fn prompt_json(escaped_sections: &[&str]) -> String {
+    if escaped_sections.is_empty() {
+        return json!({ "prompt": prompt(&[]) }).to_string();
+    }
+    let header = escaped(&format!("{HEADER}\n\n"));
+    let length = escaped_sections.iter().map(|section| section.len() + 4).sum::<usize>();
+    let mut out = String::with_capacity(header.len() + length + 16);
+    out.push_str("{\"prompt\":\"");
+    out.push_str(&header);
+    for (index, section) in escaped_sections.iter().enumerate() {
+        if index > 0 {
+            out.push_str("\\n\\n");
+        }
+        out.push_str(section);
+    }
+    out.push_str("\\n\"}");
+    out
+}
+
+/// `text` as the inside of a JSON string (what goes between its quotes).
+pub fn escaped(text: &str) -> String {
+    let quoted = Value::String(text.to_owned()).to_string();
+    quoted[1..quoted.len() - 1].to_owned()
+}
+
 /// One tool's part of the prompt: name, description, arguments, and the
 /// full schema when arguments nest.
 pub fn tool_section(tool: &ToolDefinition) -> String {
@@ -200,6 +227,15 @@ pub fn results(results: &[(RequestedCall, ToolResult)]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_prompt_from_escaped_sections_is_the_same_text() {
+        for sections in [vec![], vec!["### a.b\nSay \"hi\"\t\\ é\u{1}".to_owned(), "### c.d\n".to_owned()]] {
+            let escaped_sections: Vec<String> = sections.iter().map(|section| escaped(section)).collect();
+            let borrowed: Vec<&str> = escaped_sections.iter().map(String::as_str).collect();
+            assert_eq!(prompt_json(&borrowed), json!({ "prompt": prompt(&sections) }).to_string());
+        }
+    }
 
     /// A found call's name and arguments.
     type Found = (String, Result<Map<String, Value>, String>);
