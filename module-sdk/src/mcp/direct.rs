@@ -25,7 +25,7 @@
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HOST, ORIGIN};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, uri::Authority};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, uri::Authority};
 use axum::response::{IntoResponse, Response};
 use rmcp::ErrorData;
 use rmcp::model::{
@@ -44,6 +44,10 @@ use crate::mcp::serialized::CallAnswer;
 
 /// The header naming the client's protocol version.
 const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// [`PROTOCOL_VERSION_HEADER`] as a header name: looked up without parsing
+/// the name again for every request (as a `&str` name is).
+const PROTOCOL_VERSION: HeaderName = HeaderName::from_static(PROTOCOL_VERSION_HEADER);
 
 /// The `/mcp` requests a module answers without rmcp's per-request service.
 #[derive(Clone)]
@@ -109,13 +113,13 @@ impl DirectAnswers {
     /// Whether the headers are ones rmcp's transport lets through to the
     /// handler without looking at them further.
     fn headers_pass(&self, headers: &HeaderMap) -> bool {
-        let host_parses = single(headers, HOST.as_str()).is_some_and(|host| Authority::try_from(host).is_ok());
-        let length_fits = single(headers, CONTENT_LENGTH.as_str())
+        let host_parses = single(headers, &HOST).is_some_and(|host| Authority::try_from(host).is_ok());
+        let length_fits = single(headers, &CONTENT_LENGTH)
             .and_then(|length| length.parse::<usize>().ok())
             .is_some_and(|length| length <= self.max_body_bytes);
-        let is_json = single(headers, CONTENT_TYPE.as_str())
+        let is_json = single(headers, &CONTENT_TYPE)
             .is_some_and(|value| value.split(';').next().unwrap_or_default().trim().eq_ignore_ascii_case(JSON));
-        let version_is_legacy = single(headers, PROTOCOL_VERSION_HEADER).is_some_and(|version| {
+        let version_is_legacy = single(headers, &PROTOCOL_VERSION).is_some_and(|version| {
             version < ProtocolVersion::V_2026_07_28.as_str()
                 && ProtocolVersion::KNOWN_VERSIONS.iter().any(|known| known.as_str() == version)
         });
@@ -135,7 +139,7 @@ impl DirectAnswers {
 const JSON: &str = "application/json";
 
 /// The value of header `name` when it is sent once, as text.
-fn single<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+fn single<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a str> {
     let mut values = headers.get_all(name).iter();
     let value = values.next()?;
     values.next().is_none().then(|| value.to_str().ok()).flatten()
