@@ -11,7 +11,7 @@ use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, FromRequestParts, Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
@@ -276,6 +276,10 @@ pub(crate) async fn execute(
     }
 }
 
+/// [`TRACEPARENT_HEADER`] as a header name: looked up without parsing the
+/// name again for every call (as a `&str` name is).
+const TRACEPARENT: HeaderName = HeaderName::from_static(TRACEPARENT_HEADER);
+
 /// The caller's `traceparent`, when it sent a valid one; read in place
 /// (extracting a whole `HeaderMap` would copy every header of the request).
 pub(crate) struct CallerTrace(Option<TraceParent>);
@@ -284,7 +288,7 @@ impl<S: Sync> FromRequestParts<S> for CallerTrace {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let header = parts.headers.get(TRACEPARENT_HEADER);
+        let header = parts.headers.get(&TRACEPARENT);
         Ok(Self(header.and_then(|v| v.to_str().ok()).and_then(TraceParent::parse)))
     }
 }
