@@ -15,6 +15,13 @@ use orchestrator::registry::ModuleStatus;
 use orchestrator::{Caller, CallerFields, Config, Orchestrator};
 use serde_json::{Map, Value};
 
+/// The process's allocator: mimalloc (Microsoft's, a well-kept crate over
+/// its C library) instead of glibc's malloc, which callgrind put at ~18 000
+/// of a routed call's ~89 000 instructions (small allocations freed on
+/// another thread, arena consolidation).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Finds tool modules, lists each caller's tools and routes their calls.
 ///
 /// Settings come from the TOML file given with --config and from the
