@@ -36,6 +36,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use test_support::samples::PlanTrip;
 
+/// The orchestrator binary's allocator (src/main.rs), so that the figures are the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const MODULES: usize = 50;
 const TOOLS_PER_MODULE: usize = 20;
 
