@@ -21,7 +21,7 @@ use crate::listing_cache::{ListingCache, ListingKey, ListingVariant};
 use crate::mcp_modules::McpServers;
 use crate::metrics::Metrics;
 use crate::module_client::{InvalidToken, MODULE_IDLE_TIMEOUT, ModuleClient};
-use crate::providers::{ConvertedCache, ToolFormat};
+use crate::providers::{ConvertedCache, Listed, ToolFormat};
 use crate::redis_cache::RedisCache;
 use crate::registry::Registry;
 use crate::tool_search::ToolSearch;
@@ -140,11 +140,8 @@ impl Orchestrator {
     /// tool with its `input_schema`).
     pub fn render_tools(&self, caller: &Caller, format: ToolFormat) -> Value {
         let snapshot = self.registry.snapshot();
-        let tools: Vec<&ToolDefinition> = snapshot.tools_for(caller).map(|found| found.tool).collect();
-        match format {
-            ToolFormat::Raw => serde_json::to_value(&tools).expect("tool definitions always serialize"),
-            other => self.converted.render_tools(other, &tools, snapshot.generation()),
-        }
+        let tools: Vec<Listed> = snapshot.tools_for(caller).map(|found| found.listed()).collect();
+        self.converted.render_tools(format, &tools)
     }
 
     /// [`Self::render_tools`] as JSON text, ready to send: made once per
@@ -161,14 +158,11 @@ impl Orchestrator {
         if let Some(answer) = self.listings.get(&key) {
             return answer;
         }
-        let mut tools: Vec<&ToolDefinition> = snapshot.tools_for(caller).map(|found| found.tool).collect();
+        let mut tools: Vec<Listed> = snapshot.tools_for(caller).map(|found| found.listed()).collect();
         if variant.with_search_tool {
-            tools.push(self.tool_search.meta_tool());
+            tools.push(self.tool_search.meta_tool().into());
         }
-        let answer = Bytes::from(match format {
-            ToolFormat::Raw => serde_json::to_string(&tools).expect("tool definitions always serialize"),
-            other => self.converted.render_tools_json(other, &tools, snapshot.generation()),
-        });
+        let answer = Bytes::from(self.converted.render_tools_json(format, &tools));
         if self.listings.insert(key, answer.clone()) {
             // A new generation: conversions of tools gone from the registry go too.
             self.converted.retain_tools(|name| snapshot.tool(name).is_some());
