@@ -163,8 +163,7 @@ async fn an_approved_call_runs_to_its_end_and_is_recorded_when_the_decider_hangs
     assert_eq!(shown["status"], "approved", "{shown}");
     assert_eq!(shown["result"]["result"], json!({"to": "carol", "cents": 500, "user_id": "ada"}), "{shown}");
     assert_eq!(setup.calls.count(), 1);
-    let metrics = reqwest::Client::new().get(format!("{}/metrics", orchestrator.url)).bearer_auth(SERVICE_TOKEN);
-    let metrics = metrics.send().await.unwrap().text().await.unwrap();
+    let metrics = orchestrator.metrics().await;
     assert!(metrics.contains(r#"orchestrator_approvals_decided_total{outcome="approved"} 1"#), "{metrics}");
 }
 

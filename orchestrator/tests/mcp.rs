@@ -200,15 +200,7 @@ async fn the_fleet_serves_the_callers_tools_to_both_lifecycles() {
     }
     assert_eq!(fleet.alpha_calls.count(), 2, "one echo per lifecycle; the invalid call never reached the module");
 
-    let metrics = reqwest::Client::new()
-        .get(format!("{}/metrics", fleet.orchestrator.url))
-        .bearer_auth(SERVICE_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = fleet.orchestrator.metrics().await;
     for (series, count) in [
         (r#"tool_calls_total{tool="alpha.echo",outcome="success"}"#, "2"),
         (r#"tool_calls_total{tool="alpha.echo",outcome="invalid_arguments"}"#, "2"),
@@ -621,15 +613,7 @@ async fn a_task_runs_the_call_as_execute_would_and_only_its_owner_sees_it() {
     }
     plain.cancel().await.unwrap();
 
-    let metrics = reqwest::Client::new()
-        .get(format!("{}/metrics", fleet.orchestrator.url))
-        .bearer_auth(SERVICE_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = fleet.orchestrator.metrics().await;
     let line =
         metrics.lines().find(|line| line.starts_with(r#"tool_calls_total{tool="alpha.echo",outcome="success"}"#));
     assert_eq!(line.and_then(|line| line.split_whitespace().nth(1)), Some("3"), "tasks are counted as calls");

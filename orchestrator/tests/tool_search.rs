@@ -233,7 +233,7 @@ async fn the_meta_tool_is_listed_in_every_format_on_request_and_answers_definiti
         orchestrator.post("/v1/tool-calls?format=openai", &json!({"message": next, "user_permission": "user"})).await;
     assert!(!answer[0]["content"].as_str().unwrap().contains("unknown_tool"), "{answer}");
     // Its calls are counted like any tool's (development mode: /metrics is open).
-    let metrics = reqwest::get(format!("{}/metrics", orchestrator.url)).await.unwrap().text().await.unwrap();
+    let metrics = orchestrator.metrics().await;
     assert!(metrics.contains(r#"tool_calls_total{tool="tools.search",outcome="success"} 3"#), "{metrics}");
 }
 

@@ -102,6 +102,13 @@ impl OrchestratorProcess {
         (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
     }
 
+    /// `GET /metrics` (with the helpers' token), as text; panics unless the answer is 200.
+    pub async fn metrics(&self) -> String {
+        let response = self.authorized(self.client.get(format!("{}/metrics", self.url))).send().await.unwrap();
+        assert_eq!(response.status(), 200, "GET /metrics");
+        response.text().await.unwrap()
+    }
+
     /// `POST path` with a JSON body: the status and the JSON answer.
     pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
         let response =
