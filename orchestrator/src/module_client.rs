@@ -6,6 +6,8 @@
 //! share of what a small routed call cost; discovery, MCP servers and JWKS
 //! keep using reqwest.
 //!
+//! `https://` modules are reached over rustls with Mozilla's roots.
+//!
 //! Tuned for many small calls to few hosts: HTTP/1.1 keep-alive (what a
 //! plain `http://` module speaks; HTTP/2 would need prior knowledge, which a
 //! module server need not accept), as many idle connections per module as
@@ -19,6 +21,7 @@ use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
 use axum::http::{HeaderName, HeaderValue, Method, Request, Response, Uri};
 use http_body_util::Full;
 use hyper::body::Incoming;
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
@@ -73,10 +76,11 @@ impl SendError {
     }
 }
 
-/// Posts routed calls to modules over pooled keep-alive connections.
+/// Posts routed calls to modules over pooled keep-alive connections
+/// (`http://`, or `https://` verified against Mozilla's roots, as reqwest does).
 #[derive(Clone)]
 pub struct ModuleClient {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     /// `Bearer SERVICE_AUTH_TOKEN`, sent with every call when set.
     authorization: Option<HeaderValue>,
 }
@@ -88,6 +92,10 @@ impl ModuleClient {
     pub fn new(max_idle_per_module: usize, service_token: Option<&str>) -> Result<Self, InvalidToken> {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
+        // The TLS layer below takes https:// URLs; the TCP connector must let them through.
+        connector.enforce_http(false);
+        let connector =
+            HttpsConnectorBuilder::new().with_webpki_roots().https_or_http().enable_http1().wrap_connector(connector);
         let client = Client::builder(TokioExecutor::new())
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(MODULE_IDLE_TIMEOUT)
@@ -120,5 +128,35 @@ impl ModuleClient {
             Ok(answer) => Ok(answer?),
             Err(_) => Err(SendError::Timeout),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::io::AsyncReadExt;
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn an_https_module_is_called_over_tls() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let client = ModuleClient::new(1, None).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let traceparent = HeaderValue::from_static("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
+        let url = format!("https://127.0.0.1:{port}/execute");
+        let call =
+            tokio::spawn(async move { client.post(&url, traceparent, Bytes::from_static(b"{}"), deadline).await });
+        // The first bytes on the wire are a TLS handshake record (a ClientHello), not an HTTP request.
+        let accepted = tokio::time::timeout(Duration::from_secs(10), listener.accept()).await;
+        let (mut socket, _) = accepted.expect("the client connects to an https:// module").unwrap();
+        let mut first = [0_u8; 1];
+        socket.read_exact(&mut first).await.unwrap();
+        assert_eq!(first[0], 0x16, "a TLS handshake record");
+        drop(socket);
+        assert!(call.await.unwrap().is_err(), "this listener speaks no TLS");
     }
 }
