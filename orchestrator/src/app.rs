@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use module_sdk::ErrorKind;
-use module_sdk::contract::{ToolDefinition, ToolResult};
+use module_sdk::contract::ToolResult;
 use serde_json::{Map, Value};
 
 use crate::approvals::store::StoreError;
@@ -168,12 +168,6 @@ impl Orchestrator {
             self.converted.retain_tools(|name| snapshot.tool(name).is_some());
         }
         answer
-    }
-
-    /// The tools `caller` may use, in our own form: copies, for code that
-    /// needs owned definitions; listing reads [`Registry::snapshot`] instead.
-    pub fn tools(&self, caller: &Caller) -> Vec<ToolDefinition> {
-        self.registry.snapshot().tools_for(caller).map(|found| found.tool.clone()).collect()
     }
 
     /// Runs one `POST /execute` request of `identity`.

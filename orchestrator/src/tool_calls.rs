@@ -3,7 +3,7 @@
 //! own result messages out.
 
 use futures::future::join_all;
-use module_sdk::contract::ToolResult;
+use module_sdk::contract::{ToolDefinition, ToolResult};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -69,12 +69,18 @@ pub async fn run_tool_calls(
     request: ToolCallsRequest,
 ) -> Result<ToolCallsAnswer, ToolCallsError> {
     let caller = identity.caller(request.caller)?;
-    let mut visible = orchestrator.tools(&caller);
-    // `tools__search` is answered for every caller, listed or not.
-    visible.push(orchestrator.tool_search.meta_tool().clone());
-    // Reading and rendering a large message is CPU work: off the request threads.
-    let message = request.message;
-    let calls = off_thread(move || providers::parse_calls(format, &message, &visible)).await?;
+    // Reading and rendering a large message is CPU work: off the request
+    // threads, with the caller's tools read from the snapshot there (the
+    // names are what matter; no definition is copied).
+    let (snapshot, reader, message) = (orchestrator.registry.snapshot(), caller.clone(), request.message);
+    let meta_tool = orchestrator.tool_search.meta_tool().clone();
+    let calls = off_thread(move || {
+        let mut visible: Vec<&ToolDefinition> = snapshot.tools_for(&reader).map(|found| found.tool).collect();
+        // `tools__search` is answered for every caller, listed or not.
+        visible.push(&meta_tool);
+        providers::parse_calls(format, &message, &visible)
+    })
+    .await?;
     let max = orchestrator.config.budgets.max_calls_per_message;
     if calls.len() > max {
         return Err(ToolCallsError::TooManyCalls { count: calls.len(), max });

@@ -20,6 +20,7 @@ mod openai;
 pub mod rules;
 mod text;
 
+use std::borrow::Borrow;
 use std::fmt;
 use std::str::FromStr;
 
@@ -301,10 +302,10 @@ impl ListingLimits {
 
 /// Reads the tool calls out of a model's message in `format`; `tools` are
 /// the caller's tools, used to map provider-safe names back.
-pub fn parse_calls(
+pub fn parse_calls<T: Borrow<ToolDefinition>>(
     format: CallFormat,
     body: &Value,
-    tools: &[ToolDefinition],
+    tools: &[T],
 ) -> Result<Vec<RequestedCall>, ProviderError> {
     let mut calls = match format {
         CallFormat::OpenAi => openai::parse_chat(body)?,
@@ -315,7 +316,9 @@ pub fn parse_calls(
     };
     let names = NameMap::new(tools);
     for call in &mut calls {
-        let tool = names.tool_for(&call.provider_name).and_then(|name| tools.iter().find(|t| t.name == name));
+        let tool = names
+            .tool_for(&call.provider_name)
+            .and_then(|name| tools.iter().map(|t| t.borrow()).find(|t: &&ToolDefinition| t.name == name));
         call.tool_name = tool.map(|t| t.name.clone());
         if let (Some(tool), Ok(arguments)) = (tool, &mut call.arguments) {
             let renamed = matches!(format, CallFormat::Gemini);
