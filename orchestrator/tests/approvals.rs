@@ -131,15 +131,8 @@ async fn an_approved_call_runs_exactly_once_with_the_stored_arguments() {
     assert!(orchestrator.logs().iter().any(|l| l.contains("approval decided") && l.contains("key:ada")));
 }
 
-#[tokio::test]
-async fn an_approved_call_runs_to_its_end_and_is_recorded_when_the_decider_hangs_up() {
-    let setup = Setup::new();
-    let orchestrator = setup.start(&[]).await;
-    let arguments = json!({"to": "carol", "cents": 500, "wait_ms": 1500});
-    let (_, pending) = request_transfer_of(&orchestrator, "call_slow", &arguments).await;
-    let id = pending["id"].as_str().unwrap();
-
-    // The person approves, but their client gives up long before the transfer ends.
+/// Ada approves approval `id`, but her client gives up after 300 ms.
+async fn approve_and_hang_up(orchestrator: &OrchestratorProcess, id: &str) {
     let impatient = reqwest::Client::builder().timeout(Duration::from_millis(300)).build().unwrap();
     let sent = impatient
         .post(format!("{}/approvals/{id}", orchestrator.url))
@@ -148,23 +141,62 @@ async fn an_approved_call_runs_to_its_end_and_is_recorded_when_the_decider_hangs
         .send()
         .await;
     assert!(sent.as_ref().is_err_and(reqwest::Error::is_timeout), "{sent:?}");
+}
 
-    // The transfer still ends, exactly once, and its result is recorded.
+/// Polls approval `id` (as Ada) until its status is `status`, and returns it.
+async fn wait_for_status(orchestrator: &OrchestratorProcess, id: &str, status: &str) -> Value {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    let shown = loop {
-        let (status, shown) = orchestrator.get_with(&format!("/approvals/{id}"), Some(&key("ada"))).await;
-        assert_eq!(status, 200, "{shown}");
-        if shown["status"] != "pending" {
-            break shown;
+    loop {
+        let (code, shown) = orchestrator.get_with(&format!("/approvals/{id}"), Some(&key("ada"))).await;
+        assert_eq!(code, 200, "{shown}");
+        if shown["status"] == status {
+            return shown;
         }
-        assert!(tokio::time::Instant::now() < deadline, "the approval was never decided: {shown}");
+        assert!(tokio::time::Instant::now() < deadline, "the approval never became {status}: {shown}");
         tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    assert_eq!(shown["status"], "approved", "{shown}");
+    }
+}
+
+#[tokio::test]
+async fn an_approved_call_runs_to_its_end_and_is_recorded_when_the_decider_hangs_up() {
+    let setup = Setup::new();
+    let orchestrator = setup.start(&[]).await;
+    let arguments = json!({"to": "carol", "cents": 500, "wait_ms": 1500});
+    let (_, pending) = request_transfer_of(&orchestrator, "call_slow", &arguments).await;
+    let id = pending["id"].as_str().unwrap();
+
+    // The person approves, but their client gives up long before the transfer ends:
+    // the transfer still ends, exactly once, and its result is recorded.
+    approve_and_hang_up(&orchestrator, id).await;
+    let shown = wait_for_status(&orchestrator, id, "approved").await;
     assert_eq!(shown["result"]["result"], json!({"to": "carol", "cents": 500, "user_id": "ada"}), "{shown}");
     assert_eq!(setup.calls.count(), 1);
     let metrics = orchestrator.metrics().await;
     assert!(metrics.contains(r#"orchestrator_approvals_decided_total{outcome="approved"} 1"#), "{metrics}");
+}
+
+#[tokio::test]
+async fn an_approved_call_cut_short_by_a_crash_stays_running_and_never_runs_again() {
+    let Some(redis) = RedisServer::start() else { return };
+    let setup = Setup::new();
+    let redis_url = redis.url();
+    let first = setup.start(&[("REDIS_URL", &redis_url)]).await;
+    let arguments = json!({"to": "carol", "cents": 500, "wait_ms": 60_000});
+    let (_, pending) = request_transfer_of(&first, "call_crash", &arguments).await;
+    let id = pending["id"].as_str().unwrap();
+    approve_and_hang_up(&first, id).await;
+    let running = wait_for_status(&first, id, "running").await;
+    assert_eq!((&running["decided_by"], &running["result"]), (&json!("key:ada"), &Value::Null), "{running}");
+    drop(first); // SIGKILL while the transfer runs.
+
+    // After the restart it says what is known: approved, no result came back.
+    let restarted = setup.start(&[("REDIS_URL", &redis_url)]).await;
+    let (status, shown) = restarted.get_with(&format!("/approvals/{id}"), Some(&key("ada"))).await;
+    assert_eq!((status, &shown["status"], &shown["result"]), (200, &json!("running"), &Value::Null), "{shown}");
+    let (status, refused) = decide(&restarted, &key("ada"), &pending["id"], "approve").await;
+    assert_eq!(status, 409, "{refused}");
+    assert!(refused["error"].as_str().unwrap().contains("is running"), "{refused}");
+    assert_eq!(setup.calls.count(), 0, "the cut-short transfer never finished and is not run again");
 }
 
 #[tokio::test]

@@ -195,8 +195,16 @@ impl Approvals {
         if !self.store.claim(id, self.drop_at(&approval)).await? {
             return Err(ApprovalError::Conflict { id: id.to_owned(), status: "already being decided" });
         }
+        approval.decided_by = Some(identity.name.clone());
+        approval.decided_at = Some(OffsetDateTime::now_utc());
         let result = match decision {
             Decision::Approve => {
+                // Recorded before the call runs, so an orchestrator stopped
+                // while it runs leaves it `running` (approved, no result
+                // came back), never `pending` as if nothing had happened.
+                approval.status = ApprovalStatus::Running;
+                approval.reason.clone_from(&reason);
+                self.store.put(&approval, self.drop_at(&approval)).await?;
                 let caller = approval.caller();
                 executor.execute(&caller, approval.tool_name.clone(), approval.arguments.clone(), true).await
             }
@@ -206,8 +214,6 @@ impl Approvals {
             Decision::Approve => ApprovalStatus::Approved,
             Decision::Deny => ApprovalStatus::Denied,
         };
-        approval.decided_by = Some(identity.name.clone());
-        approval.decided_at = Some(OffsetDateTime::now_utc());
         approval.reason = reason;
         approval.result = Some(result);
         self.store.put(&approval, self.drop_at(&approval)).await?;

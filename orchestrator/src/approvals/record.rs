@@ -16,6 +16,10 @@ use crate::providers::RequestedCall;
 pub enum ApprovalStatus {
     /// Waiting for a decision.
     Pending,
+    /// Approved; the call is running. It stays so when the orchestrator
+    /// running it stopped before the call ended: no result came back, and
+    /// it is not run again.
+    Running,
     /// Approved; the call ran once.
     Approved,
     /// Denied; the call never ran.
@@ -29,6 +33,7 @@ impl ApprovalStatus {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Pending => "pending",
+            Self::Running => "running",
             Self::Approved => "approved",
             Self::Denied => "denied",
             Self::Expired => "expired",
