@@ -15,7 +15,7 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Map, Value, json};
 use test_support::mcp_checks::{assert_matches_output_schema, text_of};
-use test_support::{Process, built_binary};
+use test_support::{OtlpReceiver, Process, built_binary};
 
 /// A demo module on a free port with `env`.
 fn start_demo(env: &[(&str, &str)]) -> Process {
@@ -114,6 +114,30 @@ async fn a_module_serves_mcp_on_stdio_when_started_with_the_flag() {
     assert_eq!(info.server_info.as_ref().map(|server| server.name.as_str()), Some("demo"));
     exercise(&client).await;
     client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_stdio_module_flushes_its_call_spans_when_the_client_closes_it() {
+    let receiver = OtlpReceiver::start();
+    let mut command = tokio::process::Command::new(built_binary("examples/demo"));
+    command
+        .arg("--stdio")
+        .env_remove("SERVICE_AUTH_TOKEN")
+        .env("RUST_LOG", "warn")
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
+        // Batches wait 10 minutes: the span can only arrive through the flush at the end.
+        .env("OTEL_BSP_SCHEDULE_DELAY", "600000");
+    let client = ().serve(TokioChildProcess::new(command).unwrap()).await.expect("connected over stdio");
+    call(&client, "greet", json!({"name": "Ann"})).await;
+    client.cancel().await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while receiver.spans().is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "the call's span never arrived");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let spans = receiver.spans();
+    assert_eq!(spans.len(), 1, "{spans:?}");
+    assert!(spans[0].name.contains("greet"), "{spans:?}");
 }
 
 #[tokio::test]

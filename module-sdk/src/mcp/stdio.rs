@@ -22,7 +22,7 @@ pub(crate) fn stdio_requested() -> bool {
 }
 
 /// Serves `module` over stdio until the client closes standard input, or
-/// SIGINT or SIGTERM.
+/// SIGINT or SIGTERM; then flushes its call spans (OTLP).
 pub(crate) async fn serve_stdio(module: Module) -> Result<(), ServeError> {
     let config = ServeConfig::from_env()?;
     init_logging_to_stderr(config.log_format);
@@ -42,6 +42,8 @@ pub(crate) async fn serve_stdio(module: Module) -> Result<(), ServeError> {
         finished = running.waiting() => { finished.map_err(|error| failed(std::io::Error::other(error)))?; }
         () = shutdown_signal() => cancel.cancel(),
     }
+    // Call spans still queued go out now (within the export timeout), as when an HTTP module stops.
+    crate::otlp::shutdown().await;
     tracing::info!("module stopped");
     Ok(())
 }
