@@ -100,11 +100,12 @@ pub fn record_routed_call(
     module_sdk::otlp::record(&CallSpan { context: trace, parent, side, module, tool, error_kind, duration });
 }
 
-/// A new trace, sampled when spans are exported (otherwise only the logs
-/// record it).
+/// A new trace, sampled when spans are exported and the sampler takes it
+/// (otherwise only the logs record it).
 fn start_trace() -> TraceParent {
     loop {
-        if let Some(trace) = TraceParent::new(rand::random(), rand::random(), module_sdk::otlp::new_trace_flags()) {
+        let trace_id: [u8; 16] = rand::random();
+        if let Some(trace) = TraceParent::new(trace_id, rand::random(), module_sdk::otlp::new_trace_flags(&trace_id)) {
             return trace;
         }
     }

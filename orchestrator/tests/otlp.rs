@@ -50,16 +50,14 @@ async fn orchestrator(module: &Process, endpoint: &str, env: &[(&str, &str)]) ->
     }
 }
 
-/// `POST /execute` of `tool` with `arguments` and `traceparent`: the ToolResult.
-async fn call(orchestrator: &Process, tool: &str, arguments: Value, traceparent: &str) -> Value {
-    let response = orchestrator
-        .client()
-        .request(reqwest::Method::POST, "/execute")
-        .header("traceparent", traceparent)
-        .json(&json!({"tool_name": tool, "arguments": arguments}))
-        .send()
-        .await
-        .unwrap();
+/// `POST /execute` of `tool` with `arguments` and `traceparent` (none:
+/// the orchestrator starts the trace): the ToolResult.
+async fn call(orchestrator: &Process, tool: &str, arguments: Value, traceparent: Option<&str>) -> Value {
+    let mut request = orchestrator.client().request(reqwest::Method::POST, "/execute");
+    if let Some(traceparent) = traceparent {
+        request = request.header("traceparent", traceparent);
+    }
+    let response = request.json(&json!({"tool_name": tool, "arguments": arguments})).send().await.unwrap();
     assert_eq!(response.status(), 200);
     response.json().await.unwrap()
 }
@@ -78,12 +76,12 @@ async fn both_sides_of_a_call_are_spans_of_the_callers_trace() {
     let mut module = demo_module(&receiver.endpoint(), &[slow_batches, ("OTEL_SERVICE_NAME", "greeter")]);
     let mut orchestrator = orchestrator(&module, &receiver.endpoint(), &[slow_batches]).await;
 
-    let result = call(&orchestrator, "demo.greet", json!({"name": "Ann"}), CALLER_TRACE).await;
+    let result = call(&orchestrator, "demo.greet", json!({"name": "Ann"}), Some(CALLER_TRACE)).await;
     assert_eq!(result["success"], true, "{result}");
     let unsampled = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00";
-    call(&orchestrator, "demo.greet", json!({"name": "Bo"}), unsampled).await;
+    call(&orchestrator, "demo.greet", json!({"name": "Bo"}), Some(unsampled)).await;
     let refused = "00-11111111111111111111111111111111-2222222222222222-01";
-    let result = call(&orchestrator, "demo.nothing", json!({}), refused).await;
+    let result = call(&orchestrator, "demo.nothing", json!({}), Some(refused)).await;
     assert_eq!(result["error_kind"], "unknown_tool", "{result}");
 
     assert!(receiver.spans().is_empty(), "nothing is sent before a batch is due");
@@ -113,6 +111,29 @@ async fn both_sides_of_a_call_are_spans_of_the_callers_trace() {
 }
 
 #[tokio::test]
+async fn the_sampler_settings_choose_which_traces_are_exported() {
+    let receiver = OtlpReceiver::start();
+    let slow_batches = ("OTEL_BSP_SCHEDULE_DELAY", "600000");
+    // The module exports no trace at all; the orchestrator a trace its caller sampled, none it starts itself.
+    let module_env = [slow_batches, ("OTEL_SERVICE_NAME", "greeter"), ("OTEL_TRACES_SAMPLER", "always_off")];
+    let mut module = demo_module(&receiver.endpoint(), &module_env);
+    let orchestrator_env = [slow_batches, ("OTEL_TRACES_SAMPLER", "parentbased_always_off")];
+    let mut orchestrator = orchestrator(&module, &receiver.endpoint(), &orchestrator_env).await;
+    for traceparent in [Some(CALLER_TRACE), None] {
+        let result = call(&orchestrator, "demo.greet", json!({"name": "Ann"}), traceparent).await;
+        assert_eq!(result["success"], true, "{result}");
+    }
+    orchestrator.terminate();
+    module.terminate();
+
+    let caller = TraceParent::parse(CALLER_TRACE).unwrap();
+    let spans = receiver.wait_for_trace(&caller.trace_id(), 1, Duration::from_secs(10)).await;
+    assert_eq!(only(&spans, "orchestrator").parent_span_id, caller.parent_id());
+    let all = receiver.spans();
+    assert_eq!(all.len(), 1, "neither the module's spans nor a trace the orchestrator started: {all:?}");
+}
+
+#[tokio::test]
 async fn a_collector_that_never_answers_holds_no_call() {
     let hung = HungServer::start();
     // Exports start at once and hang; a queue of 4 spans fills and drops the rest.
@@ -125,7 +146,8 @@ async fn a_collector_that_never_answers_holds_no_call() {
     }
     for n in 0..40 {
         let traceparent = format!("00-4bf92f3577b34da6a3ce929d0e0e{n:04x}-00f067aa0ba902b7-01");
-        let result = call(&orchestrator, "demo.greet", json!({"name": format!("caller {n}")}), &traceparent).await;
+        let result =
+            call(&orchestrator, "demo.greet", json!({"name": format!("caller {n}")}), Some(&traceparent)).await;
         assert_eq!(result["success"], true, "{result}");
     }
 }

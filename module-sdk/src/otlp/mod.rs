@@ -14,8 +14,9 @@
 //! (10 s, retries included). `OTEL_EXPORTER_OTLP_HEADERS`,
 //! `OTEL_SERVICE_NAME` (default: the executable's name) and
 //! `OTEL_RESOURCE_ATTRIBUTES` are read as the specification says. A trace
-//! is exported when its `sampled` flag is set: a caller's unsampled trace
-//! is not, a trace started here is.
+//! is exported as `OTEL_TRACES_SAMPLER` and `OTEL_TRACES_SAMPLER_ARG` say
+//! (`sampler.rs`); by default when its `sampled` flag is set: a caller's
+//! unsampled trace is not, a trace started here is.
 //!
 //! Why spans are built here rather than bridged from `tracing` with
 //! `tracing-opentelemetry`: a call logs one event, not a span, and the
@@ -23,6 +24,7 @@
 //! needs neither a subscriber layer on every event nor the SDK's id generator.
 
 mod client;
+mod sampler;
 
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
@@ -37,6 +39,7 @@ use opentelemetry_sdk::trace::{
 
 use crate::contract::ErrorKind;
 use crate::trace_context::{SAMPLED_FLAG, TraceParent};
+use sampler::Sampler;
 
 /// The exporter of this process, once started.
 static EXPORTER: OnceLock<Exporter> = OnceLock::new();
@@ -50,6 +53,8 @@ const DEFAULT_EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 struct Exporter {
     processor: BatchSpanProcessor,
     scope: InstrumentationScope,
+    /// `OTEL_TRACES_SAMPLER` and `OTEL_TRACES_SAMPLER_ARG`.
+    sampler: Sampler,
 }
 
 /// Why the exporter did not start.
@@ -135,7 +140,12 @@ impl Exporter {
         processor.set_resource(&resource());
         let scope =
             InstrumentationScope::builder(env!("CARGO_PKG_NAME")).with_version(env!("CARGO_PKG_VERSION")).build();
-        Ok(Self { processor, scope })
+        let setting = |name: &str| std::env::var(name).ok();
+        let sampler = Sampler::from_settings(
+            setting("OTEL_TRACES_SAMPLER").as_deref(),
+            setting("OTEL_TRACES_SAMPLER_ARG").as_deref(),
+        );
+        Ok(Self { processor, scope, sampler })
     }
 }
 
@@ -168,17 +178,20 @@ pub fn enabled() -> bool {
     EXPORTER.get().is_some()
 }
 
-/// The flags of a trace started here: sampled when spans are exported.
-pub fn new_trace_flags() -> u8 {
-    if enabled() { SAMPLED_FLAG } else { 0 }
+/// The flags of trace `trace_id` started here: sampled when spans are
+/// exported and the sampler (`OTEL_TRACES_SAMPLER`) takes it.
+pub fn new_trace_flags(trace_id: &[u8; 16]) -> u8 {
+    let sampled = EXPORTER.get().is_some_and(|exporter| exporter.sampler.samples(trace_id, None));
+    if sampled { SAMPLED_FLAG } else { 0 }
 }
 
-/// Queues `span` for export, when spans are exported and its trace is sampled.
+/// Queues `span` for export, when spans are exported and the sampler takes
+/// its trace (by default: when its caller sampled it, or it started here).
 pub fn record(span: &CallSpan<'_>) {
     let Some(exporter) = EXPORTER.get() else {
         return;
     };
-    if !span.context.sampled() {
+    if !exporter.sampler.samples(&span.context.trace_id_bytes(), span.parent.map(|parent| parent.sampled())) {
         return;
     }
     exporter.processor.on_end(span_data(span, exporter.scope.clone()));
@@ -205,7 +218,10 @@ pub(crate) fn record_served_call(
     };
     let context = match trace {
         Some(trace) => trace.with_parent(span_id),
-        None => TraceParent::new(ids.new_trace_id().to_bytes(), span_id, SAMPLED_FLAG),
+        None => {
+            let trace_id = ids.new_trace_id().to_bytes();
+            TraceParent::new(trace_id, span_id, new_trace_flags(&trace_id))
+        }
     };
     if let Some(context) = context {
         record(&CallSpan { context, parent: trace, side: CallSide::Serving, module, tool, error_kind, duration });
