@@ -19,7 +19,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ClientCapabilities, ClientConfig,
     DetailedTask, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability, GetTaskParams,
     Implementation, PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion,
-    ServerNotification, SubscriptionFilter, TaskPayload, TaskStatus, Tool, UpdateTaskParams,
+    RequestMetaObject, ServerNotification, SubscriptionFilter, TaskPayload, TaskStatus, Tool, UpdateTaskParams,
 };
 use rmcp::service::{
     ClientLifecycleMode, NotificationContext, RequestContext, RunningService, serve_client_with_lifecycle,
@@ -237,7 +237,7 @@ async fn two_identities_see_different_tools_and_cannot_call_outside_theirs() {
 /// Calls `alpha__echo` through `client` for the user `user`, named in the request's `_meta`.
 async fn echo_for<H: ClientHandler>(client: &RunningService<RoleClient, H>, user: &str) -> Result<Value, String> {
     let mut params = CallToolRequestParams::new("alpha__echo").with_arguments(arguments(json!({"text": "hi"})));
-    params.meta = Some(Map::from_iter([(USER_ID_META_KEY.to_owned(), json!(user))]).into());
+    params.meta = for_user(user);
     let result = client.call_tool(params).await.map_err(|refused| refused.to_string())?;
     Ok(result.structured_content.expect("structured content")["user_id"].clone())
 }
@@ -485,18 +485,17 @@ impl TaskFleet {
         key: &'static str,
         lifecycle: ClientLifecycleMode,
     ) -> RunningService<RoleClient, TasksClient> {
-        tasks_client(&self.orchestrator, key, lifecycle).await
+        tasks_client(&self.orchestrator, &api_key(key), lifecycle).await
     }
 }
 
-/// A client of `orchestrator` with `key` that declares the tasks extension, starting with `lifecycle`.
+/// A client of `orchestrator` sending `token` that declares the tasks extension, starting with `lifecycle`.
 async fn tasks_client(
     orchestrator: &OrchestratorProcess,
-    key: &'static str,
+    token: &str,
     lifecycle: ClientLifecycleMode,
 ) -> RunningService<RoleClient, TasksClient> {
-    let config =
-        StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", orchestrator.url)).auth_header(api_key(key));
+    let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", orchestrator.url)).auth_header(token);
     let transport = StreamableHttpClientTransport::from_config(config);
     serve_client_with_lifecycle(TasksClient, transport, lifecycle).await.expect("connected")
 }
@@ -567,6 +566,48 @@ async fn wait_for_count(counter: &AtomicUsize, count: usize) {
         assert!(tokio::time::Instant::now() < deadline, "the count stays {}", counter.load(Ordering::SeqCst));
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// `_meta` naming `user` as the user a request acts for.
+fn for_user(user: &str) -> Option<RequestMetaObject> {
+    Some(Map::from_iter([(USER_ID_META_KEY.to_owned(), json!(user))]).into())
+}
+
+#[tokio::test]
+async fn a_task_started_for_a_user_named_in_meta_is_that_users() {
+    let fleet = TaskFleet::start(&[("MCP_TASK_AFTER_SECONDS", "0")]).await;
+    let service = tasks_client(&fleet.orchestrator, SERVICE_TOKEN, recent()).await;
+    let mut request = CallToolRequestParams::new("alpha__echo").with_arguments(arguments(json!({"text": "hi"})));
+    request.meta = for_user("zoe");
+    let CallToolResponse::Task(created) = service.call_tool_once(request).await.unwrap() else {
+        panic!("a task was expected");
+    };
+    let id = created.task.task_id;
+
+    let get_for = |user: Option<&str>| {
+        let mut params = GetTaskParams::new(&id);
+        params.meta = user.and_then(for_user);
+        service.get_task(params)
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let done = loop {
+        let task = get_for(Some("zoe")).await.expect("zoe's task").task;
+        if task.status().is_terminal() {
+            break task;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "task {id} is still {:?}", task.status());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(task_result(&done).structured_content, Some(json!({"text": "hi", "user_id": "zoe"})));
+    // The same session acting for nobody, or for another user, does not see it.
+    for other in [None, Some("yann")] {
+        let hidden = get_for(other).await.unwrap_err().to_string();
+        assert!(hidden.contains(&format!("no task `{id}`")), "{other:?}: {hidden}");
+    }
+    let mut cancel = CancelTaskParams::new(&id);
+    cancel.meta = for_user("yann");
+    assert!(service.cancel_task(cancel).await.is_err(), "another user cannot cancel it");
+    service.cancel().await.unwrap();
 }
 
 #[tokio::test]
@@ -690,7 +731,7 @@ async fn with_redis_a_task_is_seen_and_cancelled_on_another_replica() {
     let fleet = TaskFleet::start(&settings).await;
     let other = fleet.replica(&settings).await;
     let here = fleet.client("ada").await;
-    let there = tasks_client(&other, "ada", recent()).await;
+    let there = tasks_client(&other, &api_key("ada"), recent()).await;
 
     let echo = start_task(&here, "alpha__echo", json!({"text": "shared"})).await;
     let done = poll_until(&there, &echo, |task| task.status().is_terminal()).await;
@@ -699,7 +740,7 @@ async fn with_redis_a_task_is_seen_and_cancelled_on_another_replica() {
     let held = start_task(&here, "held__hold", json!({})).await;
     wait_for_count(&fleet.holds.started, 1).await;
     assert_eq!(there.get_task(GetTaskParams::new(&held)).await.unwrap().task.status(), TaskStatus::Working);
-    let root = tasks_client(&other, "root", recent()).await;
+    let root = tasks_client(&other, &api_key("root"), recent()).await;
     assert!(root.get_task(GetTaskParams::new(&held)).await.is_err(), "another identity, on any replica");
     assert!(root.cancel_task(CancelTaskParams::new(&held)).await.is_err());
     there.cancel_task(CancelTaskParams::new(&held)).await.unwrap();

@@ -11,8 +11,8 @@ use axum::http::request::Parts;
 use module_sdk::mcp::USER_ID_META_KEY;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, ContentBlock, GetTaskParams, GetTaskResult,
-    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, SubscriptionFilter,
-    UpdateTaskParams,
+    Implementation, ListToolsResult, PaginatedRequestParams, RequestMetaObject, ServerCapabilities, ServerConfig,
+    SubscriptionFilter, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -99,6 +99,20 @@ impl FleetMcp {
             .ok_or_else(|| ErrorData::internal_error("the request reached the MCP server without an identity", None))
     }
 
+    /// The request's caller, acting for the user its `_meta` names (the
+    /// params' `_meta`, else the request's), so the tasks a call starts for
+    /// that user are that user's to see and cancel.
+    fn request_caller(
+        context: &RequestContext<RoleServer>,
+        params_meta: Option<&RequestMetaObject>,
+    ) -> Result<McpCaller, ErrorData> {
+        let meta_user = params_meta
+            .and_then(|meta| meta.get(USER_ID_META_KEY))
+            .or_else(|| context.meta.get(USER_ID_META_KEY))
+            .and_then(Value::as_str);
+        Self::caller(context)?.for_user(meta_user)
+    }
+
     /// The caller's tools, named for MCP.
     fn tools(&self, caller: &Caller) -> CallerTools {
         CallerTools::new(self.orchestrator.registry.snapshot(), caller)
@@ -160,13 +174,7 @@ impl ServerHandler for FleetMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let meta_user = request
-            .meta
-            .as_ref()
-            .and_then(|meta| meta.get(USER_ID_META_KEY))
-            .or_else(|| context.meta.get(USER_ID_META_KEY))
-            .and_then(Value::as_str);
-        let mcp_caller = Self::caller(&context)?.for_user(meta_user)?;
+        let mcp_caller = Self::request_caller(&context, request.meta.as_ref())?;
         let McpCaller { identity, caller } = &mcp_caller;
         let tools = self.tools(caller);
         let Some(tool) = tools.get(&request.name) else {
@@ -220,7 +228,7 @@ impl ServerHandler for FleetMcp {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        let owner = Self::caller(&context)?.task_owner();
+        let owner = Self::request_caller(&context, request.meta.as_ref())?.task_owner();
         Ok(GetTaskResult::new(self.tasks.get(&owner, &request.task_id).await?))
     }
 
@@ -232,7 +240,7 @@ impl ServerHandler for FleetMcp {
         request: UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let owner = Self::caller(&context)?.task_owner();
+        let owner = Self::request_caller(&context, request.meta.as_ref())?.task_owner();
         self.tasks.get(&owner, &request.task_id).await.map(drop)
     }
 
@@ -243,7 +251,7 @@ impl ServerHandler for FleetMcp {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let owner = Self::caller(&context)?.task_owner();
+        let owner = Self::request_caller(&context, request.meta.as_ref())?.task_owner();
         self.tasks.cancel(&owner, &request.task_id).await
     }
 
