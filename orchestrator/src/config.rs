@@ -481,6 +481,22 @@ pub(crate) fn positive_count(
     value.filter(|n| *n > 0).ok_or_else(|| invalid(name, &text, format!("expected {expected}")))
 }
 
+/// Setting `name` in seconds, at least `min`: the value `env` gives (the
+/// environment, then the file), else `default`.
+pub(crate) fn seconds_at_least(
+    env: &dyn Fn(&str) -> Option<String>,
+    name: &'static str,
+    default: f64,
+    min: f64,
+) -> Result<Duration, ConfigError> {
+    let Some(text) = env(name) else { return Ok(Duration::from_secs_f64(default)) };
+    text.parse::<f64>()
+        .ok()
+        .filter(|&seconds| seconds >= min)
+        .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok())
+        .ok_or_else(|| invalid(name, &text, format!("expected a number of seconds, at least {min}")))
+}
+
 /// The error of setting `name` with `value`, saying what is expected instead.
 pub(crate) fn invalid(name: &'static str, value: &str, reason: String) -> ConfigError {
     ConfigError::Invalid { name, key: name.to_lowercase(), value: value.to_owned(), reason }

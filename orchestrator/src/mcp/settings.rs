@@ -7,7 +7,7 @@ use std::time::Duration;
 use module_sdk::ServeError;
 use module_sdk::mcp::McpSettings;
 
-use crate::config::ConfigError;
+use crate::config::{ConfigError, invalid, positive_count, seconds_at_least};
 use crate::mcp::tasks::TaskSettings;
 
 /// The default `MCP_MAX_SESSIONS`.
@@ -93,37 +93,16 @@ impl McpEndpointSettings {
     pub fn read(file: McpEndpointFile, env: &impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let env = |name: &str| env(name).or_else(|| file.value(name));
         let transport = McpSettings::from_lookup(env).map_err(|error| match error {
-            ServeError::Config { name, value, reason } => invalid(name, value, reason),
-            other => invalid("MCP_PAGE_SIZE", String::new(), other.to_string()),
+            ServeError::Config { name, value, reason } => invalid(name, &value, reason),
+            other => invalid("MCP_PAGE_SIZE", "", other.to_string()),
         })?;
-        let max_sessions = match env("MCP_MAX_SESSIONS") {
-            None => DEFAULT_MAX_SESSIONS,
-            Some(text) => text.parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| {
-                invalid("MCP_MAX_SESSIONS", text.clone(), "expected a positive number of sessions".into())
-            })?,
-        };
-        let progress_interval = match env("MCP_PROGRESS_INTERVAL_SECONDS") {
-            None => Duration::from_secs_f64(DEFAULT_PROGRESS_INTERVAL_SECONDS),
-            Some(text) => text
-                .parse::<f64>()
-                .ok()
-                .filter(|&s| s >= 0.1)
-                .and_then(|s| Duration::try_from_secs_f64(s).ok())
-                .ok_or_else(|| {
-                    invalid(
-                        "MCP_PROGRESS_INTERVAL_SECONDS",
-                        text.clone(),
-                        "expected a number of seconds, at least 0.1".into(),
-                    )
-                })?,
-        };
+        let max_sessions =
+            positive_count(&env, "MCP_MAX_SESSIONS", None, DEFAULT_MAX_SESSIONS, "a positive number of sessions")?;
+        let progress_interval =
+            seconds_at_least(&env, "MCP_PROGRESS_INTERVAL_SECONDS", DEFAULT_PROGRESS_INTERVAL_SECONDS, 0.1)?;
         let tasks = TaskSettings::read(&env)?;
         Ok(Self { transport, max_sessions, progress_interval, tasks })
     }
-}
-
-fn invalid(name: &'static str, value: String, reason: String) -> ConfigError {
-    ConfigError::Invalid { name, key: name.to_lowercase(), value, reason }
 }
 
 #[cfg(test)]

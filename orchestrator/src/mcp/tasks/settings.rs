@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::config::{ConfigError, invalid, positive_count};
+use crate::config::{ConfigError, positive_count, seconds_at_least};
 
 /// The default `MCP_MAX_TASKS`.
 pub const DEFAULT_MAX_TASKS: usize = 1000;
@@ -57,8 +57,8 @@ impl TaskSettings {
                 DEFAULT_MAX_TASKS_PER_OWNER,
                 "a positive number of tasks",
             )?,
-            ttl: seconds(env, "MCP_TASK_TTL_SECONDS", DEFAULT_TTL_SECONDS, 0.1)?,
-            after: seconds(env, "MCP_TASK_AFTER_SECONDS", DEFAULT_AFTER_SECONDS, 0.0)?,
+            ttl: seconds_at_least(env, "MCP_TASK_TTL_SECONDS", DEFAULT_TTL_SECONDS, 0.1)?,
+            after: seconds_at_least(env, "MCP_TASK_AFTER_SECONDS", DEFAULT_AFTER_SECONDS, 0.0)?,
             results_bytes: positive_count(
                 env,
                 "MCP_TASK_RESULTS_BYTES",
@@ -68,21 +68,6 @@ impl TaskSettings {
             )?,
         })
     }
-}
-
-/// Setting `name` in seconds, at least `min`, `default` when absent.
-fn seconds(
-    env: &dyn Fn(&str) -> Option<String>,
-    name: &'static str,
-    default: f64,
-    min: f64,
-) -> Result<Duration, ConfigError> {
-    let Some(text) = env(name) else { return Ok(Duration::from_secs_f64(default)) };
-    text.parse::<f64>()
-        .ok()
-        .filter(|&s| s >= min)
-        .and_then(|s| Duration::try_from_secs_f64(s).ok())
-        .ok_or_else(|| invalid(name, &text, format!("expected a number of seconds, at least {min}")))
 }
 
 #[cfg(test)]
