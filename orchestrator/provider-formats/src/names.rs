@@ -77,6 +77,11 @@ impl NameMap {
         }
     }
 
+    /// Every (provider-safe name, `module.tool` name) pair of the set, in no order.
+    pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.to_tool.iter().map(|(provider, tool)| (provider.as_str(), tool.as_str()))
+    }
+
     /// Our `module.tool` name for a name a model used: a provider-safe name
     /// of this set, or one of the set's own names.
     pub fn tool_for(&self, provider_name: &str) -> Option<&str> {

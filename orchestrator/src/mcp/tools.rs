@@ -34,8 +34,7 @@ fn is_tool_name(cursor: &str) -> bool {
 /// The MCP view of one caller's tools in one snapshot of the fleet.
 pub struct CallerTools {
     snapshot: Arc<Snapshot>,
-    /// (MCP name, full name) of each tool, sorted by MCP name.
-    listed: Vec<(String, String)>,
+    /// The MCP names of the caller's tools, both ways.
     names: NameMap,
 }
 
@@ -43,38 +42,39 @@ impl CallerTools {
     /// The tools `caller` may use in `snapshot`.
     pub fn new(snapshot: Arc<Snapshot>, caller: &Caller) -> Self {
         let names = NameMap::of_names(snapshot.tools_for(caller).map(|found| found.tool.name.as_str()));
-        let mut listed: Vec<(String, String)> = snapshot
-            .tools_for(caller)
-            .map(|found| (names.provider_name(&found.tool.name).into_owned(), found.tool.name.clone()))
-            .collect();
-        listed.sort_unstable();
-        Self { snapshot, listed, names }
+        Self { snapshot, names }
     }
 
     /// The page of at most `page_size` tools that starts at `cursor` (`None`:
     /// the first), and the cursor of the next page, if any.
     pub fn page(&self, cursor: Option<&str>, page_size: usize) -> Result<(Vec<Tool>, Option<String>), ErrorData> {
+        // (MCP name, full name) of each tool, in the order of MCP names.
+        let mut listed: Vec<(&str, &str)> = self.names.pairs().collect();
+        listed.sort_unstable();
         let start = match cursor {
             None => 0,
-            Some(cursor) if is_tool_name(cursor) => self.listed.partition_point(|(name, _)| name.as_str() < cursor),
+            Some(cursor) if is_tool_name(cursor) => listed.partition_point(|(name, _)| *name < cursor),
             Some(cursor) => {
                 let shown: String = cursor.chars().take(80).collect();
                 let message = format!("the cursor `{shown}` is not one this server gave out (a `module__tool` name)");
                 return Err(ErrorData::invalid_params(message, None));
             }
         };
-        let end = start.saturating_add(page_size.max(1)).min(self.listed.len());
-        let tools = self.listed[start..end]
+        let end = start.saturating_add(page_size.max(1)).min(listed.len());
+        let tools = listed[start..end]
             .iter()
-            .filter_map(|(name, full_name)| Some(McpTool::named(name.clone(), self.snapshot.tool(full_name)?).listing))
+            .filter_map(|(name, full_name)| {
+                Some(McpTool::named((*name).to_owned(), self.snapshot.tool(full_name)?).listing)
+            })
             .collect();
-        Ok((tools, self.listed.get(end).map(|(name, _)| name.clone())))
+        Ok((tools, listed.get(end).map(|(name, _)| (*name).to_owned())))
     }
 
-    /// The tool MCP calls `name` (`module__tool`), if the caller has it.
+    /// The tool MCP calls `name` (`module__tool`), if the caller has it:
+    /// its MCP name only, not its `module.tool` name.
     pub fn get(&self, name: &str) -> Option<McpTool> {
         let full_name = self.names.tool_for(name)?;
-        self.listed.binary_search_by(|(listed, _)| listed.as_str().cmp(name)).ok()?;
+        (self.names.provider_name(full_name) == name).then_some(())?;
         Some(McpTool::named(name.to_owned(), self.snapshot.tool(full_name)?))
     }
 }
