@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
-use axum::extract::{Query, State};
+use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -32,8 +32,10 @@ pub struct AppState {
     pub orchestrator: Arc<Orchestrator>,
 }
 
-/// The API's routes over `orchestrator`.
+/// The API's routes over `orchestrator`; bodies without a declared length
+/// stop at `MAX_BODY_BYTES` through the body limit.
 pub fn router(orchestrator: Arc<Orchestrator>) -> Router {
+    let body_limit = orchestrator.config.limits.max_body_bytes;
     Router::new()
         .route("/health", get(health))
         .route("/modules", get(modules))
@@ -49,8 +51,13 @@ pub fn router(orchestrator: Arc<Orchestrator>) -> Router {
         .merge(crate::console::routes())
         .fallback(request_checks::not_found)
         .method_not_allowed_fallback(request_checks::method_not_allowed)
-        .layer(axum::middleware::from_fn(module_sdk::service::require_json_content_type))
-        .layer(crate::trace::KeepRequestTraceLayer)
+        // One `layer` call for all three: axum wraps each call's layers around
+        // every route in a boxed service of its own, cloned per request.
+        .layer((
+            axum::middleware::from_fn(module_sdk::service::require_json_content_type),
+            crate::trace::KeepRequestTraceLayer,
+            DefaultBodyLimit::max(body_limit),
+        ))
         .with_state(AppState { orchestrator })
 }
 

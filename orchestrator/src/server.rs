@@ -4,7 +4,6 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::DefaultBodyLimit;
 use tokio::net::TcpListener;
 
 use crate::app::{BuildError, Orchestrator};
@@ -55,9 +54,8 @@ pub async fn serve(orchestrator: Orchestrator) -> Result<(), ServeError> {
         approvals = orchestrator.approvals.kind(),
         "orchestrator listening"
     );
-    // The same connection budgets as modules; bodies without a declared
-    // length stop at MAX_BODY_BYTES through the router's body limit.
-    let app = router(orchestrator).layer(DefaultBodyLimit::max(config.limits.max_body_bytes));
+    // The same connection budgets as modules.
+    let app = router(orchestrator);
     module_sdk::service::serve_router(listener, app, config.limits, module_sdk::service::shutdown_signal()).await;
     module_sdk::otlp::shutdown().await;
     tracing::info!("orchestrator stopped");
