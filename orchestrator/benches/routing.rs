@@ -7,7 +7,10 @@
 //!    the module, all driven by the independent load generator `wrk`: its
 //!    throughput with 32 connections (`wrk -t1 -c32`) and its p50 latency at
 //!    one connection, against the goals (routed at least 0.9 of nginx's
-//!    throughput, at most 60 µs added at p50);
+//!    throughput, at most 60 µs added at p50), and the CPU time the serving
+//!    process (module, orchestrator, nginx worker) spent per call in user
+//!    space and in the kernel, from `/proc/<pid>/stat`: a figure the
+//!    machine's load barely moves, which says where a gap comes from;
 //! 2. one full discovery (`POST /refresh-tools`) of 50 modules of which 10
 //!    hang, as a multiple of the discovery timeout.
 //!
@@ -21,6 +24,8 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "support/cpu.rs"]
+mod cpu;
 #[path = "support/nginx.rs"]
 mod nginx;
 #[path = "support/wrk.rs"]
@@ -30,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use common::modules::sdk_module;
 use common::{HungServer, ModuleServer, OrchestratorProcess, free_port, module_services};
+use cpu::CpuTime;
 use nginx::Nginx;
 use serde_json::{Value, json};
 use wrk::WrkRun;
@@ -56,8 +62,28 @@ struct Target {
     name: &'static str,
     url: String,
     body: String,
+    /// The process that serves the call: the module (this benchmark's own
+    /// process), the orchestrator, or nginx's worker.
+    server_pid: Option<u32>,
     throughput: Option<WrkRun>,
     one_connection: Option<WrkRun>,
+    /// The server's CPU per call (user, system), in µs, at 32 connections and at one.
+    cpu_c32: (f64, f64),
+    cpu_c1: (f64, f64),
+}
+
+/// Runs `wrk` on `target` with `connections` for [`PHASE`]; its figures and
+/// the server's CPU per call (user, system) in µs meanwhile.
+fn measure(target: &Target, connections: usize) -> (WrkRun, (f64, f64)) {
+    let url = format!("{}/execute", target.url);
+    let before = target.server_pid.map(CpuTime::of);
+    let run = wrk::run(&url, &target.body, connections, PHASE);
+    let calls = run.requests_per_second * PHASE.as_secs_f64();
+    let cpu = match (target.server_pid, before) {
+        (Some(pid), Some(before)) => CpuTime::of(pid).per_call_since(&before, calls),
+        _ => (f64::NAN, f64::NAN),
+    };
+    (run, cpu)
 }
 
 async fn routing() {
@@ -80,22 +106,31 @@ async fn routing() {
             name: "direct to the module",
             url: module.url(),
             body: call.clone(),
+            server_pid: Some(std::process::id()),
             throughput: None,
             one_connection: None,
+            cpu_c32: (f64::NAN, f64::NAN),
+            cpu_c1: (f64::NAN, f64::NAN),
         },
         Target {
             name: "routed, logging each call",
             url: logged.url.clone(),
             body: request.clone(),
+            server_pid: Some(logged.pid()),
             throughput: None,
             one_connection: None,
+            cpu_c32: (f64::NAN, f64::NAN),
+            cpu_c1: (f64::NAN, f64::NAN),
         },
         Target {
             name: "routed, RUST_LOG=warn",
             url: quiet.url.clone(),
             body: request,
+            server_pid: Some(quiet.pid()),
             throughput: None,
             one_connection: None,
+            cpu_c32: (f64::NAN, f64::NAN),
+            cpu_c1: (f64::NAN, f64::NAN),
         },
     ];
     if let Some(proxy) = &proxy {
@@ -103,8 +138,11 @@ async fn routing() {
             name: "nginx proxy",
             url: proxy.url.clone(),
             body: call,
+            server_pid: cpu::first_child(proxy.master_pid()),
             throughput: None,
             one_connection: None,
+            cpu_c32: (f64::NAN, f64::NAN),
+            cpu_c1: (f64::NAN, f64::NAN),
         });
     }
     let client = reqwest::Client::new();
@@ -123,30 +161,35 @@ async fn routing() {
         assert_eq!(answer["success"], true, "{} answers a successful ToolResult: {answer}", target.name);
     }
     for target in &mut targets {
-        let url = format!("{}/execute", target.url);
-        wrk::run(&url, &target.body, CONNECTIONS, WARM_UP);
-        target.throughput = Some(wrk::run(&url, &target.body, CONNECTIONS, PHASE));
-        target.one_connection = Some(wrk::run(&url, &target.body, 1, PHASE));
+        wrk::run(&format!("{}/execute", target.url), &target.body, CONNECTIONS, WARM_UP);
+        let (throughput, cpu_c32) = measure(target, CONNECTIONS);
+        let (one_connection, cpu_c1) = measure(target, 1);
+        (target.throughput, target.one_connection) = (Some(throughput), Some(one_connection));
+        (target.cpu_c32, target.cpu_c1) = (cpu_c32, cpu_c1);
     }
 
     println!("routing: the same SDK tool (echo) directly, through the orchestrator binary and through nginx;");
     println!("load by wrk -t1 -c{CONNECTIONS} for throughput and -c1 for latency, {PHASE:?} per run");
+    println!("(cpu: the serving process's CPU per call, user + kernel µs, at c32 and at c1)");
     println!(
-        "{:<26}  {:>9}  {:>7}  {:>10}  {:>10}  {:>10}",
-        "path", "rps c32", "ratio", "p50 c1 µs", "p99 c1 µs", "+p50 µs"
+        "{:<26}  {:>9}  {:>7}  {:>10}  {:>10}  {:>10}  {:>13}  {:>13}",
+        "path", "rps c32", "ratio", "p50 c1 µs", "p99 c1 µs", "+p50 µs", "cpu c32 µs", "cpu c1 µs"
     );
     let direct_p50 = targets[0].one_connection.as_ref().map_or(Duration::ZERO, |run| run.p50);
     let direct_rps = targets[0].throughput.as_ref().map_or(1.0, |run| run.requests_per_second);
     for target in &targets {
         let (Some(throughput), Some(single)) = (&target.throughput, &target.one_connection) else { continue };
+        let cpu = |(user, system): (f64, f64)| format!("{user:.1} + {system:.1}");
         println!(
-            "{:<26}  {:>9.0}  {:>6.2}x  {:>10.1}  {:>10.1}  {:>10.1}",
+            "{:<26}  {:>9.0}  {:>6.2}x  {:>10.1}  {:>10.1}  {:>10.1}  {:>13}  {:>13}",
             target.name,
             throughput.requests_per_second,
             throughput.requests_per_second / direct_rps,
             us(single.p50),
             us(single.p99),
             us(single.p50) - us(direct_p50),
+            cpu(target.cpu_c32),
+            cpu(target.cpu_c1),
         );
     }
     if proxy.is_none() {

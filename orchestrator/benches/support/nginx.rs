@@ -18,6 +18,11 @@ pub struct Nginx {
 }
 
 impl Nginx {
+    /// The master process's id (its one worker is its child).
+    pub fn master_pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// nginx (one worker, keep-alive to the upstream, no access log)
     /// proxying to `upstream` (`127.0.0.1:PORT`), listening on `port`;
     /// `None` when nginx is not installed.
