@@ -11,20 +11,22 @@ use super::{ProviderError, RequestedCall};
 
 /// A function declaration with OpenAPI-subset `parameters`.
 pub fn definition(tool: &ToolDefinition, name: &str) -> Value {
-    json!({
-        "name": name,
-        "description": tool.description.trim(),
-        "parameters": compile::gemini(&compile::input_schema(tool)),
-    })
+    declaration(tool, name, "parameters", compile::gemini(&compile::input_schema(tool)))
 }
 
 /// A function declaration with `parametersJsonSchema`.
 pub fn json_schema_definition(tool: &ToolDefinition, name: &str) -> Value {
-    json!({
-        "name": name,
-        "description": tool.description.trim(),
-        "parametersJsonSchema": compile::prepare(&compile::input_schema(tool)),
-    })
+    declaration(tool, name, "parametersJsonSchema", compile::prepare(&compile::input_schema(tool)))
+}
+
+/// A function declaration with `schema` under `field`, built in place
+/// (`json!` would copy the whole schema once more).
+fn declaration(tool: &ToolDefinition, name: &str, field: &str, schema: Value) -> Value {
+    let mut declaration = Map::new();
+    declaration.insert("name".into(), name.into());
+    declaration.insert("description".into(), tool.description.trim().into());
+    declaration.insert(field.into(), schema);
+    Value::Object(declaration)
 }
 
 /// The `functionCall` parts of a `generateContent` response (first

@@ -24,7 +24,11 @@ fn function_fields(tool: &ToolDefinition, name: &str) -> Map<String, Value> {
 
 /// A Chat Completions tool definition.
 pub fn chat_definition(tool: &ToolDefinition, name: &str) -> Value {
-    json!({"type": "function", "function": function_fields(tool, name)})
+    // Built in place: `json!` would copy the whole compiled schema once more.
+    let mut definition = Map::new();
+    definition.insert("type".into(), "function".into());
+    definition.insert("function".into(), Value::Object(function_fields(tool, name)));
+    Value::Object(definition)
 }
 
 /// A Responses API tool definition.
