@@ -208,7 +208,8 @@ fn refreshed(format: ToolFormat, listed: Listed<'_>, names: &NameMap, old: Optio
             let converted = convert_tool(format, listed.tool, &name);
             let strict = (format == ToolFormat::Anthropic && converted.get("strict") == Some(&Value::Bool(true)))
                 .then(|| StrictCost::of(converted.get("input_schema").unwrap_or(&Value::Null)));
-            (converted.to_string(), strict)
+            // `serde_json::to_string` writes bytes; `Value::to_string` goes through `fmt` and is slower.
+            (serde_json::to_string(&converted).expect("a Value always serializes"), strict)
         }
     };
     Entry { origin: Origin::of(listed), name: name.into_owned(), text: text.into(), strict }

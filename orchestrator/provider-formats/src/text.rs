@@ -58,8 +58,10 @@ pub fn prompt_json(escaped_sections: &[&str]) -> String {
 
 /// `text` as the inside of a JSON string (what goes between its quotes).
 pub fn escaped(text: &str) -> String {
-    let quoted = Value::String(text.to_owned()).to_string();
-    quoted[1..quoted.len() - 1].to_owned()
+    let mut quoted = serde_json::to_string(text).expect("a string always serializes");
+    quoted.pop();
+    quoted.remove(0);
+    quoted
 }
 
 /// One tool's part of the prompt: name, description, arguments, and the
@@ -88,7 +90,9 @@ pub fn tool_section(tool: &ToolDefinition) -> String {
     }
     let nested = parameters.iter().any(|p| matches!(p.kind.as_str(), "object" | "array"));
     if nested {
-        out.push_str(&format!("Arguments schema: {}\n", compile::prepare(&schema)));
+        out.push_str("Arguments schema: ");
+        out.push_str(&serde_json::to_string(&compile::prepare(&schema)).expect("a Value always serializes"));
+        out.push('\n');
     }
     out
 }

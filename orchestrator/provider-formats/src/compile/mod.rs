@@ -12,6 +12,7 @@
 
 mod anthropic;
 mod gemini;
+mod keywords;
 mod notes;
 mod openai;
 mod prepare;

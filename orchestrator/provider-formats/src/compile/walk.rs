@@ -77,19 +77,6 @@ pub fn for_each_child<'a>(node: &'a Map<String, Value>, mut f: impl FnMut(Step<'
     }
 }
 
-/// Calls `f` on every direct subschema of `node`, allowing it to be rewritten.
-pub fn for_each_child_mut(node: &mut Map<String, Value>, mut f: impl FnMut(&mut Value)) {
-    for (keyword, value) in node.iter_mut() {
-        let keyword = keyword.as_str();
-        match value {
-            Value::Array(items) if LIST_SUBSCHEMA_KEYWORDS.contains(&keyword) => items.iter_mut().for_each(&mut f),
-            Value::Object(map) if MAP_SUBSCHEMA_KEYWORDS.contains(&keyword) => map.values_mut().for_each(&mut f),
-            Value::Object(_) | Value::Bool(_) if SINGLE_SUBSCHEMA_KEYWORDS.contains(&keyword) => f(value),
-            _ => {}
-        }
-    }
-}
-
 /// Calls `f` on `root` and every node below it, with its JSON pointer, in
 /// document order; iterative, so no nesting can overflow the stack.
 pub fn for_each_node<'a>(root: &'a Value, path: &str, f: &mut impl FnMut(&str, &'a Value)) {

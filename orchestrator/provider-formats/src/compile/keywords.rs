@@ -1,0 +1,109 @@
+//! A schema node's keywords as a pass rewrites them, borrowed from the
+//! source document until the pass writes them out: a rewrite that only
+//! drops, merges and reorders keywords copies nothing it does not keep.
+//!
+//! The order rules are serde_json's `Map` (with `preserve_order`), so that
+//! a pass ported from one gives byte-identical output: `insert` replaces a
+//! keyword in place or appends it, `remove` moves the last keyword into the
+//! removed one's place (`swap_remove`).
+
+use std::borrow::Cow;
+
+use serde_json::{Map, Value};
+
+/// One node's keywords and values, in order; each borrowed or owned.
+#[derive(Debug, Default)]
+pub(super) struct Keywords<'a>(Vec<(Cow<'a, str>, Cow<'a, Value>)>);
+
+impl<'a> Keywords<'a> {
+    /// The keywords of `node` when it is an object; otherwise the node itself, owned.
+    pub(super) fn of(node: Cow<'a, Value>) -> Result<Self, Value> {
+        match node {
+            Cow::Borrowed(Value::Object(map)) => Ok(Self::borrowed(map)),
+            Cow::Owned(Value::Object(map)) => {
+                Ok(Self(map.into_iter().map(|(keyword, value)| (Cow::Owned(keyword), Cow::Owned(value))).collect()))
+            }
+            other => Err(other.into_owned()),
+        }
+    }
+
+    /// The keywords of `map`, borrowed.
+    pub(super) fn borrowed(map: &'a Map<String, Value>) -> Self {
+        Self(map.iter().map(|(keyword, value)| (Cow::Borrowed(keyword.as_str()), Cow::Borrowed(value))).collect())
+    }
+
+    /// The value of `keyword`.
+    pub(super) fn get(&self, keyword: &str) -> Option<&Value> {
+        self.0.iter().find(|(k, _)| k == keyword).map(|(_, value)| &**value)
+    }
+
+    /// Whether `keyword` is present.
+    pub(super) fn contains_key(&self, keyword: &str) -> bool {
+        self.0.iter().any(|(k, _)| k == keyword)
+    }
+
+    /// Whether there are no keywords.
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Removes `keyword`, the last keyword taking its place (as `Map::remove`).
+    pub(super) fn remove(&mut self, keyword: &str) -> Option<Cow<'a, Value>> {
+        let index = self.0.iter().position(|(k, _)| k == keyword)?;
+        Some(self.0.swap_remove(index).1)
+    }
+
+    /// Sets `keyword` in place when present, else appends it (as `Map::insert`).
+    pub(super) fn insert(&mut self, keyword: Cow<'a, str>, value: Cow<'a, Value>) {
+        match self.0.iter_mut().find(|(k, _)| *k == keyword) {
+            Some((_, old)) => *old = value,
+            None => self.0.push((keyword, value)),
+        }
+    }
+
+    /// `self` with every keyword of `over` put on top (as `Map::extend`).
+    pub(super) fn merged(mut self, over: Self) -> Self {
+        for (keyword, value) in over.0 {
+            self.insert(keyword, value);
+        }
+        self
+    }
+
+    /// The keywords in order, to be written out.
+    pub(super) fn into_entries(self) -> impl Iterator<Item = (Cow<'a, str>, Cow<'a, Value>)> {
+        self.0.into_iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The same edits on a `Map` and on `Keywords` leave the same order.
+    #[test]
+    fn edits_keep_the_order_a_map_would() {
+        let source = json!({"a": 1, "b": 2, "c": 3, "d": 4, "e": 5});
+        let Value::Object(mut map) = source.clone() else { unreachable!() };
+        let mut keywords = Keywords::of(Cow::Borrowed(&source)).unwrap();
+        map.remove("b");
+        assert_eq!(keywords.remove("b").as_deref(), Some(&json!(2)));
+        map.insert("c".into(), json!(30));
+        keywords.insert("c".into(), Cow::Owned(json!(30)));
+        map.insert("f".into(), json!(6));
+        keywords.insert("f".into(), Cow::Owned(json!(6)));
+        map.remove("a");
+        keywords.remove("a");
+        assert_eq!(keywords.remove("missing"), None);
+        let over = json!({"g": 7, "d": 40});
+        map.extend(over.as_object().unwrap().clone());
+        let keywords = keywords.merged(Keywords::of(Cow::Owned(over)).unwrap());
+        assert!(keywords.contains_key("g") && !keywords.contains_key("a") && keywords.get("d") == Some(&json!(40)));
+        let written: Vec<(String, Value)> =
+            keywords.into_entries().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+        let expected: Vec<(String, Value)> = map.into_iter().collect();
+        assert_eq!(written, expected);
+        assert_eq!(Keywords::of(Cow::Owned(json!(true))).unwrap_err(), json!(true));
+        assert!(Keywords::default().is_empty());
+    }
+}
