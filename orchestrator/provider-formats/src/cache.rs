@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::anthropic::StrictLimit;
 use super::compile::StrictCost;
 use super::names::NameMap;
-use super::{ToolFormat, convert_tool, text};
+use super::{ToolFormat, convert_tool, gemini, text};
 
 /// One tool of a listing, and where its definition comes from.
 #[derive(Debug, Clone, Copy)]
@@ -204,6 +204,8 @@ fn refreshed(format: ToolFormat, listed: Listed<'_>, names: &NameMap, old: Optio
         // Written straight as text: no tree to build and drop.
         ToolFormat::Raw => (serde_json::to_string(listed.tool).expect("a ToolDefinition always serializes"), None),
         ToolFormat::Prompt => (text::escaped(&text::tool_section(listed.tool)), None),
+        ToolFormat::Gemini => (gemini::definition_json(listed.tool, &name), None),
+        ToolFormat::GeminiJsonSchema => (gemini::json_schema_definition_json(listed.tool, &name), None),
         _ => {
             let converted = convert_tool(format, listed.tool, &name);
             let strict = (format == ToolFormat::Anthropic && converted.get("strict") == Some(&Value::Bool(true)))

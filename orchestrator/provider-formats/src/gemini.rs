@@ -19,6 +19,37 @@ pub fn json_schema_definition(tool: &ToolDefinition, name: &str) -> Value {
     declaration(tool, name, "parametersJsonSchema", compile::prepare(&compile::input_schema(tool)))
 }
 
+/// [`definition`] as JSON text, written without building the declaration as a `Value`.
+pub fn definition_json(tool: &ToolDefinition, name: &str) -> String {
+    let schema = compile::gemini(&compile::input_schema(tool));
+    declaration_json(tool, name, "parameters", |out| {
+        // Writing a `Value` to a `Vec` cannot fail.
+        let _ = serde_json::to_writer(out, &schema);
+    })
+}
+
+/// [`json_schema_definition`] as JSON text, the schema written straight
+/// from the tool's (no `Value` tree built in between).
+pub fn json_schema_definition_json(tool: &ToolDefinition, name: &str) -> String {
+    let schema = compile::input_schema(tool);
+    declaration_json(tool, name, "parametersJsonSchema", |out| compile::prepare_json(&schema, out))
+}
+
+/// The text of [`declaration`], the schema written by `schema`.
+fn declaration_json(tool: &ToolDefinition, name: &str, field: &str, schema: impl FnOnce(&mut Vec<u8>)) -> String {
+    let mut out = Vec::with_capacity(1024);
+    out.extend_from_slice(b"{\"name\":");
+    compile::write_str(name, &mut out);
+    out.extend_from_slice(b",\"description\":");
+    compile::write_str(tool.description.trim(), &mut out);
+    out.push(b',');
+    compile::write_str(field, &mut out);
+    out.push(b':');
+    schema(&mut out);
+    out.push(b'}');
+    String::from_utf8(out).expect("serde_json writes UTF-8")
+}
+
 /// A function declaration with `schema` under `field`, built in place
 /// (`json!` would copy the whole schema once more).
 fn declaration(tool: &ToolDefinition, name: &str, field: &str, schema: Value) -> Value {
@@ -85,6 +116,19 @@ pub fn results(results: &[(RequestedCall, ToolResult)]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn declarations_as_text_are_the_values_text() {
+        let tool: ToolDefinition = serde_json::from_value(json!({
+            "name": "m.t", "description": "  Say \"hi\"\n ",
+            "input_schema": {"type": "object", "title": "T", "properties": {"a\u{1}": {"$ref": "#/$defs/A"}},
+                "$defs": {"A": {"type": ["string", "null"], "maxLength": 3}}}
+        }))
+        .unwrap();
+        assert_eq!(definition_json(&tool, "m__t"), serde_json::to_string(&definition(&tool, "m__t")).unwrap());
+        let text = json_schema_definition_json(&tool, "m__t");
+        assert_eq!(text, serde_json::to_string(&json_schema_definition(&tool, "m__t")).unwrap());
+    }
 
     #[test]
     fn text_parts_are_skipped_and_bad_shapes_refused() {

@@ -91,7 +91,9 @@ pub fn tool_section(tool: &ToolDefinition) -> String {
     let nested = parameters.iter().any(|p| matches!(p.kind.as_str(), "object" | "array"));
     if nested {
         out.push_str("Arguments schema: ");
-        out.push_str(&serde_json::to_string(&compile::prepare(&schema)).expect("a Value always serializes"));
+        let mut json = Vec::new();
+        compile::prepare_json(&schema, &mut json);
+        out.push_str(&String::from_utf8_lossy(&json));
         out.push('\n');
     }
     out

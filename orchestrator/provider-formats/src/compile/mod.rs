@@ -16,6 +16,7 @@ mod keywords;
 mod notes;
 mod openai;
 mod prepare;
+mod prepared;
 mod size;
 mod strict;
 pub(crate) mod walk;
@@ -37,6 +38,8 @@ pub use openai::{
     openai, strict_schema,
 };
 pub use prepare::prepare;
+pub(crate) use prepare::prepare_json;
+pub(crate) use prepared::write_str;
 pub use size::{Size, measure};
 
 /// The JSON Schema of a tool's arguments: its `input_schema` when that is

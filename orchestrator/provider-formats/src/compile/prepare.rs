@@ -8,24 +8,34 @@
 //! past them a reference stays a reference (or becomes "any value").
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{HashMap, HashSet};
 
 use module_sdk::schema::{LIST_SUBSCHEMA_KEYWORDS, MAP_SUBSCHEMA_KEYWORDS, SINGLE_SUBSCHEMA_KEYWORDS};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::keywords::Keywords;
-use super::walk::{MAX_INLINED_NODES, MAX_NESTING, def_name, escape, for_each_child, omitted, visit_nodes};
+use super::prepared::Prepared;
+use super::walk::{MAX_INLINED_NODES, MAX_NESTING, def_name, escape, omitted};
 
 /// Keywords that identify a document rather than constrain a value.
 const DOCUMENT_KEYWORDS: &[&str] = &["$schema", "$id", "$anchor", "$dynamicAnchor", "$vocabulary"];
 
 /// `schema` with references in the one shape every target starts from.
-///
-/// Written from the borrowed document: each node's keywords are rewritten
-/// as a borrowed [`Keywords`] list and only what is kept is copied, once.
 pub fn prepare(schema: &Value) -> Value {
+    prepared(schema).into_value()
+}
+
+/// [`prepare`]'s schema as JSON text, appended to `out`, written from the
+/// borrowed document without a `Value` tree in between.
+pub(crate) fn prepare_json(schema: &Value, out: &mut Vec<u8>) {
+    prepared(schema).write(out);
+}
+
+/// [`prepare`]'s schema, borrowing from `schema` what it keeps as it is:
+/// each node's keywords are rewritten as a borrowed [`Keywords`] list.
+pub(crate) fn prepared(schema: &Value) -> Prepared<'_> {
     let Value::Object(source) = schema else {
-        return schema.clone();
+        return Prepared::Value(Cow::Borrowed(schema));
     };
     let mut root = Keywords::borrowed(source);
     root.remove("title");
@@ -41,20 +51,43 @@ pub fn prepare(schema: &Value) -> Value {
             }
         }
     }
-    let mut preparer = Preparer { document: schema, defs: &defs, stack: Vec::new(), depth: 0, nodes: 0 };
-    let mut prepared_defs = Map::new();
+    let mut preparer = Preparer {
+        document: schema,
+        defs: &defs,
+        stack: Vec::new(),
+        depth: 0,
+        nodes: 0,
+        refs: Vec::new(),
+        root: false,
+    };
+    let mut prepared_defs = Vec::new();
     for (name, def) in order {
         preparer.stack = vec![name.to_owned()];
-        prepared_defs.insert(name.to_owned(), preparer.node(Cow::Borrowed(def)));
+        let node = preparer.node(Cow::Borrowed(def));
+        prepared_defs.push((name, node, std::mem::take(&mut preparer.refs)));
     }
     preparer.stack = vec![String::new()];
-    let Value::Object(mut out) = preparer.merged(root) else { unreachable!("an object node stays an object") };
-    let used = used_defs(&out, &prepared_defs);
-    prepared_defs.retain(|name, _| used.contains(name));
-    if !prepared_defs.is_empty() {
-        out.insert("$defs".into(), Value::Object(prepared_defs));
+    preparer.root = true;
+    let root = preparer.merged(root);
+    let used = used_defs(preparer.refs, &prepared_defs);
+    let mut out = match root.into_object() {
+        Ok(out) => out,
+        // Only a reference to a `false` (or non-schema) definition leaves the root no object.
+        Err(other) => return other,
+    };
+    let kept: Vec<(Cow<'_, str>, Prepared<'_>)> = prepared_defs
+        .into_iter()
+        .filter(|(name, _, _)| used.contains(*name))
+        .map(|(name, node, _)| (Cow::Borrowed(name), node))
+        .collect();
+    if !kept.is_empty() {
+        let defs = Prepared::Object(kept);
+        match out.iter_mut().find(|(keyword, _)| keyword == "$defs") {
+            Some((_, old)) => *old = defs,
+            None => out.push(("$defs".into(), defs)),
+        }
     }
-    Value::Object(out)
+    Prepared::Object(out)
 }
 
 /// Where a `$ref` leads.
@@ -78,6 +111,11 @@ struct Preparer<'a, 'd> {
     depth: usize,
     /// How many nodes this run has prepared, counting inlined copies.
     nodes: usize,
+    /// The definitions the nodes prepared since last taken refer to.
+    refs: Vec<String>,
+    /// Whether the next object prepared is the document's root, whose own
+    /// reference and `$defs` keyword do not count as uses of a definition.
+    root: bool,
 }
 
 impl<'a> Preparer<'a, '_> {
@@ -96,22 +134,22 @@ impl<'a> Preparer<'a, '_> {
     }
 
     /// `node` prepared, or "any value" when it nests too deep.
-    fn node(&mut self, node: Cow<'a, Value>) -> Value {
+    fn node(&mut self, node: Cow<'a, Value>) -> Prepared<'a> {
         self.within(|preparer| match Keywords::of(node) {
             Ok(map) => preparer.object(map),
-            Err(other) => other,
+            Err(other) => Prepared::Value(Cow::Owned(other)),
         })
     }
 
     /// The node of the keywords `map` prepared, as [`Self::node`].
-    fn merged(&mut self, map: Keywords<'a>) -> Value {
+    fn merged(&mut self, map: Keywords<'a>) -> Prepared<'a> {
         self.within(|preparer| preparer.object(map))
     }
 
     /// What `prepare` makes one level deeper, or "any value" past [`MAX_NESTING`].
-    fn within(&mut self, prepare: impl FnOnce(&mut Self) -> Value) -> Value {
+    fn within(&mut self, prepare: impl FnOnce(&mut Self) -> Prepared<'a>) -> Prepared<'a> {
         if self.depth >= MAX_NESTING {
-            return Value::Object(omitted());
+            return Prepared::Value(Cow::Owned(Value::Object(omitted())));
         }
         self.depth += 1;
         self.nodes += 1;
@@ -125,7 +163,17 @@ impl<'a> Preparer<'a, '_> {
         self.nodes >= MAX_INLINED_NODES
     }
 
-    fn object(&mut self, mut map: Keywords<'a>) -> Value {
+    /// `{"$ref": "#/$defs/<name>"}`, counted as a use of `name` unless it is the root.
+    fn reference(&mut self, name: String, root: bool) -> Prepared<'a> {
+        let node = serde_json::json!({ "$ref": format!("#/$defs/{}", escape(&name)) });
+        if !root {
+            self.refs.push(name);
+        }
+        Prepared::Value(Cow::Owned(node))
+    }
+
+    fn object(&mut self, mut map: Keywords<'a>) -> Prepared<'a> {
+        let root = std::mem::replace(&mut self.root, false);
         for keyword in DOCUMENT_KEYWORDS {
             map.remove(keyword);
         }
@@ -134,67 +182,80 @@ impl<'a> Preparer<'a, '_> {
             && let Some(only) = map.remove("allOf").and_then(only_item)
             && let Ok(only) = Keywords::of(only)
         {
+            self.root = root;
             return self.merged(only.merged(map));
         }
         if let Some(reference) = map.remove("$ref")
             && let Value::String(reference) = &*reference
         {
             match self.target(reference) {
-                Target::Def(name) if map.is_empty() => {
-                    map.insert("$ref".into(), Cow::Owned(format!("#/$defs/{}", escape(&name)).into()));
-                    return written(map);
-                }
+                Target::Def(name) if map.is_empty() => return self.reference(name, root),
                 Target::Def(name) if self.stack.contains(&name) || self.spent() => {
-                    let bare = serde_json::json!({ "$ref": format!("#/$defs/{}", escape(&name)) });
                     if map.contains_key("anyOf") || map.contains_key("oneOf") {
-                        return bare;
+                        return self.reference(name, root);
                     }
+                    let bare = serde_json::json!({ "$ref": format!("#/$defs/{}", escape(&name)) });
                     map.insert("anyOf".into(), Cow::Owned(Value::Array(vec![bare])));
                 }
                 Target::Def(name) => {
                     let target = self.defs[name.as_str()];
+                    self.root = root;
                     return self.inline(name, target, map);
                 }
                 Target::Pointer(pointer, _) if self.stack.contains(&pointer) || self.spent() => {}
-                Target::Pointer(pointer, target) => return self.inline(pointer, target, map),
+                Target::Pointer(pointer, target) => {
+                    self.root = root;
+                    return self.inline(pointer, target, map);
+                }
                 Target::Unresolved => {}
             }
         }
-        let mut out = Map::new();
+        let mut out = Vec::new();
         for (keyword, value) in map.into_entries() {
-            let value = self.children(&keyword, value);
-            out.insert(keyword.into_owned(), value);
+            let node = match root && keyword == "$defs" {
+                // The root's own `$defs` (merged in from an `allOf`) are replaced by the used definitions, if any.
+                true => {
+                    let refs = std::mem::take(&mut self.refs);
+                    let node = self.children(&keyword, value);
+                    self.refs = refs;
+                    node
+                }
+                false => self.children(&keyword, value),
+            };
+            out.push((keyword, node));
         }
-        Value::Object(out)
+        Prepared::Object(out)
     }
 
     /// `keyword: value` with the subschemas in `value` prepared.
-    fn children(&mut self, keyword: &str, value: Cow<'a, Value>) -> Value {
+    fn children(&mut self, keyword: &str, value: Cow<'a, Value>) -> Prepared<'a> {
         match value {
             Cow::Borrowed(Value::Array(items)) if LIST_SUBSCHEMA_KEYWORDS.contains(&keyword) => {
-                Value::Array(items.iter().map(|item| self.node(Cow::Borrowed(item))).collect())
+                Prepared::Array(items.iter().map(|item| self.node(Cow::Borrowed(item))).collect())
             }
             Cow::Owned(Value::Array(items)) if LIST_SUBSCHEMA_KEYWORDS.contains(&keyword) => {
-                Value::Array(items.into_iter().map(|item| self.node(Cow::Owned(item))).collect())
+                Prepared::Array(items.into_iter().map(|item| self.node(Cow::Owned(item))).collect())
             }
-            Cow::Borrowed(Value::Object(map)) if MAP_SUBSCHEMA_KEYWORDS.contains(&keyword) => {
-                Value::Object(map.iter().map(|(name, child)| (name.clone(), self.node(Cow::Borrowed(child)))).collect())
-            }
-            Cow::Owned(Value::Object(map)) if MAP_SUBSCHEMA_KEYWORDS.contains(&keyword) => {
-                Value::Object(map.into_iter().map(|(name, child)| (name, self.node(Cow::Owned(child)))).collect())
-            }
+            Cow::Borrowed(Value::Object(map)) if MAP_SUBSCHEMA_KEYWORDS.contains(&keyword) => Prepared::Object(
+                map.iter()
+                    .map(|(name, child)| (Cow::Borrowed(name.as_str()), self.node(Cow::Borrowed(child))))
+                    .collect(),
+            ),
+            Cow::Owned(Value::Object(map)) if MAP_SUBSCHEMA_KEYWORDS.contains(&keyword) => Prepared::Object(
+                map.into_iter().map(|(name, child)| (Cow::Owned(name), self.node(Cow::Owned(child)))).collect(),
+            ),
             value @ (Cow::Borrowed(Value::Object(_) | Value::Bool(_))
             | Cow::Owned(Value::Object(_) | Value::Bool(_)))
                 if SINGLE_SUBSCHEMA_KEYWORDS.contains(&keyword) =>
             {
                 self.node(value)
             }
-            other => other.into_owned(),
+            other => Prepared::Value(other),
         }
     }
 
     /// `target` with the referring node's other keywords laid over it.
-    fn inline(&mut self, key: String, target: &'a Value, siblings: Keywords<'a>) -> Value {
+    fn inline(&mut self, key: String, target: &'a Value, siblings: Keywords<'a>) -> Prepared<'a> {
         let base = match target {
             Value::Object(target) => {
                 // A pointer to the root brings the document's definitions along; they stay at the root.
@@ -204,7 +265,10 @@ impl<'a> Preparer<'a, '_> {
                 target
             }
             Value::Bool(true) => Keywords::default(),
-            other => return other.clone(),
+            other => {
+                self.root = false;
+                return Prepared::Value(Cow::Borrowed(other));
+            }
         };
         self.stack.push(key);
         let out = self.merged(base.merged(siblings));
@@ -222,30 +286,16 @@ fn only_item(list: Cow<'_, Value>) -> Option<Cow<'_, Value>> {
     }
 }
 
-/// The keywords written out as they are (nothing left to prepare in them).
-fn written(map: Keywords<'_>) -> Value {
-    Value::Object(map.into_entries().map(|(keyword, value)| (keyword.into_owned(), value.into_owned())).collect())
-}
-
-/// The `$defs` entries reachable from `root`'s references.
-fn used_defs(root: &Map<String, Value>, defs: &Map<String, Value>) -> BTreeSet<String> {
-    let mut used = BTreeSet::new();
-    let mut pending: Vec<&Value> = Vec::new();
-    for_each_child(root, |step, child| {
-        if step.keyword() != "$defs" {
-            pending.push(child);
+/// The definitions in use: those `root_refs` names, and those they refer to, transitively.
+fn used_defs<'a>(root_refs: Vec<String>, defs: &[(&'a str, Prepared<'_>, Vec<String>)]) -> HashSet<&'a str> {
+    let mut used = HashSet::new();
+    let mut pending = root_refs;
+    while let Some(name) = pending.pop() {
+        if let Some((name, _, refs)) = defs.iter().find(|(def, _, _)| *def == name)
+            && used.insert(*name)
+        {
+            pending.extend(refs.iter().cloned());
         }
-    });
-    while let Some(node) = pending.pop() {
-        visit_nodes(node, |inner| {
-            let name = inner.get("$ref").and_then(Value::as_str).and_then(def_name);
-            if let Some(name) = name
-                && let Some(def) = defs.get(&name)
-                && used.insert(name)
-            {
-                pending.push(def);
-            }
-        });
     }
     used
 }

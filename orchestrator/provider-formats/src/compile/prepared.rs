@@ -1,0 +1,113 @@
+//! What [`prepare`](super::prepare) makes: a schema tree that borrows every
+//! part of the source document it keeps unchanged, written out as JSON text
+//! (no `Value` tree built, hashed and dropped on the way) or made a `Value`
+//! for the passes that rewrite it further.
+
+use std::borrow::Cow;
+
+use serde_json::Value;
+
+/// A prepared schema node.
+#[derive(Debug)]
+pub(crate) enum Prepared<'a> {
+    /// A value kept as it is (borrowed from the document) or made anew.
+    Value(Cow<'a, Value>),
+    /// An object, its keywords in order (no keyword twice).
+    Object(Vec<(Cow<'a, str>, Prepared<'a>)>),
+    /// A list.
+    Array(Vec<Prepared<'a>>),
+}
+
+impl<'a> Prepared<'a> {
+    /// The node as a `Value`.
+    pub(crate) fn into_value(self) -> Value {
+        match self {
+            Self::Value(value) => value.into_owned(),
+            Self::Object(entries) => Value::Object(
+                entries.into_iter().map(|(keyword, node)| (keyword.into_owned(), node.into_value())).collect(),
+            ),
+            Self::Array(items) => Value::Array(items.into_iter().map(Self::into_value).collect()),
+        }
+    }
+
+    /// Appends the node's JSON text to `out`: the bytes `serde_json::to_string` writes for [`Self::into_value`].
+    pub(crate) fn write(&self, out: &mut Vec<u8>) {
+        match self {
+            Self::Value(value) => write_value(value, out),
+            Self::Object(entries) => {
+                out.push(b'{');
+                for (index, (keyword, node)) in entries.iter().enumerate() {
+                    if index > 0 {
+                        out.push(b',');
+                    }
+                    write_str(keyword, out);
+                    out.push(b':');
+                    node.write(out);
+                }
+                out.push(b'}');
+            }
+            Self::Array(items) => {
+                out.push(b'[');
+                for (index, item) in items.iter().enumerate() {
+                    if index > 0 {
+                        out.push(b',');
+                    }
+                    item.write(out);
+                }
+                out.push(b']');
+            }
+        }
+    }
+
+    /// The keywords of an object node (a kept object value's, borrowed as
+    /// they are); a node of any other kind as it is.
+    pub(crate) fn into_object(self) -> Result<Vec<(Cow<'a, str>, Prepared<'a>)>, Self> {
+        match self {
+            Self::Object(entries) => Ok(entries),
+            Self::Value(Cow::Borrowed(Value::Object(map))) => Ok(map
+                .iter()
+                .map(|(keyword, value)| (Cow::Borrowed(keyword.as_str()), Self::Value(Cow::Borrowed(value))))
+                .collect()),
+            Self::Value(Cow::Owned(Value::Object(map))) => Ok(map
+                .into_iter()
+                .map(|(keyword, value)| (Cow::Owned(keyword), Self::Value(Cow::Owned(value))))
+                .collect()),
+            other => Err(other),
+        }
+    }
+}
+
+/// Appends `value`'s compact JSON text to `out`.
+fn write_value(value: &Value, out: &mut Vec<u8>) {
+    // Writing a `Value` to a `Vec` cannot fail.
+    let _ = serde_json::to_writer(out, value);
+}
+
+/// Appends `text` as a JSON string to `out`.
+pub(crate) fn write_str(text: &str, out: &mut Vec<u8>) {
+    // Writing a string to a `Vec` cannot fail.
+    let _ = serde_json::to_writer(out, text);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn text_and_value_agree_escapes_included() {
+        let kept = json!({"b": [1, 2.5, null], "a": "quote \" and \\ and \u{1}"});
+        let node = Prepared::Object(vec![
+            ("z\"\n".into(), Prepared::Value(Cow::Borrowed(&kept))),
+            ("list".into(), Prepared::Array(vec![Prepared::Value(Cow::Owned(json!(true))), Prepared::Array(vec![])])),
+            ("empty".into(), Prepared::Object(vec![])),
+        ]);
+        let mut text = Vec::new();
+        node.write(&mut text);
+        let value = node.into_value();
+        assert_eq!(String::from_utf8(text).unwrap(), serde_json::to_string(&value).unwrap());
+        let entries = Prepared::Value(Cow::Borrowed(&kept)).into_object().unwrap();
+        assert_eq!(Prepared::Object(entries).into_value(), kept);
+        assert!(Prepared::Value(Cow::Owned(json!(1))).into_object().is_err());
+    }
+}
