@@ -135,9 +135,22 @@ impl<'a> Preparer<'a, '_> {
 
     /// `node` prepared, or "any value" when it nests too deep.
     fn node(&mut self, node: Cow<'a, Value>) -> Prepared<'a> {
-        self.within(|preparer| match Keywords::of(node) {
-            Ok(map) => preparer.object(map),
-            Err(other) => Prepared::Value(Cow::Owned(other)),
+        self.within(|preparer| match node {
+            // Nothing to rewrite in the node itself (the common case): its keywords stay as they are, in order.
+            Cow::Borrowed(Value::Object(map)) if !preparer.root && !map.keys().any(|keyword| rewritten(keyword)) => {
+                Prepared::Object(
+                    map.iter()
+                        .map(|(keyword, value)| {
+                            (Cow::Borrowed(keyword.as_str()), preparer.children(keyword, Cow::Borrowed(value)))
+                        })
+                        .collect(),
+                )
+            }
+            Cow::Borrowed(other) if !other.is_object() => Prepared::Value(Cow::Borrowed(other)),
+            node => match Keywords::of(node) {
+                Ok(map) => preparer.object(map),
+                Err(other) => Prepared::Value(Cow::Owned(other)),
+            },
         })
     }
 
@@ -275,6 +288,11 @@ impl<'a> Preparer<'a, '_> {
         self.stack.pop();
         out
     }
+}
+
+/// Whether [`Preparer::object`] drops or rewrites `keyword` of a node.
+fn rewritten(keyword: &str) -> bool {
+    keyword == "$ref" || keyword == "allOf" || DOCUMENT_KEYWORDS.contains(&keyword)
 }
 
 /// The one item of a one-item list.

@@ -74,7 +74,7 @@ pub(super) fn strict_node(rules: &impl StrictRules, node: &Value, path: &Path<'_
         return not("both `anyOf` and `oneOf`");
     }
     let mut out = Map::new();
-    let mut dropped = Map::new();
+    let mut dropped: Vec<(&str, &Value)> = Vec::new();
     for (keyword, value) in map {
         let here = Path::Key(path, keyword);
         match keyword.as_str() {
@@ -105,9 +105,7 @@ pub(super) fn strict_node(rules: &impl StrictRules, node: &Value, path: &Path<'_
                 Keyword::Keep => {
                     out.insert(keyword.clone(), value.clone());
                 }
-                Keyword::Drop => {
-                    dropped.insert(keyword.clone(), value.clone());
-                }
+                Keyword::Drop => dropped.push((keyword, value)),
                 Keyword::Skip => {}
                 Keyword::Rewrite(keyword, value) => {
                     out.insert(keyword.into(), value);
@@ -116,7 +114,7 @@ pub(super) fn strict_node(rules: &impl StrictRules, node: &Value, path: &Path<'_
             },
         }
     }
-    let phrases: Vec<String> = dropped.iter().filter_map(|(k, v)| notes::phrase(k, v)).collect();
+    let phrases: Vec<String> = dropped.into_iter().filter_map(|(k, v)| notes::phrase(k, v)).collect();
     notes::append(&mut out, &phrases);
     if (has_type(&out, "object") || out.contains_key("properties"))
         && let Err(why) = rules.close_object(&mut out, map, matches!(path, Path::Root))
