@@ -4,10 +4,12 @@
 //! every keyword outside the subset dropped, its meaning moved into the
 //! description.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
+use super::keywords::Keywords;
 use super::notes;
 use super::prepare::prepare;
 use super::walk::{MAX_INLINED_NODES, MAX_NESTING, def_name, omitted};
@@ -44,10 +46,15 @@ pub const GEMINI_TYPES: &[&str] = &["string", "number", "integer", "boolean", "a
 
 /// `schema` as Gemini `parameters`.
 pub fn gemini(schema: &Value) -> Value {
-    let prepared = prepare(schema);
+    let mut prepared = prepare(schema);
+    // The definitions are taken out (the other keywords keep their order) and the rest is moved, not copied.
+    let defs = match &mut prepared {
+        Value::Object(root) => root.shift_remove("$defs"),
+        _ => None,
+    };
     let no_defs = Map::new();
-    let defs = prepared.get("$defs").and_then(Value::as_object).unwrap_or(&no_defs);
-    let inlined = Inliner { defs, stack: Vec::new(), depth: 0, nodes: 0 }.inline(&prepared);
+    let defs = defs.as_ref().and_then(Value::as_object).unwrap_or(&no_defs);
+    let inlined = Inliner { defs, stack: Vec::new(), depth: 0, nodes: 0 }.inline(Cow::Owned(prepared));
     let mut left = MAX_INLINED_NODES;
     Value::Object(convert(inlined, &mut left))
 }
@@ -61,16 +68,20 @@ struct Inliner<'a> {
     nodes: usize,
 }
 
-impl Inliner<'_> {
+impl<'a> Inliner<'a> {
     /// `node` with every reference replaced by its definition; a reference
     /// to a definition already being inlined (or past [`MAX_NESTING`] levels
     /// or [`MAX_INLINED_NODES`] nodes) becomes a plain object that says so.
-    fn inline(&mut self, node: &Value) -> Value {
+    /// An owned node is moved into the result, a borrowed one (a definition) copied.
+    fn inline(&mut self, node: Cow<'a, Value>) -> Value {
         if self.depth >= MAX_NESTING {
             return Value::Object(omitted());
         }
         self.nodes += 1;
-        let Value::Object(map) = node else { return node.clone() };
+        let map = match Keywords::of(node) {
+            Ok(map) => map,
+            Err(other) => return other,
+        };
         if let Some(name) = map.get("$ref").and_then(Value::as_str).and_then(def_name) {
             let Some(def) = self.defs.get(&name) else { return json!({}) };
             if self.stack.contains(&name) || self.nodes >= MAX_INLINED_NODES {
@@ -79,28 +90,37 @@ impl Inliner<'_> {
             }
             self.stack.push(name);
             self.depth += 1;
-            let out = self.inline(def);
+            let out = self.inline(Cow::Borrowed(def));
             self.depth -= 1;
             self.stack.pop();
             return out;
         }
         self.depth += 1;
         let mut out = Map::new();
-        for (keyword, value) in map {
+        for (keyword, value) in map.into_entries() {
             if keyword == "$defs" {
                 continue;
             }
-            let value = match (keyword.as_str(), value) {
-                ("properties", Value::Object(children)) => {
-                    Value::Object(children.iter().map(|(name, child)| (name.clone(), self.inline(child))).collect())
+            let value = match (&*keyword, value) {
+                ("properties", Cow::Borrowed(Value::Object(children))) => Value::Object(
+                    children.iter().map(|(name, child)| (name.clone(), self.inline(Cow::Borrowed(child)))).collect(),
+                ),
+                ("properties", Cow::Owned(Value::Object(children))) => Value::Object(
+                    children.into_iter().map(|(name, child)| (name, self.inline(Cow::Owned(child)))).collect(),
+                ),
+                ("anyOf" | "oneOf" | "allOf" | "prefixItems", Cow::Borrowed(Value::Array(items))) => {
+                    Value::Array(items.iter().map(|item| self.inline(Cow::Borrowed(item))).collect())
                 }
-                ("anyOf" | "oneOf" | "allOf" | "prefixItems", Value::Array(items)) => {
-                    Value::Array(items.iter().map(|item| self.inline(item)).collect())
+                ("anyOf" | "oneOf" | "allOf" | "prefixItems", Cow::Owned(Value::Array(items))) => {
+                    Value::Array(items.into_iter().map(|item| self.inline(Cow::Owned(item))).collect())
                 }
-                ("items" | "additionalProperties", item @ Value::Object(_)) => self.inline(item),
-                _ => value.clone(),
+                (
+                    "items" | "additionalProperties",
+                    item @ (Cow::Borrowed(Value::Object(_)) | Cow::Owned(Value::Object(_))),
+                ) => self.inline(item),
+                (_, value) => value.into_owned(),
             };
-            out.insert(keyword.clone(), value);
+            out.insert(keyword.into_owned(), value);
         }
         self.depth -= 1;
         Value::Object(out)
