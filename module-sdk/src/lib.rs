@@ -42,6 +42,8 @@
 extern crate self as module_sdk;
 
 mod auth;
+mod borrowed;
+mod call;
 mod config;
 mod context;
 pub mod contract;
