@@ -42,8 +42,6 @@
 extern crate self as module_sdk;
 
 mod auth;
-mod borrowed;
-mod call;
 mod config;
 mod context;
 pub mod contract;

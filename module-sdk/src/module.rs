@@ -11,8 +11,6 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::time::Instant;
 
-use crate::borrowed::{Borrowed, BorrowedJson, validator_for};
-use crate::call::{Arguments, Call};
 use crate::context::{Context, StateMap};
 use crate::contract::{
     CONTRACT_VERSION, ErrorKind, ModuleManifest, ToolCall, ToolDefinition, ToolResult, check_manifest,
@@ -20,7 +18,7 @@ use crate::contract::{
 use crate::error::ModuleError;
 use crate::metrics::{CallMetrics, ToolMetrics, UNKNOWN_TOOL_LABEL};
 use crate::schema::parameters_of;
-use crate::tool::{ErasedHandler, IntoTool, JsonFuture, Tool};
+use crate::tool::{ErasedHandler, IntoTool, Tool};
 use crate::trace_context::TraceParent;
 use crate::validate::ArgumentValidator;
 
@@ -99,9 +97,6 @@ struct RegisteredTool {
     name: Arc<str>,
     definition: ToolDefinition,
     validator: ArgumentValidator,
-    /// The same schema for arguments read in place: a call it accepts skips
-    /// the `Value` tree (whose validator words the problems of the rest).
-    borrowed_validator: jsonschema::Validator<BorrowedJson>,
     handler: Arc<dyn ErasedHandler>,
     timeout: std::time::Duration,
     metrics: ToolMetrics,
@@ -114,8 +109,6 @@ impl RegisteredTool {
         let seconds = tool.timeout.as_secs_f64();
         let validator = ArgumentValidator::new(&tool.input_schema)
             .map_err(|e| ModuleError::InvalidSchema(full_name.to_owned(), e))?;
-        let borrowed_validator =
-            validator_for(&tool.input_schema).map_err(|e| ModuleError::InvalidSchema(full_name.to_owned(), e))?;
         let definition = ToolDefinition {
             name: full_name.to_owned(),
             description: tool.description,
@@ -132,48 +125,11 @@ impl RegisteredTool {
             name: full_name.into(),
             definition,
             validator,
-            borrowed_validator,
             handler: tool.handler,
             timeout: tool.timeout,
             metrics,
         })
     }
-
-    /// `arguments` checked against the input schema, or the problems found.
-    fn validated<'a>(&self, arguments: Arguments<'a>) -> Result<Valid<'a>, String> {
-        let arguments = match arguments {
-            Arguments::Sent { text, tree } if self.borrowed_validator.is_valid(&tree) => {
-                return Ok(Valid::Sent { text, tree });
-            }
-            // Refused: the `Value` validator words why, as it always has.
-            Arguments::Sent { tree, .. } => tree.to_json_value(),
-            Arguments::Tree(members) => Value::Object(members),
-        };
-        self.validator.check(&arguments)?;
-        Ok(Valid::Tree(arguments))
-    }
-
-    /// The handler's future for `arguments`.
-    fn start(&self, ctx: Context, arguments: Valid<'_>) -> JsonFuture {
-        match arguments {
-            // Read straight into the argument type; when that fails, from the
-            // tree, which words the error as before.
-            Valid::Sent { text, tree } => {
-                self.handler.call_text(ctx, text).unwrap_or_else(|ctx| self.handler.call(ctx, tree.to_json_value()))
-            }
-            Valid::Tree(arguments) => self.handler.call(ctx, arguments),
-        }
-    }
-}
-
-/// A call's arguments that fit its tool's input schema.
-enum Valid<'a> {
-    /// As sent, with their borrowed tree.
-    Sent {
-        text: &'a str,
-        tree: Borrowed<'a>,
-    },
-    Tree(Value),
 }
 
 /// A checked module, ready to execute calls; shared by the HTTP server and
@@ -202,13 +158,13 @@ impl ModuleService {
     /// handler under its timeout with panics contained, and logs one event.
     /// Every failure becomes a `success: false` result, never a panic.
     pub async fn execute(&self, call: ToolCall) -> ToolResult {
-        self.answer(call.into(), None).await.into_tool_result()
+        self.answer(call, None).await.into_tool_result()
     }
 
     /// [`ModuleService::execute`] with the result left serialized: what
     /// `POST /execute` writes out, in one pass; `trace` is the caller's
     /// `traceparent`, whose trace id the call's log events carry.
-    pub(crate) async fn answer(&self, call: Call<'_>, trace: Option<TraceParent>) -> Answer {
+    pub(crate) async fn answer(&self, call: ToolCall, trace: Option<TraceParent>) -> Answer {
         let started = Instant::now();
         let user_id_present = call.user_id.is_some();
         let tool = self.tools.get(&call.tool_name);
@@ -245,24 +201,24 @@ impl ModuleService {
 
     /// Runs `call`, which arrived at `started`, with `tool`, the module's
     /// tool of that name (if any).
-    async fn run(&self, tool: Option<&RegisteredTool>, call: Call<'_>, started: Instant) -> Answer {
+    async fn run(&self, tool: Option<&RegisteredTool>, call: ToolCall, started: Instant) -> Answer {
         let Some(tool) = tool else {
             let message = self.unknown_tool(&call.tool_name);
             return Answer::failure(call.tool_name, ErrorKind::UnknownTool, message);
         };
-        // Validated borrowed, then read into the handler's argument type:
-        // neither tree is copied.
-        let arguments = match tool.validated(call.arguments) {
-            Ok(arguments) => arguments,
-            Err(problems) => return Answer::failure(call.tool_name, ErrorKind::InvalidArguments, problems),
-        };
+        // Validated borrowed, then moved into the handler's argument type:
+        // the tree is never copied.
+        let arguments = Value::Object(call.arguments);
+        if let Err(problems) = tool.validator.check(&arguments) {
+            return Answer::failure(call.tool_name, ErrorKind::InvalidArguments, problems);
+        }
         // The call's timeout counts from its arrival: no clock read of its own.
         let deadline = started + tool.timeout;
         let ctx = Context::new(tool.name.clone(), call.user_id, deadline, self.state.clone());
         // Cancelled when this call ends for any reason, including the caller
         // going away (the future is then dropped).
         let _cancel_on_exit = ctx.cancellation().clone().drop_guard();
-        let running = AssertUnwindSafe(async { tool.start(ctx, arguments).await }).catch_unwind();
+        let running = AssertUnwindSafe(async { tool.handler.call(ctx, arguments).await }).catch_unwind();
         match tokio::time::timeout_at(deadline, running).await {
             Ok(Ok(Ok(result))) => Answer::success(call.tool_name, result),
             Ok(Ok(Err(error))) => Answer::failure(call.tool_name, error.kind(), error.message()),
@@ -512,46 +468,6 @@ mod tests {
         for answer in answers {
             let written = serde_json::to_string(&answer).unwrap();
             assert_eq!(written, serde_json::to_string(&answer.into_tool_result()).unwrap());
-        }
-    }
-
-    #[derive(Deserialize, JsonSchema)]
-    struct Counted {
-        /// A count.
-        count: u32,
-        /// A note.
-        note: Option<String>,
-    }
-
-    /// Say the count and note back.
-    #[tool]
-    async fn counted(_ctx: Context, args: Counted) -> Result<(u32, Option<String>), ToolError> {
-        Ok((args.count, args.note))
-    }
-
-    #[tokio::test]
-    async fn a_body_read_in_place_is_answered_as_its_tool_call_is() {
-        let service = module().tool(counted).build().unwrap();
-        for body in [
-            r#"{"tool_name":"unit.echo","arguments":{"text":"hi"}}"#,
-            r#"{"tool_name":"unit.echo","arguments":{"text":"h\u00e9\n\"i\""},"user_id":"u"}"#,
-            r#"{"tool_name":"unit.echo","arguments":{"text":"hi","other":[1,{"a":null}]}}"#,
-            r#"{"tool_name":"unit.echo","arguments":{"text":5}}"#,
-            r#"{"tool_name":"unit.echo","arguments":{}}"#,
-            r#"{"tool_name":"unit.echo"}"#,
-            r#"{"tool_name":"unit.nope","arguments":{"text":"hi"}}"#,
-            r#"{"tool_name":"unit.stateful","arguments":{"text":"hi"},"user_id":"u"}"#,
-            r#"{"tool_name":"unit.counted","arguments":{"count":7,"note":null}}"#,
-            r#"{"tool_name":"unit.counted","arguments":{"count":7.0}}"#,
-            r#"{"tool_name":"unit.counted","arguments":{"count":5000000000}}"#,
-            r#"{"tool_name":"unit.counted","arguments":{"count":-1}}"#,
-            r#"{"tool_name":"unit.counted","arguments":{"count":18446744073709551616}}"#,
-            r#"{"tool_name":"unit.counted","arguments":{"count":1,"note":"a\u0000b"}}"#,
-        ] {
-            let in_place = Call::read(body.as_bytes()).expect("read in place");
-            let as_tool_call: ToolCall = serde_json::from_str(body).unwrap();
-            let answer = |call| async { serde_json::to_string(&service.answer(call, None).await).unwrap() };
-            assert_eq!(answer(in_place).await, answer(as_tool_call.into()).await, "{body}");
         }
     }
 

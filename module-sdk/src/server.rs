@@ -21,7 +21,6 @@ use tokio::net::TcpListener;
 use tower::{Layer, Service};
 
 use crate::auth::Authorized;
-use crate::call::Call;
 use crate::config::ServeConfig;
 use crate::contract::{ErrorBody, ModuleManifest, ToolCall, ToolResult};
 use crate::error::{ModuleError, ServeError};
@@ -261,13 +260,9 @@ pub(crate) async fn execute(
         Ok(body) => body,
         Err(rejection) => return body_refused(rejection.status(), rejection.body_text()),
     };
-    // Read in place when it can be; otherwise as a ToolCall, which says what is wrong.
-    let call = match Call::read(&body) {
-        Some(call) => call,
-        None => match serde_json::from_slice::<ToolCall>(&body) {
-            Ok(call) => call.into(),
-            Err(error) => return error_response(StatusCode::BAD_REQUEST, bad_call_message(&error)),
-        },
+    let call: ToolCall = match serde_json::from_slice(&body) {
+        Ok(call) => call,
+        Err(error) => return error_response(StatusCode::BAD_REQUEST, bad_call_message(&error)),
     };
     let answer = state.service.answer(call, trace).await;
     // Written into a buffer of its whole size: no reallocation while it grows.

@@ -57,15 +57,7 @@ pub(crate) type JsonFuture = Pin<Box<dyn Future<Output = Result<Box<RawValue>, T
 
 /// A handler with its argument and result types erased to JSON.
 pub(crate) trait ErasedHandler: Send + Sync {
-    /// The handler's future for `arguments`; a ready failure when they do
-    /// not deserialize into its argument type.
     fn call(&self, ctx: Context, arguments: Value) -> JsonFuture;
-
-    /// The handler's future for arguments deserialized straight from their
-    /// JSON `text`; `ctx` back when they do not deserialize, for
-    /// [`ErasedHandler::call`] on their tree (which words the error as it
-    /// always has).
-    fn call_text(&self, ctx: Context, text: &str) -> Result<JsonFuture, Context>;
 }
 
 /// The one [`ErasedHandler`]: deserializes arguments, serializes the result.
@@ -81,30 +73,13 @@ where
     R: Serialize + Send + 'static,
 {
     fn call(&self, ctx: Context, arguments: Value) -> JsonFuture {
-        match serde_json::from_value::<A>(arguments) {
-            Ok(args) => self.run(ctx, args),
+        let args = match serde_json::from_value::<A>(arguments) {
+            Ok(args) => args,
             Err(error) => {
                 let message = format!("arguments: {error}");
-                Box::pin(async move { Err(ToolError::invalid_arguments(message)) })
+                return Box::pin(async move { Err(ToolError::invalid_arguments(message)) });
             }
-        }
-    }
-
-    fn call_text(&self, ctx: Context, text: &str) -> Result<JsonFuture, Context> {
-        match serde_json::from_str::<A>(text) {
-            Ok(args) => Ok(self.run(ctx, args)),
-            Err(_) => Err(ctx),
-        }
-    }
-}
-
-impl<H, A, R> Typed<H, A, R>
-where
-    H: ToolHandler<A, R>,
-    R: Serialize + Send + 'static,
-{
-    /// Runs the handler on `args`, its result serialized once.
-    fn run(&self, ctx: Context, args: A) -> JsonFuture {
+        };
         let output = self.handler.call(ctx, args);
         Box::pin(async move {
             let output = output.await?;
