@@ -9,10 +9,9 @@ use std::task::Poll;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, FromRequestParts, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use futures::future::Either;
@@ -109,21 +108,6 @@ pub(crate) fn router(service: Arc<ModuleService>, config: &ServeConfig) -> Route
         .with_state(state)
 }
 
-/// Refuses a `POST`, `PUT` or `PATCH` that carries a body unless its
-/// `Content-Type` is `application/json` (parameters such as `charset`
-/// allowed), with `415` and a JSON error. A web page can make a browser
-/// post a form or `text/plain` to any address without asking, never JSON:
-/// so a server reachable from a browser cannot be driven from another site.
-/// Add it with `axum::middleware::from_fn(require_json_content_type)`.
-/// (A module's own router applies the same rule with [`RequireJsonLayer`],
-/// which costs no allocation per request.)
-pub async fn require_json_content_type(request: Request, next: Next) -> Response {
-    match json_content_type_refusal(&request) {
-        Some(refusal) => refusal,
-        None => next.run(request).await,
-    }
-}
-
 /// The `415` for `request` when it carries a body that is not sent as JSON;
 /// `None` when it may go on.
 fn json_content_type_refusal<B: axum::body::HttpBody>(request: &axum::http::Request<B>) -> Option<Response> {
@@ -140,12 +124,17 @@ fn json_content_type_refusal<B: axum::body::HttpBody>(request: &axum::http::Requ
     Some(error_response(StatusCode::UNSUPPORTED_MEDIA_TYPE, message))
 }
 
-/// [`require_json_content_type`] as a tower layer: the request goes on to
-/// the inner service's own future, or the `415` is ready at once, so the
-/// check neither boxes a future nor clones the route per request (as
-/// `axum::middleware::from_fn` does).
+/// Refuses a `POST`, `PUT` or `PATCH` that carries a body unless its
+/// `Content-Type` is `application/json` (parameters such as `charset`
+/// allowed), with `415` and a JSON error. A web page can make a browser
+/// post a form or `text/plain` to any address without asking, never JSON:
+/// so a server reachable from a browser cannot be driven from another site.
+/// Add it with `router.layer(RequireJsonLayer)`; the request goes on to the
+/// inner service's own future, or the `415` is ready at once, so the check
+/// neither boxes a future nor clones the route per request (as
+/// `axum::middleware::from_fn` would).
 #[derive(Debug, Clone, Copy)]
-struct RequireJsonLayer;
+pub struct RequireJsonLayer;
 
 impl<S> Layer<S> for RequireJsonLayer {
     type Service = RequireJson<S>;
@@ -157,7 +146,7 @@ impl<S> Layer<S> for RequireJsonLayer {
 
 /// The service of [`RequireJsonLayer`].
 #[derive(Debug, Clone)]
-struct RequireJson<S>(S);
+pub struct RequireJson<S>(S);
 
 impl<S, B> Service<axum::http::Request<B>> for RequireJson<S>
 where

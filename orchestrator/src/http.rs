@@ -54,7 +54,7 @@ pub fn router(orchestrator: Arc<Orchestrator>) -> Router {
         // One `layer` call for all three: axum wraps each call's layers around
         // every route in a boxed service of its own, cloned per request.
         .layer((
-            axum::middleware::from_fn(module_sdk::service::require_json_content_type),
+            module_sdk::service::RequireJsonLayer,
             crate::trace::KeepRequestTraceLayer,
             DefaultBodyLimit::max(body_limit),
         ))

@@ -1,7 +1,7 @@
 //! Answers for requests the API does not serve: a route that does not
 //! exist (`404`) and a method a route does not take (`405`), each with a
 //! JSON `{"error": ...}` body like every other error. (Bodies that are not
-//! JSON get `415` from the SDK's `require_json_content_type`.)
+//! JSON get `415` from the SDK's `RequireJsonLayer`.)
 
 use axum::http::StatusCode;
 use axum::response::Response;
