@@ -72,6 +72,23 @@ struct Target {
     cpu_c1: (f64, f64),
 }
 
+impl Target {
+    /// `name`, posting `body` to `url`/execute, served by `server_pid`; not measured yet.
+    fn new(name: &'static str, url: String, body: String, server_pid: Option<u32>) -> Self {
+        let unmeasured = (f64::NAN, f64::NAN);
+        Self {
+            name,
+            url,
+            body,
+            server_pid,
+            throughput: None,
+            one_connection: None,
+            cpu_c32: unmeasured,
+            cpu_c1: unmeasured,
+        }
+    }
+}
+
 /// Runs `wrk` on `target` with `connections` for [`PHASE`]; its figures and
 /// the server's CPU per call (user, system) in µs meanwhile.
 fn measure(target: &Target, connections: usize) -> (WrkRun, (f64, f64)) {
@@ -102,48 +119,12 @@ async fn routing() {
     request["user_permission"] = json!("user");
     let (call, request) = (call.to_string(), request.to_string());
     let mut targets = vec![
-        Target {
-            name: "direct to the module",
-            url: module.url(),
-            body: call.clone(),
-            server_pid: Some(std::process::id()),
-            throughput: None,
-            one_connection: None,
-            cpu_c32: (f64::NAN, f64::NAN),
-            cpu_c1: (f64::NAN, f64::NAN),
-        },
-        Target {
-            name: "routed, logging each call",
-            url: logged.url.clone(),
-            body: request.clone(),
-            server_pid: Some(logged.pid()),
-            throughput: None,
-            one_connection: None,
-            cpu_c32: (f64::NAN, f64::NAN),
-            cpu_c1: (f64::NAN, f64::NAN),
-        },
-        Target {
-            name: "routed, RUST_LOG=warn",
-            url: quiet.url.clone(),
-            body: request,
-            server_pid: Some(quiet.pid()),
-            throughput: None,
-            one_connection: None,
-            cpu_c32: (f64::NAN, f64::NAN),
-            cpu_c1: (f64::NAN, f64::NAN),
-        },
+        Target::new("direct to the module", module.url(), call.clone(), Some(std::process::id())),
+        Target::new("routed, logging each call", logged.url.clone(), request.clone(), Some(logged.pid())),
+        Target::new("routed, RUST_LOG=warn", quiet.url.clone(), request, Some(quiet.pid())),
     ];
     if let Some(proxy) = &proxy {
-        targets.push(Target {
-            name: "nginx proxy",
-            url: proxy.url.clone(),
-            body: call,
-            server_pid: cpu::first_child(proxy.master_pid()),
-            throughput: None,
-            one_connection: None,
-            cpu_c32: (f64::NAN, f64::NAN),
-            cpu_c1: (f64::NAN, f64::NAN),
-        });
+        targets.push(Target::new("nginx proxy", proxy.url.clone(), call, cpu::first_child(proxy.master_pid())));
     }
     let client = reqwest::Client::new();
     for target in &targets {
