@@ -9,7 +9,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
-use super::keywords::Keywords;
+use super::keywords::{Keywords, items, members};
 use super::notes;
 use super::prepare::prepare;
 use super::walk::{MAX_INLINED_NODES, MAX_NESTING, def_name, omitted};
@@ -101,24 +101,19 @@ impl<'a> Inliner<'a> {
             if keyword == "$defs" {
                 continue;
             }
-            let value = match (&*keyword, value) {
-                ("properties", Cow::Borrowed(Value::Object(children))) => Value::Object(
-                    children.iter().map(|(name, child)| (name.clone(), self.inline(Cow::Borrowed(child)))).collect(),
-                ),
-                ("properties", Cow::Owned(Value::Object(children))) => Value::Object(
-                    children.into_iter().map(|(name, child)| (name, self.inline(Cow::Owned(child)))).collect(),
-                ),
-                ("anyOf" | "oneOf" | "allOf" | "prefixItems", Cow::Borrowed(Value::Array(items))) => {
-                    Value::Array(items.iter().map(|item| self.inline(Cow::Borrowed(item))).collect())
-                }
-                ("anyOf" | "oneOf" | "allOf" | "prefixItems", Cow::Owned(Value::Array(items))) => {
-                    Value::Array(items.into_iter().map(|item| self.inline(Cow::Owned(item))).collect())
-                }
-                (
-                    "items" | "additionalProperties",
-                    item @ (Cow::Borrowed(Value::Object(_)) | Cow::Owned(Value::Object(_))),
-                ) => self.inline(item),
-                (_, value) => value.into_owned(),
+            let value = match &*keyword {
+                "properties" => match members(value) {
+                    Ok(children) => {
+                        Value::Object(children.map(|(name, child)| (name.into_owned(), self.inline(child))).collect())
+                    }
+                    Err(other) => other.into_owned(),
+                },
+                "anyOf" | "oneOf" | "allOf" | "prefixItems" => match items(value) {
+                    Ok(items) => Value::Array(items.map(|item| self.inline(item)).collect()),
+                    Err(other) => other.into_owned(),
+                },
+                "items" | "additionalProperties" if value.is_object() => self.inline(value),
+                _ => value.into_owned(),
             };
             out.insert(keyword.into_owned(), value);
         }

@@ -9,7 +9,34 @@
 
 use std::borrow::Cow;
 
+use either::Either;
 use serde_json::{Map, Value};
+
+/// The members of `node` when it is an object, each borrowed or owned as
+/// `node` is, in order; any other node as it is.
+pub(super) fn members<'a>(
+    node: Cow<'a, Value>,
+) -> Result<impl Iterator<Item = (Cow<'a, str>, Cow<'a, Value>)>, Cow<'a, Value>> {
+    match node {
+        Cow::Borrowed(Value::Object(map)) => {
+            Ok(Either::Left(map.iter().map(|(name, value)| (Cow::Borrowed(name.as_str()), Cow::Borrowed(value)))))
+        }
+        Cow::Owned(Value::Object(map)) => {
+            Ok(Either::Right(map.into_iter().map(|(name, value)| (Cow::Owned(name), Cow::Owned(value)))))
+        }
+        other => Err(other),
+    }
+}
+
+/// The items of `node` when it is a list, each borrowed or owned as `node`
+/// is, in order; any other node as it is.
+pub(super) fn items<'a>(node: Cow<'a, Value>) -> Result<impl Iterator<Item = Cow<'a, Value>>, Cow<'a, Value>> {
+    match node {
+        Cow::Borrowed(Value::Array(items)) => Ok(Either::Left(items.iter().map(Cow::Borrowed))),
+        Cow::Owned(Value::Array(items)) => Ok(Either::Right(items.into_iter().map(Cow::Owned))),
+        other => Err(other),
+    }
+}
 
 /// One node's keywords and values, in order; each borrowed or owned.
 #[derive(Debug, Default)]
@@ -18,13 +45,7 @@ pub(super) struct Keywords<'a>(Vec<(Cow<'a, str>, Cow<'a, Value>)>);
 impl<'a> Keywords<'a> {
     /// The keywords of `node` when it is an object; otherwise the node itself, owned.
     pub(super) fn of(node: Cow<'a, Value>) -> Result<Self, Value> {
-        match node {
-            Cow::Borrowed(Value::Object(map)) => Ok(Self::borrowed(map)),
-            Cow::Owned(Value::Object(map)) => {
-                Ok(Self(map.into_iter().map(|(keyword, value)| (Cow::Owned(keyword), Cow::Owned(value))).collect()))
-            }
-            other => Err(other.into_owned()),
-        }
+        members(node).map(|members| Self(members.collect())).map_err(Cow::into_owned)
     }
 
     /// The keywords of `map`, borrowed.

@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use module_sdk::schema::{LIST_SUBSCHEMA_KEYWORDS, MAP_SUBSCHEMA_KEYWORDS, SINGLE_SUBSCHEMA_KEYWORDS};
 use serde_json::Value;
 
-use super::keywords::Keywords;
+use super::keywords::{Keywords, items, members};
 use super::prepared::Prepared;
 use super::walk::{MAX_INLINED_NODES, MAX_NESTING, def_name, escape, omitted};
 
@@ -242,25 +242,23 @@ impl<'a> Preparer<'a, '_> {
 
     /// `keyword: value` with the subschemas in `value` prepared.
     fn children(&mut self, keyword: &str, value: Cow<'a, Value>) -> Prepared<'a> {
+        let value = if LIST_SUBSCHEMA_KEYWORDS.contains(&keyword) {
+            match items(value) {
+                Ok(items) => return Prepared::Array(items.map(|item| self.node(item)).collect()),
+                Err(other) => other,
+            }
+        } else if MAP_SUBSCHEMA_KEYWORDS.contains(&keyword) {
+            match members(value) {
+                Ok(members) => {
+                    return Prepared::Object(members.map(|(name, child)| (name, self.node(child))).collect());
+                }
+                Err(other) => other,
+            }
+        } else {
+            value
+        };
         match value {
-            Cow::Borrowed(Value::Array(items)) if LIST_SUBSCHEMA_KEYWORDS.contains(&keyword) => {
-                Prepared::Array(items.iter().map(|item| self.node(Cow::Borrowed(item))).collect())
-            }
-            Cow::Owned(Value::Array(items)) if LIST_SUBSCHEMA_KEYWORDS.contains(&keyword) => {
-                Prepared::Array(items.into_iter().map(|item| self.node(Cow::Owned(item))).collect())
-            }
-            Cow::Borrowed(Value::Object(map)) if MAP_SUBSCHEMA_KEYWORDS.contains(&keyword) => Prepared::Object(
-                map.iter()
-                    .map(|(name, child)| (Cow::Borrowed(name.as_str()), self.node(Cow::Borrowed(child))))
-                    .collect(),
-            ),
-            Cow::Owned(Value::Object(map)) if MAP_SUBSCHEMA_KEYWORDS.contains(&keyword) => Prepared::Object(
-                map.into_iter().map(|(name, child)| (Cow::Owned(name), self.node(Cow::Owned(child)))).collect(),
-            ),
-            value @ (Cow::Borrowed(Value::Object(_) | Value::Bool(_))
-            | Cow::Owned(Value::Object(_) | Value::Bool(_)))
-                if SINGLE_SUBSCHEMA_KEYWORDS.contains(&keyword) =>
-            {
+            value if SINGLE_SUBSCHEMA_KEYWORDS.contains(&keyword) && (value.is_object() || value.is_boolean()) => {
                 self.node(value)
             }
             other => Prepared::Value(other),
@@ -297,11 +295,7 @@ fn rewritten(keyword: &str) -> bool {
 
 /// The one item of a one-item list.
 fn only_item(list: Cow<'_, Value>) -> Option<Cow<'_, Value>> {
-    match list {
-        Cow::Borrowed(Value::Array(items)) => items.first().map(Cow::Borrowed),
-        Cow::Owned(Value::Array(mut items)) => items.pop().map(Cow::Owned),
-        _ => None,
-    }
+    items(list).ok()?.next()
 }
 
 /// The definitions in use: those `root_refs` names, and those they refer to, transitively.

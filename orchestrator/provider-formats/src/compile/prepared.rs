@@ -7,6 +7,8 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
+use super::keywords::members;
+
 /// A prepared schema node.
 #[derive(Debug)]
 pub(crate) enum Prepared<'a> {
@@ -64,14 +66,10 @@ impl<'a> Prepared<'a> {
     pub(crate) fn into_object(self) -> Result<Vec<(Cow<'a, str>, Prepared<'a>)>, Self> {
         match self {
             Self::Object(entries) => Ok(entries),
-            Self::Value(Cow::Borrowed(Value::Object(map))) => Ok(map
-                .iter()
-                .map(|(keyword, value)| (Cow::Borrowed(keyword.as_str()), Self::Value(Cow::Borrowed(value))))
-                .collect()),
-            Self::Value(Cow::Owned(Value::Object(map))) => Ok(map
-                .into_iter()
-                .map(|(keyword, value)| (Cow::Owned(keyword), Self::Value(Cow::Owned(value))))
-                .collect()),
+            Self::Value(value) => match members(value) {
+                Ok(members) => Ok(members.map(|(keyword, value)| (keyword, Self::Value(value))).collect()),
+                Err(other) => Err(Self::Value(other)),
+            },
             other => Err(other),
         }
     }
