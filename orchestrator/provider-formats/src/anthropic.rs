@@ -6,6 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::calls::{arguments_from_value, generated_id, not_shape, result_text};
 use super::compile::{self, Compiled, StrictBudget, StrictCost};
+use super::json_object::object_text;
 use super::{ProviderError, RequestedCall};
 
 /// How the text of a strict definition ends: `strict` is its last field.
@@ -24,6 +25,22 @@ pub fn definition(tool: &ToolDefinition, name: &str) -> Value {
         fields.insert("strict".into(), true.into());
     }
     Value::Object(fields)
+}
+
+/// [`definition`] as JSON text, written without building it as a `Value`
+/// (the schema straight from its compiled tree), and when it is strict the
+/// budget its schema takes.
+pub fn definition_json(tool: &ToolDefinition, name: &str) -> (String, Option<StrictCost>) {
+    compile::with_anthropic(&compile::input_schema(tool), |schema, strict| {
+        let text = object_text(|object| {
+            let object = object
+                .string("name", name)
+                .string("description", tool.description.trim())
+                .field("input_schema", |out| schema.write(out));
+            if strict { object.boolean("strict", true) } else { object }
+        });
+        (text, strict.then(|| StrictCost::of_node(compile::Node::from(schema))))
+    })
 }
 
 /// Anthropic's per-request strict budget applied to one listing in order:

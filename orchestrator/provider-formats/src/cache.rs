@@ -14,10 +14,10 @@ use std::sync::{Arc, PoisonError, RwLock};
 use module_sdk::contract::{ModuleManifest, ToolDefinition};
 use serde_json::Value;
 
-use super::anthropic::StrictLimit;
+use super::anthropic::{self, StrictLimit};
 use super::compile::StrictCost;
 use super::names::NameMap;
-use super::{ToolFormat, convert_tool, gemini, text};
+use super::{ToolFormat, gemini, openai, text};
 
 /// One tool of a listing, and where its definition comes from.
 #[derive(Debug, Clone, Copy)]
@@ -206,13 +206,9 @@ fn refreshed(format: ToolFormat, listed: Listed<'_>, names: &NameMap, old: Optio
         ToolFormat::Prompt => (text::escaped(&text::tool_section(listed.tool)), None),
         ToolFormat::Gemini => (gemini::definition_json(listed.tool, &name), None),
         ToolFormat::GeminiJsonSchema => (gemini::json_schema_definition_json(listed.tool, &name), None),
-        _ => {
-            let converted = convert_tool(format, listed.tool, &name);
-            let strict = (format == ToolFormat::Anthropic && converted.get("strict") == Some(&Value::Bool(true)))
-                .then(|| StrictCost::of(converted.get("input_schema").unwrap_or(&Value::Null)));
-            // `serde_json::to_string` writes bytes; `Value::to_string` goes through `fmt` and is slower.
-            (serde_json::to_string(&converted).expect("a Value always serializes"), strict)
-        }
+        ToolFormat::OpenAiChat => (openai::chat_definition_json(listed.tool, &name), None),
+        ToolFormat::OpenAiResponses => (openai::responses_definition_json(listed.tool, &name), None),
+        ToolFormat::Anthropic => anthropic::definition_json(listed.tool, &name),
     };
     Entry { origin: Origin::of(listed), name: name.into_owned(), text: text.into(), strict }
 }

@@ -15,6 +15,7 @@ mod cache;
 mod calls;
 pub mod compile;
 mod gemini;
+mod json_object;
 pub mod names;
 mod openai;
 pub mod rules;

@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::calls::{arguments_from_text, arguments_from_value, generated_id, not_shape, result_text};
 use super::compile::{self, Compiled};
+use super::json_object::{ObjectText, object_text};
 use super::names::{MAX_DESCRIPTION_CHARS, trim_description};
 use super::{ProviderError, RequestedCall};
 
@@ -20,6 +21,32 @@ fn function_fields(tool: &ToolDefinition, name: &str) -> Map<String, Value> {
     fields.insert("parameters".into(), schema);
     fields.insert("strict".into(), strict.into());
     fields
+}
+
+/// The function fields both OpenAI APIs share, written into `object`
+/// (the schema straight from its compiled tree).
+fn function_fields_json<'o>(tool: &ToolDefinition, name: &str, object: ObjectText<'o>) -> ObjectText<'o> {
+    compile::with_openai(&compile::input_schema(tool), |schema, strict| {
+        object
+            .string("name", name)
+            .string("description", &trim_description(&tool.description, MAX_DESCRIPTION_CHARS))
+            .field("parameters", |out| schema.write(out))
+            .boolean("strict", strict)
+    })
+}
+
+/// [`chat_definition`] as JSON text, written without building it as a `Value`.
+pub fn chat_definition_json(tool: &ToolDefinition, name: &str) -> String {
+    object_text(|object| {
+        object
+            .string("type", "function")
+            .field("function", |out| function_fields_json(tool, name, ObjectText::start(out)).end())
+    })
+}
+
+/// [`responses_definition`] as JSON text, written without building it as a `Value`.
+pub fn responses_definition_json(tool: &ToolDefinition, name: &str) -> String {
+    object_text(|object| function_fields_json(tool, name, object.string("type", "function")))
 }
 
 /// A Chat Completions tool definition.

@@ -11,12 +11,16 @@
 
 use std::collections::HashSet;
 
-use serde_json::{Map, Value, json};
+use std::borrow::Cow;
 
+use serde_json::Value;
+
+use super::node::Node;
 use super::openai::Compiled;
-use super::prepare::prepare;
+use super::prepare::prepared;
+use super::prepared::{Entries, Prepared, set};
 use super::strict::{Keyword, Path, StrictRules, strict_node};
-use super::walk::{def_name, visit_nodes};
+use super::walk::def_name;
 
 /// Keywords Anthropic's strict mode takes as they are (`format` when in
 /// [`ANTHROPIC_STRICT_FORMATS`], `minItems` when 0 or 1).
@@ -51,16 +55,22 @@ pub const MAX_STRICT_UNIONS: usize = 16;
 
 /// `schema` for Anthropic: strict when it can be, otherwise the prepared schema.
 pub fn anthropic(schema: &Value) -> Compiled {
-    let prepared = prepare(schema);
-    match anthropic_strict(&prepared) {
-        Some(strict) => Compiled { schema: strict, strict: true },
-        None => Compiled { schema: prepared, strict: false },
+    with_anthropic(schema, |tree, strict| Compiled { schema: Node::from(tree).to_value().into_owned(), strict })
+}
+
+/// [`anthropic`]'s schema as a tree that borrows from `schema` (to be
+/// written out as text), given to `f` with whether it is strict.
+pub(crate) fn with_anthropic<R>(schema: &Value, f: impl FnOnce(&Prepared<'_>, bool) -> R) -> R {
+    let prepared = prepared(schema);
+    match anthropic_strict(Node::from(&prepared)) {
+        Some(strict) => f(&strict, true),
+        None => f(&prepared, false),
     }
 }
 
 /// The strict form of a prepared schema, if it has one.
-fn anthropic_strict(prepared: &Value) -> Option<Value> {
-    if prepared.get("type").and_then(Value::as_str) != Some("object") || is_recursive(prepared) {
+fn anthropic_strict(prepared: Node<'_>) -> Option<Prepared<'_>> {
+    if prepared.get("type").and_then(Node::as_str) != Some("object") || recursive(prepared) {
         return None;
     }
     strict_node(&Anthropic, prepared, &Path::Root).ok()
@@ -68,21 +78,27 @@ fn anthropic_strict(prepared: &Value) -> Option<Value> {
 
 /// Whether a prepared schema's `$defs` refer to themselves, directly or through others.
 pub fn is_recursive(schema: &Value) -> bool {
-    let Some(defs) = schema.get("$defs").and_then(Value::as_object) else { return false };
-    let refs = |def: &Value| {
+    recursive(Node::Value(schema))
+}
+
+/// [`is_recursive`] of a document or a prepared tree.
+fn recursive(schema: Node<'_>) -> bool {
+    let Some(defs) = schema.get("$defs") else { return false };
+    let Some(entries) = defs.entries() else { return false };
+    let refs = |def: Node<'_>| {
         let mut names = Vec::new();
-        visit_nodes(def, |node| {
-            if let Some(name) = node.get("$ref").and_then(Value::as_str).and_then(def_name) {
+        def.visit(|node| {
+            if let Some(name) = node.get("$ref").and_then(Node::as_str).and_then(def_name) {
                 names.push(name);
             }
         });
         names
     };
-    defs.iter().any(|(start, def)| {
+    entries.into_iter().any(|(start, def)| {
         let mut seen = HashSet::new();
         let mut pending = refs(def);
         while let Some(name) = pending.pop() {
-            if name == *start {
+            if name == start {
                 return true;
             }
             if seen.insert(name.clone())
@@ -111,19 +127,17 @@ impl StrictRules for Anthropic {
         }
     }
 
-    fn close_object(
-        &self,
-        out: &mut Map<String, Value>,
-        node: &Map<String, Value>,
-        root: bool,
-    ) -> Result<(), &'static str> {
+    fn close_object<'b>(&self, out: &mut Entries<'b>, node: Node<'b>, root: bool) -> Result<(), &'static str> {
         // An object that names no properties takes any entries: closing it would change its meaning.
-        let closed = node.get("additionalProperties") == Some(&Value::Bool(false));
-        if !(out.contains_key("properties") || root || closed) {
+        let closed = node.get("additionalProperties").and_then(Node::value) == Some(&Value::Bool(false));
+        let named = Node::Entries(out).contains_key("properties");
+        if !(named || root || closed) {
             return Err("an object without properties");
         }
-        out.entry("properties").or_insert_with(|| json!({}));
-        out.insert("additionalProperties".into(), Value::Bool(false));
+        if !named {
+            out.push(("properties".into(), Prepared::Object(Entries::new())));
+        }
+        set(out, "additionalProperties", Prepared::Value(Cow::Owned(Value::Bool(false))));
         Ok(())
     }
 
@@ -153,18 +167,27 @@ pub struct StrictCost {
 impl StrictCost {
     /// The cost of `schema`, counted as written (a definition once, however often it is referred to).
     pub fn of(schema: &Value) -> Self {
+        Self::of_node(Node::Value(schema))
+    }
+
+    /// [`Self::of`] a document or a compiled tree.
+    pub(crate) fn of_node(schema: Node<'_>) -> Self {
         let mut cost = Self::default();
-        visit_nodes(schema, |node| {
-            let Value::Object(map) = node else { return };
-            if map.contains_key("anyOf") || matches!(map.get("type"), Some(Value::Array(_))) {
+        schema.visit(|node| {
+            if !node.is_object() {
+                return;
+            }
+            if node.contains_key("anyOf")
+                || matches!(node.get("type"), Some(Node::Value(Value::Array(_)) | Node::Items(_)))
+            {
                 cost.unions += 1;
             }
-            if let Some(Value::Object(properties)) = map.get("properties") {
-                let required: Vec<&str> = map
+            if let Some(properties) = node.get("properties").and_then(Node::entries) {
+                let required: Vec<&str> = node
                     .get("required")
-                    .and_then(Value::as_array)
-                    .map_or(Vec::new(), |r| r.iter().filter_map(Value::as_str).collect());
-                cost.optional += properties.keys().filter(|name| !required.contains(&name.as_str())).count();
+                    .and_then(Node::items)
+                    .map_or(Vec::new(), |r| r.filter_map(Node::as_str).collect());
+                cost.optional += properties.filter(|(name, _)| !required.contains(name)).count();
             }
         });
         cost
@@ -211,6 +234,8 @@ impl StrictBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compile::prepare;
+    use serde_json::json;
 
     #[test]
     fn optional_fields_stay_optional_and_limits_move_into_descriptions() {

@@ -13,6 +13,7 @@
 mod anthropic;
 mod gemini;
 mod keywords;
+mod node;
 mod notes;
 mod openai;
 mod prepare;
@@ -27,12 +28,15 @@ use module_sdk::contract::ToolDefinition;
 use module_sdk::schema::{is_object_schema, schema_from_parameters};
 use serde_json::Value;
 
+pub(crate) use anthropic::with_anthropic;
 pub use anthropic::{
     ANTHROPIC_STRICT_FORMATS, ANTHROPIC_STRICT_KEYWORDS, MAX_STRICT_OPTIONAL, MAX_STRICT_TOOLS, MAX_STRICT_UNIONS,
     StrictBudget, StrictCost, anthropic, is_recursive,
 };
 pub use gemini::{GEMINI_FORMATS, GEMINI_KEYWORDS, GEMINI_TYPES, GEMINI_UNTYPED_KEYWORDS, gemini};
+pub(crate) use node::Node;
 pub use notes::phrase;
+pub(crate) use openai::with_openai;
 pub use openai::{
     Compiled, MAX_DEPTH, MAX_ENUM_VALUES, MAX_PROPERTIES, NotStrict, STRICT_BLOCKERS, STRICT_FORMATS, STRICT_KEYWORDS,
     openai, strict_schema,

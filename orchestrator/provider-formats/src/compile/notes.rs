@@ -53,15 +53,22 @@ fn list(value: &Value) -> String {
 
 /// Adds `phrases` to the end of the node's description, in parentheses.
 pub fn append(node: &mut Map<String, Value>, phrases: &[String]) {
+    if let Some(text) = described(node.get("description").and_then(Value::as_str), phrases) {
+        node.insert("description".into(), Value::String(text));
+    }
+}
+
+/// The description `existing` with `phrases` added at its end, in
+/// parentheses; `None` when there are no phrases (the description stays).
+pub(super) fn described(existing: Option<&str>, phrases: &[String]) -> Option<String> {
     if phrases.is_empty() {
-        return;
+        return None;
     }
     let notes = format!("({})", phrases.join("; "));
-    let text = match node.get("description").and_then(Value::as_str).map(str::trim) {
+    Some(match existing.map(str::trim) {
         Some(existing) if !existing.is_empty() => format!("{existing} {notes}"),
         _ => notes,
-    };
-    node.insert("description".into(), Value::String(text));
+    })
 }
 
 /// Removes every keyword of `node` that `keep` refuses, writing the meaning

@@ -5,10 +5,14 @@
 //! cannot be made strict (free-form maps, "any value", `allOf`, tuples, too
 //! big) is kept non-strict rather than dropped.
 
-use serde_json::{Map, Value, json};
+use std::borrow::Cow;
 
-use super::prepare::prepare;
-use super::size::measure;
+use serde_json::{Value, json};
+
+use super::node::Node;
+use super::prepare::prepared;
+use super::prepared::{Entries, Prepared, entry_mut, set};
+use super::size::Size;
 use super::strict::{Keyword, Path, StrictRules, strict_node};
 
 /// String formats strict mode accepts.
@@ -74,10 +78,16 @@ pub struct Compiled {
 
 /// `schema` for OpenAI: strict when it can be, otherwise the prepared schema with `strict: false`.
 pub fn openai(schema: &Value) -> Compiled {
-    let prepared = prepare(schema);
-    match strict_schema(&prepared) {
-        Ok(strict) => Compiled { schema: strict, strict: true },
-        Err(_) => Compiled { schema: prepared, strict: false },
+    with_openai(schema, |tree, strict| Compiled { schema: Node::from(tree).to_value().into_owned(), strict })
+}
+
+/// [`openai`]'s schema as a tree that borrows from `schema` (to be written
+/// out as text), given to `f` with whether it is strict.
+pub(crate) fn with_openai<R>(schema: &Value, f: impl FnOnce(&Prepared<'_>, bool) -> R) -> R {
+    let prepared = prepared(schema);
+    match strict_tree(Node::from(&prepared)) {
+        Ok(strict) => f(&strict, true),
+        Err(_) => f(&prepared, false),
     }
 }
 
@@ -87,11 +97,16 @@ pub struct NotStrict(pub String);
 
 /// The strict form of a prepared schema, or why there is none.
 pub fn strict_schema(prepared: &Value) -> Result<Value, NotStrict> {
-    if prepared.get("type").and_then(Value::as_str) != Some("object") {
+    strict_tree(Node::Value(prepared)).map(|strict| Node::from(&strict).to_value().into_owned())
+}
+
+/// [`strict_schema`] as a tree that borrows from `prepared`.
+fn strict_tree(prepared: Node<'_>) -> Result<Prepared<'_>, NotStrict> {
+    if prepared.get("type").and_then(Node::as_str) != Some("object") {
         return Err(NotStrict("the root is not `type: object`".into()));
     }
     let out = strict_node(&OpenAi, prepared, &Path::Root)?;
-    let size = measure(&out);
+    let size = Size::of(Node::from(&out));
     if size.depth > MAX_DEPTH || size.properties > MAX_PROPERTIES || size.enum_values > MAX_ENUM_VALUES {
         return Err(NotStrict(format!("too big for strict mode: {size:?}")));
     }
@@ -114,14 +129,13 @@ impl StrictRules for OpenAi {
         }
     }
 
-    fn close_object(
-        &self,
-        out: &mut Map<String, Value>,
-        node: &Map<String, Value>,
-        _root: bool,
-    ) -> Result<(), &'static str> {
+    fn close_object<'b>(&self, out: &mut Entries<'b>, node: Node<'b>, _root: bool) -> Result<(), &'static str> {
         close_object(out, node.get("required"));
-        match out.get("properties").and_then(Value::as_object).is_none_or(Map::is_empty) {
+        match Node::Entries(out)
+            .get("properties")
+            .and_then(Node::entries)
+            .is_none_or(|mut names| names.next().is_none())
+        {
             true => Err("an object without properties"),
             false => Ok(()),
         }
@@ -134,55 +148,56 @@ impl StrictRules for OpenAi {
 
 /// `additionalProperties: false` and every property required, the
 /// optional ones made nullable.
-fn close_object(out: &mut Map<String, Value>, required: Option<&Value>) {
+fn close_object<'b>(out: &mut Entries<'b>, required: Option<Node<'b>>) {
     let required: Vec<&str> =
-        required.and_then(Value::as_array).map_or(Vec::new(), |names| names.iter().filter_map(Value::as_str).collect());
+        required.and_then(Node::items).map_or(Vec::new(), |names| names.filter_map(Node::as_str).collect());
     let mut all = Vec::new();
-    if let Some(Value::Object(properties)) = out.get_mut("properties") {
+    if let Some(Prepared::Object(properties)) = entry_mut(out, "properties") {
         for (name, property) in properties.iter_mut() {
-            if !required.contains(&name.as_str()) {
+            if !required.contains(&&**name) {
                 make_nullable(property);
             }
-            all.push(Value::String(name.clone()));
+            all.push(Value::String(name.clone().into_owned()));
         }
     }
-    out.insert("required".into(), Value::Array(all));
-    out.insert("additionalProperties".into(), Value::Bool(false));
-}
-
-/// Whether the node's `type` is or includes `name`.
-pub fn has_type(node: &Map<String, Value>, name: &str) -> bool {
-    match node.get("type") {
-        Some(Value::String(t)) => t == name,
-        Some(Value::Array(types)) => types.iter().any(|t| t == name),
-        _ => false,
-    }
+    set(out, "required", Prepared::Value(Cow::Owned(Value::Array(all))));
+    set(out, "additionalProperties", Prepared::Value(Cow::Owned(Value::Bool(false))));
 }
 
 /// Lets a compiled strict node also take `null`.
-fn make_nullable(node: &mut Value) {
-    let Value::Object(map) = node else { return };
-    if let Some(Value::Array(values)) = map.get_mut("enum")
-        && !values.contains(&Value::Null)
+fn make_nullable(node: &mut Prepared<'_>) {
+    let Prepared::Object(map) = node else { return };
+    if let Some(Prepared::Value(values)) = entry_mut(map, "enum")
+        && values.as_array().is_some_and(|values| !values.contains(&Value::Null))
+        && let Value::Array(values) = values.to_mut()
     {
         values.push(Value::Null);
     }
-    match map.get_mut("type") {
-        Some(Value::String(t)) if t != "null" => {
-            let t = std::mem::take(t);
-            map.insert("type".into(), json!([t, "null"]));
+    match entry_mut(map, "type") {
+        Some(Prepared::Value(t)) => {
+            let nullable = match &**t {
+                Value::String(name) if name != "null" => Some(json!([name, "null"])),
+                Value::Array(types) if !types.iter().any(|t| t == "null") => {
+                    Some(Value::Array(types.iter().cloned().chain([Value::from("null")]).collect()))
+                }
+                _ => None,
+            };
+            if let Some(nullable) = nullable {
+                *t = Cow::Owned(nullable);
+            }
         }
-        Some(Value::Array(types)) if !types.iter().any(|t| t == "null") => types.push("null".into()),
         Some(_) => {}
         None => {
-            let null_branch = json!({"type": "null"});
-            if let Some(Value::Array(branches)) = map.get_mut("anyOf") {
-                if !branches.iter().any(|b| b.get("type").is_some_and(|t| t == "null")) {
-                    branches.push(null_branch);
+            let null_branch = || Prepared::Value(Cow::Owned(json!({"type": "null"})));
+            if let Some(Prepared::Array(branches)) = entry_mut(map, "anyOf") {
+                let is_null =
+                    |branch: &Prepared<'_>| Node::from(branch).get("type").and_then(Node::as_str) == Some("null");
+                if !branches.iter().any(is_null) {
+                    branches.push(null_branch());
                 }
-            } else if map.contains_key("$ref") {
+            } else if Node::Entries(map).contains_key("$ref") {
                 let reference = std::mem::take(map);
-                map.insert("anyOf".into(), json!([reference, null_branch]));
+                map.push(("anyOf".into(), Prepared::Array(vec![Prepared::Object(reference), null_branch()])));
             }
         }
     }
@@ -191,6 +206,7 @@ fn make_nullable(node: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compile::prepare;
 
     #[test]
     fn optional_fields_become_required_nullable_and_objects_close() {

@@ -15,7 +15,7 @@ pub(crate) enum Prepared<'a> {
     /// A value kept as it is (borrowed from the document) or made anew.
     Value(Cow<'a, Value>),
     /// An object, its keywords in order (no keyword twice).
-    Object(Vec<(Cow<'a, str>, Prepared<'a>)>),
+    Object(Entries<'a>),
     /// A list.
     Array(Vec<Prepared<'a>>),
 }
@@ -72,6 +72,23 @@ impl<'a> Prepared<'a> {
             },
             other => Err(other),
         }
+    }
+}
+
+/// An object node's keywords, in order (no keyword twice).
+pub(crate) type Entries<'a> = Vec<(Cow<'a, str>, Prepared<'a>)>;
+
+/// The node of `keyword` in `entries`, to change it.
+pub(crate) fn entry_mut<'x, 'a>(entries: &'x mut Entries<'a>, keyword: &str) -> Option<&'x mut Prepared<'a>> {
+    entries.iter_mut().find(|(k, _)| k == keyword).map(|(_, node)| node)
+}
+
+/// Sets `keyword` in `entries`: in place when present, else appended (as `Map::insert`).
+pub(crate) fn set<'a>(entries: &mut Entries<'a>, keyword: impl Into<Cow<'a, str>>, node: Prepared<'a>) {
+    let keyword = keyword.into();
+    match entry_mut(entries, &keyword) {
+        Some(old) => *old = node,
+        None => entries.push((keyword, node)),
     }
 }
 

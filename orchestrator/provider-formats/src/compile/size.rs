@@ -3,9 +3,10 @@
 
 use std::collections::HashMap;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::walk::{MAX_NESTING, def_name, for_each_child, visit_nodes};
+use super::node::Node;
+use super::walk::{MAX_NESTING, def_name};
 
 /// The measures of one schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -22,20 +23,27 @@ pub struct Size {
 
 /// The [`Size`] of `root`, references followed within it.
 pub fn measure(root: &Value) -> Size {
-    let mut size = Size::default();
-    visit_nodes(root, |node| {
-        size.properties += node.get("properties").and_then(Value::as_object).map_or(0, Map::len);
-        size.enum_values += node.get("enum").and_then(Value::as_array).map_or(0, Vec::len);
-    });
-    size.depth = Depth { root, stack: Vec::new(), known: HashMap::new(), level: 0 }.of(root);
-    size
+    Size::of(Node::Value(root))
+}
+
+impl Size {
+    /// The [`Size`] of `root` (a document or a compiled tree), references followed within it.
+    pub(super) fn of(root: Node<'_>) -> Self {
+        let mut size = Self::default();
+        root.visit(|node| {
+            size.properties += node.get("properties").and_then(Node::entries).map_or(0, Iterator::count);
+            size.enum_values += node.get("enum").and_then(Node::items).map_or(0, Iterator::count);
+        });
+        size.depth = Depth { root, stack: Vec::new(), known: HashMap::new(), level: 0 }.of(root);
+        size
+    }
 }
 
 /// The state of one depth measure: the definitions being followed, the
 /// depth of each definition already measured (so a graph of references is
 /// measured in one pass over it, not once per path), and how deep the walk is.
 struct Depth<'a> {
-    root: &'a Value,
+    root: Node<'a>,
     stack: Vec<String>,
     known: HashMap<String, usize>,
     level: usize,
@@ -43,12 +51,14 @@ struct Depth<'a> {
 
 impl<'a> Depth<'a> {
     /// The object nesting below (and including) `node`; at most [`MAX_NESTING`].
-    fn of(&mut self, node: &'a Value) -> usize {
-        let Value::Object(map) = node else { return 0 };
+    fn of(&mut self, node: Node<'a>) -> usize {
+        if !node.is_object() {
+            return 0;
+        }
         if self.level >= MAX_NESTING {
             return MAX_NESTING;
         }
-        if let Some(name) = map.get("$ref").and_then(Value::as_str).and_then(def_name) {
+        if let Some(name) = node.get("$ref").and_then(Node::as_str).and_then(def_name) {
             if self.stack.contains(&name) {
                 return 0;
             }
@@ -65,15 +75,15 @@ impl<'a> Depth<'a> {
             return inner;
         }
         let mut children = Vec::new();
-        for_each_child(map, |step, child| {
-            if step.keyword() != "$defs" {
+        node.for_each_child(|keyword, child| {
+            if keyword != "$defs" {
                 children.push(child);
             }
         });
         self.level += 1;
         let deepest = children.into_iter().map(|child| self.of(child)).max().unwrap_or(0);
         self.level -= 1;
-        (deepest + usize::from(map.contains_key("properties"))).min(MAX_NESTING)
+        (deepest + usize::from(node.contains_key("properties"))).min(MAX_NESTING)
     }
 }
 

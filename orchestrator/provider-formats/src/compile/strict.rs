@@ -4,10 +4,14 @@
 //! node; what each provider takes, refuses or rewrites of the other
 //! keywords, and how it closes an object, are its [`StrictRules`].
 
-use serde_json::{Map, Value};
+use std::borrow::Cow;
 
+use serde_json::Value;
+
+use super::node::Node;
 use super::notes;
-use super::openai::{NotStrict, STRICT_BLOCKERS, has_type};
+use super::openai::{NotStrict, STRICT_BLOCKERS};
+use super::prepared::{Entries, Prepared, set};
 
 /// Where a node is in the schema, written out as a JSON pointer only when a
 /// [`NotStrict`] names it (not once per keyword of every schema compiled).
@@ -53,79 +57,79 @@ pub(super) trait StrictRules {
 
     /// Closes the compiled object node `out` (made from `node`, the root when
     /// `root`), or says why it cannot be closed.
-    fn close_object(
-        &self,
-        out: &mut Map<String, Value>,
-        node: &Map<String, Value>,
-        root: bool,
-    ) -> Result<(), &'static str>;
+    fn close_object<'b>(&self, out: &mut Entries<'b>, node: Node<'b>, root: bool) -> Result<(), &'static str>;
 
     /// The keywords one of which gives a node its type.
     fn typed(&self) -> &'static [&'static str];
 }
 
-/// `node` (at `path`) in the strict form `rules` describe, or why it has none.
-pub(super) fn strict_node(rules: &impl StrictRules, node: &Value, path: &Path<'_>) -> Result<Value, NotStrict> {
+/// `node` (at `path`) in the strict form `rules` describe, or why it has
+/// none; what it keeps as it is, it borrows from `node`.
+pub(super) fn strict_node<'b>(
+    rules: &impl StrictRules,
+    node: Node<'b>,
+    path: &Path<'_>,
+) -> Result<Prepared<'b>, NotStrict> {
     let not = |why: &str| Err(NotStrict(format!("{why} at `{path}`")));
-    let Value::Object(map) = node else {
+    let Some(entries) = node.entries() else {
         return not("a `true`/`false` schema");
     };
-    if map.contains_key("anyOf") && map.contains_key("oneOf") {
+    if node.contains_key("anyOf") && node.contains_key("oneOf") {
         return not("both `anyOf` and `oneOf`");
     }
-    let mut out = Map::new();
-    let mut dropped: Vec<(&str, &Value)> = Vec::new();
-    for (keyword, value) in map {
+    let mut out = Entries::new();
+    let mut dropped: Vec<(&str, Cow<'b, Value>)> = Vec::new();
+    for (keyword, value) in entries {
         let here = Path::Key(path, keyword);
-        match keyword.as_str() {
+        match keyword {
             k if STRICT_BLOCKERS.contains(&k) => return not(&format!("`{k}`")),
             "anyOf" | "oneOf" => {
-                let Value::Array(branches) = value else { return not("a union that is not a list") };
+                let Some(branches) = value.items() else { return not("a union that is not a list") };
                 let branches = branches
-                    .iter()
                     .enumerate()
                     .map(|(i, branch)| strict_node(rules, branch, &Path::Index(&here, i)))
                     .collect::<Result<Vec<_>, _>>()?;
-                out.insert("anyOf".into(), Value::Array(branches));
+                set(&mut out, "anyOf", Prepared::Array(branches));
             }
             "properties" | "$defs" => {
-                let Value::Object(children) = value else { return not("properties that are not a map") };
-                let mut compiled = Map::new();
+                let Some(children) = value.entries() else { return not("properties that are not a map") };
+                let mut compiled = Entries::new();
                 for (name, child) in children {
-                    compiled.insert(name.clone(), strict_node(rules, child, &Path::Key(&here, name))?);
+                    // Names of a map are unique: no need to look for an earlier one.
+                    compiled.push((name.into(), strict_node(rules, child, &Path::Key(&here, name))?));
                 }
-                out.insert(keyword.clone(), Value::Object(compiled));
+                set(&mut out, keyword, Prepared::Object(compiled));
             }
-            "items" => {
-                out.insert("items".into(), strict_node(rules, value, &here)?);
-            }
-            "additionalProperties" if value == &Value::Bool(false) => {}
+            "items" => set(&mut out, "items", strict_node(rules, value, &here)?),
+            "additionalProperties" if value.value() == Some(&Value::Bool(false)) => {}
             "additionalProperties" => return not("a free-form map"),
-            _ => match rules.keyword(keyword, value) {
-                Keyword::Keep => {
-                    out.insert(keyword.clone(), value.clone());
+            _ => {
+                let value = value.to_value();
+                match rules.keyword(keyword, &value) {
+                    Keyword::Keep => set(&mut out, keyword, Prepared::Value(value)),
+                    Keyword::Drop => dropped.push((keyword, value)),
+                    Keyword::Skip => {}
+                    Keyword::Rewrite(keyword, value) => set(&mut out, keyword, Prepared::Value(Cow::Owned(value))),
+                    Keyword::Refuse(why) => return not(why),
                 }
-                Keyword::Drop => dropped.push((keyword, value)),
-                Keyword::Skip => {}
-                Keyword::Rewrite(keyword, value) => {
-                    out.insert(keyword.into(), value);
-                }
-                Keyword::Refuse(why) => return not(why),
-            },
+            }
         }
     }
-    let phrases: Vec<String> = dropped.into_iter().filter_map(|(k, v)| notes::phrase(k, v)).collect();
-    notes::append(&mut out, &phrases);
-    if (has_type(&out, "object") || out.contains_key("properties"))
-        && let Err(why) = rules.close_object(&mut out, map, matches!(path, Path::Root))
+    let phrases: Vec<String> = dropped.into_iter().filter_map(|(k, v)| notes::phrase(k, &v)).collect();
+    if let Some(text) = notes::described(Node::Entries(&out).get("description").and_then(Node::as_str), &phrases) {
+        set(&mut out, "description", Prepared::Value(Cow::Owned(Value::String(text))));
+    }
+    if (Node::Entries(&out).has_type("object") || Node::Entries(&out).contains_key("properties"))
+        && let Err(why) = rules.close_object(&mut out, node, matches!(path, Path::Root))
     {
         return not(why);
     }
-    if has_type(&out, "array") && !out.contains_key("items") {
+    let compiled = Node::Entries(&out);
+    if compiled.has_type("array") && !compiled.contains_key("items") {
         return not("an array without `items`");
     }
-    if !rules.typed().iter().any(|k| out.contains_key(*k)) {
+    if !rules.typed().iter().any(|k| compiled.contains_key(k)) {
         return not("a schema without a type");
     }
-    Ok(Value::Object(out))
+    Ok(Prepared::Object(out))
 }

@@ -35,15 +35,6 @@ pub enum Step<'a> {
     Name(&'a str, &'a str),
 }
 
-impl Step<'_> {
-    /// The keyword the subschema is under.
-    pub fn keyword(&self) -> &str {
-        match self {
-            Self::Keyword(keyword) | Self::Index(keyword, _) | Self::Name(keyword, _) => keyword,
-        }
-    }
-}
-
 impl std::fmt::Display for Step<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -91,20 +82,6 @@ pub fn for_each_node<'a>(root: &'a Value, path: &str, f: &mut impl FnMut(&str, &
     }
 }
 
-/// Calls `f` on `root` and every node below it, in document order, as
-/// [`for_each_node`] does but without making their JSON pointers.
-pub fn visit_nodes<'a>(root: &'a Value, mut f: impl FnMut(&'a Value)) {
-    let mut pending = vec![root];
-    while let Some(node) = pending.pop() {
-        f(node);
-        if let Value::Object(map) = node {
-            let start = pending.len();
-            for_each_child(map, |_, child| pending.push(child));
-            pending[start..].reverse();
-        }
-    }
-}
-
 /// A name escaped for use in a JSON pointer.
 pub fn escape(name: &str) -> String {
     name.replace('~', "~0").replace('/', "~1")
@@ -144,9 +121,6 @@ mod tests {
                 "/$defs/X/additionalProperties"
             ]
         );
-        let mut count = 0;
-        visit_nodes(&schema, |_| count += 1);
-        assert_eq!(count, paths.len());
     }
 
     #[test]
