@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 
 use super::calls::{arguments_from_value, generated_id, is_generated_id, not_shape};
 use super::compile;
+use super::json_object::object_text;
 use super::{ProviderError, RequestedCall};
 
 /// A function declaration with OpenAPI-subset `parameters`.
@@ -19,12 +20,11 @@ pub fn json_schema_definition(tool: &ToolDefinition, name: &str) -> Value {
     declaration(tool, name, "parametersJsonSchema", compile::prepare(&compile::input_schema(tool)))
 }
 
-/// [`definition`] as JSON text, written without building the declaration as a `Value`.
+/// [`definition`] as JSON text, written without building the declaration
+/// as a `Value` (the schema straight from its converted tree).
 pub fn definition_json(tool: &ToolDefinition, name: &str) -> String {
-    let schema = compile::gemini(&compile::input_schema(tool));
-    declaration_json(tool, name, "parameters", |out| {
-        // Writing a `Value` to a `Vec` cannot fail.
-        let _ = serde_json::to_writer(out, &schema);
+    compile::with_gemini(&compile::input_schema(tool), |schema| {
+        declaration_json(tool, name, "parameters", |out| schema.write(out))
     })
 }
 
@@ -37,17 +37,9 @@ pub fn json_schema_definition_json(tool: &ToolDefinition, name: &str) -> String 
 
 /// The text of [`declaration`], the schema written by `schema`.
 fn declaration_json(tool: &ToolDefinition, name: &str, field: &str, schema: impl FnOnce(&mut Vec<u8>)) -> String {
-    let mut out = Vec::with_capacity(1024);
-    out.extend_from_slice(b"{\"name\":");
-    compile::write_str(name, &mut out);
-    out.extend_from_slice(b",\"description\":");
-    compile::write_str(tool.description.trim(), &mut out);
-    out.push(b',');
-    compile::write_str(field, &mut out);
-    out.push(b':');
-    schema(&mut out);
-    out.push(b'}');
-    String::from_utf8(out).expect("serde_json writes UTF-8")
+    object_text(|object| {
+        object.string("name", name).string("description", tool.description.trim()).field(field, schema)
+    })
 }
 
 /// A function declaration with `schema` under `field`, built in place

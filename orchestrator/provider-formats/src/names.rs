@@ -141,12 +141,17 @@ pub fn is_gemini_property_name(name: &str) -> bool {
 /// `_` (and a `_` in front when needed), numbered when that meets another.
 /// A pure function of the property names, so calls can be mapped back.
 pub fn gemini_property_names(properties: &Map<String, Value>) -> Vec<(&str, String)> {
-    let mut taken: HashSet<String> = properties.keys().filter(|name| is_gemini_property_name(name)).cloned().collect();
-    properties
-        .keys()
+    gemini_safe_names(properties.keys().map(String::as_str))
+}
+
+/// [`gemini_property_names`] of the property names `names` (no name twice), in order.
+pub(crate) fn gemini_safe_names<'n>(names: impl Iterator<Item = &'n str> + Clone) -> Vec<(&'n str, String)> {
+    let mut taken: HashSet<String> =
+        names.clone().filter(|name| is_gemini_property_name(name)).map(str::to_owned).collect();
+    names
         .map(|name| {
             if is_gemini_property_name(name) {
-                return (name.as_str(), name.clone());
+                return (name, name.to_owned());
             }
             let mut safe: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
             if !safe.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
@@ -158,7 +163,7 @@ pub fn gemini_property_names(properties: &Map<String, Value>) -> Vec<(&str, Stri
                 safe
             };
             taken.insert(safe.clone());
-            (name.as_str(), safe)
+            (name, safe)
         })
         .collect()
 }

@@ -7,13 +7,15 @@
 use std::borrow::Cow;
 use std::collections::HashSet;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::keywords::{Keywords, items, members};
+use super::keywords::Keywords;
+use super::node::Node;
 use super::notes;
-use super::prepare::prepare;
+use super::prepare::prepared;
+use super::prepared::Prepared;
 use super::walk::{MAX_INLINED_NODES, MAX_NESTING, def_name, omitted};
-use crate::names::gemini_property_names;
+use crate::names::gemini_safe_names;
 
 /// The keywords Gemini's `Schema` takes.
 pub const GEMINI_KEYWORDS: &[&str] = &[
@@ -46,151 +48,171 @@ pub const GEMINI_TYPES: &[&str] = &["string", "number", "integer", "boolean", "a
 
 /// `schema` as Gemini `parameters`.
 pub fn gemini(schema: &Value) -> Value {
-    let mut prepared = prepare(schema);
+    with_gemini(schema, |tree| Node::from(tree).to_value().into_owned())
+}
+
+/// [`gemini`]'s schema as a tree that borrows from `schema` (to be written out as text), given to `f`.
+pub(crate) fn with_gemini<R>(schema: &Value, f: impl FnOnce(&Prepared<'_>) -> R) -> R {
+    let mut prepared = prepared(schema);
     // The definitions are taken out (the other keywords keep their order) and the rest is moved, not copied.
     let defs = match &mut prepared {
-        Value::Object(root) => root.shift_remove("$defs"),
+        Prepared::Object(root) => root.iter().position(|(keyword, _)| keyword == "$defs").map(|at| root.remove(at).1),
         _ => None,
     };
-    let no_defs = Map::new();
-    let defs = defs.as_ref().and_then(Value::as_object).unwrap_or(&no_defs);
-    let inlined = Inliner { defs, stack: Vec::new(), depth: 0, nodes: 0 }.inline(Cow::Owned(prepared));
+    let defs = defs.as_ref().map(Node::from).filter(|defs| defs.is_object());
+    let prepared: Prepared<'_> = prepared;
+    let inlined = Inliner { defs, stack: Vec::new(), depth: 0, nodes: 0 }.inline(prepared);
     let mut left = MAX_INLINED_NODES;
-    Value::Object(convert(inlined, &mut left))
+    f(&Prepared::Object(convert(inlined, &mut left).into_entries().collect()))
+}
+
+/// A node's keywords as the conversion rewrites them.
+type Object<'a> = Keywords<'a, Prepared<'a>>;
+
+/// A node made anew.
+fn made<'a>(value: Value) -> Prepared<'a> {
+    Prepared::Value(Cow::Owned(value))
 }
 
 /// The state of one inlining: the definitions, those being inlined, how
 /// deep it is and how many nodes it has made.
-struct Inliner<'a> {
-    defs: &'a Map<String, Value>,
+struct Inliner<'d> {
+    defs: Option<Node<'d>>,
     stack: Vec<String>,
     depth: usize,
     nodes: usize,
 }
 
-impl<'a> Inliner<'a> {
+impl<'d> Inliner<'d> {
     /// `node` with every reference replaced by its definition; a reference
     /// to a definition already being inlined (or past [`MAX_NESTING`] levels
     /// or [`MAX_INLINED_NODES`] nodes) becomes a plain object that says so.
-    /// An owned node is moved into the result, a borrowed one (a definition) copied.
-    fn inline(&mut self, node: Cow<'a, Value>) -> Value {
+    /// The node is moved into the result, a definition copied (its values borrowed).
+    fn inline(&mut self, node: Prepared<'d>) -> Prepared<'d> {
         if self.depth >= MAX_NESTING {
-            return Value::Object(omitted());
+            return made(Value::Object(omitted()));
         }
         self.nodes += 1;
-        let map = match Keywords::of(node) {
+        let map = match node.into_object() {
             Ok(map) => map,
             Err(other) => return other,
         };
-        if let Some(name) = map.get("$ref").and_then(Value::as_str).and_then(def_name) {
-            let Some(def) = self.defs.get(&name) else { return json!({}) };
+        if let Some(name) = Node::Entries(&map).get("$ref").and_then(Node::as_str).and_then(def_name) {
+            let Some(def) = self.defs.and_then(|defs| defs.get(&name)) else { return made(json!({})) };
             if self.stack.contains(&name) || self.nodes >= MAX_INLINED_NODES {
-                let about = def.get("description").and_then(Value::as_str).map_or(String::new(), |d| format!("{d} "));
-                return json!({"type": "object", "description": format!("{about}(a nested `{name}`; its fields as above)")});
+                let about = def.get("description").and_then(Node::as_str).map_or(String::new(), |d| format!("{d} "));
+                return made(
+                    json!({"type": "object", "description": format!("{about}(a nested `{name}`; its fields as above)")}),
+                );
             }
             self.stack.push(name);
             self.depth += 1;
-            let out = self.inline(Cow::Borrowed(def));
+            let out = self.inline(def.to_prepared());
             self.depth -= 1;
             self.stack.pop();
             return out;
         }
         self.depth += 1;
-        let mut out = Map::new();
-        for (keyword, value) in map.into_entries() {
+        let mut out = Vec::with_capacity(map.len());
+        for (keyword, value) in map {
             if keyword == "$defs" {
                 continue;
             }
             let value = match &*keyword {
-                "properties" => match members(value) {
+                "properties" => match value.into_object() {
                     Ok(children) => {
-                        Value::Object(children.map(|(name, child)| (name.into_owned(), self.inline(child))).collect())
+                        Prepared::Object(children.into_iter().map(|(name, child)| (name, self.inline(child))).collect())
                     }
-                    Err(other) => other.into_owned(),
+                    Err(other) => other,
                 },
-                "anyOf" | "oneOf" | "allOf" | "prefixItems" => match items(value) {
-                    Ok(items) => Value::Array(items.map(|item| self.inline(item)).collect()),
-                    Err(other) => other.into_owned(),
+                "anyOf" | "oneOf" | "allOf" | "prefixItems" => match value.into_items() {
+                    Ok(items) => Prepared::Array(items.into_iter().map(|item| self.inline(item)).collect()),
+                    Err(other) => other,
                 },
-                "items" | "additionalProperties" if value.is_object() => self.inline(value),
-                _ => value.into_owned(),
+                "items" | "additionalProperties" if Node::from(&value).is_object() => self.inline(value),
+                _ => value,
             };
-            out.insert(keyword.into_owned(), value);
+            out.push((keyword, value));
         }
         self.depth -= 1;
-        Value::Object(out)
+        Prepared::Object(out)
     }
 }
-
 /// The keywords an untyped ("any value") Gemini node keeps.
 pub const GEMINI_UNTYPED_KEYWORDS: &[&str] = &["title", "description", "nullable"];
 
 /// A node Gemini reads as "any value": a schema without `type` (not
 /// `type: object`, which would refuse strings and numbers), its other
 /// keywords said in the description.
-fn any_value(mut base: Map<String, Value>) -> Map<String, Value> {
+fn any_value(mut base: Object<'_>) -> Object<'_> {
     base.remove("type");
     notes::move_to_description(&mut base, |keyword, _| GEMINI_UNTYPED_KEYWORDS.contains(&keyword));
     notes::append(&mut base, &["any JSON value".to_owned()]);
     base
 }
 
+/// The keywords of `node` when it is an object.
+fn object_of(node: Prepared<'_>) -> Option<Object<'_>> {
+    node.into_object().ok().map(Keywords::from_entries)
+}
+
+/// The string `keyword` of `map`.
+fn str_of<'x>(map: &'x Object<'_>, keyword: &str) -> Option<&'x str> {
+    map.entry(keyword).and_then(|node| Node::from(node).as_str())
+}
+
 /// One inlined node in Gemini's subset; `left` is how many more nodes the
 /// conversion may make (unions copy their other keywords into each branch),
 /// past which nodes are left out, saying so.
-fn convert(node: Value, left: &mut usize) -> Map<String, Value> {
-    let Some(rest) = left.checked_sub(1) else { return omitted() };
+fn convert<'a>(node: Prepared<'a>, left: &mut usize) -> Object<'a> {
+    let Some(rest) = left.checked_sub(1) else { return omitted_object() };
     *left = rest;
-    let Value::Object(mut map) = node else {
-        return any_value(Map::new());
+    let Some(mut map) = object_of(node) else {
+        return any_value(Object::empty());
     };
-    if let Some(Value::Array(parts)) = map.remove("allOf") {
-        for part in parts.iter().filter_map(Value::as_object) {
+    if let Some(parts) = map.remove("allOf")
+        && let Ok(parts) = parts.into_items()
+    {
+        for part in parts.into_iter().filter_map(object_of) {
             merge_all_of(&mut map, part);
         }
     }
     if let Some(value) = map.remove("const")
         && !map.contains_key("enum")
     {
-        map.insert("enum".into(), json!([value]));
+        map.insert("enum".into(), made(Value::Array(vec![Node::from(&value).to_value().into_owned()])));
     }
-    let mut nullable = map.remove("nullable") == Some(Value::Bool(true));
-    let mut branches: Vec<Value> = ["anyOf", "oneOf"]
-        .iter()
-        .filter_map(|k| map.remove(*k))
-        .filter_map(|v| if let Value::Array(items) = v { Some(items) } else { None })
-        .flatten()
-        .collect();
+    let mut nullable = map.remove("nullable").is_some_and(|n| Node::from(&n).value() == Some(&Value::Bool(true)));
+    let mut branches: Vec<Prepared<'a>> =
+        ["anyOf", "oneOf"].iter().filter_map(|k| map.remove(k)).filter_map(|v| v.into_items().ok()).flatten().collect();
     let before = branches.len();
-    branches.retain(|b| b.get("type").and_then(Value::as_str) != Some("null"));
+    branches.retain(|b| Node::from(b).get("type").and_then(Node::as_str) != Some("null"));
     nullable |= branches.len() < before;
     match branches.len() {
         0 => {}
         1 => {
             // A `true` branch adds nothing to the node's own keywords.
-            let mut only = match branches.remove(0) {
-                Value::Object(only) => only,
-                _ => Map::new(),
-            };
-            only.extend(map);
-            return finish(convert(Value::Object(only), left), nullable);
+            let only = object_of(branches.remove(0)).unwrap_or_else(Object::empty);
+            return finish(convert(Prepared::Object(only.merged(map).into_entries().collect()), left), nullable);
         }
         _ => return finish(distribute(map, branches, left), nullable),
     }
-    let types: Vec<String> = match map.remove("type") {
-        Some(Value::String(t)) => vec![t],
+    let types: Vec<String> = match map.remove("type").as_ref().map(Node::from).and_then(Node::value) {
+        Some(Value::String(t)) => vec![t.clone()],
         Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
         _ => Vec::new(),
     };
     let before = types.len();
     let types: Vec<String> = types.into_iter().filter(|t| t != "null").collect();
     nullable |= types.len() < before;
-    if let Some(Value::Array(values)) = map.get_mut("enum") {
-        let before = values.len();
+    if let Some(Prepared::Value(values)) = map.entry_mut("enum")
+        && values.as_array().is_some_and(|values| values.contains(&Value::Null))
+        && let Value::Array(values) = values.to_mut()
+    {
         values.retain(|v| !v.is_null());
-        nullable |= values.len() < before;
+        nullable = true;
     }
-    let string_enum = match map.get("enum") {
+    let string_enum = match map.entry("enum").map(Node::from).and_then(Node::value) {
         Some(Value::Array(values)) => !values.is_empty() && values.iter().all(Value::is_string),
         _ => false,
     };
@@ -204,15 +226,15 @@ fn convert(node: Value, left: &mut usize) -> Map<String, Value> {
                 None => return finish(any_value(keep_only(map)), nullable),
             },
             several => {
-                let branches = several.iter().map(|t| json!({ "type": t })).collect();
+                let branches = several.iter().map(|t| made(json!({ "type": t }))).collect();
                 return finish(distribute(map, branches, left), nullable);
             }
         }
     };
-    map.insert("type".into(), kind.clone().into());
+    map.insert("type".into(), made(kind.clone().into()));
     if kind != "string" || !string_enum {
         let values = map.remove("enum");
-        let phrase = values.as_ref().and_then(|v| notes::phrase("enum", v));
+        let phrase = values.as_ref().and_then(|v| notes::phrase("enum", &Node::from(v).to_value()));
         notes::append(&mut map, phrase.as_slice());
     }
     if kind == "object" {
@@ -224,34 +246,39 @@ fn convert(node: Value, left: &mut usize) -> Map<String, Value> {
     finish(keep_only(map), nullable)
 }
 
+/// What stands for a node past the conversion's budget.
+fn omitted_object<'a>() -> Object<'a> {
+    object_of(made(Value::Object(omitted()))).unwrap_or_else(Object::empty)
+}
+
 /// A union of `branches`, each with the node's other keywords laid under
 /// it (`A and (B or C)` is `(A and B) or (A and C)`); the description stays on the union.
-fn distribute(mut map: Map<String, Value>, branches: Vec<Value>, left: &mut usize) -> Map<String, Value> {
-    let mut union = Map::new();
+fn distribute<'a>(mut map: Object<'a>, branches: Vec<Prepared<'a>>, left: &mut usize) -> Object<'a> {
+    let mut union = Object::empty();
     if let Some(description) = map.remove("description") {
         union.insert("description".into(), description);
     }
     let converted = branches
         .into_iter()
         .map(|branch| {
-            let mut merged = map.clone();
-            if let Value::Object(branch) = branch {
-                merged.extend(branch);
-            }
-            Value::Object(convert(Value::Object(merged), left))
+            let merged = match object_of(branch) {
+                Some(branch) => map.clone().merged(branch),
+                None => map.clone(),
+            };
+            Prepared::Object(convert(Prepared::Object(merged.into_entries().collect()), left).into_entries().collect())
         })
         .collect();
-    union.insert("anyOf".into(), Value::Array(converted));
+    union.insert("anyOf".into(), Prepared::Array(converted));
     union
 }
 
 /// The type a node without `type` has, judged by its other keywords.
-fn inferred_type(map: &Map<String, Value>) -> Option<&'static str> {
+fn inferred_type(map: &Object<'_>) -> Option<&'static str> {
     if map.contains_key("properties") || map.contains_key("additionalProperties") {
         Some("object")
     } else if map.contains_key("items") || map.contains_key("prefixItems") {
         Some("array")
-    } else if let Some(Value::Array(values)) = map.get("enum") {
+    } else if let Some(Value::Array(values)) = map.entry("enum").map(Node::from).and_then(Node::value) {
         values.first().map(|first| match first {
             Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
             Value::Number(_) => "number",
@@ -267,16 +294,24 @@ fn inferred_type(map: &Map<String, Value>) -> Option<&'static str> {
 
 /// Lays an `allOf` part over a node: properties and `required` are joined,
 /// other keywords kept where the node has none.
-fn merge_all_of(map: &mut Map<String, Value>, part: &Map<String, Value>) {
-    for (keyword, value) in part {
-        match (keyword.as_str(), map.get_mut(keyword), value) {
-            ("properties", Some(Value::Object(mine)), Value::Object(theirs)) => {
-                mine.extend(theirs.iter().map(|(k, v)| (k.clone(), v.clone())));
+fn merge_all_of<'a>(map: &mut Object<'a>, part: Object<'a>) {
+    for (keyword, value) in part.into_entries() {
+        match (&*keyword, map.entry_mut(&keyword)) {
+            ("properties", Some(mine)) if Node::from(&*mine).is_object() && Node::from(&value).is_object() => {
+                let mine_entries =
+                    std::mem::replace(mine, Prepared::Array(Vec::new())).into_object().unwrap_or_default();
+                let theirs = object_of(value).unwrap_or_else(Object::empty);
+                *mine = Prepared::Object(Keywords::from_entries(mine_entries).merged(theirs).into_entries().collect());
             }
-            ("required", Some(Value::Array(mine)), Value::Array(theirs)) => mine.extend(theirs.iter().cloned()),
-            (_, None, _) => {
-                map.insert(keyword.clone(), value.clone());
+            ("required", Some(Prepared::Value(mine)))
+                if mine.is_array() && Node::from(&value).value().is_some_and(Value::is_array) =>
+            {
+                let theirs = Node::from(&value).to_value().into_owned();
+                if let (Value::Array(mine), Value::Array(theirs)) = (mine.to_mut(), theirs) {
+                    mine.extend(theirs);
+                }
             }
+            (_, None) => map.insert(keyword, value),
             _ => {}
         }
     }
@@ -284,21 +319,24 @@ fn merge_all_of(map: &mut Map<String, Value>, part: &Map<String, Value>) {
 
 /// Properties converted under safe names, `required` renamed to match, a
 /// map's value type described in words.
-fn convert_object(map: &mut Map<String, Value>, left: &mut usize) {
+fn convert_object(map: &mut Object<'_>, left: &mut usize) {
     let mut renames = Vec::new();
-    if let Some(Value::Object(properties)) = map.get_mut("properties") {
-        let mut properties = std::mem::take(properties);
-        let names: Vec<(String, String)> =
-            gemini_property_names(&properties).into_iter().map(|(name, safe)| (name.to_owned(), safe)).collect();
-        let mut converted = Map::new();
-        for (name, safe) in names {
-            let property = properties.get_mut(&name).map_or(Value::Null, Value::take);
-            converted.insert(safe.clone(), Value::Object(convert(property, left)));
+    if let Some(properties) = map.entry_mut("properties")
+        && Node::from(&*properties).is_object()
+    {
+        let properties = std::mem::replace(properties, Prepared::Array(Vec::new())).into_object().unwrap_or_default();
+        let names = gemini_safe_names(properties.iter().map(|(name, _)| &**name));
+        let names: Vec<(String, String)> = names.into_iter().map(|(name, safe)| (name.to_owned(), safe)).collect();
+        let mut converted = Object::empty();
+        for ((_, property), (name, safe)) in properties.into_iter().zip(names) {
+            converted.insert(safe.clone().into(), Prepared::Object(convert(property, left).into_entries().collect()));
             renames.push((name, safe));
         }
-        map.insert("properties".into(), Value::Object(converted));
+        map.insert("properties".into(), Prepared::Object(converted.into_entries().collect()));
     }
-    if let Some(Value::Array(required)) = map.remove("required") {
+    if let Some(required) = map.remove("required")
+        && let Some(Value::Array(required)) = Node::from(&required).value()
+    {
         let present: HashSet<&str> = required.iter().filter_map(Value::as_str).collect();
         let required: Vec<Value> = renames
             .iter()
@@ -306,13 +344,13 @@ fn convert_object(map: &mut Map<String, Value>, left: &mut usize) {
             .map(|(_, safe)| Value::String(safe.clone()))
             .collect();
         if !required.is_empty() {
-            map.insert("required".into(), Value::Array(required));
+            map.insert("required".into(), made(Value::Array(required)));
         }
     }
     if let Some(values) = map.remove("additionalProperties")
-        && values != Value::Bool(false)
+        && Node::from(&values).value() != Some(&Value::Bool(false))
     {
-        let of = match values.get("type").and_then(Value::as_str) {
+        let of = match Node::from(&values).get("type").and_then(Node::as_str) {
             Some(t) => format!("{t} values"),
             None => "values of any type".to_owned(),
         };
@@ -322,23 +360,30 @@ fn convert_object(map: &mut Map<String, Value>, left: &mut usize) {
 
 /// Items converted; a tuple's items as a union of its positions; an array
 /// without items gets "any value" items.
-fn convert_array(map: &mut Map<String, Value>, left: &mut usize) {
-    let items = match (map.remove("prefixItems"), map.remove("items")) {
-        (Some(Value::Array(positions)), _) if !positions.is_empty() => {
+fn convert_array(map: &mut Object<'_>, left: &mut usize) {
+    let prefix = map.remove("prefixItems").map(Prepared::into_items);
+    let items = match (prefix, map.remove("items").map(Prepared::into_items)) {
+        (Some(Ok(mut positions)), _) if !positions.is_empty() => {
             notes::append(map, &[format!("exactly {} items, in order", positions.len())]);
-            if positions.len() == 1 { positions[0].clone() } else { json!({"anyOf": positions}) }
+            if positions.len() == 1 {
+                positions.swap_remove(0)
+            } else {
+                Prepared::Object(vec![("anyOf".into(), Prepared::Array(positions))])
+            }
         }
-        (_, Some(Value::Array(positions))) if !positions.is_empty() => json!({"anyOf": positions}),
-        (_, Some(item @ Value::Object(_))) => item,
-        _ => json!({}),
+        (_, Some(Ok(positions))) if !positions.is_empty() => {
+            Prepared::Object(vec![("anyOf".into(), Prepared::Array(positions))])
+        }
+        (_, Some(Err(item))) if Node::from(&item).is_object() => item,
+        _ => made(json!({})),
     };
-    map.insert("items".into(), Value::Object(convert(items, left)));
+    map.insert("items".into(), Prepared::Object(convert(items, left).into_entries().collect()));
 }
 
 /// `map` with only Gemini's keywords left, the rest moved into the
 /// description; `format` only where Gemini takes it.
-fn keep_only(mut map: Map<String, Value>) -> Map<String, Value> {
-    let is_string = map.get("type").and_then(Value::as_str) == Some("string");
+fn keep_only(mut map: Object<'_>) -> Object<'_> {
+    let is_string = str_of(&map, "type") == Some("string");
     notes::move_to_description(&mut map, |keyword, value| match keyword {
         "format" => is_string && value.as_str().is_some_and(|f| GEMINI_FORMATS.contains(&f)),
         _ => GEMINI_KEYWORDS.contains(&keyword),
@@ -347,9 +392,9 @@ fn keep_only(mut map: Map<String, Value>) -> Map<String, Value> {
 }
 
 /// Marks the node nullable when a null was folded away.
-fn finish(mut map: Map<String, Value>, nullable: bool) -> Map<String, Value> {
+fn finish(mut map: Object<'_>, nullable: bool) -> Object<'_> {
     if nullable {
-        map.insert("nullable".into(), Value::Bool(true));
+        map.insert("nullable".into(), made(Value::Bool(true)));
     }
     map
 }

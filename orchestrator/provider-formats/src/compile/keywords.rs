@@ -38,9 +38,16 @@ pub(super) fn items<'a>(node: Cow<'a, Value>) -> Result<impl Iterator<Item = Cow
     }
 }
 
-/// One node's keywords and values, in order; each borrowed or owned.
-#[derive(Debug, Default)]
-pub(super) struct Keywords<'a>(Vec<(Cow<'a, str>, Cow<'a, Value>)>);
+/// One node's keywords and values, in order; each value borrowed or owned
+/// (`Cow<Value>`), or a prepared subtree.
+#[derive(Debug)]
+pub(super) struct Keywords<'a, V = Cow<'a, Value>>(Vec<(Cow<'a, str>, V)>);
+
+impl Default for Keywords<'_> {
+    fn default() -> Self {
+        Self::empty()
+    }
+}
 
 impl<'a> Keywords<'a> {
     /// The keywords of `node` when it is an object; otherwise the node itself, owned.
@@ -55,7 +62,29 @@ impl<'a> Keywords<'a> {
 
     /// The value of `keyword`.
     pub(super) fn get(&self, keyword: &str) -> Option<&Value> {
-        self.0.iter().find(|(k, _)| k == keyword).map(|(_, value)| &**value)
+        self.entry(keyword).map(|value| &**value)
+    }
+}
+
+impl<'a, V> Keywords<'a, V> {
+    /// No keywords.
+    pub(super) fn empty() -> Self {
+        Self(Vec::new())
+    }
+
+    /// The keywords `entries`, in order (no keyword twice).
+    pub(super) fn from_entries(entries: Vec<(Cow<'a, str>, V)>) -> Self {
+        Self(entries)
+    }
+
+    /// The value of `keyword`, as it is held.
+    pub(super) fn entry(&self, keyword: &str) -> Option<&V> {
+        self.0.iter().find(|(k, _)| k == keyword).map(|(_, value)| value)
+    }
+
+    /// The value of `keyword`, to change it.
+    pub(super) fn entry_mut(&mut self, keyword: &str) -> Option<&mut V> {
+        self.0.iter_mut().find(|(k, _)| k == keyword).map(|(_, value)| value)
     }
 
     /// Whether `keyword` is present.
@@ -69,15 +98,15 @@ impl<'a> Keywords<'a> {
     }
 
     /// Removes `keyword`, the last keyword taking its place (as `Map::remove`).
-    pub(super) fn remove(&mut self, keyword: &str) -> Option<Cow<'a, Value>> {
+    pub(super) fn remove(&mut self, keyword: &str) -> Option<V> {
         let index = self.0.iter().position(|(k, _)| k == keyword)?;
         Some(self.0.swap_remove(index).1)
     }
 
     /// Sets `keyword` in place when present, else appends it (as `Map::insert`).
-    pub(super) fn insert(&mut self, keyword: Cow<'a, str>, value: Cow<'a, Value>) {
-        match self.0.iter_mut().find(|(k, _)| *k == keyword) {
-            Some((_, old)) => *old = value,
+    pub(super) fn insert(&mut self, keyword: Cow<'a, str>, value: V) {
+        match self.entry_mut(&keyword) {
+            Some(old) => *old = value,
             None => self.0.push((keyword, value)),
         }
     }
@@ -91,8 +120,19 @@ impl<'a> Keywords<'a> {
     }
 
     /// The keywords in order, to be written out.
-    pub(super) fn into_entries(self) -> impl Iterator<Item = (Cow<'a, str>, Cow<'a, Value>)> {
+    pub(super) fn into_entries(self) -> impl Iterator<Item = (Cow<'a, str>, V)> {
         self.0.into_iter()
+    }
+
+    /// The keywords in order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
+        self.0.iter().map(|(keyword, value)| (&**keyword, value))
+    }
+}
+
+impl<V: Clone> Clone for Keywords<'_, V> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
     }
 }
 

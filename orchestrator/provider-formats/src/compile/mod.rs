@@ -33,6 +33,7 @@ pub use anthropic::{
     ANTHROPIC_STRICT_FORMATS, ANTHROPIC_STRICT_KEYWORDS, MAX_STRICT_OPTIONAL, MAX_STRICT_TOOLS, MAX_STRICT_UNIONS,
     StrictBudget, StrictCost, anthropic, is_recursive,
 };
+pub(crate) use gemini::with_gemini;
 pub use gemini::{GEMINI_FORMATS, GEMINI_KEYWORDS, GEMINI_TYPES, GEMINI_UNTYPED_KEYWORDS, gemini};
 pub(crate) use node::Node;
 pub use notes::phrase;

@@ -114,6 +114,15 @@ impl<'b> Node<'b> {
         Cow::Owned(Value::Array(items.map(|node| node.to_value().into_owned()).collect()))
     }
 
+    /// The node as an owned tree: its values borrowed, its objects and lists copied.
+    pub(crate) fn to_prepared(self) -> Prepared<'b> {
+        match self {
+            Self::Value(value) => Prepared::Value(Cow::Borrowed(value)),
+            Self::Entries(entries) => Prepared::Object(entries.to_vec()),
+            Self::Items(items) => Prepared::Array(items.to_vec()),
+        }
+    }
+
     /// Calls `f` with the keyword and value of every direct subschema of the
     /// node (as [`super::walk::for_each_child`] does for a `Value`).
     pub(crate) fn for_each_child(self, mut f: impl FnMut(&'b str, Node<'b>)) {

@@ -1,7 +1,13 @@
 //! Constraints a provider cannot take as keywords, moved into the node's
 //! description in words a model follows ("at most 20", "default: 5").
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
+
+use super::keywords::Keywords;
+use super::node::Node;
+use super::prepared::Prepared;
 
 /// Integer and floating-point `format`s: the type and range say all they mean.
 const NUMERIC_FORMATS: &[&str] = &[
@@ -51,10 +57,59 @@ fn list(value: &Value) -> String {
     }
 }
 
+/// A schema node's keywords as [`append`] and [`move_to_description`] edit
+/// them: a `Value` object, or a prepared node's [`Keywords`].
+pub(crate) trait Described {
+    /// The node's description, when it is a string.
+    fn description(&self) -> Option<&str>;
+    /// Sets the node's description (in place, or appended).
+    fn set_description(&mut self, text: String);
+    /// The keywords `keep` refuses, in order.
+    fn refused(&self, keep: impl Fn(&str, Node<'_>) -> bool) -> Vec<String>;
+    /// Removes `keyword` (the last keyword taking its place, as `Map::remove`), giving its value.
+    fn take(&mut self, keyword: &str) -> Option<Cow<'_, Value>>;
+}
+
+impl Described for Map<String, Value> {
+    fn description(&self) -> Option<&str> {
+        self.get("description").and_then(Value::as_str)
+    }
+
+    fn set_description(&mut self, text: String) {
+        self.insert("description".into(), Value::String(text));
+    }
+
+    fn refused(&self, keep: impl Fn(&str, Node<'_>) -> bool) -> Vec<String> {
+        self.iter().filter(|(k, v)| !keep(k, Node::Value(v))).map(|(k, _)| k.clone()).collect()
+    }
+
+    fn take(&mut self, keyword: &str) -> Option<Cow<'_, Value>> {
+        self.remove(keyword).map(Cow::Owned)
+    }
+}
+
+impl<'a> Described for Keywords<'a, Prepared<'a>> {
+    fn description(&self) -> Option<&str> {
+        self.entry("description").and_then(|node| Node::from(node).as_str())
+    }
+
+    fn set_description(&mut self, text: String) {
+        self.insert("description".into(), Prepared::Value(Cow::Owned(Value::String(text))));
+    }
+
+    fn refused(&self, keep: impl Fn(&str, Node<'_>) -> bool) -> Vec<String> {
+        self.iter().filter(|(k, v)| !keep(k, Node::from(*v))).map(|(k, _)| k.to_owned()).collect()
+    }
+
+    fn take(&mut self, keyword: &str) -> Option<Cow<'_, Value>> {
+        self.remove(keyword).map(|node| Cow::Owned(Node::from(&node).to_value().into_owned()))
+    }
+}
+
 /// Adds `phrases` to the end of the node's description, in parentheses.
-pub fn append(node: &mut Map<String, Value>, phrases: &[String]) {
-    if let Some(text) = described(node.get("description").and_then(Value::as_str), phrases) {
-        node.insert("description".into(), Value::String(text));
+pub fn append(node: &mut impl Described, phrases: &[String]) {
+    if let Some(text) = described(node.description(), phrases) {
+        node.set_description(text);
     }
 }
 
@@ -73,10 +128,10 @@ pub(super) fn described(existing: Option<&str>, phrases: &[String]) -> Option<St
 
 /// Removes every keyword of `node` that `keep` refuses, writing the meaning
 /// of each into the description.
-pub fn move_to_description(node: &mut Map<String, Value>, keep: impl Fn(&str, &Value) -> bool) {
-    let dropped: Vec<String> = node.keys().filter(|k| !keep(k, &node[k.as_str()])).cloned().collect();
+pub fn move_to_description(node: &mut impl Described, keep: impl Fn(&str, Node<'_>) -> bool) {
+    let dropped = node.refused(keep);
     let phrases: Vec<String> =
-        dropped.iter().filter_map(|keyword| node.remove(keyword).and_then(|value| phrase(keyword, &value))).collect();
+        dropped.iter().filter_map(|keyword| node.take(keyword).and_then(|value| phrase(keyword, &value))).collect();
     append(node, &phrases);
 }
 

@@ -7,10 +7,10 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::keywords::members;
+use super::keywords::{items, members};
 
 /// A prepared schema node.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Prepared<'a> {
     /// A value kept as it is (borrowed from the document) or made anew.
     Value(Cow<'a, Value>),
@@ -58,6 +58,18 @@ impl<'a> Prepared<'a> {
                 }
                 out.push(b']');
             }
+        }
+    }
+
+    /// The items of a list node (a kept list's, borrowed as they are); a node of any other kind as it is.
+    pub(crate) fn into_items(self) -> Result<Vec<Prepared<'a>>, Self> {
+        match self {
+            Self::Array(items) => Ok(items),
+            Self::Value(value) => match items(value) {
+                Ok(items) => Ok(items.map(Self::Value).collect()),
+                Err(other) => Err(Self::Value(other)),
+            },
+            other => Err(other),
         }
     }
 
