@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::http::{HeaderValue, StatusCode};
-use hyper::body::Incoming;
 use module_sdk::ErrorKind;
 use module_sdk::contract::{ToolCall, ToolResult};
 use module_sdk::service::TraceParent;
@@ -22,7 +21,7 @@ use crate::caller::{Caller, CallerFields};
 use crate::config::Config;
 use crate::gateway_validation::GatewayValidators;
 use crate::metrics::Metrics;
-use crate::module_client::{ModuleClient, SendError};
+use crate::module_client::{AnswerBody, ModuleClient, SendError};
 use crate::registry::{Registry, RouteError, ToolRoute};
 use module_sdk::error_chain;
 
@@ -257,7 +256,7 @@ impl Executor {
         &self,
         route: &ToolRoute,
         call: &ToolCall,
-        response: axum::http::Response<Incoming>,
+        response: axum::http::Response<AnswerBody>,
         timeout: Duration,
         deadline: Instant,
     ) -> CallAnswer {
