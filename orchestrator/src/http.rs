@@ -19,6 +19,7 @@ use crate::app::Orchestrator;
 use crate::auth::Authorized;
 use crate::caller::{Caller, CallerFields};
 use crate::execute::ExecuteRequest;
+use crate::json_body::JsonBody;
 use crate::listing_cache::ListingVariant;
 use crate::providers::{CallFormat, ToolFormat};
 use crate::registry::ModuleState;
@@ -193,12 +194,12 @@ pub(crate) async fn refresh_tools(_: Authorized, State(state): State<AppState>) 
 pub(crate) async fn execute(
     Authorized(identity): Authorized,
     State(state): State<AppState>,
-    body: Result<Json<ExecuteRequest>, JsonRejection>,
+    body: Result<JsonBody<ExecuteRequest>, JsonRejection>,
 ) -> Response {
     match body {
         // Boxed: the call's future is large, and every layer of the router
         // would otherwise move a copy of it (callgrind: ~10 000 instructions of memcpy a call).
-        Ok(Json(request)) => match Box::pin(state.orchestrator.execute_answer(&identity, request)).await {
+        Ok(JsonBody(request)) => match Box::pin(state.orchestrator.execute_answer(&identity, request)).await {
             // A static header value: not parsed and copied per answer.
             Ok(answer) => {
                 let json = const { HeaderValue::from_static("application/json") };
@@ -237,7 +238,7 @@ pub(crate) async fn tool_calls(
     Authorized(identity): Authorized,
     State(state): State<AppState>,
     query: Result<Query<ToolCallsQuery>, QueryRejection>,
-    body: Result<Json<ToolCallsRequest>, JsonRejection>,
+    body: Result<JsonBody<ToolCallsRequest>, JsonRejection>,
 ) -> Response {
     let Query(query) = match query {
         Ok(query) => query,
@@ -250,7 +251,7 @@ pub(crate) async fn tool_calls(
         None => return error_response(StatusCode::BAD_REQUEST, format!("missing the message format: {FORMATS}")),
     };
     let request = match body {
-        Ok(Json(request)) => request,
+        Ok(JsonBody(request)) => request,
         Err(rejection) => return bad_body(rejection),
     };
     match run_tool_calls(&state.orchestrator, &identity, format, request).await {

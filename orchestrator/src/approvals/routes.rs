@@ -14,6 +14,7 @@ use serde_json::json;
 use super::{Approval, ApprovalError, Decision, decide_to_the_end, result_message};
 use crate::auth::Authorized;
 use crate::http::AppState;
+use crate::json_body::JsonBody;
 
 /// The approval routes, to merge into the API's router.
 pub fn routes() -> Router<AppState> {
@@ -95,9 +96,9 @@ pub(crate) async fn decide(
     Authorized(identity): Authorized,
     State(state): State<AppState>,
     Path(id): Path<String>,
-    body: Result<Json<DecisionBody>, JsonRejection>,
+    body: Result<JsonBody<DecisionBody>, JsonRejection>,
 ) -> Response {
-    let Json(body) = match body {
+    let JsonBody(body) = match body {
         Ok(body) => body,
         Err(rejection) => return error_response(rejection.status(), rejection.body_text()),
     };
