@@ -82,7 +82,7 @@ fn close_objects(node: &mut Value) {
 
 /// The contract's `parameters`: one entry per top-level property of `schema`.
 pub fn parameters_of(schema: &Value) -> Vec<ToolParameter> {
-    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+    let Some(properties) = field(schema, "properties").and_then(Value::as_object) else {
         return Vec::new();
     };
     let required: Vec<&str> = schema
@@ -118,7 +118,7 @@ pub fn resolve<'a>(root: &'a Value, node: &'a Value) -> &'a Value {
     let mut current = node;
     // A bounded walk: a chain of references longer than this is a cycle.
     for _ in 0..32 {
-        let Some(target) = current.get("$ref").and_then(Value::as_str) else {
+        let Some(target) = field(current, "$ref").and_then(Value::as_str) else {
             return current;
         };
         match target.strip_prefix('#').and_then(|pointer| root.pointer(pointer)) {
@@ -132,12 +132,12 @@ pub fn resolve<'a>(root: &'a Value, node: &'a Value) -> &'a Value {
 /// The non-null branches of a node: its `anyOf`/`oneOf` alternatives (resolved)
 /// without `{"type": "null"}`, or the node itself.
 fn branches<'a>(root: &'a Value, node: &'a Value) -> Vec<&'a Value> {
-    let union = node.get("anyOf").or_else(|| node.get("oneOf")).and_then(Value::as_array);
+    let union = field(node, "anyOf").or_else(|| field(node, "oneOf")).and_then(Value::as_array);
     match union {
         Some(alternatives) => alternatives
             .iter()
             .map(|branch| resolve(root, branch))
-            .filter(|branch| branch.get("type").and_then(Value::as_str) != Some("null"))
+            .filter(|branch| field(branch, "type").and_then(Value::as_str) != Some("null"))
             .collect(),
         None => vec![node],
     }
@@ -145,10 +145,10 @@ fn branches<'a>(root: &'a Value, node: &'a Value) -> Vec<&'a Value> {
 
 /// The first non-null JSON type a node may take.
 fn value_type(root: &Value, node: &Value) -> Option<ParameterType> {
-    branches(root, node).into_iter().find_map(|branch| match branch.get("type") {
+    branches(root, node).into_iter().find_map(|branch| match field(branch, "type") {
         Some(Value::String(name)) => ParameterType::from_schema_type(name),
         Some(Value::Array(names)) => names.iter().filter_map(Value::as_str).find_map(ParameterType::from_schema_type),
-        _ => branch.get("properties").map(|_| ParameterType::Object),
+        _ => field(branch, "properties").map(|_| ParameterType::Object),
     })
 }
 
@@ -157,11 +157,11 @@ fn value_type(root: &Value, node: &Value) -> Option<ParameterType> {
 fn enum_values(root: &Value, node: &Value) -> Option<Vec<String>> {
     let mut values = Vec::new();
     for branch in branches(root, node) {
-        if let Some(list) = branch.get("enum").and_then(Value::as_array) {
+        if let Some(list) = field(branch, "enum").and_then(Value::as_array) {
             for value in list.iter().filter(|v| !v.is_null()) {
                 values.push(value.as_str()?.to_owned());
             }
-        } else if let Some(value) = branch.get("const") {
+        } else if let Some(value) = field(branch, "const") {
             values.push(value.as_str()?.to_owned());
         } else {
             return None;
@@ -174,10 +174,17 @@ fn enum_values(root: &Value, node: &Value) -> Option<Vec<String>> {
 fn description_of(property: &Value, resolved: &Value) -> Option<String> {
     [property, resolved]
         .into_iter()
-        .filter_map(|node| node.get("description").and_then(Value::as_str))
+        .filter_map(|node| field(node, "description").and_then(Value::as_str))
         .map(str::trim)
         .find(|text| !text.is_empty())
         .map(str::to_owned)
+}
+
+/// The member `keyword` of an object node: `Value::get`, by a scan of the
+/// members rather than a hash (a schema node holds a handful of keywords;
+/// [`parameters_of`] runs for every tool of a listing).
+fn field<'a>(node: &'a Value, keyword: &str) -> Option<&'a Value> {
+    node.as_object()?.iter().find(|(name, _)| *name == keyword).map(|(_, value)| value)
 }
 
 /// Whether a schema's root says `"type": "object"`.
