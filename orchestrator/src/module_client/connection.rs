@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Waker};
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::http::{HeaderValue, Uri};
@@ -22,8 +23,6 @@ use hyper_rustls::MaybeHttpsStream;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
-
-use super::MODULE_IDLE_TIMEOUT;
 
 /// What a connection to a module runs over: TCP, or TLS over TCP.
 pub(super) type ModuleStream = MaybeHttpsStream<TokioIo<TcpStream>>;
@@ -39,18 +38,20 @@ pub(super) struct ModuleConnection {
     /// The connection ended (closed by either side, or failed); it is not
     /// polled again.
     over: bool,
-    /// Where it leads, the key it is pooled under.
+    /// Where it leads, the key it is pooled under, and what requests to it need.
     url: Arc<str>,
+    target: Arc<Target>,
 }
 
 impl ModuleConnection {
-    /// A fresh connection to the module at `url`.
+    /// A fresh connection to the module at `url`, whose request target is `target`.
     pub fn new(
         url: Arc<str>,
+        target: Arc<Target>,
         sender: SendRequest<Full<Bytes>>,
         connection: Connection<ModuleStream, Full<Bytes>>,
     ) -> Self {
-        Self { sender, connection: Box::new(connection), over: false, url }
+        Self { sender, connection: Box::new(connection), over: false, url, target }
     }
 
     /// Reads and writes what the connection can now, registering `cx` to
@@ -90,16 +91,31 @@ pub(super) struct Target {
 }
 
 /// The idle keep-alive connections to modules, at most `max_idle` per
-/// module URL, each dropped once idle for [`MODULE_IDLE_TIMEOUT`].
+/// module URL, each dropped once idle for the idle timeout
+/// ([`MODULE_IDLE_TIMEOUT`](super::MODULE_IDLE_TIMEOUT)): when its URL is
+/// next used, or by the sweep of every URL that a call returning a
+/// connection makes at most once per idle timeout (so URLs no longer
+/// called, such as a replaced replica's, hold nothing for long while calls
+/// go on).
 pub(super) struct ConnectionPool {
-    modules: Mutex<HashMap<Arc<str>, ModulePool>>,
+    modules: Mutex<Modules>,
     max_idle: usize,
+    /// [`MODULE_IDLE_TIMEOUT`](super::MODULE_IDLE_TIMEOUT), but for tests.
+    idle_timeout: Duration,
+}
+
+/// Each module URL's pool, and when all were last swept.
+struct Modules {
+    by_url: HashMap<Arc<str>, ModulePool>,
+    swept: Instant,
 }
 
 impl ConnectionPool {
-    /// A pool keeping at most `max_idle` idle connections per module URL.
-    pub fn new(max_idle: usize) -> Self {
-        Self { modules: Mutex::new(HashMap::new()), max_idle }
+    /// A pool keeping at most `max_idle` idle connections per module URL,
+    /// each for at most `idle_timeout`.
+    pub fn new(max_idle: usize, idle_timeout: Duration) -> Self {
+        let modules = Modules { by_url: HashMap::new(), swept: Instant::now() };
+        Self { modules: Mutex::new(modules), max_idle, idle_timeout }
     }
 
     /// `url`'s request target and an idle connection to it, if there is a
@@ -109,12 +125,12 @@ impl ConnectionPool {
         loop {
             let (target, candidate) = {
                 let mut modules = self.modules.lock().unwrap_or_else(PoisonError::into_inner);
-                let module = modules.get_mut(url)?;
+                let module = modules.by_url.get_mut(url)?;
                 (Arc::clone(&module.target), module.idle.pop())
             };
             let Some((mut connection, since)) = candidate else { return Some((target, None)) };
             // Checked outside the lock: checking a connection may read from it.
-            if since.elapsed() < MODULE_IDLE_TIMEOUT && connection.is_ready() {
+            if since.elapsed() < self.idle_timeout && connection.is_ready() {
                 return Some((target, Some(connection)));
             }
         }
@@ -124,8 +140,10 @@ impl ConnectionPool {
     /// kept.
     pub fn remember(&self, url: &Arc<str>, target: Target) -> Arc<Target> {
         let mut modules = self.modules.lock().unwrap_or_else(PoisonError::into_inner);
-        let module =
-            modules.entry(Arc::clone(url)).or_insert_with(|| ModulePool { target: Arc::new(target), idle: Vec::new() });
+        let module = modules
+            .by_url
+            .entry(Arc::clone(url))
+            .or_insert_with(|| ModulePool { target: Arc::new(target), idle: Vec::new() });
         Arc::clone(&module.target)
     }
 
@@ -137,12 +155,29 @@ impl ConnectionPool {
         }
         let now = Instant::now();
         let mut modules = self.modules.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(module) = modules.get_mut(&connection.url) else { return };
-        // Oldest first: drop the ones idle too long.
-        let expired = module.idle.partition_point(|(_, since)| now.duration_since(*since) >= MODULE_IDLE_TIMEOUT);
-        module.idle.drain(..expired);
+        let idle_timeout = self.idle_timeout;
+        if now.duration_since(modules.swept) >= idle_timeout {
+            modules.swept = now;
+            modules.by_url.retain(|_, module| {
+                drop_expired(&mut module.idle, now, idle_timeout);
+                !module.idle.is_empty()
+            });
+        }
+        let target = &connection.target;
+        let module = modules
+            .by_url
+            .entry(Arc::clone(&connection.url))
+            .or_insert_with(|| ModulePool { target: Arc::clone(target), idle: Vec::new() });
+        drop_expired(&mut module.idle, now, idle_timeout);
         if module.idle.len() < self.max_idle {
             module.idle.push((connection, now));
         }
     }
+}
+
+/// Drops the connections of `idle` (oldest first) idle for `timeout` or
+/// longer at `now`.
+fn drop_expired(idle: &mut Vec<(ModuleConnection, Instant)>, now: Instant, timeout: Duration) {
+    let expired = idle.partition_point(|(_, since)| now.duration_since(*since) >= timeout);
+    idle.drain(..expired);
 }

@@ -103,6 +103,15 @@ impl ModuleClient {
     /// module, sending `service_token` as a bearer token when set; an error
     /// when the token cannot be sent in a header.
     pub fn new(max_idle_per_module: usize, service_token: Option<&str>) -> Result<Self, InvalidToken> {
+        Self::with_idle_timeout(max_idle_per_module, service_token, MODULE_IDLE_TIMEOUT)
+    }
+
+    /// [`Self::new`] with idle connections kept for `idle_timeout`.
+    fn with_idle_timeout(
+        max_idle_per_module: usize,
+        service_token: Option<&str>,
+        idle_timeout: Duration,
+    ) -> Result<Self, InvalidToken> {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         // The TLS layer below takes https:// URLs; the TCP connector must let them through.
@@ -110,7 +119,8 @@ impl ModuleClient {
         let connector =
             HttpsConnectorBuilder::new().with_webpki_roots().https_or_http().enable_http1().wrap_connector(connector);
         let authorization = service_token.map(|token| HeaderValue::try_from(format!("Bearer {token}"))).transpose()?;
-        Ok(Self { connector, pool: Arc::new(ConnectionPool::new(max_idle_per_module)), authorization })
+        let pool = Arc::new(ConnectionPool::new(max_idle_per_module, idle_timeout));
+        Ok(Self { connector, pool, authorization })
     }
 
     /// Posts the JSON `body` to `url` with `traceparent`; the answer's head,
@@ -170,11 +180,11 @@ impl ModuleClient {
     }
 
     /// A new connection to `target`, the module at `url`.
-    async fn connect(&self, url: &Arc<str>, target: &Target) -> Result<ModuleConnection, SendError> {
+    async fn connect(&self, url: &Arc<str>, target: &Arc<Target>) -> Result<ModuleConnection, SendError> {
         let stream = self.connector.clone().oneshot(target.uri.clone()).await.map_err(SendError::Connect)?;
         let (sender, connection) =
             hyper::client::conn::http1::handshake(stream).await.map_err(|error| SendError::Connect(error.into()))?;
-        Ok(ModuleConnection::new(Arc::clone(url), sender, connection))
+        Ok(ModuleConnection::new(Arc::clone(url), Arc::clone(target), sender, connection))
     }
 }
 
@@ -319,6 +329,42 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(call(&client, &url, "{}").await, "ok");
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn idle_connections_of_a_url_no_longer_called_are_closed_while_others_are_used() {
+        use tokio::io::AsyncWriteExt;
+        // A module that answers every request on a connection and says
+        // when a connection was closed by the client.
+        async fn module() -> (Arc<str>, tokio::sync::mpsc::UnboundedReceiver<()>) {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url: Arc<str> = Arc::from(format!("http://{}/execute", listener.local_addr().unwrap()));
+            let (closed, closes) = tokio::sync::mpsc::unbounded_channel();
+            tokio::spawn(async move {
+                loop {
+                    let (mut socket, _) = listener.accept().await.unwrap();
+                    let closed = closed.clone();
+                    tokio::spawn(async move {
+                        let mut request = [0_u8; 4096];
+                        while socket.read(&mut request).await.is_ok_and(|read| read > 0) {
+                            let _ = socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await;
+                        }
+                        let _ = closed.send(());
+                    });
+                }
+            });
+            (url, closes)
+        }
+        let (called, _) = module().await;
+        let (forgotten, mut forgotten_closes) = module().await;
+        let client = ModuleClient::with_idle_timeout(4, None, Duration::from_millis(50)).unwrap();
+        call(&client, &called, "{}").await;
+        call(&client, &forgotten, "{}").await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Only `called` is called again; its answer's return sweeps every URL.
+        call(&client, &called, "{}").await;
+        let closed = tokio::time::timeout(Duration::from_secs(10), forgotten_closes.recv()).await;
+        assert!(closed.is_ok(), "the idle connection to the URL no longer called was closed");
     }
 
     #[tokio::test]
