@@ -104,16 +104,74 @@ pub(crate) fn set<'a>(entries: &mut Entries<'a>, keyword: impl Into<Cow<'a, str>
     }
 }
 
-/// Appends `value`'s compact JSON text to `out`.
+/// Appends `value`'s compact JSON text to `out` (the bytes `serde_json` writes).
 fn write_value(value: &Value, out: &mut Vec<u8>) {
-    // Writing a `Value` to a `Vec` cannot fail.
-    let _ = serde_json::to_writer(out, value);
+    match value {
+        Value::String(text) => write_str(text, out),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(b',');
+                }
+                write_value(item, out);
+            }
+            out.push(b']');
+        }
+        Value::Object(map) => {
+            out.push(b'{');
+            for (index, (key, item)) in map.iter().enumerate() {
+                if index > 0 {
+                    out.push(b',');
+                }
+                write_str(key, out);
+                out.push(b':');
+                write_value(item, out);
+            }
+            out.push(b'}');
+        }
+        // Writing a number, a boolean or null to a `Vec` cannot fail.
+        other => {
+            let _ = serde_json::to_writer(out, other);
+        }
+    }
 }
 
-/// Appends `text` as a JSON string to `out`.
+/// Whether no byte of `bytes` is one JSON escapes (a control character, a
+/// quote or a backslash); eight bytes at a time (the "has a byte less than
+/// n" and "has a zero byte" word tests, exact for whether any byte matches).
+fn is_plain(bytes: &[u8]) -> bool {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+    let has_zero = |word: u64| word.wrapping_sub(ONES) & !word & HIGH != 0;
+    let escapes = |word: u64| {
+        word.wrapping_sub(ONES * 0x20) & !word & HIGH != 0
+            || has_zero(word ^ (ONES * u64::from(b'"')))
+            || has_zero(word ^ (ONES * u64::from(b'\\')))
+    };
+    let chunks = bytes.chunks_exact(8);
+    let tail = chunks.remainder();
+    let words_plain = chunks.into_iter().all(|chunk| {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        !escapes(u64::from_ne_bytes(word))
+    });
+    words_plain && tail.iter().all(|&byte| byte >= 0x20 && byte != b'"' && byte != b'\\')
+}
+
+/// Appends `text` as a JSON string to `out`: as it is between quotes when
+/// nothing in it needs escaping (no control character, quote or backslash:
+/// the only bytes `serde_json` escapes), else as `serde_json` escapes it.
 pub(crate) fn write_str(text: &str, out: &mut Vec<u8>) {
-    // Writing a string to a `Vec` cannot fail.
-    let _ = serde_json::to_writer(out, text);
+    if is_plain(text.as_bytes()) {
+        out.reserve(text.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+    } else {
+        // Writing a string to a `Vec` cannot fail.
+        let _ = serde_json::to_writer(out, text);
+    }
 }
 
 #[cfg(test)]
@@ -136,5 +194,30 @@ mod tests {
         let entries = Prepared::Value(Cow::Borrowed(&kept)).into_object().unwrap();
         assert_eq!(Prepared::Object(entries).into_value(), kept);
         assert!(Prepared::Value(Cow::Owned(json!(1))).into_object().is_err());
+    }
+
+    #[test]
+    fn strings_and_values_are_written_as_serde_json_writes_them() {
+        let long = "a plain text of more than eight bytes, ünï \u{7f}";
+        for sample in
+            ["", "plain ünï \u{7f}", "tab\there", "\\", "q\"", "\u{1f}", "\u{0}x", long, "12345678\"", "1234567\n9"]
+        {
+            let mut text = Vec::new();
+            write_str(sample, &mut text);
+            assert_eq!(text, serde_json::to_vec(sample).unwrap(), "{sample:?}");
+        }
+        let value = json!({"a": [1, -2.5, 1e300, null, true, "x\"y"], "b": {"": {}}, "c": []});
+        let mut text = Vec::new();
+        write_value(&value, &mut text);
+        assert_eq!(text, serde_json::to_vec(&value).unwrap());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_string_is_written_as_serde_json_writes_it(text in "[a-z \"\\\\\\x00-\\x1f\\x7f-\\u{3ff}]{0,40}") {
+            let mut written = Vec::new();
+            write_str(&text, &mut written);
+            proptest::prop_assert_eq!(written, serde_json::to_vec(&text).unwrap());
+        }
     }
 }
