@@ -41,25 +41,38 @@ impl NameMap {
         let mut full_names: Vec<&str> = names.into_iter().collect();
         full_names.sort_unstable();
         full_names.dedup();
-        let mut by_candidate: HashMap<String, Vec<&str>> = HashMap::new();
-        for name in &full_names {
-            by_candidate.entry(safe_tool_name(name)).or_default().push(name);
-        }
-        let mut taken: HashSet<String> = by_candidate.keys().cloned().collect();
-        let mut map = Self::default();
-        let mut candidates: Vec<_> = by_candidate.into_iter().collect();
-        candidates.sort_unstable();
-        for (candidate, owners) in candidates {
+        // Each name's candidate, in candidate order; names of one candidate stay sorted (a stable sort).
+        let mut candidates: Vec<(String, &str)> =
+            full_names.into_iter().map(|name| (safe_tool_name(name), name)).collect();
+        candidates.sort_by(|a, b| a.0.cmp(&b.0));
+        let collide = candidates.windows(2).any(|pair| pair[0].0 == pair[1].0);
+        // Only collisions need to know every name taken (the usual set has none).
+        let mut taken: HashSet<String> = match collide {
+            true => candidates.iter().map(|(candidate, _)| candidate.clone()).collect(),
+            false => HashSet::new(),
+        };
+        let mut map = Self {
+            to_provider: HashMap::with_capacity(candidates.len()),
+            to_tool: HashMap::with_capacity(candidates.len()),
+        };
+        let mut previous: Option<(String, usize)> = None;
+        for (candidate, owner) in candidates {
             // The first (in sorted order) keeps the plain name, the others are numbered.
-            let mut owners = owners.into_iter();
-            if let Some(first) = owners.next() {
-                map.insert(first, candidate.clone());
+            let index = match &mut previous {
+                Some((last, index)) if *last == candidate => {
+                    *index += 1;
+                    *index
+                }
+                _ => 0,
+            };
+            if index == 0 {
+                map.insert(owner, candidate.clone());
+                previous = Some((candidate, 0));
+                continue;
             }
-            for (index, owner) in owners.enumerate() {
-                let name = numbered(&candidate, index + 2, &taken);
-                taken.insert(name.clone());
-                map.insert(owner, name);
-            }
+            let name = numbered(&candidate, index + 1, &taken);
+            taken.insert(name.clone());
+            map.insert(owner, name);
         }
         map
     }

@@ -178,11 +178,11 @@ impl<'a> Preparer<'a, '_> {
 
     /// `{"$ref": "#/$defs/<name>"}`, counted as a use of `name` unless it is the root.
     fn reference(&mut self, name: String, root: bool) -> Prepared<'a> {
-        let node = serde_json::json!({ "$ref": format!("#/$defs/{}", escape(&name)) });
+        let pointer = Value::String(format!("#/$defs/{}", escape(&name)));
         if !root {
             self.refs.push(name);
         }
-        Prepared::Value(Cow::Owned(node))
+        Prepared::Object(vec![("$ref".into(), Prepared::Value(Cow::Owned(pointer)))])
     }
 
     fn object(&mut self, mut map: Keywords<'a>) -> Prepared<'a> {

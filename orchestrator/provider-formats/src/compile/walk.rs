@@ -1,6 +1,8 @@
 //! Where the subschemas of a JSON Schema node are, so that passes can visit
 //! or rewrite every node without knowing every keyword.
 
+use std::borrow::Cow;
+
 use module_sdk::schema::{LIST_SUBSCHEMA_KEYWORDS, MAP_SUBSCHEMA_KEYWORDS, SINGLE_SUBSCHEMA_KEYWORDS};
 use serde_json::{Map, Value};
 
@@ -83,8 +85,11 @@ pub fn for_each_node<'a>(root: &'a Value, path: &str, f: &mut impl FnMut(&str, &
 }
 
 /// A name escaped for use in a JSON pointer.
-pub fn escape(name: &str) -> String {
-    name.replace('~', "~0").replace('/', "~1")
+pub fn escape(name: &str) -> Cow<'_, str> {
+    match name.contains(['~', '/']) {
+        true => Cow::Owned(name.replace('~', "~0").replace('/', "~1")),
+        false => Cow::Borrowed(name),
+    }
 }
 
 /// The `$defs` entry a reference names, for references of the form `#/$defs/<name>`.
