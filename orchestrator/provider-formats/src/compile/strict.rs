@@ -77,7 +77,8 @@ pub(super) fn strict_node<'b>(
     if node.contains_key("anyOf") && node.contains_key("oneOf") {
         return not("both `anyOf` and `oneOf`");
     }
-    let mut out = Entries::new();
+    // At most one keyword per source keyword, and the few closing adds.
+    let mut out = Entries::with_capacity(node.entries().map_or(0, Iterator::count) + 3);
     let mut dropped: Vec<(&str, Cow<'b, Value>)> = Vec::new();
     for (keyword, value) in entries {
         let here = Path::Key(path, keyword);
@@ -93,7 +94,7 @@ pub(super) fn strict_node<'b>(
             }
             "properties" | "$defs" => {
                 let Some(children) = value.entries() else { return not("properties that are not a map") };
-                let mut compiled = Entries::new();
+                let mut compiled = Entries::with_capacity(value.entries().map_or(0, Iterator::count));
                 for (name, child) in children {
                     // Names of a map are unique: no need to look for an earlier one.
                     compiled.push((name.into(), strict_node(rules, child, &Path::Key(&here, name))?));
