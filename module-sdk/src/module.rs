@@ -3,6 +3,8 @@
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
+use std::pin::pin;
+use std::task::Poll;
 use std::sync::Arc;
 
 use futures::FutureExt;
@@ -218,8 +220,15 @@ impl ModuleService {
         // Cancelled when this call ends for any reason, including the caller
         // going away (the future is then dropped).
         let _cancel_on_exit = ctx.cancellation().clone().drop_guard();
-        let running = AssertUnwindSafe(async { tool.handler.call(ctx, arguments).await }).catch_unwind();
-        match tokio::time::timeout_at(deadline, running).await {
+        let mut running = pin!(AssertUnwindSafe(async { tool.handler.call(ctx, arguments).await }).catch_unwind());
+        // A handler that finishes on its first poll needs no timer: the
+        // deadline is armed (a timer-wheel entry) only when it has to wait,
+        // and `timeout_at` polls the handler before its timer, as here.
+        let outcome = match futures::poll!(running.as_mut()) {
+            Poll::Ready(outcome) => Ok(outcome),
+            Poll::Pending => tokio::time::timeout_at(deadline, running).await,
+        };
+        match outcome {
             Ok(Ok(Ok(result))) => Answer::success(call.tool_name, result),
             Ok(Ok(Err(error))) => Answer::failure(call.tool_name, error.kind(), error.message()),
             Ok(Err(panic)) => {
