@@ -159,6 +159,10 @@ pub fn gemini_property_names(properties: &Map<String, Value>) -> Vec<(&str, Stri
 
 /// [`gemini_property_names`] of the property names `names` (no name twice), in order.
 pub(crate) fn gemini_safe_names<'n>(names: impl Iterator<Item = &'n str> + Clone) -> Vec<(&'n str, String)> {
+    // Usually every name is safe already: each keeps its own, and none can meet another.
+    if names.clone().all(is_gemini_property_name) {
+        return names.map(|name| (name, name.to_owned())).collect();
+    }
     let mut taken: HashSet<String> =
         names.clone().filter(|name| is_gemini_property_name(name)).map(str::to_owned).collect();
     names

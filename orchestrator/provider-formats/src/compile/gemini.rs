@@ -325,10 +325,10 @@ fn convert_object(map: &mut Object<'_>, left: &mut usize) {
         && Node::from(&*properties).is_object()
     {
         let properties = std::mem::replace(properties, Prepared::Array(Vec::new())).into_object().unwrap_or_default();
-        let names = gemini_safe_names(properties.iter().map(|(name, _)| &**name));
-        let names: Vec<(String, String)> = names.into_iter().map(|(name, safe)| (name.to_owned(), safe)).collect();
+        let safe_names: Vec<String> =
+            gemini_safe_names(properties.iter().map(|(name, _)| &**name)).into_iter().map(|(_, safe)| safe).collect();
         let mut converted = Object::empty();
-        for ((_, property), (name, safe)) in properties.into_iter().zip(names) {
+        for ((name, property), safe) in properties.into_iter().zip(safe_names) {
             converted.insert(safe.clone().into(), Prepared::Object(convert(property, left).into_entries().collect()));
             renames.push((name, safe));
         }
@@ -340,7 +340,7 @@ fn convert_object(map: &mut Object<'_>, left: &mut usize) {
         let present: HashSet<&str> = required.iter().filter_map(Value::as_str).collect();
         let required: Vec<Value> = renames
             .iter()
-            .filter(|(name, _)| present.contains(name.as_str()))
+            .filter(|(name, _)| present.contains(&**name))
             .map(|(_, safe)| Value::String(safe.clone()))
             .collect();
         if !required.is_empty() {
