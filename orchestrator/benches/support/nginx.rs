@@ -1,6 +1,6 @@
 //! nginx as a plain reverse proxy in front of one module, for comparison:
 //! started as a non-daemon child with a generated configuration in a
-//! temporary directory, on a free port, killed when dropped.
+//! temporary directory, on a free port, stopped (worker and all) when dropped.
 
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -73,7 +73,20 @@ fn which_nginx() -> Option<std::path::PathBuf> {
 }
 
 impl Drop for Nginx {
+    /// Stops nginx with SIGTERM, on which the master stops its worker and
+    /// exits (SIGKILL would leave the worker running, still listening);
+    /// SIGKILL only if it has not exited within 5 s.
     fn drop(&mut self) {
+        if let Some(pid) = i32::try_from(self.child.id()).ok().and_then(rustix::process::Pid::from_raw) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
