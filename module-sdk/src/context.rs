@@ -3,7 +3,7 @@
 
 use std::any::{Any, TypeId, type_name};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -29,29 +29,54 @@ impl StateMap {
 /// The per-call context handed to every tool handler.
 ///
 /// Everything in it comes from the orchestrator or the module itself, never
-/// from the model's arguments.
+/// from the model's arguments. Cloning it is one reference count.
 #[derive(Clone)]
-pub struct Context {
+pub struct Context(Arc<CallScope>);
+
+/// What a call's [`Context`] and its clones share, in one allocation.
+struct CallScope {
     tool_name: Arc<str>,
     user_id: Option<String>,
     deadline: Instant,
-    cancellation: CancellationToken,
+    /// Made on first use (most handlers never ask for it), or cancelled
+    /// when the call ends while someone may still ask ([`CancelOnDrop`]).
+    cancellation: OnceLock<CancellationToken>,
     state: Arc<StateMap>,
+}
+
+/// Cancels a call's [`Context::cancellation`] when dropped: when the call
+/// ends for any reason, including its future being dropped.
+pub(crate) struct CancelOnDrop(Context);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let scope = &mut self.0.0;
+        // A token never handed out, in a context nobody else holds, can be
+        // observed by no one: there is nothing to cancel.
+        if scope.cancellation.get().is_some() || Arc::get_mut(scope).is_none() {
+            scope.cancellation.get_or_init(CancellationToken::new).cancel();
+        }
+    }
 }
 
 impl Context {
     pub(crate) fn new(tool_name: Arc<str>, user_id: Option<String>, deadline: Instant, state: Arc<StateMap>) -> Self {
-        Self { tool_name, user_id, deadline, cancellation: CancellationToken::new(), state }
+        Self(Arc::new(CallScope { tool_name, user_id, deadline, cancellation: OnceLock::new(), state }))
+    }
+
+    /// A guard that cancels this call's [`Context::cancellation`] when dropped.
+    pub(crate) fn cancel_on_drop(&self) -> CancelOnDrop {
+        CancelOnDrop(self.clone())
     }
 
     /// The full name of the tool being called, `module.tool`.
     pub fn tool_name(&self) -> &str {
-        &self.tool_name
+        &self.0.tool_name
     }
 
     /// The caller's id as injected by the orchestrator, if any.
     pub fn user_id(&self) -> Option<&str> {
-        self.user_id.as_deref()
+        self.0.user_id.as_deref()
     }
 
     /// The caller's id, or a `permission_denied` error for tools that keep
@@ -60,30 +85,30 @@ impl Context {
         self.user_id().filter(|id| !id.is_empty()).ok_or_else(|| {
             ToolError::permission_denied(format!(
                 "{} keeps per-user data and needs the caller's user_id, which the orchestrator sets; none was given",
-                self.tool_name
+                self.0.tool_name
             ))
         })
     }
 
     /// When the module gives up on this call.
     pub fn deadline(&self) -> Instant {
-        self.deadline
+        self.0.deadline
     }
 
     /// How long the handler has left before the module gives up on it.
     pub fn remaining(&self) -> Duration {
-        self.deadline.saturating_duration_since(Instant::now())
+        self.0.deadline.saturating_duration_since(Instant::now())
     }
 
     /// Cancelled when the call times out or its caller goes away; long work
     /// can `select!` on `cancellation().cancelled()` to stop early.
     pub fn cancellation(&self) -> &CancellationToken {
-        &self.cancellation
+        self.0.cancellation.get_or_init(CancellationToken::new)
     }
 
     /// The module state of type `T` registered with `Module::state`.
     pub fn state<T: Send + Sync + 'static>(&self) -> Result<Arc<T>, ToolError> {
-        self.state.get::<T>().ok_or_else(|| {
+        self.0.state.get::<T>().ok_or_else(|| {
             ToolError::execution_failed(format!(
                 "module state `{}` was not registered: call `.state(...)` on the Module",
                 type_name::<T>()
@@ -119,5 +144,33 @@ impl Context {
     {
         let state = self.state::<S>()?;
         tokio::task::spawn_blocking(move || work(&state)).await?.map_err(Into::into)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn context() -> Context {
+        Context::new("m.t".into(), None, Instant::now(), Arc::default())
+    }
+
+    #[test]
+    fn a_token_handed_out_is_cancelled_when_the_call_ends() {
+        let ctx = context();
+        let guard = ctx.cancel_on_drop();
+        let token = ctx.cancellation().clone();
+        drop(ctx);
+        assert!(!token.is_cancelled());
+        drop(guard);
+        assert!(token.is_cancelled());
+    }
+
+    #[test]
+    fn a_context_kept_past_the_call_sees_it_cancelled() {
+        let ctx = context();
+        let kept = ctx.clone();
+        drop((ctx.cancel_on_drop(), ctx));
+        assert!(kept.cancellation().is_cancelled());
     }
 }

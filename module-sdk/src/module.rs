@@ -219,7 +219,7 @@ impl ModuleService {
         let ctx = Context::new(tool.name.clone(), call.user_id, deadline, self.state.clone());
         // Cancelled when this call ends for any reason, including the caller
         // going away (the future is then dropped).
-        let _cancel_on_exit = ctx.cancellation().clone().drop_guard();
+        let _cancel_on_exit = ctx.cancel_on_drop();
         let mut running = pin!(AssertUnwindSafe(async { tool.handler.call(ctx, arguments).await }).catch_unwind());
         // A handler that finishes on its first poll needs no timer: the
         // deadline is armed (a timer-wheel entry) only when it has to wait,
