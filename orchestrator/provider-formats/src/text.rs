@@ -93,7 +93,11 @@ pub fn tool_section(tool: &ToolDefinition) -> String {
         out.push_str("Arguments schema: ");
         let mut json = Vec::new();
         compile::prepare_json(&schema, &mut json);
-        out.push_str(&String::from_utf8_lossy(&json));
+        // serde_json's bytes are UTF-8: checked at once, not read as lossy chunks.
+        match std::str::from_utf8(&json) {
+            Ok(text) => out.push_str(text),
+            Err(_) => out.push_str(&String::from_utf8_lossy(&json)),
+        }
         out.push('\n');
     }
     out
