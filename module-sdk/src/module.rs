@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::pin::pin;
-use std::task::Poll;
 use std::sync::Arc;
+use std::task::Poll;
 
 use futures::FutureExt;
 use serde::Serialize;
