@@ -116,6 +116,7 @@ impl Orchestrator {
         let identities = Identities::new(config.api_token.clone(), &config.identities, config.redis_url.as_deref())?;
         let approvals = Approvals::new(config.redis_url.as_deref(), config.approvals.clone())?;
         let listings = ListingCache::new(config.budgets.listing_cache_bytes);
+        let converted = ConvertedCache::with_threads(config.budgets.listing_threads);
         let tool_search = ToolSearch::new(config.tool_search);
         Ok(Self {
             config,
@@ -124,7 +125,7 @@ impl Orchestrator {
             identities,
             approvals,
             metrics,
-            converted: ConvertedCache::new(),
+            converted,
             listings,
             tool_search,
             client,

@@ -45,6 +45,10 @@ pub struct Budgets {
     /// `LISTING_CACHE_BYTES`: how much memory whole `GET /tools` answers kept
     /// ready to send may take together ([`crate::listing_cache::ListingCache`]).
     pub listing_cache_bytes: usize,
+    /// `LISTING_THREADS`: the threads one listing converts its new tool
+    /// definitions on, its own included; the extra threads of every
+    /// listing at once are at most this minus one.
+    pub listing_threads: usize,
 }
 
 impl Default for Budgets {
@@ -57,6 +61,7 @@ impl Default for Budgets {
             max_calls_per_message: DEFAULT_MAX_CALLS_PER_MESSAGE,
             max_concurrent_calls_per_module: DEFAULT_MAX_CONCURRENT_CALLS_PER_MODULE,
             listing_cache_bytes: crate::listing_cache::DEFAULT_LISTING_CACHE_BYTES,
+            listing_threads: provider_formats::ConversionThreads::default_count(),
         }
     }
 }
@@ -82,6 +87,8 @@ pub struct BudgetsFile {
     pub max_concurrent_calls_per_module: Option<usize>,
     /// `listing_cache_bytes`.
     pub listing_cache_bytes: Option<usize>,
+    /// `listing_threads`.
+    pub listing_threads: Option<usize>,
 }
 
 impl Budgets {
@@ -116,6 +123,7 @@ impl Budgets {
                 defaults.max_concurrent_calls_per_module,
             )?,
             listing_cache_bytes: count("LISTING_CACHE_BYTES", file.listing_cache_bytes, defaults.listing_cache_bytes)?,
+            listing_threads: count("LISTING_THREADS", file.listing_threads, defaults.listing_threads)?,
         })
     }
 
@@ -149,8 +157,10 @@ mod tests {
         assert_eq!(read(BudgetsFile::default(), &[]).unwrap(), Budgets::default());
         let file =
             BudgetsFile { max_calls_per_message: Some(5), max_tool_timeout: Some(60.0), ..BudgetsFile::default() };
-        let budgets = read(file, &[("MAX_SCHEMA_NODES", "99"), ("MAX_CALLS_PER_MESSAGE", "7")]).unwrap();
-        assert_eq!((budgets.max_calls_per_message, budgets.schema.max_nodes), (7, 99));
+        let budgets =
+            read(file, &[("MAX_SCHEMA_NODES", "99"), ("MAX_CALLS_PER_MESSAGE", "7"), ("LISTING_THREADS", "1")])
+                .unwrap();
+        assert_eq!((budgets.max_calls_per_message, budgets.schema.max_nodes, budgets.listing_threads), (7, 99, 1));
         assert_eq!(budgets.max_tool_timeout, Duration::from_secs(60));
         assert_eq!(budgets.capped_timeout(1e300), 60.0);
         assert_eq!(budgets.capped_timeout(2.5), 2.5);
@@ -166,6 +176,7 @@ mod tests {
             ("MAX_TOOL_TIMEOUT", "inf"),
             ("MAX_CALLS_PER_MESSAGE", "0"),
             ("MAX_CONCURRENT_CALLS_PER_MODULE", "x"),
+            ("LISTING_THREADS", "0"),
         ] {
             let error = read(BudgetsFile::default(), &[(name, value)]).unwrap_err().to_string();
             assert!(error.contains(name), "{name}: {error}");

@@ -17,6 +17,7 @@ use serde_json::Value;
 use super::anthropic::{self, StrictLimit};
 use super::compile::StrictCost;
 use super::names::NameMap;
+use super::threads::ConversionThreads;
 use super::{ToolFormat, gemini, openai, text};
 
 /// One tool of a listing, and where its definition comes from.
@@ -98,12 +99,21 @@ struct Entry {
 #[derive(Default)]
 pub struct ConvertedCache {
     formats: RwLock<HashMap<ToolFormat, HashMap<String, Arc<Entry>>>>,
+    /// The threads a listing's new tools are converted on.
+    threads: ConversionThreads,
 }
 
 impl ConvertedCache {
-    /// An empty cache.
+    /// An empty cache converting a listing's new tools on up to as many
+    /// threads as the machine has cores (at most 8).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty cache converting a listing's new tools on up to `threads`
+    /// threads at once, the listing's own included (`1`: on its own only).
+    pub fn with_threads(threads: usize) -> Self {
+        Self { formats: RwLock::default(), threads: ConversionThreads::new(threads) }
     }
 
     /// What [`super::render_tools`] answers for `tools`, converting only
@@ -127,7 +137,7 @@ impl ConvertedCache {
         }
     }
     /// The current entry of every tool in `format`, in order, converting
-    /// those without one (outside the lock) and storing them.
+    /// those without one (outside the lock, side by side) and storing them.
     fn entries(&self, format: ToolFormat, tools: &[Listed<'_>]) -> Vec<Arc<Entry>> {
         let names = NameMap::of_names(tools.iter().map(|listed| listed.tool.name.as_str()));
         let mut found: Vec<Option<Arc<Entry>>> = Vec::with_capacity(tools.len());
@@ -150,13 +160,12 @@ impl ConvertedCache {
             }
         }
         if !stale.is_empty() {
-            let made: Vec<(usize, Arc<Entry>)> = stale
-                .into_iter()
-                .map(|(index, old)| (index, Arc::new(refreshed(format, tools[index], &names, old))))
-                .collect();
+            let made = self
+                .threads
+                .map(&stale, |(index, old)| Arc::new(refreshed(format, tools[*index], &names, old.as_deref())));
             let mut formats = self.formats.write().unwrap_or_else(PoisonError::into_inner);
             let entries = formats.entry(format).or_default();
-            for (index, entry) in made {
+            for ((index, _), entry) in stale.into_iter().zip(made) {
                 entries.insert(tools[index].tool.name.clone(), Arc::clone(&entry));
                 found[index] = Some(entry);
             }
@@ -187,7 +196,7 @@ impl ConvertedCache {
 /// The entry of `listed` in `format`: `old`'s conversion under `listed`'s
 /// origin when the definition and name are the same (a manifest that
 /// changed elsewhere), else a new conversion.
-fn refreshed(format: ToolFormat, listed: Listed<'_>, names: &NameMap, old: Option<Arc<Entry>>) -> Entry {
+fn refreshed(format: ToolFormat, listed: Listed<'_>, names: &NameMap, old: Option<&Entry>) -> Entry {
     let name = names.provider_name(&listed.tool.name);
     if let Some(old) = old
         && old.name == name
@@ -280,6 +289,19 @@ mod tests {
         cache.retain_tools(|name| name.starts_with("b."));
         assert_eq!(cache.len(), ToolFormat::ALL.len());
         assert!(!cache.is_empty());
+    }
+
+    #[test]
+    fn listings_converted_on_several_threads_are_those_of_one() {
+        let tools: Vec<ToolDefinition> =
+            (0..300).map(|i| tool(&format!("m{}.tool_{i}", i % 7), &format!("Tool {i}."))).collect();
+        let (one, several) = (ConvertedCache::with_threads(1), ConvertedCache::with_threads(4));
+        for format in ToolFormat::ALL {
+            let text = one.render_tools_json(format, &listed(&tools));
+            assert_eq!(several.render_tools_json(format, &listed(&tools)), text, "{format}");
+            assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), render_tools(format, &tools), "{format}");
+        }
+        assert_eq!(several.len(), 300 * ToolFormat::ALL.len());
     }
 
     fn of(manifest: &Arc<ModuleManifest>) -> Vec<Listed<'_>> {

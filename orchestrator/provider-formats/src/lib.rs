@@ -20,6 +20,7 @@ pub mod names;
 mod openai;
 pub mod rules;
 mod text;
+mod threads;
 
 use std::borrow::Borrow;
 use std::fmt;
@@ -31,6 +32,7 @@ use serde_json::{Map, Value};
 pub use anthropic::StrictLimit;
 pub use cache::{ConvertedCache, Listed};
 use names::NameMap;
+pub use threads::ConversionThreads;
 
 /// A tool-list format a caller can ask for with `GET /tools?format=...`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
