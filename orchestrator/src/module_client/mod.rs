@@ -388,6 +388,22 @@ mod tests {
         assert_eq!(error.to_string(), "its URL `/execute` is not valid: it names no host");
     }
 
+    #[test]
+    fn requests_carry_the_urls_path_and_host_as_http_1_1_writes_them() {
+        for (url, host, path) in [
+            ("http://127.0.0.1:8001/execute", "127.0.0.1:8001", "/execute"),
+            ("http://[::1]:8001/tools/v2/execute", "[::1]:8001", "/tools/v2/execute"),
+            ("http://notes.internal:80/execute", "notes.internal", "/execute"),
+            ("https://notes.example/base/execute?tenant=a", "notes.example", "/base/execute?tenant=a"),
+            ("https://notes.example:8443/execute", "notes.example:8443", "/execute"),
+        ] {
+            let target = target_of(url).unwrap();
+            assert_eq!((target.host.to_str().unwrap(), target.path.to_string().as_str()), (host, path), "{url}");
+            assert_eq!(target.uri.to_string(), url);
+        }
+        assert!(matches!(target_of("http://exa mple/execute"), Err(SendError::BadUrl { .. })));
+    }
+
     #[tokio::test]
     async fn an_https_module_is_called_over_tls() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
