@@ -74,17 +74,18 @@ pub async fn run_tool_calls(
     // names are what matter; no definition is copied).
     let (snapshot, reader, message) = (orchestrator.registry.snapshot(), caller.clone(), request.message);
     let meta_tool = orchestrator.tool_search.meta_tool().clone();
+    let max = orchestrator.config.budgets.max_calls_per_message;
     let calls = off_thread(move || {
         let mut visible: Vec<&ToolDefinition> = snapshot.tools_for(&reader).map(|found| found.tool).collect();
         // `tools__search` is answered for every caller, listed or not.
         visible.push(&meta_tool);
-        providers::parse_calls(format, &message, &visible)
+        providers::parse_calls(format, &message, &visible, max)
     })
-    .await?;
-    let max = orchestrator.config.budgets.max_calls_per_message;
-    if calls.len() > max {
-        return Err(ToolCallsError::TooManyCalls { count: calls.len(), max });
-    }
+    .await
+    .map_err(|error| match error {
+        ProviderError::TooManyCalls { count, max } => ToolCallsError::TooManyCalls { count, max },
+        other => ToolCallsError::Provider(other),
+    })?;
     let outcomes = join_all(
         calls
             .iter()

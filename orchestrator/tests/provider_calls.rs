@@ -7,7 +7,9 @@ mod provider_support;
 
 use module_sdk::ModuleService;
 use module_sdk::contract::ToolCall;
-use orchestrator::providers::{CallFormat, RequestedCall, ToolFormat, parse_calls, render_results, render_tools};
+use orchestrator::providers::{
+    CallFormat, ProviderError, RequestedCall, ToolFormat, parse_calls, render_results, render_tools,
+};
 use serde_json::{Value, json};
 
 fn service() -> ModuleService {
@@ -19,7 +21,7 @@ fn service() -> ModuleService {
 async fn round_trip(format: CallFormat, message: Value) -> (Vec<RequestedCall>, Value) {
     let service = service();
     let tools = service.manifest().tools.clone();
-    let calls = parse_calls(format, &message, &tools).unwrap();
+    let calls = parse_calls(format, &message, &tools, usize::MAX).unwrap();
     let mut pairs = Vec::new();
     for call in &calls {
         let result = match call.executable() {
@@ -189,7 +191,36 @@ fn bodies_that_are_not_the_providers_shape_are_errors() {
         (CallFormat::Gemini, json!({"candidates": [{"content": {"parts": "x"}}]})),
         (CallFormat::Text, json!([1])),
     ] {
-        let error = parse_calls(format, &body, &tools).unwrap_err();
+        let error = parse_calls(format, &body, &tools, usize::MAX).unwrap_err();
         assert!(error.to_string().starts_with(&format!("the body is not in the `{format}` format")), "{error}");
+    }
+}
+
+#[test]
+fn a_message_over_the_call_budget_is_refused_before_any_call_is_read() {
+    let tools = service().manifest().tools.clone();
+    // Three calls whose items are all malformed: counting comes first, so the
+    // budget, not the first broken item, is what the caller hears about.
+    for (format, body) in [
+        (CallFormat::OpenAi, json!({"tool_calls": [{}, {}, {}]})),
+        (
+            CallFormat::OpenAiResponses,
+            json!([{"type": "function_call"}, {"type": "message"}, {"type": "function_call"}, {"type": "function_call"}]),
+        ),
+        (
+            CallFormat::Anthropic,
+            json!([{"type": "tool_use"}, {"type": "tool_use"}, {"type": "text"}, {"type": "tool_use"}]),
+        ),
+        (CallFormat::Gemini, json!([{"functionCall": {}}, {"functionCall": {}}, {"text": "x"}, {"functionCall": {}}])),
+        (CallFormat::Text, json!("[{\"tool\": \"a\"}, {\"tool\": \"b\"}, {\"tool\": \"c\"}]")),
+    ] {
+        let error = parse_calls(format, &body, &tools, 2).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "the message holds 3 tool calls, more than the 2 one message may hold; none was run",
+            "{format}"
+        );
+        let at_the_budget = parse_calls(format, &body, &tools, 3);
+        assert!(!matches!(at_the_budget, Err(ProviderError::TooManyCalls { .. })), "{format}: {at_the_budget:?}");
     }
 }

@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 use super::calls::{arguments_from_value, generated_id, not_shape, result_text};
 use super::compile::{self, Compiled, StrictBudget, StrictCost};
 use super::json_object::object_text;
-use super::{ProviderError, RequestedCall};
+use super::{CallItems, ProviderError, RequestedCall};
 
 /// How the text of a strict definition ends: `strict` is its last field.
 const STRICT_SUFFIX: &str = ",\"strict\":true}";
@@ -102,30 +102,32 @@ impl StrictLimit {
 }
 
 /// The `tool_use` blocks of a message or Messages API response (its
-/// `content`), or of a bare content list.
-pub fn parse(body: &Value) -> Result<Vec<RequestedCall>, ProviderError> {
+/// `content`), or of a bare content list, not yet read.
+pub fn tool_uses(body: &Value) -> Result<CallItems<'_>, ProviderError> {
     let blocks = match body.get("content").unwrap_or(body) {
         Value::Array(blocks) => blocks,
         Value::String(_) => return Ok(Vec::new()),
         _ => return Err(not_shape("anthropic", "expected a message with a `content` list of blocks")),
     };
-    blocks
+    Ok(blocks
         .iter()
         .enumerate()
         .filter(|(_, block)| block.get("type").and_then(Value::as_str) == Some("tool_use"))
-        .map(|(index, block)| {
-            let name = block
-                .get("name")
-                .and_then(Value::as_str)
-                .ok_or_else(|| not_shape("anthropic", format!("tool_use block {index} has no `name`")))?;
-            Ok(RequestedCall {
-                call_id: block.get("id").and_then(Value::as_str).map_or_else(|| generated_id(index), str::to_owned),
-                provider_name: name.to_owned(),
-                tool_name: None,
-                arguments: arguments_from_value(block.get("input").unwrap_or(&Value::Null)),
-            })
-        })
-        .collect()
+        .collect())
+}
+
+/// The content block `index` of [`tool_uses`].
+pub fn read_tool_use(index: usize, block: &Value) -> Result<RequestedCall, ProviderError> {
+    let name = block
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| not_shape("anthropic", format!("tool_use block {index} has no `name`")))?;
+    Ok(RequestedCall {
+        call_id: block.get("id").and_then(Value::as_str).map_or_else(|| generated_id(index), str::to_owned),
+        provider_name: name.to_owned(),
+        tool_name: None,
+        arguments: arguments_from_value(block.get("input").unwrap_or(&Value::Null)),
+    })
 }
 
 /// One user message with a `tool_result` block per result.
@@ -147,13 +149,17 @@ pub fn results(results: &[(RequestedCall, ToolResult)]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{CallFormat, parse_any};
 
     #[test]
     fn text_only_messages_have_no_calls_and_bad_shapes_are_refused() {
-        assert_eq!(parse(&json!({"role": "assistant", "content": "just text"})).unwrap(), []);
-        assert_eq!(parse(&json!([{"type": "text", "text": "hi"}])).unwrap(), []);
-        assert!(parse(&json!({"content": 5})).is_err());
-        assert!(parse(&json!([{"type": "tool_use", "id": "t"}])).is_err());
+        assert_eq!(
+            parse_any(CallFormat::Anthropic, &json!({"role": "assistant", "content": "just text"})).unwrap(),
+            []
+        );
+        assert_eq!(parse_any(CallFormat::Anthropic, &json!([{"type": "text", "text": "hi"}])).unwrap(), []);
+        assert!(parse_any(CallFormat::Anthropic, &json!({"content": 5})).is_err());
+        assert!(parse_any(CallFormat::Anthropic, &json!([{"type": "tool_use", "id": "t"}])).is_err());
     }
 
     #[test]
@@ -182,7 +188,9 @@ mod tests {
 
     #[test]
     fn input_that_is_not_an_object_is_reported_to_the_model() {
-        let calls = parse(&json!([{"type": "tool_use", "id": "t1", "name": "m__t", "input": [1]}])).unwrap();
+        let calls =
+            parse_any(CallFormat::Anthropic, &json!([{"type": "tool_use", "id": "t1", "name": "m__t", "input": [1]}]))
+                .unwrap();
         assert!(calls[0].arguments.as_ref().unwrap_err().contains("not an array"));
     }
 }

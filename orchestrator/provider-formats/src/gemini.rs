@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 use super::calls::{arguments_from_value, generated_id, is_generated_id, not_shape};
 use super::compile;
 use super::json_object::object_text;
-use super::{ProviderError, RequestedCall};
+use super::{CallItems, ProviderError, RequestedCall};
 
 /// A function declaration with OpenAPI-subset `parameters`.
 pub fn definition(tool: &ToolDefinition, name: &str) -> Value {
@@ -52,31 +52,33 @@ fn declaration(tool: &ToolDefinition, name: &str, field: &str, schema: Value) ->
     Value::Object(declaration)
 }
 
-/// The `functionCall` parts of a `generateContent` response (first
-/// candidate), a content, or a bare part list.
-pub fn parse(body: &Value) -> Result<Vec<RequestedCall>, ProviderError> {
+/// The `functionCall`s in the parts of a `generateContent` response (first
+/// candidate), a content, or a bare part list, not yet read.
+pub fn function_calls(body: &Value) -> Result<CallItems<'_>, ProviderError> {
     let content = body.pointer("/candidates/0/content").unwrap_or(body);
     let parts = match content.get("parts").unwrap_or(content) {
         Value::Array(parts) => parts,
         _ => return Err(not_shape("gemini", "expected a content with a `parts` list")),
     };
-    parts
+    Ok(parts
         .iter()
         .enumerate()
         .filter_map(|(index, part)| part.get("functionCall").map(|call| (index, call)))
-        .map(|(index, call)| {
-            let name = call
-                .get("name")
-                .and_then(Value::as_str)
-                .ok_or_else(|| not_shape("gemini", format!("functionCall in part {index} has no `name`")))?;
-            Ok(RequestedCall {
-                call_id: call.get("id").and_then(Value::as_str).map_or_else(|| generated_id(index), str::to_owned),
-                provider_name: name.to_owned(),
-                tool_name: None,
-                arguments: arguments_from_value(call.get("args").unwrap_or(&Value::Null)),
-            })
-        })
-        .collect()
+        .collect())
+}
+
+/// The `functionCall` of part `index` of [`function_calls`].
+pub fn read_function_call(index: usize, call: &Value) -> Result<RequestedCall, ProviderError> {
+    let name = call
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| not_shape("gemini", format!("functionCall in part {index} has no `name`")))?;
+    Ok(RequestedCall {
+        call_id: call.get("id").and_then(Value::as_str).map_or_else(|| generated_id(index), str::to_owned),
+        provider_name: name.to_owned(),
+        tool_name: None,
+        arguments: arguments_from_value(call.get("args").unwrap_or(&Value::Null)),
+    })
 }
 
 /// One user content with a `functionResponse` part per result: the output
@@ -108,6 +110,7 @@ pub fn results(results: &[(RequestedCall, ToolResult)]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{CallFormat, parse_any};
 
     #[test]
     fn declarations_as_text_are_the_values_text() {
@@ -124,13 +127,15 @@ mod tests {
 
     #[test]
     fn text_parts_are_skipped_and_bad_shapes_refused() {
-        let calls =
-            parse(&json!({"role": "model", "parts": [{"text": "thinking"}, {"functionCall": {"name": "m__t"}}]}))
-                .unwrap();
+        let calls = parse_any(
+            CallFormat::Gemini,
+            &json!({"role": "model", "parts": [{"text": "thinking"}, {"functionCall": {"name": "m__t"}}]}),
+        )
+        .unwrap();
         assert_eq!(calls.len(), 1);
         assert_eq!(calls[0].call_id, generated_id(1));
         assert_eq!(calls[0].arguments, Ok(Map::new()));
-        assert!(parse(&json!({"parts": {}})).is_err());
-        assert!(parse(&json!([{"functionCall": {"args": {}}}])).is_err());
+        assert!(parse_any(CallFormat::Gemini, &json!({"parts": {}})).is_err());
+        assert!(parse_any(CallFormat::Gemini, &json!([{"functionCall": {"args": {}}}])).is_err());
     }
 }

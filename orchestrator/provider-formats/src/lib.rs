@@ -23,6 +23,7 @@ mod text;
 mod threads;
 
 use std::borrow::Borrow;
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -119,6 +120,14 @@ pub enum ProviderError {
         format: &'static str,
         /// What was wrong.
         reason: String,
+    },
+    /// The message holds more calls than may be run at once; none was read.
+    #[error("the message holds {count} tool calls, more than the {max} one message may hold; none was run")]
+    TooManyCalls {
+        /// The calls in the message.
+        count: usize,
+        /// The most one message may hold.
+        max: usize,
     },
 }
 
@@ -303,25 +312,32 @@ impl ListingLimits {
     }
 }
 
+/// The calls a message holds, each with its index there, before any is read.
+pub(crate) type CallItems<'b> = Vec<(usize, &'b Value)>;
+
 /// Reads the tool calls out of a model's message in `format`; `tools` are
-/// the caller's tools, used to map provider-safe names back.
+/// the caller's tools, used to map provider-safe names back. A message of
+/// more than `max_calls` calls is refused before any call is read.
 pub fn parse_calls<T: Borrow<ToolDefinition>>(
     format: CallFormat,
     body: &Value,
     tools: &[T],
+    max_calls: usize,
 ) -> Result<Vec<RequestedCall>, ProviderError> {
     let mut calls = match format {
-        CallFormat::OpenAi => openai::parse_chat(body)?,
-        CallFormat::OpenAiResponses => openai::parse_responses(body)?,
-        CallFormat::Anthropic => anthropic::parse(body)?,
-        CallFormat::Gemini => gemini::parse(body)?,
-        CallFormat::Text => text::parse(body)?,
+        CallFormat::OpenAi => read_calls(openai::chat_calls(body)?, max_calls, openai::read_chat_call)?,
+        CallFormat::OpenAiResponses => {
+            read_calls(openai::responses_calls(body)?, max_calls, openai::read_responses_call)?
+        }
+        CallFormat::Anthropic => read_calls(anthropic::tool_uses(body)?, max_calls, anthropic::read_tool_use)?,
+        CallFormat::Gemini => read_calls(gemini::function_calls(body)?, max_calls, gemini::read_function_call)?,
+        CallFormat::Text => at_most(text::parse(body)?, max_calls)?,
     };
     let names = NameMap::new(tools);
+    let by_name: HashMap<&str, &ToolDefinition> =
+        tools.iter().map(|tool| (tool.borrow().name.as_str(), tool.borrow())).collect();
     for call in &mut calls {
-        let tool = names
-            .tool_for(&call.provider_name)
-            .and_then(|name| tools.iter().map(|t| t.borrow()).find(|t: &&ToolDefinition| t.name == name));
+        let tool = names.tool_for(&call.provider_name).and_then(|name| by_name.get(name).copied());
         call.tool_name = tool.map(|t| t.name.clone());
         if let (Some(tool), Ok(arguments)) = (tool, &mut call.arguments) {
             let renamed = matches!(format, CallFormat::Gemini);
@@ -329,6 +345,30 @@ pub fn parse_calls<T: Borrow<ToolDefinition>>(
         }
     }
     Ok(calls)
+}
+
+/// Each of `items` read with `read`, once their count is known to be at most `max`.
+fn read_calls(
+    items: CallItems<'_>,
+    max: usize,
+    read: fn(usize, &Value) -> Result<RequestedCall, ProviderError>,
+) -> Result<Vec<RequestedCall>, ProviderError> {
+    let items = at_most(items, max)?;
+    items.into_iter().map(|(index, item)| read(index, item)).collect()
+}
+
+/// `calls`, unless there are more than `max` of them.
+fn at_most<C>(calls: Vec<C>, max: usize) -> Result<Vec<C>, ProviderError> {
+    match calls.len() {
+        count if count > max => Err(ProviderError::TooManyCalls { count, max }),
+        _ => Ok(calls),
+    }
+}
+
+/// Every call of `body` in `format`, for the formats' own tests.
+#[cfg(test)]
+pub(crate) fn parse_any(format: CallFormat, body: &Value) -> Result<Vec<RequestedCall>, ProviderError> {
+    parse_calls(format, body, &[] as &[ToolDefinition], usize::MAX)
 }
 
 /// The provider's own result messages for executed calls, in call order.

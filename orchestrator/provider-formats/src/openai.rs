@@ -10,7 +10,7 @@ use super::calls::{arguments_from_text, arguments_from_value, generated_id, not_
 use super::compile::{self, Compiled};
 use super::json_object::{ObjectText, object_text};
 use super::names::{MAX_DESCRIPTION_CHARS, trim_description};
-use super::{ProviderError, RequestedCall};
+use super::{CallItems, ProviderError, RequestedCall};
 
 /// The function fields both OpenAI APIs share.
 fn function_fields(tool: &ToolDefinition, name: &str) -> Map<String, Value> {
@@ -67,8 +67,8 @@ pub fn responses_definition(tool: &ToolDefinition, name: &str) -> Value {
 }
 
 /// The `tool_calls` of a Chat Completions response (first choice), an
-/// assistant message, or a bare `tool_calls` list.
-pub fn parse_chat(body: &Value) -> Result<Vec<RequestedCall>, ProviderError> {
+/// assistant message, or a bare `tool_calls` list, not yet read.
+pub fn chat_calls(body: &Value) -> Result<CallItems<'_>, ProviderError> {
     let message = body.pointer("/choices/0/message").unwrap_or(body);
     let calls = match message {
         Value::Array(calls) => calls,
@@ -81,46 +81,47 @@ pub fn parse_chat(body: &Value) -> Result<Vec<RequestedCall>, ProviderError> {
         },
         _ => return Err(not_shape("openai", "expected a JSON object or a list of tool calls")),
     };
-    calls
-        .iter()
-        .enumerate()
-        .map(|(index, call)| {
-            let function = call
-                .get("function")
-                .ok_or_else(|| not_shape("openai", format!("tool call {index} has no `function`")))?;
-            let name = function
-                .get("name")
-                .and_then(Value::as_str)
-                .ok_or_else(|| not_shape("openai", format!("tool call {index} has no function name")))?;
-            let call_id = call.get("id").and_then(Value::as_str).map_or_else(|| generated_id(index), str::to_owned);
-            Ok(requested(call_id, name, function.get("arguments")))
-        })
-        .collect()
+    Ok(calls.iter().enumerate().collect())
 }
 
-/// The `function_call` items of a Responses API response (its `output`) or of a bare item list.
-pub fn parse_responses(body: &Value) -> Result<Vec<RequestedCall>, ProviderError> {
+/// The `index`-th of [`chat_calls`].
+pub fn read_chat_call(index: usize, call: &Value) -> Result<RequestedCall, ProviderError> {
+    let function =
+        call.get("function").ok_or_else(|| not_shape("openai", format!("tool call {index} has no `function`")))?;
+    let name = function
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| not_shape("openai", format!("tool call {index} has no function name")))?;
+    let call_id = call.get("id").and_then(Value::as_str).map_or_else(|| generated_id(index), str::to_owned);
+    Ok(requested(call_id, name, function.get("arguments")))
+}
+
+/// The `function_call` items of a Responses API response (its `output`) or
+/// of a bare item list, not yet read.
+pub fn responses_calls(body: &Value) -> Result<CallItems<'_>, ProviderError> {
     let items = match body.get("output").unwrap_or(body) {
         Value::Array(items) => items,
         _ => return Err(not_shape("openai-responses", "expected a response with `output` or a list of output items")),
     };
-    items
+    Ok(items
         .iter()
         .enumerate()
         .filter(|(_, item)| item.get("type").and_then(Value::as_str) == Some("function_call"))
-        .map(|(index, item)| {
-            let name = item
-                .get("name")
-                .and_then(Value::as_str)
-                .ok_or_else(|| not_shape("openai-responses", format!("output item {index} has no `name`")))?;
-            let call_id = item
-                .get("call_id")
-                .or_else(|| item.get("id"))
-                .and_then(Value::as_str)
-                .map_or_else(|| generated_id(index), str::to_owned);
-            Ok(requested(call_id, name, item.get("arguments")))
-        })
-        .collect()
+        .collect())
+}
+
+/// The output item `index` of [`responses_calls`].
+pub fn read_responses_call(index: usize, item: &Value) -> Result<RequestedCall, ProviderError> {
+    let name = item
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| not_shape("openai-responses", format!("output item {index} has no `name`")))?;
+    let call_id = item
+        .get("call_id")
+        .or_else(|| item.get("id"))
+        .and_then(Value::as_str)
+        .map_or_else(|| generated_id(index), str::to_owned);
+    Ok(requested(call_id, name, item.get("arguments")))
 }
 
 /// A call whose arguments came as JSON text (or, from lenient proxies, as an object).
@@ -154,21 +155,28 @@ pub fn responses_results(results: &[(RequestedCall, ToolResult)]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{CallFormat, parse_any};
 
     #[test]
     fn a_message_without_tool_calls_has_none_and_other_shapes_are_refused() {
-        assert_eq!(parse_chat(&json!({"role": "assistant", "content": "hi", "tool_calls": null})).unwrap(), []);
-        assert!(parse_chat(&json!({"text": "hi"})).is_err());
-        assert!(parse_chat(&json!([{"id": "x"}])).is_err());
-        assert!(parse_responses(&json!({"output": "x"})).is_err());
+        assert_eq!(
+            parse_any(CallFormat::OpenAi, &json!({"role": "assistant", "content": "hi", "tool_calls": null})).unwrap(),
+            []
+        );
+        assert!(parse_any(CallFormat::OpenAi, &json!({"text": "hi"})).is_err());
+        assert!(parse_any(CallFormat::OpenAi, &json!([{"id": "x"}])).is_err());
+        assert!(parse_any(CallFormat::OpenAiResponses, &json!({"output": "x"})).is_err());
     }
 
     #[test]
     fn responses_items_other_than_function_calls_are_skipped() {
-        let calls = parse_responses(&json!({"output": [
-            {"type": "reasoning", "id": "r1"},
-            {"type": "function_call", "call_id": "c1", "name": "m__t", "arguments": "{\"a\": 1}"}
-        ]}))
+        let calls = parse_any(
+            CallFormat::OpenAiResponses,
+            &json!({"output": [
+                {"type": "reasoning", "id": "r1"},
+                {"type": "function_call", "call_id": "c1", "name": "m__t", "arguments": "{\"a\": 1}"}
+            ]}),
+        )
         .unwrap();
         assert_eq!(calls.len(), 1);
         assert_eq!((calls[0].call_id.as_str(), calls[0].arguments.as_ref().unwrap()["a"].clone()), ("c1", json!(1)));

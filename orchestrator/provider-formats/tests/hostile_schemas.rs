@@ -90,7 +90,8 @@ fn hostile_schemas_convert_in_every_format_within_a_bounded_size() {
                     json!({"tool_calls": [{"id": "c", "function": {"name": "evil__tool", "arguments": "{\"start\": {}}"}}]})
                 }
             };
-            let calls = on_small_stack(move || parse_calls(format, &message, &shared).map(|calls| calls.len()));
+            let calls =
+                on_small_stack(move || parse_calls(format, &message, &shared, usize::MAX).map(|calls| calls.len()));
             assert_eq!(calls, Ok(1), "{what} in {format}");
         }
     }
