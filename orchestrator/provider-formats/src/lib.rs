@@ -23,7 +23,6 @@ mod text;
 mod threads;
 
 use std::borrow::Borrow;
-use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -334,10 +333,12 @@ pub fn parse_calls<T: Borrow<ToolDefinition>>(
         CallFormat::Text => at_most(text::parse(body)?, max_calls)?,
     };
     let names = NameMap::new(tools);
-    let by_name: HashMap<&str, &ToolDefinition> =
-        tools.iter().map(|tool| (tool.borrow().name.as_str(), tool.borrow())).collect();
+    // A scan per call: the calls are at most `max_calls`, and a message
+    // usually holds one to three, fewer than a map of every tool would cost.
     for call in &mut calls {
-        let tool = names.tool_for(&call.provider_name).and_then(|name| by_name.get(name).copied());
+        let tool = names
+            .tool_for(&call.provider_name)
+            .and_then(|name| tools.iter().map(|t| t.borrow()).find(|t: &&ToolDefinition| t.name == name));
         call.tool_name = tool.map(|t| t.name.clone());
         if let (Some(tool), Ok(arguments)) = (tool, &mut call.arguments) {
             let renamed = matches!(format, CallFormat::Gemini);
