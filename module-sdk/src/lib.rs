@@ -42,6 +42,7 @@
 extern crate self as module_sdk;
 
 mod auth;
+mod body;
 mod config;
 mod context;
 pub mod contract;

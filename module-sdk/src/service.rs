@@ -1,11 +1,13 @@
 //! The plumbing of a module server, for servers that stand in front of
 //! modules (the orchestrator) or embed one: the bearer check and its `401`,
-//! JSON error bodies, the `415` for bodies that are not JSON, the shutdown
-//! signal, the bounded connection loop, the health probe, logging set-up,
-//! call metrics, the argument validator and the OpenAPI document. A tool
-//! author needs none of it: `Module::serve` uses it all.
+//! JSON error bodies, the `415` for bodies that are not JSON, bodies read
+//! within a byte budget, the shutdown signal, the bounded connection loop,
+//! the health probe, logging set-up, call metrics, the argument validator
+//! and the OpenAPI document. A tool author needs none of it:
+//! `Module::serve` uses it all.
 
 pub use crate::auth::{BearerRefusal, bearer_token, check_bearer, unauthorized};
+pub use crate::body::{BodyError, read_body};
 pub use crate::config::DEFAULT_MAX_BODY_BYTES;
 pub use crate::healthcheck::{local_address, probe_health};
 pub use crate::listener::{

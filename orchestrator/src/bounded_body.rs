@@ -1,29 +1,9 @@
-//! Reading an HTTP answer's body up to a byte budget, whatever its framing:
-//! a declared `Content-Length` over the budget is refused before reading,
-//! and a chunked (or lying) body is cut off as soon as it passes the budget,
-//! so what one answer costs in memory is proportional to the budget.
-
-use std::pin::pin;
+//! Reading a module's HTTP answer up to a byte budget, with the SDK's
+//! [`read_body`]: what one answer costs in memory is proportional to the
+//! budget, whatever its framing.
 
 use axum::body::Bytes;
-use http_body_util::BodyExt;
-use hyper::body::Body;
-
-/// Why an answer's body could not be had; `E` is the body's own error.
-#[derive(Debug, thiserror::Error)]
-pub enum BodyError<E: std::error::Error + 'static> {
-    /// The body is larger than the budget.
-    #[error("the answer is larger than {max} bytes ({setting})")]
-    TooLarge {
-        /// The budget, in bytes.
-        max: usize,
-        /// The setting that holds it.
-        setting: &'static str,
-    },
-    /// The connection failed while reading.
-    #[error(transparent)]
-    Transport(E),
-}
+use module_sdk::service::{BodyError, read_body};
 
 /// `response`'s whole body (see [`read_body`]).
 pub async fn read_bounded(
@@ -32,67 +12,4 @@ pub async fn read_bounded(
     setting: &'static str,
 ) -> Result<Bytes, BodyError<reqwest::Error>> {
     read_body(axum::http::Response::from(response).into_body(), max, setting).await
-}
-
-/// `body` whole, or [`BodyError::TooLarge`] once it passes `max` bytes (the
-/// budget named `setting`). A body that comes in one piece is kept as it
-/// came, without a copy.
-pub async fn read_body<B>(body: B, max: usize, setting: &'static str) -> Result<Bytes, BodyError<B::Error>>
-where
-    B: Body<Data = Bytes>,
-    B::Error: std::error::Error + 'static,
-{
-    let too_large = || BodyError::TooLarge { max, setting };
-    let declared = body.size_hint().exact();
-    if declared.is_some_and(|length| length > max as u64) {
-        return Err(too_large());
-    }
-    let mut body = pin!(body);
-    // The first piece as it came; later ones copied after it into `joined`.
-    let mut first: Option<Bytes> = None;
-    let mut joined = Vec::new();
-    let mut length = 0usize;
-    while let Some(frame) = body.frame().await {
-        let Ok(chunk) = frame.map_err(BodyError::Transport)?.into_data() else { continue };
-        length += chunk.len();
-        if length > max {
-            return Err(too_large());
-        }
-        match first.take() {
-            None if joined.is_empty() => first = Some(chunk),
-            None => joined.extend_from_slice(&chunk),
-            Some(previous) => {
-                // Reserve what is declared (never more than the budget).
-                joined.reserve(declared.map_or(length, |declared| declared as usize));
-                joined.extend_from_slice(&previous);
-                joined.extend_from_slice(&chunk);
-            }
-        }
-    }
-    Ok(first.unwrap_or_else(|| Bytes::from(joined)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use futures::stream;
-    use http_body_util::StreamBody;
-    use hyper::body::Frame;
-
-    fn chunked(
-        pieces: &[&'static str],
-    ) -> StreamBody<impl futures::Stream<Item = Result<Frame<Bytes>, std::io::Error>>> {
-        StreamBody::new(stream::iter(pieces.iter().map(|piece| Ok(Frame::data(Bytes::from_static(piece.as_bytes()))))))
-    }
-
-    #[tokio::test]
-    async fn pieces_are_joined_and_cut_off_past_the_budget() {
-        assert_eq!(read_body(chunked(&["ab"]), 4, "MAX").await.unwrap(), "ab");
-        assert_eq!(read_body(chunked(&["a", "", "b", "c"]), 4, "MAX").await.unwrap(), "abc");
-        assert_eq!(read_body(chunked(&[]), 4, "MAX").await.unwrap(), "");
-        let error = read_body(chunked(&["ab", "cd", "e"]), 4, "MAX").await.unwrap_err();
-        assert_eq!(error.to_string(), "the answer is larger than 4 bytes (MAX)");
-        let declared = http_body_util::Full::new(Bytes::from_static(b"abcde"));
-        assert!(matches!(read_body(declared, 4, "MAX").await, Err(BodyError::TooLarge { max: 4, .. })));
-    }
 }

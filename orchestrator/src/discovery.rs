@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use module_sdk::contract::ModuleManifest;
 use module_sdk::error_chain;
+use module_sdk::service::BodyError;
 use reqwest::StatusCode;
 
-use crate::bounded_body::{BodyError, read_bounded};
+use crate::bounded_body::read_bounded;
 use crate::manifest::ManifestError;
 use crate::registry::Registry;
 

@@ -9,12 +9,11 @@ use axum::body::Bytes;
 use axum::http::{HeaderValue, StatusCode};
 use module_sdk::ErrorKind;
 use module_sdk::contract::{ToolCall, ToolResult};
-use module_sdk::service::TraceParent;
+use module_sdk::service::{BodyError, TraceParent, read_body};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
-use crate::bounded_body::{BodyError, read_body};
 use crate::call_answer::{CallAnswer, RelayError};
 use crate::call_slots::CallSlots;
 use crate::caller::{Caller, CallerFields};

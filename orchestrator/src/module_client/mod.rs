@@ -268,7 +268,7 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(10);
         let traceparent = HeaderValue::from_static(TRACEPARENT);
         let answer = client.post(url, traceparent, Bytes::from_static(body.as_bytes()), deadline).await.unwrap();
-        let body = crate::bounded_body::read_body(answer.into_body(), 1024, "MAX").await.unwrap();
+        let body = module_sdk::service::read_body(answer.into_body(), 1024, "MAX").await.unwrap();
         String::from_utf8(body.to_vec()).unwrap()
     }
 
