@@ -51,7 +51,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
-use tokio::time::Sleep;
+use tokio::time::{Instant, Sleep};
 use tower::ServiceExt;
 
 use crate::config::DEFAULT_MAX_BODY_BYTES;
@@ -96,8 +96,9 @@ impl Default for ServerLimits {
 /// then stops accepting and returns once the requests in flight are answered
 /// (idle connections are closed at once).
 ///
-/// `router` should carry `DefaultBodyLimit::max(limits.max_body_bytes)` so
-/// that bodies without a declared length stop at the same limit.
+/// `router` should read bodies without a declared length up to the same
+/// limit (a module's routes do; other routers can carry
+/// `DefaultBodyLimit::max(limits.max_body_bytes)`).
 pub async fn serve_router(
     listener: TcpListener,
     router: Router,
@@ -192,7 +193,8 @@ impl RequestGuard {
         let request = request.map(|inner| {
             Body::new(BoundedBody {
                 inner,
-                deadline: tokio::time::sleep(self.limits.body_read_timeout),
+                deadline: Instant::now() + self.limits.body_read_timeout,
+                timer: None,
                 allowed: self.limits.max_body_bytes,
                 outcome: Arc::clone(&outcome),
             })
@@ -269,8 +271,10 @@ pin_project_lite::pin_project! {
     /// answer becomes a `408` or a `413`.
     struct BoundedBody {
         inner: Incoming,
-        #[pin]
-        deadline: Sleep,
+        deadline: Instant,
+        // Armed only when the body has to be waited for: most bodies have
+        // arrived with their head, and need no timer.
+        timer: Option<Pin<Box<Sleep>>>,
         allowed: usize,
         outcome: Arc<BodyOutcome>,
     }
@@ -293,7 +297,9 @@ impl HttpBody for BoundedBody {
             }
             return Poll::Ready(frame.map(|result| result.map_err(Into::into)));
         }
-        if this.deadline.poll(cx).is_ready() {
+        let deadline = *this.deadline;
+        let timer = this.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        if timer.as_mut().poll(cx).is_ready() {
             this.outcome.timed_out.store(true, Ordering::Relaxed);
             return Poll::Ready(Some(Err(BodyReadTimeout.into())));
         }

@@ -284,12 +284,27 @@ impl Answer {
         Self { tool_name, success: false, result: None, error: Some(error.into()), error_kind: Some(kind) }
     }
 
-    /// About how many bytes the answer takes written out (a little more,
-    /// for the field names and escapes).
-    pub(crate) fn size_hint(&self) -> usize {
-        let result = self.result.as_ref().map_or(0, |raw| raw.get().len());
+    /// The answer written out as the JSON of its [`ToolResult`], in a buffer
+    /// of about its size. A success, the common answer, is written by hand
+    /// around the serialized result: its field names need no escaping, which
+    /// serde's derived code would check for each of them.
+    pub(crate) fn to_json(&self) -> serde_json::Result<Vec<u8>> {
+        let result = self.result.as_ref().map_or("", |raw| raw.get());
         let error = self.error.as_ref().map_or(0, String::len);
-        self.tool_name.len() + result + error + 96
+        // The field names and escapes: no reallocation while it grows.
+        let mut json = Vec::with_capacity(self.tool_name.len() + result.len() + error + 96);
+        let written = match &self.result {
+            Some(_) if self.success => {
+                json.extend_from_slice(br#"{"tool_name":"#);
+                serde_json::to_writer(&mut json, &self.tool_name).map(|()| {
+                    json.extend_from_slice(br#","success":true,"result":"#);
+                    json.extend_from_slice(result.as_bytes());
+                    json.extend_from_slice(br#","error":null}"#);
+                })
+            }
+            _ => serde_json::to_writer(&mut json, self),
+        };
+        written.map(|()| json)
     }
 
     /// The handler's result as it was serialized, or the failure's message:
@@ -472,10 +487,12 @@ mod tests {
         let raw = serde_json::value::to_raw_value(&json!({"text": "hi", "n": [1, 2]})).unwrap();
         let answers = [
             Answer::success("m.echo".into(), raw),
+            Answer::success("m.\"quoted\"\n".into(), serde_json::value::to_raw_value("text").unwrap()),
             Answer::failure("m.echo".into(), ErrorKind::InvalidArguments, "arguments.text: required field is missing"),
         ];
         for answer in answers {
-            let written = serde_json::to_string(&answer).unwrap();
+            let written = String::from_utf8(answer.to_json().unwrap()).unwrap();
+            assert_eq!(written, serde_json::to_string(&answer).unwrap());
             assert_eq!(written, serde_json::to_string(&answer.into_tool_result()).unwrap());
         }
     }

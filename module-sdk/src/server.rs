@@ -8,8 +8,7 @@ use std::task::Poll;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, FromRequestParts, State};
+use axum::extract::{FromRequest, FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -20,6 +19,7 @@ use tokio::net::TcpListener;
 use tower::{Layer, Service};
 
 use crate::auth::Authorized;
+use crate::body::{BodyError, read_body};
 use crate::config::ServeConfig;
 use crate::contract::{ErrorBody, ModuleManifest, ToolCall, ToolResult};
 use crate::error::{ModuleError, ServeError};
@@ -42,6 +42,8 @@ pub(crate) struct ServerState {
     pub(crate) auth_token: Option<Arc<str>>,
     /// The MCP server at `/mcp`.
     pub(crate) mcp: McpEndpoint,
+    /// `MAX_BODY_BYTES`: the most [`JsonBody`] reads.
+    max_body_bytes: usize,
     /// `/manifest` and `/openapi.json`, serialized once.
     manifest_json: Bytes,
     openapi_json: Bytes,
@@ -92,7 +94,8 @@ pub(crate) fn router(service: Arc<ModuleService>, config: &ServeConfig) -> Route
     );
     let mcp = mcp_endpoint(service.clone(), config);
     let auth_token = config.auth_token.as_deref().map(Arc::from);
-    let state = Arc::new(ServerState { service, auth_token, mcp, manifest_json, openapi_json });
+    let max_body_bytes = config.limits.max_body_bytes;
+    let state = Arc::new(ServerState { service, auth_token, mcp, max_body_bytes, manifest_json, openapi_json });
     Router::new()
         .route("/health", get(health))
         .route("/manifest", get(manifest))
@@ -102,15 +105,15 @@ pub(crate) fn router(service: Arc<ModuleService>, config: &ServeConfig) -> Route
         .route("/mcp", any(serve_mcp))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        // One `layer` call for both: axum wraps each in a boxed route of its own,
-        // cloned per request, so two calls cost a clone and a boxed future more.
-        .layer((RequireJsonLayer, DefaultBodyLimit::max(config.limits.max_body_bytes)))
+        // No `layer`: the routes that take a body check it themselves
+        // ([`JsonBody`], [`json_content_type_refusal`]). A layer wraps every
+        // route in a boxed service that is cloned for each request.
         .with_state(state)
 }
 
 /// The `415` for `request` when it carries a body that is not sent as JSON;
 /// `None` when it may go on.
-fn json_content_type_refusal<B: axum::body::HttpBody>(request: &axum::http::Request<B>) -> Option<Response> {
+pub(crate) fn json_content_type_refusal<B: axum::body::HttpBody>(request: &axum::http::Request<B>) -> Option<Response> {
     let carries_body = matches!(*request.method(), Method::POST | Method::PUT | Method::PATCH)
         && request.body().size_hint().exact() != Some(0);
     let content_type = request.headers().get(header::CONTENT_TYPE).map(|v| v.to_str().unwrap_or("(not text)"));
@@ -172,7 +175,8 @@ where
 /// Whether a `Content-Type` value is `application/json`, in any case, with
 /// or without parameters.
 fn is_json_media_type(value: &str) -> bool {
-    let essence = value.split(';').next().unwrap_or_default().trim();
+    // ASCII trimming and no iterator: this runs on every call.
+    let essence = value.split_once(';').map_or(value, |(essence, _)| essence).trim_ascii();
     essence.eq_ignore_ascii_case("application/json")
 }
 
@@ -189,6 +193,32 @@ pub fn body_refused(status: StatusCode, detail: String) -> Response {
         return error_response(status, "the request body is larger than this server accepts (MAX_BODY_BYTES)");
     }
     error_response(status, detail)
+}
+
+/// A request body sent as JSON, read whole: a `POST` with another
+/// `Content-Type` is refused with `415` (see [`RequireJsonLayer`] for why),
+/// one over `MAX_BODY_BYTES` with `413`, one that cannot be read with `400`.
+/// The module's routes that take a body use it instead of a router layer.
+pub(crate) struct JsonBody(pub(crate) Bytes);
+
+impl FromRequest<AppState> for JsonBody {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        if let Some(refusal) = json_content_type_refusal(&request) {
+            return Err(refusal);
+        }
+        // A body that comes in one piece, as a call usually does, is kept as
+        // it came: nothing to gather pieces in (axum's `Bytes` allocates a queue).
+        match read_body(request.into_body(), state.max_body_bytes, "MAX_BODY_BYTES").await {
+            Ok(body) => Ok(Self(body)),
+            Err(BodyError::TooLarge { .. }) => Err(body_refused(StatusCode::PAYLOAD_TOO_LARGE, String::new())),
+            Err(BodyError::Transport(error)) => Err(error_response(
+                StatusCode::BAD_REQUEST,
+                format!("the request body could not be read: {}", crate::error::error_chain(&error)),
+            )),
+        }
+    }
 }
 
 /// `body`, already JSON, as a `200` (the header value is static: nothing
@@ -243,21 +273,14 @@ pub(crate) async fn execute(
     _: Authorized,
     State(state): State<AppState>,
     CallerTrace(trace): CallerTrace,
-    body: Result<Bytes, BytesRejection>,
+    JsonBody(body): JsonBody,
 ) -> Response {
-    let body = match body {
-        Ok(body) => body,
-        Err(rejection) => return body_refused(rejection.status(), rejection.body_text()),
-    };
     let call: ToolCall = match serde_json::from_slice(&body) {
         Ok(call) => call,
         Err(error) => return error_response(StatusCode::BAD_REQUEST, bad_call_message(&error)),
     };
-    let answer = state.service.answer(call, trace).await;
-    // Written into a buffer of its whole size: no reallocation while it grows.
-    let mut body = Vec::with_capacity(answer.size_hint());
-    match serde_json::to_writer(&mut body, &answer) {
-        Ok(()) => json_bytes(Bytes::from(body)),
+    match state.service.answer(call, trace).await.to_json() {
+        Ok(body) => json_bytes(Bytes::from(body)),
         // Strings, pre-serialized JSON and an enum: never reached.
         Err(error) => {
             error_response(StatusCode::INTERNAL_SERVER_ERROR, format!("the answer could not be written: {error}"))
@@ -338,7 +361,55 @@ pub async fn shutdown_signal() {
 
 #[cfg(test)]
 mod tests {
+    use axum::body::Body;
+    use tower::ServiceExt;
+
     use super::*;
+    use crate::{Context, ToolError, tool};
+
+    /// Says hello.
+    #[tool]
+    async fn hello(_ctx: Context, _args: serde_json::Map<String, serde_json::Value>) -> Result<String, ToolError> {
+        Ok("hello".into())
+    }
+
+    /// The status and body of `router`'s answer to a `POST` of `body` to `path`.
+    async fn post(router: &Router, path: &str, content_type: Option<&str>, body: Body) -> (StatusCode, String) {
+        let mut request = axum::http::Request::post(path);
+        if let Some(content_type) = content_type {
+            request = request.header(header::CONTENT_TYPE, content_type);
+        }
+        let response = router.clone().oneshot(request.body(body).unwrap()).await.unwrap();
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+        (status, String::from_utf8(body.to_vec()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn an_embedded_router_checks_bodies_itself() {
+        let mut config = ServeConfig::default();
+        config.limits.max_body_bytes = 100;
+        let router = Module::new("m", "A module.").tool(hello).router(&config).unwrap();
+        let call = r#"{"tool_name":"m.hello","arguments":{}}"#;
+        let (status, answer) = post(&router, "/execute", Some("application/json"), Body::from(call)).await;
+        assert_eq!((status, answer.contains(r#""result":"hello""#)), (StatusCode::OK, true), "{answer}");
+        for path in ["/execute", "/mcp"] {
+            let (status, answer) = post(&router, path, Some("text/plain"), Body::from(call)).await;
+            assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{path}: {answer}");
+            assert!(answer.contains("application/json"), "{path}: {answer}");
+        }
+        // Without a declared length (a stream), stopped at the limit all the same.
+        let padding = " ".repeat(200);
+        let chunks = [Ok::<_, std::io::Error>(format!("{{{padding}")), Ok(format!("{padding}}}"))];
+        let stream = Body::from_stream(futures::stream::iter(chunks));
+        let (status, answer) = post(&router, "/execute", Some("application/json"), stream).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{answer}");
+        assert!(answer.contains("MAX_BODY_BYTES"), "{answer}");
+        let failing = Body::from_stream(futures::stream::iter([Err::<String, _>(std::io::Error::other("reset"))]));
+        let (status, answer) = post(&router, "/execute", Some("application/json"), failing).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+        assert!(answer.contains("could not be read: reset"), "{answer}");
+    }
 
     #[test]
     fn json_media_types_are_recognized_with_parameters_and_in_any_case() {

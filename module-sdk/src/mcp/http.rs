@@ -16,7 +16,7 @@ use crate::mcp::McpSettings;
 use crate::mcp::direct::DirectAnswers;
 use crate::mcp::handler::ModuleMcp;
 use crate::module::ModuleService;
-use crate::server::AppState;
+use crate::server::{AppState, json_content_type_refusal};
 
 /// The MCP endpoint of one module, shared by every request: the common
 /// stateless call answered in place, everything else by rmcp's transport.
@@ -61,8 +61,9 @@ pub fn transport_config(settings: &McpSettings, max_body_bytes: usize) -> Stream
     if settings.allowed_hosts.is_empty() { transport.disable_allowed_hosts() } else { transport }
 }
 
-/// `/mcp`, any method: the bearer token checked as for `/execute`, then the
-/// request handed to the MCP transport (which answers `405` to methods other
+/// `/mcp`, any method: the bearer token checked as for `/execute`, a body
+/// not sent as JSON refused with `415`, then the request handed to the MCP
+/// transport (which answers `405` to methods other
 /// than `POST`, `403` to a foreign `Origin`, `400` to an unknown
 /// `MCP-Protocol-Version`).
 #[utoipa::path(
@@ -79,9 +80,13 @@ pub fn transport_config(settings: &McpSettings, max_body_bytes: usize) -> Stream
         (status = 401, body = crate::contract::ErrorBody),
         (status = 403, description = "An `Origin` not in `MCP_ALLOWED_ORIGINS`, or a `Host` not in `MCP_ALLOWED_HOSTS`"),
         (status = 406, description = "The client does not accept both `application/json` and `text/event-stream`"),
-        (status = 413, body = crate::contract::ErrorBody, description = "The body is over the module's limit")
+        (status = 413, body = crate::contract::ErrorBody, description = "The body is over the module's limit"),
+        (status = 415, body = crate::contract::ErrorBody, description = "The body is not sent as `Content-Type: application/json`")
     )
 )]
 pub(crate) async fn serve_mcp(_: Authorized, State(state): State<AppState>, request: Request) -> Response {
+    if let Some(refusal) = json_content_type_refusal(&request) {
+        return refusal;
+    }
     state.mcp.handle(request).await
 }
