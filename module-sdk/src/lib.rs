@@ -47,7 +47,6 @@ mod config;
 mod context;
 pub mod contract;
 mod error;
-mod flat_arguments;
 mod healthcheck;
 mod listener;
 mod logging;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use futures::FutureExt;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::time::Instant;
@@ -17,8 +17,7 @@ use crate::context::{Context, StateMap};
 use crate::contract::{
     CONTRACT_VERSION, ErrorKind, ModuleManifest, ToolCall, ToolDefinition, ToolResult, check_manifest,
 };
-use crate::error::{ModuleError, ToolError};
-use crate::flat_arguments::FlatSchema;
+use crate::error::ModuleError;
 use crate::metrics::{CallMetrics, ToolMetrics, UNKNOWN_TOOL_LABEL};
 use crate::schema::parameters_of;
 use crate::tool::{ErasedHandler, IntoTool, Tool};
@@ -100,8 +99,6 @@ struct RegisteredTool {
     name: Arc<str>,
     definition: ToolDefinition,
     validator: ArgumentValidator,
-    /// The schema in the form that admits flat arguments without a tree, when it has one.
-    flat: Option<FlatSchema>,
     handler: Arc<dyn ErasedHandler>,
     timeout: std::time::Duration,
     metrics: ToolMetrics,
@@ -114,7 +111,6 @@ impl RegisteredTool {
         let seconds = tool.timeout.as_secs_f64();
         let validator = ArgumentValidator::new(&tool.input_schema)
             .map_err(|e| ModuleError::InvalidSchema(full_name.to_owned(), e))?;
-        let flat = FlatSchema::compile(&tool.input_schema);
         let definition = ToolDefinition {
             name: full_name.to_owned(),
             description: tool.description,
@@ -131,7 +127,6 @@ impl RegisteredTool {
             name: full_name.into(),
             definition,
             validator,
-            flat,
             handler: tool.handler,
             timeout: tool.timeout,
             metrics,
@@ -173,46 +168,8 @@ impl ModuleService {
     /// `traceparent`, whose trace id the call's log events carry.
     pub(crate) async fn answer(&self, call: ToolCall, trace: Option<TraceParent>) -> Answer {
         let started = Instant::now();
-        let tool = self.tools.get(&call.tool_name);
-        let call = Call {
-            tool_name: call.tool_name,
-            arguments: Arguments::Tree(Value::Object(call.arguments)),
-            user_id: call.user_id,
-        };
-        self.answer_call(tool, call, trace, started).await
-    }
-
-    /// [`ModuleService::answer`] for a call read with its arguments left as
-    /// the JSON text sent (`POST /execute`): arguments the tool's
-    /// [`FlatSchema`] admits go to the handler without a tree. `Err` when
-    /// the arguments are not a JSON object (nothing has run; reading the
-    /// body as a [`ToolCall`] words why).
-    pub(crate) fn answer_text<'a>(
-        &'a self,
-        call: CallText<'a>,
-        trace: Option<TraceParent>,
-    ) -> Result<impl Future<Output = Answer> + 'a, serde_json::Error> {
-        let started = Instant::now();
-        let tool = self.tools.get(&call.tool_name);
-        let text = call.arguments.get();
-        let arguments = match tool.and_then(|tool| tool.flat.as_ref()) {
-            Some(flat) if flat.admits(text) => Arguments::Admitted(text),
-            _ => Arguments::Tree(Value::Object(serde_json::from_str(text)?)),
-        };
-        let call = Call { tool_name: call.tool_name, arguments, user_id: call.user_id };
-        Ok(self.answer_call(tool, call, trace, started))
-    }
-
-    /// Runs `call`, which arrived at `started`, with `tool` (the module's
-    /// tool of its name, if any), and records it: metrics, log, span.
-    async fn answer_call(
-        &self,
-        tool: Option<&RegisteredTool>,
-        call: Call<'_>,
-        trace: Option<TraceParent>,
-        started: Instant,
-    ) -> Answer {
         let user_id_present = call.user_id.is_some();
+        let tool = self.tools.get(&call.tool_name);
         let in_flight = tool.map_or(&self.unknown_tool, |tool| &tool.metrics).start_at(started);
         let answer = self.run(tool, call, started).await;
         // The call's one other clock read.
@@ -246,26 +203,24 @@ impl ModuleService {
 
     /// Runs `call`, which arrived at `started`, with `tool`, the module's
     /// tool of that name (if any).
-    async fn run(&self, tool: Option<&RegisteredTool>, call: Call<'_>, started: Instant) -> Answer {
+    async fn run(&self, tool: Option<&RegisteredTool>, call: ToolCall, started: Instant) -> Answer {
         let Some(tool) = tool else {
             let message = self.unknown_tool(&call.tool_name);
             return Answer::failure(call.tool_name, ErrorKind::UnknownTool, message);
         };
-        // A tree is validated borrowed, then moved into the handler's
-        // argument type: it is never copied. Admitted text was checked.
-        if let Arguments::Tree(tree) = &call.arguments
-            && let Err(problems) = tool.validator.check(tree)
-        {
+        // Validated borrowed, then moved into the handler's argument type:
+        // the tree is never copied.
+        let arguments = Value::Object(call.arguments);
+        if let Err(problems) = tool.validator.check(&arguments) {
             return Answer::failure(call.tool_name, ErrorKind::InvalidArguments, problems);
         }
-        let arguments = call.arguments;
         // The call's timeout counts from its arrival: no clock read of its own.
         let deadline = started + tool.timeout;
         let ctx = Context::new(tool.name.clone(), call.user_id, deadline, self.state.clone());
         // Cancelled when this call ends for any reason, including the caller
         // going away (the future is then dropped).
         let _cancel_on_exit = ctx.cancel_on_drop();
-        let mut running = pin!(AssertUnwindSafe(arguments.run_with(tool, ctx)).catch_unwind());
+        let mut running = pin!(AssertUnwindSafe(async { tool.handler.call(ctx, arguments).await }).catch_unwind());
         // A handler that finishes on its first poll needs no timer: the
         // deadline is armed (a timer-wheel entry) only when it has to wait,
         // and `timeout_at` polls the handler before its timer, as here.
@@ -303,48 +258,6 @@ impl ModuleService {
             self.manifest.module_name,
             known.join(", ")
         )
-    }
-}
-
-/// A call's envelope with its arguments left as the JSON text sent: how
-/// `POST /execute` reads a body first, so that flat arguments need no tree.
-#[derive(Deserialize)]
-pub(crate) struct CallText<'a> {
-    tool_name: String,
-    #[serde(borrow)]
-    arguments: &'a RawValue,
-    #[serde(default)]
-    user_id: Option<String>,
-}
-
-/// A call as [`ModuleService::run`] takes it.
-struct Call<'a> {
-    tool_name: String,
-    arguments: Arguments<'a>,
-    user_id: Option<String>,
-}
-
-/// A call's arguments: a tree to validate, or text its tool's flat schema admitted.
-enum Arguments<'a> {
-    Tree(Value),
-    Admitted(&'a str),
-}
-
-impl Arguments<'_> {
-    /// `tool`'s handler run on these arguments (already checked) with `ctx`.
-    async fn run_with(self, tool: &RegisteredTool, ctx: Context) -> Result<Box<RawValue>, ToolError> {
-        match self {
-            Self::Tree(tree) => tool.handler.call(ctx, tree).await,
-            Self::Admitted(text) => match tool.handler.call_with_text(ctx, text) {
-                Ok(running) => running.await,
-                // Admitted, but not of the handler's type: as a tree, whose
-                // path words why (admitted text is valid JSON).
-                Err(ctx) => match serde_json::from_str(text) {
-                    Ok(tree) => tool.handler.call(ctx, tree).await,
-                    Err(error) => Err(ToolError::invalid_arguments(format!("arguments: {error}"))),
-                },
-            },
-        }
     }
 }
 
@@ -544,51 +457,6 @@ mod tests {
         let slow = client.call_as("u1", "stateful", json!({"text": "wait"})).await;
         assert_eq!(slow.error_kind, Some(ErrorKind::Timeout));
         assert!(slow.error.unwrap().contains("0.2 s"));
-    }
-
-    /// Takes a small number: stricter than the flat schema given at run time.
-    #[derive(Deserialize, Serialize, JsonSchema)]
-    struct Small {
-        n: u8,
-    }
-
-    async fn small(_ctx: Context, args: Small) -> Result<Small, ToolError> {
-        Ok(args)
-    }
-
-    #[tokio::test]
-    async fn arguments_read_as_text_are_answered_as_the_tree_is() {
-        let loose = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
-        let tools =
-            [Tool::new("loose", "Loose schema.", small).input_schema(loose), Tool::new("small", "Small.", small)];
-        let service = tools.into_iter().fold(module(), Module::tool).build().unwrap();
-        let calls = [
-            ("unit.echo", r#"{"text":"hi \"there\""}"#),
-            ("unit.echo", r#"{"text":5}"#),
-            ("unit.echo", r#"{"text":"a","text":"b"}"#),
-            ("unit.echo", r#"{"text":"a","other":1}"#),
-            ("unit.echo", r#"{}"#),
-            ("unit.stateful", r#"{"text":"hi"}"#),
-            ("unit.small", r#"{"n":7}"#),
-            ("unit.small", r#"{"n":300}"#),
-            ("unit.small", r#"{"n":7.0}"#),
-            ("unit.loose", r#"{"n":7}"#),
-            ("unit.loose", r#"{"n":300}"#),
-            ("unit.loose", r#"{"n":-1}"#),
-            ("unit.nope", r#"{"x":[1]}"#),
-        ];
-        for (tool_name, arguments) in calls {
-            let body = format!(r#"{{"tool_name":"{tool_name}","arguments":{arguments},"user_id":"u1"}}"#);
-            let as_text = serde_json::from_str::<CallText>(&body).unwrap();
-            let from_text = service.answer_text(as_text, None).unwrap().await.to_json().unwrap();
-            let as_tree = serde_json::from_str::<ToolCall>(&body).unwrap();
-            let from_tree = service.answer(as_tree, None).await.to_json().unwrap();
-            assert_eq!(String::from_utf8(from_text).unwrap(), String::from_utf8(from_tree).unwrap(), "{body}");
-        }
-        let loose = service.tools.get("unit.loose").and_then(|tool| tool.flat.as_ref()).unwrap();
-        assert!(loose.admits(r#"{"n":300}"#), "admitted, then refused by the handler's type");
-        let not_an_object = serde_json::from_str::<CallText>(r#"{"tool_name":"unit.echo","arguments":[1]}"#).unwrap();
-        assert!(service.answer_text(not_an_object, None).is_err());
     }
 
     #[tokio::test]

@@ -28,7 +28,7 @@ use crate::logging::init_logging;
 use crate::mcp::http::{McpEndpoint, mcp_endpoint, serve_mcp};
 use crate::mcp::{serve_stdio, stdio_requested};
 use crate::metrics::METRICS_CONTENT_TYPE;
-use crate::module::{CallText, Module, ModuleService};
+use crate::module::{Module, ModuleService};
 use crate::openapi::openapi_document;
 use crate::trace_context::{TRACEPARENT_HEADER, TraceParent};
 
@@ -275,18 +275,11 @@ pub(crate) async fn execute(
     CallerTrace(trace): CallerTrace,
     JsonBody(body): JsonBody,
 ) -> Response {
-    // Read with the arguments left as text first (flat ones then need no
-    // tree); anything else is read as a ToolCall, which words a refusal.
-    let read_as_text =
-        serde_json::from_slice::<CallText>(&body).ok().and_then(|call| state.service.answer_text(call, trace).ok());
-    let answer = match read_as_text {
-        Some(answer) => answer.await,
-        None => match serde_json::from_slice::<ToolCall>(&body) {
-            Ok(call) => state.service.answer(call, trace).await,
-            Err(error) => return error_response(StatusCode::BAD_REQUEST, bad_call_message(&error)),
-        },
+    let call: ToolCall = match serde_json::from_slice(&body) {
+        Ok(call) => call,
+        Err(error) => return error_response(StatusCode::BAD_REQUEST, bad_call_message(&error)),
     };
-    match answer.to_json() {
+    match state.service.answer(call, trace).await.to_json() {
         Ok(body) => json_bytes(Bytes::from(body)),
         // Strings, pre-serialized JSON and an enum: never reached.
         Err(error) => {

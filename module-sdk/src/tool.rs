@@ -57,13 +57,7 @@ pub(crate) type JsonFuture = Pin<Box<dyn Future<Output = Result<Box<RawValue>, T
 
 /// A handler with its argument and result types erased to JSON.
 pub(crate) trait ErasedHandler: Send + Sync {
-    /// Runs the handler on `arguments`, already validated, moved into its type.
     fn call(&self, ctx: Context, arguments: Value) -> JsonFuture;
-
-    /// Runs the handler on arguments read straight from their JSON `text`,
-    /// already validated; gives `ctx` back when the text does not read as the
-    /// handler's type (read as a tree then, whose path words the failure).
-    fn call_with_text(&self, ctx: Context, text: &str) -> Result<JsonFuture, Context>;
 }
 
 /// The one [`ErasedHandler`]: deserializes arguments, serializes the result.
@@ -79,30 +73,13 @@ where
     R: Serialize + Send + 'static,
 {
     fn call(&self, ctx: Context, arguments: Value) -> JsonFuture {
-        match serde_json::from_value::<A>(arguments) {
-            Ok(args) => self.run(ctx, args),
+        let args = match serde_json::from_value::<A>(arguments) {
+            Ok(args) => args,
             Err(error) => {
                 let message = format!("arguments: {error}");
-                Box::pin(async move { Err(ToolError::invalid_arguments(message)) })
+                return Box::pin(async move { Err(ToolError::invalid_arguments(message)) });
             }
-        }
-    }
-
-    fn call_with_text(&self, ctx: Context, text: &str) -> Result<JsonFuture, Context> {
-        match serde_json::from_str::<A>(text) {
-            Ok(args) => Ok(self.run(ctx, args)),
-            Err(_) => Err(ctx),
-        }
-    }
-}
-
-impl<H, A, R> Typed<H, A, R>
-where
-    H: ToolHandler<A, R>,
-    R: Serialize + Send + 'static,
-{
-    /// The handler's future on `args`, its result serialized once.
-    fn run(&self, ctx: Context, args: A) -> JsonFuture {
+        };
         let output = self.handler.call(ctx, args);
         Box::pin(async move {
             let output = output.await?;
