@@ -39,7 +39,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, Request, StatusCode, header};
 use axum::response::Response;
@@ -52,7 +51,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::time::{Instant, Sleep};
-use tower::ServiceExt;
+use tower::{Service, ServiceExt};
 
 use crate::config::DEFAULT_MAX_BODY_BYTES;
 use crate::server::error_response;
@@ -96,15 +95,17 @@ impl Default for ServerLimits {
 /// then stops accepting and returns once the requests in flight are answered
 /// (idle connections are closed at once).
 ///
-/// `router` should read bodies without a declared length up to the same
-/// limit (a module's routes do; other routers can carry
+/// `router` is an axum `Router` or any service of requests, such as a
+/// router inside layers that every request passes (one stack around the
+/// router costs less than `Router::layer`, which boxes and clones every
+/// route per request). It should read bodies without a declared length up
+/// to the same limit (a module's routes do; other routers can carry
 /// `DefaultBodyLimit::max(limits.max_body_bytes)`).
-pub async fn serve_router(
-    listener: TcpListener,
-    router: Router,
-    limits: ServerLimits,
-    shutdown: impl Future<Output = ()>,
-) {
+pub async fn serve_router<S>(listener: TcpListener, router: S, limits: ServerLimits, shutdown: impl Future<Output = ()>)
+where
+    S: Service<Request<Body>, Response = Response, Error = Infallible> + Clone + Send + Sync + 'static,
+    S::Future: Send,
+{
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
     let slots = Arc::new(Semaphore::new(limits.max_connections.clamp(1, Semaphore::MAX_PERMITS)));
@@ -158,12 +159,15 @@ async fn wait_after_accept_error(error: &std::io::Error) {
 /// What each request passes before the router: the declared-length check
 /// and the body deadline.
 #[derive(Clone)]
-struct RequestGuard {
-    router: Router,
+struct RequestGuard<S> {
+    router: S,
     limits: ServerLimits,
 }
 
-impl RequestGuard {
+impl<S> RequestGuard<S>
+where
+    S: Service<Request<Body>, Response = Response, Error = Infallible>,
+{
     async fn handle(self, request: Request<Incoming>) -> Result<Response, Infallible> {
         let body = request.body();
         if body.is_end_stream() {

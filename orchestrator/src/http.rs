@@ -2,10 +2,11 @@
 //! `/refresh-tools`, `/execute`, `/v1/tool-calls`, `/approvals`, `/api-keys/{id}/revoke`
 //! and the console at `/`.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
-use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::extract::{DefaultBodyLimit, Query, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -14,6 +15,7 @@ use module_sdk::contract::{ErrorBody, ToolResult};
 use module_sdk::service::error_response;
 use serde::Deserialize;
 use serde_json::json;
+use tower::Service;
 
 use crate::app::Orchestrator;
 use crate::auth::Authorized;
@@ -33,10 +35,24 @@ pub struct AppState {
     pub orchestrator: Arc<Orchestrator>,
 }
 
-/// The API's routes over `orchestrator`; bodies without a declared length
-/// stop at `MAX_BODY_BYTES` through the body limit.
-pub fn router(orchestrator: Arc<Orchestrator>) -> Router {
+/// The API over `orchestrator`: its routes inside the checks every request
+/// passes first (a body sent as JSON, the request's trace, and bodies
+/// without a declared length stopped at `MAX_BODY_BYTES`). The checks wrap
+/// the router once: `Router::layer` would wrap every route in a boxed
+/// service cloned for each request.
+pub fn router(
+    orchestrator: Arc<Orchestrator>,
+) -> impl Service<Request, Response = Response, Error = Infallible, Future: Send> + Clone + Send + Sync + 'static {
     let body_limit = orchestrator.config.limits.max_body_bytes;
+    tower::ServiceBuilder::new()
+        .layer(module_sdk::service::RequireJsonLayer)
+        .layer(crate::trace::KeepRequestTraceLayer)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .service(routes(orchestrator))
+}
+
+/// The API's routes over `orchestrator`.
+fn routes(orchestrator: Arc<Orchestrator>) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/modules", get(modules))
@@ -52,13 +68,6 @@ pub fn router(orchestrator: Arc<Orchestrator>) -> Router {
         .merge(crate::console::routes())
         .fallback(request_checks::not_found)
         .method_not_allowed_fallback(request_checks::method_not_allowed)
-        // One `layer` call for all three: axum wraps each call's layers around
-        // every route in a boxed service of its own, cloned per request.
-        .layer((
-            module_sdk::service::RequireJsonLayer,
-            crate::trace::KeepRequestTraceLayer,
-            DefaultBodyLimit::max(body_limit),
-        ))
         .with_state(AppState { orchestrator })
 }
 
