@@ -289,12 +289,12 @@ impl Answer {
     /// around the serialized result: its field names need no escaping, which
     /// serde's derived code would check for each of them.
     pub(crate) fn to_json(&self) -> serde_json::Result<Vec<u8>> {
-        let result = self.result.as_ref().map_or("", |raw| raw.get());
+        let result = self.result.as_deref().map(RawValue::get);
         let error = self.error.as_ref().map_or(0, String::len);
         // The field names and escapes: no reallocation while it grows.
-        let mut json = Vec::with_capacity(self.tool_name.len() + result.len() + error + 96);
-        let written = match &self.result {
-            Some(_) if self.success => {
+        let mut json = Vec::with_capacity(self.tool_name.len() + result.map_or(0, str::len) + error + 96);
+        let written = match result {
+            Some(result) if self.success => {
                 json.extend_from_slice(br#"{"tool_name":"#);
                 serde_json::to_writer(&mut json, &self.tool_name).map(|()| {
                     json.extend_from_slice(br#","success":true,"result":"#);
