@@ -56,17 +56,18 @@ fn greet_call() -> String {
 async fn bodies_that_are_not_json_are_refused_with_415() {
     let mut demo = start_demo(&[("RUST_LOG", "warn")]);
     let client = reqwest::Client::new();
-    for content_type in
-        [Some("application/x-www-form-urlencoded"), Some("multipart/form-data; boundary=x"), Some("text/plain"), None]
-    {
-        let mut request = client.post(format!("{}/execute", demo.url())).body(greet_call());
+    let refused =
+        [Some("application/x-www-form-urlencoded"), Some("multipart/form-data; boundary=x"), Some("text/plain"), None];
+    // Both routes that take a body check it themselves.
+    for (path, content_type) in ["/execute", "/mcp"].into_iter().flat_map(|path| refused.map(|c| (path, c))) {
+        let mut request = client.post(format!("{}{path}", demo.url())).body(greet_call());
         if let Some(content_type) = content_type {
             request = request.header(reqwest::header::CONTENT_TYPE, content_type);
         }
         let response = request.send().await.unwrap();
-        assert_eq!(response.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE, "{content_type:?}");
+        assert_eq!(response.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE, "{path} {content_type:?}");
         let body: Value = response.json().await.unwrap();
-        assert!(body["error"].as_str().unwrap().contains("application/json"), "{content_type:?}: {body}");
+        assert!(body["error"].as_str().unwrap().contains("application/json"), "{path} {content_type:?}: {body}");
     }
     for content_type in ["application/json", "application/json; charset=utf-8", "Application/JSON"] {
         let response = client
