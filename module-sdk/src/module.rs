@@ -226,7 +226,9 @@ impl ModuleService {
         // and `timeout_at` polls the handler before its timer, as here.
         let outcome = match futures::poll!(running.as_mut()) {
             Poll::Ready(outcome) => Ok(outcome),
-            Poll::Pending => tokio::time::timeout_at(deadline, running).await,
+            // Boxed: the timer is large, and a handler that waits is rare
+            // enough that the allocation costs less than carrying it here.
+            Poll::Pending => Box::pin(tokio::time::timeout_at(deadline, running)).await,
         };
         match outcome {
             Ok(Ok(Ok(result))) => Answer::success(call.tool_name, result),

@@ -279,7 +279,11 @@ pub(crate) async fn execute(
         Ok(call) => call,
         Err(error) => return error_response(StatusCode::BAD_REQUEST, bad_call_message(&error)),
     };
-    match state.service.answer(call, trace).await.to_json() {
+    // The call's future in a box of its own: axum boxes this handler's
+    // future, and with the call inside it that box was over 1 KiB, past what
+    // glibc's per-thread cache serves (1032 bytes), so every call took
+    // malloc's slow path. Two small boxes cost less than one large one.
+    match Box::pin(state.service.answer(call, trace)).await.to_json() {
         Ok(body) => json_bytes(Bytes::from(body)),
         // Strings, pre-serialized JSON and an enum: never reached.
         Err(error) => {
