@@ -12,6 +12,12 @@
 //! answering [`MCP_CALL`] at `/mcp` (stateless, as a 2025-11-25 client sends
 //! it after `initialize`), and `mcp/sdk` its share of `/execute`'s rate.
 //!
+//! Beside the rates it prints each server's CPU time per call (user and
+//! kernel, read from `/proc/<pid>/stat` around each run) and the same ratios
+//! as calls per CPU second: with one wrk thread on a two-core machine the
+//! load generator, not the server, can set the rate, and then the rates
+//! hide a difference in work that the CPU columns show.
+//!
 //! Run: `cargo bench -p module-sdk --bench execute_throughput`
 //! Needs `wrk` (Debian/Ubuntu: `apt-get install wrk`; macOS: `brew install wrk`).
 //! Options (environment): BENCH_SECONDS per round (default 5), BENCH_ROUNDS
@@ -36,6 +42,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use test_support::Process;
+use test_support::cpu::CpuTime;
 
 /// The one call both servers answer.
 const CALL: &str = r#"{"tool_name":"bench.echo","arguments":{"text":"hello, world","count":7},"user_id":"u1"}"#;
@@ -179,9 +186,27 @@ impl Target {
     }
 }
 
-/// Requests per second `wrk` measured sending `target` to `process` in
-/// `seconds`; panics when any answer was not a 2xx or a socket failed.
-fn measure(process: &Process, target: &Target, threads: usize, connections: usize, seconds: u64) -> f64 {
+/// What one `wrk` run measured.
+#[derive(Clone, Copy, Default)]
+struct Measured {
+    /// Requests per second.
+    rate: f64,
+    /// The server's CPU time per call in µs, in user space and in the
+    /// kernel: what the call costs it, a figure the load barely moves.
+    cpu_us: (f64, f64),
+}
+
+impl Measured {
+    /// CPU time per call in µs, user and kernel together.
+    fn cpu_total(&self) -> f64 {
+        self.cpu_us.0 + self.cpu_us.1
+    }
+}
+
+/// What `wrk` measured sending `target` to `process` for `seconds`; panics
+/// when any answer was not a 2xx or a socket failed.
+fn measure(process: &Process, target: &Target, threads: usize, connections: usize, seconds: u64) -> Measured {
+    let before = CpuTime::of(process.pid());
     let output = Command::new("wrk")
         .args([format!("-t{threads}"), format!("-c{connections}"), format!("-d{seconds}s")])
         .arg("-s")
@@ -189,14 +214,18 @@ fn measure(process: &Process, target: &Target, threads: usize, connections: usiz
         .arg(format!("{}{}", process.url(), target.path))
         .output()
         .expect("wrk runs");
+    let after = CpuTime::of(process.pid());
     let report = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "wrk failed: {report}{}", String::from_utf8_lossy(&output.stderr));
     assert!(!report.contains("Non-2xx") && !report.contains("Socket errors"), "some calls failed:\n{report}");
-    report
-        .lines()
-        .find_map(|line| line.trim().strip_prefix("Requests/sec:"))
-        .and_then(|rate| rate.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no Requests/sec in wrk's report:\n{report}"))
+    let number = |found: Option<&str>, what: &str| -> f64 {
+        found.and_then(|n| n.trim().parse().ok()).unwrap_or_else(|| panic!("no {what} in wrk's report:\n{report}"))
+    };
+    let rate = number(report.lines().find_map(|line| line.trim().strip_prefix("Requests/sec:")), "Requests/sec");
+    // "  123456 requests in 5.00s, 24.3MB read"
+    let calls =
+        number(report.lines().find_map(|line| line.trim().split_once(" requests in ")).map(|(n, _)| n), "count");
+    Measured { rate, cpu_us: after.per_call_since(&before, calls) }
 }
 
 fn setting<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -233,28 +262,58 @@ fn main() {
         "{:>6} {:>12} {:>12} {:>12} {:>12} {:>10} {:>12} {:>10}",
         "round", "bare req/s", "sdk req/s", "router req/s", "mcp req/s", "sdk/bare", "router/bare", "mcp/sdk"
     );
-    let mut totals = [0.0; 4];
-    let row = |label: &str, rates: &[f64; 4]| {
-        println!(
-            "{label:>6} {:>12.0} {:>12.0} {:>12.0} {:>12.0} {:>10.3} {:>12.3} {:>10.3}",
-            rates[0],
-            rates[1],
-            rates[2],
-            rates[3],
-            rates[1] / rates[0],
-            rates[2] / rates[0],
-            rates[3] / rates[1]
-        );
-    };
+    let mut totals = [Measured::default(); 4];
+    let mut per_round = Vec::new();
     for round in 1..=rounds {
-        let mut rates = [0.0; 4];
-        for (rate, (server, target)) in rates.iter_mut().zip(columns) {
-            *rate = measure(server, target, threads, connections, seconds);
+        let mut measured = [Measured::default(); 4];
+        for (slot, (server, target)) in measured.iter_mut().zip(columns) {
+            *slot = measure(server, target, threads, connections, seconds);
         }
-        for (total, rate) in totals.iter_mut().zip(rates) {
-            *total += rate;
+        for (total, one) in totals.iter_mut().zip(measured) {
+            total.rate += one.rate / rounds as f64;
+            total.cpu_us.0 += one.cpu_us.0 / rounds as f64;
+            total.cpu_us.1 += one.cpu_us.1 / rounds as f64;
         }
-        row(&round.to_string(), &rates);
+        print_row(&round.to_string(), &measured.map(|m| m.rate));
+        per_round.push(measured);
     }
-    row("all", &totals.map(|total| total / rounds as f64));
+    print_row("all", &totals.map(|m| m.rate));
+    println!();
+    println!("CPU per call of each server, µs in user space + in the kernel (from /proc/<pid>/stat);");
+    println!("the ratios are of calls per CPU second");
+    println!(
+        "{:>6} {:>12} {:>12} {:>12} {:>12} {:>10} {:>12} {:>10}",
+        "round", "bare µs", "sdk µs", "router µs", "mcp µs", "sdk/bare", "router/bare", "mcp/sdk"
+    );
+    // A ratio of calls per CPU second is the inverse ratio of CPU per call.
+    let inverse = |measured: &[Measured; 4]| measured.map(|m| 1.0 / m.cpu_total());
+    for (round, measured) in per_round.iter().enumerate() {
+        print_cpu_row(&(round + 1).to_string(), measured, &inverse(measured));
+    }
+    print_cpu_row("all", &totals, &inverse(&totals));
+}
+
+/// One row of rates: each column, then sdk/bare, router/bare and mcp/sdk.
+fn print_row(label: &str, rates: &[f64; 4]) {
+    println!(
+        "{label:>6} {:>12.0} {:>12.0} {:>12.0} {:>12.0} {:>10.3} {:>12.3} {:>10.3}",
+        rates[0],
+        rates[1],
+        rates[2],
+        rates[3],
+        rates[1] / rates[0],
+        rates[2] / rates[0],
+        rates[3] / rates[1]
+    );
+}
+
+/// One row of CPU per call, with the ratios of `per_cpu_second` (calls per CPU second).
+fn print_cpu_row(label: &str, measured: &[Measured; 4], per_cpu_second: &[f64; 4]) {
+    let [bare, sdk, router, mcp] = measured.map(|m| format!("{:.1} + {:.1}", m.cpu_us.0, m.cpu_us.1));
+    println!(
+        "{label:>6} {bare:>12} {sdk:>12} {router:>12} {mcp:>12} {:>10.3} {:>12.3} {:>10.3}",
+        per_cpu_second[1] / per_cpu_second[0],
+        per_cpu_second[2] / per_cpu_second[0],
+        per_cpu_second[3] / per_cpu_second[1]
+    );
 }

@@ -24,8 +24,6 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
-#[path = "support/cpu.rs"]
-mod cpu;
 #[path = "support/nginx.rs"]
 mod nginx;
 #[path = "support/wrk.rs"]
@@ -35,9 +33,9 @@ use std::time::{Duration, Instant};
 
 use common::modules::sdk_module;
 use common::{HungServer, ModuleServer, OrchestratorProcess, free_port, module_services};
-use cpu::CpuTime;
 use nginx::Nginx;
 use serde_json::{Value, json};
+use test_support::cpu::{self, CpuTime};
 use wrk::WrkRun;
 
 /// How long each measured `wrk` run lasts.

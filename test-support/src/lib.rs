@@ -18,6 +18,8 @@
 //!   server gets from `module_sdk::service::serve_router`, written once.
 //! - [`samples`]: the sample tool types, for the demo module and the
 //!   provider conversion tests.
+//! - [`cpu`]: a server process's CPU time, for benchmarks that print what
+//!   one call costs it.
 //!
 //! ```no_run
 //! # async fn example() {
@@ -33,6 +35,7 @@
 
 mod client;
 pub mod connection_budgets;
+pub mod cpu;
 pub mod mcp_checks;
 pub mod openapi_checks;
 mod otlp_receiver;
