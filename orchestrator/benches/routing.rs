@@ -3,7 +3,9 @@
 //!
 //! 1. the same tool called directly at the module's `/execute`, through the
 //!    orchestrator binary's `/execute` (as shipped, logging every call, and
-//!    with `RUST_LOG=warn`) and through nginx as a plain reverse proxy of
+//!    with `RUST_LOG=warn`), through the least proxy built on the same
+//!    HTTP stack (the floor: hyper and the orchestrator's module client,
+//!    no routing work) and through nginx as a plain reverse proxy of
 //!    the module, all driven by the independent load generator `wrk`: its
 //!    throughput with 32 connections (`wrk -t1 -c32`) and its p50 latency at
 //!    one connection, against the goals (routed at least 0.9 of nginx's
@@ -21,9 +23,14 @@
 //! Run with `BENCH_SERVE=module` the benchmark only serves the module it
 //! routes to (printing its URL) until killed, to profile an orchestrator
 //! started by hand in front of it (e.g. under callgrind; see the README).
+//! Run with `BENCH_SERVE=floor` and `FLOOR_MODULE_URL` it serves the floor
+//! proxy (`support/floor_proxy.rs`), the row "hyper floor, no routing":
+//! what a proxy on the orchestrator's HTTP stack costs without its work.
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "support/floor_proxy.rs"]
+mod floor_proxy;
 #[path = "support/nginx.rs"]
 mod nginx;
 #[path = "support/wrk.rs"]
@@ -116,10 +123,12 @@ async fn routing() {
     let mut request = call.clone();
     request["user_permission"] = json!("user");
     let (call, request) = (call.to_string(), request.to_string());
+    let floor = start_floor_proxy(&module.url());
     let mut targets = vec![
         Target::new("direct to the module", module.url(), call.clone(), Some(std::process::id())),
         Target::new("routed, logging each call", logged.url.clone(), request.clone(), Some(logged.pid())),
         Target::new("routed, RUST_LOG=warn", quiet.url.clone(), request, Some(quiet.pid())),
+        Target::new("hyper floor, no routing", floor.url(), call.clone(), Some(floor.pid())),
     ];
     if let Some(proxy) = &proxy {
         targets.push(Target::new("nginx proxy", proxy.url.clone(), call, cpu::first_child(proxy.master_pid())));
@@ -147,7 +156,9 @@ async fn routing() {
         (target.cpu_c32, target.cpu_c1) = (cpu_c32, cpu_c1);
     }
 
-    println!("routing: the same SDK tool (echo) directly, through the orchestrator binary and through nginx;");
+    println!(
+        "routing: the same SDK tool (echo) directly, through the orchestrator binary, the hyper floor proxy and nginx;"
+    );
     println!("load by wrk -t1 -c{CONNECTIONS} for throughput and -c1 for latency, {PHASE:?} per run");
     println!("(cpu: the serving process's CPU per call, user + kernel µs, at c32 and at c1)");
     println!(
@@ -186,6 +197,13 @@ async fn routing() {
             us(routed_single.p50) - us(direct_p50),
             us(proxied_single.p50) - us(direct_p50),
         );
+        if let Some((floor, floor_single)) = figure("hyper floor, no routing") {
+            println!(
+                "hyper floor/nginx throughput: {:.2}; added p50 at one connection: {:.1} µs (the stack alone, without the orchestrator's work)",
+                floor.requests_per_second / proxied.requests_per_second,
+                us(floor_single.p50) - us(direct_p50),
+            );
+        }
     }
 }
 
@@ -230,6 +248,15 @@ async fn discovery() {
     );
 }
 
+/// This benchmark's binary started as the floor proxy (`BENCH_SERVE=floor`)
+/// in front of `module_url`, in a process of its own as the orchestrator and
+/// nginx are.
+fn start_floor_proxy(module_url: &str) -> test_support::Process {
+    let mut command = std::process::Command::new(std::env::current_exe().expect("the benchmark's own path"));
+    command.env("BENCH_SERVE", "floor").env("FLOOR_MODULE_URL", module_url);
+    test_support::Process::start(command)
+}
+
 /// Serves the benchmark's module until killed, printing its URL.
 fn serve_module() {
     let module = ModuleServer::sdk(sdk_module("bench").0);
@@ -240,8 +267,10 @@ fn serve_module() {
 }
 
 fn main() {
-    if std::env::var("BENCH_SERVE").is_ok_and(|which| which == "module") {
-        return serve_module();
+    match std::env::var("BENCH_SERVE").as_deref() {
+        Ok("module") => return serve_module(),
+        Ok("floor") => return floor_proxy::serve(&std::env::var("FLOOR_MODULE_URL").expect("FLOOR_MODULE_URL is set")),
+        _ => {}
     }
     // `cargo bench` passes `--bench`; a filter argument selects nothing here.
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
