@@ -208,16 +208,23 @@ impl FromRequest<AppState> for JsonBody {
         if let Some(refusal) = json_content_type_refusal(&request) {
             return Err(refusal);
         }
-        // A body that comes in one piece, as a call usually does, is kept as
-        // it came: nothing to gather pieces in (axum's `Bytes` allocates a queue).
-        match read_body(request.into_body(), state.max_body_bytes, "MAX_BODY_BYTES").await {
-            Ok(body) => Ok(Self(body)),
-            Err(BodyError::TooLarge { .. }) => Err(body_refused(StatusCode::PAYLOAD_TOO_LARGE, String::new())),
-            Err(BodyError::Transport(error)) => Err(error_response(
-                StatusCode::BAD_REQUEST,
-                format!("the request body could not be read: {}", crate::error::error_chain(&error)),
-            )),
-        }
+        request_body(request.into_body(), state.max_body_bytes).await.map(Self)
+    }
+}
+
+/// A request's `body` read whole within `max_body_bytes` (`MAX_BODY_BYTES`),
+/// or the answer to give instead: `413` past the limit, `400` when it cannot
+/// be read. A body that comes in one piece, as a call usually does, is kept
+/// as it came: nothing to gather pieces in (axum's `Bytes` extractor
+/// allocates a queue, and reads its limit from the request's extensions).
+pub async fn request_body(body: axum::body::Body, max_body_bytes: usize) -> Result<Bytes, Response> {
+    match read_body(body, max_body_bytes, "MAX_BODY_BYTES").await {
+        Ok(body) => Ok(body),
+        Err(BodyError::TooLarge { .. }) => Err(body_refused(StatusCode::PAYLOAD_TOO_LARGE, String::new())),
+        Err(BodyError::Transport(error)) => Err(error_response(
+            StatusCode::BAD_REQUEST,
+            format!("the request body could not be read: {}", crate::error::error_chain(&error)),
+        )),
     }
 }
 

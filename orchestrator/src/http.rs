@@ -5,7 +5,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, Query, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -21,7 +21,7 @@ use crate::app::Orchestrator;
 use crate::auth::Authorized;
 use crate::caller::{Caller, CallerFields};
 use crate::execute::ExecuteRequest;
-use crate::json_body::JsonBody;
+use crate::json_body::{BodyLimit, JsonBody};
 use crate::listing_cache::ListingVariant;
 use crate::providers::{CallFormat, ToolFormat};
 use crate::registry::ModuleState;
@@ -33,6 +33,12 @@ use crate::tool_calls::{ToolCallsError, ToolCallsRequest, run_tool_calls};
 pub struct AppState {
     /// The orchestrator behind the API.
     pub orchestrator: Arc<Orchestrator>,
+}
+
+impl BodyLimit for AppState {
+    fn max_body_bytes(&self) -> usize {
+        self.orchestrator.config.limits.max_body_bytes
+    }
 }
 
 /// The API over `orchestrator`: its routes inside the checks every request
@@ -74,11 +80,6 @@ fn routes(orchestrator: Arc<Orchestrator>) -> Router {
 /// A query string that does not parse, as a `{"error": ...}` answer.
 fn bad_query(rejection: QueryRejection) -> Response {
     error_response(rejection.status(), rejection.body_text())
-}
-
-/// A body that is not the expected JSON, as a `{"error": ...}` answer.
-fn bad_body(rejection: JsonRejection) -> Response {
-    module_sdk::service::body_refused(rejection.status(), rejection.body_text())
 }
 
 /// Liveness, with a one-line summary; never needs a token.
@@ -203,7 +204,7 @@ pub(crate) async fn refresh_tools(_: Authorized, State(state): State<AppState>) 
 pub(crate) async fn execute(
     Authorized(identity): Authorized,
     State(state): State<AppState>,
-    body: Result<JsonBody<ExecuteRequest>, JsonRejection>,
+    body: Result<JsonBody<ExecuteRequest>, Response>,
 ) -> Response {
     match body {
         // Boxed: the call's future is large, and every layer of the router
@@ -216,7 +217,7 @@ pub(crate) async fn execute(
             }
             Err(error) => error_response(StatusCode::FORBIDDEN, error.to_string()),
         },
-        Err(rejection) => bad_body(rejection),
+        Err(refusal) => refusal,
     }
 }
 
@@ -247,7 +248,7 @@ pub(crate) async fn tool_calls(
     Authorized(identity): Authorized,
     State(state): State<AppState>,
     query: Result<Query<ToolCallsQuery>, QueryRejection>,
-    body: Result<JsonBody<ToolCallsRequest>, JsonRejection>,
+    body: Result<JsonBody<ToolCallsRequest>, Response>,
 ) -> Response {
     let Query(query) = match query {
         Ok(query) => query,
@@ -261,7 +262,7 @@ pub(crate) async fn tool_calls(
     };
     let request = match body {
         Ok(JsonBody(request)) => request,
-        Err(rejection) => return bad_body(rejection),
+        Err(refusal) => return refusal,
     };
     match run_tool_calls(&state.orchestrator, &identity, format, request).await {
         Ok(answer) => crate::approvals::routes::tool_calls_answer(answer, query.envelope),

@@ -4,34 +4,47 @@
 //! the field a bad body fails at; that wrapper roughly doubles what reading
 //! a valid body costs (callgrind: ~4 000 of a routed call's instructions).
 //! [`JsonBody`] reads the body plainly, and only a body that fails is read
-//! again through axum's `Json`, so a refusal is axum's, word for word.
+//! again through axum's `Json`, so a refusal is axum's, word for word. The
+//! bytes are read as a module reads its calls
+//! ([`request_body`](module_sdk::service::request_body)): within
+//! `MAX_BODY_BYTES`, a body that comes in one piece kept as it came.
 
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, Request};
+use axum::response::Response;
+use module_sdk::service::{body_refused, request_body};
 use serde::de::DeserializeOwned;
 
-/// A request body of JSON read as a `T`, refused exactly as axum's `Json`
-/// refuses it (the JSON content type is the router's
+/// State that knows the largest request body the server accepts.
+pub trait BodyLimit {
+    /// `MAX_BODY_BYTES`.
+    fn max_body_bytes(&self) -> usize;
+}
+
+/// A request body of JSON read as a `T`; refused with `413` past
+/// `MAX_BODY_BYTES`, and otherwise exactly as axum's `Json` refuses it (the
+/// JSON content type is the router's
 /// [`RequireJsonLayer`](module_sdk::service::RequireJsonLayer) to check).
 #[derive(Debug)]
 pub struct JsonBody<T>(pub T);
 
-impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
-    type Rejection = JsonRejection;
+impl<T: DeserializeOwned, S: BodyLimit + Send + Sync> FromRequest<S> for JsonBody<T> {
+    type Rejection = Response;
 
-    async fn from_request(request: Request, state: &S) -> Result<Self, JsonRejection> {
-        let body = Bytes::from_request(request, state).await?;
+    async fn from_request(request: Request, state: &S) -> Result<Self, Response> {
+        let body = request_body(request.into_body(), state.max_body_bytes()).await?;
         match serde_json::from_slice(&body) {
             Ok(value) => Ok(Self(value)),
-            Err(_) => Json::from_bytes(&body).map(|Json(value)| Self(value)),
+            Err(_) => Json::from_bytes(&body)
+                .map(|Json(value)| Self(value))
+                .map_err(|rejection| body_refused(rejection.status(), rejection.body_text())),
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use axum::body::Body;
     use axum::extract::FromRequest;
     use axum::http::StatusCode;
 
@@ -43,12 +56,32 @@ mod tests {
         count: u32,
     }
 
+    /// A server state accepting bodies up to this many bytes.
+    struct Limit(usize);
+
+    impl BodyLimit for Limit {
+        fn max_body_bytes(&self) -> usize {
+            self.0
+        }
+    }
+
+    /// `body` read under a limit of `max` bytes: the call, or the refusal's
+    /// status and the `error` of its JSON body.
+    async fn read_within(body: Body, max: usize) -> Result<Call, (StatusCode, String)> {
+        let request = Request::builder().body(body).unwrap();
+        match JsonBody::<Call>::from_request(request, &Limit(max)).await {
+            Ok(JsonBody(call)) => Ok(call),
+            Err(refusal) => {
+                let status = refusal.status();
+                let bytes = axum::body::to_bytes(refusal.into_body(), usize::MAX).await.unwrap();
+                let error: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+                Err((status, error["error"].as_str().unwrap().to_owned()))
+            }
+        }
+    }
+
     async fn read(body: &'static str) -> Result<Call, (StatusCode, String)> {
-        let request = Request::builder().body(axum::body::Body::from(body)).unwrap();
-        JsonBody::<Call>::from_request(request, &())
-            .await
-            .map(|JsonBody(call)| call)
-            .map_err(|rejection| (rejection.status(), rejection.body_text()))
+        read_within(Body::from(body), 1000).await
     }
 
     #[tokio::test]
@@ -61,5 +94,19 @@ mod tests {
         let (status, text) = read(r#"{"name":"a","count":-1}"#).await.unwrap_err();
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
         assert!(text.contains("count"), "names the field: {text}");
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_limit_is_refused_naming_the_setting_whatever_its_framing() {
+        let call = r#"{"name":"a","count":2}"#;
+        assert!(read_within(Body::from(call), call.len()).await.is_ok(), "exactly the limit is accepted");
+        let declared = read_within(Body::from(call), call.len() - 1).await.unwrap_err();
+        // Without a declared length (chunked): cut off once past the limit.
+        let pieces = call.as_bytes().chunks(4).map(|piece| Ok::<_, std::io::Error>(piece.to_vec()));
+        let streamed = read_within(Body::from_stream(futures::stream::iter(pieces)), 10).await.unwrap_err();
+        for (status, text) in [declared, streamed] {
+            assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+            assert!(text.contains("MAX_BODY_BYTES"), "{text}");
+        }
     }
 }

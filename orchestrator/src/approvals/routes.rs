@@ -1,6 +1,5 @@
 //! `GET /approvals`, `GET /approvals/{id}` and `POST /approvals/{id}`.
 
-use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -96,12 +95,8 @@ pub(crate) async fn decide(
     Authorized(identity): Authorized,
     State(state): State<AppState>,
     Path(id): Path<String>,
-    body: Result<JsonBody<DecisionBody>, JsonRejection>,
+    JsonBody(body): JsonBody<DecisionBody>,
 ) -> Response {
-    let JsonBody(body) = match body {
-        Ok(body) => body,
-        Err(rejection) => return error_response(rejection.status(), rejection.body_text()),
-    };
     match decide_to_the_end(&state.orchestrator, &identity, &id, body.decision, body.reason).await {
         Ok(approval) => Json(decided(&approval)).into_response(),
         Err(error) => error_answer(&error),
