@@ -66,17 +66,21 @@ impl TraceParent {
         to_hex(&self.parent_id)
     }
 
-    /// The version-00 header value (what `to_string` gives), written
-    /// without the formatting machinery: one is made for every routed call.
+    /// The version-00 header value (what `to_string` gives).
     pub fn header(&self) -> String {
-        let mut text = String::with_capacity(55);
-        text.push_str("00-");
-        push_hex(&self.trace_id, &mut text);
-        text.push('-');
-        push_hex(&self.parent_id, &mut text);
-        text.push('-');
-        push_hex(&[self.flags], &mut text);
-        text
+        self.header_bytes().into_iter().map(char::from).collect()
+    }
+
+    /// The version-00 header value's bytes, written in place without the
+    /// formatting machinery or an allocation: one is made for every routed
+    /// call.
+    pub fn header_bytes(&self) -> [u8; 55] {
+        let mut header = [b'-'; 55];
+        header[..2].copy_from_slice(b"00");
+        write_hex(&self.trace_id, &mut header[3..35]);
+        write_hex(&self.parent_id, &mut header[36..52]);
+        write_hex(&[self.flags], &mut header[53..55]);
+        header
     }
 
     /// Whether the trace is recorded: its [`SAMPLED_FLAG`] is set.
@@ -121,18 +125,18 @@ fn hex<const N: usize>(digits: &[u8]) -> Option<[u8; N]> {
 
 /// `bytes` as lowercase hex digits.
 fn to_hex(bytes: &[u8]) -> String {
-    let mut text = String::with_capacity(2 * bytes.len());
-    push_hex(bytes, &mut text);
-    text
+    let mut digits = vec![0; 2 * bytes.len()];
+    write_hex(bytes, &mut digits);
+    digits.into_iter().map(char::from).collect()
 }
 
-/// Appends `bytes` to `text` as lowercase hex digits (not `format!` per
-/// byte, which cost ~700 instructions and an allocation each).
-fn push_hex(bytes: &[u8], text: &mut String) {
+/// Writes `bytes` into `out` (twice as long) as lowercase hex digits (not
+/// `format!` per byte, which cost ~700 instructions and an allocation each).
+fn write_hex(bytes: &[u8], out: &mut [u8]) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    for byte in bytes {
-        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        text.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+    for (pair, byte) in out.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[usize::from(byte >> 4)];
+        pair[1] = DIGITS[usize::from(byte & 0x0f)];
     }
 }
 
@@ -148,6 +152,7 @@ mod tests {
         assert_eq!(parsed.trace_id(), "4bf92f3577b34da6a3ce929d0e0e4736");
         assert_eq!(parsed.parent_id(), "00f067aa0ba902b7");
         assert_eq!(parsed.to_string(), EXAMPLE);
+        assert_eq!(&parsed.header_bytes(), EXAMPLE.as_bytes());
         let child = parsed.with_parent([1; 8]).unwrap();
         assert_eq!(child.to_string(), "00-4bf92f3577b34da6a3ce929d0e0e4736-0101010101010101-01");
         assert!(child.sampled());

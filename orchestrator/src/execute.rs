@@ -212,7 +212,8 @@ impl Executor {
         idempotent: bool,
         trace: &TraceParent,
     ) -> CallAnswer {
-        let traceparent = HeaderValue::try_from(trace.header()).expect("a traceparent is hex digits and dashes");
+        let traceparent =
+            HeaderValue::from_bytes(&trace.header_bytes()).expect("a traceparent is hex digits and dashes");
         let deadline = Instant::now() + timeout;
         // Wait for one of the module's call slots (MAX_CONCURRENT_CALLS_PER_MODULE) within the call's time.
         let Ok(_slot) = tokio::time::timeout_at(deadline, self.slots.acquire(&route.module)).await else {
