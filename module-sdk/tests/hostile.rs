@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use test_support::Process;
 use test_support::raw_tcp::{read_answer, read_until_closed, send_and_stall};
+use test_support::{Process, connection_budgets};
 use tokio::io::AsyncWriteExt;
 
 /// Peak resident memory the demo module may reach under these inputs.
@@ -112,9 +112,7 @@ async fn bodies_over_the_limit_get_413_whatever_their_framing() {
     let head =
         "POST /execute HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
     let mut stream = send_and_stall(demo.address(), head.as_bytes()).await;
-    for _ in 0..4 {
-        stream.write_all(format!("258\r\n{}\r\n", "x".repeat(600)).as_bytes()).await.unwrap();
-    }
+    stream.write_all(connection_budgets::over_the_limit_chunks().as_bytes()).await.unwrap();
     let answer = read_answer(&mut stream, PROMPT).await.expect("an answer before the body ends");
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     assert!(answer.contains("MAX_BODY_BYTES (1000)"), "{answer}");
