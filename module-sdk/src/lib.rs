@@ -41,6 +41,7 @@
 // Lets the `#[tool]` expansion name `::module_sdk` inside this crate too.
 extern crate self as module_sdk;
 
+mod arguments;
 mod auth;
 mod body;
 mod config;

@@ -9,18 +9,19 @@ use std::task::Poll;
 
 use futures::FutureExt;
 use serde::Serialize;
-use serde_json::Value;
 use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 use tokio::time::Instant;
 
+use crate::arguments::InPlaceValue;
 use crate::context::{Context, StateMap};
 use crate::contract::{
     CONTRACT_VERSION, ErrorKind, ModuleManifest, ToolCall, ToolDefinition, ToolResult, check_manifest,
 };
-use crate::error::ModuleError;
+use crate::error::{ModuleError, ToolError};
 use crate::metrics::{CallMetrics, ToolMetrics, UNKNOWN_TOOL_LABEL};
 use crate::schema::parameters_of;
-use crate::tool::{ErasedHandler, IntoTool, Tool};
+use crate::tool::{ErasedHandler, IntoTool, JsonFuture, Tool};
 use crate::trace_context::TraceParent;
 use crate::validate::ArgumentValidator;
 
@@ -132,6 +133,49 @@ impl RegisteredTool {
             metrics,
         })
     }
+
+    /// The handler's future for `arguments`, once they fit the schema and
+    /// the handler's argument type; `invalid_arguments` otherwise.
+    fn start(&self, ctx: Context, arguments: Arguments<'_>) -> Result<JsonFuture, ToolError> {
+        let (ctx, tree) = match arguments {
+            Arguments::Tree(tree) => (ctx, tree),
+            // The common call: checked and deserialized without a tree.
+            Arguments::InPlace(in_place) if self.validator.accepts(&in_place) => {
+                match self.handler.call_in_place(ctx, &in_place) {
+                    Ok(running) => return Ok(running),
+                    Err(ctx) => (ctx, in_place.into_tree()),
+                }
+            }
+            Arguments::InPlace(in_place) => (ctx, in_place.into_tree()),
+        };
+        // Validated borrowed, then moved into the handler's argument type:
+        // the tree is never copied.
+        let arguments = Value::Object(tree);
+        self.validator.check(&arguments).map_err(ToolError::invalid_arguments)?;
+        Ok(self.handler.call(ctx, arguments))
+    }
+}
+
+/// A call as [`ModuleService`] runs it: a [`ToolCall`], or the call
+/// `POST /execute` received with its arguments read in place.
+pub(crate) struct Call<'a> {
+    pub(crate) tool_name: String,
+    pub(crate) arguments: Arguments<'a>,
+    pub(crate) user_id: Option<String>,
+}
+
+/// A call's arguments, a JSON object.
+pub(crate) enum Arguments<'a> {
+    /// Already a tree: a [`ToolCall`]'s, or an MCP call's.
+    Tree(Map<String, Value>),
+    /// An object read in place from the request body.
+    InPlace(InPlaceValue<'a>),
+}
+
+impl From<ToolCall> for Call<'static> {
+    fn from(call: ToolCall) -> Self {
+        Self { tool_name: call.tool_name, arguments: Arguments::Tree(call.arguments), user_id: call.user_id }
+    }
 }
 
 /// A checked module, ready to execute calls; shared by the HTTP server and
@@ -160,13 +204,13 @@ impl ModuleService {
     /// handler under its timeout with panics contained, and logs one event.
     /// Every failure becomes a `success: false` result, never a panic.
     pub async fn execute(&self, call: ToolCall) -> ToolResult {
-        self.answer(call, None).await.into_tool_result()
+        self.answer(call.into(), None).await.into_tool_result()
     }
 
     /// [`ModuleService::execute`] with the result left serialized: what
     /// `POST /execute` writes out, in one pass; `trace` is the caller's
     /// `traceparent`, whose trace id the call's log events carry.
-    pub(crate) async fn answer(&self, call: ToolCall, trace: Option<TraceParent>) -> Answer {
+    pub(crate) async fn answer(&self, call: Call<'_>, trace: Option<TraceParent>) -> Answer {
         let started = Instant::now();
         let user_id_present = call.user_id.is_some();
         let tool = self.tools.get(&call.tool_name);
@@ -203,24 +247,19 @@ impl ModuleService {
 
     /// Runs `call`, which arrived at `started`, with `tool`, the module's
     /// tool of that name (if any).
-    async fn run(&self, tool: Option<&RegisteredTool>, call: ToolCall, started: Instant) -> Answer {
+    async fn run(&self, tool: Option<&RegisteredTool>, call: Call<'_>, started: Instant) -> Answer {
+        let Call { tool_name, arguments, user_id } = call;
         let Some(tool) = tool else {
-            let message = self.unknown_tool(&call.tool_name);
-            return Answer::failure(call.tool_name, ErrorKind::UnknownTool, message);
+            let message = self.unknown_tool(&tool_name);
+            return Answer::failure(tool_name, ErrorKind::UnknownTool, message);
         };
-        // Validated borrowed, then moved into the handler's argument type:
-        // the tree is never copied.
-        let arguments = Value::Object(call.arguments);
-        if let Err(problems) = tool.validator.check(&arguments) {
-            return Answer::failure(call.tool_name, ErrorKind::InvalidArguments, problems);
-        }
         // The call's timeout counts from its arrival: no clock read of its own.
         let deadline = started + tool.timeout;
-        let ctx = Context::new(tool.name.clone(), call.user_id, deadline, self.state.clone());
+        let ctx = Context::new(tool.name.clone(), user_id, deadline, self.state.clone());
         // Cancelled when this call ends for any reason, including the caller
         // going away (the future is then dropped).
         let _cancel_on_exit = ctx.cancel_on_drop();
-        let mut running = pin!(AssertUnwindSafe(async { tool.handler.call(ctx, arguments).await }).catch_unwind());
+        let mut running = pin!(AssertUnwindSafe(async { tool.start(ctx, arguments)?.await }).catch_unwind());
         // A handler that finishes on its first poll needs no timer: the
         // deadline is armed (a timer-wheel entry) only when it has to wait,
         // and `timeout_at` polls the handler before its timer, as here.
@@ -231,13 +270,13 @@ impl ModuleService {
             Poll::Pending => Box::pin(tokio::time::timeout_at(deadline, running)).await,
         };
         match outcome {
-            Ok(Ok(Ok(result))) => Answer::success(call.tool_name, result),
-            Ok(Ok(Err(error))) => Answer::failure(call.tool_name, error.kind(), error.message()),
+            Ok(Ok(Ok(result))) => Answer::success(tool_name, result),
+            Ok(Ok(Err(error))) => Answer::failure(tool_name, error.kind(), error.message()),
             Ok(Err(panic)) => {
                 let detail = panic_message(panic.as_ref());
-                tracing::error!(tool = %call.tool_name, panic = %detail, "tool handler panicked");
+                tracing::error!(tool = %tool_name, panic = %detail, "tool handler panicked");
                 Answer::failure(
-                    call.tool_name,
+                    tool_name,
                     ErrorKind::ExecutionFailed,
                     "the tool failed with an internal error; the module is still running, and the call can be retried or reported",
                 )
@@ -247,7 +286,7 @@ impl ModuleService {
                     "the tool did not finish within its timeout of {} s; try a smaller request",
                     tool.timeout.as_secs_f64()
                 );
-                Answer::failure(call.tool_name, ErrorKind::Timeout, message)
+                Answer::failure(tool_name, ErrorKind::Timeout, message)
             }
         }
     }

@@ -14,10 +14,12 @@ use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use futures::future::Either;
+use serde::Deserialize;
 use serde_json::error::Category;
 use tokio::net::TcpListener;
 use tower::{Layer, Service};
 
+use crate::arguments::InPlaceValue;
 use crate::auth::Authorized;
 use crate::body::{BodyError, read_body};
 use crate::config::ServeConfig;
@@ -28,7 +30,7 @@ use crate::logging::init_logging;
 use crate::mcp::http::{McpEndpoint, mcp_endpoint, serve_mcp};
 use crate::mcp::{serve_stdio, stdio_requested};
 use crate::metrics::METRICS_CONTENT_TYPE;
-use crate::module::{Module, ModuleService};
+use crate::module::{Arguments, Call, Module, ModuleService};
 use crate::openapi::openapi_document;
 use crate::trace_context::{TRACEPARENT_HEADER, TraceParent};
 
@@ -282,9 +284,12 @@ pub(crate) async fn execute(
     CallerTrace(trace): CallerTrace,
     JsonBody(body): JsonBody,
 ) -> Response {
-    let call: ToolCall = match serde_json::from_slice(&body) {
-        Ok(call) => call,
-        Err(error) => return error_response(StatusCode::BAD_REQUEST, bad_call_message(&error)),
+    let call = match ReceivedCall::read(&body) {
+        Some(call) => call,
+        None => match serde_json::from_slice::<ToolCall>(&body) {
+            Ok(call) => call.into(),
+            Err(error) => return error_response(StatusCode::BAD_REQUEST, bad_call_message(&error)),
+        },
     };
     // The call's future in a box of its own: axum boxes this handler's
     // future, and with the call inside it that box was over 1 KiB, past what
@@ -296,6 +301,29 @@ pub(crate) async fn execute(
         Err(error) => {
             error_response(StatusCode::INTERNAL_SERVER_ERROR, format!("the answer could not be written: {error}"))
         }
+    }
+}
+
+/// A [`ToolCall`] whose arguments are read in place, borrowing the body.
+#[derive(Deserialize)]
+struct ReceivedCall<'a> {
+    tool_name: String,
+    /// `None` when absent or `null`: the [`ToolCall`] reading settles which.
+    #[serde(borrow, default)]
+    arguments: Option<InPlaceValue<'a>>,
+    #[serde(default)]
+    user_id: Option<String>,
+}
+
+impl<'a> ReceivedCall<'a> {
+    /// The call in `body` with its arguments read in place, when it is a
+    /// [`ToolCall`] whose arguments can be (see [`InPlaceValue`]); `None`
+    /// sends the body to the [`ToolCall`] reading, which gives the tree or
+    /// the `400` it always gave.
+    fn read(body: &'a [u8]) -> Option<Call<'a>> {
+        let call: ReceivedCall<'a> = serde_json::from_slice(body).ok()?;
+        let arguments @ InPlaceValue::Object(_) = call.arguments? else { return None };
+        Some(Call { tool_name: call.tool_name, arguments: Arguments::InPlace(arguments), user_id: call.user_id })
     }
 }
 
@@ -441,6 +469,85 @@ mod tests {
             "",
         ] {
             assert!(!is_json_media_type(other), "{other}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod received_call_tests {
+    use proptest::prelude::*;
+    use schemars::JsonSchema;
+    use serde::Serialize;
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::arguments::tests::any_object;
+    use crate::{Context, ToolError, tool};
+
+    /// Arguments with rules the schema states and serde does not check.
+    #[derive(Debug, Serialize, Deserialize, JsonSchema)]
+    struct Constrained {
+        #[schemars(length(min = 1, max = 3))]
+        a: Option<String>,
+        #[schemars(range(max = 100))]
+        b: Option<u8>,
+        #[serde(default)]
+        c: Vec<Value>,
+    }
+
+    /// Gives the arguments back, with the caller.
+    #[tool]
+    async fn constrained(ctx: Context, args: Constrained) -> Result<(Constrained, Option<String>), ToolError> {
+        Ok((args, ctx.user_id().map(str::to_owned)))
+    }
+
+    /// The answers to `body` read in place and read as a [`ToolCall`].
+    fn both_answers(service: &ModuleService, body: &str) -> (Option<Vec<u8>>, Vec<u8>) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        runtime.block_on(async {
+            let fast = match ReceivedCall::read(body.as_bytes()) {
+                Some(call) => Some(service.answer(call, None).await.to_json().unwrap()),
+                None => None,
+            };
+            let call: ToolCall = serde_json::from_str(body).unwrap();
+            (fast, service.answer(call.into(), None).await.to_json().unwrap())
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1000))]
+
+        #[test]
+        fn a_call_read_in_place_is_answered_as_the_tool_call(
+            arguments in any_object(),
+            user_id in prop::option::of("[a-z]{1,3}"),
+            tool in prop::sample::select(vec!["m.constrained", "m.other"]),
+        ) {
+            let service = Module::new("m", "A module.").tool(constrained).build().unwrap();
+            let body = json!({"tool_name": tool, "arguments": arguments, "user_id": user_id}).to_string();
+            let (fast, slow) = both_answers(&service, &body);
+            let fast = fast.expect("an object argument is read in place");
+            prop_assert_eq!(String::from_utf8(fast).unwrap(), String::from_utf8(slow).unwrap());
+        }
+    }
+
+    #[test]
+    fn calls_the_tree_settles_are_not_read_in_place() {
+        let service = Module::new("m", "A module.").tool(constrained).build().unwrap();
+        for body in [
+            r#"{"tool_name": "m.constrained"}"#,
+            r#"{"tool_name": "m.constrained", "arguments": {"a": "x", "a": "yy"}}"#,
+            r#"{"tool_name": "m.constrained", "arguments": {"c": [{"k": 1, "k": 2}]}}"#,
+        ] {
+            let (fast, slow) = both_answers(&service, body);
+            assert!(fast.is_none(), "{body}");
+            assert!(String::from_utf8(slow).unwrap().contains(r#""success":true"#), "{body}");
+        }
+        for refused in
+            [r#"{"tool_name": "m.constrained", "arguments": null}"#, r#"{"tool_name": "m.c", "arguments": [1]}"#]
+        {
+            assert!(ReceivedCall::read(refused.as_bytes()).is_none(), "{refused}");
+            assert!(serde_json::from_str::<ToolCall>(refused).is_err(), "{refused}");
         }
     }
 }

@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::arguments::InPlaceValue;
 use crate::context::Context;
 use crate::contract::{Permission, RiskLevel, ToolAnnotations};
 use crate::error::ToolError;
@@ -57,13 +58,37 @@ pub(crate) type JsonFuture = Pin<Box<dyn Future<Output = Result<Box<RawValue>, T
 
 /// A handler with its argument and result types erased to JSON.
 pub(crate) trait ErasedHandler: Send + Sync {
+    /// Runs the handler on arguments read from a tree; arguments its type
+    /// refuses end as `invalid_arguments`.
     fn call(&self, ctx: Context, arguments: Value) -> JsonFuture;
+
+    /// Runs the handler on arguments read in place, or gives `ctx` back
+    /// when its type refuses them, for [`Self::call`] to word the refusal
+    /// as it always does.
+    fn call_in_place(&self, ctx: Context, arguments: &InPlaceValue<'_>) -> Result<JsonFuture, Context>;
 }
 
 /// The one [`ErasedHandler`]: deserializes arguments, serializes the result.
 struct Typed<H, A, R> {
     handler: H,
     types: PhantomData<fn(A) -> R>,
+}
+
+impl<H, A, R> Typed<H, A, R>
+where
+    H: ToolHandler<A, R>,
+    A: DeserializeOwned + Send + 'static,
+    R: Serialize + Send + 'static,
+{
+    /// The handler's future, its result serialized once it is ready.
+    fn run(&self, ctx: Context, args: A) -> JsonFuture {
+        let output = self.handler.call(ctx, args);
+        Box::pin(async move {
+            let output = output.await?;
+            serde_json::value::to_raw_value(&output)
+                .map_err(|e| ToolError::execution_failed(format!("the tool's result could not be serialized: {e}")))
+        })
+    }
 }
 
 impl<H, A, R> ErasedHandler for Typed<H, A, R>
@@ -73,19 +98,20 @@ where
     R: Serialize + Send + 'static,
 {
     fn call(&self, ctx: Context, arguments: Value) -> JsonFuture {
-        let args = match serde_json::from_value::<A>(arguments) {
-            Ok(args) => args,
+        match serde_json::from_value::<A>(arguments) {
+            Ok(args) => self.run(ctx, args),
             Err(error) => {
                 let message = format!("arguments: {error}");
-                return Box::pin(async move { Err(ToolError::invalid_arguments(message)) });
+                Box::pin(async move { Err(ToolError::invalid_arguments(message)) })
             }
-        };
-        let output = self.handler.call(ctx, args);
-        Box::pin(async move {
-            let output = output.await?;
-            serde_json::value::to_raw_value(&output)
-                .map_err(|e| ToolError::execution_failed(format!("the tool's result could not be serialized: {e}")))
-        })
+        }
+    }
+
+    fn call_in_place(&self, ctx: Context, arguments: &InPlaceValue<'_>) -> Result<JsonFuture, Context> {
+        match arguments.deserialize_into::<A>() {
+            Ok(args) => Ok(self.run(ctx, args)),
+            Err(_) => Err(ctx),
+        }
     }
 }
 

@@ -3,8 +3,10 @@
 
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::paths::LocationSegment;
-use jsonschema::{ValidationError, Validator};
+use jsonschema::{Draft, ValidationError, Validator};
 use serde_json::Value;
+
+use crate::arguments::{InPlace, InPlaceValue};
 
 /// How many problems one error message lists at most.
 const MAX_REPORTED: usize = 5;
@@ -12,13 +14,26 @@ const MAX_REPORTED: usize = 5;
 /// A compiled `input_schema`, ready to check arguments.
 pub struct ArgumentValidator {
     validator: Validator,
+    /// The same schema, compiled for arguments read in place.
+    in_place: Validator<InPlace>,
 }
 
 impl ArgumentValidator {
     /// Compiles `schema` as draft 2020-12; no reference leaves the document
     /// (the crate is built without network or file resolution).
     pub fn new(schema: &Value) -> Result<Self, String> {
-        jsonschema::draft202012::new(schema).map(|validator| Self { validator }).map_err(|e| e.to_string())
+        let validator = jsonschema::draft202012::new(schema).map_err(|e| e.to_string())?;
+        let in_place = jsonschema::options_for::<InPlace>()
+            .with_draft(Draft::Draft202012)
+            .build(schema)
+            .map_err(|e| e.to_string())?;
+        Ok(Self { validator, in_place })
+    }
+
+    /// Whether arguments read in place fit the schema; the message for
+    /// those that do not comes from [`ArgumentValidator::check`].
+    pub(crate) fn accepts(&self, arguments: &InPlaceValue<'_>) -> bool {
+        self.in_place.is_valid(arguments)
     }
 
     /// `Ok` when `arguments` fit the schema; otherwise one message listing

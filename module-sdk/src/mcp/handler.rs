@@ -127,7 +127,7 @@ impl ModuleMcp {
         };
         let call =
             ToolCall { tool_name: tool.full_name.clone(), arguments: request.arguments.unwrap_or_default(), user_id };
-        Ok(tool.answer(self.service.answer(call, None).await))
+        Ok(tool.answer(self.service.answer(call.into(), None).await))
     }
 }
 
