@@ -16,7 +16,7 @@ use std::marker::PhantomData;
 
 use jsonschema::json::{Array, Json, Node, NodeIdentity, Object};
 use jsonschema::types::JsonType;
-use serde::de::value::{MapAccessDeserializer, MapDeserializer, SeqDeserializer};
+use serde::de::value::{MapDeserializer, SeqDeserializer};
 use serde::de::{self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
@@ -292,8 +292,10 @@ impl<'a> Array<'a, InPlace> for &'a [InPlaceValue<'a>] {
 
 /// Reads a type from an [`InPlaceValue`] as `serde_json::from_value` reads
 /// it from the same document's tree: each `deserialize_*` accepts the
-/// shapes `serde_json::Value`'s does. Its errors are never shown (a call it
-/// refuses is read from the tree), so they carry no position.
+/// shapes `serde_json::Value`'s does, enums included. Map keys are read as
+/// plain strings, so a map keyed by numbers is refused here and read from
+/// the tree. Its errors are never shown (a call it refuses is read from the
+/// tree), so they carry no position.
 pub(crate) struct InPlaceDeserializer<'a, E> {
     value: &'a InPlaceValue<'a>,
     error: PhantomData<E>,
@@ -346,6 +348,21 @@ impl<'a, E: de::Error> InPlaceDeserializer<'a, E> {
     }
 }
 
+/// The `deserialize_*` of numbers: a number read as `deserialize_any` reads
+/// it (the visitor converts), anything else refused, as `Value` does.
+macro_rules! in_place_numbers {
+    ($($method:ident)*) => {
+        $(
+            fn $method<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, E> {
+                match self.value {
+                    InPlaceValue::Number(_) => self.deserialize_any(visitor),
+                    _ => Err(self.unexpected(&visitor)),
+                }
+            }
+        )*
+    };
+}
+
 impl<'a, E: de::Error> Deserializer<'a> for InPlaceDeserializer<'a, E> {
     type Error = E;
 
@@ -381,14 +398,23 @@ impl<'a, E: de::Error> Deserializer<'a> for InPlaceDeserializer<'a, E> {
         _variants: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, E> {
+        let (name, value) = match self.value {
+            InPlaceValue::String(name) => (name, None),
+            InPlaceValue::Object(members) if members.len() == 1 => (&members[0].0, Some(&members[0].1)),
+            _ => return Err(self.unexpected(&"a string or an object of one member")),
+        };
+        visitor.visit_enum(Variant { name, value, error: PhantomData })
+    }
+
+    fn deserialize_bool<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, E> {
         match self.value {
-            InPlaceValue::String(variant) => visitor.visit_enum(variant.as_ref().into_deserializer()),
-            InPlaceValue::Object(members) if members.len() == 1 => {
-                let map = MapDeserializer::new(members.iter().map(|(name, value)| (name.as_ref(), value)));
-                visitor.visit_enum(MapAccessDeserializer::new(map))
-            }
-            _ => Err(self.unexpected(&"a string or an object of one member")),
+            InPlaceValue::Bool(boolean) => visitor.visit_bool(*boolean),
+            _ => Err(self.unexpected(&visitor)),
         }
+    }
+
+    fn deserialize_char<V: Visitor<'a>>(self, visitor: V) -> Result<V::Value, E> {
+        self.deserialize_str(visitor)
     }
 
     fn deserialize_newtype_struct<V: Visitor<'a>>(self, name: &'static str, visitor: V) -> Result<V::Value, E> {
@@ -481,8 +507,63 @@ impl<'a, E: de::Error> Deserializer<'a> for InPlaceDeserializer<'a, E> {
         visitor.visit_unit()
     }
 
-    serde::forward_to_deserialize_any! {
-        <W: Visitor<'a>> bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char
+    in_place_numbers! {
+        deserialize_i8 deserialize_i16 deserialize_i32 deserialize_i64 deserialize_i128
+        deserialize_u8 deserialize_u16 deserialize_u32 deserialize_u64 deserialize_u128
+        deserialize_f32 deserialize_f64
+    }
+}
+
+/// An enum's variant: its name, and its value unless it was sent as a bare
+/// string; each kind of variant takes the values `Value`'s enums take.
+struct Variant<'a, E> {
+    name: &'a str,
+    value: Option<&'a InPlaceValue<'a>>,
+    error: PhantomData<E>,
+}
+
+impl<'a, E: de::Error> de::EnumAccess<'a> for Variant<'a, E> {
+    type Error = E;
+    type Variant = Self;
+
+    fn variant_seed<S: DeserializeSeed<'a>>(self, seed: S) -> Result<(S::Value, Self), E> {
+        let name: de::value::StrDeserializer<'_, E> = self.name.into_deserializer();
+        Ok((seed.deserialize(name)?, self))
+    }
+}
+
+impl<'a, E: de::Error> de::VariantAccess<'a> for Variant<'a, E> {
+    type Error = E;
+
+    fn unit_variant(self) -> Result<(), E> {
+        match self.value {
+            Some(value) => de::Deserialize::deserialize(value.into_deserializer()),
+            None => Ok(()),
+        }
+    }
+
+    fn newtype_variant_seed<S: DeserializeSeed<'a>>(self, seed: S) -> Result<S::Value, E> {
+        match self.value {
+            Some(value) => seed.deserialize(value.into_deserializer()),
+            None => Err(E::invalid_type(de::Unexpected::UnitVariant, &"newtype variant")),
+        }
+    }
+
+    fn tuple_variant<V: Visitor<'a>>(self, _len: usize, visitor: V) -> Result<V::Value, E> {
+        match self.value {
+            Some(InPlaceValue::Array(items)) if items.is_empty() => visitor.visit_unit(),
+            Some(InPlaceValue::Array(items)) => InPlaceDeserializer::visit_array(items, visitor),
+            Some(other) => Err(other.into_deserializer().unexpected(&"tuple variant")),
+            None => Err(E::invalid_type(de::Unexpected::UnitVariant, &"tuple variant")),
+        }
+    }
+
+    fn struct_variant<V: Visitor<'a>>(self, _fields: &'static [&'static str], visitor: V) -> Result<V::Value, E> {
+        match self.value {
+            Some(InPlaceValue::Object(members)) => InPlaceDeserializer::visit_object(members, visitor),
+            Some(other) => Err(other.into_deserializer().unexpected(&"struct variant")),
+            None => Err(E::invalid_type(de::Unexpected::UnitVariant, &"struct variant")),
+        }
     }
 }
 
@@ -614,6 +695,60 @@ pub(crate) mod tests {
         x: Option<char>,
     }
 
+    /// A number whose visitor also takes text, asked for as a `u64`: a
+    /// `Value` refuses text there before the visitor sees it.
+    #[derive(Debug, PartialEq)]
+    struct Lenient(u64);
+
+    impl<'de> Deserialize<'de> for Lenient {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct Visit;
+            impl Visitor<'_> for Visit {
+                type Value = Lenient;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("a number, or its digits")
+                }
+                fn visit_u64<E: de::Error>(self, v: u64) -> Result<Lenient, E> {
+                    Ok(Lenient(v))
+                }
+                fn visit_str<E: de::Error>(self, v: &str) -> Result<Lenient, E> {
+                    v.parse().map(Lenient).map_err(E::custom)
+                }
+                fn visit_bool<E: de::Error>(self, v: bool) -> Result<Lenient, E> {
+                    Ok(Lenient(u64::from(v)))
+                }
+            }
+            deserializer.deserialize_u64(Visit)
+        }
+    }
+
+    /// Fields asked for by kind with visitors that take more than the kind.
+    #[derive(Debug, PartialEq, Deserialize)]
+    struct Kinds {
+        a: Option<Lenient>,
+        b: Option<Choice>,
+        #[serde(default, deserialize_with = "any_bool")]
+        c: Option<String>,
+    }
+
+    /// A `bool` asked for, any text taken.
+    fn any_bool<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+        struct Visit;
+        impl Visitor<'_> for Visit {
+            type Value = Option<String>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a boolean")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Self::Value, E> {
+                Ok(Some(v.to_string()))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Some(v.to_owned()))
+            }
+        }
+        deserializer.deserialize_bool(Visit)
+    }
+
     #[derive(Debug, PartialEq, Deserialize)]
     struct Unit;
 
@@ -668,6 +803,19 @@ pub(crate) mod tests {
         #![proptest_config(ProptestConfig::with_cases(2000))]
 
         #[test]
+        fn an_enum_reads_in_place_as_it_reads_the_tree(
+            name in prop::sample::select(vec!["A", "B", "C", "X", "Y"]),
+            value in prop::option::of(any_json()),
+        ) {
+            let variant = value.map_or_else(|| Value::from(name), |value| json!({ name: value }));
+            let value = json!({"a": variant.clone(), "b": [variant]});
+            let text = value.to_string();
+            let in_place = read(&text).unwrap();
+            read_alike::<Choices>(&in_place, &value)?;
+            read_alike::<Kinds>(&in_place, &value)?;
+        }
+
+        #[test]
         fn an_object_read_in_place_is_the_tree_of_its_text(value in any_object(), pretty in any::<bool>()) {
             let text = if pretty { serde_json::to_string_pretty(&value) } else { serde_json::to_string(&value) }.unwrap();
             let in_place = read(&text).unwrap();
@@ -696,6 +844,7 @@ pub(crate) mod tests {
             read_alike::<Flat>(&in_place, &value)?;
             read_alike::<Nested>(&in_place, &value)?;
             read_alike::<Units>(&in_place, &value)?;
+            read_alike::<Kinds>(&in_place, &value)?;
             read_alike::<Value>(&in_place, &value)?;
             read_alike::<BTreeMap<String, Vec<Value>>>(&in_place, &value)?;
             read_alike::<HashMap<String, Option<Choice>>>(&in_place, &value)?;
