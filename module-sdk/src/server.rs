@@ -10,7 +10,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use futures::future::Either;
@@ -32,7 +32,7 @@ use crate::mcp::{serve_stdio, stdio_requested};
 use crate::metrics::METRICS_CONTENT_TYPE;
 use crate::module::{Arguments, Call, Module, ModuleService};
 use crate::openapi::openapi_document;
-use crate::trace_context::{TRACEPARENT_HEADER, TraceParent};
+use crate::trace_context::{TRACEPARENT, TraceParent};
 
 /// What every route handler shares, behind one `Arc`: axum clones the state
 /// for every request, and a clone is then one reference count.
@@ -326,10 +326,6 @@ impl<'a> ReceivedCall<'a> {
         Some(Call { tool_name: call.tool_name, arguments: Arguments::InPlace(arguments), user_id: call.user_id })
     }
 }
-
-/// [`TRACEPARENT_HEADER`] as a header name: looked up without parsing the
-/// name again for every call (as a `&str` name is).
-const TRACEPARENT: HeaderName = HeaderName::from_static(TRACEPARENT_HEADER);
 
 /// The caller's `traceparent`, when it sent a valid one; read in place
 /// (extracting a whole `HeaderMap` would copy every header of the request).

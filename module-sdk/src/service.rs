@@ -17,5 +17,5 @@ pub use crate::logging::init_logging;
 pub use crate::metrics::{CallInFlight, CallMetrics, METRICS_CONTENT_TYPE, ToolMetrics, UNKNOWN_TOOL_LABEL};
 pub use crate::openapi::openapi_document;
 pub use crate::server::{RequireJson, RequireJsonLayer, body_refused, error_response, request_body, shutdown_signal};
-pub use crate::trace_context::{TRACEPARENT_HEADER, TraceParent};
+pub use crate::trace_context::{TRACEPARENT, TraceParent};
 pub use crate::validate::ArgumentValidator;

@@ -9,8 +9,11 @@
 
 use std::fmt;
 
-/// The header's name.
-pub const TRACEPARENT_HEADER: &str = "traceparent";
+use axum::http::HeaderName;
+
+/// The header's name, as a `HeaderName`: a lookup by it does not parse the
+/// name again, as one by a `&str` does on every request.
+pub const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 
 /// The `sampled` trace flag: the trace is recorded (its spans exported).
 pub(crate) const SAMPLED_FLAG: u8 = 0x01;

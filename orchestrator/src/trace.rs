@@ -12,7 +12,9 @@ use std::time::Duration;
 use axum::http::{HeaderMap, Request};
 use module_sdk::ErrorKind;
 use module_sdk::otlp::{CallSide, CallSpan};
-use module_sdk::service::{TRACEPARENT_HEADER, TraceParent};
+use module_sdk::service::{TRACEPARENT, TraceParent};
+use rand::rngs::SmallRng;
+use rand::{RngCore, SeedableRng};
 use tokio::task::futures::TaskLocalFuture;
 use tower::{Layer, Service};
 
@@ -67,7 +69,7 @@ where
 
 /// The trace of a request with `headers`: its caller's valid `traceparent`, or a new one.
 fn request_trace(headers: &HeaderMap) -> RequestTrace {
-    let caller = headers.get(TRACEPARENT_HEADER).and_then(|value| value.to_str().ok()).and_then(TraceParent::parse);
+    let caller = headers.get(&TRACEPARENT).and_then(|value| value.to_str().ok()).and_then(TraceParent::parse);
     RequestTrace { trace: caller.unwrap_or_else(start_trace), from_caller: caller.is_some() }
 }
 
@@ -77,7 +79,7 @@ pub fn call_trace() -> TraceParent {
     let trace = REQUEST_TRACE.try_with(|request| request.trace).unwrap_or_else(|_| start_trace());
     loop {
         // An all-zero span id (probability 2^-64) is invalid: draw again.
-        if let Some(child) = trace.with_parent(rand::random()) {
+        if let Some(child) = trace.with_parent(random_id()) {
             return child;
         }
     }
@@ -104,11 +106,25 @@ pub fn record_routed_call(
 /// (otherwise only the logs record it).
 fn start_trace() -> TraceParent {
     loop {
-        let trace_id: [u8; 16] = rand::random();
-        if let Some(trace) = TraceParent::new(trace_id, rand::random(), module_sdk::otlp::new_trace_flags(&trace_id)) {
+        let trace_id: [u8; 16] = random_id();
+        if let Some(trace) = TraceParent::new(trace_id, random_id(), module_sdk::otlp::new_trace_flags(&trace_id)) {
             return trace;
         }
     }
+}
+
+/// A random trace or span id. Ids must be unique and uniformly random (the
+/// sampler reads its share off the trace id), not secret, so they come from
+/// a small fast generator per thread (xoshiro), seeded from the system's
+/// generator, rather than from `rand::random`'s ChaCha.
+fn random_id<const N: usize>() -> [u8; N] {
+    thread_local! {
+        static IDS: std::cell::RefCell<SmallRng> = std::cell::RefCell::new(SmallRng::from_rng(&mut rand::rng()));
+    }
+    let mut id = [0; N];
+    // Eight bytes per draw (`random()` of an array draws each byte alone).
+    IDS.with_borrow_mut(|ids| ids.fill_bytes(&mut id));
+    id
 }
 
 #[cfg(test)]
@@ -125,5 +141,15 @@ mod tests {
         assert_ne!(first.parent_id(), second.parent_id());
         assert!(first.to_string().ends_with("-01"), "the caller's flags are kept");
         assert_ne!(call_trace().trace_id(), request.trace_id(), "outside a request, a new trace");
+    }
+
+    #[test]
+    fn each_thread_draws_ids_of_its_own() {
+        let draw = || (0..4).map(|_| random_id::<16>()).collect::<Vec<_>>();
+        let (here, there) = (draw(), std::thread::spawn(draw).join().unwrap());
+        let mut all: Vec<_> = here.iter().chain(&there).collect();
+        all.sort();
+        all.dedup();
+        assert_eq!(all.len(), 8, "every id differs, across threads too (each generator has its own seed)");
     }
 }

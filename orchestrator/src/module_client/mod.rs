@@ -26,13 +26,13 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::http::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
 use axum::http::uri::{Parts, Scheme};
-use axum::http::{HeaderName, HeaderValue, Method, Request, Response, Uri};
+use axum::http::{HeaderValue, Method, Request, Response, Uri};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::client::conn::TrySendError;
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
-use module_sdk::service::TRACEPARENT_HEADER;
+use module_sdk::service::TRACEPARENT;
 use tokio::time::Instant;
 use tower::ServiceExt;
 
@@ -155,7 +155,7 @@ impl ModuleClient {
         let headers = request.headers_mut();
         headers.insert(HOST, target.host.clone());
         headers.insert(CONTENT_TYPE, const { HeaderValue::from_static("application/json") });
-        headers.insert(const { HeaderName::from_static(TRACEPARENT_HEADER) }, traceparent);
+        headers.insert(TRACEPARENT, traceparent);
         if let Some(authorization) = &self.authorization {
             headers.insert(AUTHORIZATION, authorization.clone());
         }
