@@ -497,16 +497,21 @@ mod received_call_tests {
         Ok((args, ctx.user_id().map(str::to_owned)))
     }
 
-    /// The answers to `body` read in place and read as a [`ToolCall`].
-    fn both_answers(service: &ModuleService, body: &str) -> (Option<Vec<u8>>, Vec<u8>) {
+    /// The answers to `body` read in place and read as a [`ToolCall`] (the
+    /// text of its `400` when it is not one).
+    fn both_answers(service: &ModuleService, body: &str) -> (Option<String>, String) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let text = |json: Vec<u8>| String::from_utf8(json).unwrap();
         runtime.block_on(async {
             let fast = match ReceivedCall::read(body.as_bytes()) {
-                Some(call) => Some(service.answer(call, None).await.to_json().unwrap()),
+                Some(call) => Some(text(service.answer(call, None).await.to_json().unwrap())),
                 None => None,
             };
-            let call: ToolCall = serde_json::from_str(body).unwrap();
-            (fast, service.answer(call.into(), None).await.to_json().unwrap())
+            let slow = match serde_json::from_str::<ToolCall>(body) {
+                Ok(call) => text(service.answer(call.into(), None).await.to_json().unwrap()),
+                Err(error) => bad_call_message(&error),
+            };
+            (fast, slow)
         })
     }
 
@@ -522,8 +527,12 @@ mod received_call_tests {
             let service = Module::new("m", "A module.").tool(constrained).build().unwrap();
             let body = json!({"tool_name": tool, "arguments": arguments, "user_id": user_id}).to_string();
             let (fast, slow) = both_answers(&service, &body);
-            let fast = fast.expect("an object argument is read in place");
-            prop_assert_eq!(String::from_utf8(fast).unwrap(), String::from_utf8(slow).unwrap());
+            // Only a serde_json private name (`$serde_json::private::...`) sends an object to the tree.
+            let Some(fast) = fast else {
+                prop_assert!(body.contains("$serde_json::private::"), "{}", body);
+                return Ok(());
+            };
+            prop_assert_eq!(fast, slow);
         }
     }
 
@@ -534,10 +543,11 @@ mod received_call_tests {
             r#"{"tool_name": "m.constrained"}"#,
             r#"{"tool_name": "m.constrained", "arguments": {"a": "x", "a": "yy"}}"#,
             r#"{"tool_name": "m.constrained", "arguments": {"c": [{"k": 1, "k": 2}]}}"#,
+            r#"{"tool_name": "m.constrained", "arguments": {"c": [{"$serde_json::private::RawValue": "[1]"}]}}"#,
         ] {
             let (fast, slow) = both_answers(&service, body);
             assert!(fast.is_none(), "{body}");
-            assert!(String::from_utf8(slow).unwrap().contains(r#""success":true"#), "{body}");
+            assert!(slow.contains(r#""success":true"#), "{body}");
         }
         for refused in
             [r#"{"tool_name": "m.constrained", "arguments": null}"#, r#"{"tool_name": "m.c", "arguments": [1]}"#]
