@@ -425,8 +425,7 @@ impl<'a, E: de::Error> Deserializer<'a> for KeyDeserializer<'a, E> {
         _variants: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, E> {
-        let name: de::value::StrDeserializer<'_, E> = self.name.into_deserializer();
-        visitor.visit_enum(name)
+        visitor.visit_enum(Variant { name: self.name, value: None, error: PhantomData })
     }
 
     fn deserialize_newtype_struct<V: Visitor<'a>>(self, _name: &'static str, _visitor: V) -> Result<V::Value, E> {
