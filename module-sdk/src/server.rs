@@ -118,10 +118,11 @@ pub(crate) fn router(service: Arc<ModuleService>, config: &ServeConfig) -> Route
 pub(crate) fn json_content_type_refusal<B: axum::body::HttpBody>(request: &axum::http::Request<B>) -> Option<Response> {
     let carries_body = matches!(*request.method(), Method::POST | Method::PUT | Method::PATCH)
         && request.body().size_hint().exact() != Some(0);
-    let content_type = request.headers().get(header::CONTENT_TYPE).map(|v| v.to_str().unwrap_or("(not text)"));
-    if !carries_body || content_type.is_some_and(is_json_media_type) {
+    let content_type = request.headers().get(header::CONTENT_TYPE);
+    if !carries_body || content_type.is_some_and(|value| is_json_media_type(value.as_bytes())) {
         return None;
     }
+    let content_type = content_type.map(|value| value.to_str().unwrap_or("(not text)"));
     let message = format!(
         "the request body must be sent as `Content-Type: application/json`, not {}",
         content_type.map_or_else(|| "without a Content-Type".to_owned(), |t| format!("`{t}`"))
@@ -176,10 +177,11 @@ where
 
 /// Whether a `Content-Type` value is `application/json`, in any case, with
 /// or without parameters.
-fn is_json_media_type(value: &str) -> bool {
-    // ASCII trimming and no iterator: this runs on every call.
-    let essence = value.split_once(';').map_or(value, |(essence, _)| essence).trim_ascii();
-    essence.eq_ignore_ascii_case("application/json")
+fn is_json_media_type(value: &[u8]) -> bool {
+    // Bytes, ASCII trimming and no iterator: this runs on every call, and
+    // the value needs no check as text first (other bytes do not match).
+    let essence = value.iter().position(|&byte| byte == b';').map_or(value, |end| &value[..end]).trim_ascii();
+    essence.eq_ignore_ascii_case(b"application/json")
 }
 
 /// A JSON `{"error": message}` answer with `status`, the body of every
@@ -454,7 +456,7 @@ mod tests {
             "Application/JSON;charset=UTF-8",
             " application/json ",
         ] {
-            assert!(is_json_media_type(json), "{json}");
+            assert!(is_json_media_type(json.as_bytes()), "{json}");
         }
         for other in [
             "text/plain",
@@ -463,8 +465,9 @@ mod tests {
             "application/jsonx",
             "application/json-seq",
             "",
+            "application/jsön",
         ] {
-            assert!(!is_json_media_type(other), "{other}");
+            assert!(!is_json_media_type(other.as_bytes()), "{other}");
         }
     }
 }
