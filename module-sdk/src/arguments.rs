@@ -6,9 +6,10 @@
 //!
 //! It is the fast path of the common call, not a second set of rules: a
 //! document it does not take (one with a duplicate member name, an object of
-//! more than [`MAX_MEMBERS`] members) is read into a `serde_json` tree as
-//! before, and arguments that fail the schema or the handler's type get
-//! their message from that tree too.
+//! more than [`MAX_MEMBERS`] members, a member named like serde_json's
+//! private types) is read into a `serde_json` tree as before, and arguments
+//! that fail the schema or the handler's type (or hold a map whose keys are
+//! not text) get their message, or their reading, from that tree too.
 
 use std::borrow::Cow;
 use std::fmt;
