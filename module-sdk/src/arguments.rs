@@ -673,7 +673,7 @@ pub(crate) mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::validate::ArgumentValidator;
+    use crate::validate::{ArgumentValidator, InPlaceValidator};
 
     /// Any JSON value, small, its member names from a few that schemas and
     /// types below know (so that many documents fit them).
@@ -977,8 +977,9 @@ pub(crate) mod tests {
             let Some((text, value)) = both_readings(&value)? else { return Ok(()) };
             let in_place = read(&text).unwrap();
             for schema in schemas() {
-                let validator = ArgumentValidator::new(&schema).unwrap();
-                prop_assert_eq!(validator.accepts(&in_place), validator.check(&value).is_ok(), "{} against {}", value, schema);
+                let (validator, in_place_validator) =
+                    (ArgumentValidator::new(&schema).unwrap(), InPlaceValidator::new(&schema).unwrap());
+                prop_assert_eq!(in_place_validator.accepts(&in_place), validator.check(&value).is_ok(), "{} against {}", value, schema);
             }
         }
 

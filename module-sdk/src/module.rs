@@ -23,7 +23,7 @@ use crate::metrics::{CallMetrics, ToolMetrics, UNKNOWN_TOOL_LABEL};
 use crate::schema::parameters_of;
 use crate::tool::{ErasedHandler, IntoTool, JsonFuture, Tool};
 use crate::trace_context::TraceParent;
-use crate::validate::ArgumentValidator;
+use crate::validate::{ArgumentValidator, InPlaceValidator};
 
 /// A module under construction: `Module::new(name, description).tool(...)`.
 ///
@@ -100,18 +100,21 @@ struct RegisteredTool {
     name: Arc<str>,
     definition: ToolDefinition,
     validator: ArgumentValidator,
+    /// The same schema, for the arguments `POST /execute` reads in place.
+    in_place: InPlaceValidator,
     handler: Arc<dyn ErasedHandler>,
     timeout: std::time::Duration,
     metrics: ToolMetrics,
 }
 
 impl RegisteredTool {
-    /// Compiles the tool's validator; the contract's rules are checked on
+    /// Compiles the tool's validators; the contract's rules are checked on
     /// the whole manifest afterwards.
     fn new(full_name: &str, tool: Tool, metrics: ToolMetrics) -> Result<Self, ModuleError> {
         let seconds = tool.timeout.as_secs_f64();
-        let validator = ArgumentValidator::new(&tool.input_schema)
-            .map_err(|e| ModuleError::InvalidSchema(full_name.to_owned(), e))?;
+        let invalid = |e| ModuleError::InvalidSchema(full_name.to_owned(), e);
+        let validator = ArgumentValidator::new(&tool.input_schema).map_err(invalid)?;
+        let in_place = InPlaceValidator::new(&tool.input_schema).map_err(invalid)?;
         let definition = ToolDefinition {
             name: full_name.to_owned(),
             description: tool.description,
@@ -128,6 +131,7 @@ impl RegisteredTool {
             name: full_name.into(),
             definition,
             validator,
+            in_place,
             handler: tool.handler,
             timeout: tool.timeout,
             metrics,
@@ -140,7 +144,7 @@ impl RegisteredTool {
         let (ctx, tree) = match arguments {
             Arguments::Tree(tree) => (ctx, tree),
             // The common call: checked and deserialized without a tree.
-            Arguments::InPlace(in_place) if self.validator.accepts(&in_place) => {
+            Arguments::InPlace(in_place) if self.in_place.accepts(&in_place) => {
                 match self.handler.call_in_place(ctx, &in_place) {
                     Ok(running) => return Ok(running),
                     Err(ctx) => (ctx, in_place.into_tree()),

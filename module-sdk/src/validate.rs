@@ -14,26 +14,35 @@ const MAX_REPORTED: usize = 5;
 /// A compiled `input_schema`, ready to check arguments.
 pub struct ArgumentValidator {
     validator: Validator,
-    /// The same schema, compiled for arguments read in place.
-    in_place: Validator<InPlace>,
+}
+
+/// A tool's `input_schema` compiled for arguments read in place, as a
+/// module's `POST /execute` reads them: it says only whether they fit, and
+/// the message for those that do not comes from [`ArgumentValidator::check`].
+/// Kept apart so that the orchestrator, which validates trees, compiles no
+/// schema twice.
+pub(crate) struct InPlaceValidator {
+    validator: Validator<InPlace>,
+}
+
+impl InPlaceValidator {
+    /// Compiles `schema` as [`ArgumentValidator::new`] does.
+    pub(crate) fn new(schema: &Value) -> Result<Self, String> {
+        let options = jsonschema::options_for::<InPlace>().with_draft(Draft::Draft202012);
+        options.build(schema).map(|validator| Self { validator }).map_err(|e| e.to_string())
+    }
+
+    /// Whether `arguments` fit the schema.
+    pub(crate) fn accepts(&self, arguments: &InPlaceValue<'_>) -> bool {
+        self.validator.is_valid(arguments)
+    }
 }
 
 impl ArgumentValidator {
     /// Compiles `schema` as draft 2020-12; no reference leaves the document
     /// (the crate is built without network or file resolution).
     pub fn new(schema: &Value) -> Result<Self, String> {
-        let validator = jsonschema::draft202012::new(schema).map_err(|e| e.to_string())?;
-        let in_place = jsonschema::options_for::<InPlace>()
-            .with_draft(Draft::Draft202012)
-            .build(schema)
-            .map_err(|e| e.to_string())?;
-        Ok(Self { validator, in_place })
-    }
-
-    /// Whether arguments read in place fit the schema; the message for
-    /// those that do not comes from [`ArgumentValidator::check`].
-    pub(crate) fn accepts(&self, arguments: &InPlaceValue<'_>) -> bool {
-        self.in_place.is_valid(arguments)
+        jsonschema::draft202012::new(schema).map(|validator| Self { validator }).map_err(|e| e.to_string())
     }
 
     /// `Ok` when `arguments` fit the schema; otherwise one message listing
