@@ -329,8 +329,8 @@ impl<'a> Array<'a, InPlace> for &'a [InPlaceValue<'a>] {
 /// it from the same document's tree: each `deserialize_*` accepts the
 /// shapes `serde_json::Value`'s does, enums included. Map keys are read as
 /// text or unit variants only, so a map keyed by numbers is refused here
-/// and read from the tree. Its errors are never shown (a call it refuses is read from the
-/// tree), so they carry no position.
+/// and read from the tree. Its errors are never shown (a call it refuses is
+/// read from the tree), so they carry no position.
 pub(crate) struct InPlaceDeserializer<'a, E> {
     value: &'a InPlaceValue<'a>,
     error: PhantomData<E>,
