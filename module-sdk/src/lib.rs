@@ -60,6 +60,7 @@ pub mod otlp;
 pub mod schema;
 mod server;
 pub mod service;
+mod serving_threads;
 mod testing;
 mod tool;
 mod trace_context;

@@ -46,15 +46,16 @@ use http_body_util::BodyExt;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 use tower::{Service, ServiceExt};
 
 use crate::config::DEFAULT_MAX_BODY_BYTES;
 use crate::server::error_response;
+use crate::serving_threads::ServingThreads;
 
 /// The default [`ServerLimits::header_read_timeout`], 10 s.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -93,7 +94,8 @@ impl Default for ServerLimits {
 
 /// Serves `router` on `listener` within `limits` until `shutdown` resolves;
 /// then stops accepting and returns once the requests in flight are answered
-/// (idle connections are closed at once).
+/// (idle connections are closed at once). Connections are served by tasks
+/// of the runtime this runs on.
 ///
 /// `router` is an axum `Router` or any service of requests, such as a
 /// router inside layers that every request passes (one stack around the
@@ -103,6 +105,37 @@ impl Default for ServerLimits {
 /// `DefaultBodyLimit::max(limits.max_body_bytes)`).
 pub async fn serve_router<S>(listener: TcpListener, router: S, limits: ServerLimits, shutdown: impl Future<Output = ()>)
 where
+    S: Service<Request<Body>, Response = Response, Error = Infallible> + Clone + Send + Sync + 'static,
+    S::Future: Send,
+{
+    serve_connections(listener, router, limits, shutdown, None).await;
+}
+
+/// [`serve_router`], with each connection served on one of `threads`
+/// (the one serving the fewest) for its whole life, while this task only
+/// accepts: what a proxy of many small requests wants (see
+/// [`ServingThreads`]).
+pub async fn serve_router_on<S>(
+    listener: TcpListener,
+    router: S,
+    limits: ServerLimits,
+    shutdown: impl Future<Output = ()>,
+    threads: &ServingThreads,
+) where
+    S: Service<Request<Body>, Response = Response, Error = Infallible> + Clone + Send + Sync + 'static,
+    S::Future: Send,
+{
+    serve_connections(listener, router, limits, shutdown, Some(threads)).await;
+}
+
+/// The accept loop of [`serve_router`] and [`serve_router_on`].
+async fn serve_connections<S>(
+    listener: TcpListener,
+    router: S,
+    limits: ServerLimits,
+    shutdown: impl Future<Output = ()>,
+    threads: Option<&ServingThreads>,
+) where
     S: Service<Request<Body>, Response = Response, Error = Infallible> + Clone + Send + Sync + 'static,
     S::Future: Send,
 {
@@ -129,20 +162,37 @@ where
         };
         // Without TCP_NODELAY small answers can stall ~40 ms (Nagle + delayed ACK).
         let _ = stream.set_nodelay(true);
-        let guard = guard.clone();
-        let service = hyper::service::service_fn(move |request| guard.clone().handle(request));
-        let stream = StallBoundedIo::new(stream, limits.header_read_timeout);
-        let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
-        tokio::spawn(async move {
-            if let Err(error) = connection.await {
-                // Header timeouts, resets and malformed requests: the client's doing, not ours.
-                tracing::debug!(error = %error, "connection closed with an error");
-            }
-            drop(slot);
-        });
+        let (http, guard, watcher) = (http.clone(), guard.clone(), graceful.watcher());
+        let serve = move |stream| serve_connection(stream, http, guard, watcher, limits.header_read_timeout, slot);
+        match threads {
+            Some(threads) => threads.serve(stream, serve),
+            None => drop(tokio::spawn(serve(stream))),
+        }
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// Serves the requests of one connection until it closes, holding `slot`
+/// of `MAX_CONNECTIONS` until then.
+async fn serve_connection<S>(
+    stream: TcpStream,
+    http: http1::Builder,
+    guard: RequestGuard<S>,
+    watcher: Watcher,
+    stall_timeout: Duration,
+    slot: OwnedSemaphorePermit,
+) where
+    S: Service<Request<Body>, Response = Response, Error = Infallible> + Clone + Send + Sync + 'static,
+    S::Future: Send,
+{
+    let service = hyper::service::service_fn(move |request| guard.clone().handle(request));
+    let stream = StallBoundedIo::new(stream, stall_timeout);
+    if let Err(error) = watcher.watch(http.serve_connection(TokioIo::new(stream), service)).await {
+        // Header timeouts, resets and malformed requests: the client's doing, not ours.
+        tracing::debug!(error = %error, "connection closed with an error");
+    }
+    drop(slot);
 }
 
 /// After a failed `accept`: go on at once if only that connection failed;

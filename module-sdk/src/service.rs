@@ -11,11 +11,12 @@ pub use crate::body::{BodyError, read_body};
 pub use crate::config::DEFAULT_MAX_BODY_BYTES;
 pub use crate::healthcheck::{local_address, probe_health};
 pub use crate::listener::{
-    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, serve_router,
+    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, serve_router, serve_router_on,
 };
 pub use crate::logging::init_logging;
 pub use crate::metrics::{CallInFlight, CallMetrics, METRICS_CONTENT_TYPE, ToolMetrics, UNKNOWN_TOOL_LABEL};
 pub use crate::openapi::openapi_document;
 pub use crate::server::{RequireJson, RequireJsonLayer, body_refused, error_response, request_body, shutdown_signal};
+pub use crate::serving_threads::{ServingThreads, serving_thread};
 pub use crate::trace_context::{TRACEPARENT, TraceParent};
 pub use crate::validate::ArgumentValidator;
