@@ -110,8 +110,11 @@ impl Orchestrator {
             .with_mcp_servers(McpServers::new(&config.mcp_servers, &config.budgets)),
         );
         let metrics = Arc::new(Metrics::new(registry.metrics()));
-        let module_client =
-            ModuleClient::new(config.budgets.max_concurrent_calls_per_module, config.service_auth_token.as_deref())?;
+        let module_client = ModuleClient::new(
+            config.budgets.max_concurrent_calls_per_module,
+            config.service_auth_token.as_deref(),
+            config.serving_threads,
+        )?;
         let executor = Executor::new(Arc::clone(&registry), module_client, Arc::clone(&config), Arc::clone(&metrics));
         let identities = Identities::new(config.api_token.clone(), &config.identities, config.redis_url.as_deref())?;
         let approvals = Approvals::new(config.redis_url.as_deref(), config.approvals.clone())?;

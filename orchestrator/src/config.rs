@@ -66,6 +66,14 @@ pub enum ConfigError {
     },
 }
 
+/// The most [`Config::serving_threads`] accepted.
+pub const MAX_SERVING_THREADS: usize = 256;
+
+/// The default [`Config::serving_threads`]: one per core, at most 64.
+fn default_serving_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get).min(64)
+}
+
 /// The checked settings of an orchestrator.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -99,6 +107,9 @@ pub struct Config {
     /// `MAX_BODY_BYTES`, `HEADER_READ_TIMEOUT_SECONDS`, `BODY_READ_TIMEOUT_SECONDS`
     /// and `MAX_CONNECTIONS`: the budgets of callers' connections and requests.
     pub limits: ServerLimits,
+    /// `SERVING_THREADS`: the threads that serve callers' connections, each
+    /// with its own event loop and its own connections to modules.
+    pub serving_threads: usize,
     /// `MAX_MANIFEST_BYTES`, `MAX_SCHEMA_*`, `MAX_ANSWER_BYTES`, `MAX_TOOL_TIMEOUT`,
     /// `MAX_CALLS_PER_MESSAGE` and `MAX_CONCURRENT_CALLS_PER_MODULE`: what modules
     /// and callers may cost.
@@ -133,6 +144,7 @@ impl Default for Config {
             port: DEFAULT_PORT,
             log_format: LogFormat::Text,
             limits: ServerLimits::default(),
+            serving_threads: default_serving_threads(),
             budgets: Budgets::default(),
             identities: IdentitySettings::default(),
             approvals: ApprovalSettings::default(),
@@ -163,6 +175,7 @@ struct FileConfig {
     header_read_timeout_seconds: Option<f64>,
     body_read_timeout_seconds: Option<f64>,
     max_connections: Option<usize>,
+    serving_threads: Option<usize>,
     max_manifest_bytes: Option<usize>,
     max_schema_depth: Option<usize>,
     max_schema_nodes: Option<usize>,
@@ -291,6 +304,12 @@ impl Config {
             )?,
         };
 
+        let serving_threads = count("SERVING_THREADS", "threads", file.serving_threads, defaults.serving_threads)?;
+        if serving_threads > MAX_SERVING_THREADS {
+            let expected = format!("at most {MAX_SERVING_THREADS} threads");
+            return Err(invalid("SERVING_THREADS", &serving_threads.to_string(), expected));
+        }
+
         let redis_url = env("REDIS_URL").or(file.redis_url.filter(|s| !s.is_empty()));
         if let Some(url) = &redis_url {
             redis::Client::open(url.as_str())
@@ -415,6 +434,7 @@ impl Config {
             port,
             log_format,
             limits,
+            serving_threads,
         })
     }
 
@@ -588,6 +608,17 @@ mod tests {
         assert_eq!(config.limits, expected);
         let error = read(Some("max_connections = 0"), &[]).unwrap_err().to_string();
         assert!(error.contains("MAX_CONNECTIONS") && error.contains("max_connections"), "{error}");
+    }
+
+    #[test]
+    fn serving_threads_are_one_per_core_unless_set() {
+        assert_eq!(read(None, &[]).unwrap().serving_threads, super::default_serving_threads());
+        assert_eq!(read(Some("serving_threads = 3"), &[]).unwrap().serving_threads, 3);
+        assert_eq!(read(Some("serving_threads = 3"), &[("SERVING_THREADS", "1")]).unwrap().serving_threads, 1);
+        for refused in ["0", "-1", "two", "257"] {
+            let error = read(None, &[("SERVING_THREADS", refused)]).unwrap_err().to_string();
+            assert!(error.contains("SERVING_THREADS") && error.contains(refused), "{refused}: {error}");
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use module_sdk::service::ServingThreads;
 use tokio::net::TcpListener;
 
 use crate::app::{BuildError, Orchestrator};
@@ -18,6 +19,14 @@ pub enum ServeError {
     /// The JWKS could not be loaded.
     #[error(transparent)]
     Jwks(#[from] crate::identity::jwt::JwtError),
+    /// The serving threads could not be started.
+    #[error("cannot start SERVING_THREADS ({count}) serving threads: {source}")]
+    Threads {
+        /// How many were asked for.
+        count: usize,
+        /// Why a runtime or a thread could not be made.
+        source: std::io::Error,
+    },
     /// The address could not be bound.
     #[error("cannot serve on {address}: {source}")]
     Io {
@@ -54,9 +63,14 @@ pub async fn serve(orchestrator: Orchestrator) -> Result<(), ServeError> {
         approvals = orchestrator.approvals.kind(),
         "orchestrator listening"
     );
-    // The same connection budgets as modules.
+    // The same connection budgets as modules; each connection served on one
+    // thread for its whole life (the module connections of its calls too).
+    let threads = ServingThreads::start(config.serving_threads)
+        .map_err(|source| ServeError::Threads { count: config.serving_threads, source })?;
     let app = router(orchestrator);
-    module_sdk::service::serve_router(listener, app, config.limits, module_sdk::service::shutdown_signal()).await;
+    let shutdown = module_sdk::service::shutdown_signal();
+    module_sdk::service::serve_router_on(listener, app, config.limits, shutdown, &threads).await;
+    drop(threads);
     module_sdk::otlp::shutdown().await;
     tracing::info!("orchestrator stopped");
     Ok(())

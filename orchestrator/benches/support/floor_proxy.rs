@@ -1,5 +1,6 @@
 //! The least a proxy built on the orchestrator's HTTP stack does: hyper's
-//! HTTP/1.1 server, the request body read whole, the orchestrator's own
+//! HTTP/1.1 server on the orchestrator's serving threads (each connection
+//! served on one thread, `SERVING_THREADS` of them), the request body read whole, the orchestrator's own
 //! pooled module client (`ModuleClient::post`), the answer read whole and
 //! sent back. No router, no call parsing, permission, validation, metrics
 //! or trace of its own: the floor under what a routed call can cost on this
@@ -17,6 +18,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use module_sdk::service::ServingThreads;
 use orchestrator::module_client::ModuleClient;
 
 /// The `traceparent` every forwarded call carries (the orchestrator sends one too).
@@ -27,10 +29,13 @@ const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-
 /// address that `test_support::Process` reads.
 pub fn serve(module_url: &str) {
     let target: Arc<str> = Arc::from(format!("{module_url}/execute"));
-    // Two workers, as the orchestrator runs on this machine.
+    // As many serving threads as the orchestrator has by default, accepting
+    // on a runtime of its own, as the orchestrator does.
+    let count = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let threads = ServingThreads::start(count).expect("serving threads");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime");
     runtime.block_on(async move {
-        let client = Arc::new(ModuleClient::new(64, None).expect("no token to check"));
+        let client = Arc::new(ModuleClient::new(64, None, count).expect("no token to check"));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a free port");
         let address = listener.local_addr().expect("a bound address");
         println!("{}", serde_json::json!({"message": "floor proxy listening", "address": address}));
@@ -40,7 +45,9 @@ pub fn serve(module_url: &str) {
             let (client, target) = (Arc::clone(&client), Arc::clone(&target));
             let service =
                 hyper::service::service_fn(move |request| forward(Arc::clone(&client), Arc::clone(&target), request));
-            tokio::spawn(http1::Builder::new().serve_connection(TokioIo::new(stream), service));
+            threads.serve(stream, move |stream| async move {
+                let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
+            });
         }
     });
 }

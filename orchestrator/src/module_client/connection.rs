@@ -9,9 +9,15 @@
 //! call that takes a connection from the pool polls it itself while it
 //! waits for the answer and reads the body, and puts it back when the body
 //! is read whole.
+//!
+//! Idle connections are kept per serving thread
+//! ([`module_sdk::service::ServingThreads`]; the other threads share one
+//! more pool): a connection is registered with the event loop of the thread
+//! that made it, so a call served on that thread finds it ready there, and
+//! the thread's calls never wait on each other's lock.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Waker};
 use std::time::Duration;
 
@@ -90,15 +96,17 @@ pub(super) struct Target {
     pub host: HeaderValue,
 }
 
-/// The idle keep-alive connections to modules, at most `max_idle` per
-/// module URL, each dropped once idle for the idle timeout
+/// The idle keep-alive connections to modules, per serving thread: at most
+/// `max_idle` per module URL and thread, each dropped once idle for the idle timeout
 /// ([`MODULE_IDLE_TIMEOUT`](super::MODULE_IDLE_TIMEOUT)): when its URL is
 /// next used, or by the sweep of every URL that a call returning a
 /// connection makes at most once per idle timeout (so URLs no longer
 /// called, such as a replaced replica's, hold nothing for long while calls
 /// go on).
 pub(super) struct ConnectionPool {
-    modules: Mutex<Modules>,
+    /// The pool of the threads that are not serving threads, then one per
+    /// serving thread.
+    shards: Box<[Mutex<Modules>]>,
     max_idle: usize,
     /// [`MODULE_IDLE_TIMEOUT`](super::MODULE_IDLE_TIMEOUT), but for tests.
     idle_timeout: Duration,
@@ -111,11 +119,20 @@ struct Modules {
 }
 
 impl ConnectionPool {
-    /// A pool keeping at most `max_idle` idle connections per module URL,
+    /// A pool keeping at most `max_idle` idle connections per module URL
+    /// and thread, for `serving_threads` serving threads and the others,
     /// each for at most `idle_timeout`.
-    pub fn new(max_idle: usize, idle_timeout: Duration) -> Self {
-        let modules = Modules { by_url: HashMap::new(), swept: Instant::now() };
-        Self { modules: Mutex::new(modules), max_idle, idle_timeout }
+    pub fn new(max_idle: usize, idle_timeout: Duration, serving_threads: usize) -> Self {
+        let now = Instant::now();
+        let shards =
+            (0..=serving_threads).map(|_| Mutex::new(Modules { by_url: HashMap::new(), swept: now })).collect();
+        Self { shards, max_idle, idle_timeout }
+    }
+
+    /// The calling thread's idle connections, locked.
+    fn modules(&self) -> MutexGuard<'_, Modules> {
+        let shard = module_sdk::service::serving_thread().map_or(0, |index| index + 1) % self.shards.len();
+        self.shards[shard].lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// `url`'s request target and an idle connection to it, if there is a
@@ -124,7 +141,7 @@ impl ConnectionPool {
     pub fn take(&self, url: &str) -> Option<(Arc<Target>, Option<ModuleConnection>)> {
         loop {
             let (target, candidate) = {
-                let mut modules = self.modules.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut modules = self.modules();
                 let module = modules.by_url.get_mut(url)?;
                 (Arc::clone(&module.target), module.idle.pop())
             };
@@ -139,7 +156,7 @@ impl ConnectionPool {
     /// Keeps `url`'s request target, so later calls find it here; the one
     /// kept.
     pub fn remember(&self, url: &Arc<str>, target: Target) -> Arc<Target> {
-        let mut modules = self.modules.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut modules = self.modules();
         let module = modules
             .by_url
             .entry(Arc::clone(url))
@@ -154,7 +171,7 @@ impl ConnectionPool {
             return;
         }
         let now = Instant::now();
-        let mut modules = self.modules.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut modules = self.modules();
         let idle_timeout = self.idle_timeout;
         if now.duration_since(modules.swept) >= idle_timeout {
             modules.swept = now;

@@ -100,16 +100,23 @@ pub struct ModuleClient {
 
 impl ModuleClient {
     /// A client keeping up to `max_idle_per_module` idle connections to each
-    /// module, sending `service_token` as a bearer token when set; an error
-    /// when the token cannot be sent in a header.
-    pub fn new(max_idle_per_module: usize, service_token: Option<&str>) -> Result<Self, InvalidToken> {
-        Self::with_idle_timeout(max_idle_per_module, service_token, MODULE_IDLE_TIMEOUT)
+    /// module for each of `serving_threads` threads and for the other
+    /// threads together (see [`connection`]), sending `service_token` as a
+    /// bearer token when set; an error when the token cannot be sent in a
+    /// header.
+    pub fn new(
+        max_idle_per_module: usize,
+        service_token: Option<&str>,
+        serving_threads: usize,
+    ) -> Result<Self, InvalidToken> {
+        Self::with_idle_timeout(max_idle_per_module, service_token, serving_threads, MODULE_IDLE_TIMEOUT)
     }
 
     /// [`Self::new`] with idle connections kept for `idle_timeout`.
     fn with_idle_timeout(
         max_idle_per_module: usize,
         service_token: Option<&str>,
+        serving_threads: usize,
         idle_timeout: Duration,
     ) -> Result<Self, InvalidToken> {
         let mut connector = HttpConnector::new();
@@ -119,7 +126,7 @@ impl ModuleClient {
         let connector =
             HttpsConnectorBuilder::new().with_webpki_roots().https_or_http().enable_http1().wrap_connector(connector);
         let authorization = service_token.map(|token| HeaderValue::try_from(format!("Bearer {token}"))).transpose()?;
-        let pool = Arc::new(ConnectionPool::new(max_idle_per_module, idle_timeout));
+        let pool = Arc::new(ConnectionPool::new(max_idle_per_module, idle_timeout, serving_threads));
         Ok(Self { connector, pool, authorization })
     }
 
@@ -275,7 +282,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_is_reused_once_its_answer_is_read() {
         let url = port_echo_module().await;
-        let client = ModuleClient::new(4, None).unwrap();
+        let client = ModuleClient::new(4, None, 1).unwrap();
         let first = call(&client, &url, "{}").await;
         assert_eq!(call(&client, &url, "{}").await, first);
         assert_eq!(call(&client, &url, "{}").await, first);
@@ -284,7 +291,7 @@ mod tests {
     #[tokio::test]
     async fn an_answer_left_unread_closes_its_connection() {
         let url = port_echo_module().await;
-        let client = ModuleClient::new(4, None).unwrap();
+        let client = ModuleClient::new(4, None, 1).unwrap();
         let first = call(&client, &url, "{}").await;
         let deadline = Instant::now() + Duration::from_secs(10);
         // Takes the pooled connection, and drops it with the answer unread.
@@ -297,7 +304,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_the_module_closed_is_not_reused() {
         let url = port_echo_module().await;
-        let client = ModuleClient::new(4, None).unwrap();
+        let client = ModuleClient::new(4, None, 1).unwrap();
         let closed = call(&client, &url, "close").await;
         let next = call(&client, &url, "{}").await;
         assert_ne!(next, closed, "a new connection");
@@ -323,7 +330,7 @@ mod tests {
                 let _ = socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await;
             }
         });
-        let client = ModuleClient::new(4, None).unwrap();
+        let client = ModuleClient::new(4, None, 1).unwrap();
         assert_eq!(call(&client, &url, "{}").await, "ok");
         // Let the close arrive while the connection lies in the pool.
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -357,7 +364,7 @@ mod tests {
         }
         let (called, _) = module().await;
         let (forgotten, mut forgotten_closes) = module().await;
-        let client = ModuleClient::with_idle_timeout(4, None, Duration::from_millis(50)).unwrap();
+        let client = ModuleClient::with_idle_timeout(4, None, 1, Duration::from_millis(50)).unwrap();
         call(&client, &called, "{}").await;
         call(&client, &forgotten, "{}").await;
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -370,7 +377,7 @@ mod tests {
     #[tokio::test]
     async fn calls_at_once_get_connections_of_their_own_and_at_most_the_limit_stay() {
         let url = port_echo_module().await;
-        let client = ModuleClient::new(2, None).unwrap();
+        let client = ModuleClient::new(2, None, 1).unwrap();
         let at_once = futures::future::join_all((0..4).map(|_| call(&client, &url, "{}"))).await;
         let ports: std::collections::BTreeSet<_> = at_once.into_iter().collect();
         assert_eq!(ports.len(), 4, "four calls in flight, four connections");
@@ -381,7 +388,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_url_without_a_host_is_refused() {
-        let client = ModuleClient::new(1, None).unwrap();
+        let client = ModuleClient::new(1, None, 1).unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
         let url: Arc<str> = Arc::from("/execute");
         let error = client.post(&url, HeaderValue::from_static(TRACEPARENT), Bytes::new(), deadline).await.unwrap_err();
@@ -408,7 +415,7 @@ mod tests {
     async fn an_https_module_is_called_over_tls() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let client = ModuleClient::new(1, None).unwrap();
+        let client = ModuleClient::new(1, None, 1).unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
         let traceparent = HeaderValue::from_static("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
         let url: Arc<str> = Arc::from(format!("https://127.0.0.1:{port}/execute"));
