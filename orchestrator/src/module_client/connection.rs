@@ -76,12 +76,19 @@ impl ModuleConnection {
     fn is_ready(&mut self) -> bool {
         !self.drive(&mut Context::from_waker(Waker::noop())) && self.sender.is_ready()
     }
+
+    /// [`Self::is_ready`], without polling the connection again when it
+    /// already says so: an answer read whole has just polled it, and
+    /// usually left it waiting for the next request.
+    fn is_ready_now(&mut self) -> bool {
+        (!self.over && self.sender.is_ready()) || self.is_ready()
+    }
 }
 
 /// A module URL's request target and its idle connections.
 struct ModulePool {
     target: Arc<Target>,
-    /// The most recently used last.
+    /// Each with the instant it expires, the most recently used last.
     idle: Vec<(ModuleConnection, Instant)>,
 }
 
@@ -112,10 +119,12 @@ pub(super) struct ConnectionPool {
     idle_timeout: Duration,
 }
 
-/// Each module URL's pool, and when all were last swept.
+/// Each module URL's pool, and when all are next swept.
 struct Modules {
-    by_url: HashMap<Arc<str>, ModulePool>,
-    swept: Instant,
+    /// foldhash rather than SipHash: the URLs are the configuration's, not
+    /// an attacker's, and a call looks its URL up twice.
+    by_url: HashMap<Arc<str>, ModulePool, foldhash::fast::RandomState>,
+    next_sweep: Instant,
 }
 
 impl ConnectionPool {
@@ -123,9 +132,9 @@ impl ConnectionPool {
     /// and thread, for `serving_threads` serving threads and the others,
     /// each for at most `idle_timeout`.
     pub fn new(max_idle: usize, idle_timeout: Duration, serving_threads: usize) -> Self {
-        let now = Instant::now();
+        let next_sweep = Instant::now() + idle_timeout;
         let shards =
-            (0..=serving_threads).map(|_| Mutex::new(Modules { by_url: HashMap::new(), swept: now })).collect();
+            (0..=serving_threads).map(|_| Mutex::new(Modules { by_url: HashMap::default(), next_sweep })).collect();
         Self { shards, max_idle, idle_timeout }
     }
 
@@ -145,9 +154,9 @@ impl ConnectionPool {
                 let module = modules.by_url.get_mut(url)?;
                 (Arc::clone(&module.target), module.idle.pop())
             };
-            let Some((mut connection, since)) = candidate else { return Some((target, None)) };
+            let Some((mut connection, expires)) = candidate else { return Some((target, None)) };
             // Checked outside the lock: checking a connection may read from it.
-            if since.elapsed() < self.idle_timeout && connection.is_ready() {
+            if Instant::now() < expires && connection.is_ready() {
                 return Some((target, Some(connection)));
             }
         }
@@ -167,16 +176,15 @@ impl ConnectionPool {
     /// Keeps `connection`, whose last answer was read whole, for another
     /// call, if it is ready for one and there is room.
     pub fn put(&self, mut connection: ModuleConnection) {
-        if !connection.is_ready() {
+        if !connection.is_ready_now() {
             return;
         }
         let now = Instant::now();
         let mut modules = self.modules();
-        let idle_timeout = self.idle_timeout;
-        if now.duration_since(modules.swept) >= idle_timeout {
-            modules.swept = now;
+        if now >= modules.next_sweep {
+            modules.next_sweep = now + self.idle_timeout;
             modules.by_url.retain(|_, module| {
-                drop_expired(&mut module.idle, now, idle_timeout);
+                drop_expired(&mut module.idle, now);
                 !module.idle.is_empty()
             });
         }
@@ -185,16 +193,15 @@ impl ConnectionPool {
             .by_url
             .entry(Arc::clone(&connection.url))
             .or_insert_with(|| ModulePool { target: Arc::clone(target), idle: Vec::new() });
-        drop_expired(&mut module.idle, now, idle_timeout);
+        drop_expired(&mut module.idle, now);
         if module.idle.len() < self.max_idle {
-            module.idle.push((connection, now));
+            module.idle.push((connection, now + self.idle_timeout));
         }
     }
 }
 
-/// Drops the connections of `idle` (oldest first) idle for `timeout` or
-/// longer at `now`.
-fn drop_expired(idle: &mut Vec<(ModuleConnection, Instant)>, now: Instant, timeout: Duration) {
-    let expired = idle.partition_point(|(_, since)| now.duration_since(*since) >= timeout);
+/// Drops the connections of `idle` (oldest first) expired at `now`.
+fn drop_expired(idle: &mut Vec<(ModuleConnection, Instant)>, now: Instant) {
+    let expired = idle.partition_point(|(_, expires)| *expires <= now);
     idle.drain(..expired);
 }
