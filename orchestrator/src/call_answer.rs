@@ -11,6 +11,8 @@ use module_sdk::contract::ToolResult;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
+use crate::json_body::read_json;
+
 /// What a call answers.
 #[derive(Debug, Clone)]
 pub enum CallAnswer {
@@ -55,7 +57,7 @@ pub enum RelayError {
 impl CallAnswer {
     /// `body`, a module's `200` answer to a call of `tool_name`, to relay as it is.
     pub fn relay(body: Bytes, tool_name: &str) -> Result<Self, RelayError> {
-        let checked: Checked<'_> = serde_json::from_slice(&body)?;
+        let checked: Checked<'_> = read_json(&body)?;
         if checked.tool_name != tool_name {
             return Err(RelayError::OtherTool(checked.tool_name.into_owned()));
         }

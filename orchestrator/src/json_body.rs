@@ -13,6 +13,7 @@ use axum::Json;
 use axum::extract::{FromRequest, Request};
 use axum::response::Response;
 use module_sdk::service::{body_refused, request_body};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 /// State that knows the largest request body the server accepts.
@@ -33,12 +34,23 @@ impl<T: DeserializeOwned, S: BodyLimit + Send + Sync> FromRequest<S> for JsonBod
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Response> {
         let body = request_body(request.into_body(), state.max_body_bytes()).await?;
-        match serde_json::from_slice(&body) {
+        match read_json(&body) {
             Ok(value) => Ok(Self(value)),
             Err(_) => Json::from_bytes(&body)
                 .map(|Json(value)| Self(value))
                 .map_err(|rejection| body_refused(rejection.status(), rejection.body_text())),
         }
+    }
+}
+
+/// `T` read from the JSON text `bytes`. The text is checked to be UTF-8
+/// once, as a whole, rather than string by string as `from_slice` checks it
+/// (a call's body and a module's answer hold a dozen short strings); text
+/// that is not UTF-8 is read by `from_slice`, for its error.
+pub(crate) fn read_json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> serde_json::Result<T> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(bytes),
     }
 }
 
@@ -94,6 +106,23 @@ mod tests {
         let (status, text) = read(r#"{"name":"a","count":-1}"#).await.unwrap_err();
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
         assert!(text.contains("count"), "names the field: {text}");
+    }
+
+    #[test]
+    fn text_checked_as_a_whole_reads_as_from_slice_reads_it() {
+        let texts: [&[u8]; 6] = [
+            "{\"name\":\"caf\\u00e9 \u{e9}\",\"count\":2}".as_bytes(),
+            b"{\"name\":\"a\",\"count\":2,\"extra\":\"\xff\"}",
+            b"{\"name\":\"\xff\",\"count\":2}",
+            b"{\"name\":\"a\",\"count\":2}\xff",
+            b"{\"name\":\"a\",\"count\":\"2\"}",
+            b"",
+        ];
+        for text in texts {
+            let whole = read_json::<Call>(text).map_err(|error| error.to_string());
+            let sliced = serde_json::from_slice::<Call>(text).map_err(|error| error.to_string());
+            assert_eq!(whole, sliced, "{}", String::from_utf8_lossy(text));
+        }
     }
 
     #[tokio::test]
