@@ -12,7 +12,9 @@
 //!    throughput, at most 60 µs added at p50), and the CPU time the serving
 //!    process (module, orchestrator, nginx worker) spent per call in user
 //!    space and in the kernel, from `/proc/<pid>/stat`: a figure the
-//!    machine's load barely moves, which says where a gap comes from;
+//!    machine's load barely moves, which says where a gap comes from. Every
+//!    target is measured in turn, `BENCH_ROUNDS` times (default 3), and the
+//!    table gives each figure's median, the goal lines each round's too;
 //! 2. one full discovery (`POST /refresh-tools`) of 50 modules of which 10
 //!    hang, as a multiple of the discovery timeout.
 //!
@@ -62,7 +64,7 @@ fn us(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e6
 }
 
-/// One way to the module and what `wrk` measured on it.
+/// One way to the module and what `wrk` measured on it, round by round.
 struct Target {
     name: &'static str,
     url: String,
@@ -70,8 +72,13 @@ struct Target {
     /// The process that serves the call: the module (this benchmark's own
     /// process), the orchestrator, or nginx's worker.
     server_pid: Option<u32>,
-    throughput: Option<WrkRun>,
-    one_connection: Option<WrkRun>,
+    rounds: Vec<Round>,
+}
+
+/// One round's measures of one target.
+struct Round {
+    throughput: WrkRun,
+    one_connection: WrkRun,
     /// The server's CPU per call (user, system), in µs, at 32 connections and at one.
     cpu_c32: (f64, f64),
     cpu_c1: (f64, f64),
@@ -80,18 +87,43 @@ struct Target {
 impl Target {
     /// `name`, posting `body` to `url`/execute, served by `server_pid`; not measured yet.
     fn new(name: &'static str, url: String, body: String, server_pid: Option<u32>) -> Self {
-        let unmeasured = (f64::NAN, f64::NAN);
-        Self {
-            name,
-            url,
-            body,
-            server_pid,
-            throughput: None,
-            one_connection: None,
-            cpu_c32: unmeasured,
-            cpu_c1: unmeasured,
-        }
+        Self { name, url, body, server_pid, rounds: Vec::new() }
     }
+
+    /// The median over the rounds of `figure`.
+    fn median(&self, figure: impl Fn(&Round) -> f64) -> f64 {
+        median(self.rounds.iter().map(figure).collect())
+    }
+
+    /// The median throughput (calls per second at 32 connections).
+    fn rps(&self) -> f64 {
+        self.median(|round| round.throughput.requests_per_second)
+    }
+
+    /// The median p50 at one connection, in µs.
+    fn p50(&self) -> f64 {
+        self.median(|round| us(round.one_connection.p50))
+    }
+}
+
+/// The median of `values` (the mean of the middle two of an even count); NaN for none.
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => values[n / 2],
+        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+/// The added p50s of `figures` (throughput ratio, added p50), in µs.
+fn show_added(figures: &[(f64, f64)]) -> String {
+    figures.iter().map(|(_, added)| format!("{added:.0}")).collect::<Vec<_>>().join("  ")
+}
+
+/// `BENCH_ROUNDS`: how many times every target is measured, in turn (default 3).
+fn rounds() -> usize {
+    std::env::var("BENCH_ROUNDS").ok().and_then(|text| text.parse().ok()).filter(|n| *n > 0).unwrap_or(3)
 }
 
 /// Runs `wrk` on `target` with `connections` for [`PHASE`]; its figures and
@@ -148,61 +180,82 @@ async fn routing() {
             .unwrap();
         assert_eq!(answer["success"], true, "{} answers a successful ToolResult: {answer}", target.name);
     }
-    for target in &mut targets {
-        wrk::run(&format!("{}/execute", target.url), &target.body, CONNECTIONS, WARM_UP);
-        let (throughput, cpu_c32) = measure(target, CONNECTIONS);
-        let (one_connection, cpu_c1) = measure(target, 1);
-        (target.throughput, target.one_connection) = (Some(throughput), Some(one_connection));
-        (target.cpu_c32, target.cpu_c1) = (cpu_c32, cpu_c1);
+    // Every target in turn, round after round, so that the host's changing
+    // load reaches them alike; the table gives each figure's median.
+    let rounds = rounds();
+    for _ in 0..rounds {
+        for target in &mut targets {
+            wrk::run(&format!("{}/execute", target.url), &target.body, CONNECTIONS, WARM_UP);
+            let (throughput, cpu_c32) = measure(target, CONNECTIONS);
+            let (one_connection, cpu_c1) = measure(target, 1);
+            target.rounds.push(Round { throughput, one_connection, cpu_c32, cpu_c1 });
+        }
     }
 
     println!(
         "routing: the same SDK tool (echo) directly, through the orchestrator binary, the hyper floor proxy and nginx;"
     );
-    println!("load by wrk -t1 -c{CONNECTIONS} for throughput and -c1 for latency, {PHASE:?} per run");
+    println!(
+        "load by wrk -t1 -c{CONNECTIONS} for throughput and -c1 for latency, {PHASE:?} per run; every target in turn, \
+         {rounds} rounds (BENCH_ROUNDS), medians"
+    );
     println!("(cpu: the serving process's CPU per call, user + kernel µs, at c32 and at c1)");
     println!(
         "{:<26}  {:>9}  {:>7}  {:>10}  {:>10}  {:>10}  {:>13}  {:>13}",
         "path", "rps c32", "ratio", "p50 c1 µs", "p99 c1 µs", "+p50 µs", "cpu c32 µs", "cpu c1 µs"
     );
-    let direct_p50 = targets[0].one_connection.as_ref().map_or(Duration::ZERO, |run| run.p50);
-    let direct_rps = targets[0].throughput.as_ref().map_or(1.0, |run| run.requests_per_second);
+    let (direct_rps, direct_p50) = (targets[0].rps(), targets[0].p50());
     for target in &targets {
-        let (Some(throughput), Some(single)) = (&target.throughput, &target.one_connection) else { continue };
-        let cpu = |(user, system): (f64, f64)| format!("{user:.1} + {system:.1}");
+        let cpu = |at: fn(&Round) -> (f64, f64)| {
+            format!("{:.1} + {:.1}", target.median(|round| at(round).0), target.median(|round| at(round).1))
+        };
         println!(
             "{:<26}  {:>9.0}  {:>6.2}x  {:>10.1}  {:>10.1}  {:>10.1}  {:>13}  {:>13}",
             target.name,
-            throughput.requests_per_second,
-            throughput.requests_per_second / direct_rps,
-            us(single.p50),
-            us(single.p99),
-            us(single.p50) - us(direct_p50),
-            cpu(target.cpu_c32),
-            cpu(target.cpu_c1),
+            target.rps(),
+            target.rps() / direct_rps,
+            target.p50(),
+            target.median(|round| us(round.one_connection.p99)),
+            target.p50() - direct_p50,
+            cpu(|round| round.cpu_c32),
+            cpu(|round| round.cpu_c1),
         );
     }
     if proxy.is_none() {
         println!("nginx proxy: not measured, nginx is not installed (apt-get install -y nginx)");
     }
-    let figure = |name: &str| {
-        targets.iter().find(|t| t.name == name).and_then(|t| Some((t.throughput.as_ref()?, t.one_connection.as_ref()?)))
-    };
-    if let (Some((routed, routed_single)), Some((proxied, proxied_single))) =
-        (figure("routed, RUST_LOG=warn"), figure("nginx proxy"))
-    {
+    let find = |name: &str| targets.iter().find(|target| target.name == name);
+    let (direct, routed, proxied) = (&targets[0], find("routed, RUST_LOG=warn"), find("nginx proxy"));
+    if let (Some(routed), Some(proxied)) = (routed, proxied) {
         println!(
             "routed/nginx throughput: {:.2} (goal >= 0.9); added p50 at one connection: routed {:.1} µs (goal <= 60), nginx {:.1} µs",
-            routed.requests_per_second / proxied.requests_per_second,
-            us(routed_single.p50) - us(direct_p50),
-            us(proxied_single.p50) - us(direct_p50),
+            routed.rps() / proxied.rps(),
+            routed.p50() - direct_p50,
+            proxied.p50() - direct_p50,
         );
-        if let Some((floor, floor_single)) = figure("hyper floor, no routing") {
+        // Each round's own figures, against the same round's direct call and nginx:
+        // (throughput / nginx's, added p50 in µs).
+        let by_round = |target: &Target| -> Vec<(f64, f64)> {
+            let rounds = target.rounds.iter().zip(&direct.rounds).zip(&proxied.rounds);
+            rounds
+                .map(|((round, direct), nginx)| {
+                    let ratio = round.throughput.requests_per_second / nginx.throughput.requests_per_second;
+                    (ratio, us(round.one_connection.p50) - us(direct.one_connection.p50))
+                })
+                .collect()
+        };
+        let show = |figures: Vec<(f64, f64)>| {
+            figures.iter().map(|(ratio, added)| format!("{ratio:.2}/{added:.0}")).collect::<Vec<_>>().join("  ")
+        };
+        println!("  by round (throughput/nginx's / +p50 µs): routed {}", show(by_round(routed)));
+        println!("  by round (+p50 µs): nginx {}", show_added(&by_round(proxied)));
+        if let Some(floor) = find("hyper floor, no routing") {
             println!(
                 "hyper floor/nginx throughput: {:.2}; added p50 at one connection: {:.1} µs (the stack alone, without the orchestrator's work)",
-                floor.requests_per_second / proxied.requests_per_second,
-                us(floor_single.p50) - us(direct_p50),
+                floor.rps() / proxied.rps(),
+                floor.p50() - direct_p50,
             );
+            println!("  by round (throughput/nginx's / +p50 µs): floor {}", show(by_round(floor)));
         }
     }
 }
