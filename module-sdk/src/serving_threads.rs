@@ -23,12 +23,17 @@ use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 /// Work handed to a serving thread: it starts a connection's task there.
 type Job = Box<dyn FnOnce() + Send>;
+
+/// How long a stopping serving thread waits for its blocking tasks
+/// (`spawn_blocking`) to end.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
 thread_local! {
     /// The index of the serving thread this is, on serving threads.
@@ -43,7 +48,9 @@ pub fn serving_thread() -> Option<usize> {
 }
 
 /// Threads serving connections, each on a single-threaded tokio runtime of
-/// its own; stopped, once their connections have ended, when dropped.
+/// its own. Dropped, they stop: the tasks still on them are cancelled (so
+/// drop them once the server has shut down gracefully, and never on one of
+/// them), and their blocking tasks get [`STOP_TIMEOUT`] to end.
 pub struct ServingThreads {
     /// One per thread; emptied on drop, which ends each thread's loop.
     queues: Vec<Queue>,
@@ -64,23 +71,28 @@ impl ServingThreads {
     /// `serve-1`, ...; an error when a runtime or a thread cannot be made.
     pub fn start(count: usize) -> io::Result<Self> {
         let count = count.max(1);
-        let mut queues = Vec::with_capacity(count);
-        let mut threads = Vec::with_capacity(count);
+        // Built as it goes: if one cannot start, those already started stop on drop.
+        let mut started = Self { queues: Vec::with_capacity(count), threads: Vec::new(), next: AtomicUsize::new(0) };
         for index in 0..count {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            let (jobs, mut received) = mpsc::unbounded_channel::<Job>();
+            let (jobs, received) = mpsc::unbounded_channel::<Job>();
+            let (built, ready) = std::sync::mpsc::channel();
+            // The runtime is made on its thread, so that none is ever dropped
+            // here, in the caller's (perhaps asynchronous) context.
             let thread = std::thread::Builder::new().name(format!("serve-{index}")).spawn(move || {
-                SERVING_THREAD.with(|cell| cell.set(Some(index)));
-                runtime.block_on(async move {
-                    while let Some(job) = received.recv().await {
-                        job();
+                match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    Ok(runtime) => {
+                        let _ = built.send(Ok(()));
+                        run(index, &runtime, received);
+                        runtime.shutdown_timeout(STOP_TIMEOUT);
                     }
-                });
+                    Err(error) => drop(built.send(Err(error))),
+                }
             })?;
-            queues.push(Queue { jobs, connections: Arc::new(AtomicUsize::new(0)) });
-            threads.push(thread);
+            started.threads.push(thread);
+            ready.recv().unwrap_or_else(|_| Err(io::Error::other("a serving thread ended before it started")))?;
+            started.queues.push(Queue { jobs, connections: Arc::new(AtomicUsize::new(0)) });
         }
-        Ok(Self { queues, threads, next: AtomicUsize::new(0) })
+        Ok(started)
     }
 
     /// How many threads serve.
@@ -137,6 +149,17 @@ impl ServingThreads {
             .min_by_key(|queue| queue.connections.load(Ordering::Relaxed))
             .expect("there is always at least one serving thread")
     }
+}
+
+/// Serving thread `index`'s life: runs each job it is handed on `runtime`
+/// until the queue closes.
+fn run(index: usize, runtime: &tokio::runtime::Runtime, mut jobs: mpsc::UnboundedReceiver<Job>) {
+    SERVING_THREAD.with(|cell| cell.set(Some(index)));
+    runtime.block_on(async move {
+        while let Some(job) = jobs.recv().await {
+            job();
+        }
+    });
 }
 
 impl Drop for ServingThreads {
