@@ -13,8 +13,13 @@
 //! Idle connections are kept per serving thread
 //! ([`module_sdk::service::ServingThreads`]; the other threads share one
 //! more pool): a connection is registered with the event loop of the thread
-//! that made it, so a call served on that thread finds it ready there, and
-//! the thread's calls never wait on each other's lock.
+//! that made it and goes back to that thread's pool, so a call served on
+//! that thread finds it there, and the threads' calls do not share a lock.
+//! A call whose thread has no idle connection to its module takes another
+//! thread's before it connects (it works from any thread, its readiness
+//! then reported across threads), so calls spread over many threads reuse
+//! connections as before and a module never has more connections than
+//! calls in flight at once, whatever the number of threads.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -47,6 +52,9 @@ pub(super) struct ModuleConnection {
     /// Where it leads, the key it is pooled under, and what requests to it need.
     url: Arc<str>,
     target: Arc<Target>,
+    /// The pool it goes back to: that of the thread whose event loop it is
+    /// registered with (see [`own_pool`]).
+    home: usize,
 }
 
 impl ModuleConnection {
@@ -57,7 +65,7 @@ impl ModuleConnection {
         sender: SendRequest<Full<Bytes>>,
         connection: Connection<ModuleStream, Full<Bytes>>,
     ) -> Self {
-        Self { sender, connection: Box::new(connection), over: false, url, target }
+        Self { sender, connection: Box::new(connection), over: false, url, target, home: own_pool() }
     }
 
     /// Reads and writes what the connection can now, registering `cx` to
@@ -79,7 +87,10 @@ impl ModuleConnection {
 
     /// [`Self::is_ready`], without polling the connection again when it
     /// already says so: an answer read whole has just polled it, and
-    /// usually left it waiting for the next request.
+    /// usually left it waiting for the next request. (Then the waker of the
+    /// call that read it stays registered until the next poll: the module
+    /// closing the connection meanwhile wakes that call's task, which has
+    /// ended or moved on, for nothing.)
     fn is_ready_now(&mut self) -> bool {
         (!self.over && self.sender.is_ready()) || self.is_ready()
     }
@@ -103,13 +114,14 @@ pub(super) struct Target {
     pub host: HeaderValue,
 }
 
-/// The idle keep-alive connections to modules, per serving thread: at most
-/// `max_idle` per module URL and thread, each dropped once idle for the idle timeout
+/// The idle keep-alive connections to modules, per serving thread (see the
+/// module's doc): at most `max_idle` per module URL and thread, each
+/// dropped once idle for the idle timeout
 /// ([`MODULE_IDLE_TIMEOUT`](super::MODULE_IDLE_TIMEOUT)): when its URL is
-/// next used, or by the sweep of every URL that a call returning a
-/// connection makes at most once per idle timeout (so URLs no longer
-/// called, such as a replaced replica's, hold nothing for long while calls
-/// go on).
+/// next used, or by the sweep of every URL of every thread's pool that a
+/// call returning a connection makes at most once per idle timeout (so
+/// URLs no longer called, such as a replaced replica's, and threads no
+/// longer calling hold nothing for long while calls go on).
 pub(super) struct ConnectionPool {
     /// The pool of the threads that are not serving threads, then one per
     /// serving thread.
@@ -138,34 +150,48 @@ impl ConnectionPool {
         Self { shards, max_idle, idle_timeout }
     }
 
-    /// The calling thread's idle connections, locked.
-    fn modules(&self) -> MutexGuard<'_, Modules> {
-        let shard = module_sdk::service::serving_thread().map_or(0, |index| index + 1) % self.shards.len();
-        self.shards[shard].lock().unwrap_or_else(PoisonError::into_inner)
+    /// Pool `index`'s idle connections, locked.
+    fn modules(&self, index: usize) -> MutexGuard<'_, Modules> {
+        debug_assert!(index < self.shards.len(), "a pool for each serving thread");
+        self.shards[index % self.shards.len()].lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// `url`'s request target and an idle connection to it, if there is a
-    /// ready one (closed and expired ones are dropped on the way); `None`
-    /// when `url` has not been [remembered](Self::remember).
-    pub fn take(&self, url: &str) -> Option<(Arc<Target>, Option<ModuleConnection>)> {
+    /// `url`'s request target, if this thread has [remembered](Self::remember)
+    /// it, and a ready idle connection to it (closed and expired ones are
+    /// dropped on the way): this thread's own, else another thread's.
+    pub fn take(&self, url: &str) -> (Option<Arc<Target>>, Option<ModuleConnection>) {
+        let own = own_pool() % self.shards.len();
+        let (target, connection) = self.take_ready(own, url);
+        if connection.is_some() {
+            return (target, connection);
+        }
+        let others = (0..self.shards.len()).filter(|index| *index != own);
+        (target, others.into_iter().find_map(|index| self.take_ready(index, url).1))
+    }
+
+    /// `url`'s request target in pool `index`, and a ready idle connection
+    /// to it from that pool.
+    fn take_ready(&self, index: usize, url: &str) -> (Option<Arc<Target>>, Option<ModuleConnection>) {
+        let mut target = None;
         loop {
-            let (target, candidate) = {
-                let mut modules = self.modules();
-                let module = modules.by_url.get_mut(url)?;
-                (Arc::clone(&module.target), module.idle.pop())
+            let candidate = {
+                let mut modules = self.modules(index);
+                let Some(module) = modules.by_url.get_mut(url) else { return (target, None) };
+                target.get_or_insert_with(|| Arc::clone(&module.target));
+                module.idle.pop()
             };
-            let Some((mut connection, expires)) = candidate else { return Some((target, None)) };
+            let Some((mut connection, expires)) = candidate else { return (target, None) };
             // Checked outside the lock: checking a connection may read from it.
             if Instant::now() < expires && connection.is_ready() {
-                return Some((target, Some(connection)));
+                return (target, Some(connection));
             }
         }
     }
 
-    /// Keeps `url`'s request target, so later calls find it here; the one
-    /// kept.
+    /// Keeps `url`'s request target, so later calls of this thread find it
+    /// here; the one kept.
     pub fn remember(&self, url: &Arc<str>, target: Target) -> Arc<Target> {
-        let mut modules = self.modules();
+        let mut modules = self.modules(own_pool());
         let module = modules
             .by_url
             .entry(Arc::clone(url))
@@ -180,13 +206,17 @@ impl ConnectionPool {
             return;
         }
         let now = Instant::now();
-        let mut modules = self.modules();
+        let home = connection.home;
+        let mut modules = self.modules(home);
         if now >= modules.next_sweep {
-            modules.next_sweep = now + self.idle_timeout;
-            modules.by_url.retain(|_, module| {
-                drop_expired(&mut module.idle, now);
-                !module.idle.is_empty()
-            });
+            modules.sweep(now, self.idle_timeout);
+            // The other threads' pools too, unless busy: a thread that no
+            // longer calls modules does not put anything back to sweep its own.
+            for (_, other) in self.shards.iter().enumerate().filter(|(index, _)| *index != home) {
+                if let Ok(mut other) = other.try_lock() {
+                    other.sweep(now, self.idle_timeout);
+                }
+            }
         }
         let target = &connection.target;
         let module = modules
@@ -198,6 +228,27 @@ impl ConnectionPool {
             module.idle.push((connection, now + self.idle_timeout));
         }
     }
+}
+
+impl Modules {
+    /// Drops every URL's expired connections, and the URLs left without
+    /// any, if not done in the last `every`.
+    fn sweep(&mut self, now: Instant, every: Duration) {
+        if now < self.next_sweep {
+            return;
+        }
+        self.next_sweep = now + every;
+        self.by_url.retain(|_, module| {
+            drop_expired(&mut module.idle, now);
+            !module.idle.is_empty()
+        });
+    }
+}
+
+/// The index of the calling thread's pool: 0 on threads that are not
+/// serving threads, `i + 1` on serving thread `i`.
+fn own_pool() -> usize {
+    module_sdk::service::serving_thread().map_or(0, |index| index + 1)
 }
 
 /// Drops the connections of `idle` (oldest first) expired at `now`.

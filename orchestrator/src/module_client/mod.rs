@@ -11,9 +11,10 @@
 //!
 //! Tuned for many small calls to few hosts: HTTP/1.1 keep-alive (what a
 //! plain `http://` module speaks; HTTP/2 would need prior knowledge, which a
-//! module server need not accept), as many idle connections per module as
-//! it may have calls in flight, idle ones dropped before any module drops
-//! them, and each request sent at once (`TCP_NODELAY`).
+//! module server need not accept), idle connections kept per serving thread
+//! and shared between threads before a new one is made (so a module has no
+//! more connections than calls in flight), idle ones dropped before any
+//! module drops them, and each request sent at once (`TCP_NODELAY`).
 
 mod answer_body;
 mod connection;
@@ -152,9 +153,10 @@ impl ModuleClient {
         traceparent: HeaderValue,
         body: Bytes,
     ) -> Result<Response<AnswerBody>, SendError> {
-        let (target, mut idle) = match self.pool.take(url) {
-            Some(found) => found,
-            None => (self.pool.remember(url, target_of(url)?), None),
+        let (target, mut idle) = self.pool.take(url);
+        let target = match target {
+            Some(target) => target,
+            None => self.pool.remember(url, target_of(url)?),
         };
         let mut request = Request::new(Full::new(body));
         *request.method_mut() = Method::POST;
@@ -240,6 +242,7 @@ fn target_of(url: &str) -> Result<Target, SendError> {
 mod tests {
     use std::time::Duration;
 
+    use module_sdk::service::ServingThreads;
     use tokio::io::AsyncReadExt;
     use tokio::net::TcpListener;
 
@@ -286,6 +289,38 @@ mod tests {
         let first = call(&client, &url, "{}").await;
         assert_eq!(call(&client, &url, "{}").await, first);
         assert_eq!(call(&client, &url, "{}").await, first);
+    }
+
+    /// `work` run on one of `threads` (they take turns), its output and
+    /// the serving thread it ran on.
+    async fn on_serving_thread<F>(threads: &ServingThreads, work: F) -> (String, Option<usize>)
+    where
+        F: Future<Output = String> + Send + 'static,
+    {
+        // A serving thread runs what it is handed with a connection: a loopback one.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let _client = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (stream, _) = listener.accept().await.unwrap();
+        let (done, output) = tokio::sync::oneshot::channel();
+        threads.serve(stream, move |_stream| async move {
+            let _ = done.send((work.await, module_sdk::service::serving_thread()));
+        });
+        output.await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_serving_thread_without_idle_connections_reuses_another_threads() {
+        let url = port_echo_module().await;
+        let threads = ServingThreads::start(2).unwrap();
+        let client = Arc::new(ModuleClient::new(4, None, 2).unwrap());
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            let (client, url) = (Arc::clone(&client), Arc::clone(&url));
+            seen.push(on_serving_thread(&threads, async move { call(&client, &url, "{}").await }).await);
+        }
+        let on: std::collections::BTreeSet<_> = seen.iter().map(|(_, thread)| *thread).collect();
+        assert_eq!(on, [Some(0), Some(1)].into(), "both threads called: {seen:?}");
+        assert!(seen.iter().all(|(port, _)| *port == seen[0].0), "one connection served every call: {seen:?}");
     }
 
     #[tokio::test]
