@@ -69,9 +69,13 @@ pub enum ConfigError {
 /// The most [`Config::serving_threads`] accepted.
 pub const MAX_SERVING_THREADS: usize = 256;
 
-/// The default [`Config::serving_threads`]: one per core, at most 64.
+/// The most [`Config::serving_threads`] by default, whatever the cores.
+const MAX_DEFAULT_SERVING_THREADS: usize = 64;
+
+/// The default [`Config::serving_threads`]: one per core, at most
+/// [`MAX_DEFAULT_SERVING_THREADS`].
 fn default_serving_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get).min(64)
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get).min(MAX_DEFAULT_SERVING_THREADS)
 }
 
 /// The checked settings of an orchestrator.

@@ -1,8 +1,8 @@
 //! The least a proxy built on the orchestrator's HTTP stack does: hyper's
 //! HTTP/1.1 server on the orchestrator's serving threads (each connection
-//! served on one thread, `SERVING_THREADS` of them), the request body read whole, the orchestrator's own
-//! pooled module client (`ModuleClient::post`), the answer read whole and
-//! sent back. No router, no call parsing, permission, validation, metrics
+//! served on one of them), the request body read whole, the orchestrator's
+//! own pooled module client (`ModuleClient::post`), the answer read whole
+//! and sent back. No router, no call parsing, permission, validation, metrics
 //! or trace of its own: the floor under what a routed call can cost on this
 //! stack, measured beside the orchestrator and nginx. It runs on the
 //! system allocator (the orchestrator's binary uses mimalloc), so it is a
@@ -31,7 +31,7 @@ pub fn serve(module_url: &str) {
     let target: Arc<str> = Arc::from(format!("{module_url}/execute"));
     // As many serving threads as the orchestrator has by default, accepting
     // on a runtime of its own, as the orchestrator does.
-    let count = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let count = orchestrator::Config::default().serving_threads;
     let threads = ServingThreads::start(count).expect("serving threads");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime");
     runtime.block_on(async move {

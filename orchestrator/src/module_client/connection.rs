@@ -165,8 +165,8 @@ impl ConnectionPool {
         if connection.is_some() {
             return (target, connection);
         }
-        let others = (0..self.shards.len()).filter(|index| *index != own);
-        (target, others.into_iter().find_map(|index| self.take_ready(index, url).1))
+        let mut others = (0..self.shards.len()).filter(|index| *index != own);
+        (target, others.find_map(|index| self.take_ready(index, url).1))
     }
 
     /// `url`'s request target in pool `index`, and a ready idle connection
@@ -212,8 +212,10 @@ impl ConnectionPool {
             modules.sweep(now, self.idle_timeout);
             // The other threads' pools too, unless busy: a thread that no
             // longer calls modules does not put anything back to sweep its own.
-            for (_, other) in self.shards.iter().enumerate().filter(|(index, _)| *index != home) {
-                if let Ok(mut other) = other.try_lock() {
+            for (index, other) in self.shards.iter().enumerate() {
+                if index != home
+                    && let Ok(mut other) = other.try_lock()
+                {
                     other.sweep(now, self.idle_timeout);
                 }
             }
