@@ -141,6 +141,12 @@ fn a_bad_configuration_stops_start_up_naming_the_setting() {
     let (code, stderr) = run(&[("TOOL_EXECUTION_TIMEOUT", "forever")], None);
     assert_eq!(code, Some(2));
     assert!(stderr.contains("TOOL_EXECUTION_TIMEOUT"), "{stderr}");
+    // The serving threads' budget: none, or more than MAX_SERVING_THREADS (256).
+    for threads in ["0", "257"] {
+        let (code, stderr) = run(&[("SERVING_THREADS", threads)], None);
+        assert_eq!(code, Some(2), "SERVING_THREADS={threads}");
+        assert!(stderr.contains("SERVING_THREADS") && stderr.contains(threads), "{stderr}");
+    }
 
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("orchestrator.toml");
