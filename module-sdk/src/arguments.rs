@@ -25,23 +25,39 @@ use serde_json::{Map, Number, Value};
 /// `serde_json` tree, whose lookups are hashed (here they are a scan).
 pub(crate) const MAX_MEMBERS: usize = 32;
 
-/// One JSON value of the arguments, its strings borrowed from the body
-/// unless they held escapes.
+/// One JSON value of a call's arguments, its strings borrowed from the
+/// text it was read from unless they held escapes. What it refuses to hold
+/// (a duplicate member name, an object of more than 32 members, serde_json's
+/// private names) is read as a `serde_json` tree instead.
 #[derive(Debug, PartialEq)]
-pub(crate) enum InPlaceValue<'a> {
+pub enum InPlaceValue<'a> {
+    /// `null`.
     Null,
+    /// `true` or `false`.
     Bool(bool),
+    /// A number, as `serde_json` holds it.
     Number(Number),
+    /// A string.
     String(Cow<'a, str>),
+    /// An array.
     Array(Vec<InPlaceValue<'a>>),
     /// Members in the order they were sent, names unique.
     Object(Vec<(Cow<'a, str>, InPlaceValue<'a>)>),
 }
 
 impl<'a> InPlaceValue<'a> {
+    /// The JSON object `text` read in place; `None` when it is not an
+    /// object or holds what an in-place reading refuses (then read the tree).
+    pub fn read_object(text: &'a str) -> Option<Self> {
+        match serde_json::from_str(text) {
+            Ok(object @ Self::Object(_)) => Some(object),
+            _ => None,
+        }
+    }
+
     /// An object's members as the `serde_json` tree reading its text gives
     /// (names are unique, so no member is lost); empty for anything else.
-    pub(crate) fn into_tree(self) -> Map<String, Value> {
+    pub fn to_tree(&self) -> Map<String, Value> {
         match self.to_value() {
             Value::Object(tree) => tree,
             _ => Map::new(),
@@ -68,7 +84,7 @@ impl<'a> InPlaceValue<'a> {
     }
 
     /// The same document as a `serde_json` tree.
-    fn to_value(&self) -> Value {
+    pub(crate) fn to_value(&self) -> Value {
         match self {
             Self::Null => Value::Null,
             Self::Bool(boolean) => Value::Bool(*boolean),
@@ -331,7 +347,7 @@ impl<'a> Array<'a, InPlace> for &'a [InPlaceValue<'a>] {
 /// text or unit variants only, so a map keyed by numbers is refused here
 /// and read from the tree. Its errors are never shown (a call it refuses is
 /// read from the tree), so they carry no position.
-pub(crate) struct InPlaceDeserializer<'a, E> {
+pub struct InPlaceDeserializer<'a, E> {
     value: &'a InPlaceValue<'a>,
     error: PhantomData<E>,
 }
@@ -673,7 +689,7 @@ pub(crate) mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::validate::{ArgumentValidator, InPlaceValidator};
+    use crate::validate::ArgumentValidator;
 
     /// Any JSON value, small, its member names from a few that schemas and
     /// types below know (so that many documents fit them).
@@ -967,7 +983,7 @@ pub(crate) mod tests {
             let text = if pretty { serde_json::to_string_pretty(&value) } else { serde_json::to_string(&value) }.unwrap();
             let tree = serde_json::from_str::<Value>(&text);
             match read(&text) {
-                Some(in_place) => prop_assert_eq!(Value::Object(in_place.into_tree()), tree.unwrap()),
+                Some(in_place) => prop_assert_eq!(Value::Object(in_place.to_tree()), tree.unwrap()),
                 None => prop_assert!(text.contains(RAW_VALUE), "{}", text),
             }
         }
@@ -977,9 +993,8 @@ pub(crate) mod tests {
             let Some((text, value)) = both_readings(&value)? else { return Ok(()) };
             let in_place = read(&text).unwrap();
             for schema in schemas() {
-                let (validator, in_place_validator) =
-                    (ArgumentValidator::new(&schema).unwrap(), InPlaceValidator::new(&schema).unwrap());
-                prop_assert_eq!(in_place_validator.accepts(&in_place), validator.check(&value).is_ok(), "{} against {}", value, schema);
+                let validator = ArgumentValidator::new(&schema).unwrap();
+                prop_assert_eq!(validator.accepts_in_place(&in_place), validator.check(&value).is_ok(), "{} against {}", value, schema);
             }
         }
 
@@ -1008,7 +1023,7 @@ pub(crate) mod tests {
         let text =
             r#"{"a\nb": "x\"y\u00e9", "n": [0, -1, 18446744073709551615, -9223372036854775808, 1.5e300, 1e-400, 2.0]}"#;
         let tree: Value = serde_json::from_str(text).unwrap();
-        assert_eq!(Value::Object(read(text).unwrap().into_tree()), tree);
+        assert_eq!(Value::Object(read(text).unwrap().to_tree()), tree);
         let unescaped = read(r#"{"a": "plain"}"#).unwrap();
         let InPlaceValue::Object(members) = &unescaped else { panic!("an object") };
         assert!(matches!(members[0].1, InPlaceValue::String(Cow::Borrowed("plain"))), "borrowed from the body");

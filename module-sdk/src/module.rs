@@ -23,7 +23,7 @@ use crate::metrics::{CallMetrics, ToolMetrics, UNKNOWN_TOOL_LABEL};
 use crate::schema::parameters_of;
 use crate::tool::{ErasedHandler, IntoTool, JsonFuture, Tool};
 use crate::trace_context::TraceParent;
-use crate::validate::{ArgumentValidator, InPlaceValidator};
+use crate::validate::ArgumentValidator;
 
 /// A module under construction: `Module::new(name, description).tool(...)`.
 ///
@@ -100,8 +100,6 @@ struct RegisteredTool {
     name: Arc<str>,
     definition: ToolDefinition,
     validator: ArgumentValidator,
-    /// The same schema, for the arguments `POST /execute` reads in place.
-    in_place: InPlaceValidator,
     handler: Arc<dyn ErasedHandler>,
     timeout: std::time::Duration,
     metrics: ToolMetrics,
@@ -114,7 +112,6 @@ impl RegisteredTool {
         let seconds = tool.timeout.as_secs_f64();
         let invalid = |e| ModuleError::InvalidSchema(full_name.to_owned(), e);
         let validator = ArgumentValidator::new(&tool.input_schema).map_err(invalid)?;
-        let in_place = InPlaceValidator::new(&tool.input_schema).map_err(invalid)?;
         let definition = ToolDefinition {
             name: full_name.to_owned(),
             description: tool.description,
@@ -131,7 +128,6 @@ impl RegisteredTool {
             name: full_name.into(),
             definition,
             validator,
-            in_place,
             handler: tool.handler,
             timeout: tool.timeout,
             metrics,
@@ -144,13 +140,13 @@ impl RegisteredTool {
         let (ctx, tree) = match arguments {
             Arguments::Tree(tree) => (ctx, tree),
             // The common call: checked and deserialized without a tree.
-            Arguments::InPlace(in_place) if self.in_place.accepts(&in_place) => {
+            Arguments::InPlace(in_place) if self.validator.accepts_in_place(&in_place) => {
                 match self.handler.call_in_place(ctx, &in_place) {
                     Ok(running) => return Ok(running),
-                    Err(ctx) => (ctx, in_place.into_tree()),
+                    Err(ctx) => (ctx, in_place.to_tree()),
                 }
             }
-            Arguments::InPlace(in_place) => (ctx, in_place.into_tree()),
+            Arguments::InPlace(in_place) => (ctx, in_place.to_tree()),
         };
         // Validated borrowed, then moved into the handler's argument type:
         // the tree is never copied.

@@ -3,9 +3,10 @@
 //! JSON error bodies, the `415` for bodies that are not JSON, bodies read
 //! within a byte budget, the shutdown signal, the bounded connection loop,
 //! the health probe, logging set-up, call metrics, the argument validator
-//! and the OpenAPI document. A tool author needs none of it:
-//! `Module::serve` uses it all.
+//! (for trees and for arguments read in place) and the OpenAPI document. A
+//! tool author needs none of it: `Module::serve` uses it all.
 
+pub use crate::arguments::InPlaceValue;
 pub use crate::auth::{BearerRefusal, bearer_token, check_bearer, unauthorized};
 pub use crate::body::{BodyError, read_body};
 pub use crate::config::DEFAULT_MAX_BODY_BYTES;

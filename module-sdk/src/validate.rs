@@ -11,38 +11,22 @@ use crate::arguments::{InPlace, InPlaceValue};
 /// How many problems one error message lists at most.
 const MAX_REPORTED: usize = 5;
 
-/// A compiled `input_schema`, ready to check arguments.
+/// A compiled `input_schema`, ready to check arguments, as a tree or read
+/// in place ([`InPlaceValue`], as a module's `POST /execute` reads them).
 pub struct ArgumentValidator {
     validator: Validator,
-}
-
-/// A tool's `input_schema` compiled for arguments read in place, as a
-/// module's `POST /execute` reads them: it says only whether they fit, and
-/// the message for those that do not comes from [`ArgumentValidator::check`].
-/// Kept apart so that the orchestrator, which validates trees, compiles no
-/// schema twice.
-pub(crate) struct InPlaceValidator {
-    validator: Validator<InPlace>,
-}
-
-impl InPlaceValidator {
-    /// Compiles `schema` as [`ArgumentValidator::new`] does.
-    pub(crate) fn new(schema: &Value) -> Result<Self, String> {
-        let options = jsonschema::options_for::<InPlace>().with_draft(Draft::Draft202012);
-        options.build(schema).map(|validator| Self { validator }).map_err(|e| e.to_string())
-    }
-
-    /// Whether `arguments` fit the schema.
-    pub(crate) fn accepts(&self, arguments: &InPlaceValue<'_>) -> bool {
-        self.validator.is_valid(arguments)
-    }
+    in_place: Validator<InPlace>,
 }
 
 impl ArgumentValidator {
-    /// Compiles `schema` as draft 2020-12; no reference leaves the document
-    /// (the crate is built without network or file resolution).
+    /// Compiles `schema` as draft 2020-12, once for trees and once for
+    /// arguments read in place; no reference leaves the document (the crate
+    /// is built without network or file resolution).
     pub fn new(schema: &Value) -> Result<Self, String> {
-        jsonschema::draft202012::new(schema).map(|validator| Self { validator }).map_err(|e| e.to_string())
+        let validator = jsonschema::draft202012::new(schema).map_err(|e| e.to_string())?;
+        let options = jsonschema::options_for::<InPlace>().with_draft(Draft::Draft202012);
+        let in_place = options.build(schema).map_err(|e| e.to_string())?;
+        Ok(Self { validator, in_place })
     }
 
     /// `Ok` when `arguments` fit the schema; otherwise one message listing
@@ -59,6 +43,17 @@ impl ArgumentValidator {
             problems.push(format!("and {extra} more problem(s)"));
         }
         Err(problems.join("; "))
+    }
+
+    /// Whether `arguments`, read in place, fit the schema.
+    pub fn accepts_in_place(&self, arguments: &InPlaceValue<'_>) -> bool {
+        self.in_place.is_valid(arguments)
+    }
+
+    /// [`Self::check`] for arguments read in place: checked without a
+    /// tree, which is built only for the message of arguments that do not fit.
+    pub fn check_in_place(&self, arguments: &InPlaceValue<'_>) -> Result<(), String> {
+        if self.accepts_in_place(arguments) { Ok(()) } else { self.check(&arguments.to_value()) }
     }
 }
 
