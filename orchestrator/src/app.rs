@@ -15,7 +15,7 @@ use crate::cache::{CacheError, ManifestCache, MemoryCache};
 use crate::call_answer::CallAnswer;
 use crate::caller::Caller;
 use crate::config::Config;
-use crate::execute::{ExecuteRequest, Executor};
+use crate::execute::{CallArguments, ExecuteRequest, Executor};
 use crate::identity::{AccessError, Identities, Identity};
 use crate::listing_cache::{ListingCache, ListingKey, ListingVariant};
 use crate::mcp_modules::McpServers;
@@ -23,7 +23,7 @@ use crate::metrics::Metrics;
 use crate::module_client::{InvalidToken, MODULE_IDLE_TIMEOUT, ModuleClient};
 use crate::providers::{ConvertedCache, Listed, ToolFormat};
 use crate::redis_cache::RedisCache;
-use crate::registry::Registry;
+use crate::registry::{Registry, RouteError, ToolRoute};
 use crate::tool_search::ToolSearch;
 
 /// Why the orchestrator could not be put together.
@@ -175,7 +175,7 @@ impl Orchestrator {
     }
 
     /// Runs one `POST /execute` request of `identity`.
-    pub async fn execute(&self, identity: &Identity, request: ExecuteRequest) -> Result<ToolResult, AccessError> {
+    pub async fn execute(&self, identity: &Identity, request: ExecuteRequest<'_>) -> Result<ToolResult, AccessError> {
         Ok(self.execute_answer(identity, request).await?.into_result())
     }
 
@@ -184,31 +184,36 @@ impl Orchestrator {
     pub async fn execute_answer(
         &self,
         identity: &Identity,
-        request: ExecuteRequest,
+        request: ExecuteRequest<'_>,
     ) -> Result<CallAnswer, AccessError> {
         let caller = identity.caller(request.caller)?;
-        if !crate::tool_search::is_meta_tool(&request.tool_name)
-            && let Some(approved) = self.straight_to_module(identity, &caller, &request.tool_name, request.approved)
-        {
-            return Ok(self.executor.execute_answer(&caller, request.tool_name, request.arguments, approved).await);
+        if !crate::tool_search::is_meta_tool(&request.tool_name) {
+            let route = self.executor.route(&request.tool_name);
+            if let Some(approved) = self.straight_to_module(identity, &caller, &route, request.approved) {
+                let (name, arguments) = (request.tool_name, request.arguments);
+                return Ok(self.executor.execute_answer(&caller, route, name, arguments, approved).await);
+            }
         }
         // Boxed: this path's future (approvals, the store) is large, and the direct path's would carry its size.
+        let arguments = request.arguments.into_tree();
         let outcome =
-            Box::pin(self.call(identity, &caller, request.tool_name, request.arguments, request.approved, None)).await;
+            Box::pin(self.call(identity, &caller, request.tool_name, arguments, request.approved, None)).await;
         Ok(outcome.result.into())
     }
 
-    /// Whether a call of `tool_name` goes straight to its module (it needs no
-    /// approval, or is approved by a service identity), and then whether it counts as approved.
+    /// Whether a call routed by `route` goes straight to its module (it needs
+    /// no approval, or is approved by a service identity), and then whether
+    /// it counts as approved.
     fn straight_to_module(
         &self,
         identity: &Identity,
         caller: &Caller,
-        tool_name: &str,
+        route: &Result<ToolRoute, RouteError>,
         approved: bool,
     ) -> Option<bool> {
         let approved = approved && identity.is_service();
-        (approved || !self.executor.awaits_approval(caller, tool_name)).then_some(approved)
+        let awaits = route.as_ref().is_ok_and(|route| self.executor.route_awaits_approval(caller, route));
+        (approved || !awaits).then_some(approved)
     }
 
     /// Runs one call of `caller`, or stores it as a pending approval when
@@ -233,9 +238,11 @@ impl Orchestrator {
             in_flight.finish(result.error_kind);
             return CallOutcome { result, pending: None };
         }
-        if let Some(approved) = self.straight_to_module(identity, caller, &tool_name, approved) {
-            let result = self.executor.execute(caller, tool_name, arguments, approved).await;
-            return CallOutcome { result, pending: None };
+        let route = self.executor.route(&tool_name);
+        if let Some(approved) = self.straight_to_module(identity, caller, &route, approved) {
+            let arguments = CallArguments::Tree(arguments);
+            let answer = self.executor.execute_answer(caller, route, tool_name, arguments, approved).await;
+            return CallOutcome { result: answer.into_result(), pending: None };
         }
         // Arguments that would fail anyway are refused now, not after a person approved them.
         if let Some(problems) = self.executor.argument_problems(&tool_name, &mut arguments) {

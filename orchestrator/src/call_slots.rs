@@ -2,15 +2,16 @@
 //! caller's burst of calls waits its turn instead of opening a connection
 //! per call and starving every other caller of that module.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::NameMap;
+
 /// A fixed number of call slots per configured module.
 #[derive(Debug)]
 pub struct CallSlots {
-    per_module: HashMap<String, Arc<Semaphore>>,
+    per_module: NameMap<Arc<Semaphore>>,
 }
 
 impl CallSlots {

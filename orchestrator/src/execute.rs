@@ -9,8 +9,9 @@ use axum::body::Bytes;
 use axum::http::{HeaderValue, StatusCode};
 use module_sdk::ErrorKind;
 use module_sdk::contract::{ToolCall, ToolResult};
-use module_sdk::service::{BodyError, TraceParent, read_body};
+use module_sdk::service::{BodyError, InPlaceValue, TraceParent, read_body};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
@@ -19,6 +20,7 @@ use crate::call_slots::CallSlots;
 use crate::caller::{Caller, CallerFields};
 use crate::config::Config;
 use crate::gateway_validation::GatewayValidators;
+use crate::json_body::read_json;
 use crate::metrics::Metrics;
 use crate::module_client::{AnswerBody, ModuleClient, SendError};
 use crate::registry::{Registry, RouteError, ToolRoute};
@@ -33,15 +35,15 @@ const MAX_ATTEMPTS: u32 = 3;
 const FIRST_RETRY_DELAY: Duration = Duration::from_millis(100);
 
 /// The body of the orchestrator's `POST /execute`.
-#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
-#[serde(from = "ExecuteRequestFields")]
-pub struct ExecuteRequest {
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(from = "ExecuteRequestFields<Map<String, Value>>")]
+pub struct ExecuteRequest<'a> {
     /// Full tool name, `module.tool`.
     pub tool_name: String,
     /// The tool's arguments (absent reads as `{}`).
     #[serde(default)]
     #[schema(value_type = Object)]
-    pub arguments: Map<String, Value>,
+    pub arguments: CallArguments<'a>,
     /// Who is calling.
     #[serde(flatten)]
     pub caller: CallerFields,
@@ -52,12 +54,13 @@ pub struct ExecuteRequest {
 
 /// [`ExecuteRequest`] as it is read: every field at the top level, read in
 /// one pass (serde reads a `flatten`ed struct by first buffering every other
-/// field, the arguments included, in a tree of its own).
+/// field, the arguments included, in a tree of its own); the arguments as a
+/// tree (`A` a `Map`) or as the text the caller sent ([`ArgumentsText`]).
 #[derive(Deserialize)]
-struct ExecuteRequestFields {
+struct ExecuteRequestFields<A> {
     tool_name: String,
     #[serde(default)]
-    arguments: Map<String, Value>,
+    arguments: A,
     #[serde(default)]
     user_id: Option<String>,
     #[serde(default)]
@@ -68,10 +71,126 @@ struct ExecuteRequestFields {
     approved: bool,
 }
 
-impl From<ExecuteRequestFields> for ExecuteRequest {
-    fn from(fields: ExecuteRequestFields) -> Self {
-        let ExecuteRequestFields { tool_name, arguments, user_id, user_permission, modules, approved } = fields;
-        Self { tool_name, arguments, caller: CallerFields { user_id, user_permission, modules }, approved }
+impl<A> ExecuteRequestFields<A> {
+    /// The request of these fields, with `arguments` for theirs.
+    fn into_request(self, arguments: CallArguments<'_>) -> ExecuteRequest<'_> {
+        let Self { tool_name, arguments: _, user_id, user_permission, modules, approved } = self;
+        ExecuteRequest { tool_name, arguments, caller: CallerFields { user_id, user_permission, modules }, approved }
+    }
+}
+
+impl From<ExecuteRequestFields<Map<String, Value>>> for ExecuteRequest<'_> {
+    fn from(mut fields: ExecuteRequestFields<Map<String, Value>>) -> Self {
+        let tree = std::mem::take(&mut fields.arguments);
+        fields.into_request(CallArguments::Tree(tree))
+    }
+}
+
+impl<'a> ExecuteRequest<'a> {
+    /// The request in `body`, its arguments read in place when they can be
+    /// (an object that [`InPlaceValue`] takes), to be checked without a tree
+    /// and forwarded as the caller wrote them; any other body is read with
+    /// its arguments as a tree, as it always was, or refused with serde's error.
+    pub fn read(body: &'a [u8]) -> serde_json::Result<Self> {
+        if let Ok(fields) = read_json::<ExecuteRequestFields<ArgumentsText<'a>>>(body) {
+            let arguments = match fields.arguments.0 {
+                None => Some(CallArguments::Tree(Map::new())),
+                Some(text) => CallArguments::read(text),
+            };
+            if let Some(arguments) = arguments {
+                return Ok(fields.into_request(arguments));
+            }
+        }
+        read_json(body)
+    }
+}
+
+/// The arguments' JSON text as the caller sent it, `None` when absent
+/// (`null` is text too: a tree reading refuses it).
+#[derive(Default)]
+struct ArgumentsText<'a>(Option<&'a RawValue>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for ArgumentsText<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        <&'a RawValue>::deserialize(deserializer).map(|text| Self(Some(text)))
+    }
+}
+
+/// A call's arguments, a JSON object.
+#[derive(Debug)]
+pub enum CallArguments<'a> {
+    /// A tree: a model's message, an MCP client's call, an approved call.
+    Tree(Map<String, Value>),
+    /// Read in place from the body of `POST /execute`: the text the caller
+    /// sent, forwarded as it is, and its reading, which validation checks.
+    InPlace {
+        /// The object's JSON text.
+        text: &'a RawValue,
+        /// The same object read in place.
+        value: InPlaceValue<'a>,
+    },
+}
+
+impl Default for CallArguments<'_> {
+    fn default() -> Self {
+        Self::Tree(Map::new())
+    }
+}
+
+impl<'a> CallArguments<'a> {
+    /// `text` read in place; `None` when it is not an object that an
+    /// in-place reading takes.
+    fn read(text: &'a RawValue) -> Option<Self> {
+        InPlaceValue::read_object(text.get()).map(|value| Self::InPlace { text, value })
+    }
+
+    /// The arguments as a tree.
+    pub fn into_tree(self) -> Map<String, Value> {
+        match self {
+            Self::Tree(tree) => tree,
+            Self::InPlace { value, .. } => value.to_tree(),
+        }
+    }
+}
+
+/// A call on its way to its module.
+struct OutgoingCall<'a> {
+    tool_name: String,
+    arguments: CallArguments<'a>,
+    user_id: Option<String>,
+}
+
+impl OutgoingCall<'_> {
+    /// The body of the module's `POST /execute`, the [`ToolCall`] it reads,
+    /// written field by field: arguments read in place as the caller's own
+    /// text, a tree serialized.
+    fn body(&self) -> Bytes {
+        const WRITES: &str = "JSON text always writes to a Vec";
+        let text_len = match &self.arguments {
+            CallArguments::InPlace { text, .. } => text.get().len(),
+            CallArguments::Tree(_) => 0,
+        };
+        let mut body = Vec::with_capacity(self.tool_name.len() + text_len + 64);
+        body.extend_from_slice(br#"{"tool_name":"#);
+        serde_json::to_writer(&mut body, &self.tool_name).expect(WRITES);
+        body.extend_from_slice(br#","arguments":"#);
+        match &self.arguments {
+            CallArguments::InPlace { text, .. } => body.extend_from_slice(text.get().as_bytes()),
+            CallArguments::Tree(tree) => serde_json::to_writer(&mut body, tree).expect(WRITES),
+        }
+        body.extend_from_slice(br#","user_id":"#);
+        serde_json::to_writer(&mut body, &self.user_id).expect(WRITES);
+        body.push(b'}');
+        Bytes::from(body)
+    }
+
+    /// The call as a [`ToolCall`] (an MCP server's tool takes a tree).
+    fn to_tool_call(&self) -> ToolCall {
+        let arguments = match &self.arguments {
+            CallArguments::Tree(tree) => tree.clone(),
+            CallArguments::InPlace { value, .. } => value.to_tree(),
+        };
+        ToolCall { tool_name: self.tool_name.clone(), arguments, user_id: self.user_id.clone() }
     }
 }
 
@@ -98,16 +217,27 @@ impl Executor {
     /// approval: the tool exists, the caller may use it, and the approval
     /// policy (`requires_approval`, `APPROVAL_RISK_LEVEL`, ...) asks for one.
     pub fn awaits_approval(&self, caller: &Caller, tool_name: &str) -> bool {
-        self.registry.route(tool_name).is_ok_and(|route| {
-            caller.may_use(&route.module, route.tool()) && self.config.approvals.needs_approval(route.tool())
-        })
+        self.route(tool_name).is_ok_and(|route| self.route_awaits_approval(caller, &route))
+    }
+
+    /// [`Self::awaits_approval`] for a call already routed.
+    pub fn route_awaits_approval(&self, caller: &Caller, route: &ToolRoute) -> bool {
+        caller.may_use(&route.module, route.tool()) && self.config.approvals.needs_approval(route.tool())
+    }
+
+    /// Where a call of `tool_name` goes, or why it goes nowhere.
+    pub fn route(&self, tool_name: &str) -> Result<ToolRoute, RouteError> {
+        self.registry.route(tool_name)
     }
 
     /// What is wrong with `arguments` of `tool_name` by gateway validation
     /// (`GATEWAY_VALIDATION`), if the tool exists and anything is.
     pub fn argument_problems(&self, tool_name: &str, arguments: &mut Map<String, Value>) -> Option<String> {
-        let route = self.registry.route(tool_name).ok()?;
-        self.validators.check(&route, arguments).err()
+        let route = self.route(tool_name).ok()?;
+        let mut checked = CallArguments::Tree(std::mem::take(arguments));
+        let problems = self.validators.check(&route, &mut checked).err();
+        *arguments = checked.into_tree();
+        problems
     }
 
     /// Runs `tool_name` with `arguments` for `caller`; `approved` says the
@@ -121,41 +251,43 @@ impl Executor {
         arguments: Map<String, Value>,
         approved: bool,
     ) -> ToolResult {
-        self.execute_answer(caller, tool_name, arguments, approved).await.into_result()
+        let route = self.route(&tool_name);
+        self.execute_answer(caller, route, tool_name, CallArguments::Tree(arguments), approved).await.into_result()
     }
 
-    /// [`Self::execute`], the module's answer kept as the bytes it sent
-    /// when it is a valid ToolResult (to be passed on without rebuilding it).
+    /// [`Self::execute`] for a call routed by [`Self::route`], the module's
+    /// answer kept as the bytes it sent when it is a valid ToolResult (to be
+    /// passed on without rebuilding it).
     pub async fn execute_answer(
         &self,
         caller: &Caller,
+        route: Result<ToolRoute, RouteError>,
         tool_name: String,
-        arguments: Map<String, Value>,
+        arguments: CallArguments<'_>,
         approved: bool,
     ) -> CallAnswer {
-        let started = Instant::now();
-        let call = ToolCall { tool_name, arguments, user_id: caller.user_id.clone() };
+        let call = OutgoingCall { tool_name, arguments, user_id: caller.user_id.clone() };
         let tool_name = call.tool_name.clone();
         let trace = crate::trace::call_trace();
-        let route = self.registry.route(&call.tool_name);
         let in_flight = self.metrics.start_call(route.as_ref().ok().map(|route| route.tool().name.as_str()));
         let (module, answer) = match route {
             Ok(route) => (route.module.clone(), self.run(caller, &route, call, approved, &trace).await),
             Err(error) => (Arc::from(""), refusal(&tool_name, &error).into()),
         };
         let error_kind = answer.error_kind();
-        in_flight.finish(error_kind);
+        // The metrics' clock times the log line and the span too.
+        let duration = in_flight.finish(error_kind);
         tracing::debug!(
             tool = %tool_name,
             module = %module,
             permission = %caller.permission,
-            duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+            duration_ms = duration.as_secs_f64() * 1000.0,
             outcome = error_kind.map_or("success", ErrorKind::as_str),
             trace_id = %trace.trace_id(),
             span_id = %trace.parent_id(),
             "routed call"
         );
-        crate::trace::record_routed_call(trace, started.elapsed(), &module, &tool_name, error_kind);
+        crate::trace::record_routed_call(trace, duration, &module, &tool_name, error_kind);
         answer
     }
 
@@ -163,7 +295,7 @@ impl Executor {
         &self,
         caller: &Caller,
         route: &ToolRoute,
-        mut call: ToolCall,
+        mut call: OutgoingCall<'_>,
         approved: bool,
         trace: &TraceParent,
     ) -> CallAnswer {
@@ -207,7 +339,7 @@ impl Executor {
     async fn send(
         &self,
         route: &ToolRoute,
-        call: &ToolCall,
+        call: &OutgoingCall<'_>,
         timeout: Duration,
         idempotent: bool,
         trace: &TraceParent,
@@ -228,9 +360,9 @@ impl Executor {
         };
         if let Some(server) = self.registry.mcp_servers().get(&route.module) {
             // Boxed: an MCP call's future is large, and every routed call's future would carry its size.
-            return Box::pin(server.call(call, deadline)).await.into();
+            return Box::pin(server.call(&call.to_tool_call(), deadline)).await.into();
         }
-        let body = Bytes::from(serde_json::to_vec(call).expect("a ToolCall always serializes"));
+        let body = call.body();
         let mut delay = FIRST_RETRY_DELAY;
         let mut attempt = 1;
         loop {
@@ -255,7 +387,7 @@ impl Executor {
     async fn read_answer(
         &self,
         route: &ToolRoute,
-        call: &ToolCall,
+        call: &OutgoingCall<'_>,
         response: axum::http::Response<AnswerBody>,
         timeout: Duration,
         deadline: Instant,
@@ -323,7 +455,7 @@ fn refusal(tool_name: &str, error: &RouteError) -> ToolResult {
 }
 
 /// The ToolResult of a call whose HTTP exchange failed.
-fn transport_failure(route: &ToolRoute, call: &ToolCall, error: &SendError, timeout: Duration) -> ToolResult {
+fn transport_failure(route: &ToolRoute, call: &OutgoingCall<'_>, error: &SendError, timeout: Duration) -> ToolResult {
     let (kind, message) = if error.is_timeout() {
         (
             ErrorKind::Timeout,
@@ -342,4 +474,43 @@ fn transport_failure(route: &ToolRoute, call: &ToolCall, error: &SendError, time
         )
     };
     ToolResult::failure(call.tool_name.clone(), kind, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn outgoing(body: &[u8]) -> Value {
+        let request = ExecuteRequest::read(body).unwrap();
+        let call =
+            OutgoingCall { tool_name: request.tool_name, arguments: request.arguments, user_id: Some("ann".into()) };
+        serde_json::from_slice(&call.body()).unwrap()
+    }
+
+    #[test]
+    fn a_request_reads_its_arguments_in_place_or_as_a_tree_and_writes_the_same_call() {
+        let in_place = br#"{"tool_name":"m.t","arguments":{"q":"a \"b\"","n":[1,2.5,{"x":null}]},"user_id":"x"}"#;
+        let request = ExecuteRequest::read(in_place).unwrap();
+        assert!(matches!(request.arguments, CallArguments::InPlace { .. }));
+        assert_eq!(request.caller.user_id.as_deref(), Some("x"));
+        let expected =
+            json!({"tool_name": "m.t", "arguments": {"q": "a \"b\"", "n": [1, 2.5, {"x": null}]}, "user_id": "ann"});
+        assert_eq!(outgoing(in_place), expected);
+        // Duplicate names: a tree, the last one kept, written anew.
+        let duplicate = br#"{"tool_name":"m.t","arguments":{"q":1,"q":2}}"#;
+        assert!(matches!(ExecuteRequest::read(duplicate).unwrap().arguments, CallArguments::Tree(_)));
+        assert_eq!(outgoing(duplicate)["arguments"], json!({"q": 2}));
+        // Absent: an empty tree.
+        assert_eq!(outgoing(br#"{"tool_name":"m.t"}"#)["arguments"], json!({}));
+        let without_user = OutgoingCall { tool_name: "m.t".into(), arguments: CallArguments::default(), user_id: None };
+        assert_eq!(serde_json::from_slice::<ToolCall>(&without_user.body()).unwrap().user_id, None);
+        // Not an object, or not JSON a tree holds: refused as the tree reading refuses it.
+        for body in [&br#"{"tool_name":"m.t","arguments":null}"#[..], br#"{"tool_name":"m.t","arguments":[1]}"#] {
+            let error = ExecuteRequest::read(body).unwrap_err().to_string();
+            assert!(error.contains("invalid type"), "{error}");
+        }
+        let error = ExecuteRequest::read(br#"{"tool_name":"m.t","arguments":{"n":1e400}}"#).unwrap_err();
+        assert!(error.to_string().contains("out of range"), "{error}");
+    }
 }

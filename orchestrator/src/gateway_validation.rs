@@ -8,14 +8,16 @@
 //! module's manifest changes. `GATEWAY_VALIDATION=false` turns the check
 //! off; `SELF_VALIDATING_MODULES` turns it off for some modules only.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
 use module_sdk::contract::ModuleManifest;
 use module_sdk::service::ArgumentValidator;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
+use crate::NameMap;
 use crate::config::{ConfigError, invalid};
+use crate::execute::CallArguments;
 use crate::registry::ToolRoute;
 
 /// Whether, and for which modules, arguments are validated at the gateway.
@@ -94,7 +96,7 @@ impl ManifestValidators {
 /// The compiled validators of every module's current manifest.
 pub struct GatewayValidators {
     settings: GatewayValidationSettings,
-    modules: RwLock<HashMap<String, Arc<ManifestValidators>>>,
+    modules: RwLock<NameMap<Arc<ManifestValidators>>>,
 }
 
 impl GatewayValidators {
@@ -103,11 +105,11 @@ impl GatewayValidators {
         Self { settings, modules: RwLock::default() }
     }
 
-    /// Checks `arguments` of a call routed by `route`: `Err` with the
-    /// problems (`arguments.<path>: expected ..., got ...`) when they do not
-    /// fit the tool's `input_schema`. `Ok` when validation is off for the
-    /// module or the tool has no usable schema.
-    pub fn check(&self, route: &ToolRoute, arguments: &mut Map<String, Value>) -> Result<(), String> {
+    /// Checks `arguments` of a call routed by `route`, a tree or read in
+    /// place: `Err` with the problems (`arguments.<path>: expected ..., got
+    /// ...`) when they do not fit the tool's `input_schema`. `Ok` when
+    /// validation is off for the module or the tool has no usable schema.
+    pub fn check(&self, route: &ToolRoute, arguments: &mut CallArguments<'_>) -> Result<(), String> {
         if !self.settings.applies_to(&route.module) {
             return Ok(());
         }
@@ -115,13 +117,18 @@ impl GatewayValidators {
         let validators = self.validators_of(&route.module, manifest);
         let Some(slot) = validators.tools.get(index) else { return Ok(()) };
         let Some(validator) = slot.get_or_init(|| compile(route)) else { return Ok(()) };
-        // Checked as a JSON object without copying the tree: moved in and back out.
-        let value = Value::Object(std::mem::take(arguments));
-        let outcome = validator.check(&value);
-        if let Value::Object(map) = value {
-            *arguments = map;
+        match arguments {
+            CallArguments::InPlace { value, .. } => validator.check_in_place(value),
+            CallArguments::Tree(tree) => {
+                // Checked as a JSON object without copying the tree: moved in and back out.
+                let value = Value::Object(std::mem::take(tree));
+                let outcome = validator.check(&value);
+                if let Value::Object(map) = value {
+                    *tree = map;
+                }
+                outcome
+            }
         }
-        outcome
     }
 
     /// The validators of `manifest`, module `module`'s current one; a new

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use module_sdk::contract::{ErrorBody, ToolResult};
-use module_sdk::service::error_response;
+use module_sdk::service::{error_response, request_body};
 use serde::Deserialize;
 use serde_json::json;
 use tower::Service;
@@ -22,7 +22,7 @@ use crate::app::Orchestrator;
 use crate::auth::Authorized;
 use crate::caller::{Caller, CallerFields};
 use crate::execute::ExecuteRequest;
-use crate::json_body::{BodyLimit, JsonBody};
+use crate::json_body::{BodyLimit, JsonBody, refusal};
 use crate::listing_cache::ListingVariant;
 use crate::providers::{CallFormat, ToolFormat};
 use crate::registry::ModuleState;
@@ -245,20 +245,31 @@ pub(crate) async fn refresh_tools(_: Authorized, State(state): State<AppState>) 
 pub(crate) async fn execute(
     Authorized(identity): Authorized,
     State(state): State<AppState>,
-    body: Result<JsonBody<ExecuteRequest>, Response>,
+    request: Request,
 ) -> Response {
-    match body {
-        // Boxed: the call's future is large, and every layer of the router
-        // would otherwise move a copy of it (callgrind: ~10 000 instructions of memcpy a call).
-        Ok(JsonBody(request)) => match Box::pin(state.orchestrator.execute_answer(&identity, request)).await {
-            // A static header value: not parsed and copied per answer.
-            Ok(answer) => {
-                let json = const { HeaderValue::from_static("application/json") };
-                ([(header::CONTENT_TYPE, json)], answer.into_body()).into_response()
-            }
-            Err(error) => error_response(StatusCode::FORBIDDEN, error.to_string()),
+    // Read as `JsonBody` reads, but borrowing the body: the arguments are
+    // checked and forwarded as the caller's own text (`ExecuteRequest::read`).
+    let body = match request_body(request.into_body(), state.max_body_bytes()).await {
+        Ok(body) => body,
+        Err(too_large) => return too_large,
+    };
+    let request = match ExecuteRequest::read(&body) {
+        Ok(request) => request,
+        // Read again for axum's refusal, as `JsonBody` does.
+        Err(_) => match Json::<ExecuteRequest<'static>>::from_bytes(&body) {
+            Ok(Json(request)) => request,
+            Err(rejection) => return refusal(rejection),
         },
-        Err(refusal) => refusal,
+    };
+    // Boxed: the call's future is large, and every layer of the router
+    // would otherwise move a copy of it (callgrind: ~10 000 instructions of memcpy a call).
+    match Box::pin(state.orchestrator.execute_answer(&identity, request)).await {
+        // A static header value: not parsed and copied per answer.
+        Ok(answer) => {
+            let json = const { HeaderValue::from_static("application/json") };
+            ([(header::CONTENT_TYPE, json)], answer.into_body()).into_response()
+        }
+        Err(error) => error_response(StatusCode::FORBIDDEN, error.to_string()),
     }
 }
 

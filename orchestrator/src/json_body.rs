@@ -10,6 +10,7 @@
 //! `MAX_BODY_BYTES`, a body that comes in one piece kept as it came.
 
 use axum::Json;
+use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, Request};
 use axum::response::Response;
 use module_sdk::service::{body_refused, request_body};
@@ -36,11 +37,15 @@ impl<T: DeserializeOwned, S: BodyLimit + Send + Sync> FromRequest<S> for JsonBod
         let body = request_body(request.into_body(), state.max_body_bytes()).await?;
         match read_json(&body) {
             Ok(value) => Ok(Self(value)),
-            Err(_) => Json::from_bytes(&body)
-                .map(|Json(value)| Self(value))
-                .map_err(|rejection| body_refused(rejection.status(), rejection.body_text())),
+            // Read again for axum's refusal (or the value, should axum read it after all).
+            Err(_) => Json::from_bytes(&body).map(|Json(value)| Self(value)).map_err(refusal),
         }
     }
+}
+
+/// The answer to a body axum's `Json` refused: its status and words.
+pub(crate) fn refusal(rejection: JsonRejection) -> Response {
+    body_refused(rejection.status(), rejection.body_text())
 }
 
 /// `T` read from the JSON text `bytes`. The text is checked to be UTF-8

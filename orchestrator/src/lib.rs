@@ -44,3 +44,8 @@ pub use app::Orchestrator;
 pub use caller::{Caller, CallerFields};
 pub use config::{Config, ConfigError};
 pub use server::serve;
+
+/// A map keyed by module or tool names, looked up on every routed call:
+/// hashed with foldhash rather than SipHash, as the names are the
+/// configuration's and the manifests', not a caller's.
+pub type NameMap<V> = std::collections::HashMap<String, V, foldhash::fast::RandomState>;

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use module_sdk::contract::ToolResult;
-use orchestrator::execute::ExecuteRequest;
+use orchestrator::execute::{CallArguments, ExecuteRequest};
 use orchestrator::identity::Identity;
 use orchestrator::identity::keys::{MIN_KEY_LENGTH, generate_key, hash_text};
 use orchestrator::identity::revocations::{REVOKED_KEYS, RevocationError};
@@ -180,7 +180,7 @@ async fn main() -> ExitCode {
                 let _ = orchestrator.registry.discover(module).await;
             }
             let caller = CallerFields { user_id, user_permission: Some(permission), modules: None };
-            let request = ExecuteRequest { tool_name, arguments, caller, approved };
+            let request = ExecuteRequest { tool_name, arguments: CallArguments::Tree(arguments), caller, approved };
             let result: ToolResult = match orchestrator.execute(&Identity::development(), request).await {
                 Ok(result) => result,
                 Err(error) => {

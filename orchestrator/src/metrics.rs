@@ -8,7 +8,7 @@
 //! manifests, never from what a caller sends: a call to a tool no manifest
 //! has is counted under `tool="unknown"`.
 
-use std::collections::HashMap;
+use crate::NameMap;
 use std::sync::RwLock;
 
 use axum::extract::State;
@@ -83,7 +83,7 @@ impl RegistryMetrics {
 pub struct Metrics {
     calls: CallMetrics,
     /// The call metrics of each tool a manifest has had, by full name.
-    tools: RwLock<HashMap<String, ToolMetrics>>,
+    tools: RwLock<NameMap<ToolMetrics>>,
     unknown_tool: ToolMetrics,
     module_states: Family<ModuleStateLabels, Gauge>,
     approvals_requested: Family<OutcomeLabel, Counter>,

@@ -2,12 +2,13 @@
 //! manifest carries only `parameters`, gets the SDK's precise
 //! `invalid_arguments` errors from the orchestrator, and its bad calls never
 //! reach it; `SELF_VALIDATING_MODULES` and `GATEWAY_VALIDATION=false` forward
-//! them unchecked.
+//! them unchecked. Arguments read in place are forwarded as the caller wrote
+//! them; those an in-place reading refuses are judged and sent as a tree.
 
 mod common;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::routing::{get, post};
@@ -17,18 +18,22 @@ use common::{ModuleServer, OrchestratorProcess, module_services};
 use module_sdk::contract::{ToolCall, ToolResult};
 use serde_json::{Value, json};
 
-/// How many calls reached the module.
+/// How many calls reached the module, and the body of the last one.
 #[derive(Clone, Default)]
-struct Calls(Arc<AtomicUsize>);
+struct Calls(Arc<AtomicUsize>, Arc<Mutex<String>>);
 
 impl Calls {
     fn count(&self) -> usize {
         self.0.load(Ordering::SeqCst)
     }
+
+    fn last_body(&self) -> String {
+        self.1.lock().unwrap().clone()
+    }
 }
 
 /// A hand-written module with `plain.add(a: integer, b: integer, mode?: "fast" | "slow")`,
-/// described by `parameters` only, answering every call with the sum; calls are counted.
+/// described by `parameters` only, answering every call with the sum; calls are counted and the last body kept.
 fn parameters_only_module() -> (Router, Calls) {
     let calls = Calls::default();
     let manifest = json!({
@@ -48,8 +53,10 @@ fn parameters_only_module() -> (Router, Calls) {
     let counter = calls.clone();
     let router = Router::new().route("/manifest", get(move || std::future::ready(Json(manifest.clone())))).route(
         "/execute",
-        post(move |Json(call): Json<ToolCall>| {
+        post(move |body: String| {
             counter.0.fetch_add(1, Ordering::SeqCst);
+            let call: ToolCall = serde_json::from_str(&body).unwrap();
+            *counter.1.lock().unwrap() = body;
             let sum = call.arguments.values().filter_map(Value::as_i64).sum::<i64>();
             std::future::ready(Json(ToolResult::success(call.tool_name, json!(sum))))
         }),
@@ -116,4 +123,53 @@ async fn a_call_that_needs_approval_is_refused_for_bad_arguments_before_anyone_i
     let pending =
         orchestrator.execute(json!({"tool_name": "bank.transfer", "arguments": {"to": "carol", "cents": 5}})).await;
     assert!(pending["error"].as_str().unwrap().contains("approval"), "{pending}");
+}
+
+/// `body`, sent to the orchestrator's `POST /execute` as it is written.
+async fn post_text(orchestrator: &OrchestratorProcess, body: &str) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{}/execute", orchestrator.url))
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn arguments_go_on_as_the_caller_wrote_them_and_odd_ones_are_judged_as_a_tree() {
+    let (_module, calls, orchestrator) = start(&[]).await;
+    // Read in place: checked, then forwarded as written (spacing, order, escapes), with the caller's user.
+    let written = r#"{ "b" : 3,  "a":2, "mode": "f\u0061st" }"#;
+    let body = format!(r#"{{"tool_name":"plain.add","arguments":{written},"user_id":"ann"}}"#);
+    let (status, result) = post_text(&orchestrator, &body).await;
+    assert_eq!((status, &result["result"]), (200, &json!(5)), "{result}");
+    let forwarded = calls.last_body();
+    assert!(forwarded.contains(written), "{forwarded}");
+    let forwarded: Value = serde_json::from_str(&forwarded).unwrap();
+    assert_eq!(forwarded["user_id"], "ann");
+    assert_eq!(forwarded["arguments"], json!({"a": 2, "b": 3, "mode": "fast"}));
+
+    // A duplicate name is judged as the tree reads it (the last one wins) and never forwarded.
+    let (status, result) =
+        post_text(&orchestrator, r#"{"tool_name":"plain.add","arguments":{"a":1,"b":2,"a":"one"}}"#).await;
+    assert_eq!((status, &result["error_kind"]), (200, &json!("invalid_arguments")), "{result}");
+    assert!(result["error"].as_str().unwrap().contains("arguments.a: expected integer"), "{result}");
+    // Valid as a tree: forwarded as the tree, written anew.
+    let (status, result) =
+        post_text(&orchestrator, r#"{"tool_name":"plain.add","arguments":{"a":"one","b":2,"a":4}}"#).await;
+    assert_eq!((status, &result["result"]), (200, &json!(6)), "{result}");
+    assert_eq!(serde_json::from_str::<Value>(&calls.last_body()).unwrap()["arguments"], json!({"a": 4, "b": 2}));
+    assert_eq!(calls.count(), 2);
+
+    // What a tree cannot hold is refused as it always was, by axum's `Json`:
+    // a number out of range as JSON it cannot parse, the rest as no ExecuteRequest.
+    for (arguments, expected) in [(r#"{"a":1e400,"b":1}"#, 400), ("null", 422), ("[1, 2]", 422), (r#""a""#, 422)] {
+        let body = format!(r#"{{"tool_name":"plain.add","arguments":{arguments}}}"#);
+        let (status, refusal) = post_text(&orchestrator, &body).await;
+        assert_eq!(status, expected, "{body}: {refusal}");
+        assert!(refusal["error"].as_str().unwrap().contains("arguments"), "{body}: {refusal}");
+    }
+    assert_eq!(calls.count(), 2, "no refused call reached the module");
 }
