@@ -48,6 +48,7 @@ mod config;
 mod context;
 pub mod contract;
 mod error;
+mod graceful_stop;
 mod healthcheck;
 mod listener;
 mod logging;

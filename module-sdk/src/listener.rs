@@ -46,7 +46,6 @@ use http_body_util::BodyExt;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -54,6 +53,7 @@ use tokio::time::{Instant, Sleep};
 use tower::{Service, ServiceExt};
 
 use crate::config::DEFAULT_MAX_BODY_BYTES;
+use crate::graceful_stop::{GracefulStop, Watcher};
 use crate::server::error_response;
 use crate::serving_threads::ServingThreads;
 
@@ -142,7 +142,7 @@ async fn serve_connections<S>(
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
     let slots = Arc::new(Semaphore::new(limits.max_connections.clamp(1, Semaphore::MAX_PERMITS)));
-    let graceful = GracefulShutdown::new();
+    let graceful = GracefulStop::default();
     let guard = RequestGuard { router, limits };
     let mut shutdown = pin!(shutdown);
     loop {
@@ -170,7 +170,7 @@ async fn serve_connections<S>(
         }
     }
     drop(listener);
-    graceful.shutdown().await;
+    graceful.stop().await;
 }
 
 /// Serves the requests of one connection until it closes, holding `slot`
