@@ -232,10 +232,13 @@ pub async fn request_body(body: axum::body::Body, max_body_bytes: usize) -> Resu
     }
 }
 
-/// `body`, already JSON, as a `200` (the header value is static: nothing
-/// to parse or copy per answer).
-fn json_bytes(body: Bytes) -> Response {
-    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
+/// `body`, already JSON, as a `200`: built directly (axum's `Bytes`
+/// answer would set `application/octet-stream` first, for the tuple's
+/// header to replace), the header value static.
+pub fn json_bytes(body: Bytes) -> Response {
+    let mut response = Response::new(axum::body::Body::from(body));
+    response.headers_mut().insert(header::CONTENT_TYPE, const { HeaderValue::from_static("application/json") });
+    response
 }
 
 /// Liveness: the module answers.

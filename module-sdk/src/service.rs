@@ -17,7 +17,9 @@ pub use crate::listener::{
 pub use crate::logging::init_logging;
 pub use crate::metrics::{CallInFlight, CallMetrics, METRICS_CONTENT_TYPE, ToolMetrics, UNKNOWN_TOOL_LABEL};
 pub use crate::openapi::openapi_document;
-pub use crate::server::{RequireJson, RequireJsonLayer, body_refused, error_response, request_body, shutdown_signal};
+pub use crate::server::{
+    RequireJson, RequireJsonLayer, body_refused, error_response, json_bytes, request_body, shutdown_signal,
+};
 pub use crate::serving_threads::{ServingThreads, serving_thread};
 pub use crate::trace_context::{TRACEPARENT, TraceParent};
 pub use crate::validate::ArgumentValidator;

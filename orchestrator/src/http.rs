@@ -8,12 +8,12 @@ use std::sync::Arc;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, Query, Request, State};
 use axum::handler::Handler;
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use module_sdk::contract::{ErrorBody, ToolResult};
-use module_sdk::service::{error_response, request_body};
+use module_sdk::service::{error_response, json_bytes, request_body};
 use serde::Deserialize;
 use serde_json::json;
 use tower::Service;
@@ -219,7 +219,7 @@ pub(crate) async fn tools(
             }
         }
     };
-    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+    json_bytes(body)
 }
 
 /// Discovers every module now and answers with their states.
@@ -264,11 +264,7 @@ pub(crate) async fn execute(
     // Boxed: the call's future is large, and every layer of the router
     // would otherwise move a copy of it (callgrind: ~10 000 instructions of memcpy a call).
     match Box::pin(state.orchestrator.execute_answer(&identity, request)).await {
-        // A static header value: not parsed and copied per answer.
-        Ok(answer) => {
-            let json = const { HeaderValue::from_static("application/json") };
-            ([(header::CONTENT_TYPE, json)], answer.into_body()).into_response()
-        }
+        Ok(answer) => json_bytes(answer.into_body()),
         Err(error) => error_response(StatusCode::FORBIDDEN, error.to_string()),
     }
 }
