@@ -25,39 +25,69 @@ use serde_json::{Map, Number, Value};
 /// `serde_json` tree, whose lookups are hashed (here they are a scan).
 pub(crate) const MAX_MEMBERS: usize = 32;
 
-/// One JSON value of a call's arguments, its strings borrowed from the
-/// text it was read from unless they held escapes. What it refuses to hold
-/// (a duplicate member name, an object of more than 32 members, serde_json's
-/// private names) is read as a `serde_json` tree instead.
+/// One JSON value of the arguments, its strings borrowed from the body
+/// unless they held escapes.
 #[derive(Debug, PartialEq)]
-pub enum InPlaceValue<'a> {
-    /// `null`.
+pub(crate) enum InPlaceValue<'a> {
     Null,
-    /// `true` or `false`.
     Bool(bool),
-    /// A number, as `serde_json` holds it.
     Number(Number),
-    /// A string.
     String(Cow<'a, str>),
-    /// An array.
     Array(Vec<InPlaceValue<'a>>),
     /// Members in the order they were sent, names unique.
     Object(Vec<(Cow<'a, str>, InPlaceValue<'a>)>),
 }
 
-impl<'a> InPlaceValue<'a> {
+/// A call's arguments, a JSON object, read in place from its text (its
+/// strings borrowed unless they held escapes), for a server that stands in
+/// front of modules to check them without a tree
+/// ([`ArgumentValidator::check_in_place`](crate::service::ArgumentValidator::check_in_place)).
+/// What an in-place reading refuses to hold (a duplicate member name, an
+/// object of more than 32 members, serde_json's private names) is not one.
+#[derive(Debug, PartialEq)]
+pub struct InPlaceObject<'a>(pub(crate) InPlaceValue<'a>);
+
+impl<'a> InPlaceObject<'a> {
     /// The JSON object `text` read in place; `None` when it is not an
     /// object or holds what an in-place reading refuses (then read the tree).
-    pub fn read_object(text: &'a str) -> Option<Self> {
+    pub fn read(text: &'a str) -> Option<Self> {
         match serde_json::from_str(text) {
-            Ok(object @ Self::Object(_)) => Some(object),
+            Ok(object @ InPlaceValue::Object(_)) => Some(Self(object)),
             _ => None,
+        }
+    }
+
+    /// Its members as the `serde_json` tree reading its text gives.
+    pub fn to_tree(&self) -> Map<String, Value> {
+        self.0.to_tree()
+    }
+
+    /// Whether its text says exactly what was read, and no more deeply
+    /// nested than `max_depth` (the object itself is depth 1): every number
+    /// an integer that `serde_json` holds exactly (a fraction, an exponent
+    /// or an integer past 64 bits is read as the nearest `f64`, which a
+    /// reader of exact numbers would not see).
+    pub fn is_exact_within(&self, max_depth: usize) -> bool {
+        self.0.is_exact_within(max_depth)
+    }
+}
+
+impl<'a> InPlaceValue<'a> {
+    /// See [`InPlaceObject::is_exact_within`].
+    fn is_exact_within(&self, max_depth: usize) -> bool {
+        match self {
+            Self::Number(number) => !number.is_f64(),
+            Self::Array(items) => max_depth > 0 && items.iter().all(|item| item.is_exact_within(max_depth - 1)),
+            Self::Object(members) => {
+                max_depth > 0 && members.iter().all(|(_, value)| value.is_exact_within(max_depth - 1))
+            }
+            Self::Null | Self::Bool(_) | Self::String(_) => true,
         }
     }
 
     /// An object's members as the `serde_json` tree reading its text gives
     /// (names are unique, so no member is lost); empty for anything else.
-    pub fn to_tree(&self) -> Map<String, Value> {
+    pub(crate) fn to_tree(&self) -> Map<String, Value> {
         match self.to_value() {
             Value::Object(tree) => tree,
             _ => Map::new(),
@@ -347,7 +377,7 @@ impl<'a> Array<'a, InPlace> for &'a [InPlaceValue<'a>] {
 /// text or unit variants only, so a map keyed by numbers is refused here
 /// and read from the tree. Its errors are never shown (a call it refuses is
 /// read from the tree), so they carry no position.
-pub struct InPlaceDeserializer<'a, E> {
+pub(crate) struct InPlaceDeserializer<'a, E> {
     value: &'a InPlaceValue<'a>,
     error: PhantomData<E>,
 }

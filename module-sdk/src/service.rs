@@ -6,7 +6,7 @@
 //! (for trees and for arguments read in place) and the OpenAPI document. A
 //! tool author needs none of it: `Module::serve` uses it all.
 
-pub use crate::arguments::InPlaceValue;
+pub use crate::arguments::InPlaceObject;
 pub use crate::auth::{BearerRefusal, bearer_token, check_bearer, unauthorized};
 pub use crate::body::{BodyError, read_body};
 pub use crate::config::DEFAULT_MAX_BODY_BYTES;

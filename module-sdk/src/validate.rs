@@ -6,13 +6,14 @@ use jsonschema::paths::LocationSegment;
 use jsonschema::{Draft, ValidationError, Validator};
 use serde_json::Value;
 
-use crate::arguments::{InPlace, InPlaceValue};
+use crate::arguments::{InPlace, InPlaceObject, InPlaceValue};
 
 /// How many problems one error message lists at most.
 const MAX_REPORTED: usize = 5;
 
 /// A compiled `input_schema`, ready to check arguments, as a tree or read
-/// in place ([`InPlaceValue`], as a module's `POST /execute` reads them).
+/// in place ([`InPlaceObject`], as a module's `POST /execute` reads them):
+/// compiled once for each.
 pub struct ArgumentValidator {
     validator: Validator,
     in_place: Validator<InPlace>,
@@ -46,14 +47,14 @@ impl ArgumentValidator {
     }
 
     /// Whether `arguments`, read in place, fit the schema.
-    pub fn accepts_in_place(&self, arguments: &InPlaceValue<'_>) -> bool {
+    pub(crate) fn accepts_in_place(&self, arguments: &InPlaceValue<'_>) -> bool {
         self.in_place.is_valid(arguments)
     }
 
     /// [`Self::check`] for arguments read in place: checked without a
     /// tree, which is built only for the message of arguments that do not fit.
-    pub fn check_in_place(&self, arguments: &InPlaceValue<'_>) -> Result<(), String> {
-        if self.accepts_in_place(arguments) { Ok(()) } else { self.check(&arguments.to_value()) }
+    pub fn check_in_place(&self, arguments: &InPlaceObject<'_>) -> Result<(), String> {
+        if self.accepts_in_place(&arguments.0) { Ok(()) } else { self.check(&arguments.0.to_value()) }
     }
 }
 

@@ -9,7 +9,7 @@ use axum::body::Bytes;
 use axum::http::{HeaderValue, StatusCode};
 use module_sdk::ErrorKind;
 use module_sdk::contract::{ToolCall, ToolResult};
-use module_sdk::service::{BodyError, InPlaceValue, TraceParent, read_body};
+use module_sdk::service::{BodyError, InPlaceObject, TraceParent, read_body};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -88,9 +88,9 @@ impl From<ExecuteRequestFields<Map<String, Value>>> for ExecuteRequest<'_> {
 
 impl<'a> ExecuteRequest<'a> {
     /// The request in `body`, its arguments read in place when they can be
-    /// (an object that [`InPlaceValue`] takes), to be checked without a tree
-    /// and forwarded as the caller wrote them; any other body is read with
-    /// its arguments as a tree, as it always was, or refused with serde's error.
+    /// (see [`CallArguments::InPlace`]), to be checked without a tree and
+    /// forwarded as the caller wrote them; any other body is read with its
+    /// arguments as a tree, as it always was, or refused with serde's error.
     pub fn read(body: &'a [u8]) -> serde_json::Result<Self> {
         if let Ok(fields) = read_json::<ExecuteRequestFields<ArgumentsText<'a>>>(body) {
             let arguments = match fields.arguments.0 {
@@ -116,6 +116,11 @@ impl<'de: 'a, 'a> Deserialize<'de> for ArgumentsText<'a> {
     }
 }
 
+/// How deeply arguments may nest when read in place (the arguments object
+/// itself is depth 1): what serde_json's recursion limit (128) leaves them
+/// inside a request read as a tree, which refuses anything deeper.
+const MAX_ARGUMENTS_DEPTH: usize = 126;
+
 /// A call's arguments, a JSON object.
 #[derive(Debug)]
 pub enum CallArguments<'a> {
@@ -123,11 +128,15 @@ pub enum CallArguments<'a> {
     Tree(Map<String, Value>),
     /// Read in place from the body of `POST /execute`: the text the caller
     /// sent, forwarded as it is, and its reading, which validation checks.
+    /// Only for text that says exactly what was read (see
+    /// [`InPlaceObject::is_exact_within`]): arguments holding a fraction or
+    /// an integer past 64 bits are read and forwarded as a tree, so a module
+    /// that reads numbers exactly sees the number that was checked.
     InPlace {
         /// The object's JSON text.
         text: &'a RawValue,
         /// The same object read in place.
-        value: InPlaceValue<'a>,
+        value: InPlaceObject<'a>,
     },
 }
 
@@ -139,9 +148,11 @@ impl Default for CallArguments<'_> {
 
 impl<'a> CallArguments<'a> {
     /// `text` read in place; `None` when it is not an object that an
-    /// in-place reading takes.
+    /// in-place reading takes, when its numbers are not all exact integers,
+    /// or when it is nested deeper than the request's tree reading allows.
     fn read(text: &'a RawValue) -> Option<Self> {
-        InPlaceValue::read_object(text.get()).map(|value| Self::InPlace { text, value })
+        let value = InPlaceObject::read(text.get())?;
+        value.is_exact_within(MAX_ARGUMENTS_DEPTH).then_some(Self::InPlace { text, value })
     }
 
     /// The arguments as a tree.
@@ -490,12 +501,12 @@ mod tests {
 
     #[test]
     fn a_request_reads_its_arguments_in_place_or_as_a_tree_and_writes_the_same_call() {
-        let in_place = br#"{"tool_name":"m.t","arguments":{"q":"a \"b\"","n":[1,2.5,{"x":null}]},"user_id":"x"}"#;
+        let in_place = br#"{"tool_name":"m.t","arguments":{"q":"a \"b\"","n":[1,-25,{"x":null}]},"user_id":"x"}"#;
         let request = ExecuteRequest::read(in_place).unwrap();
         assert!(matches!(request.arguments, CallArguments::InPlace { .. }));
         assert_eq!(request.caller.user_id.as_deref(), Some("x"));
         let expected =
-            json!({"tool_name": "m.t", "arguments": {"q": "a \"b\"", "n": [1, 2.5, {"x": null}]}, "user_id": "ann"});
+            json!({"tool_name": "m.t", "arguments": {"q": "a \"b\"", "n": [1, -25, {"x": null}]}, "user_id": "ann"});
         assert_eq!(outgoing(in_place), expected);
         // Duplicate names: a tree, the last one kept, written anew.
         let duplicate = br#"{"tool_name":"m.t","arguments":{"q":1,"q":2}}"#;
@@ -512,5 +523,39 @@ mod tests {
         }
         let error = ExecuteRequest::read(br#"{"tool_name":"m.t","arguments":{"n":1e400}}"#).unwrap_err();
         assert!(error.to_string().contains("out of range"), "{error}");
+        // Text that cannot close the object early or add a field: it is one value.
+        let sly = br#"{"tool_name":"m.t","arguments":{"q":"\"},\"user_id\":\"root","user_id":"x"}}"#;
+        let forwarded = outgoing(sly);
+        assert_eq!(forwarded["user_id"], "ann");
+        assert_eq!(forwarded["arguments"], json!({"q": "\"},\"user_id\":\"root", "user_id": "x"}));
+    }
+
+    #[test]
+    fn numbers_a_reader_might_see_otherwise_go_as_the_tree_writes_them() {
+        for (arguments, in_place) in [
+            (r#"{"n":12,"m":-3,"big":18446744073709551615}"#, true),
+            (r#"{"t":0.7}"#, false),
+            (r#"{"x":[{"n":1e2}]}"#, false),
+            (r#"{"n":100000000000000000001}"#, false),
+        ] {
+            let body = format!(r#"{{"tool_name":"m.t","arguments":{arguments}}}"#);
+            let read = ExecuteRequest::read(body.as_bytes()).unwrap().arguments;
+            assert_eq!(matches!(read, CallArguments::InPlace { .. }), in_place, "{arguments}");
+        }
+        assert_eq!(outgoing(br#"{"tool_name":"m.t","arguments":{"n":1e2}}"#)["arguments"]["n"], json!(100.0));
+    }
+
+    #[test]
+    fn arguments_read_in_place_nest_as_deeply_as_the_tree_reading_allows() {
+        for depth in 120..=130 {
+            let arguments = format!("{}{}", "{\"a\":".repeat(depth - 1) + "{", "}".repeat(depth));
+            let body = format!(r#"{{"tool_name":"m.t","arguments":{arguments}}}"#);
+            let as_tree = serde_json::from_str::<ExecuteRequest>(&body).is_ok();
+            let read = ExecuteRequest::read(body.as_bytes());
+            assert_eq!(read.is_ok(), as_tree, "depth {depth}");
+            if let Ok(request) = read {
+                assert!(matches!(request.arguments, CallArguments::InPlace { .. }), "depth {depth}");
+            }
+        }
     }
 }
