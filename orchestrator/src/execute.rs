@@ -266,9 +266,10 @@ impl Executor {
         self.execute_answer(caller, route, tool_name, CallArguments::Tree(arguments), approved).await.into_result()
     }
 
-    /// [`Self::execute`] for a call routed by [`Self::route`], the module's
-    /// answer kept as the bytes it sent when it is a valid ToolResult (to be
-    /// passed on without rebuilding it).
+    /// [`Self::execute`] for a call already routed (`route` is
+    /// [`Self::route`] of `tool_name`, looked up once for the approval check
+    /// and the call), the module's answer kept as the bytes it sent when it
+    /// is a valid ToolResult (to be passed on without rebuilding it).
     pub async fn execute_answer(
         &self,
         caller: &Caller,
