@@ -14,6 +14,7 @@ use std::sync::Arc;
 use module_sdk::contract::{ModuleManifest, ToolDefinition};
 use serde::Serialize;
 
+use crate::NameMap;
 use crate::caller::Caller;
 use crate::providers::Listed;
 
@@ -63,6 +64,11 @@ impl ModuleSnapshot {
 pub struct Snapshot {
     generation: u64,
     modules: BTreeMap<String, ModuleSnapshot>,
+    /// Every routable tool by full name: its index in the manifest of the
+    /// module its name begins with (the first, should a manifest name one
+    /// twice). Built once per generation, so routing is a lookup rather
+    /// than a scan of a manifest that may hold thousands of tools.
+    tool_indexes: NameMap<usize>,
 }
 
 /// Why a tool name does not lead to a tool that can be called.
@@ -151,7 +157,17 @@ impl<'a> ToolRef<'a> {
 impl Snapshot {
     /// A snapshot of `modules` at `generation`.
     pub(crate) fn new(generation: u64, modules: BTreeMap<String, ModuleSnapshot>) -> Self {
-        Self { generation, modules }
+        let mut tool_indexes = NameMap::default();
+        for (name, module) in &modules {
+            let Some(manifest) = &module.manifest else { continue };
+            for (index, tool) in manifest.tools.iter().enumerate() {
+                // Routing goes by the name's prefix: a tool named for another module is not this one's.
+                if tool.name.split_once('.').is_some_and(|(prefix, _)| prefix == name) {
+                    tool_indexes.entry(tool.name.clone()).or_insert(index);
+                }
+            }
+        }
+        Self { generation, modules, tool_indexes }
     }
 
     /// The snapshot after this one when `modules` differ from this one's
@@ -196,8 +212,9 @@ impl Snapshot {
 
     /// The definition of `tool_name` (`module.tool`), whoever may use it.
     pub fn tool(&self, tool_name: &str) -> Option<&ToolDefinition> {
+        let index = *self.tool_indexes.get(tool_name)?;
         let (module, _) = tool_name.split_once('.')?;
-        self.modules.get(module)?.manifest.as_deref()?.tools.iter().find(|tool| tool.name == tool_name)
+        self.modules.get(module)?.manifest.as_deref()?.tools.get(index)
     }
 
     /// Where `tool_name` (`module.tool`) is served. A module without a
@@ -217,7 +234,7 @@ impl Snapshot {
         let Some(manifest) = &module.manifest else {
             return Err(RouteError::NotDiscovered { module: module_name.to_owned(), reason: String::new() });
         };
-        match manifest.tools.iter().position(|tool| tool.name == tool_name) {
+        match self.tool_indexes.get(tool_name).copied() {
             Some(index) => Ok(ToolRoute {
                 module: Arc::clone(&module.name),
                 url: Arc::clone(&module.url),
@@ -231,5 +248,54 @@ impl Snapshot {
                 known: manifest.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", "),
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use module_sdk::Permission;
+
+    use super::*;
+
+    fn module(name: &str, tools: &[String]) -> ModuleSnapshot {
+        let tools = tools.iter().map(|tool| ToolDefinition::new(tool, "d", Permission::Guest)).collect();
+        let manifest = ModuleManifest {
+            module_name: name.to_owned(),
+            description: String::new(),
+            tools,
+            version: None,
+            contract_version: None,
+        };
+        ModuleSnapshot {
+            name: name.into(),
+            url: "http://m".into(),
+            execute_url: "http://m/execute".into(),
+            state: ModuleState::Up,
+            manifest: Some(Arc::new(manifest)),
+        }
+    }
+
+    #[test]
+    fn every_tool_of_a_large_manifest_routes_to_its_own_index_and_others_do_not() {
+        let mut names: Vec<String> = (0..2_000).map(|i| format!("big.tool_{i}")).collect();
+        names.push("small.stray".to_owned());
+        names.push("big.tool_7".to_owned());
+        let modules = BTreeMap::from([
+            ("big".to_owned(), module("big", &names)),
+            ("small".to_owned(), module("small", &["small.one".to_owned()])),
+        ]);
+        let snapshot = Snapshot::new(1, modules);
+        for (index, name) in names.iter().enumerate().take(2_000) {
+            let route = snapshot.route(name).unwrap();
+            assert_eq!((route.manifest().1, route.tool().name.as_str()), (index, name.as_str()));
+            assert_eq!(snapshot.tool(name).map(|tool| tool.name.as_str()), Some(name.as_str()));
+        }
+        assert_eq!(snapshot.route("big.tool_7").unwrap().manifest().1, 7, "the first of a duplicate name");
+        // Named for `small` but listed by `big`: `small` does not serve it.
+        assert!(matches!(snapshot.route("small.stray"), Err(RouteError::UnknownTool { .. })));
+        assert!(snapshot.tool("small.stray").is_none());
+        assert!(matches!(snapshot.route("big.nope"), Err(RouteError::UnknownTool { .. })));
+        assert!(matches!(snapshot.route("nope.x"), Err(RouteError::UnknownModule { .. })));
+        assert!(matches!(snapshot.route("nodot"), Err(RouteError::BadName(_))));
     }
 }
