@@ -62,27 +62,32 @@ impl<'a> InPlaceObject<'a> {
         self.0.to_tree()
     }
 
-    /// Whether its text says exactly what was read, and no more deeply
-    /// nested than `max_depth` (the object itself is depth 1): every number
-    /// an integer that `serde_json` holds exactly (a fraction, an exponent
-    /// or an integer past 64 bits is read as the nearest `f64`, which a
-    /// reader of exact numbers would not see).
-    pub fn is_exact_within(&self, max_depth: usize) -> bool {
-        self.0.is_exact_within(max_depth)
+    /// `None` when it nests deeper than `max_depth` (the object itself is
+    /// depth 1); otherwise whether its text says exactly what was read:
+    /// every number an integer that `serde_json` holds exactly (a fraction,
+    /// an exponent or an integer past 64 bits is read as the nearest `f64`,
+    /// which a reader of exact numbers would not see).
+    pub fn exactness_within(&self, max_depth: usize) -> Option<bool> {
+        self.0.exactness_within(max_depth)
     }
 }
 
 impl<'a> InPlaceValue<'a> {
-    /// See [`InPlaceObject::is_exact_within`].
-    fn is_exact_within(&self, max_depth: usize) -> bool {
-        match self {
-            Self::Number(number) => !number.is_f64(),
-            Self::Array(items) => max_depth > 0 && items.iter().all(|item| item.is_exact_within(max_depth - 1)),
-            Self::Object(members) => {
-                max_depth > 0 && members.iter().all(|(_, value)| value.is_exact_within(max_depth - 1))
-            }
-            Self::Null | Self::Bool(_) | Self::String(_) => true,
+    /// See [`InPlaceObject::exactness_within`].
+    fn exactness_within(&self, max_depth: usize) -> Option<bool> {
+        let inner: &mut dyn Iterator<Item = &InPlaceValue<'a>> = match self {
+            Self::Number(number) => return Some(!number.is_f64()),
+            Self::Null | Self::Bool(_) | Self::String(_) => return Some(true),
+            Self::Array(items) => &mut items.iter(),
+            Self::Object(members) => &mut members.iter().map(|(_, value)| value),
+        };
+        let depth = max_depth.checked_sub(1)?;
+        // Every value is walked: a deeper one after an inexact number still says `None`.
+        let mut exact = true;
+        for value in inner {
+            exact &= value.exactness_within(depth)?;
         }
+        Some(exact)
     }
 
     /// An object's members as the `serde_json` tree reading its text gives

@@ -129,9 +129,9 @@ pub enum CallArguments<'a> {
     /// Read in place from the body of `POST /execute`: the text the caller
     /// sent, forwarded as it is, and its reading, which validation checks.
     /// Only for text that says exactly what was read (see
-    /// [`InPlaceObject::is_exact_within`]): arguments holding a fraction or
-    /// an integer past 64 bits are read and forwarded as a tree, so a module
-    /// that reads numbers exactly sees the number that was checked.
+    /// [`InPlaceObject::exactness_within`]): arguments holding a fraction or
+    /// an integer past 64 bits are checked and forwarded as a tree, so a
+    /// module that reads numbers exactly sees the number that was checked.
     InPlace {
         /// The object's JSON text.
         text: &'a RawValue,
@@ -140,19 +140,18 @@ pub enum CallArguments<'a> {
     },
 }
 
-impl Default for CallArguments<'_> {
-    fn default() -> Self {
-        Self::Tree(Map::new())
-    }
-}
-
 impl<'a> CallArguments<'a> {
-    /// `text` read in place; `None` when it is not an object that an
-    /// in-place reading takes, when its numbers are not all exact integers,
-    /// or when it is nested deeper than the request's tree reading allows.
+    /// `text` read in place, or as the tree its in-place reading gives
+    /// when a number in it is not an exact integer; `None` when it is not
+    /// an object that an in-place reading takes, or is nested deeper than
+    /// the request's tree reading allows.
     fn read(text: &'a RawValue) -> Option<Self> {
         let value = InPlaceObject::read(text.get())?;
-        value.is_exact_within(MAX_ARGUMENTS_DEPTH).then_some(Self::InPlace { text, value })
+        Some(match value.exactness_within(MAX_ARGUMENTS_DEPTH)? {
+            true => Self::InPlace { text, value },
+            // The tree serde_json reads from the same text, without reading it again.
+            false => Self::Tree(value.to_tree()),
+        })
     }
 
     /// The arguments as a tree.
@@ -515,7 +514,8 @@ mod tests {
         assert_eq!(outgoing(duplicate)["arguments"], json!({"q": 2}));
         // Absent: an empty tree.
         assert_eq!(outgoing(br#"{"tool_name":"m.t"}"#)["arguments"], json!({}));
-        let without_user = OutgoingCall { tool_name: "m.t".into(), arguments: CallArguments::default(), user_id: None };
+        let without_user =
+            OutgoingCall { tool_name: "m.t".into(), arguments: CallArguments::Tree(Map::new()), user_id: None };
         assert_eq!(serde_json::from_slice::<ToolCall>(&without_user.body()).unwrap().user_id, None);
         // Not an object, or not JSON a tree holds: refused as the tree reading refuses it.
         for body in [&br#"{"tool_name":"m.t","arguments":null}"#[..], br#"{"tool_name":"m.t","arguments":[1]}"#] {
@@ -548,14 +548,18 @@ mod tests {
 
     #[test]
     fn arguments_read_in_place_nest_as_deeply_as_the_tree_reading_allows() {
-        for depth in 120..=130 {
-            let arguments = format!("{}{}", "{\"a\":".repeat(depth - 1) + "{", "}".repeat(depth));
-            let body = format!(r#"{{"tool_name":"m.t","arguments":{arguments}}}"#);
-            let as_tree = serde_json::from_str::<ExecuteRequest>(&body).is_ok();
-            let read = ExecuteRequest::read(body.as_bytes());
-            assert_eq!(read.is_ok(), as_tree, "depth {depth}");
-            if let Ok(request) = read {
-                assert!(matches!(request.arguments, CallArguments::InPlace { .. }), "depth {depth}");
+        // With a fraction first, too: it makes a tree, and the depth still counts.
+        for (first, in_place) in [("", true), (r#""t":0.5,"#, false)] {
+            for depth in 120..=130 {
+                let arguments = format!("{{{first}{}{}", "\"a\":{".repeat(depth - 1), "}".repeat(depth));
+                let body = format!(r#"{{"tool_name":"m.t","arguments":{arguments}}}"#);
+                let as_tree = serde_json::from_str::<ExecuteRequest>(&body).is_ok();
+                let read = ExecuteRequest::read(body.as_bytes());
+                assert_eq!(read.is_ok(), as_tree, "depth {depth}, {first}");
+                if let Ok(request) = read {
+                    let read_in_place = matches!(request.arguments, CallArguments::InPlace { .. });
+                    assert_eq!(read_in_place, in_place, "depth {depth}, {first}");
+                }
             }
         }
     }
