@@ -171,5 +171,11 @@ async fn arguments_go_on_as_the_caller_wrote_them_and_odd_ones_are_judged_as_a_t
         assert_eq!(status, expected, "{body}: {refusal}");
         assert!(refusal["error"].as_str().unwrap().contains("arguments"), "{body}: {refusal}");
     }
+    // Nested past what the request's tree reading allows (126 levels of arguments): refused, not forwarded.
+    let deep = format!("{}{}", r#"{"a":"#.repeat(126) + "{", "}".repeat(127));
+    let (status, refusal) =
+        post_text(&orchestrator, &format!(r#"{{"tool_name":"plain.add","arguments":{deep}}}"#)).await;
+    assert_eq!(status, 400, "{refusal}");
+    assert!(refusal["error"].as_str().unwrap().contains("recursion limit"), "{refusal}");
     assert_eq!(calls.count(), 2, "no refused call reached the module");
 }
