@@ -237,20 +237,32 @@ async fn a_module_restarted_under_load_fails_no_idempotent_call() {
     orchestrator.wait_for_module("research", "up", PATIENCE).await;
 
     let stop = Arc::new(AtomicBool::new(false));
+    // While set, the workers send no new call; the calls already sent go on.
+    let paused = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicUsize::new(0));
     let client = reqwest::Client::new();
     let workers: Vec<_> = (0..4)
         .map(|worker| {
-            let (client, url, stop, done) =
-                (client.clone(), orchestrator.url.clone(), Arc::clone(&stop), Arc::clone(&done));
+            let (client, url) = (client.clone(), orchestrator.url.clone());
+            let (stop, paused, done) = (Arc::clone(&stop), Arc::clone(&paused), Arc::clone(&done));
             tokio::spawn(async move {
                 let mut failures = Vec::new();
                 let mut n = 0;
                 while !stop.load(Ordering::SeqCst) {
-                    let response = client.post(format!("{url}/execute")).json(&summarize_call(worker * 100_000 + n));
-                    let result: Value = response.send().await.unwrap().json().await.unwrap();
-                    if result["success"] != true {
-                        failures.push(result);
+                    if paused.load(Ordering::SeqCst) {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        continue;
+                    }
+                    let request = client.post(format!("{url}/execute")).json(&summarize_call(worker * 100_000 + n));
+                    // A broken exchange with the orchestrator is a failure too, kept with its cause.
+                    let result = match request.send().await {
+                        Ok(response) => response.json::<Value>().await.map_err(|error| format!("{error:?}")),
+                        Err(error) => Err(format!("{error:?}")),
+                    };
+                    match result {
+                        Ok(result) if result["success"] == true => {}
+                        Ok(result) => failures.push(result),
+                        Err(error) => failures.push(json!({"exchange_failed": error})),
                     }
                     done.fetch_add(1, Ordering::SeqCst);
                     n += 1;
@@ -271,11 +283,22 @@ async fn a_module_restarted_under_load_fails_no_idempotent_call() {
 
     wait_for_calls(50).await;
     // The module's rolling restart: SIGTERM (it finishes the calls in
-    // flight), then the new version on the same address.
-    let status = research.terminate();
-    assert!(status.success(), "research did not exit cleanly on SIGTERM: {status}");
+    // flight), then the new version on the same address. The calls sent
+    // before it go on through it; no new one is sent until the new version
+    // listens (the orchestrator retries a refused connection briefly, not
+    // for a module's whole start). The client's runtime keeps running, so
+    // its connections to the orchestrator are served meanwhile.
+    paused.store(true, Ordering::SeqCst);
+    let (research, restarted) = tokio::task::spawn_blocking(move || {
+        let status = research.terminate();
+        assert!(status.success(), "research did not exit cleanly on SIGTERM: {status}");
+        let restarted = start_research(&binary, port);
+        (research, restarted)
+    })
+    .await
+    .unwrap();
     let before_restart = done.load(Ordering::SeqCst);
-    let research = start_research(&binary, port);
+    paused.store(false, Ordering::SeqCst);
     wait_for_calls(50).await;
     stop.store(true, Ordering::SeqCst);
 
@@ -285,8 +308,17 @@ async fn a_module_restarted_under_load_fails_no_idempotent_call() {
     }
     let total = done.load(Ordering::SeqCst);
     println!("{total} calls through a module restart ({before_restart} before it): {} failed", failures.len());
-    assert!(failures.is_empty(), "calls failed across the restart: {failures:?}");
-    drop(research);
+    let warnings = orchestrator
+        .logs()
+        .into_iter()
+        .filter(|line| ["WARN", "ERROR", "panicked"].iter().any(|word| line.contains(word)));
+    assert!(
+        failures.is_empty(),
+        "calls failed across the restart: {failures:?}\nthe orchestrator's warnings:\n{}\nresearch's log, stopped:\n{}\nrestarted:\n{}",
+        warnings.collect::<Vec<_>>().join("\n"),
+        research.logs().join("\n"),
+        restarted.logs().join("\n")
+    );
 }
 
 #[tokio::test]
