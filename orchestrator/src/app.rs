@@ -107,7 +107,11 @@ impl Orchestrator {
                 config.discovery_timeout,
                 config.budgets,
             )
-            .with_mcp_servers(McpServers::new(&config.mcp_servers, &config.budgets)),
+            .with_mcp_servers(McpServers::new(
+                &config.mcp_servers,
+                &config.budgets,
+                config.discovery_timeout,
+            )),
         );
         let metrics = Arc::new(Metrics::new(registry.metrics()));
         let module_client = ModuleClient::new(

@@ -4,8 +4,10 @@
 //! and once as a stdio child process (`--stdio`); its tools are listed in
 //! every format and called through the orchestrator's `/execute` and its
 //! own `/mcp` (with the `rmcp` client), while the contract tests still pass
-//! on the module's own `/execute`. Then what can go wrong: the server going away (and coming back), a server that never
-//! answers, a `tools/list` over `MAX_MANIFEST_BYTES`; and with a server
+//! on the module's own `/execute`. Then what can go wrong: the server going
+//! away (and coming back), dying during a call, restarted into a process
+//! that never answers the handshake, a server that never answers, a
+//! `tools/list` over `MAX_MANIFEST_BYTES`; and with a server
 //! written by hand, `notifications/tools/list_changed` and a call that
 //! never ends.
 
@@ -219,15 +221,57 @@ async fn a_stdio_server_from_the_toml_file_is_started_restarted_and_shown() {
     }
     orchestrator.wait_for_module("local", "up", Duration::from_secs(10)).await;
 
+    // The server dies during a call: the call fails as unavailable at once,
+    // not as a timeout when its time is up.
+    let orchestrator = Arc::new(orchestrator);
+    let sleeping = {
+        let orchestrator = Arc::clone(&orchestrator);
+        tokio::spawn(async move { execute(&orchestrator, "local.sleep", json!({"millis": 900}), "guest").await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let server = children_of(orchestrator.pid());
+    Command::new("kill").args(["-9", &server[0].to_string()]).status().unwrap();
+    let result = sleeping.await.unwrap();
+    assert_eq!(error_kind(&result), "unavailable", "{result}");
+    wait_for_success(&orchestrator, "local.greet", Duration::from_secs(10)).await;
+    let mut orchestrator = Arc::into_inner(orchestrator).expect("the call's task has ended");
+
     // The orchestrator stops: its stdio server stops with it.
     let server = children_of(orchestrator.pid())[0];
-    let mut orchestrator = orchestrator;
     assert!(orchestrator.terminate().success());
     let deadline = Instant::now() + Duration::from_secs(10);
     while std::fs::read_to_string(format!("/proc/{server}/stat")).is_ok_and(|stat| !stat.contains(") Z ")) {
         assert!(Instant::now() < deadline, "the stdio server {server} outlived the orchestrator");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_server_that_hangs_when_restarted_fails_calls_within_the_discovery_timeout() {
+    let demo = built_binary("examples/demo");
+    let started = tempfile::tempdir().unwrap();
+    let flag = started.path().join("started");
+    // The first start is the demo; every later one starts and never speaks.
+    let script = format!("if [ -e {flag:?} ]; then exec sleep 600; fi; touch {flag:?}; exec {demo:?} --stdio");
+    let mut file = tempfile::NamedTempFile::new().unwrap();
+    let config = format!("[module_services.local]\ncommand = [\"sh\", \"-c\", {script:?}]\npermission = \"guest\"\n");
+    file.write_all(config.as_bytes()).unwrap();
+    let path = file.path().to_str().unwrap();
+    let orchestrator =
+        OrchestratorProcess::start(&[("PORT", "0"), ("ORCHESTRATOR_CONFIG", path), ("DISCOVERY_TIMEOUT", "3")]);
+    orchestrator.wait_for_module("local", "up", Duration::from_secs(20)).await;
+    wait_for_success(&orchestrator, "local.greet", Duration::from_secs(5)).await;
+
+    let children = children_of(orchestrator.pid());
+    Command::new("kill").args(["-9", &children[0].to_string()]).status().unwrap();
+    // Every call fails as unavailable within DISCOVERY_TIMEOUT (the session
+    // cannot open), not as a timeout after the tool's 30 s.
+    for _ in 0..3 {
+        let result = execute(&orchestrator, "local.greet", json!({"name": "Bo"}), "guest").await;
+        assert_eq!(error_kind(&result), "unavailable", "{result}");
+    }
+    let failed = orchestrator.wait_for_module("local", "cached", Duration::from_secs(20)).await;
+    assert!(failed["last_error"].as_str().unwrap().contains("within 3 s (DISCOVERY_TIMEOUT)"), "{failed}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,9 @@
 //! again. One session per server is kept open and reopened after it breaks,
 //! at most once per [`FIRST_RECONNECT_DELAY`], doubling to
 //! [`MAX_RECONNECT_DELAY`] while it keeps failing (so a crashing stdio
-//! server is restarted a bounded number of times).
+//! server is restarted a bounded number of times). Opening one (starting a
+//! stdio server, the handshake) takes at most `DISCOVERY_TIMEOUT`: every
+//! call of the module waits for it.
 
 pub mod connection;
 pub mod manifest;
@@ -26,6 +28,7 @@ use serde_json::{Map, Value};
 use tokio::sync::mpsc::{Receiver, Sender, channel};
 use tokio::time::Instant;
 
+use crate::config::DEFAULT_DISCOVERY_TIMEOUT_SECONDS;
 use crate::discovery::DiscoveryError;
 use crate::limits::Budgets;
 use crate::registry::Registry;
@@ -48,17 +51,20 @@ pub struct McpServers {
 
 impl Default for McpServers {
     fn default() -> Self {
-        Self::new(&BTreeMap::new(), &Budgets::default())
+        Self::new(&BTreeMap::new(), &Budgets::default(), Duration::from_secs_f64(DEFAULT_DISCOVERY_TIMEOUT_SECONDS))
     }
 }
 
 impl McpServers {
-    /// The servers of `settings`, none connected yet, within `budgets`.
-    pub fn new(settings: &BTreeMap<String, McpServerSettings>, budgets: &Budgets) -> Self {
+    /// The servers of `settings`, none connected yet, within `budgets`, a
+    /// session opened within `open_timeout` (`DISCOVERY_TIMEOUT`).
+    pub fn new(settings: &BTreeMap<String, McpServerSettings>, budgets: &Budgets, open_timeout: Duration) -> Self {
         let (sender, receiver) = channel(MAX_PENDING_CHANGES);
         let servers = settings
             .iter()
-            .map(|(name, settings)| (name.clone(), McpServer::new(name, settings.clone(), budgets, sender.clone())))
+            .map(|(name, settings)| {
+                (name.clone(), McpServer::new(name, settings.clone(), budgets, open_timeout, sender.clone()))
+            })
             .collect();
         Self { servers, changes: Mutex::new(Some(receiver)) }
     }
@@ -95,6 +101,8 @@ pub struct McpServer {
     settings: McpServerSettings,
     max_manifest_bytes: usize,
     max_answer_bytes: usize,
+    /// `DISCOVERY_TIMEOUT`: the most opening a session may take.
+    open_timeout: Duration,
     changed: Sender<String>,
     session: tokio::sync::Mutex<Session>,
 }
@@ -108,12 +116,19 @@ struct Session {
 }
 
 impl McpServer {
-    fn new(module: &str, settings: McpServerSettings, budgets: &Budgets, changed: Sender<String>) -> Self {
+    fn new(
+        module: &str,
+        settings: McpServerSettings,
+        budgets: &Budgets,
+        open_timeout: Duration,
+        changed: Sender<String>,
+    ) -> Self {
         Self {
             module: module.to_owned(),
             settings,
             max_manifest_bytes: budgets.max_manifest_bytes,
             max_answer_bytes: budgets.max_answer_bytes,
+            open_timeout,
             changed,
             session: tokio::sync::Mutex::default(),
         }
@@ -215,6 +230,8 @@ impl McpServer {
             }
             tracing::warn!(module = %self.module, "the MCP session ended");
             session.live = None;
+            // Discovered again, so `GET /modules` shows whether it is back (a full queue already holds one).
+            let _ = self.changed.try_send(self.module.clone());
         }
         let now = Instant::now();
         if let Some(at) = session.next_attempt.filter(|at| *at > now) {
@@ -226,9 +243,17 @@ impl McpServer {
         session.failures = session.failures.saturating_add(1);
         session.next_attempt = Some(now + delay);
         let limit = self.max_manifest_bytes.max(self.max_answer_bytes);
-        let connection = connect(&self.module, &self.settings.transport, limit, self.changed.clone())
-            .await
-            .map_err(|reason| self.settings.redact(&reason))?;
+        // Bounded: every call of the module waits for this behind the lock.
+        let opening = connect(&self.module, &self.settings.transport, limit, self.changed.clone());
+        let connection = match tokio::time::timeout(self.open_timeout, opening).await {
+            Ok(opened) => opened.map_err(|reason| self.settings.redact(&reason))?,
+            Err(_) => {
+                let seconds = self.open_timeout.as_secs_f64();
+                return Err(format!(
+                    "the session did not open (start and handshake) within {seconds} s (DISCOVERY_TIMEOUT)"
+                ));
+            }
+        };
         tracing::info!(module = %self.module, "MCP session opened");
         let connection = Arc::new(connection);
         *session = Session { live: Some(Arc::clone(&connection)), failures: 0, next_attempt: None };
