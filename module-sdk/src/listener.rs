@@ -7,11 +7,13 @@
 //!   the cap the server stops accepting (backpressure): new connections wait
 //!   in the kernel's accept queue and are served when a slot frees, which the
 //!   timeouts below guarantee happens.
-//! - **Request heads**: hyper's header read timeout. The clock starts when the
-//!   server waits for a request (a new connection, or the end of the previous
-//!   answer on a kept-alive one) and stops when the head is complete, so it
-//!   bounds idle keep-alive connections too. Past it the connection is closed
-//!   without an answer (hyper's behaviour; nothing of the request was parsed).
+//! - **Request heads**: a header read timeout, kept by one sweep per server
+//!   rather than a timer per request (see [`crate::connection_watch`]). The
+//!   clock starts when the server waits for a request (a new connection, or
+//!   the end of the previous answer on a kept-alive one) and stops when the
+//!   head is complete, so it bounds idle keep-alive connections too. Past it
+//!   (by up to an eighth of it) the connection is closed without an answer
+//!   (as hyper's own timeout does; nothing of the request was parsed).
 //! - **Answers nobody reads**: the same time bounds how long writing an
 //!   answer may make no progress (a client that sends requests and never
 //!   reads, e.g. thousands pipelined); past it the connection is closed, so
@@ -45,7 +47,7 @@ use axum::response::Response;
 use http_body_util::BodyExt;
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -53,7 +55,7 @@ use tokio::time::{Instant, Sleep};
 use tower::{Service, ServiceExt};
 
 use crate::config::DEFAULT_MAX_BODY_BYTES;
-use crate::graceful_stop::{GracefulStop, Watcher};
+use crate::connection_watch::{ConnectionWatch, Watcher};
 use crate::server::error_response;
 use crate::serving_threads::ServingThreads;
 
@@ -139,10 +141,11 @@ async fn serve_connections<S>(
     S: Service<Request<Body>, Response = Response, Error = Infallible> + Clone + Send + Sync + 'static,
     S::Future: Send,
 {
-    let mut http = http1::Builder::new();
-    http.timer(TokioTimer::new()).header_read_timeout(limits.header_read_timeout);
+    // No timer: hyper's header read timeout is the watch's sweep instead.
+    let http = http1::Builder::new();
     let slots = Arc::new(Semaphore::new(limits.max_connections.clamp(1, Semaphore::MAX_PERMITS)));
-    let graceful = GracefulStop::default();
+    let watch = ConnectionWatch::default();
+    tokio::spawn(watch.sweep_idle(limits.header_read_timeout));
     let guard = RequestGuard { router, limits };
     let mut shutdown = pin!(shutdown);
     loop {
@@ -162,7 +165,7 @@ async fn serve_connections<S>(
         };
         // Without TCP_NODELAY small answers can stall ~40 ms (Nagle + delayed ACK).
         let _ = stream.set_nodelay(true);
-        let (http, guard, watcher) = (http.clone(), guard.clone(), graceful.watcher());
+        let (http, guard, watcher) = (http.clone(), guard.clone(), watch.watcher());
         let serve = move |stream| serve_connection(stream, http, guard, watcher, limits.header_read_timeout, slot);
         match threads {
             Some(threads) => threads.serve(stream, serve),
@@ -170,7 +173,7 @@ async fn serve_connections<S>(
         }
     }
     drop(listener);
-    graceful.stop().await;
+    watch.stop().await;
 }
 
 /// Serves the requests of one connection until it closes, holding `slot`
@@ -186,7 +189,12 @@ async fn serve_connection<S>(
     S: Service<Request<Body>, Response = Response, Error = Infallible> + Clone + Send + Sync + 'static,
     S::Future: Send,
 {
-    let service = hyper::service::service_fn(move |request| guard.clone().handle(request));
+    let activity = watcher.activity();
+    let service = hyper::service::service_fn(move |request| {
+        let busy = activity.arrived();
+        let answer = guard.clone().handle(request);
+        async move { answer.await.map(|answer| busy.until_sent(answer)) }
+    });
     let stream = StallBoundedIo::new(stream, stall_timeout);
     if let Err(error) = watcher.watch(http.serve_connection(TokioIo::new(stream), service)).await {
         // Header timeouts, resets and malformed requests: the client's doing, not ours.
