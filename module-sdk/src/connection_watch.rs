@@ -15,10 +15,14 @@
 //! sleep, inserted in and removed from the runtime's timer wheel, whose
 //! insertion also woke the event loop through its eventfd when it was the
 //! earliest; callgrind: ~1 100 instructions of a routed call). Here a
-//! connection only notes a tick count when it becomes idle (its answer's
-//! body done) and a marker when a request arrives, and one sweep per
-//! server, every eighth of the timeout, closes those idle for longer: at
-//! the timeout, or up to an eighth of it later (more on a busy machine).
+//! connection counts the requests it serves and notes the server's sweep
+//! count when it becomes idle (its last answer's body done) and again
+//! whenever it writes while idle (an answer still going out to a slow
+//! reader), and one sweep per server, every eighth of the timeout, closes
+//! those idle for longer: at the timeout, or up to an eighth of it later
+//! (more on a busy machine). So, as with hyper's timer, the clock runs from
+//! the end of the last answer's writing (or the connection's start) to the
+//! next request's complete head.
 
 use std::future::Future;
 use std::pin::{Pin, pin};
@@ -54,10 +58,21 @@ where
 
 /// How many sweeps make one idle timeout.
 const SWEEPS_PER_TIMEOUT: u64 = 8;
-/// A connection's state while it serves a request.
-const BUSY: u64 = u64::MAX;
-/// A connection's state once the sweep has found it idle for too long.
-const EXPIRED: u64 = u64::MAX - 1;
+
+// A connection's state, one word changed by compare-and-swap, so that the
+// sweep never expires a connection a request has just reached: whether the
+// sweep has expired it (top bit), how many requests it is serving (the next
+// 15 bits; hyper serves one at a time, and may drop an answer's body just
+// after the next head arrived), and the sweep count when it last became idle
+// or wrote while idle (the low 48 bits).
+/// The state's bit set by the sweep.
+const EXPIRED: u64 = 1 << 63;
+/// One request served, in the state.
+const ONE_REQUEST: u64 = 1 << 48;
+/// The state's bits counting requests served.
+const REQUESTS: u64 = EXPIRED - ONE_REQUEST;
+/// The state's bits holding the sweep count.
+const SINCE: u64 = ONE_REQUEST - 1;
 
 /// The connections of one server, to be stopped together and closed when
 /// idle for too long.
@@ -90,7 +105,7 @@ struct Signals {
 struct Signal {
     /// Its task, woken for the stop or the expiry.
     waker: AtomicWaker,
-    /// [`BUSY`], [`EXPIRED`], or the sweep count when it became idle.
+    /// Expired, requests served, idle since (see [`EXPIRED`]).
     state: AtomicU64,
     /// The server's, for its clock.
     shared: Arc<Shared>,
@@ -108,7 +123,7 @@ impl ConnectionWatch {
     /// [`Watcher::watch`] has it.
     pub(crate) fn watcher(&self) -> Watcher {
         self.shared.open.fetch_add(1, Ordering::AcqRel);
-        let idle_since = self.shared.sweeps.load(Ordering::Relaxed);
+        let idle_since = self.shared.sweeps.load(Ordering::Relaxed) & SINCE;
         let shared = Arc::clone(&self.shared);
         let signal = Arc::new(Signal { waker: AtomicWaker::new(), state: AtomicU64::new(idle_since), shared });
         let mut signals = self.shared.signals();
@@ -145,8 +160,9 @@ impl ConnectionWatch {
         // close and the stop each write one flag and read the other, and at
         // least one of them must see the other's write.
         shared.stopping.store(true, Ordering::SeqCst);
-        let slots = std::mem::take(&mut shared.signals().slots);
-        for signal in slots.iter().filter_map(Weak::upgrade) {
+        // Kept, not taken: the sweep still closes the idle ones that do not
+        // close when asked (such as one that sent half a request head).
+        for signal in shared.signals().slots.iter().filter_map(Weak::upgrade) {
             signal.waker.wake();
         }
         loop {
@@ -169,12 +185,12 @@ impl Shared {
         let mut signals = self.signals();
         signals.slots.retain(|slot| {
             let Some(signal) = slot.upgrade() else { return false };
-            let state = signal.state.load(Ordering::Relaxed);
             // A connection that a request reached meanwhile is busy, not expired.
-            if state < EXPIRED
-                && now.saturating_sub(state) > SWEEPS_PER_TIMEOUT
-                && signal.state.compare_exchange(state, EXPIRED, Ordering::AcqRel, Ordering::Relaxed).is_ok()
-            {
+            let expired = signal.state.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |state| {
+                let idle = state & (EXPIRED | REQUESTS) == 0;
+                (idle && (now & SINCE).saturating_sub(state & SINCE) > SWEEPS_PER_TIMEOUT).then_some(state | EXPIRED)
+            });
+            if expired.is_ok() {
                 signal.waker.wake();
             }
             true
@@ -203,7 +219,7 @@ impl Watcher {
     where
         C: GracefulConnection<Output = Result<(), E>>,
     {
-        Watched { connection, signal: self.signal, asked: false, open: self.open }
+        Watched { connection, activity: Activity(self.signal), asked: false, open: self.open }
     }
 }
 
@@ -215,8 +231,29 @@ impl Activity {
     /// A request has arrived (its head is complete): the connection is busy
     /// until the body of the answer given to the returned [`Busy`] is done.
     pub(crate) fn arrived(&self) -> Busy {
-        self.0.state.store(BUSY, Ordering::Relaxed);
+        // Also clears an expiry the connection has not acted on yet: it is serving.
+        let _ = self
+            .0
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |state| Some((state & !EXPIRED) + ONE_REQUEST));
         Busy(Arc::clone(&self.0))
+    }
+
+    /// The connection wrote some of an answer: if it is idle (the answer's
+    /// body handed to hyper, still going out), it is idle from now.
+    pub(crate) fn wrote(&self) {
+        let now = self.0.shared.sweeps.load(Ordering::Relaxed) & SINCE;
+        let state = self.0.state.load(Ordering::Relaxed);
+        if state & (EXPIRED | REQUESTS) == 0 && state & SINCE != now {
+            // Lost to a request arriving or the sweep: either says what holds.
+            let _ = self.0.state.compare_exchange(state, now, Ordering::AcqRel, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the sweep has expired the connection and no request has reached it since.
+    fn expired(&self) -> bool {
+        let state = self.0.state.load(Ordering::Acquire);
+        state & EXPIRED != 0 && state & REQUESTS == 0
     }
 }
 
@@ -233,8 +270,12 @@ impl Busy {
 
 impl Drop for Busy {
     fn drop(&mut self) {
-        let now = self.0.shared.sweeps.load(Ordering::Relaxed);
-        self.0.state.store(now, Ordering::Relaxed);
+        let now = self.0.shared.sweeps.load(Ordering::Relaxed) & SINCE;
+        let _ = self.0.state.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |state| {
+            let left = state.saturating_sub(ONE_REQUEST) & REQUESTS;
+            // The last request answered: idle from now.
+            Some(if left == 0 { now } else { left | (state & SINCE) })
+        });
     }
 }
 
@@ -281,7 +322,7 @@ pin_project_lite::pin_project! {
     pub(crate) struct Watched<C> {
         #[pin]
         connection: C,
-        signal: Arc<Signal>,
+        activity: Activity,
         asked: bool,
         open: OpenConnection,
     }
@@ -295,20 +336,23 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        if !*this.asked {
-            this.signal.waker.register(cx.waker());
-            if this.signal.state.load(Ordering::Acquire) == EXPIRED {
-                // Dropped, the connection closes: nothing of a request was
-                // read whole, so nothing is answered (as hyper's own timeout).
-                tracing::debug!("closed a connection idle past HEADER_READ_TIMEOUT_SECONDS");
-                return Poll::Ready(Ok(()));
-            }
-            if this.open.0.stopping.load(Ordering::Acquire) {
-                *this.asked = true;
-                this.connection.as_mut().graceful_shutdown();
-            }
+        // Every poll, the stop begun or not: the sweep may still expire it.
+        this.activity.0.waker.register(cx.waker());
+        if !*this.asked && this.open.0.stopping.load(Ordering::Acquire) {
+            *this.asked = true;
+            this.connection.as_mut().graceful_shutdown();
         }
-        this.connection.poll(cx)
+        // Polled once more when expired: a request head that arrived since
+        // the sweep is served, not dropped unread.
+        let expired = this.activity.expired();
+        let polled = this.connection.poll(cx);
+        if polled.is_pending() && expired && this.activity.expired() {
+            // Dropped, the connection closes: nothing of a request was read
+            // whole, so nothing is answered (as with hyper's own timeout).
+            tracing::debug!("closed a connection idle past HEADER_READ_TIMEOUT_SECONDS");
+            return Poll::Ready(Ok(()));
+        }
+        polled
     }
 }
 
@@ -386,14 +430,14 @@ mod tests {
         let serving = tokio::spawn(busy_watcher.watch(Idle::default()));
 
         assert!(!finished_after(&idle, Duration::from_millis(7_900)).await, "not before the timeout");
-        assert!(finished_after(&idle, Duration::from_secs(3)).await, "closed within a quarter of it after");
+        assert!(finished_after(&idle, Duration::from_millis(1_100)).await, "closed within an eighth of it after");
         assert!(!finished_after(&serving, Duration::from_secs(100)).await, "a request in progress is not cut off");
 
         // Its answer sent, the connection is idle from then on.
         let answer = busy.until_sent(axum::http::Response::new(http_body_util::Empty::<axum::body::Bytes>::new()));
         drop(answer);
         assert!(!finished_after(&serving, Duration::from_millis(7_900)).await, "idle from the answer on");
-        assert!(finished_after(&serving, Duration::from_secs(3)).await);
+        assert!(finished_after(&serving, Duration::from_millis(1_100)).await);
         idle.await.unwrap().unwrap();
         serving.await.unwrap().unwrap();
     }
@@ -407,5 +451,57 @@ mod tests {
         assert!(!finished_after(&sweep, Duration::from_secs(1)).await, "a connection is still open");
         drop(connection);
         assert!(finished_after(&sweep, Duration::from_secs(1)).await);
+    }
+
+    /// A connection that neither ends nor heeds the stop (as one that sent
+    /// half a request head: hyper does not close it when asked).
+    struct Stubborn;
+
+    impl Future for Stubborn {
+        type Output = Result<(), std::io::Error>;
+
+        fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+            Poll::Pending
+        }
+    }
+
+    impl GracefulConnection for Stubborn {
+        fn graceful_shutdown(self: Pin<&mut Self>) {}
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_still_being_written_and_a_second_request_keep_a_connection_open() {
+        let watch = ConnectionWatch::default();
+        tokio::spawn(watch.sweep_idle(Duration::from_secs(8)));
+        let watcher = watch.watcher();
+        let activity = watcher.activity();
+        let connection = tokio::spawn(watcher.watch(Stubborn));
+
+        // Its body handed over, the answer goes out slowly for 30 s.
+        drop(activity.arrived().until_sent(axum::http::Response::new(())));
+        for _ in 0..6 {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            activity.wrote();
+        }
+        assert!(!connection.is_finished(), "writing an answer is not idle time");
+        // The next request arrives before the first answer's body is dropped.
+        let first = activity.arrived();
+        let second = activity.arrived();
+        drop(first);
+        assert!(!finished_after(&connection, Duration::from_secs(30)).await, "the second request is still served");
+        drop(second);
+        assert!(finished_after(&connection, Duration::from_secs(9)).await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_stop_ends_once_a_connection_that_does_not_heed_it_has_been_idle_too_long() {
+        let watch = ConnectionWatch::default();
+        tokio::spawn(watch.sweep_idle(Duration::from_secs(8)));
+        let connection = tokio::spawn(watch.watcher().watch(Stubborn));
+        tokio::task::yield_now().await;
+        let stopping = tokio::spawn(watch.stop());
+        assert!(!finished_after(&stopping, Duration::from_secs(7)).await, "the stop waits for it");
+        assert!(finished_after(&stopping, Duration::from_secs(3)).await, "closed as idle, the stop ends");
+        connection.await.unwrap().unwrap();
     }
 }

@@ -55,7 +55,7 @@ use tokio::time::{Instant, Sleep};
 use tower::{Service, ServiceExt};
 
 use crate::config::DEFAULT_MAX_BODY_BYTES;
-use crate::connection_watch::{ConnectionWatch, Watcher};
+use crate::connection_watch::{Activity, ConnectionWatch, Watcher};
 use crate::server::error_response;
 use crate::serving_threads::ServingThreads;
 
@@ -141,8 +141,9 @@ async fn serve_connections<S>(
     S: Service<Request<Body>, Response = Response, Error = Infallible> + Clone + Send + Sync + 'static,
     S::Future: Send,
 {
-    // No timer: hyper's header read timeout is the watch's sweep instead.
-    let http = http1::Builder::new();
+    // No timer and no header read timeout of hyper's: the watch's sweep keeps it.
+    let mut http = http1::Builder::new();
+    http.header_read_timeout(None);
     let slots = Arc::new(Semaphore::new(limits.max_connections.clamp(1, Semaphore::MAX_PERMITS)));
     let watch = ConnectionWatch::default();
     tokio::spawn(watch.sweep_idle(limits.header_read_timeout));
@@ -190,14 +191,14 @@ async fn serve_connection<S>(
     S::Future: Send,
 {
     let activity = watcher.activity();
+    let stream = StallBoundedIo::new(stream, stall_timeout, activity.clone());
     let service = hyper::service::service_fn(move |request| {
         let busy = activity.arrived();
         let answer = guard.clone().handle(request);
         async move { answer.await.map(|answer| busy.until_sent(answer)) }
     });
-    let stream = StallBoundedIo::new(stream, stall_timeout);
     if let Err(error) = watcher.watch(http.serve_connection(TokioIo::new(stream), service)).await {
-        // Header timeouts, resets and malformed requests: the client's doing, not ours.
+        // Stalled writes, resets and malformed requests: the client's doing, not ours.
         tracing::debug!(error = %error, "connection closed with an error");
     }
     drop(slot);
@@ -380,11 +381,13 @@ impl HttpBody for BoundedBody {
 pin_project_lite::pin_project! {
     /// A connection whose writes fail once they have made no progress for
     /// `stall_timeout`: an answer to a client that stopped reading cannot
-    /// hold the connection, and its slot, for ever.
+    /// hold the connection, and its slot, for ever. Its writes' progress
+    /// goes to `activity`: an answer still going out is not idle time.
     struct StallBoundedIo<T> {
         #[pin]
         inner: T,
         stall_timeout: Duration,
+        activity: Activity,
         // Armed when a write first waits, disarmed by any progress; boxed
         // once per connection, on its first wait.
         stall: Option<Pin<Box<Sleep>>>,
@@ -393,8 +396,8 @@ pin_project_lite::pin_project! {
 }
 
 impl<T> StallBoundedIo<T> {
-    fn new(inner: T, stall_timeout: Duration) -> Self {
-        Self { inner, stall_timeout, stall: None, stalling: false }
+    fn new(inner: T, stall_timeout: Duration, activity: Activity) -> Self {
+        Self { inner, stall_timeout, activity, stall: None, stalling: false }
     }
 }
 
@@ -434,6 +437,7 @@ impl<T: AsyncWrite> AsyncWrite for StallBoundedIo<T> {
             Poll::Pending => stalled(this.stall, this.stalling, *this.stall_timeout, cx),
             ready => {
                 *this.stalling = false;
+                this.activity.wrote();
                 ready
             }
         }
@@ -449,6 +453,7 @@ impl<T: AsyncWrite> AsyncWrite for StallBoundedIo<T> {
             Poll::Pending => stalled(this.stall, this.stalling, *this.stall_timeout, cx),
             ready => {
                 *this.stalling = false;
+                this.activity.wrote();
                 ready
             }
         }

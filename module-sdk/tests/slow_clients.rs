@@ -49,6 +49,15 @@ async fn an_idle_kept_alive_connection_is_closed_after_the_header_timeout() {
 }
 
 #[tokio::test]
+async fn a_stop_is_not_held_up_by_a_half_sent_request_head() {
+    let mut demo = start_demo(&[("HEADER_READ_TIMEOUT_SECONDS", "1")]);
+    // Not closed when asked to stop (nothing whole was read): the header timeout closes it.
+    let _half = send_and_stall(demo.address(), b"GET /health HT").await;
+    let status = tokio::task::spawn_blocking(move || demo.terminate()).await.unwrap();
+    assert!(status.success(), "the module did not stop on its own: {status}");
+}
+
+#[tokio::test]
 async fn at_the_connection_cap_new_connections_wait_for_a_free_slot() {
     let demo = start_demo(&[("MAX_CONNECTIONS", "4"), ("HEADER_READ_TIMEOUT_SECONDS", "3")]);
     assert_connection_cap(demo.address(), "/execute", 4, Duration::from_secs(3)).await;
