@@ -74,6 +74,7 @@ impl Module {
         let io_error = |source| ServeError::Io { address: address.to_string(), source };
         let listener = TcpListener::bind(address).await.map_err(io_error)?;
         let bound = listener.local_addr().map_err(io_error)?;
+        let shutdown = shutdown_signal();
         tracing::info!(
             module = %service.manifest().module_name,
             tools = service.manifest().tools.len(),
@@ -81,7 +82,7 @@ impl Module {
             auth = config.auth_token.is_some(),
             "module listening"
         );
-        serve_router(listener, router(service, &config), config.limits, shutdown_signal()).await;
+        serve_router(listener, router(service, &config), config.limits, shutdown).await;
         crate::otlp::shutdown().await;
         tracing::info!("module stopped");
         Ok(())
@@ -379,24 +380,34 @@ async fn method_not_allowed() -> Response {
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM: the graceful-shutdown signal of
 /// module servers, and of any other service that wants the same behaviour.
-pub async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
+/// The handlers are in place from the call on (call it, within a tokio
+/// runtime, before saying the server listens), not from the first poll, so
+/// a signal sent as soon as a server says it listens stops it gracefully.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
+    let [interrupt, terminate] = {
+        use tokio::signal::unix::{SignalKind, signal};
+        [signal(SignalKind::interrupt()).ok(), signal(SignalKind::terminate()).ok()]
     };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = interrupt => {},
-        () = terminate => {},
+    async move {
+        #[cfg(unix)]
+        tokio::select! {
+            () = received(interrupt) => {},
+            () = received(terminate) => {},
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutdown signal received; finishing calls in flight");
     }
-    tracing::info!("shutdown signal received; finishing calls in flight");
+}
+
+/// Resolves when `signal` arrives; never, when its handler could not be set.
+#[cfg(unix)]
+async fn received(signal: Option<tokio::signal::unix::Signal>) {
+    match signal {
+        Some(mut signal) => drop(signal.recv().await),
+        None => std::future::pending().await,
+    }
 }
 
 #[cfg(test)]

@@ -55,6 +55,7 @@ pub async fn serve(orchestrator: Orchestrator) -> Result<(), ServeError> {
     }
     orchestrator.registry.load_cached().await;
     orchestrator.registry.spawn_discovery(config.refresh_interval);
+    let shutdown = module_sdk::service::shutdown_signal();
     tracing::info!(
         address = %bound,
         modules = config.module_services.len(),
@@ -68,7 +69,6 @@ pub async fn serve(orchestrator: Orchestrator) -> Result<(), ServeError> {
     let threads = ServingThreads::start(config.serving_threads)
         .map_err(|source| ServeError::Threads { count: config.serving_threads, source })?;
     let app = router(orchestrator);
-    let shutdown = module_sdk::service::shutdown_signal();
     module_sdk::service::serve_router_on(listener, app, config.limits, shutdown, &threads).await;
     drop(threads);
     module_sdk::otlp::shutdown().await;

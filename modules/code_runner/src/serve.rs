@@ -26,6 +26,7 @@ pub async fn serve(module: Module, config: ServeConfig, broken: Option<String>) 
         Router::new().route("/health", get(health)).with_state(Broken(broken.map(Arc::from))).fallback_service(sdk);
     let listener = tokio::net::TcpListener::bind(address).await.map_err(io_error)?;
     let bound = listener.local_addr().map_err(io_error)?;
+    let shutdown = module_sdk::service::shutdown_signal();
     // The SDK's target, so that harnesses keeping "listening" events under
     // any RUST_LOG keep this one too.
     tracing::info!(
@@ -35,7 +36,7 @@ pub async fn serve(module: Module, config: ServeConfig, broken: Option<String>) 
         auth = config.auth_token.is_some(),
         "module listening"
     );
-    module_sdk::service::serve_router(listener, app, config.limits, module_sdk::service::shutdown_signal()).await;
+    module_sdk::service::serve_router(listener, app, config.limits, shutdown).await;
     tracing::info!("module stopped");
     Ok(())
 }

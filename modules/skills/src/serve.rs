@@ -48,6 +48,7 @@ impl LiveRouter {
         let io_error = |source| ServeError::Io { address: address.to_string(), source };
         let listener = tokio::net::TcpListener::bind(address).await.map_err(io_error)?;
         let bound = listener.local_addr().map_err(io_error)?;
+        let shutdown = module_sdk::service::shutdown_signal();
         // The SDK's target, so that harnesses keeping "listening" events under
         // any RUST_LOG keep this one too.
         tracing::info!(
@@ -60,7 +61,7 @@ impl LiveRouter {
         let limits = self.config.limits;
         let app = Router::new().fallback(forward).with_state(self);
         // The SDK's connection loop: its header/body read timeouts and connection cap apply.
-        module_sdk::service::serve_router(listener, app, limits, module_sdk::service::shutdown_signal()).await;
+        module_sdk::service::serve_router(listener, app, limits, shutdown).await;
         tracing::info!("module stopped");
         Ok(())
     }
