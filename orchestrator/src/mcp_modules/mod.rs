@@ -5,8 +5,10 @@
 //! ToolResult; `notifications/tools/list_changed` discovers the module
 //! again. One session per server is kept open and reopened after it breaks,
 //! at most once per [`FIRST_RECONNECT_DELAY`], doubling to
-//! [`MAX_RECONNECT_DELAY`] while it keeps failing (so a crashing stdio
-//! server is restarted a bounded number of times). Opening one (starting a
+//! [`MAX_RECONNECT_DELAY`] while it keeps failing, a session that ends
+//! within [`MAX_RECONNECT_DELAY`] of opening counting as a failure (so a
+//! crashing stdio server, even one that answers its handshake first, is
+//! restarted a bounded number of times). Opening one (starting a
 //! stdio server, the handshake) takes at most `DISCOVERY_TIMEOUT`: every
 //! call of the module waits for it.
 
@@ -111,8 +113,25 @@ pub struct McpServer {
 #[derive(Default)]
 struct Session {
     live: Option<Arc<Connection>>,
+    /// When the live session opened.
+    opened_at: Option<Instant>,
+    /// Whether a session was ever open.
+    opened_before: bool,
     failures: u32,
     next_attempt: Option<Instant>,
+}
+
+impl Session {
+    /// The live session is over: the wait before the next attempt starts
+    /// again only if it lasted [`MAX_RECONNECT_DELAY`]; otherwise the
+    /// failures counted before it opened still count.
+    fn end(&mut self) {
+        self.live = None;
+        if self.opened_at.take().is_some_and(|at| at.elapsed() >= MAX_RECONNECT_DELAY) {
+            self.failures = 0;
+            self.next_attempt = None;
+        }
+    }
 }
 
 impl McpServer {
@@ -229,14 +248,16 @@ impl McpServer {
                 return Ok(Arc::clone(live));
             }
             tracing::warn!(module = %self.module, "the MCP session ended");
-            session.live = None;
+            session.end();
             // Discovered again, so `GET /modules` shows whether it is back (a full queue already holds one).
             let _ = self.changed.try_send(self.module.clone());
         }
         let now = Instant::now();
         if let Some(at) = session.next_attempt.filter(|at| *at > now) {
             let wait = (at - now).as_secs_f64();
-            return Err(format!("the last attempt to connect failed; the next is allowed in {wait:.1} s"));
+            return Err(format!(
+                "the last attempt to connect failed, or its session ended soon after; the next is allowed in {wait:.1} s"
+            ));
         }
         // Counted before connecting, so an attempt cut short by a timeout counts too.
         let delay = FIRST_RECONNECT_DELAY.saturating_mul(1 << session.failures.min(6)).min(MAX_RECONNECT_DELAY);
@@ -256,7 +277,13 @@ impl McpServer {
         };
         tracing::info!(module = %self.module, "MCP session opened");
         let connection = Arc::new(connection);
-        *session = Session { live: Some(Arc::clone(&connection)), failures: 0, next_attempt: None };
+        // The count of failures and the next attempt's time stay until the session has lasted (`Session::end`).
+        session.live = Some(Arc::clone(&connection));
+        session.opened_at = Some(Instant::now());
+        if std::mem::replace(&mut session.opened_before, true) {
+            // Back after a break: discovered again, so `GET /modules` shows it up.
+            let _ = self.changed.try_send(self.module.clone());
+        }
         Ok(connection)
     }
 
@@ -265,9 +292,31 @@ impl McpServer {
     async fn forget(&self, broken: &Arc<Connection>) {
         let mut session = self.session.lock().await;
         if session.live.as_ref().is_some_and(|live| Arc::ptr_eq(live, broken)) {
-            session.live = None;
+            session.end();
             // A full queue already holds a re-discovery.
             let _ = self.changed.try_send(self.module.clone());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_that_ends_soon_keeps_the_backoff_and_a_lasting_one_resets_it() {
+        let now = Instant::now();
+        let opened = |ago: Duration| Session {
+            opened_at: Some(now - ago),
+            failures: 3,
+            next_attempt: Some(now + Duration::from_secs(4)),
+            ..Session::default()
+        };
+        let mut short = opened(Duration::from_secs(1));
+        short.end();
+        assert_eq!((short.failures, short.next_attempt), (3, Some(now + Duration::from_secs(4))));
+        let mut lasting = opened(MAX_RECONNECT_DELAY);
+        lasting.end();
+        assert_eq!((lasting.failures, lasting.next_attempt, lasting.opened_at), (0, None, None));
     }
 }
