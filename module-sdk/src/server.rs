@@ -380,9 +380,10 @@ async fn method_not_allowed() -> Response {
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM: the graceful-shutdown signal of
 /// module servers, and of any other service that wants the same behaviour.
-/// The handlers are in place from the call on (call it, within a tokio
-/// runtime, before saying the server listens), not from the first poll, so
-/// a signal sent as soon as a server says it listens stops it gracefully.
+/// On Unix the handlers are in place from the call on (call it, within a
+/// tokio runtime, before saying the server listens), not from the first
+/// poll, so a signal sent as soon as a server says it listens stops it
+/// gracefully.
 pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
     let [interrupt, terminate] = {

@@ -53,8 +53,13 @@ async fn a_stop_is_not_held_up_by_a_half_sent_request_head() {
     let mut demo = start_demo(&[("HEADER_READ_TIMEOUT_SECONDS", "1")]);
     // Not closed when asked to stop (nothing whole was read): the header timeout closes it.
     let _half = send_and_stall(demo.address(), b"GET /health HT").await;
+    // Accepted and read by the server before the stop.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let asked = std::time::Instant::now();
     let status = tokio::task::spawn_blocking(move || demo.terminate()).await.unwrap();
     assert!(status.success(), "the module did not stop on its own: {status}");
+    // Not a speed check: a stop that did not wait for the half-sent head would not have tested it.
+    assert!(asked.elapsed() >= Duration::from_millis(500), "the stop did not wait for the half-sent head");
 }
 
 #[tokio::test]

@@ -122,12 +122,14 @@ struct Session {
 }
 
 impl Session {
-    /// The live session is over: the wait before the next attempt starts
-    /// again only if it lasted [`MAX_RECONNECT_DELAY`]; otherwise the
-    /// failures counted before it opened still count.
-    fn end(&mut self) {
+    /// The live session is over, found so at `now`: the wait before the
+    /// next attempt starts again only if it lasted [`MAX_RECONNECT_DELAY`];
+    /// otherwise the failures counted before it opened still count. (Its
+    /// end is found when it is next used, so a session that died early and
+    /// was found so much later counts as lasting: one more prompt reopen.)
+    fn end(&mut self, now: Instant) {
         self.live = None;
-        if self.opened_at.take().is_some_and(|at| at.elapsed() >= MAX_RECONNECT_DELAY) {
+        if self.opened_at.take().is_some_and(|at| now.saturating_duration_since(at) >= MAX_RECONNECT_DELAY) {
             self.failures = 0;
             self.next_attempt = None;
         }
@@ -248,7 +250,7 @@ impl McpServer {
                 return Ok(Arc::clone(live));
             }
             tracing::warn!(module = %self.module, "the MCP session ended");
-            session.end();
+            session.end(Instant::now());
             // Discovered again, so `GET /modules` shows whether it is back (a full queue already holds one).
             let _ = self.changed.try_send(self.module.clone());
         }
@@ -280,8 +282,8 @@ impl McpServer {
         // The count of failures and the next attempt's time stay until the session has lasted (`Session::end`).
         session.live = Some(Arc::clone(&connection));
         session.opened_at = Some(Instant::now());
-        if std::mem::replace(&mut session.opened_before, true) {
-            // Back after a break: discovered again, so `GET /modules` shows it up.
+        if std::mem::replace(&mut session.opened_before, true) || session.failures > 1 {
+            // Back after a break or failed attempts: discovered again, so `GET /modules` shows it up.
             let _ = self.changed.try_send(self.module.clone());
         }
         Ok(connection)
@@ -292,7 +294,7 @@ impl McpServer {
     async fn forget(&self, broken: &Arc<Connection>) {
         let mut session = self.session.lock().await;
         if session.live.as_ref().is_some_and(|live| Arc::ptr_eq(live, broken)) {
-            session.end();
+            session.end(Instant::now());
             // A full queue already holds a re-discovery.
             let _ = self.changed.try_send(self.module.clone());
         }
@@ -305,18 +307,14 @@ mod tests {
 
     #[test]
     fn a_session_that_ends_soon_keeps_the_backoff_and_a_lasting_one_resets_it() {
-        let now = Instant::now();
-        let opened = |ago: Duration| Session {
-            opened_at: Some(now - ago),
-            failures: 3,
-            next_attempt: Some(now + Duration::from_secs(4)),
-            ..Session::default()
-        };
-        let mut short = opened(Duration::from_secs(1));
-        short.end();
-        assert_eq!((short.failures, short.next_attempt), (3, Some(now + Duration::from_secs(4))));
-        let mut lasting = opened(MAX_RECONNECT_DELAY);
-        lasting.end();
+        let opened_at = Instant::now();
+        let next_attempt = Some(opened_at + Duration::from_secs(4));
+        let opened = || Session { opened_at: Some(opened_at), failures: 3, next_attempt, ..Session::default() };
+        let mut short = opened();
+        short.end(opened_at + Duration::from_secs(1));
+        assert_eq!((short.failures, short.next_attempt), (3, next_attempt));
+        let mut lasting = opened();
+        lasting.end(opened_at + MAX_RECONNECT_DELAY);
         assert_eq!((lasting.failures, lasting.next_attempt, lasting.opened_at), (0, None, None));
     }
 }
