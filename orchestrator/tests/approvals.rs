@@ -128,7 +128,7 @@ async fn an_approved_call_runs_exactly_once_with_the_stored_arguments() {
     assert_eq!(setup.calls.count(), 1, "a second approval runs nothing");
     let (_, shown) = orchestrator.get_with(&format!("/approvals/{}", id.as_str().unwrap()), Some(&key("ada"))).await;
     assert_eq!(shown["status"], "approved");
-    assert!(orchestrator.logs().iter().any(|l| l.contains("approval decided") && l.contains("key:ada")));
+    assert!(orchestrator.logged(|l| l.contains("approval decided") && l.contains("key:ada")));
 }
 
 /// Ada approves approval `id`, but her client gives up after 300 ms.

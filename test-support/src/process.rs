@@ -118,9 +118,16 @@ impl Process {
 
     /// Waits up to `within` for a log line containing `needle`.
     pub fn wait_for_log(&self, needle: &str, within: Duration) -> bool {
+        self.wait_for_log_line(|line| line.contains(needle), within)
+    }
+
+    /// Waits up to `within` for a log line that `matches`: a line the
+    /// process wrote is read by another thread, so it may arrive a little
+    /// after the answer that followed it.
+    pub fn wait_for_log_line(&self, matches: impl Fn(&str) -> bool, within: Duration) -> bool {
         let deadline = Instant::now() + within;
         loop {
-            if self.logs().iter().any(|line| line.contains(needle)) {
+            if self.logs().iter().any(|line| matches(line)) {
                 return true;
             }
             if Instant::now() >= deadline {

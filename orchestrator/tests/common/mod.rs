@@ -60,6 +60,11 @@ impl OrchestratorProcess {
         self.process.logs()
     }
 
+    /// Whether a log line that `matches` arrives within 10 s.
+    pub fn logged(&self, matches: impl Fn(&str) -> bool) -> bool {
+        self.process.wait_for_log_line(matches, Duration::from_secs(10))
+    }
+
     /// Its process id.
     pub fn pid(&self) -> u32 {
         self.process.pid()
