@@ -102,6 +102,8 @@ struct Signals {
 }
 
 /// What the server tells one connection, and what it tells the server.
+/// Every holder of it lives inside the connection, so the connection counts
+/// as open until it is dropped.
 struct Signal {
     /// Its task, woken for the stop or the expiry.
     waker: AtomicWaker,
@@ -133,7 +135,7 @@ impl ConnectionWatch {
         }
         signals.slots.push(Arc::downgrade(&signal));
         drop(signals);
-        Watcher { open: OpenConnection(Arc::clone(&self.shared)), signal }
+        Watcher { signal }
     }
 
     /// Closes the connections idle for longer than `timeout`, sweeping every
@@ -156,7 +158,7 @@ impl ConnectionWatch {
     /// and waits until all of them have.
     pub(crate) async fn stop(self) {
         let shared = &self.shared;
-        // SeqCst here and in `OpenConnection::drop`: the last connection to
+        // SeqCst here and in `Signal::drop`: the last connection to
         // close and the stop each write one flag and read the other, and at
         // least one of them must see the other's write.
         shared.stopping.store(true, Ordering::SeqCst);
@@ -201,7 +203,6 @@ impl Shared {
 
 /// A connection accepted and not yet served; see [`ConnectionWatch::watcher`].
 pub(crate) struct Watcher {
-    open: OpenConnection,
     signal: Arc<Signal>,
 }
 
@@ -219,7 +220,7 @@ impl Watcher {
     where
         C: GracefulConnection<Output = Result<(), E>>,
     {
-        Watched { connection, activity: Activity(self.signal), asked: false, open: self.open }
+        Watched { connection, activity: Activity(self.signal), asked: false }
     }
 }
 
@@ -307,13 +308,10 @@ impl<B: Body> Body for ActivityBody<B> {
     }
 }
 
-/// Counts a connection as open until it is dropped.
-struct OpenConnection(Arc<Shared>);
-
-impl Drop for OpenConnection {
+impl Drop for Signal {
     fn drop(&mut self) {
-        if self.0.open.fetch_sub(1, Ordering::SeqCst) == 1 && self.0.stopping.load(Ordering::SeqCst) {
-            self.0.all_closed.notify_waiters();
+        if self.shared.open.fetch_sub(1, Ordering::SeqCst) == 1 && self.shared.stopping.load(Ordering::SeqCst) {
+            self.shared.all_closed.notify_waiters();
         }
     }
 }
@@ -326,7 +324,6 @@ pin_project_lite::pin_project! {
         connection: C,
         activity: Activity,
         asked: bool,
-        open: OpenConnection,
     }
 }
 
@@ -340,7 +337,7 @@ where
         let mut this = self.project();
         // Every poll, the stop begun or not: the sweep may still expire it.
         this.activity.0.waker.register(cx.waker());
-        if !*this.asked && this.open.0.stopping.load(Ordering::Acquire) {
+        if !*this.asked && this.activity.0.shared.stopping.load(Ordering::Acquire) {
             *this.asked = true;
             this.connection.as_mut().graceful_shutdown();
         }
