@@ -52,8 +52,14 @@ async fn discovery_survives_down_hung_and_broken_modules_and_finds_late_ones() {
     expect_down("broken", "`alpha.steal` is not named `broken.<tool>`").await;
     expect_down("impostor", "calls itself `alpha`, but MODULE_SERVICES configures it as `impostor`").await;
     expect_down("garbage", "did not send a ModuleManifest").await;
-    let rejections = orchestrator.logs().iter().filter(|line| line.contains("manifest rejected")).count();
-    assert!(rejections >= 2, "each rejection is logged with its reason");
+    // Each rejection is logged with its module and reason (waited for: the
+    // harness reads the log on another thread, behind the answers above).
+    for (name, reason) in [("broken", "is not named `broken.<tool>`"), ("impostor", "calls itself `alpha`")] {
+        let module = format!("\"module\":\"{name}\"");
+        let logged = orchestrator
+            .logged(|line| line.contains("manifest rejected") && line.contains(&module) && line.contains(reason));
+        assert!(logged, "the rejection of `{name}` is logged with its reason: {:#?}", orchestrator.logs());
+    }
 
     // Only the good modules' tools are listed; the base-fields module gets
     // an input_schema built from its parameters.
