@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::json;
 use test_support::connection_budgets::{
     MARGIN, SlowClients, assert_chunked_body_stopped_at_the_limit, assert_connection_cap,
-    assert_declared_body_refused_early,
+    assert_declared_body_refused_early, assert_slow_reader_gets_the_whole_answer,
 };
 use test_support::raw_tcp::{read_until_closed, send_and_stall};
 use test_support::{Process, built_binary};
@@ -46,6 +46,15 @@ async fn an_idle_kept_alive_connection_is_closed_after_the_header_timeout() {
     let mut stream = send_and_stall(demo.address(), b"GET /health HTTP/1.1\r\nHost: demo\r\n\r\n").await;
     let answer = read_until_closed(&mut stream, Duration::from_secs(1) + MARGIN).await.expect("closed when idle");
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+#[tokio::test]
+async fn a_large_answer_read_slowly_is_not_cut_off_by_the_header_timeout() {
+    // A 12 MiB greeting: more than the loopback connection buffers hold.
+    let demo = start_demo(&[("HEADER_READ_TIMEOUT_SECONDS", "1"), ("MAX_BODY_BYTES", "16777216")]);
+    let call = json!({"tool_name": "demo.greet", "arguments": {"name": "x".repeat(12 * 1024 * 1024)}});
+    assert_slow_reader_gets_the_whole_answer(demo.address(), "/execute", &call.to_string(), Duration::from_secs(1))
+        .await;
 }
 
 #[tokio::test]

@@ -2,15 +2,23 @@
 //! (`HEADER_READ_TIMEOUT_SECONDS`, `BODY_READ_TIMEOUT_SECONDS`,
 //! `MAX_CONNECTIONS`, `MAX_BODY_BYTES`, served by `module_sdk::service::serve_router`):
 //! raw TCP clients send their requests slowly, or not at all, or announce
-//! bodies that are too large, to the real binary. The checks are
-//! test-support's, shared with the SDK's tests.
+//! bodies that are too large, or read a large answer slowly, to the real
+//! binary. The checks are test-support's, shared with the SDK's tests.
+
+mod common;
 
 use std::process::Command;
 use std::time::Duration;
 
+use axum::Router;
+use axum::body::Bytes;
+use axum::routing::post;
+use common::{ModuleServer, OrchestratorProcess, module_services};
+use serde_json::json;
 use test_support::Process;
 use test_support::connection_budgets::{
     SlowClients, assert_chunked_body_stopped_at_the_limit, assert_connection_cap, assert_declared_body_refused_early,
+    assert_slow_reader_gets_the_whole_answer,
 };
 
 /// A `POST` route that reads a JSON body.
@@ -52,4 +60,36 @@ async fn bodies_over_the_limit_are_refused_early_whatever_their_framing() {
     assert_declared_body_refused_early(orchestrator.address(), POST_PATH).await;
     assert_chunked_body_stopped_at_the_limit(orchestrator.address(), POST_PATH).await;
     assert_eq!(get_status(&orchestrator.url(), "/health").await, 200);
+}
+
+/// Module `large`, whose one tool `large.read` answers a ToolResult of
+/// `bytes` bytes of text.
+fn large_answer_module(bytes: usize) -> Router {
+    let tool =
+        json!({"name": "large.read", "description": "Reads a lot.", "parameters": [], "required_permission": "guest"});
+    let manifest = json!({"module_name": "large", "description": "Answers at length.", "tools": [tool]});
+    let answer = json!({"tool_name": "large.read", "success": true, "result": "x".repeat(bytes)});
+    let answer = Bytes::from(answer.to_string());
+    common::modules::manifest_module(manifest)
+        .route("/execute", post(move || std::future::ready(([("content-type", "application/json")], answer.clone()))))
+}
+
+#[tokio::test]
+async fn a_large_answer_read_slowly_is_not_cut_off_by_the_header_timeout() {
+    // A 12 MiB answer: more than the loopback connection buffers hold.
+    let module = ModuleServer::start(large_answer_module(12 * 1024 * 1024));
+    let orchestrator = OrchestratorProcess::start(&[
+        ("MODULE_SERVICES", &module_services(&[("large", module.url())])),
+        ("HEADER_READ_TIMEOUT_SECONDS", "1"),
+        ("MAX_ANSWER_BYTES", "16777216"),
+    ]);
+    orchestrator.wait_for_module("large", "up", Duration::from_secs(10)).await;
+    let call = json!({"tool_name": "large.read", "arguments": {}});
+    assert_slow_reader_gets_the_whole_answer(
+        orchestrator.address(),
+        "/execute",
+        &call.to_string(),
+        Duration::from_secs(1),
+    )
+    .await;
 }

@@ -12,8 +12,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::time::timeout;
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::time::{Instant, sleep, timeout};
 
 use crate::raw_tcp::{read_answer, read_until_closed, send_and_stall};
 
@@ -96,6 +96,73 @@ pub async fn assert_declared_body_refused_early(address: SocketAddr, post_path: 
         assert!(!answer.contains("100 Continue"), "{answer}");
         assert!(answer.contains("MAX_BODY_BYTES") && answer.contains("1073741824"), "{answer}");
     }
+}
+
+/// An answer still being written is not idle time: a client that posts
+/// `body` to `post_path` and reads the (large) answer slowly, through a small
+/// receive buffer, over three `header_timeout`s, gets all of it. The header
+/// timeout counts only from the answer's last written byte, so a server that
+/// started it when the answer was handed over would cut this client off.
+pub async fn assert_slow_reader_gets_the_whole_answer(
+    address: SocketAddr,
+    post_path: &str,
+    body: &str,
+    header_timeout: Duration,
+) {
+    let socket = TcpSocket::new_v4().expect("a socket");
+    socket.set_recv_buffer_size(64 * 1024).expect("a small receive buffer");
+    let mut stream = socket.connect(address).await.expect("the server accepts a connection");
+    let head = format!(
+        "POST {post_path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.expect("the head is sent");
+    stream.write_all(body.as_bytes()).await.expect("the body is sent");
+
+    let mut received = Vec::new();
+    let head_end = loop {
+        if let Some(end) = received.windows(4).position(|window| window == b"\r\n\r\n") {
+            break end + 4;
+        }
+        let mut buffer = [0u8; 4096];
+        match timeout(MARGIN, stream.read(&mut buffer)).await {
+            Ok(Ok(n)) if n > 0 => received.extend_from_slice(&buffer[..n]),
+            other => panic!("no answer head ({other:?}): {}", String::from_utf8_lossy(&received)),
+        }
+    };
+    let answer_head = String::from_utf8_lossy(&received[..head_end]).into_owned();
+    assert!(answer_head.starts_with("HTTP/1.1 200"), "{answer_head}");
+    let length: usize = answer_head
+        .lines()
+        .find_map(|line| line.to_ascii_lowercase().strip_prefix("content-length:").map(|n| n.trim().parse().unwrap()))
+        .unwrap_or_else(|| panic!("no Content-Length: {answer_head}"));
+    let whole = head_end + length;
+
+    // An even pace: a share of the answer every tick, over three header timeouts.
+    const TICK: Duration = Duration::from_millis(50);
+    let ticks = (3 * header_timeout).as_millis() / TICK.as_millis();
+    let per_tick = length / usize::try_from(ticks).expect("a few ticks") + 1;
+    let started = Instant::now();
+    let mut buffer = vec![0u8; per_tick];
+    while received.len() < whole {
+        let mut quota = per_tick.min(whole - received.len());
+        while quota > 0 {
+            match timeout(MARGIN, stream.read(&mut buffer[..quota])).await {
+                Ok(Ok(n)) if n > 0 => {
+                    received.extend_from_slice(&buffer[..n]);
+                    quota -= n;
+                }
+                other => panic!(
+                    "the answer was cut off after {} of {length} body bytes, {:?} into a slow read ({other:?})",
+                    received.len() - head_end,
+                    started.elapsed()
+                ),
+            }
+        }
+        sleep(TICK).await;
+    }
+    let took = started.elapsed();
+    assert!(took >= 2 * header_timeout, "read in {took:?}: too fast to show anything");
 }
 
 /// With `MAX_BODY_BYTES` at 1000, a chunked body of 1,200 bytes whose last

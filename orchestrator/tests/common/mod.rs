@@ -65,6 +65,11 @@ impl OrchestratorProcess {
         self.process.wait_for_log_line(matches, Duration::from_secs(10))
     }
 
+    /// The address it listens on.
+    pub fn address(&self) -> std::net::SocketAddr {
+        self.process.address()
+    }
+
     /// Its process id.
     pub fn pid(&self) -> u32 {
         self.process.pid()
