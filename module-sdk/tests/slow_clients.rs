@@ -1,8 +1,9 @@
 //! Whole-process tests of the connection budgets (`HEADER_READ_TIMEOUT_SECONDS`,
 //! `BODY_READ_TIMEOUT_SECONDS`, `MAX_CONNECTIONS`, `MAX_BODY_BYTES`): the demo
 //! module runs as a real process and raw TCP clients send their requests
-//! slowly, or not at all, or announce bodies that are too large. The checks
-//! are test-support's, shared with the orchestrator's tests.
+//! slowly, or not at all, or announce bodies that are too large, or read a
+//! large answer slowly. The checks are test-support's, shared with the
+//! orchestrator's tests.
 
 use std::process::Command;
 use std::time::Duration;
@@ -10,7 +11,7 @@ use std::time::Duration;
 use serde_json::json;
 use test_support::connection_budgets::{
     MARGIN, SlowClients, assert_chunked_body_stopped_at_the_limit, assert_connection_cap,
-    assert_declared_body_refused_early, assert_slow_reader_gets_the_whole_answer,
+    assert_declared_body_refused_early, assert_slow_reader_gets_the_whole_answer, slow_reader_answer_bytes,
 };
 use test_support::raw_tcp::{read_until_closed, send_and_stall};
 use test_support::{Process, built_binary};
@@ -50,9 +51,11 @@ async fn an_idle_kept_alive_connection_is_closed_after_the_header_timeout() {
 
 #[tokio::test]
 async fn a_large_answer_read_slowly_is_not_cut_off_by_the_header_timeout() {
-    // A 12 MiB greeting: more than the loopback connection buffers hold.
-    let demo = start_demo(&[("HEADER_READ_TIMEOUT_SECONDS", "1"), ("MAX_BODY_BYTES", "16777216")]);
-    let call = json!({"tool_name": "demo.greet", "arguments": {"name": "x".repeat(12 * 1024 * 1024)}});
+    // A greeting longer than the connection's buffers hold, read slower than they drain.
+    let bytes = slow_reader_answer_bytes();
+    let limit = (2 * bytes).to_string();
+    let demo = start_demo(&[("HEADER_READ_TIMEOUT_SECONDS", "1"), ("MAX_BODY_BYTES", &limit)]);
+    let call = json!({"tool_name": "demo.greet", "arguments": {"name": "x".repeat(bytes)}});
     assert_slow_reader_gets_the_whole_answer(demo.address(), "/execute", &call.to_string(), Duration::from_secs(1))
         .await;
 }

@@ -18,7 +18,7 @@ use serde_json::json;
 use test_support::Process;
 use test_support::connection_budgets::{
     SlowClients, assert_chunked_body_stopped_at_the_limit, assert_connection_cap, assert_declared_body_refused_early,
-    assert_slow_reader_gets_the_whole_answer,
+    assert_slow_reader_gets_the_whole_answer, slow_reader_answer_bytes,
 };
 
 /// A `POST` route that reads a JSON body.
@@ -76,12 +76,13 @@ fn large_answer_module(bytes: usize) -> Router {
 
 #[tokio::test]
 async fn a_large_answer_read_slowly_is_not_cut_off_by_the_header_timeout() {
-    // A 12 MiB answer: more than the loopback connection buffers hold.
-    let module = ModuleServer::start(large_answer_module(12 * 1024 * 1024));
+    // An answer longer than the connection's buffers hold, read slower than they drain.
+    let bytes = slow_reader_answer_bytes();
+    let module = ModuleServer::start(large_answer_module(bytes));
     let orchestrator = OrchestratorProcess::start(&[
         ("MODULE_SERVICES", &module_services(&[("large", module.url())])),
         ("HEADER_READ_TIMEOUT_SECONDS", "1"),
-        ("MAX_ANSWER_BYTES", "16777216"),
+        ("MAX_ANSWER_BYTES", &(2 * bytes).to_string()),
     ]);
     orchestrator.wait_for_module("large", "up", Duration::from_secs(10)).await;
     let call = json!({"tool_name": "large.read", "arguments": {}});
