@@ -294,7 +294,9 @@ async fn at_info_calls_log_nothing_but_the_module_own_failures() {
     assert!(!logs.contains("\"tool call\""), "no per-call event at info: {logs}");
 }
 
-#[tokio::test]
+// Multi-threaded: the call in flight keeps going on a worker while this
+// thread blocks in `terminate`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_call_logs_one_event_at_debug_and_sigterm_lets_calls_finish() {
     let mut demo = Demo::start(&[("RUST_LOG", "debug")]);
     execute(&demo, json!({"tool_name": "demo.greet", "user_id": "u", "arguments": {"name": "A"}})).await;

@@ -19,6 +19,13 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 const LISTENING_TARGETS: &str = "module_sdk::server=info,orchestrator::server=info";
 
 /// A running binary, killed and reaped when dropped (even when a test panics).
+///
+/// Its waiting methods (`start`, `terminate`, `wait_for_log*`) block the
+/// calling thread. In a `#[tokio::test]` (one thread) nothing else on the
+/// test's runtime runs meanwhile: a test that has calls in flight from
+/// spawned tasks, or serves the binary from its own runtime, while it waits,
+/// runs multi-threaded (`flavor = "multi_thread"`) or waits in
+/// `tokio::task::spawn_blocking`.
 pub struct Process {
     child: Child,
     address: SocketAddr,

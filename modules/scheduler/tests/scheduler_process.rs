@@ -226,7 +226,10 @@ async fn a_receiver_that_is_down_for_a_while_gets_the_event_when_it_is_up() {
     assert_eq!(receiver.deliveries().len(), 1);
 }
 
-#[tokio::test]
+// Multi-threaded: the webhook receiver keeps taking deliveries on a worker
+// while this thread blocks in `start`, which the restarted scheduler
+// delivers before it says it listens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_sigkill_every_run_due_during_the_downtime_is_delivered() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("s.db");
