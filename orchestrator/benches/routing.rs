@@ -12,7 +12,10 @@
 //!    throughput, at most 60 µs added at p50), and the CPU time the serving
 //!    process (module, orchestrator, nginx worker) spent per call in user
 //!    space and in the kernel, from `/proc/<pid>/stat`: a figure the
-//!    machine's load barely moves, which says where a gap comes from. Every
+//!    machine's load barely moves, which says where a gap comes from; and
+//!    the whole path's CPU per call at 32 connections (the module, the proxy
+//!    and wrk together), which the throughput follows while the two cores
+//!    are saturated. Every
 //!    target is measured in turn, `BENCH_ROUNDS` times (default 3), and the
 //!    table gives each figure's median, the goal lines each round's too;
 //! 2. one full discovery (`POST /refresh-tools`) of 50 modules of which 10
@@ -82,6 +85,9 @@ struct Round {
     /// The server's CPU per call (user, system), in µs, at 32 connections and at one.
     cpu_c32: (f64, f64),
     cpu_c1: (f64, f64),
+    /// The whole path's CPU per call at 32 connections, in µs: the module's
+    /// (this process's), the proxy's and wrk's.
+    path_cpu_c32: f64,
 }
 
 impl Target {
@@ -126,18 +132,36 @@ fn rounds() -> usize {
     std::env::var("BENCH_ROUNDS").ok().and_then(|text| text.parse().ok()).filter(|n| *n > 0).unwrap_or(3)
 }
 
+/// What one `wrk` run on a target measured.
+struct Measured {
+    run: WrkRun,
+    /// The server's CPU per call (user, system), in µs.
+    server_cpu: (f64, f64),
+    /// The whole path's CPU per call, in µs (see [`Round::path_cpu_c32`]).
+    path_cpu: f64,
+}
+
 /// Runs `wrk` on `target` with `connections` for [`PHASE`]; its figures and
-/// the server's CPU per call (user, system) in µs meanwhile.
-fn measure(target: &Target, connections: usize) -> (WrkRun, (f64, f64)) {
+/// the CPU per call meanwhile.
+fn measure(target: &Target, connections: usize) -> Measured {
     let url = format!("{}/execute", target.url);
-    let before = target.server_pid.map(CpuTime::of);
+    let module = std::process::id();
+    let cpu_now = || (target.server_pid.map(CpuTime::of), CpuTime::of(module), CpuTime::of_ended_children());
+    let (server_before, module_before, wrk_before) = cpu_now();
     let run = wrk::run(&url, &target.body, connections, PHASE);
+    let (server_after, module_after, wrk_after) = cpu_now();
     let calls = run.requests_per_second * PHASE.as_secs_f64();
-    let cpu = match (target.server_pid, before) {
-        (Some(pid), Some(before)) => CpuTime::of(pid).per_call_since(&before, calls),
+    let total = |(user, system): (f64, f64)| user + system;
+    let server_cpu = match (server_before, server_after) {
+        (Some(before), Some(after)) => after.per_call_since(&before, calls),
         _ => (f64::NAN, f64::NAN),
     };
-    (run, cpu)
+    // The direct target's server is the module: counted once.
+    let proxy_cpu = if target.server_pid == Some(module) { 0.0 } else { total(server_cpu) };
+    let path_cpu = total(module_after.per_call_since(&module_before, calls))
+        + proxy_cpu
+        + total(wrk_after.per_call_since(&wrk_before, calls));
+    Measured { run, server_cpu, path_cpu }
 }
 
 async fn routing() {
@@ -186,9 +210,15 @@ async fn routing() {
     for _ in 0..rounds {
         for target in &mut targets {
             wrk::run(&format!("{}/execute", target.url), &target.body, CONNECTIONS, WARM_UP);
-            let (throughput, cpu_c32) = measure(target, CONNECTIONS);
-            let (one_connection, cpu_c1) = measure(target, 1);
-            target.rounds.push(Round { throughput, one_connection, cpu_c32, cpu_c1 });
+            let c32 = measure(target, CONNECTIONS);
+            let c1 = measure(target, 1);
+            target.rounds.push(Round {
+                throughput: c32.run,
+                one_connection: c1.run,
+                cpu_c32: c32.server_cpu,
+                cpu_c1: c1.server_cpu,
+                path_cpu_c32: c32.path_cpu,
+            });
         }
     }
 
@@ -199,10 +229,13 @@ async fn routing() {
         "load by wrk -t1 -c{CONNECTIONS} for throughput and -c1 for latency, {PHASE:?} per run; every target in turn, \
          {rounds} rounds (BENCH_ROUNDS), medians"
     );
-    println!("(cpu: the serving process's CPU per call, user + kernel µs, at c32 and at c1)");
     println!(
-        "{:<26}  {:>9}  {:>7}  {:>10}  {:>10}  {:>10}  {:>13}  {:>13}",
-        "path", "rps c32", "ratio", "p50 c1 µs", "p99 c1 µs", "+p50 µs", "cpu c32 µs", "cpu c1 µs"
+        "(cpu: the serving process's CPU per call, user + kernel µs, at c32 and at c1; path: the module's, \
+         the proxy's and wrk's together at c32)"
+    );
+    println!(
+        "{:<26}  {:>9}  {:>7}  {:>10}  {:>10}  {:>10}  {:>13}  {:>13}  {:>12}",
+        "path", "rps c32", "ratio", "p50 c1 µs", "p99 c1 µs", "+p50 µs", "cpu c32 µs", "cpu c1 µs", "path c32 µs"
     );
     let (direct_rps, direct_p50) = (targets[0].rps(), targets[0].p50());
     for target in &targets {
@@ -210,7 +243,7 @@ async fn routing() {
             format!("{:.1} + {:.1}", target.median(|round| at(round).0), target.median(|round| at(round).1))
         };
         println!(
-            "{:<26}  {:>9.0}  {:>6.2}x  {:>10.1}  {:>10.1}  {:>10.1}  {:>13}  {:>13}",
+            "{:<26}  {:>9.0}  {:>6.2}x  {:>10.1}  {:>10.1}  {:>10.1}  {:>13}  {:>13}  {:>12.1}",
             target.name,
             target.rps(),
             target.rps() / direct_rps,
@@ -219,6 +252,7 @@ async fn routing() {
             target.p50() - direct_p50,
             cpu(|round| round.cpu_c32),
             cpu(|round| round.cpu_c1),
+            target.median(|round| round.path_cpu_c32),
         );
     }
     if proxy.is_none() {
@@ -257,6 +291,22 @@ async fn routing() {
             );
             println!("  by round (throughput/nginx's / +p50 µs): floor {}", show(by_round(floor)));
         }
+        // While wrk, the module and the proxy saturate the cores, throughput
+        // follows the whole path's CPU per call: nginx's path over another's
+        // is the throughput ratio that path allows when CPU is all that limits it.
+        let path = |target: &Target| target.median(|round| round.path_cpu_c32);
+        let ratio = |target: &Target| path(proxied) / path(target);
+        let mut allowed = format!("routed {:.2}", ratio(routed));
+        if let Some(floor) = find("hyper floor, no routing") {
+            allowed.push_str(&format!(", floor {:.2}", ratio(floor)));
+        }
+        println!(
+            "whole-path CPU per call at c32: nginx's {:.1} µs over each path's, the throughput ratio it allows: {} \
+             (0.9 allows the routed path {:.1} µs)",
+            path(proxied),
+            allowed,
+            path(proxied) / 0.9
+        );
     }
 }
 

@@ -18,13 +18,26 @@ pub struct CpuTime {
 impl CpuTime {
     /// `pid`'s CPU time so far, all its threads included.
     pub fn of(pid: u32) -> Self {
+        // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+        Self::read(pid, 11)
+    }
+
+    /// What this process's children spent that have ended and been waited
+    /// for (a load generator run to its end, for one).
+    pub fn of_ended_children() -> Self {
+        // cutime and cstime are fields 16 and 17 of the line, 14 and 15 after the name.
+        Self::read(std::process::id(), 13)
+    }
+
+    /// The user and system times at `user_index` and the field after it,
+    /// counted from the first field after `pid`'s command name.
+    fn read(pid: u32, user_index: usize) -> Self {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the process is alive");
         // The fields after the command name, which is in parentheses and may hold spaces.
         let fields: Vec<&str> = stat[stat.rfind(')').expect("a stat line") + 2..].split(' ').collect();
         let ticks = |index: usize| fields[index].parse::<u64>().expect("a tick count");
-        // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
         let seconds = |count: u64| Duration::from_secs_f64(count as f64 / clock_ticks_per_second());
-        Self { user: seconds(ticks(11)), system: seconds(ticks(12)) }
+        Self { user: seconds(ticks(user_index)), system: seconds(ticks(user_index + 1)) }
     }
 
     /// What was spent since `earlier`, per one of `calls` calls, in µs: (user, system).
@@ -47,4 +60,23 @@ fn clock_ticks_per_second() -> f64 {
 pub fn first_child(pid: u32) -> Option<u32> {
     let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?;
     children.split_whitespace().next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_run_to_its_end_counts_among_the_ended_children() {
+        let before = CpuTime::of_ended_children();
+        // A busy shell loop of about half a second.
+        let status = Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done"])
+            .status()
+            .expect("sh runs");
+        assert!(status.success());
+        let after = CpuTime::of_ended_children();
+        let spent = (after.user + after.system).saturating_sub(before.user + before.system);
+        assert!(spent >= Duration::from_millis(100), "the loop's CPU was not counted: {spent:?}");
+    }
 }
