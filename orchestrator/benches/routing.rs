@@ -2,8 +2,9 @@
 //! discovery, measured side by side in one run:
 //!
 //! 1. the same tool called directly at the module's `/execute`, through the
-//!    orchestrator binary's `/execute` (as shipped, logging every call, and
-//!    with `RUST_LOG=warn`), through the least proxy built on the same
+//!    orchestrator binary's `/execute` (as shipped, at `RUST_LOG=info`, where
+//!    the per-call event, a debug one, is not written; and with
+//!    `RUST_LOG=warn`), through the least proxy built on the same
 //!    HTTP stack (the floor: hyper and the orchestrator's module client,
 //!    no routing work) and through nginx as a plain reverse proxy of
 //!    the module, all driven by the independent load generator `wrk`: its
@@ -11,8 +12,8 @@
 //!    one connection, against the goals (routed at least 0.9 of nginx's
 //!    throughput, at most 60 µs added at p50), and the CPU time the serving
 //!    process (module, orchestrator, nginx worker) spent per call in user
-//!    space and in the kernel, from `/proc/<pid>/stat`: a figure the
-//!    machine's load barely moves, which says where a gap comes from; and
+//!    space and in the kernel, from `/proc/<pid>/stat`, which says where a
+//!    gap comes from (the host's load moves it too); and
 //!    the whole path's CPU per call at 32 connections (the module, the proxy
 //!    and wrk together), which the throughput follows while the two cores
 //!    are saturated. Every
@@ -147,6 +148,7 @@ fn measure(target: &Target, connections: usize) -> Measured {
     let url = format!("{}/execute", target.url);
     let module = std::process::id();
     let cpu_now = || (target.server_pid.map(CpuTime::of), CpuTime::of(module), CpuTime::of_ended_children());
+    // The ended children are wrk: no other child of this process ends meanwhile.
     let (server_before, module_before, wrk_before) = cpu_now();
     let run = wrk::run(&url, &target.body, connections, PHASE);
     let (server_after, module_after, wrk_after) = cpu_now();
@@ -167,7 +169,8 @@ fn measure(target: &Target, connections: usize) -> Measured {
 async fn routing() {
     let module = ModuleServer::sdk(sdk_module("bench").0);
     let services = module_services(&[("bench", module.url())]);
-    // As shipped (one info event per call), and with per-call logging off.
+    // As shipped (RUST_LOG=info: the per-call event is at debug, so not written;
+    // the row keeps its old name), and at warn.
     let logged = OrchestratorProcess::start(&[("MODULE_SERVICES", &services)]);
     let quiet =
         OrchestratorProcess::start(&[("MODULE_SERVICES", &services), ("RUST_LOG", "warn,orchestrator::server=info")]);

@@ -1,7 +1,8 @@
 //! The CPU time a server process spends, read from `/proc/<pid>/stat`
-//! (user and system time, in clock ticks), so a benchmark can print what
-//! one call costs a server in CPU beside its latency: a figure the machine's
-//! load barely moves, unlike throughput.
+//! (user and system time, in clock ticks), and the time of this process's
+//! ended children (a load generator run to its end), so a benchmark can
+//! print what one call costs in CPU beside its latency and throughput: a
+//! figure that says where a gap comes from.
 
 use std::process::Command;
 use std::time::Duration;
