@@ -142,19 +142,11 @@ pub async fn assert_slow_reader_gets_the_whole_answer(
     stream.write_all(head.as_bytes()).await.expect("the head is sent");
     stream.write_all(body.as_bytes()).await.expect("the body is sent");
 
-    // The head, however long a debug build takes to make a large answer.
-    let mut received = Vec::new();
-    let head_end = loop {
-        if let Some(end) = received.windows(4).position(|window| window == b"\r\n\r\n") {
-            break end + 4;
-        }
-        let mut buffer = [0u8; 4096];
-        match timeout(Duration::from_secs(60), stream.read(&mut buffer)).await {
-            Ok(Ok(n)) if n > 0 => received.extend_from_slice(&buffer[..n]),
-            other => panic!("no answer head ({other:?}): {}", String::from_utf8_lossy(&received)),
-        }
-    };
-    let answer_head = String::from_utf8_lossy(&received[..head_end]).into_owned();
+    // The head and the body's first bytes (JSON text, so one byte a char),
+    // however long a debug build takes to make a large answer.
+    let received = read_answer(&mut stream, Duration::from_secs(60)).await.expect("an answer head");
+    let head_end = received.find("\r\n\r\n").unwrap_or_else(|| panic!("no whole answer head: {received}")) + 4;
+    let (answer_head, body_start) = received.split_at(head_end);
     assert!(answer_head.starts_with("HTTP/1.1 200"), "{answer_head}");
     let length: usize = answer_head
         .lines()
@@ -168,7 +160,7 @@ pub async fn assert_slow_reader_gets_the_whole_answer(
     const TICK: Duration = Duration::from_millis(50);
     let ticks = ((3 * header_timeout).as_millis() / TICK.as_millis()).max(1);
     let per_tick = length / usize::try_from(ticks).expect("a few ticks") + 1;
-    let mut body_read = received.len() - head_end;
+    let mut body_read = body_start.len();
     let started = Instant::now();
     let mut buffer = vec![0u8; per_tick];
     while body_read < length {
