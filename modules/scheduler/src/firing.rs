@@ -49,17 +49,16 @@ impl Firing {
     /// Fires due runs until the process ends.
     pub async fn run(self) {
         loop {
-            let fired = match self.fire_due().await {
-                Ok(fired) => fired,
+            let sleep = match self.fire_due().await {
+                Ok(fired) if fired >= self.batch as usize => continue,
+                Ok(_) => self.until_next_look().await,
+                // Not at once: a store that fails now (a full disk, a lock
+                // held past the busy timeout) would fail again in a tight loop.
                 Err(error) => {
-                    tracing::error!(%error, "firing due tasks failed; retrying");
-                    0
+                    tracing::error!(%error, retry_in_ms = self.poll.as_millis(), "firing due tasks failed; retrying");
+                    self.poll
                 }
             };
-            if fired >= self.batch as usize {
-                continue;
-            }
-            let sleep = self.until_next_look().await;
             tokio::select! {
                 () = tokio::time::sleep(sleep) => {}
                 () = self.wake.notified() => {}
@@ -84,8 +83,8 @@ impl Firing {
     /// How long to sleep: until the next run, at most the poll interval.
     async fn until_next_look(&self) -> Duration {
         let store = self.store.clone();
-        let next = tokio::task::spawn_blocking(move || store.next_wake()).await.ok().and_then(Result::ok).flatten();
         let now = Timestamp::now().as_millisecond();
+        let next = tokio::task::spawn_blocking(move || store.next_wake(now)).await.ok().and_then(Result::ok).flatten();
         match next {
             Some(at) => Duration::from_millis(u64::try_from(at - now).unwrap_or(0)).min(self.poll),
             None => self.poll,

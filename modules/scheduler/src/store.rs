@@ -45,6 +45,8 @@ CREATE TABLE tasks (
 ) WITHOUT ROWID;
 CREATE INDEX tasks_due ON tasks (status, next_run);
 CREATE INDEX tasks_of_user ON tasks (user_id, status, created_at);
+"#, r#"
+CREATE INDEX tasks_held ON tasks (lease_until) WHERE lease_until IS NOT NULL;
 "#];
 
 /// The columns of a task, in the order [`task_from_row`] reads them.
@@ -283,19 +285,25 @@ impl Store {
         })
     }
 
-    /// When the loop should look again: the earliest next run of an active
-    /// task nobody holds, or the earliest lease to lapse.
-    pub fn next_wake(&self) -> Result<Option<i64>, StoreError> {
+    /// When the loop should look again after `now`: the earliest next run of
+    /// an active task nobody holds (or whose claim has lapsed), or the
+    /// earliest lapse of a claim still held, whichever comes first. A run
+    /// another process holds is not due for this one until its lease lapses,
+    /// so it must not wake the loop before then.
+    pub fn next_wake(&self, now: i64) -> Result<Option<i64>, StoreError> {
         let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-        let due: Option<i64> = conn
-            .query_row(
+        let unheld: Option<i64> = conn
+            .prepare_cached(
                 "SELECT next_run FROM tasks WHERE status = 'active' AND next_run IS NOT NULL
+                   AND (lease_until IS NULL OR lease_until <= ?1)
                  ORDER BY next_run LIMIT 1",
-                [],
-                |row| row.get(0),
-            )
+            )?
+            .query_row([now], |row| row.get(0))
             .optional()?;
-        Ok(due)
+        let lapse: Option<i64> = conn
+            .prepare_cached(EARLIEST_LAPSE)?
+            .query_row([now], |row| row.get(0))?;
+        Ok(unheld.into_iter().chain(lapse).min())
     }
 
     /// Runs `work` in one immediate write transaction, committed when it succeeds.
@@ -307,6 +315,11 @@ impl Store {
         Ok(value)
     }
 }
+
+/// The earliest lapse after `?1` of a claim on an active task. The unary `+`
+/// keeps the planner off `tasks_due` (by `status` it would read every active
+/// task) and on `tasks_held`, which holds only the few claimed ones.
+const EARLIEST_LAPSE: &str = "SELECT MIN(lease_until) FROM tasks WHERE lease_until > ?1 AND +status = 'active'";
 
 /// How an outcome is written in `last_outcome`.
 fn outcome_text(outcome: &Outcome) -> String {
@@ -442,6 +455,34 @@ mod tests {
         let done = &store.list("u", None).unwrap()[0];
         assert_eq!((done.status.as_str(), done.runs, done.next_run), ("done", 1, None));
         assert!(store.claim("c", 99_000, 100_000, 10).unwrap().is_empty(), "done tasks never fire");
+    }
+
+    #[test]
+    fn a_run_held_by_another_process_wakes_the_loop_when_its_lease_lapses_not_before() {
+        let (_dir, store) = store();
+        store.add(reminder("u", 1_000), 0).unwrap();
+        assert_eq!(store.next_wake(0).unwrap(), Some(1_000));
+        // Held until 5 000 by a process that may have died: due, but not for
+        // this one until then (a wake at 1 000 would be a busy loop).
+        store.claim("dead", 1_000, 5_000, 10).unwrap();
+        assert_eq!(store.next_wake(2_000).unwrap(), Some(5_000));
+        let later = store.add(reminder("u", 3_000), 0).unwrap();
+        assert_eq!(store.next_wake(2_000).unwrap(), Some(3_000), "an unheld run that comes first");
+        store.cancel("u", later.id).unwrap();
+        assert_eq!(store.next_wake(5_000).unwrap(), Some(1_000), "the lapsed claim's run is due");
+        let retaken = store.claim("w", 5_000, 9_000, 10).unwrap();
+        store.finish(&retaken[0], "w", &Outcome::Delivered, None).unwrap();
+        assert_eq!(store.next_wake(5_000).unwrap(), None, "nothing left to run");
+    }
+
+    #[test]
+    fn held_runs_are_found_through_the_index() {
+        let (_dir, store) = store();
+        let conn = store.conn.lock().unwrap();
+        let plan: String = conn
+            .query_row(&format!("EXPLAIN QUERY PLAN {EARLIEST_LAPSE}"), [5], |row| row.get(3))
+            .unwrap();
+        assert!(plan.contains("tasks_held"), "{plan}");
     }
 
     #[test]
