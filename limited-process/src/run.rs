@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::limits::{Limits, apply_before_exec};
@@ -202,12 +203,12 @@ impl Run {
                 let _ = tokio::io::AsyncWriteExt::write_all(&mut pipe, &bytes).await;
             });
         }
-        let stdout = reader(child.stdout.take(), self.max_output_bytes);
-        let stderr = reader(child.stderr.take(), self.max_output_bytes);
+        let stdout = child.stdout.take().map(|pipe| Reader::start(pipe, self.max_output_bytes));
+        let stderr = child.stderr.take().map(|pipe| Reader::start(pipe, self.max_output_bytes));
         let side = match (side_pipe, self.side_output_bytes) {
             (Some(pipe), Some(cap)) => {
                 let pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(pipe).map_err(spawn_error)?;
-                Some(tokio::spawn(read_capped(pipe, cap)))
+                Some(Reader::start(pipe, cap))
             }
             _ => None,
         };
@@ -225,14 +226,8 @@ impl Run {
         let duration = started.elapsed();
         // Background children still in the group end with their parent.
         kill_group(group);
-        Ok(Outcome {
-            exit: exit_of(status),
-            timed_out,
-            stdout: finish(stdout).await,
-            stderr: finish(stderr).await,
-            side_output: finish(side).await,
-            duration,
-        })
+        let (stdout, stderr, side_output) = tokio::join!(finish(stdout), finish(stderr), finish(side));
+        Ok(Outcome { exit: exit_of(status), timed_out, stdout, stderr, side_output, duration })
     }
 }
 
@@ -261,24 +256,33 @@ fn kill_group(group: Option<Pid>) {
     }
 }
 
-fn reader(
-    pipe: Option<impl tokio::io::AsyncRead + Unpin + Send + 'static>,
-    cap: usize,
-) -> Option<JoinHandle<Captured>> {
-    pipe.map(|pipe| tokio::spawn(read_capped(pipe, cap)))
+/// One output stream read in a task of its own, so that the program never
+/// blocks on a full pipe while the run waits for it to exit.
+struct Reader {
+    task: JoinHandle<Captured>,
+    /// Sent (or dropped) to make the task stop with what it has read.
+    stop: oneshot::Sender<()>,
 }
 
-/// The reader's result; one kept open by an escaped descendant is cut off
-/// after [`DRAIN_GRACE`] with what it had (then marked cut).
-async fn finish(reader: Option<JoinHandle<Captured>>) -> Captured {
-    let Some(mut reader) = reader else { return Captured::default() };
-    match tokio::time::timeout(DRAIN_GRACE, &mut reader).await {
-        Ok(Ok(captured)) => captured,
-        Ok(Err(_)) | Err(_) => {
-            reader.abort();
-            Captured { cut: true, ..Captured::default() }
-        }
+impl Reader {
+    fn start(pipe: impl tokio::io::AsyncRead + Unpin + Send + 'static, cap: usize) -> Self {
+        let (stop, stopped) = oneshot::channel();
+        let task = tokio::spawn(read_capped(pipe, cap, async {
+            let _ = stopped.await;
+        }));
+        Self { task, stop }
     }
+}
+
+/// The reader's result; one kept open by an escaped descendant is stopped
+/// after [`DRAIN_GRACE`] with what it had read (then marked cut).
+async fn finish(reader: Option<Reader>) -> Captured {
+    let Some(Reader { mut task, stop }) = reader else { return Captured::default() };
+    if let Ok(read) = tokio::time::timeout(DRAIN_GRACE, &mut task).await {
+        return read.unwrap_or_else(|_| Captured { cut: true, ..Captured::default() });
+    }
+    let _ = stop.send(());
+    task.await.unwrap_or_else(|_| Captured { cut: true, ..Captured::default() })
 }
 
 fn exit_of(status: ExitStatus) -> Exit {
@@ -401,6 +405,31 @@ mod tests {
         let alive = nix::sys::signal::kill(Pid::from_raw(child), None).is_ok();
         assert!(!alive || zombie, "the child {child} in its own session survived");
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn output_written_before_a_detached_descendant_holds_the_pipes_is_kept() {
+        let dir = std::env::temp_dir().join(format!("limited-process-daemon-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pid_file = dir.join("daemon.pid");
+        // The program ends once its daemon is in a session of its own (out of
+        // the group killed at exit), holding stdout and stderr open.
+        let script = format!(
+            "echo result; echo warning >&2; setsid sh -c 'echo $$ > {0}; exec sleep 30' & \
+             while [ ! -s {0} ]; do sleep 0.01; done; exit 0",
+            pid_file.display()
+        );
+        let started = Instant::now();
+        let outcome = sh(&script).run().await.unwrap();
+        let elapsed = started.elapsed();
+        let daemon: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+        let _ = nix::sys::signal::kill(Pid::from_raw(daemon), Signal::SIGKILL);
+        std::fs::remove_dir_all(dir).unwrap();
+        assert_eq!(outcome.exit, Exit::Code(0));
+        assert_eq!((outcome.stdout.bytes.as_slice(), outcome.stdout.cut), (&b"result\n"[..], true));
+        assert_eq!((outcome.stderr.bytes.as_slice(), outcome.stderr.cut), (&b"warning\n"[..], true));
+        // Both streams get their grace at once, not one after the other.
+        assert!(elapsed < DRAIN_GRACE * 2, "{elapsed:?}");
     }
 
     #[tokio::test]

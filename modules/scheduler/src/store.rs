@@ -23,7 +23,8 @@ use serde_json::Value;
 use uuid::Uuid;
 
 /// The schema, one step per version; step `i` brings `user_version` from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE tasks (
     id TEXT PRIMARY KEY,
     user_id TEXT NOT NULL,
@@ -45,9 +46,11 @@ CREATE TABLE tasks (
 ) WITHOUT ROWID;
 CREATE INDEX tasks_due ON tasks (status, next_run);
 CREATE INDEX tasks_of_user ON tasks (user_id, status, created_at);
-"#, r#"
+"#,
+    r#"
 CREATE INDEX tasks_held ON tasks (lease_until) WHERE lease_until IS NOT NULL;
-"#];
+"#,
+];
 
 /// The columns of a task, in the order [`task_from_row`] reads them.
 const TASK_COLUMNS: &str = "id, user_id, task_type, description, execution_data, schedule, timezone, status, next_run, \
@@ -300,9 +303,7 @@ impl Store {
             )?
             .query_row([now], |row| row.get(0))
             .optional()?;
-        let lapse: Option<i64> = conn
-            .prepare_cached(EARLIEST_LAPSE)?
-            .query_row([now], |row| row.get(0))?;
+        let lapse: Option<i64> = conn.prepare_cached(EARLIEST_LAPSE)?.query_row([now], |row| row.get(0))?;
         Ok(unheld.into_iter().chain(lapse).min())
     }
 
@@ -479,9 +480,8 @@ mod tests {
     fn held_runs_are_found_through_the_index() {
         let (_dir, store) = store();
         let conn = store.conn.lock().unwrap();
-        let plan: String = conn
-            .query_row(&format!("EXPLAIN QUERY PLAN {EARLIEST_LAPSE}"), [5], |row| row.get(3))
-            .unwrap();
+        let plan: String =
+            conn.query_row(&format!("EXPLAIN QUERY PLAN {EARLIEST_LAPSE}"), [5], |row| row.get(3)).unwrap();
         assert!(plan.contains("tasks_held"), "{plan}");
     }
 
