@@ -58,17 +58,25 @@ fn definition_of(module: &str, settings: &McpServerSettings, tool: Tool) -> Tool
         required_permission: overrides.permission.unwrap_or(settings.permission),
         input_schema: Some(schema),
         output_schema: tool.output_schema.map(|schema| Value::Object((*schema).clone())),
-        // MCP's defaults for absent hints: not read-only, destructive (meaningful
-        // only for a tool that is not read-only), not idempotent, open world.
-        annotations: tool.annotations.map(|hints| ToolAnnotations {
-            read_only: hints.read_only_hint.unwrap_or(false),
-            destructive: !hints.read_only_hint.unwrap_or(false) && hints.destructive_hint.unwrap_or(true),
-            idempotent: hints.idempotent_hint.unwrap_or(false),
-            open_world: hints.open_world_hint.unwrap_or(true),
-        }),
+        annotations: Some(hints_of(tool.annotations.unwrap_or_default())),
         requires_approval: overrides.requires_approval.or(settings.requires_approval),
         timeout_seconds: overrides.timeout_seconds.or(settings.timeout_seconds),
         risk_level: overrides.risk_level.or(settings.risk_level),
+    }
+}
+
+/// The contract's hints for an MCP tool's annotations, with MCP's defaults
+/// for absent hints (the same when the server sends no annotations at all,
+/// so an unannotated tool counts as destructive for `APPROVAL_FOR_DESTRUCTIVE`):
+/// not read-only, destructive (meaningful only for a tool that is not
+/// read-only), not idempotent, open world.
+fn hints_of(hints: rmcp::model::ToolAnnotations) -> ToolAnnotations {
+    let read_only = hints.read_only_hint.unwrap_or(false);
+    ToolAnnotations {
+        read_only,
+        destructive: !read_only && hints.destructive_hint.unwrap_or(true),
+        idempotent: hints.idempotent_hint.unwrap_or(false),
+        open_world: hints.open_world_hint.unwrap_or(true),
     }
 }
 
@@ -116,6 +124,8 @@ mod tests {
         assert_eq!(get.requires_approval, Some(false));
         assert_eq!((delete.name.as_str(), delete.required_permission), ("gh.delete_repo", Permission::Admin));
         assert_eq!(delete.description, "Delete a repository");
+        let unannotated = delete.annotations.expect("MCP's defaults when the server sends no annotations");
+        assert!(!unannotated.read_only && unannotated.destructive && unannotated.open_world, "{unannotated:?}");
         assert_eq!(delete.requires_approval, Some(true));
         assert!(checked.description.contains("`gh`"), "{}", checked.description);
     }
