@@ -2,6 +2,7 @@
 //! tool, with the permission checked again, the user injected, the tool's
 //! timeout, a retry only where it is safe, and every outcome a ToolResult.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -283,7 +284,7 @@ impl Executor {
         let in_flight = self.metrics.start_call(route.as_ref().ok().map(|route| route.tool().name.as_str()));
         let (module, answer) = match route {
             Ok(route) => (route.module.clone(), self.run(caller, &route, call, approved, &trace).await),
-            Err(error) => (Arc::from(""), refusal(&tool_name, &error).into()),
+            Err(error) => (Arc::from(""), self.refusal(caller, &tool_name, &error).into()),
         };
         let error_kind = answer.error_kind();
         // The metrics' clock times the log line and the span too.
@@ -300,6 +301,31 @@ impl Executor {
         );
         crate::trace::record_routed_call(trace, duration, &module, &tool_name, error_kind);
         answer
+    }
+
+    /// The ToolResult of a call that never reached a tool. The names it
+    /// offers instead are only those `caller` may see, and a module it may
+    /// not use keeps its discovery error (which may name internal
+    /// addresses) to itself: a refusal lists no more than a listing would.
+    fn refusal(&self, caller: &Caller, tool_name: &str, error: &RouteError) -> ToolResult {
+        let snapshot = self.registry.snapshot();
+        let visible = || snapshot.tools_for(caller);
+        let (kind, message) = match error {
+            RouteError::NotDiscovered { module, .. } if !caller.allows_module(module) => {
+                (ErrorKind::Unavailable, format!("module `{module}` has not been reached yet; try again later"))
+            }
+            RouteError::NotDiscovered { .. } => (ErrorKind::Unavailable, error.to_string()),
+            RouteError::BadName(_) => (ErrorKind::UnknownTool, error.to_string()),
+            RouteError::UnknownModule { .. } => {
+                let modules: BTreeSet<&str> = visible().map(|found| found.module).collect();
+                (ErrorKind::UnknownTool, format!("{error}; this caller's modules: {}", listed(modules)))
+            }
+            RouteError::UnknownTool { module, .. } => {
+                let tools = visible().filter(|found| found.module == module).map(|found| found.tool.name.as_str());
+                (ErrorKind::UnknownTool, format!("{error}; its tools this caller may use: {}", listed(tools)))
+            }
+        };
+        ToolResult::failure(tool_name, kind, message)
     }
 
     async fn run(
@@ -454,15 +480,10 @@ impl Executor {
     }
 }
 
-/// The ToolResult of a call that never reached a tool.
-fn refusal(tool_name: &str, error: &RouteError) -> ToolResult {
-    let kind = match error {
-        RouteError::NotDiscovered { .. } => ErrorKind::Unavailable,
-        RouteError::BadName(_) | RouteError::UnknownModule { .. } | RouteError::UnknownTool { .. } => {
-            ErrorKind::UnknownTool
-        }
-    };
-    ToolResult::failure(tool_name, kind, error.to_string())
+/// `names` joined by commas, or `none`.
+fn listed<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
+    let joined = names.into_iter().collect::<Vec<_>>().join(", ");
+    if joined.is_empty() { "none".to_owned() } else { joined }
 }
 
 /// The ToolResult of a call whose HTTP exchange failed.

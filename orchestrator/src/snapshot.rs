@@ -78,14 +78,12 @@ pub enum RouteError {
     #[error("`{0}` is not a tool name: expected `<module>.<tool>`, e.g. `research.web_search`")]
     BadName(String),
     /// No module of that name is configured.
-    #[error("no module `{module}` is configured, so there is no tool `{tool}`; known modules: {known}")]
+    #[error("there is no tool `{tool}`: no module `{module}`")]
     UnknownModule {
         /// The module part of the name.
         module: String,
         /// The full tool name.
         tool: String,
-        /// The configured modules.
-        known: String,
     },
     /// The module has never been discovered and nothing is cached.
     #[error("module `{module}` has not been reached yet ({reason}); try again later")]
@@ -96,14 +94,12 @@ pub enum RouteError {
         reason: String,
     },
     /// The module has no tool of that name.
-    #[error("module `{module}` has no tool `{tool}`; its tools: {known}")]
+    #[error("module `{module}` has no tool `{tool}`")]
     UnknownTool {
         /// The module.
         module: String,
         /// The full tool name.
         tool: String,
-        /// The module's tools.
-        known: String,
     },
 }
 
@@ -225,11 +221,7 @@ impl Snapshot {
             return Err(RouteError::BadName(tool_name.to_owned()));
         };
         let Some(module) = self.modules.get(module_name) else {
-            return Err(RouteError::UnknownModule {
-                module: module_name.to_owned(),
-                tool: tool_name.to_owned(),
-                known: self.modules.keys().cloned().collect::<Vec<_>>().join(", "),
-            });
+            return Err(RouteError::UnknownModule { module: module_name.to_owned(), tool: tool_name.to_owned() });
         };
         let Some(manifest) = &module.manifest else {
             return Err(RouteError::NotDiscovered { module: module_name.to_owned(), reason: String::new() });
@@ -242,11 +234,7 @@ impl Snapshot {
                 manifest: Arc::clone(manifest),
                 index,
             }),
-            None => Err(RouteError::UnknownTool {
-                module: module_name.to_owned(),
-                tool: tool_name.to_owned(),
-                known: manifest.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", "),
-            }),
+            None => Err(RouteError::UnknownTool { module: module_name.to_owned(), tool: tool_name.to_owned() }),
         }
     }
 }

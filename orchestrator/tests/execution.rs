@@ -62,7 +62,7 @@ async fn calls_carry_the_user_and_bad_calls_are_answered_clearly() {
     );
 
     let cases = [
-        (json!({"tool_name": "alpha.erase"}), "unknown_tool", "alpha.echo, alpha.wipe"),
+        (json!({"tool_name": "alpha.erase"}), "unknown_tool", "its tools this caller may use: alpha.echo"),
         (json!({"tool_name": "gamma.echo"}), "unknown_tool", "no module `gamma`"),
         (json!({"tool_name": "echo"}), "unknown_tool", "expected `<module>.<tool>`"),
         (json!({"tool_name": "alpha.echo", "arguments": {"text": 5}}), "invalid_arguments", "text"),
@@ -77,6 +77,45 @@ async fn calls_carry_the_user_and_bad_calls_are_answered_clearly() {
     let (status, body) = orchestrator.post("/execute", &json!({"tool_name": "alpha.echo", "arguments": [1]})).await;
     assert_eq!(status, 422);
     assert!(body["error"].as_str().unwrap().contains("arguments"), "{body}");
+}
+
+#[tokio::test]
+async fn a_refused_call_names_only_what_the_caller_may_see() {
+    let (alpha, _) = sdk_module("alpha");
+    let alpha = ModuleServer::sdk(alpha);
+    // Nothing listens on port 1: `gone` is never reached, and its discovery
+    // error names its internal address.
+    let services = module_services(&[("alpha", alpha.url()), ("gone", "http://127.0.0.1:1".into())]);
+    let orchestrator = OrchestratorProcess::start(&[("MODULE_SERVICES", &services)]);
+    orchestrator.wait_for_module("alpha", "up", Duration::from_secs(10)).await;
+    let error = |result: serde_json::Value| result["error"].as_str().unwrap().to_owned();
+
+    let guest = error(orchestrator.execute(json!({"tool_name": "alpha.erase", "user_permission": "guest"})).await);
+    assert!(guest.contains("its tools this caller may use: alpha.echo"), "{guest}");
+    assert!(!guest.contains("wipe"), "an admin tool is not named to a guest: {guest}");
+    let persona = json!({"tool_name": "alpha.erase", "user_permission": "owner", "modules": ["beta"]});
+    let persona = error(orchestrator.execute(persona).await);
+    assert!(persona.contains("its tools this caller may use: none") && !persona.contains("echo"), "{persona}");
+    let unknown = json!({"tool_name": "gamma.echo", "user_permission": "owner", "modules": ["beta"]});
+    let unknown = error(orchestrator.execute(unknown).await);
+    assert!(unknown.contains("this caller's modules: none"), "{unknown}");
+    assert!(!unknown.contains("alpha") && !unknown.contains("gone"), "configured modules stay unnamed: {unknown}");
+    let everyone = error(orchestrator.execute(json!({"tool_name": "gamma.echo"})).await);
+    assert!(everyone.contains("this caller's modules: alpha"), "{everyone}");
+
+    // A caller that may use `gone` is told why it is unreachable; another is not.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let allowed = error(orchestrator.execute(json!({"tool_name": "gone.x"})).await);
+        if allowed.contains("127.0.0.1:1") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the discovery error is never given: {allowed}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let outsider = orchestrator.execute(json!({"tool_name": "gone.x", "modules": ["alpha"]})).await;
+    assert_eq!(outsider["error_kind"], "unavailable", "{outsider}");
+    assert!(!error(outsider.clone()).contains("127.0.0.1"), "{outsider}");
 }
 
 #[tokio::test]
