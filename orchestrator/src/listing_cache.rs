@@ -1,7 +1,8 @@
 //! Whole `GET /tools` answers kept as ready-to-send bytes, per registry
 //! generation, permission, module set and format, so a repeated listing is
 //! a lookup. Answers of older generations are dropped when a newer one is
-//! first stored; the total size stays within `LISTING_CACHE_BYTES`.
+//! first stored; the total size, answers and their keys, stays within
+//! `LISTING_CACHE_BYTES`.
 
 use std::collections::HashMap;
 use std::sync::{PoisonError, RwLock};
@@ -39,6 +40,15 @@ pub struct ListingVariant {
 }
 
 impl ListingKey {
+    /// The bytes this key holds on the heap: its module names. Counted with
+    /// its answer, so that callers naming thousands of modules (unknown ones
+    /// included) cannot grow the cache past its bound with tiny answers.
+    fn heap_bytes(&self) -> usize {
+        self.modules
+            .as_ref()
+            .map_or(0, |modules| modules.iter().map(|name| size_of::<String>() + name.len()).sum::<usize>())
+    }
+
     /// The key of `caller`'s listing in `format` at `generation`.
     pub fn new(generation: u64, caller: &Caller, format: ToolFormat, variant: ListingVariant) -> Self {
         let modules = caller.modules.as_ref().map(|modules| {
@@ -56,7 +66,7 @@ struct Entries {
     /// The newest generation stored; entries of older ones are gone.
     generation: u64,
     answers: HashMap<ListingKey, Bytes>,
-    /// The sum of the answers' lengths.
+    /// The sum of the entries' [`cost`]s.
     bytes: usize,
 }
 
@@ -79,34 +89,41 @@ impl ListingCache {
 
     /// Stores `answer` under `key`, dropping every answer of an older
     /// generation, and others when the size bound needs room; an answer of
-    /// an older generation than the newest stored, or larger than the whole
-    /// bound, is not kept. Says whether `key` started a newer generation.
+    /// an older generation than the newest stored, or costing more than the
+    /// whole bound, is not kept. Says whether `key` started a newer generation.
     pub fn insert(&self, key: ListingKey, answer: Bytes) -> bool {
         let mut entries = self.entries.write().unwrap_or_else(PoisonError::into_inner);
         let newer = key.generation > entries.generation;
         if newer {
             *entries = Entries { generation: key.generation, ..Entries::default() };
         }
-        if key.generation < entries.generation || answer.len() > self.max_bytes {
+        let added = cost(&key, &answer);
+        if key.generation < entries.generation || added > self.max_bytes {
             return newer;
         }
-        while entries.bytes + answer.len() > self.max_bytes {
+        if let Some(replaced) = entries.answers.remove_entry(&key) {
+            entries.bytes -= cost(&replaced.0, &replaced.1);
+        }
+        while entries.bytes + added > self.max_bytes {
             let Some(victim) = entries.answers.keys().next().cloned() else { break };
-            if let Some(dropped) = entries.answers.remove(&victim) {
-                entries.bytes -= dropped.len();
+            if let Some(dropped) = entries.answers.remove_entry(&victim) {
+                entries.bytes -= cost(&dropped.0, &dropped.1);
             }
         }
-        entries.bytes += answer.len();
-        if let Some(replaced) = entries.answers.insert(key, answer) {
-            entries.bytes -= replaced.len();
-        }
+        entries.bytes += added;
+        entries.answers.insert(key, answer);
         newer
     }
 
-    /// How many bytes of answers are held.
+    /// How many bytes the answers held and their keys take.
     pub fn bytes(&self) -> usize {
         self.entries.read().unwrap_or_else(PoisonError::into_inner).bytes
     }
+}
+
+/// What one entry takes: its answer, its key's heap bytes and the map slot.
+fn cost(key: &ListingKey, answer: &Bytes) -> usize {
+    answer.len() + key.heap_bytes() + size_of::<(ListingKey, Bytes)>()
 }
 
 #[cfg(test)]
@@ -118,32 +135,56 @@ mod tests {
         ListingKey::new(generation, &caller, ToolFormat::Raw, ListingVariant::default())
     }
 
+    /// The cost of an entry without modules holding `len` bytes of answer.
+    fn plain(len: usize) -> usize {
+        len + size_of::<(ListingKey, Bytes)>()
+    }
+
     #[test]
     fn answers_are_found_by_caller_and_dropped_with_their_generation() {
-        let cache = ListingCache::new(100);
+        let cache = ListingCache::new(1000);
         assert!(cache.insert(key(1, Some("user"), Some(vec!["b", "a", "a"])), Bytes::from_static(b"[1]")));
         assert_eq!(cache.get(&key(1, Some("user"), Some(vec!["a", "b"]))).as_deref(), Some(&b"[1]"[..]));
         assert_eq!(cache.get(&key(1, Some("admin"), Some(vec!["a", "b"]))), None);
         assert_eq!(cache.get(&key(1, Some("user"), None)), None);
         assert!(!cache.insert(key(1, None, None), Bytes::from_static(b"[2]")));
-        assert_eq!(cache.bytes(), 6);
+        assert_eq!(cache.bytes(), plain(3) + 2 * (size_of::<String>() + 1) + plain(3));
         // A newer generation drops the older one's answers; an older one is not stored.
         assert!(cache.insert(key(2, None, None), Bytes::from_static(b"[3]")));
         assert_eq!(cache.get(&key(1, None, None)), None);
         assert!(!cache.insert(key(1, None, None), Bytes::from_static(b"[2]")));
         assert_eq!(cache.get(&key(1, None, None)), None);
-        assert_eq!(cache.bytes(), 3);
+        assert_eq!(cache.bytes(), plain(3));
+        // The same key again replaces its answer.
+        cache.insert(key(2, None, None), Bytes::from_static(b"[33]"));
+        assert_eq!(cache.bytes(), plain(4));
     }
 
     #[test]
     fn the_size_bound_holds() {
-        let cache = ListingCache::new(10);
+        let cache = ListingCache::new(plain(10));
         cache.insert(key(1, None, None), Bytes::from(vec![b' '; 6]));
         cache.insert(key(1, Some("user"), None), Bytes::from(vec![b' '; 6]));
-        assert_eq!(cache.bytes(), 6);
+        assert_eq!(cache.bytes(), plain(6));
         assert!(cache.get(&key(1, Some("user"), None)).is_some());
         cache.insert(key(1, Some("admin"), None), Bytes::from(vec![b' '; 11]));
         assert_eq!(cache.get(&key(1, Some("admin"), None)), None);
-        assert_eq!(cache.bytes(), 6);
+        assert_eq!(cache.bytes(), plain(6));
+    }
+
+    #[test]
+    fn keys_naming_many_modules_count_against_the_bound() {
+        let cache = ListingCache::new(64 * 1024);
+        for i in 0..1000 {
+            let modules: Vec<String> = (0..200).map(|m| format!("m{i}x{m}")).collect();
+            let caller = Caller::new(Some("user"), Some(modules));
+            cache.insert(
+                ListingKey::new(1, &caller, ToolFormat::Raw, ListingVariant::default()),
+                Bytes::from_static(b"[]"),
+            );
+            assert!(cache.bytes() <= 64 * 1024, "{} bytes after {i} keys", cache.bytes());
+        }
+        let held = cache.entries.read().unwrap().answers.len();
+        assert!(held < 20, "{held} keys of 200 names each held in 64 KiB");
     }
 }
