@@ -11,6 +11,12 @@ use crate::arguments::{InPlace, InPlaceObject, InPlaceValue};
 /// How many problems one error message lists at most.
 const MAX_REPORTED: usize = 5;
 
+/// Arguments of at most this many JSON values (the object itself, every
+/// field and item) get every problem counted; larger ones only their first,
+/// because the schema crate gathers all problems at once, at hundreds of
+/// bytes each, before any of them can be read.
+const MAX_VALUES_FOR_ALL_PROBLEMS: usize = 1_024;
+
 /// A compiled `input_schema`, ready to check arguments, as a tree or read
 /// in place ([`InPlaceObject`], as a module's `POST /execute` reads them):
 /// compiled once for each.
@@ -33,8 +39,15 @@ impl ArgumentValidator {
     /// `Ok` when `arguments` fit the schema; otherwise one message listing
     /// the problems, each as `arguments.<path>: <what was wrong>`.
     pub fn check(&self, arguments: &Value) -> Result<(), String> {
-        if self.validator.is_valid(arguments) {
-            return Ok(());
+        let first = match self.validator.validate(arguments) {
+            Ok(()) => return Ok(()),
+            Err(error) => describe(&error),
+        };
+        if !has_at_most_values(arguments, MAX_VALUES_FOR_ALL_PROBLEMS) {
+            return Err(format!(
+                "{first}; only the first problem is reported for arguments of more than \
+                 {MAX_VALUES_FOR_ALL_PROBLEMS} values"
+            ));
         }
         let mut problems: Vec<String> = self.validator.iter_errors(arguments).map(|error| describe(&error)).collect();
         problems.dedup();
@@ -56,6 +69,30 @@ impl ArgumentValidator {
     pub fn check_in_place(&self, arguments: &InPlaceObject<'_>) -> Result<(), String> {
         if self.accepts_in_place(&arguments.0) { Ok(()) } else { self.check(&arguments.0.to_value()) }
     }
+}
+
+/// Whether `value` holds at most `limit` JSON values, itself included;
+/// counted without recursion, and stops as soon as the limit is passed.
+fn has_at_most_values(value: &Value, limit: usize) -> bool {
+    let mut pending = vec![value];
+    let mut counted = 0;
+    while let Some(next) = pending.pop() {
+        counted += 1;
+        let children = match next {
+            Value::Array(items) => items.len(),
+            Value::Object(fields) => fields.len(),
+            _ => 0,
+        };
+        if counted + pending.len() + children > limit {
+            return false;
+        }
+        match next {
+            Value::Array(items) => pending.extend(items),
+            Value::Object(fields) => pending.extend(fields.values()),
+            _ => {}
+        }
+    }
+    true
 }
 
 /// `arguments.items[2].name` for the instance path `/items/2/name`.
@@ -164,5 +201,25 @@ mod tests {
         let items: Vec<Value> = (0..20).map(|_| json!({})).collect();
         let message = v.check(&json!({"max_results": 1, "items": items})).unwrap_err();
         assert!(message.ends_with("and 15 more problem(s)"), "{message}");
+    }
+
+    #[test]
+    fn huge_invalid_arguments_report_their_first_problem_without_counting_the_rest() {
+        let v = validator();
+        let items: Vec<Value> = (0..200_000).map(|_| json!({})).collect();
+        let message = v.check(&json!({"max_results": 1, "items": items})).unwrap_err();
+        assert_eq!(
+            message,
+            "arguments.items[0].name: required field is missing; only the first problem is reported \
+             for arguments of more than 1024 values"
+        );
+    }
+
+    #[test]
+    fn values_are_counted_up_to_the_limit() {
+        let nested = json!({"a": [1, 2, {"b": null}], "c": "x"});
+        assert!(has_at_most_values(&nested, 7));
+        assert!(!has_at_most_values(&nested, 6));
+        assert!(has_at_most_values(&json!(1), 1));
     }
 }
