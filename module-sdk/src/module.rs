@@ -18,10 +18,11 @@ use crate::context::{Context, StateMap};
 use crate::contract::{
     CONTRACT_VERSION, ErrorKind, ModuleManifest, ToolCall, ToolDefinition, ToolResult, check_manifest,
 };
+use crate::deadline::deadline_after;
 use crate::error::{ModuleError, ToolError};
 use crate::metrics::{CallMetrics, ToolMetrics, UNKNOWN_TOOL_LABEL};
 use crate::schema::parameters_of;
-use crate::tool::{ErasedHandler, IntoTool, JsonFuture, Tool};
+use crate::tool::{ErasedHandler, IntoTool, JsonFuture, MAX_TIMEOUT, Tool};
 use crate::trace_context::TraceParent;
 use crate::validate::ArgumentValidator;
 
@@ -110,6 +111,9 @@ impl RegisteredTool {
     /// the whole manifest afterwards.
     fn new(full_name: &str, tool: Tool, metrics: ToolMetrics) -> Result<Self, ModuleError> {
         let seconds = tool.timeout.as_secs_f64();
+        if tool.timeout > MAX_TIMEOUT {
+            return Err(ModuleError::TimeoutTooLong { tool: full_name.to_owned(), seconds });
+        }
         let invalid = |e| ModuleError::InvalidSchema(full_name.to_owned(), e);
         let validator = ArgumentValidator::new(&tool.input_schema).map_err(invalid)?;
         let definition = ToolDefinition {
@@ -254,7 +258,7 @@ impl ModuleService {
             return Answer::failure(tool_name, ErrorKind::UnknownTool, message);
         };
         // The call's timeout counts from its arrival: no clock read of its own.
-        let deadline = started + tool.timeout;
+        let deadline = deadline_after(started, tool.timeout);
         let ctx = Context::new(tool.name.clone(), user_id, deadline, self.state.clone());
         // Cancelled when this call ends for any reason, including the caller
         // going away (the future is then dropped).
@@ -464,6 +468,12 @@ mod tests {
         assert!(not_object.to_string().contains("must be a struct"), "{not_object}");
         let zero = contract_break(Module::new("m", "x").tool(echo().timeout(Duration::ZERO)));
         assert!(matches!(zero, ManifestError::BadTimeout { .. }));
+        for too_long in [Duration::MAX, MAX_TIMEOUT + Duration::from_millis(1)] {
+            let refused = Module::new("m", "x").tool(echo().timeout(too_long)).build().err().unwrap();
+            assert!(matches!(refused, ModuleError::TimeoutTooLong { .. }), "{refused}");
+            assert!(refused.to_string().contains("the longest allowed is 86400 s"), "{refused}");
+        }
+        assert!(Module::new("m", "x").tool(echo().timeout(MAX_TIMEOUT)).build().is_ok());
     }
 
     #[test]
