@@ -112,16 +112,28 @@ fn json_path(error: &ValidationError<'_>) -> String {
 
 /// A short rendering of the offending value (long strings are cut).
 fn shown(value: &Value) -> String {
-    const LIMIT: usize = 60;
-    let text = value.to_string();
-    match text.char_indices().nth(LIMIT) {
-        Some((cut, _)) => format!("{}...", &text[..cut]),
+    cut(value.to_string(), 60)
+}
+
+/// `text` cut after `limit` characters, with `...` when it was.
+fn cut(text: String, limit: usize) -> String {
+    match text.char_indices().nth(limit) {
+        Some((end, _)) => format!("{}...", &text[..end]),
         None => text,
     }
 }
 
-/// One problem as `path: message`.
+/// The longest one problem's description may be: a path through long
+/// field names, or a list of unexpected ones, is cut there.
+const MAX_PROBLEM_CHARS: usize = 300;
+
+/// One problem as `path: message`, at most [`MAX_PROBLEM_CHARS`] long.
 fn describe(error: &ValidationError<'_>) -> String {
+    cut(describe_in_full(error), MAX_PROBLEM_CHARS)
+}
+
+/// One problem as `path: message`, the offending value cut by [`shown`].
+fn describe_in_full(error: &ValidationError<'_>) -> String {
     let path = json_path(error);
     let got = shown(error.instance());
     let message = match error.kind() {
@@ -149,7 +161,8 @@ fn describe(error: &ValidationError<'_>) -> String {
         ValidationErrorKind::MaxLength { limit } => format!("must be at most {limit} characters long"),
         ValidationErrorKind::MinItems { limit } => format!("must have at least {limit} item(s)"),
         ValidationErrorKind::MaxItems { limit } => format!("must have at most {limit} item(s)"),
-        _ => error.to_string(),
+        // The crate's wording, with the value as `shown` renders it.
+        _ => error.masked_with(got).to_string(),
     };
     format!("{path}: {message}")
 }
@@ -201,6 +214,27 @@ mod tests {
         let items: Vec<Value> = (0..20).map(|_| json!({})).collect();
         let message = v.check(&json!({"max_results": 1, "items": items})).unwrap_err();
         assert!(message.ends_with("and 15 more problem(s)"), "{message}");
+    }
+
+    #[test]
+    fn messages_without_their_own_wording_do_not_echo_a_long_value() {
+        let v = ArgumentValidator::new(&json!({
+            "type": "object",
+            "properties": {"code": {"type": "string", "pattern": "^[a-z]+$"}},
+        }))
+        .unwrap();
+        let spaces = " ".repeat(1_000_000);
+        let message = v.check(&json!({ "code": spaces })).unwrap_err();
+        let shown_value = format!("\"{}...", " ".repeat(59));
+        assert_eq!(message, format!(r#"arguments.code: {shown_value} does not match "^[a-z]+$""#));
+    }
+
+    #[test]
+    fn a_problem_naming_long_fields_is_cut() {
+        let long_name = "n".repeat(100_000);
+        let message = validator().check(&json!({"max_results": 1, long_name: 1})).unwrap_err();
+        assert!(message.starts_with("arguments: unexpected field(s) nnn"), "{message}");
+        assert_eq!(message.chars().count(), MAX_PROBLEM_CHARS + 3, "{message}");
     }
 
     #[test]
