@@ -218,6 +218,9 @@ impl ModuleService {
         let started = Instant::now();
         let user_id_present = call.user_id.is_some();
         let tool = self.tools.get(&call.tool_name);
+        // What logs, metrics and spans call the tool: a name the caller made
+        // up (up to a whole body long) is `unknown`, as in the metrics.
+        let tool_label: &str = tool.map_or(UNKNOWN_TOOL_LABEL, |tool| &tool.name);
         let in_flight = tool.map_or(&self.unknown_tool, |tool| &tool.metrics).start_at(started);
         let answer = self.run(tool, call, started).await;
         // The call's one other clock read.
@@ -229,7 +232,7 @@ impl ModuleService {
         if answer.error_kind == Some(ErrorKind::ExecutionFailed) {
             tracing::warn!(
                 module = %self.manifest.module_name,
-                tool = %answer.tool_name,
+                tool = tool_label,
                 error = answer.error.as_deref().unwrap_or_default(),
                 trace_id = trace.map(|trace| trace.trace_id()),
                 "tool call failed"
@@ -237,15 +240,14 @@ impl ModuleService {
         }
         tracing::debug!(
             module = %self.manifest.module_name,
-            tool = %answer.tool_name,
+            tool = tool_label,
             user_id_present,
             trace_id = trace.map(|trace| trace.trace_id()),
             duration_ms = elapsed.as_secs_f64() * 1000.0,
             outcome = answer.error_kind.map_or("success", ErrorKind::as_str),
             "tool call"
         );
-        let (module, tool) = (&self.manifest.module_name, &answer.tool_name);
-        crate::otlp::record_served_call(trace, elapsed, module, tool, answer.error_kind);
+        crate::otlp::record_served_call(trace, elapsed, &self.manifest.module_name, tool_label, answer.error_kind);
         answer
     }
 
