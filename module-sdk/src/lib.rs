@@ -51,6 +51,7 @@ pub mod contract;
 mod deadline;
 mod error;
 mod healthcheck;
+mod json_depth;
 mod listener;
 mod logging;
 mod manifest_check;
