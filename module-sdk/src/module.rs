@@ -6,6 +6,7 @@ use std::panic::AssertUnwindSafe;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
+use std::time::Duration;
 
 use futures::FutureExt;
 use serde::Serialize;
@@ -20,7 +21,7 @@ use crate::contract::{
 };
 use crate::deadline::deadline_after;
 use crate::error::{ModuleError, ToolError};
-use crate::metrics::{CallMetrics, ToolMetrics, UNKNOWN_TOOL_LABEL};
+use crate::metrics::{CANCELLED_OUTCOME, CallInFlight, CallMetrics, ToolMetrics, UNKNOWN_TOOL_LABEL};
 use crate::schema::parameters_of;
 use crate::tool::{ErasedHandler, IntoTool, JsonFuture, MAX_TIMEOUT, Tool};
 use crate::trace_context::TraceParent;
@@ -93,6 +94,69 @@ impl Module {
         check_manifest(&mut manifest)?;
         let unknown_tool = metrics.tool(UNKNOWN_TOOL_LABEL);
         Ok(ModuleService { manifest, tools, state: Arc::new(self.state), metrics, unknown_tool })
+    }
+}
+
+/// What is recorded of one call (metrics, its log event, its span) when it
+/// is answered, or, when its caller goes away first and its future is
+/// dropped, as [`CANCELLED_OUTCOME`] when this is dropped.
+struct CallRecord<'a> {
+    module: &'a str,
+    tool: &'a str,
+    user_id_present: bool,
+    trace: Option<TraceParent>,
+    /// `None` once recorded.
+    in_flight: Option<CallInFlight>,
+}
+
+impl CallRecord<'_> {
+    /// Records the call as `answer` says it went.
+    fn finish(&mut self, answer: &Answer) {
+        let Some(in_flight) = self.in_flight.take() else { return };
+        // The call's one other clock read.
+        let elapsed = in_flight.finish(answer.error_kind);
+        // The module's own failures (`execution_failed`, a database or a
+        // bug, not the caller's request) are worth an operator's look.
+        if answer.error_kind == Some(ErrorKind::ExecutionFailed) {
+            tracing::warn!(
+                module = self.module,
+                tool = self.tool,
+                error = answer.error.as_deref().unwrap_or_default(),
+                trace_id = self.trace.map(|trace| trace.trace_id()),
+                "tool call failed"
+            );
+        }
+        self.log_and_trace(elapsed, answer.error_kind, false);
+    }
+
+    /// One event per call at `debug`, so `info` logging stays flat under
+    /// load (its fields are only evaluated when it is enabled), and the
+    /// call's span.
+    fn log_and_trace(&self, elapsed: Duration, error_kind: Option<ErrorKind>, cancelled: bool) {
+        let outcome = match error_kind {
+            Some(kind) => kind.as_str(),
+            None if cancelled => CANCELLED_OUTCOME,
+            None => "success",
+        };
+        tracing::debug!(
+            module = self.module,
+            tool = self.tool,
+            user_id_present = self.user_id_present,
+            trace_id = self.trace.map(|trace| trace.trace_id()),
+            duration_ms = elapsed.as_secs_f64() * 1000.0,
+            outcome,
+            "tool call"
+        );
+        crate::otlp::record_served_call(self.trace, elapsed, self.module, self.tool, error_kind, cancelled);
+    }
+}
+
+impl Drop for CallRecord<'_> {
+    fn drop(&mut self) {
+        if let Some(in_flight) = self.in_flight.take() {
+            let elapsed = in_flight.cancel();
+            self.log_and_trace(elapsed, None, true);
+        }
     }
 }
 
@@ -216,38 +280,18 @@ impl ModuleService {
     /// `traceparent`, whose trace id the call's log events carry.
     pub(crate) async fn answer(&self, call: Call<'_>, trace: Option<TraceParent>) -> Answer {
         let started = Instant::now();
-        let user_id_present = call.user_id.is_some();
         let tool = self.tools.get(&call.tool_name);
-        // What logs, metrics and spans call the tool: a name the caller made
-        // up (up to a whole body long) is `unknown`, as in the metrics.
-        let tool_label: &str = tool.map_or(UNKNOWN_TOOL_LABEL, |tool| &tool.name);
-        let in_flight = tool.map_or(&self.unknown_tool, |tool| &tool.metrics).start_at(started);
+        let mut record = CallRecord {
+            module: &self.manifest.module_name,
+            // What logs, metrics and spans call the tool: a name the caller
+            // made up (up to a whole body long) is `unknown`, as in the metrics.
+            tool: tool.map_or(UNKNOWN_TOOL_LABEL, |tool| &tool.name),
+            user_id_present: call.user_id.is_some(),
+            trace,
+            in_flight: Some(tool.map_or(&self.unknown_tool, |tool| &tool.metrics).start_at(started)),
+        };
         let answer = self.run(tool, call, started).await;
-        // The call's one other clock read.
-        let elapsed = in_flight.finish(answer.error_kind);
-        // One event per call at `debug`, so `info` logging stays flat under
-        // load; the module's own failures (`execution_failed`, a database or
-        // a bug, not the caller's request) are worth an operator's look.
-        // The fields are only evaluated when the event is enabled.
-        if answer.error_kind == Some(ErrorKind::ExecutionFailed) {
-            tracing::warn!(
-                module = %self.manifest.module_name,
-                tool = tool_label,
-                error = answer.error.as_deref().unwrap_or_default(),
-                trace_id = trace.map(|trace| trace.trace_id()),
-                "tool call failed"
-            );
-        }
-        tracing::debug!(
-            module = %self.manifest.module_name,
-            tool = tool_label,
-            user_id_present,
-            trace_id = trace.map(|trace| trace.trace_id()),
-            duration_ms = elapsed.as_secs_f64() * 1000.0,
-            outcome = answer.error_kind.map_or("success", ErrorKind::as_str),
-            "tool call"
-        );
-        crate::otlp::record_served_call(trace, elapsed, &self.manifest.module_name, tool_label, answer.error_kind);
+        record.finish(&answer);
         answer
     }
 

@@ -1,4 +1,5 @@
-//! `GET /metrics` of a real module process: counted by tool and outcome,
+//! `GET /metrics` of a real module process: counted by tool and outcome
+//! (`cancelled` for a call whose caller gave up, which is logged too),
 //! open without the bearer token (the contract's table), bounded against made-up tool names, and scraped
 //! by a real `prometheus`.
 
@@ -71,4 +72,34 @@ async fn made_up_tool_names_add_no_series() {
     let text = metrics().await;
     assert_eq!(text.lines().count(), before, "{text}");
     assert_eq!(sample(&text, r#"tool_calls_total{tool="unknown",outcome="unknown_tool"}"#), Some(300.0));
+}
+
+#[tokio::test]
+async fn a_call_whose_caller_gives_up_is_counted_and_logged_as_cancelled() {
+    let mut command = Command::new(built_binary("examples/demo"));
+    command.env("SERVICE_AUTH_TOKEN", TOKEN).env("RUST_LOG", "module_sdk=debug");
+    let demo = Process::start(command);
+    let client = demo.client().with_token(TOKEN);
+    let call = json!({"tool_name": "demo.sleep", "arguments": {"millis": 900}, "user_id": null});
+    let request = client.request(reqwest::Method::POST, "/execute").json(&call).timeout(Duration::from_millis(200));
+    assert!(request.send().await.unwrap_err().is_timeout(), "the client gave up");
+    let cancelled = r#"tool_calls_total{tool="demo.sleep",outcome="cancelled"}"#;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let text = demo.client().request(reqwest::Method::GET, "/metrics").send().await.unwrap().text().await.unwrap();
+        if sample(&text, cancelled) == Some(1.0) || tokio::time::Instant::now() >= deadline {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(sample(&text, cancelled), Some(1.0), "{text}");
+    assert_eq!(sample(&text, r#"tool_calls_total{tool="demo.sleep",outcome="success"}"#), Some(0.0), "{text}");
+    assert_eq!(sample(&text, r#"tool_call_duration_seconds_count{tool="demo.sleep"}"#), Some(1.0), "{text}");
+    assert_eq!(sample(&text, r#"tool_calls_in_flight{tool="demo.sleep"}"#), Some(0.0), "{text}");
+    let logged = |line: &str| line.contains("tool call") && line.contains("cancelled");
+    assert!(demo.wait_for_log_line(logged, Duration::from_secs(10)), "no cancelled event: {:?}", demo.logs());
+    let event = demo.events().into_iter().find(|event| event["outcome"] == "cancelled").unwrap();
+    assert_eq!(event["tool"], "demo.sleep", "{event}");
+    let duration_ms = event["duration_ms"].as_f64().unwrap();
+    assert!((150.0..900.0).contains(&duration_ms), "the time until the caller left: {event}");
 }
