@@ -146,7 +146,8 @@ impl CallInFlight {
     /// Records the call's outcome (`None` for success) and duration, and
     /// gives the duration back (for the caller's own log and span).
     pub fn finish(mut self, error_kind: Option<ErrorKind>) -> Duration {
-        let inner = Arc::clone(&self.metrics.0);
+        self.recorded = true;
+        let inner = &self.metrics.0;
         let counter = match error_kind {
             None => &inner.success,
             Some(kind) => {
@@ -154,33 +155,34 @@ impl CallInFlight {
                 &inner.failures[index]
             }
         };
-        self.record(counter)
+        inner.record(counter, self.started)
     }
 
     /// Records the call as [`CANCELLED_OUTCOME`] with its duration so far,
     /// and gives the duration back; what dropping the guard also does.
     pub fn cancel(mut self) -> Duration {
-        let inner = Arc::clone(&self.metrics.0);
-        self.record(&inner.cancelled)
-    }
-
-    /// Counts the call in `counter` and its duration, once.
-    fn record(&mut self, counter: &Counter) -> Duration {
         self.recorded = true;
+        self.metrics.0.record(&self.metrics.0.cancelled, self.started)
+    }
+}
+
+impl ToolMetricsInner {
+    /// Counts a call that arrived at `started` in `counter`, and its duration.
+    fn record(&self, counter: &Counter, started: Instant) -> Duration {
         counter.inc();
-        let elapsed = self.started.elapsed();
-        self.metrics.0.duration.observe(elapsed.as_secs_f64());
+        let elapsed = started.elapsed();
+        self.duration.observe(elapsed.as_secs_f64());
         elapsed
     }
 }
 
 impl Drop for CallInFlight {
     fn drop(&mut self) {
+        let inner = &self.metrics.0;
         if !self.recorded {
-            let inner = Arc::clone(&self.metrics.0);
-            self.record(&inner.cancelled);
+            inner.record(&inner.cancelled, self.started);
         }
-        self.metrics.0.in_flight.dec();
+        inner.in_flight.dec();
     }
 }
 
