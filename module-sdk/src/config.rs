@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::error::ServeError;
 use crate::listener::ServerLimits;
 use crate::mcp::McpSettings;
+use crate::tool::MAX_TIMEOUT;
 
 /// The default largest request body, 2 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
@@ -86,9 +87,15 @@ impl ServeConfig {
         };
         let seconds = |name: &'static str, default: Duration| match get(name) {
             Some(v) => {
-                match v.parse::<f64>().ok().filter(|s| *s > 0.0).and_then(|s| Duration::try_from_secs_f64(s).ok()) {
+                let duration =
+                    v.parse::<f64>().ok().filter(|s| *s > 0.0).and_then(|s| Duration::try_from_secs_f64(s).ok());
+                match duration.filter(|d| *d <= MAX_TIMEOUT) {
                     Some(duration) => Ok(duration),
-                    None => Err(invalid(name, v, "expected a positive number of seconds")),
+                    None => Err(invalid(
+                        name,
+                        v,
+                        &format!("expected a positive number of seconds, at most {}", MAX_TIMEOUT.as_secs()),
+                    )),
                 }
             }
             None => Ok(default),
@@ -141,12 +148,22 @@ mod tests {
             ("BODY_READ_TIMEOUT_SECONDS", "-1"),
             ("BODY_READ_TIMEOUT_SECONDS", "soon"),
             ("HEADER_READ_TIMEOUT_SECONDS", "1e300"),
+            ("HEADER_READ_TIMEOUT_SECONDS", "1e19"),
+            ("BODY_READ_TIMEOUT_SECONDS", "86400.5"),
             ("MAX_CONNECTIONS", "0"),
             ("MAX_CONNECTIONS", "many"),
         ] {
             let error = read(&[(name, bad)]).unwrap_err().to_string();
             assert!(error.contains(name) && error.contains(bad), "{error}");
         }
+    }
+
+    #[test]
+    fn read_timeouts_may_be_as_long_as_a_day_and_no_longer() {
+        let config = read(&[("HEADER_READ_TIMEOUT_SECONDS", "86400"), ("BODY_READ_TIMEOUT_SECONDS", "86400")]).unwrap();
+        assert_eq!(config.limits.body_read_timeout, MAX_TIMEOUT);
+        let error = read(&[("BODY_READ_TIMEOUT_SECONDS", "1e19")]).unwrap_err().to_string();
+        assert!(error.contains("at most 86400"), "{error}");
     }
 
     #[test]

@@ -194,6 +194,14 @@ pub enum ModuleError {
     /// A tool's argument schema could not be compiled into a validator.
     #[error("the input schema of tool `{0}` is not a valid JSON Schema: {1}")]
     InvalidSchema(String, String),
+    /// A tool's timeout is longer than [`MAX_TIMEOUT`](crate::MAX_TIMEOUT).
+    #[error("tool `{tool}` has a timeout of {seconds} s; the longest allowed is {max} s (one day)", max = crate::MAX_TIMEOUT.as_secs())]
+    TimeoutTooLong {
+        /// The tool's name.
+        tool: String,
+        /// The timeout it asked for, in seconds.
+        seconds: f64,
+    },
 }
 
 /// What a tool author changes in the Rust code to fix `error`.

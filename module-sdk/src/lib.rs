@@ -48,8 +48,10 @@ mod config;
 mod connection_watch;
 mod context;
 pub mod contract;
+mod deadline;
 mod error;
 mod healthcheck;
+mod json_depth;
 mod listener;
 mod logging;
 mod manifest_check;
@@ -78,7 +80,7 @@ pub use listener::ServerLimits;
 pub use module::{Module, ModuleService};
 pub use module_sdk_macros::tool;
 pub use testing::TestClient;
-pub use tool::{DEFAULT_TIMEOUT, IntoTool, Tool, ToolHandler};
+pub use tool::{DEFAULT_TIMEOUT, IntoTool, MAX_TIMEOUT, Tool, ToolHandler};
 
 /// `#[tool]` refuses a function that is not a tool, where it is written.
 ///
@@ -102,6 +104,18 @@ pub use tool::{DEFAULT_TIMEOUT, IntoTool, Tool, ToolHandler};
 /// #[tool]
 /// async fn number(_ctx: Context, args: Args) -> u8 {
 ///     args.x
+/// }
+/// ```
+///
+/// A timeout longer than [`MAX_TIMEOUT`] (one day):
+///
+/// ```compile_fail
+/// # use module_sdk::{Context, ToolError, tool};
+/// # #[derive(serde::Deserialize, schemars::JsonSchema)] struct Args { x: u8 }
+/// /// Give the number back.
+/// #[tool(timeout_seconds = 1e19)]
+/// async fn number(_ctx: Context, args: Args) -> Result<u8, ToolError> {
+///     Ok(args.x)
 /// }
 /// ```
 ///

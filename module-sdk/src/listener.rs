@@ -56,6 +56,7 @@ use tower::{Service, ServiceExt};
 
 use crate::config::DEFAULT_MAX_BODY_BYTES;
 use crate::connection_watch::{Activity, ConnectionWatch, Watcher};
+use crate::deadline::deadline_after;
 use crate::server::error_response;
 use crate::serving_threads::ServingThreads;
 
@@ -256,7 +257,7 @@ where
         let request = request.map(|inner| {
             Body::new(BoundedBody {
                 inner,
-                deadline: Instant::now() + self.limits.body_read_timeout,
+                deadline: deadline_after(Instant::now(), self.limits.body_read_timeout),
                 timer: None,
                 allowed: self.limits.max_body_bytes,
                 outcome: Arc::clone(&outcome),
@@ -409,7 +410,7 @@ fn stalled<R>(
     timeout: Duration,
     cx: &mut Context<'_>,
 ) -> Poll<io::Result<R>> {
-    let deadline = tokio::time::Instant::now() + timeout;
+    let deadline = deadline_after(Instant::now(), timeout);
     let sleep = stall.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
     if !*stalling {
         sleep.as_mut().reset(deadline);

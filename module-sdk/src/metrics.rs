@@ -26,11 +26,15 @@ pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.
 /// The `tool` label of calls to a tool that does not exist.
 pub const UNKNOWN_TOOL_LABEL: &str = "unknown";
 
+/// The `outcome` of a call whose caller went away before its answer (not
+/// an `error_kind`: no answer was sent).
+pub const CANCELLED_OUTCOME: &str = "cancelled";
+
 /// The labels of a call counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
     tool: String,
-    /// `success`, or the call's `error_kind`.
+    /// `success`, the call's `error_kind`, or [`CANCELLED_OUTCOME`].
     outcome: &'static str,
 }
 
@@ -82,6 +86,7 @@ impl CallMetrics {
         ToolMetrics(Arc::new(ToolMetricsInner {
             success: outcome("success"),
             failures: ErrorKind::ALL.map(|kind| outcome(kind.as_str())),
+            cancelled: outcome(CANCELLED_OUTCOME),
             duration: self.durations.get_or_create(&label).clone(),
             in_flight: self.in_flight.get_or_create(&label).clone(),
         }))
@@ -109,13 +114,14 @@ struct ToolMetricsInner {
     success: Counter,
     /// In the order of [`ErrorKind::ALL`].
     failures: [Counter; ErrorKind::ALL.len()],
+    cancelled: Counter,
     duration: Histogram,
     in_flight: Gauge,
 }
 
 impl ToolMetrics {
-    /// Counts a call as in flight until the returned guard is finished or
-    /// dropped (a caller that went away).
+    /// Counts a call as in flight until the returned guard is finished,
+    /// cancelled or dropped (a caller that went away: counted as cancelled).
     pub fn start(&self) -> CallInFlight {
         self.start_at(Instant::now())
     }
@@ -124,7 +130,7 @@ impl ToolMetrics {
     /// read the caller already made).
     pub fn start_at(&self, started: Instant) -> CallInFlight {
         self.0.in_flight.inc();
-        CallInFlight { metrics: self.clone(), started }
+        CallInFlight { metrics: self.clone(), started, recorded: false }
     }
 }
 
@@ -132,12 +138,15 @@ impl ToolMetrics {
 pub struct CallInFlight {
     metrics: ToolMetrics,
     started: Instant,
+    /// Whether the outcome was counted (by `finish` or `cancel`).
+    recorded: bool,
 }
 
 impl CallInFlight {
     /// Records the call's outcome (`None` for success) and duration, and
     /// gives the duration back (for the caller's own log and span).
-    pub fn finish(self, error_kind: Option<ErrorKind>) -> Duration {
+    pub fn finish(mut self, error_kind: Option<ErrorKind>) -> Duration {
+        self.recorded = true;
         let inner = &self.metrics.0;
         let counter = match error_kind {
             None => &inner.success,
@@ -146,16 +155,34 @@ impl CallInFlight {
                 &inner.failures[index]
             }
         };
+        inner.record(counter, self.started)
+    }
+
+    /// Records the call as [`CANCELLED_OUTCOME`] with its duration so far,
+    /// and gives the duration back; what dropping the guard also does.
+    pub fn cancel(mut self) -> Duration {
+        self.recorded = true;
+        self.metrics.0.record(&self.metrics.0.cancelled, self.started)
+    }
+}
+
+impl ToolMetricsInner {
+    /// Counts a call that arrived at `started` in `counter`, and its duration.
+    fn record(&self, counter: &Counter, started: Instant) -> Duration {
         counter.inc();
-        let elapsed = self.started.elapsed();
-        inner.duration.observe(elapsed.as_secs_f64());
+        let elapsed = started.elapsed();
+        self.duration.observe(elapsed.as_secs_f64());
         elapsed
     }
 }
 
 impl Drop for CallInFlight {
     fn drop(&mut self) {
-        self.metrics.0.in_flight.dec();
+        let inner = &self.metrics.0;
+        if !self.recorded {
+            inner.record(&inner.cancelled, self.started);
+        }
+        inner.in_flight.dec();
     }
 }
 
@@ -177,7 +204,12 @@ mod tests {
         assert!(text.contains(r#"tool_calls_in_flight{tool="demo.greet"} 1"#), "{text}");
         assert!(text.contains(r#"tool_call_duration_seconds_count{tool="demo.greet"} 2"#), "{text}");
         drop(running);
-        assert!(metrics.encode().contains(r#"tool_calls_in_flight{tool="demo.greet"} 0"#));
+        let text = metrics.encode();
+        assert!(text.contains(r#"tool_calls_in_flight{tool="demo.greet"} 0"#), "{text}");
+        assert!(text.contains(r#"tool_calls_total{tool="demo.greet",outcome="cancelled"} 1"#), "{text}");
+        assert!(text.contains(r#"tool_call_duration_seconds_count{tool="demo.greet"} 3"#), "{text}");
+        greet.start().cancel();
+        assert!(metrics.encode().contains(r#"tool_calls_total{tool="demo.greet",outcome="cancelled"} 2"#));
         assert!(metrics.encode().ends_with("# EOF\n"));
     }
 }

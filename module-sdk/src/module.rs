@@ -6,6 +6,7 @@ use std::panic::AssertUnwindSafe;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
+use std::time::Duration;
 
 use futures::FutureExt;
 use serde::Serialize;
@@ -18,10 +19,11 @@ use crate::context::{Context, StateMap};
 use crate::contract::{
     CONTRACT_VERSION, ErrorKind, ModuleManifest, ToolCall, ToolDefinition, ToolResult, check_manifest,
 };
+use crate::deadline::deadline_after;
 use crate::error::{ModuleError, ToolError};
-use crate::metrics::{CallMetrics, ToolMetrics, UNKNOWN_TOOL_LABEL};
+use crate::metrics::{CANCELLED_OUTCOME, CallInFlight, CallMetrics, ToolMetrics, UNKNOWN_TOOL_LABEL};
 use crate::schema::parameters_of;
-use crate::tool::{ErasedHandler, IntoTool, JsonFuture, Tool};
+use crate::tool::{ErasedHandler, IntoTool, JsonFuture, MAX_TIMEOUT, Tool};
 use crate::trace_context::TraceParent;
 use crate::validate::ArgumentValidator;
 
@@ -95,6 +97,69 @@ impl Module {
     }
 }
 
+/// What is recorded of one call (metrics, its log event, its span) when it
+/// is answered, or, when its caller goes away first and its future is
+/// dropped, as [`CANCELLED_OUTCOME`] when this is dropped.
+struct CallRecord<'a> {
+    module: &'a str,
+    tool: &'a str,
+    user_id_present: bool,
+    trace: Option<TraceParent>,
+    /// `None` once recorded.
+    in_flight: Option<CallInFlight>,
+}
+
+impl CallRecord<'_> {
+    /// Records the call as `answer` says it went.
+    fn finish(&mut self, answer: &Answer) {
+        let Some(in_flight) = self.in_flight.take() else { return };
+        // The call's one other clock read.
+        let elapsed = in_flight.finish(answer.error_kind);
+        // The module's own failures (`execution_failed`, a database or a
+        // bug, not the caller's request) are worth an operator's look.
+        if answer.error_kind == Some(ErrorKind::ExecutionFailed) {
+            tracing::warn!(
+                module = self.module,
+                tool = self.tool,
+                error = answer.error.as_deref().unwrap_or_default(),
+                trace_id = self.trace.map(|trace| trace.trace_id()),
+                "tool call failed"
+            );
+        }
+        self.log_and_trace(elapsed, answer.error_kind, false);
+    }
+
+    /// One event per call at `debug`, so `info` logging stays flat under
+    /// load (its fields are only evaluated when it is enabled), and the
+    /// call's span.
+    fn log_and_trace(&self, elapsed: Duration, error_kind: Option<ErrorKind>, cancelled: bool) {
+        let outcome = match error_kind {
+            Some(kind) => kind.as_str(),
+            None if cancelled => CANCELLED_OUTCOME,
+            None => "success",
+        };
+        tracing::debug!(
+            module = self.module,
+            tool = self.tool,
+            user_id_present = self.user_id_present,
+            trace_id = self.trace.map(|trace| trace.trace_id()),
+            duration_ms = elapsed.as_secs_f64() * 1000.0,
+            outcome,
+            "tool call"
+        );
+        crate::otlp::record_served_call(self.trace, elapsed, self.module, self.tool, error_kind, cancelled);
+    }
+}
+
+impl Drop for CallRecord<'_> {
+    fn drop(&mut self) {
+        if let Some(in_flight) = self.in_flight.take() {
+            let elapsed = in_flight.cancel();
+            self.log_and_trace(elapsed, None, true);
+        }
+    }
+}
+
 /// A tool as the running module keeps it.
 struct RegisteredTool {
     name: Arc<str>,
@@ -110,6 +175,9 @@ impl RegisteredTool {
     /// the whole manifest afterwards.
     fn new(full_name: &str, tool: Tool, metrics: ToolMetrics) -> Result<Self, ModuleError> {
         let seconds = tool.timeout.as_secs_f64();
+        if tool.timeout > MAX_TIMEOUT {
+            return Err(ModuleError::TimeoutTooLong { tool: full_name.to_owned(), seconds });
+        }
         let invalid = |e| ModuleError::InvalidSchema(full_name.to_owned(), e);
         let validator = ArgumentValidator::new(&tool.input_schema).map_err(invalid)?;
         let definition = ToolDefinition {
@@ -212,36 +280,18 @@ impl ModuleService {
     /// `traceparent`, whose trace id the call's log events carry.
     pub(crate) async fn answer(&self, call: Call<'_>, trace: Option<TraceParent>) -> Answer {
         let started = Instant::now();
-        let user_id_present = call.user_id.is_some();
         let tool = self.tools.get(&call.tool_name);
-        let in_flight = tool.map_or(&self.unknown_tool, |tool| &tool.metrics).start_at(started);
+        let mut record = CallRecord {
+            module: &self.manifest.module_name,
+            // What logs, metrics and spans call the tool: a name the caller
+            // made up (up to a whole body long) is `unknown`, as in the metrics.
+            tool: tool.map_or(UNKNOWN_TOOL_LABEL, |tool| &tool.name),
+            user_id_present: call.user_id.is_some(),
+            trace,
+            in_flight: Some(tool.map_or(&self.unknown_tool, |tool| &tool.metrics).start_at(started)),
+        };
         let answer = self.run(tool, call, started).await;
-        // The call's one other clock read.
-        let elapsed = in_flight.finish(answer.error_kind);
-        // One event per call at `debug`, so `info` logging stays flat under
-        // load; the module's own failures (`execution_failed`, a database or
-        // a bug, not the caller's request) are worth an operator's look.
-        // The fields are only evaluated when the event is enabled.
-        if answer.error_kind == Some(ErrorKind::ExecutionFailed) {
-            tracing::warn!(
-                module = %self.manifest.module_name,
-                tool = %answer.tool_name,
-                error = answer.error.as_deref().unwrap_or_default(),
-                trace_id = trace.map(|trace| trace.trace_id()),
-                "tool call failed"
-            );
-        }
-        tracing::debug!(
-            module = %self.manifest.module_name,
-            tool = %answer.tool_name,
-            user_id_present,
-            trace_id = trace.map(|trace| trace.trace_id()),
-            duration_ms = elapsed.as_secs_f64() * 1000.0,
-            outcome = answer.error_kind.map_or("success", ErrorKind::as_str),
-            "tool call"
-        );
-        let (module, tool) = (&self.manifest.module_name, &answer.tool_name);
-        crate::otlp::record_served_call(trace, elapsed, module, tool, answer.error_kind);
+        record.finish(&answer);
         answer
     }
 
@@ -254,7 +304,7 @@ impl ModuleService {
             return Answer::failure(tool_name, ErrorKind::UnknownTool, message);
         };
         // The call's timeout counts from its arrival: no clock read of its own.
-        let deadline = started + tool.timeout;
+        let deadline = deadline_after(started, tool.timeout);
         let ctx = Context::new(tool.name.clone(), user_id, deadline, self.state.clone());
         // Cancelled when this call ends for any reason, including the caller
         // going away (the future is then dropped).
@@ -464,6 +514,12 @@ mod tests {
         assert!(not_object.to_string().contains("must be a struct"), "{not_object}");
         let zero = contract_break(Module::new("m", "x").tool(echo().timeout(Duration::ZERO)));
         assert!(matches!(zero, ManifestError::BadTimeout { .. }));
+        for too_long in [Duration::MAX, MAX_TIMEOUT + Duration::from_millis(1)] {
+            let refused = Module::new("m", "x").tool(echo().timeout(too_long)).build().err().unwrap();
+            assert!(matches!(refused, ModuleError::TimeoutTooLong { .. }), "{refused}");
+            assert!(refused.to_string().contains("the longest allowed is 86400 s"), "{refused}");
+        }
+        assert!(Module::new("m", "x").tool(echo().timeout(MAX_TIMEOUT)).build().is_ok());
     }
 
     #[test]

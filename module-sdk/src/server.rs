@@ -25,6 +25,7 @@ use crate::body::{BodyError, read_body};
 use crate::config::ServeConfig;
 use crate::contract::{ErrorBody, ModuleManifest, ToolCall, ToolResult};
 use crate::error::{ModuleError, ServeError};
+use crate::json_depth::{is_too_deep, too_deep_message};
 use crate::listener::serve_router;
 use crate::logging::init_logging;
 use crate::mcp::http::{McpEndpoint, mcp_endpoint, serve_mcp};
@@ -258,16 +259,13 @@ pub(crate) async fn manifest(_: Authorized, State(state): State<AppState>) -> Re
     json_bytes(state.manifest_json.clone())
 }
 
-/// Prometheus metrics of the module's tool calls (OpenMetrics text).
+/// Prometheus metrics of the module's tool calls (OpenMetrics text); open
+/// without the token, as the contract's endpoint table says.
 #[utoipa::path(
     get, path = "/metrics",
-    security((), ("bearer" = [])),
-    responses(
-        (status = 200, content_type = "application/openmetrics-text", body = String),
-        (status = 401, body = ErrorBody)
-    )
+    responses((status = 200, content_type = "application/openmetrics-text", body = String))
 )]
-pub(crate) async fn metrics(_: Authorized, State(state): State<AppState>) -> Response {
+pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
     ([(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)], state.service.metrics().encode()).into_response()
 }
 
@@ -348,6 +346,9 @@ impl<S: Sync> FromRequestParts<S> for CallerTrace {
 
 /// Says whether a body failed as JSON or as a ToolCall, and where.
 fn bad_call_message(error: &serde_json::Error) -> String {
+    if is_too_deep(error) {
+        return too_deep_message();
+    }
     match error.classify() {
         Category::Data => format!(
             "the body is JSON but not a ToolCall ({{\"tool_name\": string, \"arguments\": object, \"user_id\": string or null}}): {error}"

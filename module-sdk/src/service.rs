@@ -15,7 +15,9 @@ pub use crate::listener::{
     DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, serve_router, serve_router_on,
 };
 pub use crate::logging::init_logging;
-pub use crate::metrics::{CallInFlight, CallMetrics, METRICS_CONTENT_TYPE, ToolMetrics, UNKNOWN_TOOL_LABEL};
+pub use crate::metrics::{
+    CANCELLED_OUTCOME, CallInFlight, CallMetrics, METRICS_CONTENT_TYPE, ToolMetrics, UNKNOWN_TOOL_LABEL,
+};
 pub use crate::openapi::openapi_document;
 pub use crate::server::{
     RequireJson, RequireJsonLayer, body_refused, error_response, json_bytes, request_body, shutdown_signal,

@@ -26,6 +26,10 @@ use crate::schema::{arguments_schema_for, schema_for};
 /// How long a tool may run unless it says otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The longest timeout a tool, or a server's header or body read, may have:
+/// one day. A longer one stops the module from being built (or started).
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(86_400);
+
 /// An async function usable as a tool: `async fn(Context, A) -> Result<R, ToolError>`.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a tool handler",
@@ -233,7 +237,7 @@ impl Tool {
         self
     }
 
-    /// The longest the tool may run (default 30 s).
+    /// The longest the tool may run (default 30 s, at most [`MAX_TIMEOUT`]).
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self

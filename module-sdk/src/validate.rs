@@ -11,6 +11,12 @@ use crate::arguments::{InPlace, InPlaceObject, InPlaceValue};
 /// How many problems one error message lists at most.
 const MAX_REPORTED: usize = 5;
 
+/// Arguments of at most this many JSON values (the object itself, every
+/// field and item) get every problem counted; larger ones only their first,
+/// because the schema crate gathers all problems at once, at hundreds of
+/// bytes each, before any of them can be read.
+const MAX_VALUES_FOR_ALL_PROBLEMS: usize = 1_024;
+
 /// A compiled `input_schema`, ready to check arguments, as a tree or read
 /// in place ([`InPlaceObject`], as a module's `POST /execute` reads them):
 /// compiled once for each.
@@ -33,8 +39,15 @@ impl ArgumentValidator {
     /// `Ok` when `arguments` fit the schema; otherwise one message listing
     /// the problems, each as `arguments.<path>: <what was wrong>`.
     pub fn check(&self, arguments: &Value) -> Result<(), String> {
-        if self.validator.is_valid(arguments) {
-            return Ok(());
+        let first = match self.validator.validate(arguments) {
+            Ok(()) => return Ok(()),
+            Err(error) => describe(&error),
+        };
+        if !has_at_most_values(arguments, MAX_VALUES_FOR_ALL_PROBLEMS) {
+            return Err(format!(
+                "{first}; only the first problem is reported for arguments of more than \
+                 {MAX_VALUES_FOR_ALL_PROBLEMS} values"
+            ));
         }
         let mut problems: Vec<String> = self.validator.iter_errors(arguments).map(|error| describe(&error)).collect();
         problems.dedup();
@@ -58,6 +71,30 @@ impl ArgumentValidator {
     }
 }
 
+/// Whether `value` holds at most `limit` JSON values, itself included;
+/// counted without recursion, and stops as soon as the limit is passed.
+fn has_at_most_values(value: &Value, limit: usize) -> bool {
+    let mut pending = vec![value];
+    let mut counted = 0;
+    while let Some(next) = pending.pop() {
+        counted += 1;
+        let children = match next {
+            Value::Array(items) => items.len(),
+            Value::Object(fields) => fields.len(),
+            _ => 0,
+        };
+        if counted + pending.len() + children > limit {
+            return false;
+        }
+        match next {
+            Value::Array(items) => pending.extend(items),
+            Value::Object(fields) => pending.extend(fields.values()),
+            _ => {}
+        }
+    }
+    true
+}
+
 /// `arguments.items[2].name` for the instance path `/items/2/name`.
 fn json_path(error: &ValidationError<'_>) -> String {
     let mut path = String::from("arguments");
@@ -75,16 +112,28 @@ fn json_path(error: &ValidationError<'_>) -> String {
 
 /// A short rendering of the offending value (long strings are cut).
 fn shown(value: &Value) -> String {
-    const LIMIT: usize = 60;
-    let text = value.to_string();
-    match text.char_indices().nth(LIMIT) {
-        Some((cut, _)) => format!("{}...", &text[..cut]),
+    cut(value.to_string(), 60)
+}
+
+/// `text` cut after `limit` characters, with `...` when it was.
+fn cut(text: String, limit: usize) -> String {
+    match text.char_indices().nth(limit) {
+        Some((end, _)) => format!("{}...", &text[..end]),
         None => text,
     }
 }
 
-/// One problem as `path: message`.
+/// The longest one problem's description may be: a path through long
+/// field names, or a list of unexpected ones, is cut there.
+const MAX_PROBLEM_CHARS: usize = 300;
+
+/// One problem as `path: message`, at most [`MAX_PROBLEM_CHARS`] long.
 fn describe(error: &ValidationError<'_>) -> String {
+    cut(describe_in_full(error), MAX_PROBLEM_CHARS)
+}
+
+/// One problem as `path: message`, the offending value cut by [`shown`].
+fn describe_in_full(error: &ValidationError<'_>) -> String {
     let path = json_path(error);
     let got = shown(error.instance());
     let message = match error.kind() {
@@ -112,7 +161,8 @@ fn describe(error: &ValidationError<'_>) -> String {
         ValidationErrorKind::MaxLength { limit } => format!("must be at most {limit} characters long"),
         ValidationErrorKind::MinItems { limit } => format!("must have at least {limit} item(s)"),
         ValidationErrorKind::MaxItems { limit } => format!("must have at most {limit} item(s)"),
-        _ => error.to_string(),
+        // The crate's wording, with the value as `shown` renders it.
+        _ => error.masked_with(got).to_string(),
     };
     format!("{path}: {message}")
 }
@@ -164,5 +214,46 @@ mod tests {
         let items: Vec<Value> = (0..20).map(|_| json!({})).collect();
         let message = v.check(&json!({"max_results": 1, "items": items})).unwrap_err();
         assert!(message.ends_with("and 15 more problem(s)"), "{message}");
+    }
+
+    #[test]
+    fn messages_without_their_own_wording_do_not_echo_a_long_value() {
+        let v = ArgumentValidator::new(&json!({
+            "type": "object",
+            "properties": {"code": {"type": "string", "pattern": "^[a-z]+$"}},
+        }))
+        .unwrap();
+        let spaces = " ".repeat(1_000_000);
+        let message = v.check(&json!({ "code": spaces })).unwrap_err();
+        let shown_value = format!("\"{}...", " ".repeat(59));
+        assert_eq!(message, format!(r#"arguments.code: {shown_value} does not match "^[a-z]+$""#));
+    }
+
+    #[test]
+    fn a_problem_naming_long_fields_is_cut() {
+        let long_name = "n".repeat(100_000);
+        let message = validator().check(&json!({"max_results": 1, long_name: 1})).unwrap_err();
+        assert!(message.starts_with("arguments: unexpected field(s) nnn"), "{message}");
+        assert_eq!(message.chars().count(), MAX_PROBLEM_CHARS + 3, "{message}");
+    }
+
+    #[test]
+    fn huge_invalid_arguments_report_their_first_problem_without_counting_the_rest() {
+        let v = validator();
+        let items: Vec<Value> = (0..200_000).map(|_| json!({})).collect();
+        let message = v.check(&json!({"max_results": 1, "items": items})).unwrap_err();
+        assert_eq!(
+            message,
+            "arguments.items[0].name: required field is missing; only the first problem is reported \
+             for arguments of more than 1024 values"
+        );
+    }
+
+    #[test]
+    fn values_are_counted_up_to_the_limit() {
+        let nested = json!({"a": [1, 2, {"b": null}], "c": "x"});
+        assert!(has_at_most_values(&nested, 7));
+        assert!(!has_at_most_values(&nested, 6));
+        assert!(has_at_most_values(&json!(1), 1));
     }
 }

@@ -4,8 +4,9 @@
 //! bodies past `MAX_BODY_BYTES` get `413` whatever their framing or
 //! `Expect`, idle connections past `MAX_CONNECTIONS` wait and are served,
 //! clients that pipeline requests and never read their answers are closed,
-//! a lower-case `bearer` scheme is accepted, and `info` logging does not
-//! grow with the number of calls.
+//! a lower-case `bearer` scheme is accepted, bodies nesting past the JSON
+//! depth limit get a `400` naming it, and `info` logging does not grow
+//! with the number of calls.
 //!
 //! Run with `--nocapture` to see the peak RSS figures.
 
@@ -80,6 +81,34 @@ async fn bodies_that_are_not_json_are_refused_with_415() {
         assert_eq!(response.status(), StatusCode::OK, "{content_type}");
     }
     assert_alive_within_budget(&mut demo, "content types").await;
+}
+
+#[tokio::test]
+async fn bodies_nesting_past_the_depth_limit_get_400_naming_it() {
+    let mut demo = start_demo(&[("RUST_LOG", "warn")]);
+    let client = reqwest::Client::new();
+    // Valid JSON, 200 levels deep: as a ToolCall's arguments and as an MCP call's.
+    let deep = format!("{}1{}", "[".repeat(198), "]".repeat(198));
+    let execute = format!(r#"{{"tool_name": "demo.greet", "arguments": {{"name": {deep}}}, "user_id": null}}"#);
+    let mcp = format!(
+        r#"{{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {{"name": "greet", "arguments": {{"name": {deep}}}}}}}"#
+    );
+    for (path, body) in [("/execute", execute), ("/mcp", mcp)] {
+        let response = client
+            .post(format!("{}{path}", demo.url()))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(reqwest::header::ACCEPT, "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{path}");
+        let body: Value = response.json().await.unwrap();
+        let message = body["error"].as_str().unwrap();
+        assert!(message.contains("deeper than 127 levels"), "{path}: {message}");
+    }
+    assert_alive_within_budget(&mut demo, "deep bodies").await;
 }
 
 #[tokio::test]

@@ -1,5 +1,6 @@
-//! `GET /metrics` of a real module process: counted by tool and outcome,
-//! behind the bearer token, bounded against made-up tool names, and scraped
+//! `GET /metrics` of a real module process: counted by tool and outcome
+//! (`cancelled` for a call whose caller gave up, which is logged too),
+//! open without the bearer token (the contract's table), bounded against made-up tool names, and scraped
 //! by a real `prometheus`.
 
 use std::process::Command;
@@ -31,9 +32,9 @@ async fn calls_are_counted_by_tool_and_outcome_and_scraped_by_prometheus() {
     client.call("demo.greet", json!({"name": 7}), None).await;
     client.call("demo.no_such_tool", json!({}), None).await;
 
-    let (status, _) = demo.client().get("/metrics").await;
-    assert_eq!(status, 401, "metrics need the token like the manifest");
-    let response = client.request(reqwest::Method::GET, "/metrics").send().await.unwrap();
+    let (status, _) = demo.client().get("/manifest").await;
+    assert_eq!(status, 401, "the manifest needs the token");
+    let response = demo.client().request(reqwest::Method::GET, "/metrics").send().await.unwrap();
     assert_eq!(response.status(), 200);
     let content_type = response.headers()["content-type"].to_str().unwrap().to_owned();
     assert!(content_type.starts_with("application/openmetrics-text"), "{content_type}");
@@ -45,7 +46,7 @@ async fn calls_are_counted_by_tool_and_outcome_and_scraped_by_prometheus() {
     assert_eq!(sample(&text, r#"tool_calls_in_flight{tool="demo.greet"}"#), Some(0.0));
 
     let Some(prometheus) =
-        PrometheusServer::start(&[ScrapeTarget { job: "demo", address: demo.address(), bearer_token: Some(TOKEN) }])
+        PrometheusServer::start(&[ScrapeTarget { job: "demo", address: demo.address(), bearer_token: None }])
     else {
         return;
     };
@@ -55,7 +56,7 @@ async fn calls_are_counted_by_tool_and_outcome_and_scraped_by_prometheus() {
     client.call_ok("demo.greet", json!({"name": "Di"}), None).await;
     prometheus.wait_for_value(query, 4.0, Duration::from_secs(30)).await;
     let up = prometheus.wait_for_value(r#"up{job="demo"}"#, 1.0, Duration::from_secs(30)).await;
-    assert_eq!(up, 1.0, "the scrape with the bearer token succeeds");
+    assert_eq!(up, 1.0, "the scrape without a token succeeds");
 }
 
 #[tokio::test]
@@ -71,4 +72,34 @@ async fn made_up_tool_names_add_no_series() {
     let text = metrics().await;
     assert_eq!(text.lines().count(), before, "{text}");
     assert_eq!(sample(&text, r#"tool_calls_total{tool="unknown",outcome="unknown_tool"}"#), Some(300.0));
+}
+
+#[tokio::test]
+async fn a_call_whose_caller_gives_up_is_counted_and_logged_as_cancelled() {
+    let mut command = Command::new(built_binary("examples/demo"));
+    command.env("SERVICE_AUTH_TOKEN", TOKEN).env("RUST_LOG", "module_sdk=debug");
+    let demo = Process::start(command);
+    let client = demo.client().with_token(TOKEN);
+    let call = json!({"tool_name": "demo.sleep", "arguments": {"millis": 900}, "user_id": null});
+    let request = client.request(reqwest::Method::POST, "/execute").json(&call).timeout(Duration::from_millis(200));
+    assert!(request.send().await.unwrap_err().is_timeout(), "the client gave up");
+    let cancelled = r#"tool_calls_total{tool="demo.sleep",outcome="cancelled"}"#;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let text = demo.client().request(reqwest::Method::GET, "/metrics").send().await.unwrap().text().await.unwrap();
+        if sample(&text, cancelled) == Some(1.0) || tokio::time::Instant::now() >= deadline {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(sample(&text, cancelled), Some(1.0), "{text}");
+    assert_eq!(sample(&text, r#"tool_calls_total{tool="demo.sleep",outcome="success"}"#), Some(0.0), "{text}");
+    assert_eq!(sample(&text, r#"tool_call_duration_seconds_count{tool="demo.sleep"}"#), Some(1.0), "{text}");
+    assert_eq!(sample(&text, r#"tool_calls_in_flight{tool="demo.sleep"}"#), Some(0.0), "{text}");
+    let logged = |line: &str| line.contains("tool call") && line.contains("cancelled");
+    assert!(demo.wait_for_log_line(logged, Duration::from_secs(10)), "no cancelled event: {:?}", demo.logs());
+    let event = demo.events().into_iter().find(|event| event["outcome"] == "cancelled").unwrap();
+    assert_eq!(event["tool"], "demo.sleep", "{event}");
+    let duration_ms = event["duration_ms"].as_f64().unwrap();
+    assert!((150.0..900.0).contains(&duration_ms), "the time until the caller left: {event}");
 }

@@ -99,7 +99,8 @@ pub fn record_routed_call(
     }
     let parent = REQUEST_TRACE.try_with(|request| request.from_caller.then_some(request.trace)).ok().flatten();
     let side = CallSide::Routing;
-    module_sdk::otlp::record(&CallSpan { context: trace, parent, side, module, tool, error_kind, duration });
+    let cancelled = false;
+    module_sdk::otlp::record(&CallSpan { context: trace, parent, side, module, tool, error_kind, cancelled, duration });
 }
 
 /// A new trace, sampled when spans are exported and the sampler takes it

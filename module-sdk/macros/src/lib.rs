@@ -85,6 +85,10 @@ fn parse_options(attr: TokenStream2) -> syn::Result<Options> {
                 if !(seconds > 0.0 && seconds.is_finite()) {
                     return Err(syn::Error::new_spanned(&nv.value, "timeout_seconds must be positive"));
                 }
+                // module_sdk::MAX_TIMEOUT, which this crate cannot name.
+                if seconds > 86_400.0 {
+                    return Err(syn::Error::new_spanned(&nv.value, "timeout_seconds must be at most 86400 (one day)"));
+                }
                 quote!(.timeout(::std::time::Duration::from_secs_f64(#seconds)))
             }
             _ => {

@@ -72,12 +72,9 @@ impl DirectAnswers {
             return Err(request);
         }
         let (parts, body) = request.into_parts();
-        let bytes = match axum::body::to_bytes(body, self.max_body_bytes).await {
+        let bytes = match read_request_body(body, self.max_body_bytes).await {
             Ok(bytes) => bytes,
-            // As rmcp answers a body it could not read.
-            Err(error) => {
-                return Ok(text_answer(StatusCode::INTERNAL_SERVER_ERROR, "Failed to read request body", error));
-            }
+            Err(answer) => return Ok(answer),
         };
         let (id, reply) = if let Some((id, params, meta)) = call_request(&bytes) {
             (id, self.server.call(params, meta).await.map(Reply::Called))
@@ -245,6 +242,14 @@ fn legacy_message(id: RequestId, result: Result<ServerResult, ErrorData>) -> ser
 }
 
 /// A plain-text failure answer, worded as rmcp words its own.
+/// A request's `body` whole, up to `max_body_bytes`; otherwise the answer
+/// rmcp gives to a body it could not read.
+pub(crate) async fn read_request_body(body: Body, max_body_bytes: usize) -> Result<Bytes, Response> {
+    axum::body::to_bytes(body, max_body_bytes)
+        .await
+        .map_err(|error| text_answer(StatusCode::INTERNAL_SERVER_ERROR, "Failed to read request body", error))
+}
+
 fn text_answer(status: StatusCode, what: &str, error: impl std::fmt::Display) -> Response {
     (status, format!("{what}: {error}")).into_response()
 }

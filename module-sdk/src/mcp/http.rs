@@ -5,18 +5,21 @@
 
 use std::sync::Arc;
 
+use axum::body::Body;
 use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
 use crate::auth::Authorized;
 use crate::config::ServeConfig;
+use crate::json_depth::{nests_too_deep, too_deep_message};
 use crate::mcp::McpSettings;
-use crate::mcp::direct::DirectAnswers;
+use crate::mcp::direct::{DirectAnswers, read_request_body};
 use crate::mcp::handler::ModuleMcp;
 use crate::module::ModuleService;
-use crate::server::{AppState, json_content_type_refusal};
+use crate::server::{AppState, error_response, json_content_type_refusal};
 
 /// The MCP endpoint of one module, shared by every request: the common
 /// stateless call answered in place, everything else by rmcp's transport.
@@ -24,11 +27,27 @@ use crate::server::{AppState, json_content_type_refusal};
 pub(crate) struct McpEndpoint {
     direct: DirectAnswers,
     transport: StreamableHttpService<ModuleMcp, NeverSessionManager>,
+    max_body_bytes: usize,
 }
 
 impl McpEndpoint {
-    /// The answer to one `/mcp` request.
+    /// The answer to one `/mcp` request. A `POST` body that nests deeper
+    /// than the JSON depth limit gets a `400` naming it (rmcp, which cannot
+    /// read it, would answer `415`).
     pub(crate) async fn handle(&self, request: Request) -> Response {
+        let request = if request.method() == Method::POST {
+            let (parts, body) = request.into_parts();
+            let bytes = match read_request_body(body, self.max_body_bytes).await {
+                Ok(bytes) => bytes,
+                Err(answer) => return answer,
+            };
+            if nests_too_deep(&bytes) {
+                return error_response(StatusCode::BAD_REQUEST, too_deep_message());
+            }
+            Request::from_parts(parts, Body::from(bytes))
+        } else {
+            request
+        };
         match self.direct.answer(request).await {
             Ok(response) => response,
             Err(request) => self.transport.handle(request).await.into_response(),
@@ -42,7 +61,8 @@ pub(crate) fn mcp_endpoint(service: Arc<ModuleService>, config: &ServeConfig) ->
     let transport = transport_config(&config.mcp, max_body_bytes);
     let server = ModuleMcp::new(service, config.mcp.page_size);
     let direct = DirectAnswers::new(server.clone(), max_body_bytes, !config.mcp.allowed_hosts.is_empty());
-    McpEndpoint { direct, transport: StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), transport) }
+    let transport = StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), transport);
+    McpEndpoint { direct, transport, max_body_bytes }
 }
 
 /// The streamable HTTP settings of an MCP endpoint under `settings`, with
@@ -76,7 +96,7 @@ pub fn transport_config(settings: &McpSettings, max_body_bytes: usize) -> Stream
     responses(
         (status = 200, description = "The JSON-RPC answer: `application/json`, or `text/event-stream` when notifications come before it"),
         (status = 202, description = "A notification, accepted"),
-        (status = 400, description = "An unknown `MCP-Protocol-Version`, or headers that contradict the body"),
+        (status = 400, description = "An unknown `MCP-Protocol-Version`, headers that contradict the body, or a body nesting deeper than 127 levels"),
         (status = 401, body = crate::contract::ErrorBody),
         (status = 403, description = "An `Origin` not in `MCP_ALLOWED_ORIGINS`, or a `Host` not in `MCP_ALLOWED_HOSTS`"),
         (status = 406, description = "The client does not accept both `application/json` and `text/event-stream`"),

@@ -38,6 +38,7 @@ use opentelemetry_sdk::trace::{
 };
 
 use crate::contract::ErrorKind;
+use crate::metrics::CANCELLED_OUTCOME;
 use crate::trace_context::{SAMPLED_FLAG, TraceParent};
 use sampler::Sampler;
 
@@ -96,6 +97,9 @@ pub struct CallSpan<'a> {
     pub tool: &'a str,
     /// How the call failed, if it did.
     pub error_kind: Option<ErrorKind>,
+    /// Whether the caller went away before the answer (`error_kind` is then
+    /// `None`): the span's outcome and error type are `cancelled`.
+    pub cancelled: bool,
     /// How long the call took (the span ends when it is recorded).
     pub duration: Duration,
 }
@@ -205,6 +209,7 @@ pub(crate) fn record_served_call(
     module: &str,
     tool: &str,
     error_kind: Option<ErrorKind>,
+    cancelled: bool,
 ) {
     if !enabled() {
         return;
@@ -224,7 +229,8 @@ pub(crate) fn record_served_call(
         }
     };
     if let Some(context) = context {
-        record(&CallSpan { context, parent: trace, side: CallSide::Serving, module, tool, error_kind, duration });
+        let side = CallSide::Serving;
+        record(&CallSpan { context, parent: trace, side, module, tool, error_kind, cancelled, duration });
     }
 }
 
@@ -248,7 +254,11 @@ pub async fn shutdown() {
 fn span_data(span: &CallSpan<'_>, instrumentation_scope: InstrumentationScope) -> SpanData {
     let end_time = SystemTime::now();
     let start_time = end_time.checked_sub(span.duration).unwrap_or(end_time);
-    let outcome = span.error_kind.map_or("success", ErrorKind::as_str);
+    let failure = match span.error_kind {
+        Some(kind) => Some(kind.as_str()),
+        None => span.cancelled.then_some(CANCELLED_OUTCOME),
+    };
+    let outcome = failure.unwrap_or("success");
     let mut attributes = vec![
         KeyValue::new("gen_ai.operation.name", "execute_tool"),
         KeyValue::new("gen_ai.tool.name", span.tool.to_owned()),
@@ -257,10 +267,10 @@ fn span_data(span: &CallSpan<'_>, instrumentation_scope: InstrumentationScope) -
     if !span.module.is_empty() {
         attributes.push(KeyValue::new("tool.module", span.module.to_owned()));
     }
-    let status = match span.error_kind {
-        Some(kind) => {
-            attributes.push(KeyValue::new("error.type", kind.as_str()));
-            Status::error(kind.as_str())
+    let status = match failure {
+        Some(failure) => {
+            attributes.push(KeyValue::new("error.type", failure));
+            Status::error(failure)
         }
         None => Status::Unset,
     };
@@ -306,6 +316,7 @@ mod tests {
             module: "echo",
             tool: "echo.say",
             error_kind: Some(ErrorKind::InvalidArguments),
+            cancelled: false,
             duration: Duration::from_millis(3),
         };
         let data = span_data(&span, InstrumentationScope::builder("test").build());
@@ -334,9 +345,12 @@ mod tests {
             module: "",
             tool: "nowhere.tool",
             error_kind: None,
+            cancelled: false,
             duration: Duration::from_millis(3),
         };
         let data = span_data(&span, InstrumentationScope::builder("test").build());
+        let cancelled = span_data(&CallSpan { cancelled: true, ..span }, InstrumentationScope::builder("test").build());
+        assert_eq!(cancelled.status, Status::error(CANCELLED_OUTCOME));
         assert_eq!(data.parent_span_id, SpanId::INVALID);
         assert_eq!(data.span_kind, SpanKind::Client);
         assert_eq!(data.status, Status::Unset);
