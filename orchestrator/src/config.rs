@@ -19,7 +19,7 @@ use crate::mcp::settings::{McpEndpointFile, McpEndpointSettings};
 use crate::mcp_modules::settings::{McpServerSettings, read_modules};
 use crate::tool_search::settings::{ToolSearchFile, ToolSearchSettings};
 use module_sdk::contract::is_valid_name;
-use module_sdk::{LogFormat, ServerLimits};
+use module_sdk::{LogFormat, MAX_TIMEOUT, ServerLimits};
 use serde::Deserialize;
 
 /// Tool timeout for modules not in `SLOW_MODULES` whose tools name none.
@@ -279,10 +279,17 @@ impl Config {
                         None => return Ok(default),
                     },
                 };
+                // Past a day a deadline or interval made from it is no
+                // longer a limit, and far past it adding it to a clock panics.
                 value
                     .filter(|v| v.is_finite() && *v > 0.0)
                     .and_then(|v| Duration::try_from_secs_f64(v).ok())
-                    .ok_or_else(|| invalid(name, &text, "expected a positive number of seconds".into()))
+                    .filter(|duration| *duration <= MAX_TIMEOUT)
+                    .ok_or_else(|| {
+                        let reason =
+                            format!("expected a positive number of seconds, at most {}", MAX_TIMEOUT.as_secs());
+                        invalid(name, &text, reason)
+                    })
             };
 
         let count = |name, what: &str, from_file, default| {
@@ -591,6 +598,8 @@ mod tests {
             (&[("MAX_BODY_BYTES", "0")], "MAX_BODY_BYTES"),
             (&[("HEADER_READ_TIMEOUT_SECONDS", "never")], "HEADER_READ_TIMEOUT_SECONDS"),
             (&[("BODY_READ_TIMEOUT_SECONDS", "1e300")], "BODY_READ_TIMEOUT_SECONDS"),
+            (&[("HEADER_READ_TIMEOUT_SECONDS", "1e19")], "HEADER_READ_TIMEOUT_SECONDS"),
+            (&[("REFRESH_INTERVAL", "86400.5")], "REFRESH_INTERVAL"),
             (&[("MAX_CONNECTIONS", "-5")], "MAX_CONNECTIONS"),
         ];
         for (env, name) in cases {

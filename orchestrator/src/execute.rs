@@ -10,7 +10,7 @@ use axum::body::Bytes;
 use axum::http::{HeaderValue, StatusCode};
 use module_sdk::ErrorKind;
 use module_sdk::contract::{ToolCall, ToolResult};
-use module_sdk::service::{BodyError, InPlaceObject, TraceParent, read_body};
+use module_sdk::service::{BodyError, InPlaceObject, TraceParent, UNKNOWN_TOOL_LABEL, read_body};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -282,6 +282,9 @@ impl Executor {
         let tool_name = call.tool_name.clone();
         let trace = crate::trace::call_trace();
         let in_flight = self.metrics.start_call(route.as_ref().ok().map(|route| route.tool().name.as_str()));
+        // A name that routes nowhere is the caller's text, up to MAX_BODY_BYTES:
+        // the log line and the span call it `unknown`, as the metrics do.
+        let logged_name = if route.is_ok() { tool_name.as_str() } else { UNKNOWN_TOOL_LABEL };
         let (module, answer) = match route {
             Ok(route) => (route.module.clone(), self.run(caller, &route, call, approved, &trace).await),
             Err(error) => (Arc::from(""), self.refusal(caller, &tool_name, &error).into()),
@@ -290,7 +293,7 @@ impl Executor {
         // The metrics' clock times the log line and the span too.
         let duration = in_flight.finish(error_kind);
         tracing::debug!(
-            tool = %tool_name,
+            tool = %logged_name,
             module = %module,
             permission = %caller.permission,
             duration_ms = duration.as_secs_f64() * 1000.0,
@@ -299,7 +302,7 @@ impl Executor {
             span_id = %trace.parent_id(),
             "routed call"
         );
-        crate::trace::record_routed_call(trace, duration, &module, &tool_name, error_kind);
+        crate::trace::record_routed_call(trace, duration, &module, logged_name, error_kind);
         answer
     }
 
