@@ -14,7 +14,8 @@ use test_support::RedisServer;
 
 const SERVICE_TOKEN: &str = "service-token-for-tests-0123456789";
 
-/// A module with `transfer`, keys for ada, bob and an admin, and the
+/// A module with `transfer`, keys for ada, bob and an admin (and narrower
+/// keys: an admin's and ada's limited to the module `other`), and the
 /// orchestrator (with `extra` settings) using them.
 struct Setup {
     _module: ModuleServer,
@@ -33,6 +34,8 @@ impl Setup {
             TestKey::new("ada", "ada", "user"),
             TestKey::new("bob", "bob", "user"),
             TestKey::new("root", "root", "admin"),
+            TestKey { modules: Some(&["other"]), ..TestKey::new("root-other", "root", "admin") },
+            TestKey { modules: Some(&["other"]), ..TestKey::new("ada-other", "ada", "user") },
         ]);
         let keys_path = keys.path().to_str().unwrap().to_owned();
         Self { _module: module, _keys: keys, calls, services, keys_path }
@@ -295,4 +298,46 @@ async fn pending_approvals_have_a_budget_per_user() {
         .await;
     assert_eq!(answer["pending_approvals"].as_array().unwrap().len(), 1, "{answer}");
     assert_eq!(setup.calls.count(), 0);
+}
+
+#[tokio::test]
+async fn approvals_of_tools_an_identity_may_not_use_are_not_found() {
+    let setup = Setup::new();
+    let orchestrator = setup.start(&[("APPROVAL_FOR_DESTRUCTIVE", "true")]).await;
+    let (_, transfer) = request_transfer(&orchestrator, "call_1").await;
+    // The service asks, for ada as an admin, for the admin-only `wipe`.
+    let wipe = json!({"tool_name": "bank.wipe", "user_id": "ada", "user_permission": "admin"});
+    let (_, result) = orchestrator.post_with("/execute", Some(SERVICE_TOKEN), &wipe).await;
+    assert!(result["error"].as_str().unwrap().contains("approval"), "{result}");
+    let (_, listed) = orchestrator.get_with("/approvals", Some(&key("root"))).await;
+    let all = listed["approvals"].as_array().unwrap();
+    assert_eq!(all.len(), 2, "an admin with every module sees both: {listed}");
+    let wipe = all.iter().find(|a| a["tool_name"] == "bank.wipe").unwrap();
+    assert_eq!(wipe["user_id"], "ada");
+
+    // Keys limited to the module `other` (an admin's, and ada's own) see
+    // neither; ada's `user` key does not see the admin-only call. Showing
+    // or deciding them is `404`, as for an approval that does not exist.
+    for (who, hidden) in
+        [("root-other", vec![&transfer, wipe]), ("ada-other", vec![&transfer, wipe]), ("ada", vec![wipe])]
+    {
+        let (status, listed) = orchestrator.get_with("/approvals", Some(&key(who))).await;
+        assert_eq!(status, 200, "{listed}");
+        for approval in &hidden {
+            let id = &approval["id"];
+            let shown = listed["approvals"].as_array().unwrap().iter().any(|a| a["id"] == *id);
+            assert!(!shown, "{who} lists {approval}");
+            let (status, answer) =
+                orchestrator.get_with(&format!("/approvals/{}", id.as_str().unwrap()), Some(&key(who))).await;
+            assert_eq!(status, 404, "{who} sees {answer}");
+            let (status, answer) = decide(&orchestrator, &key(who), id, "approve").await;
+            assert_eq!(status, 404, "{who} decides {answer}");
+        }
+    }
+    assert_eq!(setup.calls.count(), 0, "no hidden approval ran");
+    let (_, listed) = orchestrator.get_with("/approvals", Some(&key("ada"))).await;
+    assert_eq!(listed["approvals"].as_array().unwrap().len(), 1, "ada's key still sees her transfer: {listed}");
+    let (status, decided) = decide(&orchestrator, &key("root"), &wipe["id"], "approve").await;
+    assert_eq!((status, &decided["result"]["success"]), (200, &json!(true)), "{decided}");
+    assert_eq!(setup.calls.count(), 1);
 }

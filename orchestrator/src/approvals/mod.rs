@@ -154,25 +154,30 @@ impl Approvals {
         Ok(approval)
     }
 
-    /// The approvals `identity` may see (its user's; all for admins and services), newest first.
-    pub async fn list_for(&self, identity: &Identity) -> Result<Vec<Approval>, ApprovalError> {
+    /// The approvals `identity` may see (see [`may_see`]), newest first.
+    pub async fn list_for(&self, identity: &Identity, executor: &Executor) -> Result<Vec<Approval>, ApprovalError> {
         let mut visible: Vec<Approval> = self
             .store
             .list()
             .await?
             .into_iter()
-            .filter(|a| identity.may_act_for(a.user_id.as_deref()))
+            .filter(|a| may_see(identity, a, executor))
             .map(Approval::current)
             .collect();
         visible.sort_by_key(|a| std::cmp::Reverse(a.created_at));
         Ok(visible)
     }
 
-    /// Approval `id`, if `identity` may see it.
-    pub async fn get_for(&self, identity: &Identity, id: &str) -> Result<Approval, ApprovalError> {
+    /// Approval `id`, if `identity` may see it: another user's is refused
+    /// as such, one whose tool the identity may not use is not found, so its
+    /// existence does not show.
+    pub async fn get_for(&self, identity: &Identity, id: &str, executor: &Executor) -> Result<Approval, ApprovalError> {
         let approval = self.store.get(id).await?.ok_or_else(|| ApprovalError::NotFound(id.to_owned()))?;
         if !identity.may_act_for(approval.user_id.as_deref()) {
             return Err(ApprovalError::NotYours(id.to_owned()));
+        }
+        if !may_use_tool(identity, &approval, executor) {
+            return Err(ApprovalError::NotFound(id.to_owned()));
         }
         Ok(approval.current())
     }
@@ -188,7 +193,7 @@ impl Approvals {
         reason: Option<String>,
         executor: &Executor,
     ) -> Result<Approval, ApprovalError> {
-        let mut approval = self.get_for(identity, id).await?;
+        let mut approval = self.get_for(identity, id, executor).await?;
         if approval.status != ApprovalStatus::Pending {
             return Err(ApprovalError::Conflict { id: id.to_owned(), status: approval.status.as_str() });
         }
@@ -227,6 +232,29 @@ impl Approvals {
             "approval decided"
         );
         Ok(approval)
+    }
+}
+
+/// Whether `identity` may see and decide `approval`: it may act for the
+/// approval's user (see [`Identity::may_act_for`]) and may use its tool.
+fn may_see(identity: &Identity, approval: &Approval, executor: &Executor) -> bool {
+    identity.may_act_for(approval.user_id.as_deref()) && may_use_tool(identity, approval, executor)
+}
+
+/// Whether `identity`, as a caller at its own ceiling, may use the
+/// approval's tool, by the check routing makes: the module among the
+/// identity's modules and the tool's required permission within its cap.
+/// A tool that does not route now (its module down or gone) needs the
+/// module allowed and a cap of at least the permission the call was asked
+/// with (never below what the tool required then).
+fn may_use_tool(identity: &Identity, approval: &Approval, executor: &Executor) -> bool {
+    let ceiling = identity.ceiling();
+    match executor.route(&approval.tool_name) {
+        Ok(route) => ceiling.may_use(&route.module, route.tool()),
+        Err(_) => {
+            let module = approval.tool_name.split_once('.').map(|(module, _)| module);
+            module.is_some_and(|module| ceiling.allows_module(module)) && ceiling.permission.allows(approval.permission)
+        }
     }
 }
 
