@@ -2,10 +2,13 @@
 //! one decision, `SET NX`) and the index `approvals` (ids scored by the
 //! time they are dropped), each expiring with the record.
 
+use std::collections::HashMap;
+
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
+use serde_json::value::RawValue;
 use time::OffsetDateTime;
 
 use super::record::Approval;
@@ -26,6 +29,25 @@ fn unavailable(error: redis::RedisError) -> StoreError {
 /// Seconds from now until `at`, at least one (Redis refuses a TTL of 0).
 fn ttl(at: OffsetDateTime) -> u64 {
     u64::try_from((at - OffsetDateTime::now_utc()).whole_seconds()).unwrap_or(0).max(1)
+}
+
+/// Reads a stored record. Its `arguments` and `result` are read on their
+/// own, so serde_json's nesting limit counts from each of them rather than
+/// from the record around them: arguments and results nested as deeply as
+/// a request or a module's answer may be stay readable one and two levels
+/// further down in the record. (Raw values are skipped without recursion.)
+fn read_record(text: &str) -> serde_json::Result<Approval> {
+    let mut fields: HashMap<String, Box<RawValue>> = serde_json::from_str(text)?;
+    let arguments = fields.insert("arguments".to_owned(), RawValue::from_string("{}".to_owned())?);
+    let result = fields.remove("result");
+    let mut approval: Approval = serde_json::from_str(&serde_json::to_string(&fields)?)?;
+    if let Some(arguments) = arguments {
+        approval.arguments = serde_json::from_str(arguments.get())?;
+    }
+    if let Some(result) = result {
+        approval.result = serde_json::from_str(result.get())?;
+    }
+    Ok(approval)
 }
 
 /// Approvals shared by every orchestrator on the same Redis.
@@ -60,8 +82,7 @@ impl ApprovalStore for RedisStore {
             let mut connection = self.connection.clone();
             let text: Option<String> = connection.get(record_key(id)).await.map_err(unavailable)?;
             text.map(|text| {
-                serde_json::from_str(&text)
-                    .map_err(|e| StoreError::Corrupt { id: id.to_owned(), reason: e.to_string() })
+                read_record(&text).map_err(|e| StoreError::Corrupt { id: id.to_owned(), reason: e.to_string() })
             })
             .transpose()
         }
@@ -79,13 +100,20 @@ impl ApprovalStore for RedisStore {
             }
             let keys: Vec<String> = ids.iter().map(|id| record_key(id)).collect();
             let texts: Vec<Option<String>> = connection.mget(&keys).await.map_err(unavailable)?;
-            ids.into_iter()
+            // One unreadable record is left out (and logged), not every user's approvals.
+            let readable = ids
+                .into_iter()
                 .zip(texts)
                 .filter_map(|(id, text)| text.map(|text| (id, text)))
-                .map(|(id, text)| {
-                    serde_json::from_str(&text).map_err(|e| StoreError::Corrupt { id, reason: e.to_string() })
+                .filter_map(|(id, text)| {
+                    read_record(&text)
+                        .inspect_err(|error| {
+                            tracing::warn!(key = %record_key(&id), %error, "an approval record is not readable; left out");
+                        })
+                        .ok()
                 })
-                .collect()
+                .collect();
+            Ok(readable)
         }
         .boxed()
     }
@@ -105,5 +133,50 @@ impl ApprovalStore for RedisStore {
 
     fn kind(&self) -> &'static str {
         "redis"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approvals::store::tests::approval;
+    use module_sdk::contract::ToolResult;
+    use serde_json::{Value, json};
+    use std::time::Duration;
+
+    /// `levels` arrays, one inside the other.
+    fn nested(levels: usize) -> Value {
+        (1..levels).fold(json!([]), |inner, _| json!([inner]))
+    }
+
+    #[test]
+    fn records_with_arguments_and_results_nested_as_deep_as_they_read_are_readable() {
+        let mut deep = approval("deep", Duration::from_secs(60));
+        // Each as deep as serde_json reads on its own (127 levels, the object included).
+        deep.arguments = serde_json::Map::from_iter([("deep".to_owned(), nested(126))]);
+        deep.result = Some(ToolResult::success("m.t", nested(126)));
+        let text = serde_json::to_string(&deep).unwrap();
+        assert!(serde_json::from_str::<Approval>(&text).is_err(), "the record as a whole is too deep for serde_json");
+        assert_eq!(read_record(&text).unwrap(), deep);
+        let plain = approval("plain", Duration::from_secs(60));
+        assert_eq!(read_record(&serde_json::to_string(&plain).unwrap()).unwrap(), plain);
+        assert!(read_record("{\"id\": \"x\"}").is_err(), "a record missing its fields is refused");
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_record_is_left_out_of_the_list() {
+        let Some(redis) = test_support::RedisServer::start() else { return };
+        let store = RedisStore::new(&redis.url()).unwrap();
+        let kept = approval("kept", Duration::from_secs(60));
+        store.put(&kept, kept.expires_at).await.unwrap();
+        let mut broken = approval("broken", Duration::from_secs(60));
+        store.put(&broken, broken.expires_at).await.unwrap();
+        let mut connection = store.connection.clone();
+        let _: () = connection.set(record_key("broken"), "{\"id\": \"broken\", \"arguments\": [").await.unwrap();
+        assert_eq!(store.list().await.unwrap(), vec![kept]);
+        assert!(matches!(store.get("broken").await, Err(StoreError::Corrupt { .. })));
+        broken.status = crate::approvals::ApprovalStatus::Denied;
+        store.put(&broken, broken.expires_at).await.unwrap();
+        assert_eq!(store.list().await.unwrap().len(), 2, "a record written again is read again");
     }
 }

@@ -91,13 +91,14 @@ impl ApprovalStore for MemoryStore {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::approvals::record::ApprovalStatus;
     use module_sdk::Permission;
     use std::time::Duration;
 
-    fn approval(id: &str, expires_in: Duration) -> Approval {
+    /// A pending approval `id` of ada's, expiring in `expires_in`.
+    pub(crate) fn approval(id: &str, expires_in: Duration) -> Approval {
         let now = OffsetDateTime::now_utc();
         Approval {
             id: id.into(),
