@@ -341,3 +341,49 @@ async fn approvals_of_tools_an_identity_may_not_use_are_not_found() {
     assert_eq!((status, &decided["result"]["success"]), (200, &json!(true)), "{decided}");
     assert_eq!(setup.calls.count(), 1);
 }
+
+/// A Chat Completions message of `count` transfers.
+fn many_transfers(count: usize) -> Value {
+    let calls: Vec<Value> = (0..count)
+        .map(|n| {
+            json!({"id": format!("call_{n}"), "type": "function",
+                   "function": {"name": "bank__transfer", "arguments": json!({"to": "carol", "cents": n}).to_string()}})
+        })
+        .collect();
+    json!({"message": {"role": "assistant", "content": null, "tool_calls": calls}})
+}
+
+#[tokio::test]
+async fn a_message_of_many_gated_calls_keeps_to_the_approval_budgets() {
+    let redis = RedisServer::start();
+    let setup = Setup::new();
+    let redis_url = redis.as_ref().map(RedisServer::url);
+    let budgets = [("MAX_PENDING_APPROVALS", "5"), ("MAX_APPROVALS", "8")];
+    let mut stores = vec![budgets.to_vec()];
+    if let Some(url) = &redis_url {
+        stores.push([&budgets[..], &[("REDIS_URL", url.as_str())]].concat());
+    }
+    for settings in stores {
+        let orchestrator = setup.start(&settings).await;
+        // The calls of one message are asked for at once: five become pending, the rest are refused.
+        let path = "/v1/tool-calls?format=openai&envelope=true";
+        let (status, answer) = orchestrator.post_with(path, Some(&key("ada")), &many_transfers(64)).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["pending_approvals"].as_array().unwrap().len(), 5, "{settings:?}");
+        let refused = answer["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["content"].as_str().unwrap().contains("MAX_PENDING_APPROVALS"))
+            .count();
+        assert_eq!(refused, 59, "{answer}");
+        // Bob's own budget: but only three more fit in all.
+        let (_, answer) = orchestrator.post_with(path, Some(&key("bob")), &many_transfers(64)).await;
+        assert_eq!(answer["pending_approvals"].as_array().unwrap().len(), 3, "{settings:?}");
+        let full = answer["messages"].as_array().unwrap().iter();
+        assert_eq!(full.filter(|m| m["content"].as_str().unwrap().contains("MAX_APPROVALS")).count(), 61, "{answer}");
+        let (_, listed) = orchestrator.get_with("/approvals", Some(&key("root"))).await;
+        assert_eq!(listed["approvals"].as_array().unwrap().len(), 8, "{listed}");
+    }
+    assert_eq!(setup.calls.count(), 0);
+}

@@ -23,7 +23,7 @@ use crate::identity::Identity;
 use crate::providers::{self, CallFormat, RequestedCall};
 pub use record::{Approval, ApprovalStatus, ProviderCall};
 pub use settings::ApprovalSettings;
-use store::{ApprovalStore, MemoryStore, StoreError};
+use store::{Admission, ApprovalStore, MemoryStore, StoreError};
 
 /// A person's decision on an approval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
@@ -122,16 +122,6 @@ impl Approvals {
         call: Option<ProviderCall>,
     ) -> Result<Approval, ApprovalError> {
         let now = OffsetDateTime::now_utc();
-        let kept = self.store.list().await?;
-        if kept.len() >= self.settings.max_total {
-            return Err(ApprovalError::Full { max: self.settings.max_total });
-        }
-        let pending =
-            kept.iter().filter(|a| a.user_id == caller.user_id && a.status_at(now) == ApprovalStatus::Pending).count();
-        if pending >= self.settings.max_pending {
-            let user = caller.user_id.clone().unwrap_or_default();
-            return Err(ApprovalError::TooMany { user, max: self.settings.max_pending });
-        }
         let approval = Approval {
             id: uuid::Uuid::new_v4().to_string(),
             tool_name: tool_name.to_owned(),
@@ -149,7 +139,14 @@ impl Approvals {
             result: None,
             call,
         };
-        self.store.put(&approval, self.drop_at(&approval)).await?;
+        match self.store.insert(&approval, self.drop_at(&approval), &self.settings).await? {
+            Admission::Stored => {}
+            Admission::Full => return Err(ApprovalError::Full { max: self.settings.max_total }),
+            Admission::TooManyPending => {
+                let user = caller.user_id.clone().unwrap_or_default();
+                return Err(ApprovalError::TooMany { user, max: self.settings.max_pending });
+            }
+        }
         tracing::info!(approval = %approval.id, tool = %tool_name, user = ?approval.user_id, by = %identity.name, "approval pending");
         Ok(approval)
     }

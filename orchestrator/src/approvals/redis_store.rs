@@ -1,6 +1,8 @@
 //! Approvals in Redis: `approval:{id}` (JSON), `approval:{id}:claim` (the
-//! one decision, `SET NX`) and the index `approvals` (ids scored by the
-//! time they are dropped), each expiring with the record.
+//! one decision, `SET NX`), the index `approvals` (ids scored by the time
+//! they are dropped) and, per user, the pending ones
+//! (`approvals:pending:user:{user}`, ids scored by when they expire, in
+//! milliseconds), each expiring with the record.
 
 use std::collections::HashMap;
 
@@ -12,7 +14,9 @@ use serde_json::value::RawValue;
 use time::OffsetDateTime;
 
 use super::record::Approval;
-use super::store::{ApprovalStore, StoreError};
+use super::record::ApprovalStatus;
+use super::settings::ApprovalSettings;
+use super::store::{Admission, ApprovalStore, StoreError};
 use crate::redis_cache::connection_manager;
 
 /// The sorted set of approval ids.
@@ -20,6 +24,39 @@ const INDEX: &str = "approvals";
 
 fn record_key(id: &str) -> String {
     format!("approval:{id}")
+}
+
+/// The sorted set of the pending approvals of `user` (or of calls without one).
+fn pending_key(user: Option<&str>) -> String {
+    match user {
+        Some(user) => format!("approvals:pending:user:{user}"),
+        None => "approvals:pending:none".to_owned(),
+    }
+}
+
+/// Stores a new pending approval if the budgets allow, in one step (Redis
+/// runs a script alone): drops the lapsed ids from the index and the user's
+/// pending set, then answers 1 when the index holds `max_total` ids, 2 when
+/// the user has `max_pending` pending ones, and otherwise stores the record
+/// and indexes it (0).
+/// KEYS: the index, the user's pending set, the record. ARGV: now (seconds),
+/// now (milliseconds), max_total, max_pending, id, drop_at (seconds),
+/// expires_at (milliseconds), the record's JSON, its TTL (seconds).
+const INSERT: &str = r"
+    redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+    if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 1 end
+    redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[2])
+    if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then return 2 end
+    redis.call('SET', KEYS[3], ARGV[8], 'EX', ARGV[9])
+    redis.call('ZADD', KEYS[1], ARGV[6], ARGV[5])
+    redis.call('ZADD', KEYS[2], ARGV[7], ARGV[5])
+    redis.call('EXPIRE', KEYS[2], ARGV[9])
+    return 0
+";
+
+/// Milliseconds since the epoch.
+fn unix_millis(at: OffsetDateTime) -> i128 {
+    at.unix_timestamp_nanos() / 1_000_000
 }
 
 fn unavailable(error: redis::RedisError) -> StoreError {
@@ -63,16 +100,58 @@ impl RedisStore {
 }
 
 impl ApprovalStore for RedisStore {
+    fn insert<'a>(
+        &'a self,
+        approval: &'a Approval,
+        drop_at: OffsetDateTime,
+        settings: &'a ApprovalSettings,
+    ) -> BoxFuture<'a, Result<Admission, StoreError>> {
+        async move {
+            let text = serde_json::to_string(approval).expect("an approval always serializes");
+            let now = OffsetDateTime::now_utc();
+            let mut connection = self.connection.clone();
+            let refused: u8 = redis::cmd("EVAL")
+                .arg(INSERT)
+                .arg(3)
+                .arg(INDEX)
+                .arg(pending_key(approval.user_id.as_deref()))
+                .arg(record_key(&approval.id))
+                .arg(now.unix_timestamp())
+                .arg(unix_millis(now).to_string())
+                .arg(settings.max_total)
+                .arg(settings.max_pending)
+                .arg(&approval.id)
+                .arg(drop_at.unix_timestamp())
+                .arg(unix_millis(approval.expires_at).to_string())
+                .arg(text)
+                .arg(ttl(drop_at))
+                .query_async(&mut connection)
+                .await
+                .map_err(unavailable)?;
+            Ok(match refused {
+                0 => Admission::Stored,
+                1 => Admission::Full,
+                _ => Admission::TooManyPending,
+            })
+        }
+        .boxed()
+    }
+
     fn put<'a>(&'a self, approval: &'a Approval, drop_at: OffsetDateTime) -> BoxFuture<'a, Result<(), StoreError>> {
         async move {
             let text = serde_json::to_string(approval).expect("an approval always serializes");
             let mut connection = self.connection.clone();
-            redis::pipe()
-                .set_ex(record_key(&approval.id), text, ttl(drop_at))
-                .zadd(INDEX, &approval.id, drop_at.unix_timestamp())
-                .exec_async(&mut connection)
-                .await
-                .map_err(unavailable)
+            let mut pipe = redis::pipe();
+            pipe.set_ex(record_key(&approval.id), text, ttl(drop_at)).zadd(
+                INDEX,
+                &approval.id,
+                drop_at.unix_timestamp(),
+            );
+            if approval.status != ApprovalStatus::Pending {
+                // Decided: no longer counts against its user's pending budget.
+                pipe.zrem(pending_key(approval.user_id.as_deref()), &approval.id);
+            }
+            pipe.exec_async(&mut connection).await.map_err(unavailable)
         }
         .boxed()
     }
@@ -139,7 +218,7 @@ impl ApprovalStore for RedisStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::approvals::store::tests::approval;
+    use crate::approvals::store::tests::{approval, check_insert_budgets};
     use module_sdk::contract::ToolResult;
     use serde_json::{Value, json};
     use std::time::Duration;
@@ -161,6 +240,12 @@ mod tests {
         let plain = approval("plain", Duration::from_secs(60));
         assert_eq!(read_record(&serde_json::to_string(&plain).unwrap()).unwrap(), plain);
         assert!(read_record("{\"id\": \"x\"}").is_err(), "a record missing its fields is refused");
+    }
+
+    #[tokio::test]
+    async fn inserting_keeps_to_the_budgets() {
+        let Some(redis) = test_support::RedisServer::start() else { return };
+        check_insert_budgets(&RedisStore::new(&redis.url()).unwrap()).await;
     }
 
     #[tokio::test]

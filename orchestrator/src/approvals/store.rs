@@ -8,7 +8,8 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use time::OffsetDateTime;
 
-use super::record::Approval;
+use super::record::{Approval, ApprovalStatus};
+use super::settings::ApprovalSettings;
 
 /// Why the store could not answer.
 #[derive(Debug, thiserror::Error)]
@@ -26,8 +27,28 @@ pub enum StoreError {
     },
 }
 
+/// Whether a new approval was stored, or which budget kept it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// It is stored.
+    Stored,
+    /// The store keeps `MAX_APPROVALS` approvals already.
+    Full,
+    /// Its user has `MAX_PENDING_APPROVALS` pending approvals already.
+    TooManyPending,
+}
+
 /// Approvals by id; a record is dropped at its `drop_at` time.
 pub trait ApprovalStore: Send + Sync {
+    /// Stores the new pending `approval` until `drop_at` if the budgets of
+    /// `settings` allow it, counted in the same step as it is stored (on
+    /// every replica), so calls asking at once cannot pass a budget together.
+    fn insert<'a>(
+        &'a self,
+        approval: &'a Approval,
+        drop_at: OffsetDateTime,
+        settings: &'a ApprovalSettings,
+    ) -> BoxFuture<'a, Result<Admission, StoreError>>;
     /// Stores (or replaces) `approval` until `drop_at`.
     fn put<'a>(&'a self, approval: &'a Approval, drop_at: OffsetDateTime) -> BoxFuture<'a, Result<(), StoreError>>;
     /// The approval `id`, if kept.
@@ -57,6 +78,33 @@ impl MemoryStore {
 }
 
 impl ApprovalStore for MemoryStore {
+    fn insert<'a>(
+        &'a self,
+        approval: &'a Approval,
+        drop_at: OffsetDateTime,
+        settings: &'a ApprovalSettings,
+    ) -> BoxFuture<'a, Result<Admission, StoreError>> {
+        let mut entries = self.locked();
+        let now = OffsetDateTime::now_utc();
+        let pending = || {
+            entries
+                .values()
+                .filter(|(kept, _, _)| {
+                    kept.user_id == approval.user_id && kept.status_at(now) == ApprovalStatus::Pending
+                })
+                .count()
+        };
+        let admission = if entries.len() >= settings.max_total {
+            Admission::Full
+        } else if pending() >= settings.max_pending {
+            Admission::TooManyPending
+        } else {
+            entries.insert(approval.id.clone(), (approval.clone(), drop_at, false));
+            Admission::Stored
+        };
+        futures::future::ready(Ok(admission)).boxed()
+    }
+
     fn put<'a>(&'a self, approval: &'a Approval, drop_at: OffsetDateTime) -> BoxFuture<'a, Result<(), StoreError>> {
         let mut entries = self.locked();
         let claimed = entries.get(&approval.id).is_some_and(|(_, _, claimed)| *claimed);
@@ -93,7 +141,6 @@ impl ApprovalStore for MemoryStore {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::approvals::record::ApprovalStatus;
     use module_sdk::Permission;
     use std::time::Duration;
 
@@ -135,5 +182,43 @@ pub(super) mod tests {
         store.put(&old, OffsetDateTime::now_utc() - Duration::from_secs(1)).await.unwrap();
         assert!(store.get("old").await.unwrap().is_none());
         assert_eq!(store.list().await.unwrap().len(), 1);
+    }
+
+    /// Inserts `count` pending approvals of `user` into `store` and returns
+    /// the admissions.
+    pub(crate) async fn insert_many(
+        store: &dyn ApprovalStore,
+        user: Option<&str>,
+        count: usize,
+        settings: &ApprovalSettings,
+    ) -> Vec<Admission> {
+        let mut admissions = Vec::new();
+        for n in 0..count {
+            let mut new = approval(&format!("{user:?}-{n}"), Duration::from_secs(60));
+            new.user_id = user.map(str::to_owned);
+            admissions.push(store.insert(&new, new.expires_at + Duration::from_secs(60), settings).await.unwrap());
+        }
+        admissions
+    }
+
+    /// Checks the budgets of inserting into `store`: three pending per
+    /// user, five in all; a decided one no longer counts as pending.
+    pub(crate) async fn check_insert_budgets(store: &dyn ApprovalStore) {
+        let settings = ApprovalSettings { max_pending: 3, max_total: 5, ..ApprovalSettings::default() };
+        let ada = insert_many(store, Some("ada"), 4, &settings).await;
+        assert_eq!(ada, [Admission::Stored, Admission::Stored, Admission::Stored, Admission::TooManyPending]);
+        let mut decided = store.get("Some(\"ada\")-0").await.unwrap().unwrap();
+        decided.status = ApprovalStatus::Denied;
+        store.put(&decided, decided.expires_at + Duration::from_secs(60)).await.unwrap();
+        let mut after = approval("ada-after", Duration::from_secs(60));
+        after.user_id = Some("ada".into());
+        assert_eq!(store.insert(&after, after.expires_at, &settings).await.unwrap(), Admission::Stored);
+        let others = insert_many(store, None, 2, &settings).await;
+        assert_eq!(others, [Admission::Stored, Admission::Full], "five in all");
+    }
+
+    #[tokio::test]
+    async fn inserting_keeps_to_the_budgets() {
+        check_insert_budgets(&MemoryStore::default()).await;
     }
 }
