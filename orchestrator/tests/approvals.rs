@@ -387,3 +387,32 @@ async fn a_message_of_many_gated_calls_keeps_to_the_approval_budgets() {
     }
     assert_eq!(setup.calls.count(), 0);
 }
+
+#[tokio::test]
+async fn approvals_have_a_byte_budget_each_and_in_all() {
+    let redis = RedisServer::start();
+    let setup = Setup::new();
+    let redis_url = redis.as_ref().map(RedisServer::url);
+    // Each transfer of `many_transfers(8)` is 24 bytes of arguments: four fit in 100.
+    let budgets = [("MAX_APPROVAL_ARGUMENT_BYTES", "50"), ("MAX_APPROVAL_BYTES", "100")];
+    let mut stores = vec![budgets.to_vec()];
+    if let Some(url) = &redis_url {
+        stores.push([&budgets[..], &[("REDIS_URL", url.as_str())]].concat());
+    }
+    for settings in stores {
+        let orchestrator = setup.start(&settings).await;
+        let path = "/v1/tool-calls?format=openai&envelope=true";
+        let large = transfer_message("call_large", &json!({"to": "c".repeat(40), "cents": 1}));
+        let (status, answer) = orchestrator.post_with(path, Some(&key("ada")), &large).await;
+        assert_eq!((status, &answer["pending_approvals"]), (200, &json!([])), "{answer}");
+        let refusal = answer["messages"][0]["content"].as_str().unwrap();
+        assert!(refusal.contains("MAX_APPROVAL_ARGUMENT_BYTES") && refusal.contains("59 bytes"), "{refusal}");
+
+        let (_, answer) = orchestrator.post_with(path, Some(&key("ada")), &many_transfers(8)).await;
+        assert_eq!(answer["pending_approvals"].as_array().unwrap().len(), 4, "{settings:?}: {answer}");
+        let messages = answer["messages"].as_array().unwrap().iter();
+        let refused = messages.filter(|m| m["content"].as_str().unwrap().contains("MAX_APPROVAL_BYTES")).count();
+        assert_eq!(refused, 4, "{answer}");
+    }
+    assert_eq!(setup.calls.count(), 0);
+}

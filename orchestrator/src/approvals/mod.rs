@@ -60,6 +60,24 @@ pub enum ApprovalError {
         /// The budget.
         max: usize,
     },
+    /// The call's arguments are larger than an approval may hold.
+    #[error(
+        "the call's arguments are {bytes} bytes as JSON, more than the {max} an approval may hold (MAX_APPROVAL_ARGUMENT_BYTES)"
+    )]
+    TooLarge {
+        /// The arguments' size.
+        bytes: usize,
+        /// The budget.
+        max: usize,
+    },
+    /// The approvals kept hold as many argument bytes as they may.
+    #[error(
+        "the orchestrator's approvals already hold as many bytes of arguments as they may ({max}, MAX_APPROVAL_BYTES); decide pending ones or wait for old ones to expire"
+    )]
+    FullOfBytes {
+        /// The budget.
+        max: usize,
+    },
     /// The store holds as many approvals as it may.
     #[error(
         "the orchestrator already keeps {max} approvals (MAX_APPROVALS); decide pending ones or wait for old ones to expire"
@@ -121,6 +139,10 @@ impl Approvals {
         arguments: Map<String, Value>,
         call: Option<ProviderCall>,
     ) -> Result<Approval, ApprovalError> {
+        let bytes = serde_json::to_vec(&arguments).map_or(0, |text| text.len());
+        if bytes > self.settings.max_argument_bytes {
+            return Err(ApprovalError::TooLarge { bytes, max: self.settings.max_argument_bytes });
+        }
         let now = OffsetDateTime::now_utc();
         let approval = Approval {
             id: uuid::Uuid::new_v4().to_string(),
@@ -139,9 +161,10 @@ impl Approvals {
             result: None,
             call,
         };
-        match self.store.insert(&approval, self.drop_at(&approval), &self.settings).await? {
+        match self.store.insert(&approval, bytes, self.drop_at(&approval), &self.settings).await? {
             Admission::Stored => {}
             Admission::Full => return Err(ApprovalError::Full { max: self.settings.max_total }),
+            Admission::TooManyBytes => return Err(ApprovalError::FullOfBytes { max: self.settings.max_total_bytes }),
             Admission::TooManyPending => {
                 let user = caller.user_id.clone().unwrap_or_default();
                 return Err(ApprovalError::TooMany { user, max: self.settings.max_pending });

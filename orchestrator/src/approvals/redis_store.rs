@@ -2,7 +2,10 @@
 //! one decision, `SET NX`), the index `approvals` (ids scored by the time
 //! they are dropped) and, per user, the pending ones
 //! (`approvals:pending:user:{user}`, ids scored by when they expire, in
-//! milliseconds), each expiring with the record.
+//! milliseconds), each expiring with the record; and, for
+//! `MAX_APPROVAL_BYTES`, each indexed approval's argument bytes (the hash
+//! `approvals:bytes`) and their sum (`approvals:bytes:total`), kept by the
+//! script that stores (and drops lapsed ids from the index).
 
 use std::collections::HashMap;
 
@@ -34,23 +37,40 @@ fn pending_key(user: Option<&str>) -> String {
     }
 }
 
+/// The argument bytes of each indexed approval.
+const BYTES: &str = "approvals:bytes";
+/// The sum of [`BYTES`].
+const TOTAL_BYTES: &str = "approvals:bytes:total";
+
 /// Stores a new pending approval if the budgets allow, in one step (Redis
-/// runs a script alone): drops the lapsed ids from the index and the user's
-/// pending set, then answers 1 when the index holds `max_total` ids, 2 when
-/// the user has `max_pending` pending ones, and otherwise stores the record
-/// and indexes it (0).
-/// KEYS: the index, the user's pending set, the record. ARGV: now (seconds),
-/// now (milliseconds), max_total, max_pending, id, drop_at (seconds),
-/// expires_at (milliseconds), the record's JSON, its TTL (seconds).
+/// runs a script alone): drops the lapsed ids from the index (and their
+/// bytes from the sum) and from the user's pending set, then answers 1 when
+/// the index holds `max_total` ids, 2 when the user has `max_pending`
+/// pending ones, 3 when its bytes would take the sum past `max_total_bytes`,
+/// and otherwise stores the record, indexes it and counts its bytes (0).
+/// KEYS: the index, the user's pending set, the record, the bytes hash, the
+/// sum. ARGV: now (seconds), now (milliseconds), max_total, max_pending,
+/// id, drop_at (seconds), expires_at (milliseconds), the record's JSON, its
+/// TTL (seconds), max_total_bytes, its bytes.
 const INSERT: &str = r"
+    for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])) do
+        local bytes = redis.call('HGET', KEYS[4], id)
+        if bytes then
+            redis.call('HDEL', KEYS[4], id)
+            redis.call('DECRBY', KEYS[5], bytes)
+        end
+    end
     redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
     if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 1 end
     redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[2])
     if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then return 2 end
+    if tonumber(redis.call('GET', KEYS[5]) or '0') + tonumber(ARGV[11]) > tonumber(ARGV[10]) then return 3 end
     redis.call('SET', KEYS[3], ARGV[8], 'EX', ARGV[9])
     redis.call('ZADD', KEYS[1], ARGV[6], ARGV[5])
     redis.call('ZADD', KEYS[2], ARGV[7], ARGV[5])
     redis.call('EXPIRE', KEYS[2], ARGV[9])
+    redis.call('HSET', KEYS[4], ARGV[5], ARGV[11])
+    redis.call('INCRBY', KEYS[5], ARGV[11])
     return 0
 ";
 
@@ -103,6 +123,7 @@ impl ApprovalStore for RedisStore {
     fn insert<'a>(
         &'a self,
         approval: &'a Approval,
+        bytes: usize,
         drop_at: OffsetDateTime,
         settings: &'a ApprovalSettings,
     ) -> BoxFuture<'a, Result<Admission, StoreError>> {
@@ -112,10 +133,12 @@ impl ApprovalStore for RedisStore {
             let mut connection = self.connection.clone();
             let refused: u8 = redis::cmd("EVAL")
                 .arg(INSERT)
-                .arg(3)
+                .arg(5)
                 .arg(INDEX)
                 .arg(pending_key(approval.user_id.as_deref()))
                 .arg(record_key(&approval.id))
+                .arg(BYTES)
+                .arg(TOTAL_BYTES)
                 .arg(now.unix_timestamp())
                 .arg(unix_millis(now).to_string())
                 .arg(settings.max_total)
@@ -125,13 +148,16 @@ impl ApprovalStore for RedisStore {
                 .arg(unix_millis(approval.expires_at).to_string())
                 .arg(text)
                 .arg(ttl(drop_at))
+                .arg(settings.max_total_bytes)
+                .arg(bytes)
                 .query_async(&mut connection)
                 .await
                 .map_err(unavailable)?;
             Ok(match refused {
                 0 => Admission::Stored,
                 1 => Admission::Full,
-                _ => Admission::TooManyPending,
+                2 => Admission::TooManyPending,
+                _ => Admission::TooManyBytes,
             })
         }
         .boxed()
@@ -171,9 +197,9 @@ impl ApprovalStore for RedisStore {
     fn list(&self) -> BoxFuture<'_, Result<Vec<Approval>, StoreError>> {
         async move {
             let mut connection = self.connection.clone();
+            // Lapsed ids are left for the storing script to drop, with their bytes.
             let now = OffsetDateTime::now_utc().unix_timestamp();
-            let _: () = connection.zrembyscore(INDEX, "-inf", now).await.map_err(unavailable)?;
-            let ids: Vec<String> = connection.zrange(INDEX, 0, -1).await.map_err(unavailable)?;
+            let ids: Vec<String> = connection.zrangebyscore(INDEX, format!("({now}"), "+inf").await.map_err(unavailable)?;
             if ids.is_empty() {
                 return Ok(Vec::new());
             }

@@ -37,7 +37,10 @@ pub fn error_answer(error: &ApprovalError) -> Response {
         ApprovalError::NotFound(_) => StatusCode::NOT_FOUND,
         ApprovalError::NotYours(_) => StatusCode::FORBIDDEN,
         ApprovalError::Conflict { .. } => StatusCode::CONFLICT,
-        ApprovalError::TooMany { .. } | ApprovalError::Full { .. } => StatusCode::TOO_MANY_REQUESTS,
+        ApprovalError::TooMany { .. } | ApprovalError::Full { .. } | ApprovalError::FullOfBytes { .. } => {
+            StatusCode::TOO_MANY_REQUESTS
+        }
+        ApprovalError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         ApprovalError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
         ApprovalError::Interrupted { .. } => StatusCode::INTERNAL_SERVER_ERROR,
     };

@@ -36,16 +36,20 @@ pub enum Admission {
     Full,
     /// Its user has `MAX_PENDING_APPROVALS` pending approvals already.
     TooManyPending,
+    /// Its arguments would take the approvals kept past `MAX_APPROVAL_BYTES`.
+    TooManyBytes,
 }
 
 /// Approvals by id; a record is dropped at its `drop_at` time.
 pub trait ApprovalStore: Send + Sync {
-    /// Stores the new pending `approval` until `drop_at` if the budgets of
-    /// `settings` allow it, counted in the same step as it is stored (on
-    /// every replica), so calls asking at once cannot pass a budget together.
+    /// Stores the new pending `approval`, whose arguments are `bytes` long
+    /// as JSON, until `drop_at` if the budgets of `settings` allow it,
+    /// counted in the same step as it is stored (on every replica), so
+    /// calls asking at once cannot pass a budget together.
     fn insert<'a>(
         &'a self,
         approval: &'a Approval,
+        bytes: usize,
         drop_at: OffsetDateTime,
         settings: &'a ApprovalSettings,
     ) -> BoxFuture<'a, Result<Admission, StoreError>>;
@@ -62,17 +66,28 @@ pub trait ApprovalStore: Send + Sync {
     fn kind(&self) -> &'static str;
 }
 
+/// One approval kept in memory.
+struct Entry {
+    approval: Approval,
+    /// When it is dropped.
+    drop_at: OffsetDateTime,
+    /// Whether its one decision is claimed.
+    claimed: bool,
+    /// Its arguments' bytes, counted against `MAX_APPROVAL_BYTES`.
+    bytes: usize,
+}
+
 /// Approvals of one process.
 #[derive(Default)]
 pub struct MemoryStore {
-    entries: Mutex<HashMap<String, (Approval, OffsetDateTime, bool)>>,
+    entries: Mutex<HashMap<String, Entry>>,
 }
 
 impl MemoryStore {
-    fn locked(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Approval, OffsetDateTime, bool)>> {
+    fn locked(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
         let mut entries = self.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let now = OffsetDateTime::now_utc();
-        entries.retain(|_, (_, drop_at, _)| *drop_at > now);
+        entries.retain(|_, entry| entry.drop_at > now);
         entries
     }
 }
@@ -81,25 +96,26 @@ impl ApprovalStore for MemoryStore {
     fn insert<'a>(
         &'a self,
         approval: &'a Approval,
+        bytes: usize,
         drop_at: OffsetDateTime,
         settings: &'a ApprovalSettings,
     ) -> BoxFuture<'a, Result<Admission, StoreError>> {
         let mut entries = self.locked();
         let now = OffsetDateTime::now_utc();
         let pending = || {
-            entries
-                .values()
-                .filter(|(kept, _, _)| {
-                    kept.user_id == approval.user_id && kept.status_at(now) == ApprovalStatus::Pending
-                })
-                .count()
+            let of_user = |entry: &&Entry| entry.approval.user_id == approval.user_id;
+            entries.values().filter(of_user).filter(|e| e.approval.status_at(now) == ApprovalStatus::Pending).count()
         };
+        let kept_bytes = || entries.values().map(|entry| entry.bytes).sum::<usize>();
         let admission = if entries.len() >= settings.max_total {
             Admission::Full
         } else if pending() >= settings.max_pending {
             Admission::TooManyPending
+        } else if kept_bytes().saturating_add(bytes) > settings.max_total_bytes {
+            Admission::TooManyBytes
         } else {
-            entries.insert(approval.id.clone(), (approval.clone(), drop_at, false));
+            let entry = Entry { approval: approval.clone(), drop_at, claimed: false, bytes };
+            entries.insert(approval.id.clone(), entry);
             Admission::Stored
         };
         futures::future::ready(Ok(admission)).boxed()
@@ -107,25 +123,25 @@ impl ApprovalStore for MemoryStore {
 
     fn put<'a>(&'a self, approval: &'a Approval, drop_at: OffsetDateTime) -> BoxFuture<'a, Result<(), StoreError>> {
         let mut entries = self.locked();
-        let claimed = entries.get(&approval.id).is_some_and(|(_, _, claimed)| *claimed);
-        entries.insert(approval.id.clone(), (approval.clone(), drop_at, claimed));
+        let (claimed, bytes) = entries.get(&approval.id).map_or((false, 0), |entry| (entry.claimed, entry.bytes));
+        entries.insert(approval.id.clone(), Entry { approval: approval.clone(), drop_at, claimed, bytes });
         futures::future::ready(Ok(())).boxed()
     }
 
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Approval>, StoreError>> {
-        let found = self.locked().get(id).map(|(approval, _, _)| approval.clone());
+        let found = self.locked().get(id).map(|entry| entry.approval.clone());
         futures::future::ready(Ok(found)).boxed()
     }
 
     fn list(&self) -> BoxFuture<'_, Result<Vec<Approval>, StoreError>> {
-        let all = self.locked().values().map(|(approval, _, _)| approval.clone()).collect();
+        let all = self.locked().values().map(|entry| entry.approval.clone()).collect();
         futures::future::ready(Ok(all)).boxed()
     }
 
     fn claim<'a>(&'a self, id: &'a str, _drop_at: OffsetDateTime) -> BoxFuture<'a, Result<bool, StoreError>> {
         let won = match self.locked().get_mut(id) {
-            Some((_, _, claimed)) if !*claimed => {
-                *claimed = true;
+            Some(entry) if !entry.claimed => {
+                entry.claimed = true;
                 true
             }
             _ => false,
@@ -196,15 +212,18 @@ pub(super) mod tests {
         for n in 0..count {
             let mut new = approval(&format!("{user:?}-{n}"), Duration::from_secs(60));
             new.user_id = user.map(str::to_owned);
-            admissions.push(store.insert(&new, new.expires_at + Duration::from_secs(60), settings).await.unwrap());
+            let drop_at = new.expires_at + Duration::from_secs(60);
+            admissions.push(store.insert(&new, 100, drop_at, settings).await.unwrap());
         }
         admissions
     }
 
     /// Checks the budgets of inserting into `store`: three pending per
-    /// user, five in all; a decided one no longer counts as pending.
+    /// user, five in all, 1000 bytes in all (each inserted with 100, one
+    /// with 600); a decided one no longer counts as pending.
     pub(crate) async fn check_insert_budgets(store: &dyn ApprovalStore) {
-        let settings = ApprovalSettings { max_pending: 3, max_total: 5, ..ApprovalSettings::default() };
+        let settings =
+            ApprovalSettings { max_pending: 3, max_total: 5, max_total_bytes: 1000, ..ApprovalSettings::default() };
         let ada = insert_many(store, Some("ada"), 4, &settings).await;
         assert_eq!(ada, [Admission::Stored, Admission::Stored, Admission::Stored, Admission::TooManyPending]);
         let mut decided = store.get("Some(\"ada\")-0").await.unwrap().unwrap();
@@ -212,7 +231,8 @@ pub(super) mod tests {
         store.put(&decided, decided.expires_at + Duration::from_secs(60)).await.unwrap();
         let mut after = approval("ada-after", Duration::from_secs(60));
         after.user_id = Some("ada".into());
-        assert_eq!(store.insert(&after, after.expires_at, &settings).await.unwrap(), Admission::Stored);
+        assert_eq!(store.insert(&after, 701, after.expires_at, &settings).await.unwrap(), Admission::TooManyBytes);
+        assert_eq!(store.insert(&after, 600, after.expires_at, &settings).await.unwrap(), Admission::Stored);
         let others = insert_many(store, None, 2, &settings).await;
         assert_eq!(others, [Admission::Stored, Admission::Full], "five in all");
     }
