@@ -416,3 +416,33 @@ async fn approvals_have_a_byte_budget_each_and_in_all() {
     }
     assert_eq!(setup.calls.count(), 0);
 }
+
+#[tokio::test]
+async fn an_approved_call_that_ran_answers_its_result_even_when_the_store_fails_after() {
+    let Some(mut redis) = RedisServer::start() else { return };
+    let setup = Setup::new();
+    let orchestrator = setup.start(&[("REDIS_URL", &redis.url())]).await;
+    let arguments = json!({"to": "carol", "cents": 500, "wait_ms": 1500});
+    let (_, pending) = request_transfer_of(&orchestrator, "call_lost", &arguments).await;
+    let id = pending["id"].as_str().unwrap().to_owned();
+    let deciding = {
+        let (url, id) = (orchestrator.url.clone(), id.clone());
+        tokio::spawn(async move {
+            let answer = reqwest::Client::new()
+                .post(format!("{url}/approvals/{id}"))
+                .bearer_auth(key("ada"))
+                .json(&json!({"decision": "approve"}))
+                .send()
+                .await
+                .unwrap();
+            (answer.status().as_u16(), answer.json::<Value>().await.unwrap())
+        })
+    };
+    wait_for_status(&orchestrator, &id, "running").await;
+    redis.kill(); // The transfer is running; its result can no longer be stored.
+    let (status, decided) = deciding.await.unwrap();
+    assert_eq!(status, 200, "the transfer ran: its result is answered, {decided}");
+    assert_eq!(decided["result"]["result"], json!({"to": "carol", "cents": 500, "user_id": "ada"}), "{decided}");
+    assert_eq!(setup.calls.count(), 1);
+    assert!(orchestrator.logged(|l| l.contains("its result could not be stored")));
+}

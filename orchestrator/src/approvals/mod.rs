@@ -229,7 +229,9 @@ impl Approvals {
                 // came back), never `pending` as if nothing had happened.
                 approval.status = ApprovalStatus::Running;
                 approval.reason.clone_from(&reason);
-                self.store.put(&approval, self.drop_at(&approval)).await?;
+                if let Err(error) = self.store.put(&approval, self.drop_at(&approval)).await {
+                    return Err(self.undecided(id, error).await);
+                }
                 let caller = approval.caller();
                 executor.execute(&caller, approval.tool_name.clone(), approval.arguments.clone(), true).await
             }
@@ -241,7 +243,14 @@ impl Approvals {
         };
         approval.reason = reason;
         approval.result = Some(result);
-        self.store.put(&approval, self.drop_at(&approval)).await?;
+        if let Err(error) = self.store.put(&approval, self.drop_at(&approval)).await {
+            if decision == Decision::Deny {
+                return Err(self.undecided(id, error).await);
+            }
+            // The call ran: its result goes to the one who approved it, even
+            // though the store keeps the approval `running` without it.
+            tracing::error!(approval = %id, %error, "an approved call ran, but its result could not be stored");
+        }
         tracing::info!(
             approval = %approval.id,
             tool = %approval.tool_name,
@@ -252,6 +261,16 @@ impl Approvals {
             "approval decided"
         );
         Ok(approval)
+    }
+
+    /// Gives up the claim of `id`, whose decision could not be recorded
+    /// (`error`) before anything ran, so it can be decided again rather
+    /// than refused as being decided until it expires; answers the error.
+    async fn undecided(&self, id: &str, error: StoreError) -> ApprovalError {
+        if let Err(release) = self.store.release(id).await {
+            tracing::error!(approval = %id, error = %release, "the claim of an undecided approval could not be given up");
+        }
+        error.into()
     }
 }
 

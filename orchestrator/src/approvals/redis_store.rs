@@ -29,6 +29,10 @@ fn record_key(id: &str) -> String {
     format!("approval:{id}")
 }
 
+fn claim_key(id: &str) -> String {
+    format!("approval:{id}:claim")
+}
+
 /// The sorted set of the pending approvals of `user` (or of calls without one).
 fn pending_key(user: Option<&str>) -> String {
     match user {
@@ -229,9 +233,16 @@ impl ApprovalStore for RedisStore {
             let options = redis::SetOptions::default()
                 .conditional_set(redis::ExistenceCheck::NX)
                 .with_expiration(redis::SetExpiry::EX(ttl(drop_at)));
-            let set: Option<String> =
-                connection.set_options(format!("approval:{id}:claim"), "1", options).await.map_err(unavailable)?;
+            let set: Option<String> = connection.set_options(claim_key(id), "1", options).await.map_err(unavailable)?;
             Ok(set.is_some())
+        }
+        .boxed()
+    }
+
+    fn release<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        async move {
+            let mut connection = self.connection.clone();
+            connection.del(claim_key(id)).await.map_err(unavailable)
         }
         .boxed()
     }
@@ -272,6 +283,17 @@ mod tests {
     async fn inserting_keeps_to_the_budgets() {
         let Some(redis) = test_support::RedisServer::start() else { return };
         check_insert_budgets(&RedisStore::new(&redis.url()).unwrap()).await;
+    }
+
+    #[tokio::test]
+    async fn one_claim_wins_until_it_is_released() {
+        let Some(redis) = test_support::RedisServer::start() else { return };
+        let store = RedisStore::new(&redis.url()).unwrap();
+        let drop_at = OffsetDateTime::now_utc() + Duration::from_secs(60);
+        assert!(store.claim("a", drop_at).await.unwrap());
+        assert!(!store.claim("a", drop_at).await.unwrap(), "a second claim loses");
+        store.release("a").await.unwrap();
+        assert!(store.claim("a", drop_at).await.unwrap(), "a released claim can be won again");
     }
 
     #[tokio::test]

@@ -62,6 +62,9 @@ pub trait ApprovalStore: Send + Sync {
     /// Claims the one decision of `id`: true for the first caller only,
     /// across replicas, so an approval runs at most once.
     fn claim<'a>(&'a self, id: &'a str, drop_at: OffsetDateTime) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// Gives up the claim of `id` when its decision could not be recorded
+    /// and nothing ran, so it can be decided again.
+    fn release<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>>;
     /// `memory` or `redis`, for logs.
     fn kind(&self) -> &'static str;
 }
@@ -149,6 +152,13 @@ impl ApprovalStore for MemoryStore {
         futures::future::ready(Ok(won)).boxed()
     }
 
+    fn release<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        if let Some(entry) = self.locked().get_mut(id) {
+            entry.claimed = false;
+        }
+        futures::future::ready(Ok(())).boxed()
+    }
+
     fn kind(&self) -> &'static str {
         "memory"
     }
@@ -192,6 +202,8 @@ pub(super) mod tests {
         store.put(&live, live.expires_at).await.unwrap();
         assert!(!store.claim("live", live.expires_at).await.unwrap(), "storing the decision keeps the claim");
         assert!(!store.claim("unknown", live.expires_at).await.unwrap());
+        store.release("live").await.unwrap();
+        assert!(store.claim("live", live.expires_at).await.unwrap(), "a released claim can be won again");
 
         let old = approval("old", Duration::ZERO);
         assert_eq!(old.status_at(OffsetDateTime::now_utc()), ApprovalStatus::Expired);
