@@ -174,7 +174,8 @@ impl Approvals {
         Ok(approval)
     }
 
-    /// The approvals `identity` may see (see [`may_see`]), newest first.
+    /// The approvals `identity` may see, newest first: its user's (every
+    /// user's for admins and services), of the tools it may use itself.
     pub async fn list_for(&self, identity: &Identity, executor: &Executor) -> Result<Vec<Approval>, ApprovalError> {
         let mut visible: Vec<Approval> = self
             .store
