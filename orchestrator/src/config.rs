@@ -206,6 +206,8 @@ struct FileConfig {
     approval_for_destructive: Option<bool>,
     max_pending_approvals: Option<usize>,
     max_approvals: Option<usize>,
+    max_approval_argument_bytes: Option<usize>,
+    max_approval_bytes: Option<usize>,
     gateway_validation: Option<bool>,
     self_validating_modules: Option<Vec<String>>,
     max_search_query_chars: Option<usize>,
@@ -367,6 +369,8 @@ impl Config {
                 approval_for_destructive: file.approval_for_destructive,
                 max_pending_approvals: file.max_pending_approvals,
                 max_approvals: file.max_approvals,
+                max_approval_argument_bytes: file.max_approval_argument_bytes,
+                max_approval_bytes: file.max_approval_bytes,
             },
             &env,
         )?;

@@ -14,7 +14,8 @@ use test_support::RedisServer;
 
 const SERVICE_TOKEN: &str = "service-token-for-tests-0123456789";
 
-/// A module with `transfer`, keys for ada, bob and an admin, and the
+/// A module with `transfer`, keys for ada, bob and an admin (and narrower
+/// keys: an admin's and ada's limited to the module `other`), and the
 /// orchestrator (with `extra` settings) using them.
 struct Setup {
     _module: ModuleServer,
@@ -33,6 +34,8 @@ impl Setup {
             TestKey::new("ada", "ada", "user"),
             TestKey::new("bob", "bob", "user"),
             TestKey::new("root", "root", "admin"),
+            TestKey { modules: Some(&["other"]), ..TestKey::new("root-other", "root", "admin") },
+            TestKey { modules: Some(&["other"]), ..TestKey::new("ada-other", "ada", "user") },
         ]);
         let keys_path = keys.path().to_str().unwrap().to_owned();
         Self { _module: module, _keys: keys, calls, services, keys_path }
@@ -295,4 +298,151 @@ async fn pending_approvals_have_a_budget_per_user() {
         .await;
     assert_eq!(answer["pending_approvals"].as_array().unwrap().len(), 1, "{answer}");
     assert_eq!(setup.calls.count(), 0);
+}
+
+#[tokio::test]
+async fn approvals_of_tools_an_identity_may_not_use_are_not_found() {
+    let setup = Setup::new();
+    let orchestrator = setup.start(&[("APPROVAL_FOR_DESTRUCTIVE", "true")]).await;
+    let (_, transfer) = request_transfer(&orchestrator, "call_1").await;
+    // The service asks, for ada as an admin, for the admin-only `wipe`.
+    let wipe = json!({"tool_name": "bank.wipe", "user_id": "ada", "user_permission": "admin"});
+    let (_, result) = orchestrator.post_with("/execute", Some(SERVICE_TOKEN), &wipe).await;
+    assert!(result["error"].as_str().unwrap().contains("approval"), "{result}");
+    let (_, listed) = orchestrator.get_with("/approvals", Some(&key("root"))).await;
+    let all = listed["approvals"].as_array().unwrap();
+    assert_eq!(all.len(), 2, "an admin with every module sees both: {listed}");
+    let wipe = all.iter().find(|a| a["tool_name"] == "bank.wipe").unwrap();
+    assert_eq!(wipe["user_id"], "ada");
+
+    // Keys limited to the module `other` (an admin's, and ada's own) see
+    // neither; ada's `user` key does not see the admin-only call. Showing
+    // or deciding them is `404`, as for an approval that does not exist.
+    for (who, hidden) in
+        [("root-other", vec![&transfer, wipe]), ("ada-other", vec![&transfer, wipe]), ("ada", vec![wipe])]
+    {
+        let (status, listed) = orchestrator.get_with("/approvals", Some(&key(who))).await;
+        assert_eq!(status, 200, "{listed}");
+        for approval in &hidden {
+            let id = &approval["id"];
+            let shown = listed["approvals"].as_array().unwrap().iter().any(|a| a["id"] == *id);
+            assert!(!shown, "{who} lists {approval}");
+            let (status, answer) =
+                orchestrator.get_with(&format!("/approvals/{}", id.as_str().unwrap()), Some(&key(who))).await;
+            assert_eq!(status, 404, "{who} sees {answer}");
+            let (status, answer) = decide(&orchestrator, &key(who), id, "approve").await;
+            assert_eq!(status, 404, "{who} decides {answer}");
+        }
+    }
+    assert_eq!(setup.calls.count(), 0, "no hidden approval ran");
+    let (_, listed) = orchestrator.get_with("/approvals", Some(&key("ada"))).await;
+    assert_eq!(listed["approvals"].as_array().unwrap().len(), 1, "ada's key still sees her transfer: {listed}");
+    let (status, decided) = decide(&orchestrator, &key("root"), &wipe["id"], "approve").await;
+    assert_eq!((status, &decided["result"]["success"]), (200, &json!(true)), "{decided}");
+    assert_eq!(setup.calls.count(), 1);
+}
+
+/// A Chat Completions message of `count` transfers.
+fn many_transfers(count: usize) -> Value {
+    let calls: Vec<Value> = (0..count)
+        .map(|n| {
+            json!({"id": format!("call_{n}"), "type": "function",
+                   "function": {"name": "bank__transfer", "arguments": json!({"to": "carol", "cents": n}).to_string()}})
+        })
+        .collect();
+    json!({"message": {"role": "assistant", "content": null, "tool_calls": calls}})
+}
+
+#[tokio::test]
+async fn a_message_of_many_gated_calls_keeps_to_the_approval_budgets() {
+    let redis = RedisServer::start();
+    let setup = Setup::new();
+    let redis_url = redis.as_ref().map(RedisServer::url);
+    let budgets = [("MAX_PENDING_APPROVALS", "5"), ("MAX_APPROVALS", "8")];
+    let mut stores = vec![budgets.to_vec()];
+    if let Some(url) = &redis_url {
+        stores.push([&budgets[..], &[("REDIS_URL", url.as_str())]].concat());
+    }
+    for settings in stores {
+        let orchestrator = setup.start(&settings).await;
+        // The calls of one message are asked for at once: five become pending, the rest are refused.
+        let path = "/v1/tool-calls?format=openai&envelope=true";
+        let (status, answer) = orchestrator.post_with(path, Some(&key("ada")), &many_transfers(64)).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["pending_approvals"].as_array().unwrap().len(), 5, "{settings:?}");
+        let refused = answer["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["content"].as_str().unwrap().contains("MAX_PENDING_APPROVALS"))
+            .count();
+        assert_eq!(refused, 59, "{answer}");
+        // Bob's own budget: but only three more fit in all.
+        let (_, answer) = orchestrator.post_with(path, Some(&key("bob")), &many_transfers(64)).await;
+        assert_eq!(answer["pending_approvals"].as_array().unwrap().len(), 3, "{settings:?}");
+        let full = answer["messages"].as_array().unwrap().iter();
+        assert_eq!(full.filter(|m| m["content"].as_str().unwrap().contains("MAX_APPROVALS")).count(), 61, "{answer}");
+        let (_, listed) = orchestrator.get_with("/approvals", Some(&key("root"))).await;
+        assert_eq!(listed["approvals"].as_array().unwrap().len(), 8, "{listed}");
+    }
+    assert_eq!(setup.calls.count(), 0);
+}
+
+#[tokio::test]
+async fn approvals_have_a_byte_budget_each_and_in_all() {
+    let redis = RedisServer::start();
+    let setup = Setup::new();
+    let redis_url = redis.as_ref().map(RedisServer::url);
+    // Each transfer of `many_transfers(8)` is 24 bytes of arguments: four fit in 100.
+    let budgets = [("MAX_APPROVAL_ARGUMENT_BYTES", "50"), ("MAX_APPROVAL_BYTES", "100")];
+    let mut stores = vec![budgets.to_vec()];
+    if let Some(url) = &redis_url {
+        stores.push([&budgets[..], &[("REDIS_URL", url.as_str())]].concat());
+    }
+    for settings in stores {
+        let orchestrator = setup.start(&settings).await;
+        let path = "/v1/tool-calls?format=openai&envelope=true";
+        let large = transfer_message("call_large", &json!({"to": "c".repeat(40), "cents": 1}));
+        let (status, answer) = orchestrator.post_with(path, Some(&key("ada")), &large).await;
+        assert_eq!((status, &answer["pending_approvals"]), (200, &json!([])), "{answer}");
+        let refusal = answer["messages"][0]["content"].as_str().unwrap();
+        assert!(refusal.contains("MAX_APPROVAL_ARGUMENT_BYTES") && refusal.contains("59 bytes"), "{refusal}");
+
+        let (_, answer) = orchestrator.post_with(path, Some(&key("ada")), &many_transfers(8)).await;
+        assert_eq!(answer["pending_approvals"].as_array().unwrap().len(), 4, "{settings:?}: {answer}");
+        let messages = answer["messages"].as_array().unwrap().iter();
+        let refused = messages.filter(|m| m["content"].as_str().unwrap().contains("MAX_APPROVAL_BYTES")).count();
+        assert_eq!(refused, 4, "{answer}");
+    }
+    assert_eq!(setup.calls.count(), 0);
+}
+
+#[tokio::test]
+async fn an_approved_call_that_ran_answers_its_result_even_when_the_store_fails_after() {
+    let Some(mut redis) = RedisServer::start() else { return };
+    let setup = Setup::new();
+    let orchestrator = setup.start(&[("REDIS_URL", &redis.url())]).await;
+    let arguments = json!({"to": "carol", "cents": 500, "wait_ms": 1500});
+    let (_, pending) = request_transfer_of(&orchestrator, "call_lost", &arguments).await;
+    let id = pending["id"].as_str().unwrap().to_owned();
+    let deciding = {
+        let (url, id) = (orchestrator.url.clone(), id.clone());
+        tokio::spawn(async move {
+            let answer = reqwest::Client::new()
+                .post(format!("{url}/approvals/{id}"))
+                .bearer_auth(key("ada"))
+                .json(&json!({"decision": "approve"}))
+                .send()
+                .await
+                .unwrap();
+            (answer.status().as_u16(), answer.json::<Value>().await.unwrap())
+        })
+    };
+    wait_for_status(&orchestrator, &id, "running").await;
+    redis.kill(); // The transfer is running; its result can no longer be stored.
+    let (status, decided) = deciding.await.unwrap();
+    assert_eq!(status, 200, "the transfer ran: its result is answered, {decided}");
+    assert_eq!(decided["result"]["result"], json!({"to": "carol", "cents": 500, "user_id": "ada"}), "{decided}");
+    assert_eq!(setup.calls.count(), 1);
+    assert!(orchestrator.logged(|l| l.contains("its result could not be stored")));
 }

@@ -23,7 +23,7 @@ use crate::identity::Identity;
 use crate::providers::{self, CallFormat, RequestedCall};
 pub use record::{Approval, ApprovalStatus, ProviderCall};
 pub use settings::ApprovalSettings;
-use store::{ApprovalStore, MemoryStore, StoreError};
+use store::{Admission, ApprovalStore, MemoryStore, StoreError};
 
 /// A person's decision on an approval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
@@ -57,6 +57,24 @@ pub enum ApprovalError {
     TooMany {
         /// The user (empty for calls without one).
         user: String,
+        /// The budget.
+        max: usize,
+    },
+    /// The call's arguments are larger than an approval may hold.
+    #[error(
+        "the call's arguments are {bytes} bytes as JSON, more than the {max} an approval may hold (MAX_APPROVAL_ARGUMENT_BYTES)"
+    )]
+    TooLarge {
+        /// The arguments' size.
+        bytes: usize,
+        /// The budget.
+        max: usize,
+    },
+    /// The approvals kept hold as many argument bytes as they may.
+    #[error(
+        "the orchestrator's approvals already hold as many bytes of arguments as they may ({max}, MAX_APPROVAL_BYTES); decide pending ones or wait for old ones to expire"
+    )]
+    FullOfBytes {
         /// The budget.
         max: usize,
     },
@@ -121,17 +139,11 @@ impl Approvals {
         arguments: Map<String, Value>,
         call: Option<ProviderCall>,
     ) -> Result<Approval, ApprovalError> {
+        let bytes = serde_json::to_vec(&arguments).map_or(0, |text| text.len());
+        if bytes > self.settings.max_argument_bytes {
+            return Err(ApprovalError::TooLarge { bytes, max: self.settings.max_argument_bytes });
+        }
         let now = OffsetDateTime::now_utc();
-        let kept = self.store.list().await?;
-        if kept.len() >= self.settings.max_total {
-            return Err(ApprovalError::Full { max: self.settings.max_total });
-        }
-        let pending =
-            kept.iter().filter(|a| a.user_id == caller.user_id && a.status_at(now) == ApprovalStatus::Pending).count();
-        if pending >= self.settings.max_pending {
-            let user = caller.user_id.clone().unwrap_or_default();
-            return Err(ApprovalError::TooMany { user, max: self.settings.max_pending });
-        }
         let approval = Approval {
             id: uuid::Uuid::new_v4().to_string(),
             tool_name: tool_name.to_owned(),
@@ -149,30 +161,44 @@ impl Approvals {
             result: None,
             call,
         };
-        self.store.put(&approval, self.drop_at(&approval)).await?;
+        match self.store.insert(&approval, bytes, self.drop_at(&approval), &self.settings).await? {
+            Admission::Stored => {}
+            Admission::Full => return Err(ApprovalError::Full { max: self.settings.max_total }),
+            Admission::TooManyBytes => return Err(ApprovalError::FullOfBytes { max: self.settings.max_total_bytes }),
+            Admission::TooManyPending => {
+                let user = caller.user_id.clone().unwrap_or_default();
+                return Err(ApprovalError::TooMany { user, max: self.settings.max_pending });
+            }
+        }
         tracing::info!(approval = %approval.id, tool = %tool_name, user = ?approval.user_id, by = %identity.name, "approval pending");
         Ok(approval)
     }
 
-    /// The approvals `identity` may see (its user's; all for admins and services), newest first.
-    pub async fn list_for(&self, identity: &Identity) -> Result<Vec<Approval>, ApprovalError> {
+    /// The approvals `identity` may see, newest first: its user's (every
+    /// user's for admins and services), of the tools it may use itself.
+    pub async fn list_for(&self, identity: &Identity, executor: &Executor) -> Result<Vec<Approval>, ApprovalError> {
         let mut visible: Vec<Approval> = self
             .store
             .list()
             .await?
             .into_iter()
-            .filter(|a| identity.may_act_for(a.user_id.as_deref()))
+            .filter(|a| may_see(identity, a, executor))
             .map(Approval::current)
             .collect();
         visible.sort_by_key(|a| std::cmp::Reverse(a.created_at));
         Ok(visible)
     }
 
-    /// Approval `id`, if `identity` may see it.
-    pub async fn get_for(&self, identity: &Identity, id: &str) -> Result<Approval, ApprovalError> {
+    /// Approval `id`, if `identity` may see it: another user's is refused
+    /// as such, one whose tool the identity may not use is not found, so its
+    /// existence does not show.
+    pub async fn get_for(&self, identity: &Identity, id: &str, executor: &Executor) -> Result<Approval, ApprovalError> {
         let approval = self.store.get(id).await?.ok_or_else(|| ApprovalError::NotFound(id.to_owned()))?;
         if !identity.may_act_for(approval.user_id.as_deref()) {
             return Err(ApprovalError::NotYours(id.to_owned()));
+        }
+        if !may_use_tool(identity, &approval, executor) {
+            return Err(ApprovalError::NotFound(id.to_owned()));
         }
         Ok(approval.current())
     }
@@ -188,7 +214,7 @@ impl Approvals {
         reason: Option<String>,
         executor: &Executor,
     ) -> Result<Approval, ApprovalError> {
-        let mut approval = self.get_for(identity, id).await?;
+        let mut approval = self.get_for(identity, id, executor).await?;
         if approval.status != ApprovalStatus::Pending {
             return Err(ApprovalError::Conflict { id: id.to_owned(), status: approval.status.as_str() });
         }
@@ -204,7 +230,9 @@ impl Approvals {
                 // came back), never `pending` as if nothing had happened.
                 approval.status = ApprovalStatus::Running;
                 approval.reason.clone_from(&reason);
-                self.store.put(&approval, self.drop_at(&approval)).await?;
+                if let Err(error) = self.store.put(&approval, self.drop_at(&approval)).await {
+                    return Err(self.undecided(id, error).await);
+                }
                 let caller = approval.caller();
                 executor.execute(&caller, approval.tool_name.clone(), approval.arguments.clone(), true).await
             }
@@ -216,7 +244,14 @@ impl Approvals {
         };
         approval.reason = reason;
         approval.result = Some(result);
-        self.store.put(&approval, self.drop_at(&approval)).await?;
+        if let Err(error) = self.store.put(&approval, self.drop_at(&approval)).await {
+            if decision == Decision::Deny {
+                return Err(self.undecided(id, error).await);
+            }
+            // The call ran: its result goes to the one who approved it, even
+            // though the store keeps the approval `running` without it.
+            tracing::error!(approval = %id, %error, "an approved call ran, but its result could not be stored");
+        }
         tracing::info!(
             approval = %approval.id,
             tool = %approval.tool_name,
@@ -227,6 +262,39 @@ impl Approvals {
             "approval decided"
         );
         Ok(approval)
+    }
+
+    /// Gives up the claim of `id`, whose decision could not be recorded
+    /// (`error`) before anything ran, so it can be decided again rather
+    /// than refused as being decided until it expires; answers the error.
+    async fn undecided(&self, id: &str, error: StoreError) -> ApprovalError {
+        if let Err(release) = self.store.release(id).await {
+            tracing::error!(approval = %id, error = %release, "the claim of an undecided approval could not be given up");
+        }
+        error.into()
+    }
+}
+
+/// Whether `identity` may see and decide `approval`: it may act for the
+/// approval's user (see [`Identity::may_act_for`]) and may use its tool.
+fn may_see(identity: &Identity, approval: &Approval, executor: &Executor) -> bool {
+    identity.may_act_for(approval.user_id.as_deref()) && may_use_tool(identity, approval, executor)
+}
+
+/// Whether `identity`, as a caller at its own ceiling, may use the
+/// approval's tool, by the check routing makes: the module among the
+/// identity's modules and the tool's required permission within its cap.
+/// A tool that does not route now (its module down or gone) needs the
+/// module allowed and a cap of at least the permission the call was asked
+/// with (never below what the tool required then).
+fn may_use_tool(identity: &Identity, approval: &Approval, executor: &Executor) -> bool {
+    let ceiling = identity.ceiling();
+    match executor.route(&approval.tool_name) {
+        Ok(route) => ceiling.may_use(&route.module, route.tool()),
+        Err(_) => {
+            let module = approval.tool_name.split_once('.').map(|(module, _)| module);
+            module.is_some_and(|module| ceiling.allows_module(module)) && ceiling.permission.allows(approval.permission)
+        }
     }
 }
 

@@ -1,15 +1,25 @@
 //! Approvals in Redis: `approval:{id}` (JSON), `approval:{id}:claim` (the
-//! one decision, `SET NX`) and the index `approvals` (ids scored by the
-//! time they are dropped), each expiring with the record.
+//! one decision, `SET NX`), the index `approvals` (ids scored by the time
+//! they are dropped) and, per user, the pending ones
+//! (`approvals:pending:user:{user}`, ids scored by when they expire, in
+//! milliseconds), each expiring with the record; and, for
+//! `MAX_APPROVAL_BYTES`, each indexed approval's argument bytes (the hash
+//! `approvals:bytes`) and their sum (`approvals:bytes:total`), kept by the
+//! script that stores (and drops lapsed ids from the index).
+
+use std::collections::HashMap;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
+use serde_json::value::RawValue;
 use time::OffsetDateTime;
 
 use super::record::Approval;
-use super::store::{ApprovalStore, StoreError};
+use super::record::ApprovalStatus;
+use super::settings::ApprovalSettings;
+use super::store::{Admission, ApprovalStore, StoreError};
 use crate::redis_cache::connection_manager;
 
 /// The sorted set of approval ids.
@@ -19,6 +29,60 @@ fn record_key(id: &str) -> String {
     format!("approval:{id}")
 }
 
+fn claim_key(id: &str) -> String {
+    format!("approval:{id}:claim")
+}
+
+/// The sorted set of the pending approvals of `user` (or of calls without one).
+fn pending_key(user: Option<&str>) -> String {
+    match user {
+        Some(user) => format!("approvals:pending:user:{user}"),
+        None => "approvals:pending:none".to_owned(),
+    }
+}
+
+/// The argument bytes of each indexed approval.
+const BYTES: &str = "approvals:bytes";
+/// The sum of [`BYTES`].
+const TOTAL_BYTES: &str = "approvals:bytes:total";
+
+/// Stores a new pending approval if the budgets allow, in one step (Redis
+/// runs a script alone): drops the lapsed ids from the index (and their
+/// bytes from the sum) and from the user's pending set, then answers 1 when
+/// the index holds `max_total` ids, 2 when the user has `max_pending`
+/// pending ones, 3 when its bytes would take the sum past `max_total_bytes`,
+/// and otherwise stores the record, indexes it and counts its bytes (0).
+/// KEYS: the index, the user's pending set, the record, the bytes hash, the
+/// sum. ARGV: now (seconds), now (milliseconds), max_total, max_pending,
+/// id, drop_at (seconds), expires_at (milliseconds), the record's JSON, its
+/// TTL (seconds), max_total_bytes, its bytes.
+const INSERT: &str = r"
+    for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])) do
+        local bytes = redis.call('HGET', KEYS[4], id)
+        if bytes then
+            redis.call('HDEL', KEYS[4], id)
+            redis.call('DECRBY', KEYS[5], bytes)
+        end
+    end
+    redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+    if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 1 end
+    redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[2])
+    if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then return 2 end
+    if tonumber(redis.call('GET', KEYS[5]) or '0') + tonumber(ARGV[11]) > tonumber(ARGV[10]) then return 3 end
+    redis.call('SET', KEYS[3], ARGV[8], 'EX', ARGV[9])
+    redis.call('ZADD', KEYS[1], ARGV[6], ARGV[5])
+    redis.call('ZADD', KEYS[2], ARGV[7], ARGV[5])
+    redis.call('EXPIRE', KEYS[2], ARGV[9])
+    redis.call('HSET', KEYS[4], ARGV[5], ARGV[11])
+    redis.call('INCRBY', KEYS[5], ARGV[11])
+    return 0
+";
+
+/// Milliseconds since the epoch.
+fn unix_millis(at: OffsetDateTime) -> i128 {
+    at.unix_timestamp_nanos() / 1_000_000
+}
+
 fn unavailable(error: redis::RedisError) -> StoreError {
     StoreError::Unavailable(error.to_string())
 }
@@ -26,6 +90,25 @@ fn unavailable(error: redis::RedisError) -> StoreError {
 /// Seconds from now until `at`, at least one (Redis refuses a TTL of 0).
 fn ttl(at: OffsetDateTime) -> u64 {
     u64::try_from((at - OffsetDateTime::now_utc()).whole_seconds()).unwrap_or(0).max(1)
+}
+
+/// Reads a stored record. Its `arguments` and `result` are read on their
+/// own, so serde_json's nesting limit counts from each of them rather than
+/// from the record around them: arguments and results nested as deeply as
+/// a request or a module's answer may be stay readable one and two levels
+/// further down in the record. (Raw values are skipped without recursion.)
+fn read_record(text: &str) -> serde_json::Result<Approval> {
+    let mut fields: HashMap<String, Box<RawValue>> = serde_json::from_str(text)?;
+    let arguments = fields.insert("arguments".to_owned(), RawValue::from_string("{}".to_owned())?);
+    let result = fields.remove("result");
+    let mut approval: Approval = serde_json::from_str(&serde_json::to_string(&fields)?)?;
+    if let Some(arguments) = arguments {
+        approval.arguments = serde_json::from_str(arguments.get())?;
+    }
+    if let Some(result) = result {
+        approval.result = serde_json::from_str(result.get())?;
+    }
+    Ok(approval)
 }
 
 /// Approvals shared by every orchestrator on the same Redis.
@@ -41,16 +124,64 @@ impl RedisStore {
 }
 
 impl ApprovalStore for RedisStore {
+    fn insert<'a>(
+        &'a self,
+        approval: &'a Approval,
+        bytes: usize,
+        drop_at: OffsetDateTime,
+        settings: &'a ApprovalSettings,
+    ) -> BoxFuture<'a, Result<Admission, StoreError>> {
+        async move {
+            let text = serde_json::to_string(approval).expect("an approval always serializes");
+            let now = OffsetDateTime::now_utc();
+            let mut connection = self.connection.clone();
+            let refused: u8 = redis::cmd("EVAL")
+                .arg(INSERT)
+                .arg(5)
+                .arg(INDEX)
+                .arg(pending_key(approval.user_id.as_deref()))
+                .arg(record_key(&approval.id))
+                .arg(BYTES)
+                .arg(TOTAL_BYTES)
+                .arg(now.unix_timestamp())
+                .arg(unix_millis(now).to_string())
+                .arg(settings.max_total)
+                .arg(settings.max_pending)
+                .arg(&approval.id)
+                .arg(drop_at.unix_timestamp())
+                .arg(unix_millis(approval.expires_at).to_string())
+                .arg(text)
+                .arg(ttl(drop_at))
+                .arg(settings.max_total_bytes)
+                .arg(bytes)
+                .query_async(&mut connection)
+                .await
+                .map_err(unavailable)?;
+            Ok(match refused {
+                0 => Admission::Stored,
+                1 => Admission::Full,
+                2 => Admission::TooManyPending,
+                _ => Admission::TooManyBytes,
+            })
+        }
+        .boxed()
+    }
+
     fn put<'a>(&'a self, approval: &'a Approval, drop_at: OffsetDateTime) -> BoxFuture<'a, Result<(), StoreError>> {
         async move {
             let text = serde_json::to_string(approval).expect("an approval always serializes");
             let mut connection = self.connection.clone();
-            redis::pipe()
-                .set_ex(record_key(&approval.id), text, ttl(drop_at))
-                .zadd(INDEX, &approval.id, drop_at.unix_timestamp())
-                .exec_async(&mut connection)
-                .await
-                .map_err(unavailable)
+            let mut pipe = redis::pipe();
+            pipe.set_ex(record_key(&approval.id), text, ttl(drop_at)).zadd(
+                INDEX,
+                &approval.id,
+                drop_at.unix_timestamp(),
+            );
+            if approval.status != ApprovalStatus::Pending {
+                // Decided: no longer counts against its user's pending budget.
+                pipe.zrem(pending_key(approval.user_id.as_deref()), &approval.id);
+            }
+            pipe.exec_async(&mut connection).await.map_err(unavailable)
         }
         .boxed()
     }
@@ -60,8 +191,7 @@ impl ApprovalStore for RedisStore {
             let mut connection = self.connection.clone();
             let text: Option<String> = connection.get(record_key(id)).await.map_err(unavailable)?;
             text.map(|text| {
-                serde_json::from_str(&text)
-                    .map_err(|e| StoreError::Corrupt { id: id.to_owned(), reason: e.to_string() })
+                read_record(&text).map_err(|e| StoreError::Corrupt { id: id.to_owned(), reason: e.to_string() })
             })
             .transpose()
         }
@@ -71,21 +201,28 @@ impl ApprovalStore for RedisStore {
     fn list(&self) -> BoxFuture<'_, Result<Vec<Approval>, StoreError>> {
         async move {
             let mut connection = self.connection.clone();
+            // Lapsed ids are left for the storing script to drop, with their bytes.
             let now = OffsetDateTime::now_utc().unix_timestamp();
-            let _: () = connection.zrembyscore(INDEX, "-inf", now).await.map_err(unavailable)?;
-            let ids: Vec<String> = connection.zrange(INDEX, 0, -1).await.map_err(unavailable)?;
+            let ids: Vec<String> = connection.zrangebyscore(INDEX, format!("({now}"), "+inf").await.map_err(unavailable)?;
             if ids.is_empty() {
                 return Ok(Vec::new());
             }
             let keys: Vec<String> = ids.iter().map(|id| record_key(id)).collect();
             let texts: Vec<Option<String>> = connection.mget(&keys).await.map_err(unavailable)?;
-            ids.into_iter()
+            // One unreadable record is left out (and logged), not every user's approvals.
+            let readable = ids
+                .into_iter()
                 .zip(texts)
                 .filter_map(|(id, text)| text.map(|text| (id, text)))
-                .map(|(id, text)| {
-                    serde_json::from_str(&text).map_err(|e| StoreError::Corrupt { id, reason: e.to_string() })
+                .filter_map(|(id, text)| {
+                    read_record(&text)
+                        .inspect_err(|error| {
+                            tracing::warn!(key = %record_key(&id), %error, "an approval record is not readable; left out");
+                        })
+                        .ok()
                 })
-                .collect()
+                .collect();
+            Ok(readable)
         }
         .boxed()
     }
@@ -96,14 +233,83 @@ impl ApprovalStore for RedisStore {
             let options = redis::SetOptions::default()
                 .conditional_set(redis::ExistenceCheck::NX)
                 .with_expiration(redis::SetExpiry::EX(ttl(drop_at)));
-            let set: Option<String> =
-                connection.set_options(format!("approval:{id}:claim"), "1", options).await.map_err(unavailable)?;
+            let set: Option<String> = connection.set_options(claim_key(id), "1", options).await.map_err(unavailable)?;
             Ok(set.is_some())
+        }
+        .boxed()
+    }
+
+    fn release<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        async move {
+            let mut connection = self.connection.clone();
+            connection.del(claim_key(id)).await.map_err(unavailable)
         }
         .boxed()
     }
 
     fn kind(&self) -> &'static str {
         "redis"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approvals::store::tests::{approval, check_insert_budgets};
+    use module_sdk::contract::ToolResult;
+    use serde_json::{Value, json};
+    use std::time::Duration;
+
+    /// `levels` arrays, one inside the other.
+    fn nested(levels: usize) -> Value {
+        (1..levels).fold(json!([]), |inner, _| json!([inner]))
+    }
+
+    #[test]
+    fn records_with_arguments_and_results_nested_as_deep_as_they_read_are_readable() {
+        let mut deep = approval("deep", Duration::from_secs(60));
+        // Each as deep as serde_json reads on its own (127 levels, the object included).
+        deep.arguments = serde_json::Map::from_iter([("deep".to_owned(), nested(126))]);
+        deep.result = Some(ToolResult::success("m.t", nested(126)));
+        let text = serde_json::to_string(&deep).unwrap();
+        assert!(serde_json::from_str::<Approval>(&text).is_err(), "the record as a whole is too deep for serde_json");
+        assert_eq!(read_record(&text).unwrap(), deep);
+        let plain = approval("plain", Duration::from_secs(60));
+        assert_eq!(read_record(&serde_json::to_string(&plain).unwrap()).unwrap(), plain);
+        assert!(read_record("{\"id\": \"x\"}").is_err(), "a record missing its fields is refused");
+    }
+
+    #[tokio::test]
+    async fn inserting_keeps_to_the_budgets() {
+        let Some(redis) = test_support::RedisServer::start() else { return };
+        check_insert_budgets(&RedisStore::new(&redis.url()).unwrap()).await;
+    }
+
+    #[tokio::test]
+    async fn one_claim_wins_until_it_is_released() {
+        let Some(redis) = test_support::RedisServer::start() else { return };
+        let store = RedisStore::new(&redis.url()).unwrap();
+        let drop_at = OffsetDateTime::now_utc() + Duration::from_secs(60);
+        assert!(store.claim("a", drop_at).await.unwrap());
+        assert!(!store.claim("a", drop_at).await.unwrap(), "a second claim loses");
+        store.release("a").await.unwrap();
+        assert!(store.claim("a", drop_at).await.unwrap(), "a released claim can be won again");
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_record_is_left_out_of_the_list() {
+        let Some(redis) = test_support::RedisServer::start() else { return };
+        let store = RedisStore::new(&redis.url()).unwrap();
+        let kept = approval("kept", Duration::from_secs(60));
+        store.put(&kept, kept.expires_at).await.unwrap();
+        let mut broken = approval("broken", Duration::from_secs(60));
+        store.put(&broken, broken.expires_at).await.unwrap();
+        let mut connection = store.connection.clone();
+        let _: () = connection.set(record_key("broken"), "{\"id\": \"broken\", \"arguments\": [").await.unwrap();
+        assert_eq!(store.list().await.unwrap(), vec![kept]);
+        assert!(matches!(store.get("broken").await, Err(StoreError::Corrupt { .. })));
+        broken.status = crate::approvals::ApprovalStatus::Denied;
+        store.put(&broken, broken.expires_at).await.unwrap();
+        assert_eq!(store.list().await.unwrap().len(), 2, "a record written again is read again");
     }
 }

@@ -37,7 +37,10 @@ pub fn error_answer(error: &ApprovalError) -> Response {
         ApprovalError::NotFound(_) => StatusCode::NOT_FOUND,
         ApprovalError::NotYours(_) => StatusCode::FORBIDDEN,
         ApprovalError::Conflict { .. } => StatusCode::CONFLICT,
-        ApprovalError::TooMany { .. } | ApprovalError::Full { .. } => StatusCode::TOO_MANY_REQUESTS,
+        ApprovalError::TooMany { .. } | ApprovalError::Full { .. } | ApprovalError::FullOfBytes { .. } => {
+            StatusCode::TOO_MANY_REQUESTS
+        }
+        ApprovalError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         ApprovalError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
         ApprovalError::Interrupted { .. } => StatusCode::INTERNAL_SERVER_ERROR,
     };
@@ -51,7 +54,7 @@ pub fn error_answer(error: &ApprovalError) -> Response {
     (status = 503, body = ErrorBody, description = "The approval store (Redis) failed")
 ))]
 pub(crate) async fn list(Authorized(identity): Authorized, State(state): State<AppState>) -> Response {
-    match state.orchestrator.approvals.list_for(&identity).await {
+    match state.orchestrator.approvals.list_for(&identity, &state.orchestrator.executor).await {
         Ok(approvals) => Json(json!({ "approvals": approvals })).into_response(),
         Err(error) => error_answer(&error),
     }
@@ -63,7 +66,7 @@ pub(crate) async fn list(Authorized(identity): Authorized, State(state): State<A
     (status = 200, body = Approval),
     (status = 401, body = ErrorBody, description = "No valid identity"),
     (status = 403, body = ErrorBody, description = "Another user's approval"),
-    (status = 404, body = ErrorBody, description = "No such approval"),
+    (status = 404, body = ErrorBody, description = "No such approval, or one of a tool this identity may not use"),
     (status = 503, body = ErrorBody, description = "The approval store (Redis) failed")
 ))]
 pub(crate) async fn show(
@@ -71,7 +74,7 @@ pub(crate) async fn show(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Response {
-    match state.orchestrator.approvals.get_for(&identity, &id).await {
+    match state.orchestrator.approvals.get_for(&identity, &id, &state.orchestrator.executor).await {
         Ok(approval) => Json(approval).into_response(),
         Err(error) => error_answer(&error),
     }
@@ -85,7 +88,7 @@ pub(crate) async fn show(
     (status = 400, body = ErrorBody, description = "The body is not JSON"),
     (status = 401, body = ErrorBody, description = "No valid identity"),
     (status = 403, body = ErrorBody, description = "Another user's approval"),
-    (status = 404, body = ErrorBody, description = "No such approval"),
+    (status = 404, body = ErrorBody, description = "No such approval, or one of a tool this identity may not use"),
     (status = 409, body = ErrorBody, description = "Not pending, or being decided by another request"),
     (status = 415, body = ErrorBody, description = "The body is not sent as `Content-Type: application/json`"),
     (status = 422, body = ErrorBody, description = "The body is not a decision"),

@@ -13,6 +13,10 @@ pub const DEFAULT_APPROVAL_EXPIRY_SECONDS: f64 = 3600.0;
 pub const DEFAULT_MAX_PENDING_APPROVALS: usize = 20;
 /// The default of `MAX_APPROVALS` (kept at once, every user and state).
 pub const DEFAULT_MAX_APPROVALS: usize = 10_000;
+/// The default of `MAX_APPROVAL_ARGUMENT_BYTES`: 64 KiB.
+pub const DEFAULT_MAX_APPROVAL_ARGUMENT_BYTES: usize = 64 * 1024;
+/// The default of `MAX_APPROVAL_BYTES`: 64 MiB.
+pub const DEFAULT_MAX_APPROVAL_BYTES: usize = 64 * 1024 * 1024;
 
 /// The checked approval settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,6 +32,10 @@ pub struct ApprovalSettings {
     pub max_pending: usize,
     /// `MAX_APPROVALS`: approvals kept at once (pending, decided and expired, every user).
     pub max_total: usize,
+    /// `MAX_APPROVAL_ARGUMENT_BYTES`: the largest arguments (as JSON) one approval may hold.
+    pub max_argument_bytes: usize,
+    /// `MAX_APPROVAL_BYTES`: the arguments' bytes (as JSON) of all the approvals kept at once.
+    pub max_total_bytes: usize,
 }
 
 impl Default for ApprovalSettings {
@@ -38,6 +46,8 @@ impl Default for ApprovalSettings {
             destructive: false,
             max_pending: DEFAULT_MAX_PENDING_APPROVALS,
             max_total: DEFAULT_MAX_APPROVALS,
+            max_argument_bytes: DEFAULT_MAX_APPROVAL_ARGUMENT_BYTES,
+            max_total_bytes: DEFAULT_MAX_APPROVAL_BYTES,
         }
     }
 }
@@ -55,6 +65,10 @@ pub struct ApprovalFile {
     pub max_pending_approvals: Option<usize>,
     /// `max_approvals`.
     pub max_approvals: Option<usize>,
+    /// `max_approval_argument_bytes`.
+    pub max_approval_argument_bytes: Option<usize>,
+    /// `max_approval_bytes`.
+    pub max_approval_bytes: Option<usize>,
 }
 
 impl ApprovalSettings {
@@ -89,7 +103,10 @@ impl ApprovalSettings {
         let count = |name, from_file, default| positive_count(env, name, from_file, default, "a positive number");
         let max_pending = count("MAX_PENDING_APPROVALS", file.max_pending_approvals, defaults.max_pending)?;
         let max_total = count("MAX_APPROVALS", file.max_approvals, defaults.max_total)?;
-        Ok(Self { expiry, risk_level, destructive, max_pending, max_total })
+        let max_argument_bytes =
+            count("MAX_APPROVAL_ARGUMENT_BYTES", file.max_approval_argument_bytes, defaults.max_argument_bytes)?;
+        let max_total_bytes = count("MAX_APPROVAL_BYTES", file.max_approval_bytes, defaults.max_total_bytes)?;
+        Ok(Self { expiry, risk_level, destructive, max_pending, max_total, max_argument_bytes, max_total_bytes })
     }
 
     /// Whether a call of `tool` must wait for a person: the module asked
@@ -142,6 +159,8 @@ mod tests {
             ("APPROVAL_FOR_DESTRUCTIVE", "yes"),
             ("MAX_PENDING_APPROVALS", "0"),
             ("MAX_APPROVALS", "many"),
+            ("MAX_APPROVAL_ARGUMENT_BYTES", "0"),
+            ("MAX_APPROVAL_BYTES", "-1"),
         ] {
             let error = read(&[(name, value)]).unwrap_err().to_string();
             assert!(error.contains(name), "{error}");

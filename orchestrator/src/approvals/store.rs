@@ -8,7 +8,8 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use time::OffsetDateTime;
 
-use super::record::Approval;
+use super::record::{Approval, ApprovalStatus};
+use super::settings::ApprovalSettings;
 
 /// Why the store could not answer.
 #[derive(Debug, thiserror::Error)]
@@ -26,8 +27,32 @@ pub enum StoreError {
     },
 }
 
+/// Whether a new approval was stored, or which budget kept it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// It is stored.
+    Stored,
+    /// The store keeps `MAX_APPROVALS` approvals already.
+    Full,
+    /// Its user has `MAX_PENDING_APPROVALS` pending approvals already.
+    TooManyPending,
+    /// Its arguments would take the approvals kept past `MAX_APPROVAL_BYTES`.
+    TooManyBytes,
+}
+
 /// Approvals by id; a record is dropped at its `drop_at` time.
 pub trait ApprovalStore: Send + Sync {
+    /// Stores the new pending `approval`, whose arguments are `bytes` long
+    /// as JSON, until `drop_at` if the budgets of `settings` allow it,
+    /// counted in the same step as it is stored (on every replica), so
+    /// calls asking at once cannot pass a budget together.
+    fn insert<'a>(
+        &'a self,
+        approval: &'a Approval,
+        bytes: usize,
+        drop_at: OffsetDateTime,
+        settings: &'a ApprovalSettings,
+    ) -> BoxFuture<'a, Result<Admission, StoreError>>;
     /// Stores (or replaces) `approval` until `drop_at`.
     fn put<'a>(&'a self, approval: &'a Approval, drop_at: OffsetDateTime) -> BoxFuture<'a, Result<(), StoreError>>;
     /// The approval `id`, if kept.
@@ -37,52 +62,101 @@ pub trait ApprovalStore: Send + Sync {
     /// Claims the one decision of `id`: true for the first caller only,
     /// across replicas, so an approval runs at most once.
     fn claim<'a>(&'a self, id: &'a str, drop_at: OffsetDateTime) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// Gives up the claim of `id` when its decision could not be recorded
+    /// and nothing ran, so it can be decided again.
+    fn release<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>>;
     /// `memory` or `redis`, for logs.
     fn kind(&self) -> &'static str;
+}
+
+/// One approval kept in memory.
+struct Entry {
+    approval: Approval,
+    /// When it is dropped.
+    drop_at: OffsetDateTime,
+    /// Whether its one decision is claimed.
+    claimed: bool,
+    /// Its arguments' bytes, counted against `MAX_APPROVAL_BYTES`.
+    bytes: usize,
 }
 
 /// Approvals of one process.
 #[derive(Default)]
 pub struct MemoryStore {
-    entries: Mutex<HashMap<String, (Approval, OffsetDateTime, bool)>>,
+    entries: Mutex<HashMap<String, Entry>>,
 }
 
 impl MemoryStore {
-    fn locked(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Approval, OffsetDateTime, bool)>> {
+    fn locked(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
         let mut entries = self.entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let now = OffsetDateTime::now_utc();
-        entries.retain(|_, (_, drop_at, _)| *drop_at > now);
+        entries.retain(|_, entry| entry.drop_at > now);
         entries
     }
 }
 
 impl ApprovalStore for MemoryStore {
+    fn insert<'a>(
+        &'a self,
+        approval: &'a Approval,
+        bytes: usize,
+        drop_at: OffsetDateTime,
+        settings: &'a ApprovalSettings,
+    ) -> BoxFuture<'a, Result<Admission, StoreError>> {
+        let mut entries = self.locked();
+        let now = OffsetDateTime::now_utc();
+        let pending = || {
+            let of_user = |entry: &&Entry| entry.approval.user_id == approval.user_id;
+            entries.values().filter(of_user).filter(|e| e.approval.status_at(now) == ApprovalStatus::Pending).count()
+        };
+        let kept_bytes = || entries.values().map(|entry| entry.bytes).sum::<usize>();
+        let admission = if entries.len() >= settings.max_total {
+            Admission::Full
+        } else if pending() >= settings.max_pending {
+            Admission::TooManyPending
+        } else if kept_bytes().saturating_add(bytes) > settings.max_total_bytes {
+            Admission::TooManyBytes
+        } else {
+            let entry = Entry { approval: approval.clone(), drop_at, claimed: false, bytes };
+            entries.insert(approval.id.clone(), entry);
+            Admission::Stored
+        };
+        futures::future::ready(Ok(admission)).boxed()
+    }
+
     fn put<'a>(&'a self, approval: &'a Approval, drop_at: OffsetDateTime) -> BoxFuture<'a, Result<(), StoreError>> {
         let mut entries = self.locked();
-        let claimed = entries.get(&approval.id).is_some_and(|(_, _, claimed)| *claimed);
-        entries.insert(approval.id.clone(), (approval.clone(), drop_at, claimed));
+        let (claimed, bytes) = entries.get(&approval.id).map_or((false, 0), |entry| (entry.claimed, entry.bytes));
+        entries.insert(approval.id.clone(), Entry { approval: approval.clone(), drop_at, claimed, bytes });
         futures::future::ready(Ok(())).boxed()
     }
 
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Approval>, StoreError>> {
-        let found = self.locked().get(id).map(|(approval, _, _)| approval.clone());
+        let found = self.locked().get(id).map(|entry| entry.approval.clone());
         futures::future::ready(Ok(found)).boxed()
     }
 
     fn list(&self) -> BoxFuture<'_, Result<Vec<Approval>, StoreError>> {
-        let all = self.locked().values().map(|(approval, _, _)| approval.clone()).collect();
+        let all = self.locked().values().map(|entry| entry.approval.clone()).collect();
         futures::future::ready(Ok(all)).boxed()
     }
 
     fn claim<'a>(&'a self, id: &'a str, _drop_at: OffsetDateTime) -> BoxFuture<'a, Result<bool, StoreError>> {
         let won = match self.locked().get_mut(id) {
-            Some((_, _, claimed)) if !*claimed => {
-                *claimed = true;
+            Some(entry) if !entry.claimed => {
+                entry.claimed = true;
                 true
             }
             _ => false,
         };
         futures::future::ready(Ok(won)).boxed()
+    }
+
+    fn release<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        if let Some(entry) = self.locked().get_mut(id) {
+            entry.claimed = false;
+        }
+        futures::future::ready(Ok(())).boxed()
     }
 
     fn kind(&self) -> &'static str {
@@ -91,13 +165,13 @@ impl ApprovalStore for MemoryStore {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
-    use crate::approvals::record::ApprovalStatus;
     use module_sdk::Permission;
     use std::time::Duration;
 
-    fn approval(id: &str, expires_in: Duration) -> Approval {
+    /// A pending approval `id` of ada's, expiring in `expires_in`.
+    pub(crate) fn approval(id: &str, expires_in: Duration) -> Approval {
         let now = OffsetDateTime::now_utc();
         Approval {
             id: id.into(),
@@ -128,11 +202,55 @@ mod tests {
         store.put(&live, live.expires_at).await.unwrap();
         assert!(!store.claim("live", live.expires_at).await.unwrap(), "storing the decision keeps the claim");
         assert!(!store.claim("unknown", live.expires_at).await.unwrap());
+        store.release("live").await.unwrap();
+        assert!(store.claim("live", live.expires_at).await.unwrap(), "a released claim can be won again");
 
         let old = approval("old", Duration::ZERO);
         assert_eq!(old.status_at(OffsetDateTime::now_utc()), ApprovalStatus::Expired);
         store.put(&old, OffsetDateTime::now_utc() - Duration::from_secs(1)).await.unwrap();
         assert!(store.get("old").await.unwrap().is_none());
         assert_eq!(store.list().await.unwrap().len(), 1);
+    }
+
+    /// Inserts `count` pending approvals of `user` into `store` and returns
+    /// the admissions.
+    pub(crate) async fn insert_many(
+        store: &dyn ApprovalStore,
+        user: Option<&str>,
+        count: usize,
+        settings: &ApprovalSettings,
+    ) -> Vec<Admission> {
+        let mut admissions = Vec::new();
+        for n in 0..count {
+            let mut new = approval(&format!("{user:?}-{n}"), Duration::from_secs(60));
+            new.user_id = user.map(str::to_owned);
+            let drop_at = new.expires_at + Duration::from_secs(60);
+            admissions.push(store.insert(&new, 100, drop_at, settings).await.unwrap());
+        }
+        admissions
+    }
+
+    /// Checks the budgets of inserting into `store`: three pending per
+    /// user, five in all, 1000 bytes in all (each inserted with 100, one
+    /// with 600); a decided one no longer counts as pending.
+    pub(crate) async fn check_insert_budgets(store: &dyn ApprovalStore) {
+        let settings =
+            ApprovalSettings { max_pending: 3, max_total: 5, max_total_bytes: 1000, ..ApprovalSettings::default() };
+        let ada = insert_many(store, Some("ada"), 4, &settings).await;
+        assert_eq!(ada, [Admission::Stored, Admission::Stored, Admission::Stored, Admission::TooManyPending]);
+        let mut decided = store.get("Some(\"ada\")-0").await.unwrap().unwrap();
+        decided.status = ApprovalStatus::Denied;
+        store.put(&decided, decided.expires_at + Duration::from_secs(60)).await.unwrap();
+        let mut after = approval("ada-after", Duration::from_secs(60));
+        after.user_id = Some("ada".into());
+        assert_eq!(store.insert(&after, 701, after.expires_at, &settings).await.unwrap(), Admission::TooManyBytes);
+        assert_eq!(store.insert(&after, 600, after.expires_at, &settings).await.unwrap(), Admission::Stored);
+        let others = insert_many(store, None, 2, &settings).await;
+        assert_eq!(others, [Admission::Stored, Admission::Full], "five in all");
+    }
+
+    #[tokio::test]
+    async fn inserting_keeps_to_the_budgets() {
+        check_insert_budgets(&MemoryStore::default()).await;
     }
 }

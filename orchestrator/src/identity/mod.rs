@@ -98,6 +98,11 @@ impl Identity {
         self.is_admin() || self.is_service() || (user.is_some() && user == self.own_user())
     }
 
+    /// The widest caller it may be: its highest permission and its modules.
+    pub fn ceiling(&self) -> Caller {
+        Caller { user_id: None, permission: self.permission, modules: self.modules.clone() }
+    }
+
     /// The caller a request's fields describe, within this identity: the
     /// permission is the lower of the asked and the allowed one (absent
     /// asks for the identity's own, except for the trusted service token and

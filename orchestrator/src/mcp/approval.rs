@@ -111,7 +111,7 @@ pub async fn resume(
         true => (Decision::Approve, None),
         false => (Decision::Deny, Some("declined in the MCP client".to_owned())),
     };
-    match orchestrator.approvals.get_for(identity, state).await {
+    match orchestrator.approvals.get_for(identity, state, &orchestrator.executor).await {
         Ok(approval) if approval.tool_name != tool.full_name => {
             let message = format!("requestState `{state}` belongs to a call of `{}`", approval.tool_name);
             return Err(ErrorData::invalid_params(message, None));
