@@ -13,8 +13,9 @@ pub const DEFAULT_APPROVAL_EXPIRY_SECONDS: f64 = 3600.0;
 pub const DEFAULT_MAX_PENDING_APPROVALS: usize = 20;
 /// The default of `MAX_APPROVALS` (kept at once, every user and state).
 pub const DEFAULT_MAX_APPROVALS: usize = 10_000;
-/// The default of `MAX_APPROVAL_ARGUMENT_BYTES`: 64 KiB.
-pub const DEFAULT_MAX_APPROVAL_ARGUMENT_BYTES: usize = 64 * 1024;
+/// The default of `MAX_APPROVAL_ARGUMENT_BYTES`: 1 MiB (a `code_runner` call of
+/// `CODE_MAX_BYTES` of code and some `stdin` still waits for approval).
+pub const DEFAULT_MAX_APPROVAL_ARGUMENT_BYTES: usize = 1024 * 1024;
 /// The default of `MAX_APPROVAL_BYTES`: 64 MiB.
 pub const DEFAULT_MAX_APPROVAL_BYTES: usize = 64 * 1024 * 1024;
 
