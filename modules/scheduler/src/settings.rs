@@ -16,6 +16,10 @@ use crate::store::Limits;
 #[derive(Debug, Clone, Parser)]
 #[command(version, about = "Serve the scheduler module: reminders and recurring tasks delivered to a webhook.")]
 pub struct Settings {
+    /// The SDK's flags (`--stdio`).
+    #[command(flatten)]
+    pub sdk: module_sdk::SdkFlags,
+
     /// The SQLite database file holding every user's tasks; it and its
     /// directory are created when missing.
     #[arg(long, env = "SCHEDULER_DB", default_value = "./data/scheduler.db")]

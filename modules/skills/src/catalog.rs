@@ -91,6 +91,21 @@ pub struct Catalog {
 }
 
 impl Catalog {
+    /// [`Catalog::discover`], with its problems and counts logged.
+    pub fn discover_logged(settings: &Settings) -> Self {
+        let catalog = Self::discover(settings);
+        for problem in &catalog.problems {
+            tracing::warn!(file = %problem.file, line = problem.line, column = problem.column, reason = %problem.reason, "SKILL.toml problem");
+        }
+        tracing::info!(
+            skills = catalog.skills.len(),
+            tools = catalog.tools.len(),
+            problems = catalog.problems.len(),
+            "skills loaded"
+        );
+        catalog
+    }
+
     /// Reads every `SKILLS_DIR/*/SKILL.toml`, in directory-name order.
     pub fn discover(settings: &Settings) -> Self {
         let mut catalog = Self::default();
