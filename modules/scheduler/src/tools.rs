@@ -32,6 +32,16 @@ const LIST_DEFAULT_LIMIT: u32 = 50;
 /// The largest `limit` of `list_tasks`.
 const LIST_MAX_LIMIT: u32 = 500;
 
+/// How far ahead a recurring schedule's runs are checked against the
+/// shortest interval: eight days, so every weekday and every boundary
+/// between two days is seen.
+const INTERVAL_CHECK_SPAN: Duration = Duration::from_secs(8 * 86_400);
+
+/// The most runs read for that check. Only an interval under 35 s could
+/// need more (8 days / 20,000), and runs of 5-field cron are a minute apart
+/// at least, while `every Ns` runs are evenly spaced.
+const INTERVAL_CHECK_MAX_RUNS: usize = 20_000;
+
 /// How long the address check of a new `api_call` may wait for name resolution.
 const PREFLIGHT_BUDGET: Duration = Duration::from_secs(3);
 
@@ -234,15 +244,17 @@ pub async fn add_recurring_task(ctx: Context, args: AddRecurringTask) -> Result<
     let zone = time_zone(&zone_name).map_err(|e| invalid("timezone", e))?;
     let until = args.until.as_deref().map(|until| parse_time("until", until)).transpose()?;
     let now = Timestamp::now();
-    let sample = schedule.upcoming(now, &zone, 10).map_err(|e| invalid("schedule", e))?;
-    let shortest = sample.windows(2).map(|w| w[1].as_millisecond() - w[0].as_millisecond()).min().unwrap_or(i64::MAX);
-    if shortest < limits.min_interval.as_millis() as i64 {
+    let too_short = schedule
+        .interval_shorter_than(limits.min_interval, now, INTERVAL_CHECK_SPAN, &zone, INTERVAL_CHECK_MAX_RUNS)
+        .map_err(|e| invalid("schedule", e))?;
+    if let Some(gap) = too_short {
         return Err(ToolError::invalid_arguments(format!(
             "arguments.schedule runs every {} seconds at times; the shortest interval allowed is {} seconds",
-            shortest / 1000,
+            gap.as_secs(),
             limits.min_interval.as_secs()
         )));
     }
+    let sample = schedule.upcoming(now, &zone, 3).map_err(|e| invalid("schedule", e))?;
     let max_runs = args.max_runs.map(|n| n as usize).unwrap_or(usize::MAX);
     let runs: Vec<i64> = sample
         .iter()
