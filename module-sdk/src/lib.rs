@@ -77,6 +77,7 @@ pub use contract::{ErrorKind, Permission, RiskLevel};
 pub use error::{ModuleError, ServeError, ToolError, ToolErrorKind, error_chain};
 pub use healthcheck::{run_healthcheck_if_requested, run_main};
 pub use listener::ServerLimits;
+pub use mcp::SdkFlags;
 pub use module::{Module, ModuleService};
 pub use module_sdk_macros::tool;
 pub use testing::TestClient;

@@ -6,12 +6,18 @@ use tracing_subscriber::EnvFilter;
 
 use crate::config::LogFormat;
 
-/// Installs a tracing subscriber writing to stdout, filtered by `RUST_LOG`
-/// (default `info`, and `warn` for the MCP library `rmcp`), coloured only on
-/// a terminal; does nothing when one is installed already. Starts exporting
-/// call spans when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (see [`crate::otlp`]).
+/// Installs a tracing subscriber writing to stdout (to standard error when
+/// the process was started with `--stdio`, whose stdout carries MCP),
+/// filtered by `RUST_LOG` (default `info`, and `warn` for the MCP library
+/// `rmcp`), coloured only on a terminal; does nothing when one is installed
+/// already. Starts exporting call spans when `OTEL_EXPORTER_OTLP_ENDPOINT`
+/// is set (see [`crate::otlp`]).
 pub fn init_logging(format: LogFormat) {
-    install(format, std::io::stdout, std::io::stdout().is_terminal());
+    if crate::mcp::stdio_requested() {
+        init_logging_to_stderr(format);
+    } else {
+        install(format, std::io::stdout, std::io::stdout().is_terminal());
+    }
 }
 
 /// [`init_logging`] to standard error, for a module serving MCP on stdio

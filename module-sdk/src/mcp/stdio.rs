@@ -16,6 +16,19 @@ use crate::server::shutdown_signal;
 /// The command-line flag that selects stdio.
 pub const STDIO_FLAG: &str = "--stdio";
 
+/// The SDK's own command-line flags, for a module whose settings are a clap
+/// parser: flattened in (`#[command(flatten)] pub sdk: SdkFlags`), clap
+/// accepts them instead of refusing an unknown argument, and `--help`
+/// lists them. [`Module::serve`] reads the command line itself, so a module
+/// without clap gets them too.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::Args)]
+pub struct SdkFlags {
+    /// Serve MCP on standard input and output instead of HTTP, for an MCP
+    /// client that starts the module itself (logs go to standard error).
+    #[arg(long = "stdio")]
+    pub stdio: bool,
+}
+
 /// Whether the process was started with `--stdio`.
 pub(crate) fn stdio_requested() -> bool {
     std::env::args().skip(1).any(|argument| argument == STDIO_FLAG)
@@ -46,4 +59,25 @@ pub(crate) async fn serve_stdio(module: Module) -> Result<(), ServeError> {
     crate::otlp::shutdown().await;
     tracing::info!("module stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::*;
+
+    /// A module's settings, flattening the SDK's flags.
+    #[derive(Debug, Parser)]
+    struct Settings {
+        #[command(flatten)]
+        sdk: SdkFlags,
+    }
+
+    #[test]
+    fn the_flattened_flag_is_the_one_serve_reads_and_help_lists_it() {
+        assert!(Settings::try_parse_from(["module", STDIO_FLAG]).unwrap().sdk.stdio);
+        assert!(!Settings::try_parse_from(["module"]).unwrap().sdk.stdio);
+        assert!(Settings::command().render_help().to_string().contains("--stdio"));
+    }
 }

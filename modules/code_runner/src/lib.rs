@@ -43,7 +43,8 @@ pub fn module(settings: &Settings, runner: Runner) -> Module {
     .state(runner)
 }
 
-/// Checks the sandbox, then serves until SIGINT or SIGTERM.
+/// Checks the sandbox, then serves until SIGINT or SIGTERM (MCP on stdio
+/// with `--stdio`).
 pub async fn run(settings: Settings) -> Result<(), String> {
     let config = ServeConfig::from_env().map_err(|e| e.to_string())?;
     module_sdk::service::init_logging(config.log_format);
@@ -54,5 +55,10 @@ pub async fn run(settings: Settings) -> Result<(), String> {
         Some(reason) => tracing::error!(%reason, "the sandbox does not work here; execute_code is refused"),
     }
     let runner = Runner::new(&settings, broken.clone());
-    serve::serve(module(&settings, runner), config, broken).await.map_err(|e| e.to_string())
+    let module = module(&settings, runner);
+    if settings.sdk.stdio {
+        // MCP has no `/health`: a broken sandbox shows in every call's refusal.
+        return module.serve().await.map_err(|e| e.to_string());
+    }
+    serve::serve(module, config, broken).await.map_err(|e| e.to_string())
 }

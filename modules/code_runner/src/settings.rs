@@ -16,6 +16,10 @@ const CODE_MAX_BYTES_CEILING: u64 = 120 * 1024;
 #[derive(Debug, Clone, Parser)]
 #[command(version, about = "Serve the code_runner module: Python run in a bubblewrap sandbox.")]
 pub struct Settings {
+    /// The SDK's flags (`--stdio`).
+    #[command(flatten)]
+    pub sdk: module_sdk::SdkFlags,
+
     /// The bubblewrap binary.
     #[arg(long, env = "CODE_BWRAP", default_value = "/usr/bin/bwrap")]
     pub bwrap: PathBuf,

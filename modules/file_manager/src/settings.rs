@@ -13,6 +13,10 @@ use crate::store::Limits;
 #[derive(Debug, Clone, Parser)]
 #[command(version, about = "Serve the file_manager module: per-user documents and uploads.")]
 pub struct Settings {
+    /// The SDK's flags (`--stdio`).
+    #[command(flatten)]
+    pub sdk: module_sdk::SdkFlags,
+
     /// Directory holding every user's files; created when missing. One
     /// module process per directory.
     #[arg(long, env = "FILES_ROOT", default_value = "./data/files")]

@@ -14,6 +14,10 @@ use crate::store::Limits;
 #[derive(Debug, Clone, Parser)]
 #[command(version, about = "Serve the notes module: per-user notes with tags, searched by relevance.")]
 pub struct Settings {
+    /// The SDK's flags (`--stdio`).
+    #[command(flatten)]
+    pub sdk: module_sdk::SdkFlags,
+
     /// The SQLite database file holding every user's notes; it and its
     /// directory are created when missing.
     #[arg(long, env = "NOTES_DB", default_value = "./data/notes.db")]

@@ -13,6 +13,10 @@ use url::Url;
 #[derive(Debug, Clone, Parser)]
 #[command(version, about = "Serve the research module: web and news search, safe page fetching, summaries.")]
 pub struct Settings {
+    /// The SDK's flags (`--stdio`).
+    #[command(flatten)]
+    pub sdk: module_sdk::SdkFlags,
+
     /// Base URL of a SearxNG instance whose JSON format is enabled
     /// (`search.formats: [html, json]` in its settings.yml). Unset or empty,
     /// the search tools answer `unavailable`.

@@ -42,6 +42,8 @@ async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let limits = Limits {
         user_max_tasks: u64::MAX,
+        user_max_finished: u64::MAX,
+        list_max_bytes: u64::MAX,
         min_interval: Duration::from_secs(1),
         max_data_bytes: 16 * 1024,
         max_ahead: Duration::from_secs(86_400 * 3660),

@@ -10,6 +10,7 @@
 //! through both transitions.
 
 use std::str::FromStr;
+use std::time::Duration;
 
 use croner::Cron;
 use croner::parser::{CronParser, Seconds};
@@ -108,6 +109,39 @@ impl Schedule {
             runs.push(cursor);
         }
         Ok(runs)
+    }
+
+    /// The first interval between two consecutive runs shorter than
+    /// `shortest`, among the runs after `after` through `after + span` (and
+    /// the run after that), if there is one. When every interval is at least `shortest`, the span
+    /// holds at most `span / shortest + 1` runs, so reading that many (at
+    /// most `max_runs`) covers it: a short gap cannot hide behind a long
+    /// minute list (`0,6,…,54,55 * * * *`).
+    pub fn interval_shorter_than(
+        &self,
+        shortest: Duration,
+        after: Timestamp,
+        span: Duration,
+        zone: &TimeZone,
+        max_runs: usize,
+    ) -> Result<Option<Duration>, ScheduleError> {
+        let shortest_ms = i64::try_from(shortest.as_millis()).unwrap_or(i64::MAX).max(1);
+        let span_ms = i64::try_from(span.as_millis()).unwrap_or(i64::MAX);
+        let runs = usize::try_from(span_ms / shortest_ms).unwrap_or(usize::MAX).saturating_add(2).min(max_runs);
+        let end = after.as_millisecond().saturating_add(span_ms);
+        let mut previous = self.next_after(after, zone)?;
+        for _ in 1..runs {
+            if previous.as_millisecond() > end {
+                break;
+            }
+            let next = self.next_after(previous, zone)?;
+            let gap = next.as_millisecond() - previous.as_millisecond();
+            if gap < shortest_ms {
+                return Ok(Some(Duration::from_millis(gap.unsigned_abs())));
+            }
+            previous = next;
+        }
+        Ok(None)
     }
 }
 
@@ -257,6 +291,29 @@ mod tests {
                 runs.push(local.strftime("%H:%M%:z").to_string());
             }
         }
+    }
+
+    #[test]
+    fn a_short_gap_behind_a_long_minute_list_is_found() {
+        let schedule = Schedule::parse("0,6,12,18,24,30,36,42,48,54,55 * * * *").unwrap();
+        // Added at :55: the next ten runs are :00 to :54, six minutes apart.
+        let at_55 = "2026-05-17T09:55:00Z".parse::<Timestamp>().unwrap();
+        let day = Duration::from_secs(86_400);
+        let five_minutes = Duration::from_secs(300);
+        let found = schedule.interval_shorter_than(five_minutes, at_55, day, &TimeZone::UTC, 10_000).unwrap();
+        assert_eq!(found, Some(Duration::from_secs(60)));
+        let steady = Schedule::parse("*/6 * * * *").unwrap();
+        assert_eq!(steady.interval_shorter_than(five_minutes, at_55, day, &TimeZone::UTC, 10_000).unwrap(), None);
+        // A gap at the day boundary only: 23:59 then 00:00.
+        let boundary = Schedule::parse("0,59 0,23 * * *").unwrap();
+        let found = boundary.interval_shorter_than(five_minutes, at_55, day, &TimeZone::UTC, 10_000).unwrap();
+        assert_eq!(found, Some(Duration::from_secs(60)));
+        // Runs past the span are not read: the 1-minute gap of 18 May is
+        // beyond an hour from 17 May.
+        let later = Schedule::parse("0,1 9 18 5 *").unwrap();
+        let hour = Duration::from_secs(3_600);
+        assert_eq!(later.interval_shorter_than(five_minutes, at_55, hour, &TimeZone::UTC, 1_000_000), Ok(None));
+        assert!(later.interval_shorter_than(five_minutes, at_55, day, &TimeZone::UTC, 1_000_000).unwrap().is_some());
     }
 
     #[test]

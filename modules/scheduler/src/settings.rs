@@ -16,6 +16,10 @@ use crate::store::Limits;
 #[derive(Debug, Clone, Parser)]
 #[command(version, about = "Serve the scheduler module: reminders and recurring tasks delivered to a webhook.")]
 pub struct Settings {
+    /// The SDK's flags (`--stdio`).
+    #[command(flatten)]
+    pub sdk: module_sdk::SdkFlags,
+
     /// The SQLite database file holding every user's tasks; it and its
     /// directory are created when missing.
     #[arg(long, env = "SCHEDULER_DB", default_value = "./data/scheduler.db")]
@@ -71,6 +75,16 @@ pub struct Settings {
     #[arg(long, env = "SCHEDULER_USER_MAX_TASKS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
     pub user_max_tasks: u64,
 
+    /// Most finished (done, cancelled, failed) tasks kept per user; the
+    /// oldest beyond it are deleted.
+    #[arg(long, env = "SCHEDULER_USER_MAX_FINISHED", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
+    pub user_max_finished: u64,
+
+    /// Most bytes of tasks (as JSON) one `list_tasks` answer carries; the
+    /// newest tasks that fit are shown.
+    #[arg(long, env = "SCHEDULER_LIST_MAX_BYTES", default_value_t = 1_048_576, value_parser = clap::value_parser!(u64).range(65_536..=4_194_304))]
+    pub list_max_bytes: u64,
+
     /// Shortest time between two runs of a recurring task, in seconds.
     #[arg(long, env = "SCHEDULER_MIN_INTERVAL_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
     pub min_interval_seconds: u64,
@@ -104,6 +118,8 @@ impl Settings {
     pub fn limits(&self) -> Limits {
         Limits {
             user_max_tasks: self.user_max_tasks,
+            user_max_finished: self.user_max_finished,
+            list_max_bytes: self.list_max_bytes,
             min_interval: Duration::from_secs(self.min_interval_seconds),
             max_data_bytes: self.max_data_bytes,
             max_ahead: Duration::from_secs(self.max_ahead_days * 86_400),

@@ -9,6 +9,9 @@
 //!   between claim and acknowledgement leaves a lease that expires; the run
 //!   is then claimed and delivered again (at-least-once).
 //! - Isolation: every statement of a tool names the caller's `user_id`.
+//! - Retention: a user keeps at most `user_max_finished` finished (done,
+//!   cancelled, failed) tasks; the transaction that finishes, cancels or
+//!   adds one deletes the oldest beyond that.
 //! - Schema: migrations numbered by `PRAGMA user_version`, applied at open.
 //!
 //! All methods block: call them off the async workers.
@@ -50,6 +53,11 @@ CREATE INDEX tasks_of_user ON tasks (user_id, status, created_at);
     r#"
 CREATE INDEX tasks_held ON tasks (lease_until) WHERE lease_until IS NOT NULL;
 "#,
+    r#"
+ALTER TABLE tasks ADD COLUMN finished_at INTEGER;  -- when it stopped being active; NULL while active
+UPDATE tasks SET finished_at = COALESCE(last_run, created_at) WHERE status <> 'active';
+CREATE INDEX tasks_finished ON tasks (user_id, finished_at) WHERE finished_at IS NOT NULL;
+"#,
 ];
 
 /// The columns of a task, in the order [`task_from_row`] reads them.
@@ -61,6 +69,10 @@ const TASK_COLUMNS: &str = "id, user_id, task_type, description, execution_data,
 pub struct Limits {
     /// Most active tasks per user.
     pub user_max_tasks: u64,
+    /// Most finished (done, cancelled, failed) tasks kept per user.
+    pub user_max_finished: u64,
+    /// Most bytes of tasks (as JSON) one `list_tasks` answer carries.
+    pub list_max_bytes: u64,
     /// Shortest time between two runs of a recurring task.
     pub min_interval: Duration,
     /// Largest `execution_data`, in bytes of JSON.
@@ -208,6 +220,7 @@ impl Store {
                 return Err(StoreError::TooManyTasks(self.limits.user_max_tasks));
             }
             let id = insert(&mut tx.prepare(INSERT_TASK)?, &task, now)?;
+            self.prune_finished(tx, &task.spec.user_id)?;
             get(tx, &task.spec.user_id, id)
         })
     }
@@ -226,26 +239,33 @@ impl Store {
         })
     }
 
-    /// The caller's tasks, oldest first, optionally only those with `status`.
-    pub fn list(&self, user_id: &str, status: Option<&str>) -> Result<Vec<Task>, StoreError> {
+    /// The caller's newest `limit` tasks, newest first, optionally only
+    /// those with `status`, and how many match in all.
+    pub fn list(&self, user_id: &str, status: Option<&str>, limit: u32) -> Result<(Vec<Task>, u64), StoreError> {
         let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         let mut statement = conn.prepare_cached(&format!(
-            "SELECT {TASK_COLUMNS} FROM tasks WHERE user_id = ?1 AND (?2 IS NULL OR status = ?2) ORDER BY created_at, id"
+            "SELECT {TASK_COLUMNS} FROM tasks WHERE user_id = ?1 AND (?2 IS NULL OR status = ?2)
+             ORDER BY created_at DESC, id DESC LIMIT ?3"
         ))?;
-        let tasks = statement.query_map((user_id, status), task_from_row)?.collect::<Result<Vec<_>, _>>()?;
-        Ok(tasks)
+        let tasks = statement.query_map((user_id, status, limit), task_from_row)?.collect::<Result<Vec<_>, _>>()?;
+        let total: i64 = conn
+            .prepare_cached("SELECT COUNT(*) FROM tasks WHERE user_id = ?1 AND (?2 IS NULL OR status = ?2)")?
+            .query_row((user_id, status), |row| row.get(0))?;
+        Ok((tasks, u64::try_from(total).unwrap_or(0)))
     }
 
-    /// Cancels the caller's task `id` (no further runs); the task as it is
-    /// now. A task that is no longer active is answered as it is.
-    pub fn cancel(&self, user_id: &str, id: Uuid) -> Result<Task, StoreError> {
+    /// Cancels the caller's task `id` at `now` (no further runs); the task
+    /// as it is now. A task that is no longer active is answered as it is.
+    pub fn cancel(&self, user_id: &str, id: Uuid, now: i64) -> Result<Task, StoreError> {
         self.write(|tx| {
             tx.execute(
-                "UPDATE tasks SET status = 'cancelled', next_run = NULL
+                "UPDATE tasks SET status = 'cancelled', next_run = NULL, finished_at = ?3
                  WHERE id = ?1 AND user_id = ?2 AND status = 'active'",
-                (id.to_string(), user_id),
+                (id.to_string(), user_id, now),
             )?;
-            get(tx, user_id, id)
+            let task = get(tx, user_id, id)?;
+            self.prune_finished(tx, user_id)?;
+            Ok(task)
         })
     }
 
@@ -280,10 +300,15 @@ impl Store {
                 "UPDATE tasks SET claimed_by = NULL, lease_until = NULL, runs = runs + 1, last_run = ?3,
                      last_outcome = ?4,
                      next_run = CASE WHEN status = 'active' AND ?5 = 'active' THEN ?6 ELSE NULL END,
+                     finished_at = CASE WHEN status = 'active' AND ?5 <> 'active' THEN COALESCE(?3, created_at)
+                                        ELSE finished_at END,
                      status = CASE WHEN status = 'active' THEN ?5 ELSE status END
                  WHERE id = ?1 AND claimed_by = ?2",
                 rusqlite::params![task.id.to_string(), worker, task.next_run, text, status, next],
             )?;
+            if status != "active" {
+                self.prune_finished(tx, &task.spec.user_id)?;
+            }
             Ok(changed == 1)
         })
     }
@@ -305,6 +330,21 @@ impl Store {
             .optional()?;
         let lapse: Option<i64> = conn.prepare_cached(EARLIEST_LAPSE)?.query_row([now], |row| row.get(0))?;
         Ok(unheld.into_iter().chain(lapse).min())
+    }
+
+    /// Deletes `user_id`'s finished tasks beyond the newest
+    /// `user_max_finished` (by when they finished). One a process still
+    /// holds a claim on (cancelled while firing) is left until it is
+    /// acknowledged.
+    fn prune_finished(&self, tx: &Transaction<'_>, user_id: &str) -> Result<(), StoreError> {
+        let keep = i64::try_from(self.limits.user_max_finished).unwrap_or(i64::MAX);
+        tx.prepare_cached(
+            "DELETE FROM tasks WHERE user_id = ?1 AND finished_at IS NOT NULL AND claimed_by IS NULL
+               AND id NOT IN (SELECT id FROM tasks WHERE user_id = ?1 AND finished_at IS NOT NULL
+                              ORDER BY finished_at DESC, id DESC LIMIT ?2)",
+        )?
+        .execute((user_id, keep))?;
+        Ok(())
     }
 
     /// Runs `work` in one immediate write transaction, committed when it succeeds.
@@ -414,6 +454,8 @@ mod tests {
 
     const LIMITS: Limits = Limits {
         user_max_tasks: 3,
+        user_max_finished: 2,
+        list_max_bytes: 1_000_000,
         min_interval: Duration::from_secs(60),
         max_data_bytes: 1024,
         max_ahead: Duration::from_secs(86_400),
@@ -453,7 +495,7 @@ mod tests {
         assert_eq!(taken_over.len(), 1, "a's lease lapsed");
         assert!(!store.finish(&claimed[0], "a", &Outcome::Delivered, None).unwrap(), "a lost its claim");
         assert!(store.finish(&taken_over[0], "b", &Outcome::Delivered, None).unwrap());
-        let done = &store.list("u", None).unwrap()[0];
+        let done = &store.list("u", None, 10).unwrap().0[0];
         assert_eq!((done.status.as_str(), done.runs, done.next_run), ("done", 1, None));
         assert!(store.claim("c", 99_000, 100_000, 10).unwrap().is_empty(), "done tasks never fire");
     }
@@ -469,7 +511,7 @@ mod tests {
         assert_eq!(store.next_wake(2_000).unwrap(), Some(5_000));
         let later = store.add(reminder("u", 3_000), 0).unwrap();
         assert_eq!(store.next_wake(2_000).unwrap(), Some(3_000), "an unheld run that comes first");
-        store.cancel("u", later.id).unwrap();
+        store.cancel("u", later.id, 2_000).unwrap();
         assert_eq!(store.next_wake(5_000).unwrap(), Some(1_000), "the lapsed claim's run is due");
         let retaken = store.claim("w", 5_000, 9_000, 10).unwrap();
         store.finish(&retaken[0], "w", &Outcome::Delivered, None).unwrap();
@@ -497,27 +539,66 @@ mod tests {
             let next = task.spec.schedule.as_ref().map(|_| 61_000);
             store.finish(task, "w", &Outcome::Failed("HTTP 500".into()), next).unwrap();
         }
-        let tasks = store.list("u", None).unwrap();
+        let (tasks, _) = store.list("u", None, 10).unwrap();
         let statuses: Vec<(&str, Option<i64>)> = tasks.iter().map(|t| (t.status.as_str(), t.next_run)).collect();
         assert!(statuses.contains(&("active", Some(61_000))), "{statuses:?}");
         assert!(statuses.contains(&("failed", None)), "{statuses:?}");
         assert!(tasks.iter().all(|t| t.last_outcome.as_deref() == Some("failed: HTTP 500")));
-        assert_eq!(store.list("u", Some("failed")).unwrap().len(), 1);
+        assert_eq!(store.list("u", Some("failed"), 10).unwrap().0.len(), 1);
     }
 
     #[test]
     fn users_see_and_cancel_only_their_own_tasks_within_their_limit() {
         let (_dir, store) = store();
         let task = store.add(reminder("alice", 1_000), 0).unwrap();
-        assert!(store.list("bob", None).unwrap().is_empty());
-        assert!(matches!(store.cancel("bob", task.id), Err(StoreError::NotFound(_))));
-        assert_eq!(store.cancel("alice", task.id).unwrap().status, "cancelled");
+        assert!(store.list("bob", None, 10).unwrap().0.is_empty());
+        assert!(matches!(store.cancel("bob", task.id, 0), Err(StoreError::NotFound(_))));
+        assert_eq!(store.cancel("alice", task.id, 0).unwrap().status, "cancelled");
         assert!(store.claim("w", 9_000, 10_000, 10).unwrap().is_empty(), "cancelled tasks never fire");
         for _ in 0..3 {
             store.add(reminder("alice", 1_000), 0).unwrap();
         }
         let error = store.add(reminder("alice", 1_000), 0).unwrap_err().to_string();
         assert!(error.contains("you already have 3 active tasks, the limit per user"), "{error}");
+    }
+
+    #[test]
+    fn only_the_newest_finished_tasks_are_kept_and_active_ones_never_go() {
+        let (_dir, store) = store();
+        let active = store.add(reminder("u", 1_000_000), 0).unwrap();
+        let other = store.add(reminder("other", 1_000_000), 0).unwrap();
+        let mut cancelled = Vec::new();
+        for n in 0..5 {
+            let task = store.add(reminder("u", 1_000_000), n).unwrap();
+            assert_eq!(store.cancel("u", task.id, 10 + n).unwrap().status, "cancelled", "answered before pruning");
+            cancelled.push(task.id);
+        }
+        let (kept, total) = store.list("u", None, 100).unwrap();
+        let mut ids: Vec<Uuid> = kept.iter().map(|t| t.id).collect();
+        ids.sort();
+        let mut expected = vec![active.id, cancelled[3], cancelled[4]];
+        expected.sort();
+        assert_eq!((ids, total), (expected, 3), "the two newest cancelled and the active task");
+        // A run that ends its task counts as finished too, and pushes out the oldest.
+        let due = store.add(reminder("u", 500), 20).unwrap();
+        let claimed = store.claim("w", 500, 9_000, 10).unwrap();
+        assert_eq!(claimed.iter().map(|t| t.id).collect::<Vec<_>>(), [due.id]);
+        assert!(store.finish(&claimed[0], "w", &Outcome::Delivered, None).unwrap());
+        let (done, _) = store.list("u", Some("done"), 100).unwrap();
+        assert_eq!(done.len(), 1);
+        let (cancelled_left, _) = store.list("u", Some("cancelled"), 100).unwrap();
+        assert_eq!(cancelled_left.iter().map(|t| t.id).collect::<Vec<_>>(), [cancelled[4]]);
+        assert_eq!(store.list("other", None, 100).unwrap().0[0].id, other.id, "another user's tasks are untouched");
+    }
+
+    #[test]
+    fn a_list_is_the_newest_tasks_up_to_its_limit_with_the_total() {
+        let (_dir, store) = store();
+        let ids: Vec<Uuid> = (0..3).map(|n| store.add(reminder("u", 1_000_000), n).unwrap().id).collect();
+        let (newest, total) = store.list("u", None, 2).unwrap();
+        assert_eq!(newest.iter().map(|t| t.id).collect::<Vec<_>>(), [ids[2], ids[1]]);
+        assert_eq!(total, 3);
+        assert_eq!(store.list("u", Some("done"), 2).unwrap(), (vec![], 0));
     }
 
     #[test]

@@ -26,6 +26,22 @@ pub const TIME_PATTERN: &str = r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[0
 /// The shape of an IANA time zone name (`UTC`, `Europe/Berlin`, `America/Argentina/Buenos_Aires`).
 pub const TIME_ZONE_PATTERN: &str = r"^(UTC|[A-Z][A-Za-z_+-]{1,30}(/[A-Za-z0-9_+-]{1,30}){1,2})$";
 
+/// Tasks `list_tasks` shows when the call gives no `limit`.
+const LIST_DEFAULT_LIMIT: u32 = 50;
+
+/// The largest `limit` of `list_tasks`.
+const LIST_MAX_LIMIT: u32 = 500;
+
+/// How far ahead a recurring schedule's runs are checked against the
+/// shortest interval: eight days, so every weekday and every boundary
+/// between two days is seen.
+const INTERVAL_CHECK_SPAN: Duration = Duration::from_secs(8 * 86_400);
+
+/// The most runs read for that check. Only an interval under 35 s could
+/// need more (8 days / 20,000), and runs of 5-field cron are a minute apart
+/// at least, while `every Ns` runs are evenly spaced.
+const INTERVAL_CHECK_MAX_RUNS: usize = 20_000;
+
 /// How long the address check of a new `api_call` may wait for name resolution.
 const PREFLIGHT_BUDGET: Duration = Duration::from_secs(3);
 
@@ -99,6 +115,9 @@ pub struct ListTasks {
     /// Only tasks with this status (default `all`).
     #[serde(default)]
     pub status: TaskStatus,
+    /// Show at most this many of the newest tasks (default 50).
+    #[schemars(range(min = 1, max = LIST_MAX_LIMIT))]
+    pub limit: Option<u32>,
 }
 
 /// A task's status, as a filter.
@@ -159,8 +178,11 @@ pub struct RecurringAdded {
 /// The caller's tasks.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct TaskList {
-    /// The tasks, oldest first.
+    /// The newest tasks that fit `limit` and the answer's size budget, oldest first.
     pub tasks: Vec<TaskView>,
+    /// How many tasks match `status` in all: more than `tasks` holds when
+    /// older ones were left out (filter by `status` to see others).
+    pub total: u64,
 }
 
 /// The current time.
@@ -222,15 +244,17 @@ pub async fn add_recurring_task(ctx: Context, args: AddRecurringTask) -> Result<
     let zone = time_zone(&zone_name).map_err(|e| invalid("timezone", e))?;
     let until = args.until.as_deref().map(|until| parse_time("until", until)).transpose()?;
     let now = Timestamp::now();
-    let sample = schedule.upcoming(now, &zone, 10).map_err(|e| invalid("schedule", e))?;
-    let shortest = sample.windows(2).map(|w| w[1].as_millisecond() - w[0].as_millisecond()).min().unwrap_or(i64::MAX);
-    if shortest < limits.min_interval.as_millis() as i64 {
+    let too_short = schedule
+        .interval_shorter_than(limits.min_interval, now, INTERVAL_CHECK_SPAN, &zone, INTERVAL_CHECK_MAX_RUNS)
+        .map_err(|e| invalid("schedule", e))?;
+    if let Some(gap) = too_short {
         return Err(ToolError::invalid_arguments(format!(
             "arguments.schedule runs every {} seconds at times; the shortest interval allowed is {} seconds",
-            shortest / 1000,
+            gap.as_secs(),
             limits.min_interval.as_secs()
         )));
     }
+    let sample = schedule.upcoming(now, &zone, 3).map_err(|e| invalid("schedule", e))?;
     let max_runs = args.max_runs.map(|n| n as usize).unwrap_or(usize::MAX);
     let runs: Vec<i64> = sample
         .iter()
@@ -269,10 +293,12 @@ pub async fn add_recurring_task(ctx: Context, args: AddRecurringTask) -> Result<
 }
 
 /// List the caller's scheduled tasks with their last run, next run, runs so
-/// far and last outcome.
+/// far and last outcome: the newest ones, up to `limit` and the answer's
+/// size budget, and how many there are in all.
 #[tool(read_only, idempotent)]
 pub async fn list_tasks(ctx: Context, args: ListTasks) -> Result<TaskList, ToolError> {
     let user_id = ctx.require_user_id()?.to_owned();
+    let limit = args.limit.unwrap_or(LIST_DEFAULT_LIMIT).clamp(1, LIST_MAX_LIMIT);
     let status = match args.status {
         TaskStatus::All => None,
         TaskStatus::Active => Some("active"),
@@ -280,8 +306,23 @@ pub async fn list_tasks(ctx: Context, args: ListTasks) -> Result<TaskList, ToolE
         TaskStatus::Cancelled => Some("cancelled"),
         TaskStatus::Failed => Some("failed"),
     };
-    let tasks = ctx.blocking(move |s: &Scheduler| s.store.list(&user_id, status)).await?;
-    Ok(TaskList { tasks: tasks.into_iter().map(TaskView::of).collect() })
+    let (newest, total) = ctx.blocking(move |s: &Scheduler| s.store.list(&user_id, status, limit)).await?;
+    let budget = ctx.state::<Scheduler>()?.store.limits().list_max_bytes;
+    Ok(TaskList { tasks: within_bytes(newest.into_iter().map(TaskView::of), budget), total })
+}
+
+/// The leading views (newest first) whose JSON fits in `budget` bytes
+/// together, oldest first.
+fn within_bytes(newest_first: impl Iterator<Item = TaskView>, budget: u64) -> Vec<TaskView> {
+    let mut used = 0u64;
+    let mut shown: Vec<TaskView> = newest_first
+        .take_while(|view| {
+            used = used.saturating_add(serde_json::to_vec(view).map_or(u64::MAX, |bytes| bytes.len() as u64));
+            used <= budget
+        })
+        .collect();
+    shown.reverse();
+    shown
 }
 
 /// Cancel one of the caller's tasks: it will not run again.
@@ -292,7 +333,8 @@ pub async fn cancel_task(ctx: Context, args: CancelTask) -> Result<TaskView, Too
         let shown: String = args.task_id.chars().take(64).collect();
         return Err(ToolError::not_found(format!("no task {shown:?} of yours; list_tasks shows your task ids")));
     };
-    let task = ctx.blocking(move |s: &Scheduler| s.store.cancel(&user_id, id)).await?;
+    let now = Timestamp::now().as_millisecond();
+    let task = ctx.blocking(move |s: &Scheduler| s.store.cancel(&user_id, id, now)).await?;
     Ok(TaskView::of(task))
 }
 

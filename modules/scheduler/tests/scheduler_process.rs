@@ -357,3 +357,40 @@ async fn hostile_and_odd_arguments_get_clear_errors_and_never_a_crash() {
     let not_an_id = call(&client, "u", "cancel_task", json!({"task_id": "../../etc/passwd"})).await;
     assert_eq!(error_kind(&not_an_id), "not_found");
 }
+
+#[tokio::test]
+async fn add_and_cancel_without_end_keeps_the_store_and_the_list_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("SCHEDULER_USER_MAX_FINISHED", "20"), ("SCHEDULER_LIST_MAX_BYTES", "65536")];
+    let module = start(&dir.path().join("s.db"), None, &env);
+    let client = module.client();
+    let prompt = "p".repeat(8000);
+    let mut ids = Vec::new();
+    for n in 0..30 {
+        let added = ok(
+            &client,
+            "alice",
+            "add_recurring_task",
+            json!({"schedule": "daily 9am", "description": format!("task {n}"),
+                   "execution_data": {"task_type": "agent_task", "prompt": prompt}}),
+        )
+        .await;
+        let id = added["task_id"].as_str().unwrap().to_owned();
+        ok(&client, "alice", "cancel_task", json!({"task_id": id})).await;
+        ids.push(id);
+    }
+    // 30 cancelled, 20 kept: the oldest ten are gone.
+    let listed = ok(&client, "alice", "list_tasks", json!({"status": "cancelled", "limit": 500})).await;
+    assert_eq!(listed["total"], 20, "{}", listed["total"]);
+    let gone = call(&client, "alice", "cancel_task", json!({"task_id": ids[9]})).await;
+    assert_eq!(error_kind(&gone), "not_found");
+    // About 8 KB a task: the 64 KiB answer budget shows the newest seven, oldest first.
+    let shown: Vec<&str> = listed["tasks"].as_array().unwrap().iter().map(|t| t["task_id"].as_str().unwrap()).collect();
+    assert_eq!(shown, ids[23..].iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(listed.to_string().len() < 70_000);
+    let two = ok(&client, "alice", "list_tasks", json!({"limit": 2})).await;
+    let shown: Vec<&str> = two["tasks"].as_array().unwrap().iter().map(|t| t["task_id"].as_str().unwrap()).collect();
+    assert_eq!((shown, two["total"].as_u64()), (vec![ids[28].as_str(), ids[29].as_str()], Some(20)));
+    let too_many = call(&client, "alice", "list_tasks", json!({"limit": 501})).await;
+    assert_eq!(error_kind(&too_many), "invalid_arguments");
+}

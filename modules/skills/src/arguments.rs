@@ -70,6 +70,10 @@ pub struct Argument {
     /// The most bytes a text value may have (its word's share of the
     /// kernel's per-argument limit).
     pub max_bytes: usize,
+    /// Whether a value may start an argv word with `-`: an enum (the skill
+    /// lists its values), an argument with `allow_leading_dash = true`, or
+    /// one that never starts a word before `--`.
+    pub may_start_with_dash: bool,
 }
 
 /// The JSON Schema of the arguments object.
@@ -86,11 +90,15 @@ pub fn input_schema(arguments: &[Argument]) -> Value {
             ArgType::Boolean => json!({"type": "boolean"}),
             ArgType::Enum(values) => json!({"type": "string", "enum": values}),
         };
+        let no_dash = if argument.may_start_with_dash { "" } else { ", not starting with `-`" };
         let description = match argument.kind {
             ArgType::String => format!(
-                "{} (one command-line argument: no NUL characters, at most {} bytes in UTF-8)",
+                "{} (one command-line argument: no NUL characters{no_dash}, at most {} bytes in UTF-8)",
                 argument.description, argument.max_bytes
             ),
+            ArgType::Integer | ArgType::Number if !argument.may_start_with_dash => {
+                format!("{} (not negative: a leading `-` would read as an option)", argument.description)
+            }
             _ => argument.description.clone(),
         };
         property["description"] = json!(description);
@@ -143,12 +151,14 @@ mod tests {
             description: format!("The {name}."),
             required,
             max_bytes: 100,
+            may_start_with_dash: name != "q",
         };
         let schema = input_schema(&[
             argument("q", ArgType::String, true),
             argument("n", ArgType::Integer, false),
             argument("mode", ArgType::Enum(vec!["a".into(), "b".into()]), false),
         ]);
+        assert!(schema["properties"]["q"]["description"].as_str().unwrap().contains("not starting with `-`"));
         assert_eq!(schema["required"], json!(["q"]));
         assert_eq!(schema["properties"]["q"]["maxLength"], 100);
         assert!(schema["properties"]["q"]["description"].as_str().unwrap().starts_with("The q. (one"));

@@ -91,6 +91,21 @@ pub struct Catalog {
 }
 
 impl Catalog {
+    /// [`Catalog::discover`], with its problems and counts logged.
+    pub fn discover_logged(settings: &Settings) -> Self {
+        let catalog = Self::discover(settings);
+        for problem in &catalog.problems {
+            tracing::warn!(file = %problem.file, line = problem.line, column = problem.column, reason = %problem.reason, "SKILL.toml problem");
+        }
+        tracing::info!(
+            skills = catalog.skills.len(),
+            tools = catalog.tools.len(),
+            problems = catalog.problems.len(),
+            "skills loaded"
+        );
+        catalog
+    }
+
     /// Reads every `SKILLS_DIR/*/SKILL.toml`, in directory-name order.
     pub fn discover(settings: &Settings) -> Self {
         let mut catalog = Self::default();
@@ -240,8 +255,8 @@ fn tool_from_entry(
     }
     let mut arguments = Vec::new();
     for placeholder in placeholders {
-        let (kind, description, required) = match entry.args.get(placeholder).map(|v| v.get_ref()) {
-            Some(ArgEntry::Description(text)) => (ArgType::inferred(placeholder), Some(text.clone()), true),
+        let (kind, description, required, allow_leading_dash) = match entry.args.get(placeholder).map(|v| v.get_ref()) {
+            Some(ArgEntry::Description(text)) => (ArgType::inferred(placeholder), Some(text.clone()), true, false),
             Some(ArgEntry::Detailed(table)) => {
                 let kind = match &table.kind {
                     Some(kind) => ArgType::explicit(kind, table.values.clone())
@@ -251,9 +266,9 @@ fn tool_from_entry(
                     }
                     None => ArgType::inferred(placeholder),
                 };
-                (kind, table.description.clone(), table.required.unwrap_or(true))
+                (kind, table.description.clone(), table.required.unwrap_or(true), table.allow_leading_dash)
             }
-            None => (ArgType::inferred(placeholder), None, true),
+            None => (ArgType::inferred(placeholder), None, true, false),
         };
         let description = match description.filter(|d| !d.trim().is_empty()) {
             Some(description) => description.trim().to_owned(),
@@ -267,7 +282,16 @@ fn tool_from_entry(
             }
         };
         let max_bytes = template.max_value_bytes(placeholder);
-        arguments.push(Argument { name: placeholder.to_owned(), kind, description, required, max_bytes });
+        let may_start_with_dash =
+            allow_leading_dash || matches!(kind, ArgType::Enum(_)) || !template.can_start_an_option(placeholder);
+        arguments.push(Argument {
+            name: placeholder.to_owned(),
+            kind,
+            description,
+            required,
+            max_bytes,
+            may_start_with_dash,
+        });
     }
     let timeout_seconds = match &entry.timeout_seconds {
         Some(seconds) if *seconds.get_ref() > 0.0 && *seconds.get_ref() <= settings.max_timeout_seconds => {

@@ -23,6 +23,7 @@ use clap::Parser;
 use module_sdk::ServeConfig;
 use module_sdk::service::init_logging;
 
+use crate::catalog::Catalog;
 use crate::serve::LiveRouter;
 use crate::settings::Settings;
 
@@ -37,6 +38,12 @@ async fn run(settings: Settings) -> Result<(), String> {
     init_logging(config.log_format);
     if !settings.skills_dir.is_dir() {
         return Err(format!("SKILLS_DIR={} is not a directory", settings.skills_dir.display()));
+    }
+    if settings.sdk.stdio {
+        // One MCP session over stdio: the tools found now, no reload (MCP
+        // clients that start a module list its tools once).
+        tracing::info!("serving MCP on stdio: changes under SKILLS_DIR need a restart");
+        return tools::module(Catalog::discover_logged(&settings)).serve().await.map_err(|e| e.to_string());
     }
     let live = LiveRouter::new(&settings, config)?;
     let _watcher = watch::watch(settings, live.clone())?;

@@ -39,7 +39,10 @@ pub struct SkillOutput {
 pub async fn run(tool: &SkillTool, arguments: Map<String, Value>) -> Result<SkillOutput, ToolError> {
     let argv = tool
         .template
-        .argv(|name| arguments.get(name).filter(|v| !v.is_null()).map(as_word))
+        .argv(
+            |name| arguments.get(name).filter(|v| !v.is_null()).map(as_word),
+            |name| tool.arguments.iter().any(|argument| argument.name == name && argument.may_start_with_dash),
+        )
         .map_err(|error| ToolError::invalid_arguments(error.to_string()))?;
     let (program, args) = argv.split_first().expect("a template has a program word");
     let mut run = Run::new(program_path(&tool.directory, program), args)

@@ -78,15 +78,5 @@ async fn forward(State(live): State<LiveRouter>, request: Request) -> Response {
 
 /// The SDK router of the catalog under `SKILLS_DIR` now; its problems are logged.
 fn build(settings: &Settings, config: &ServeConfig) -> Result<Router, String> {
-    let catalog = Catalog::discover(settings);
-    for problem in &catalog.problems {
-        tracing::warn!(file = %problem.file, line = problem.line, column = problem.column, reason = %problem.reason, "SKILL.toml problem");
-    }
-    tracing::info!(
-        skills = catalog.skills.len(),
-        tools = catalog.tools.len(),
-        problems = catalog.problems.len(),
-        "skills loaded"
-    );
-    module(catalog).router(config).map_err(|error| error.to_string())
+    module(Catalog::discover_logged(settings)).router(config).map_err(|error| error.to_string())
 }

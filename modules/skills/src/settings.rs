@@ -12,6 +12,10 @@ use limited_process::Limits;
 #[derive(Debug, Clone, Parser)]
 #[command(version, about = "Serve the skills module: the scripts described by SKILL.toml files, as tools.")]
 pub struct Settings {
+    /// The SDK's flags (`--stdio`).
+    #[command(flatten)]
+    pub sdk: module_sdk::SdkFlags,
+
     /// Directory whose subdirectories hold a `SKILL.toml` each; watched for changes.
     #[arg(long, env = "SKILLS_DIR", default_value = "./skills")]
     pub skills_dir: PathBuf,

@@ -104,6 +104,11 @@ pub struct ArgTable {
     /// `false` makes the argument optional.
     #[serde(default)]
     pub required: Option<bool>,
+    /// `true` lets a value start an argv word with `-` (the script reads
+    /// it as an option, or takes its arguments by position and knows that
+    /// `-x` is text).
+    #[serde(default)]
+    pub allow_leading_dash: bool,
 }
 
 /// A problem in one file, at one place.

@@ -1,6 +1,8 @@
 //! Command templates: split into argv words once, at load time; a value
 //! replaces its placeholder inside one word, so it can never add words,
-//! pipes, redirections or substitutions.
+//! pipes, redirections or substitutions. A value that would start a word
+//! with `-` (and so be read as an option) is refused unless its argument
+//! allows it or the word comes after a literal `--` word.
 
 use std::collections::BTreeSet;
 use std::sync::LazyLock;
@@ -45,7 +47,16 @@ pub enum ValueError {
         /// The size of the word it makes.
         bytes: usize,
     },
+    /// The value would start an argv word with `-`, so the program would
+    /// take it for an option.
+    #[error(
+        "arguments.{0}: starts with `-`, so the program would read it as an option; send a value that does not start with `-`"
+    )]
+    LeadingDash(String),
 }
+
+/// The literal word after which a program reads no more options.
+const END_OF_OPTIONS: &str = "--";
 
 /// A piece of an argv word.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +102,20 @@ impl Word {
     fn is_flag(&self) -> bool {
         matches!(self.0.as_slice(), [Piece::Text(text)] if text.starts_with('-'))
     }
+
+    /// The literal word `--`.
+    fn is_end_of_options(&self) -> bool {
+        matches!(self.0.as_slice(), [Piece::Text(text)] if text == END_OF_OPTIONS)
+    }
+
+    /// Whether `name`'s value can be the first text of this word (only
+    /// placeholders before it).
+    fn can_lead_with(&self, name: &str) -> bool {
+        self.0
+            .iter()
+            .take_while(|piece| matches!(piece, Piece::Placeholder(_)))
+            .any(|piece| matches!(piece, Piece::Placeholder(p) if p == name))
+    }
 }
 
 /// A command line with `{placeholders}`, split into words.
@@ -133,12 +158,30 @@ impl CommandTemplate {
             .unwrap_or(MAX_ARGUMENT_BYTES)
     }
 
+    /// The words before the first literal `--` (all of them without one):
+    /// those a program may read as options.
+    fn option_words(&self) -> impl Iterator<Item = &Word> {
+        self.words.iter().take_while(|word| !word.is_end_of_options())
+    }
+
+    /// Whether `name`'s value can start a word a program may read as an
+    /// option: the argument whose values starting with `-` are refused.
+    pub fn can_start_an_option(&self, name: &str) -> bool {
+        self.option_words().any(|word| word.can_lead_with(name))
+    }
+
     /// The program and its arguments, with `value(name)` in each
     /// placeholder. A word with an absent value is left out, with the flag
-    /// word right before it (`--limit {limit}`).
-    pub fn argv(&self, value: impl Fn(&str) -> Option<String>) -> Result<Vec<String>, ValueError> {
+    /// word right before it (`--limit {limit}`). A value that would start
+    /// a word before `--` with `-` is refused unless `may_start_with_dash(name)`.
+    pub fn argv(
+        &self,
+        value: impl Fn(&str) -> Option<String>,
+        may_start_with_dash: impl Fn(&str) -> bool,
+    ) -> Result<Vec<String>, ValueError> {
         let mut argv: Vec<String> = Vec::with_capacity(self.words.len());
         let mut previous_was_flag = false;
+        let mut options_ended = false;
         for word in &self.words {
             let mut text = String::new();
             let mut complete = true;
@@ -147,6 +190,14 @@ impl CommandTemplate {
                     Piece::Text(literal) => text.push_str(literal),
                     Piece::Placeholder(name) => match value(name) {
                         Some(value) if value.contains('\0') => return Err(ValueError::Nul(name.clone())),
+                        Some(value)
+                            if !options_ended
+                                && text.is_empty()
+                                && value.starts_with('-')
+                                && !may_start_with_dash(name) =>
+                        {
+                            return Err(ValueError::LeadingDash(name.clone()));
+                        }
                         Some(value) => text.push_str(&value),
                         None => complete = false,
                     },
@@ -164,6 +215,7 @@ impl CommandTemplate {
                 return Err(ValueError::TooLong { name, bytes: text.len() });
             }
             previous_was_flag = word.is_flag();
+            options_ended |= word.is_end_of_options();
             argv.push(text);
         }
         Ok(argv)
@@ -176,7 +228,8 @@ mod tests {
 
     fn argv(command: &str, values: &[(&str, &str)]) -> Vec<String> {
         let template = CommandTemplate::parse(command).unwrap();
-        template.argv(|name| values.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned())).unwrap()
+        let value = |name: &str| values.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned());
+        template.argv(value, |_| false).unwrap()
     }
 
     #[test]
@@ -186,6 +239,7 @@ mod tests {
             argv("python3 'scripts/a b.py' list --name {name} --tag=x{name}y", &[("name", hostile)]),
             ["python3", "scripts/a b.py", "list", "--name", hostile, &format!("--tag=x{hostile}y")]
         );
+        assert_eq!(argv("sort --key={k} {f}", &[("k", "-x"), ("f", "a-")]), ["sort", "--key=-x", "a-"]);
         assert_eq!(argv("echo \"{a}\" {b}", &[("a", "1"), ("b", "{a}")]), ["echo", "1", "{a}"]);
     }
 
@@ -194,6 +248,31 @@ mod tests {
         let command = "reader list --limit {limit} --name {name} --tag={tag} {path}";
         assert_eq!(argv(command, &[("path", "p")]), ["reader", "list", "p"]);
         assert_eq!(argv(command, &[("limit", "5"), ("tag", "t")]), ["reader", "list", "--limit", "5", "--tag=t"]);
+    }
+
+    #[test]
+    fn a_value_that_would_start_an_option_is_refused_unless_allowed() {
+        let template = CommandTemplate::parse("sort {a}{b} {file} -- {operand}").unwrap();
+        let values = |file: &'static str| {
+            move |name: &str| match name {
+                "a" => Some(String::new()),
+                "b" => Some("b".into()),
+                "file" => Some(file.into()),
+                _ => Some("--after-the-end".into()),
+            }
+        };
+        let refused = template.argv(values("--output=/tmp/x/victim.txt"), |_| false).unwrap_err();
+        assert_eq!(refused, ValueError::LeadingDash("file".into()));
+        assert!(refused.to_string().starts_with("arguments.file: starts with `-`"), "{refused}");
+        assert_eq!(template.argv(values("-"), |_| false), Err(ValueError::LeadingDash("file".into())));
+        let allowed = template.argv(values("-r"), |name| name == "file").unwrap();
+        assert_eq!(allowed, ["sort", "b", "-r", "--", "--after-the-end"]);
+        // An empty value before it does not hide a leading dash.
+        let hidden =
+            template.argv(|name| Some(if name == "a" { String::new() } else { format!("-{name}") }), |_| false);
+        assert_eq!(hidden, Err(ValueError::LeadingDash("b".into())));
+        let which: Vec<bool> = ["a", "b", "file", "operand"].map(|n| template.can_start_an_option(n)).into();
+        assert_eq!(which, [true, true, true, false]);
     }
 
     #[test]
@@ -209,11 +288,11 @@ mod tests {
         assert_eq!(CommandTemplate::parse("  "), Err(TemplateError::Empty));
         assert!(matches!(CommandTemplate::parse("{tool} x"), Err(TemplateError::PlaceholderProgram(_))));
         let template = CommandTemplate::parse("echo --x={v}").unwrap();
-        assert_eq!(template.argv(|_| Some("a\0b".into())), Err(ValueError::Nul("v".into())));
+        assert_eq!(template.argv(|_| Some("a\0b".into()), |_| false), Err(ValueError::Nul("v".into())));
         let long = "a".repeat(MAX_ARGUMENT_BYTES - 3);
-        let error = template.argv(|_| Some(long.clone())).unwrap_err();
+        let error = template.argv(|_| Some(long.clone()), |_| false).unwrap_err();
         assert_eq!(error, ValueError::TooLong { name: "v".into(), bytes: MAX_ARGUMENT_BYTES + 1 });
         assert!(error.to_string().contains("131071 bytes per argument"), "{error}");
-        assert!(template.argv(|_| Some("a".repeat(MAX_ARGUMENT_BYTES - 4))).is_ok());
+        assert!(template.argv(|_| Some("a".repeat(MAX_ARGUMENT_BYTES - 4)), |_| false).is_ok());
     }
 }

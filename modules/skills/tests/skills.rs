@@ -26,6 +26,22 @@ command = "python3 scripts/echo_args.py --value {value}"
 value = "Any text."
 
 [[tools]]
+name = "sort"
+description = "Sort a file of the skill."
+command = "sort {file}"
+read_only = true
+[tools.args]
+file = "The file."
+
+[[tools]]
+name = "echo_any"
+description = "Print the arguments as JSON; the script takes them by position."
+command = "python3 scripts/echo_args.py {first} -- {rest}"
+[tools.args]
+first = { description = "Any text, dashes too.", allow_leading_dash = true }
+rest = "Any text, after `--`."
+
+[[tools]]
 name = "sleeper"
 description = "Start a child, then sleep past the timeout."
 command = "sh scripts/sleeper.sh"
@@ -82,8 +98,6 @@ async fn hostile_values_arrive_as_one_literal_argument() {
         format!("x | touch {m}"),
         format!("x && touch {m} > {m}"),
         format!("line one\nline two; touch {m}"),
-        "--flag-injection".to_owned(),
-        "-".to_owned(),
         "*".to_owned(),
         "~".to_owned(),
         "~/x".to_owned(),
@@ -101,6 +115,28 @@ async fn hostile_values_arrive_as_one_literal_argument() {
         assert_eq!(result["result"]["exit_code"], 0);
     }
     assert!(!marker.exists(), "a value ran a command");
+}
+
+#[tokio::test]
+async fn a_value_that_would_be_an_option_is_refused_unless_the_skill_allows_it() {
+    let (dir, module) = start();
+    let client = module.client();
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, "keep me\n").unwrap();
+    for value in [format!("--output={}", victim.display()), "-".to_owned()] {
+        let sort = client.call("skills.probe_sort", json!({"file": value}), None).await;
+        assert_eq!(sort["error_kind"], "invalid_arguments", "{sort}");
+        assert!(sort["error"].as_str().unwrap().contains("arguments.file: starts with `-`"), "{sort}");
+    }
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me\n");
+    let flag = client.call("skills.probe_echo", json!({"value": "--flag-injection"}), None).await;
+    assert_eq!(flag["error_kind"], "invalid_arguments", "{flag}");
+    let allowed = client.call("skills.probe_echo_any", json!({"first": "-x", "rest": "--y"}), None).await;
+    assert_eq!(allowed["result"]["stdout"], json!(["-x", "--", "--y"]), "{allowed}");
+    let manifest = client.manifest().await;
+    let sort = manifest["tools"].as_array().unwrap().iter().find(|t| t["name"] == "skills.probe_sort").unwrap();
+    let description = sort["input_schema"]["properties"]["file"]["description"].as_str().unwrap();
+    assert!(description.contains("not starting with `-`"), "{description}");
 }
 
 #[tokio::test]
