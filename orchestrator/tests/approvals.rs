@@ -393,8 +393,9 @@ async fn approvals_have_a_byte_budget_each_and_in_all() {
     let redis = RedisServer::start();
     let setup = Setup::new();
     let redis_url = redis.as_ref().map(RedisServer::url);
-    // Each transfer of `many_transfers(8)` is 24 bytes of arguments: four fit in 100.
-    let budgets = [("MAX_APPROVAL_ARGUMENT_BYTES", "50"), ("MAX_APPROVAL_BYTES", "100")];
+    // Each transfer of `many_transfers(8)` is 24 bytes of arguments and a
+    // 6-byte call id: four fit in 120.
+    let budgets = [("MAX_APPROVAL_ARGUMENT_BYTES", "50"), ("MAX_APPROVAL_BYTES", "120")];
     let mut stores = vec![budgets.to_vec()];
     if let Some(url) = &redis_url {
         stores.push([&budgets[..], &[("REDIS_URL", url.as_str())]].concat());
@@ -406,7 +407,14 @@ async fn approvals_have_a_byte_budget_each_and_in_all() {
         let (status, answer) = orchestrator.post_with(path, Some(&key("ada")), &large).await;
         assert_eq!((status, &answer["pending_approvals"]), (200, &json!([])), "{answer}");
         let refusal = answer["messages"][0]["content"].as_str().unwrap();
-        assert!(refusal.contains("MAX_APPROVAL_ARGUMENT_BYTES") && refusal.contains("59 bytes"), "{refusal}");
+        // 59 bytes of arguments and a 10-byte id.
+        assert!(refusal.contains("MAX_APPROVAL_ARGUMENT_BYTES") && refusal.contains("69 bytes"), "{refusal}");
+        // A small call with a made-up id as long as a message may be.
+        let long_id = transfer_message(&"c".repeat(60), &json!({"to": "carol", "cents": 1}));
+        let (_, answer) = orchestrator.post_with(path, Some(&key("ada")), &long_id).await;
+        assert_eq!(answer["pending_approvals"], json!([]), "{answer}");
+        let refusal = answer["messages"][0]["content"].as_str().unwrap();
+        assert!(refusal.contains("MAX_APPROVAL_ARGUMENT_BYTES") && refusal.contains("84 bytes"), "{refusal}");
 
         let (_, answer) = orchestrator.post_with(path, Some(&key("ada")), &many_transfers(8)).await;
         assert_eq!(answer["pending_approvals"].as_array().unwrap().len(), 4, "{settings:?}: {answer}");
@@ -422,7 +430,7 @@ async fn an_approved_call_that_ran_answers_its_result_even_when_the_store_fails_
     let Some(mut redis) = RedisServer::start() else { return };
     let setup = Setup::new();
     let orchestrator = setup.start(&[("REDIS_URL", &redis.url())]).await;
-    let arguments = json!({"to": "carol", "cents": 500, "wait_ms": 1500});
+    let arguments = json!({"to": "carol", "cents": 500, "wait_ms": 4000});
     let (_, pending) = request_transfer_of(&orchestrator, "call_lost", &arguments).await;
     let id = pending["id"].as_str().unwrap().to_owned();
     let deciding = {

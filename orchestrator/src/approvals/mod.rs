@@ -62,7 +62,7 @@ pub enum ApprovalError {
     },
     /// The call's arguments are larger than an approval may hold.
     #[error(
-        "the call's arguments are {bytes} bytes as JSON, more than the {max} an approval may hold (MAX_APPROVAL_ARGUMENT_BYTES)"
+        "the call's arguments (as JSON) and id are {bytes} bytes, more than the {max} an approval may hold (MAX_APPROVAL_ARGUMENT_BYTES)"
     )]
     TooLarge {
         /// The arguments' size.
@@ -139,7 +139,11 @@ impl Approvals {
         arguments: Map<String, Value>,
         call: Option<ProviderCall>,
     ) -> Result<Approval, ApprovalError> {
-        let bytes = serde_json::to_vec(&arguments).map_or(0, |text| text.len());
+        // What the caller writes into the record: its arguments and the
+        // provider call's id (free text from the model's message); the
+        // rest is the orchestrator's own or a name it checked.
+        let bytes = serde_json::to_vec(&arguments).map_or(0, |text| text.len())
+            + call.as_ref().map_or(0, |call| call.call_id.len());
         if bytes > self.settings.max_argument_bytes {
             return Err(ApprovalError::TooLarge { bytes, max: self.settings.max_argument_bytes });
         }

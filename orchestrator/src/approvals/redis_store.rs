@@ -3,9 +3,11 @@
 //! they are dropped) and, per user, the pending ones
 //! (`approvals:pending:user:{user}`, ids scored by when they expire, in
 //! milliseconds), each expiring with the record; and, for
-//! `MAX_APPROVAL_BYTES`, each indexed approval's argument bytes (the hash
-//! `approvals:bytes`) and their sum (`approvals:bytes:total`), kept by the
-//! script that stores (and drops lapsed ids from the index).
+//! `MAX_APPROVAL_BYTES`, each counted approval's bytes (the hash
+//! `approvals:bytes`), their sum (`approvals:bytes:total`) and when each
+//! leaves the sum (`approvals:bytes:drop`, ids scored like the index), kept
+//! by the script that stores alone: no other writer (an older replica, a
+//! person deleting the index) can leave bytes counted that are gone.
 
 use std::collections::HashMap;
 
@@ -41,28 +43,36 @@ fn pending_key(user: Option<&str>) -> String {
     }
 }
 
-/// The argument bytes of each indexed approval.
+/// The counted bytes of each approval.
 const BYTES: &str = "approvals:bytes";
 /// The sum of [`BYTES`].
 const TOTAL_BYTES: &str = "approvals:bytes:total";
+/// When each approval of [`BYTES`] leaves the sum: ids scored by drop time.
+const BYTES_DROP: &str = "approvals:bytes:drop";
 
 /// Stores a new pending approval if the budgets allow, in one step (Redis
-/// runs a script alone): drops the lapsed ids from the index (and their
-/// bytes from the sum) and from the user's pending set, then answers 1 when
-/// the index holds `max_total` ids, 2 when the user has `max_pending`
-/// pending ones, 3 when its bytes would take the sum past `max_total_bytes`,
-/// and otherwise stores the record, indexes it and counts its bytes (0).
+/// runs a script alone): drops the lapsed ids from the index, their bytes
+/// from the sum (by the script's own drop set, so the sum never drifts),
+/// and the lapsed ids of the user's pending set; then answers 1 when the
+/// index holds `max_total` ids, 2 when the user has `max_pending` pending
+/// ones, 3 when its bytes would take the sum past `max_total_bytes`, and
+/// otherwise stores the record, indexes it and counts its bytes (0). The
+/// pending set's TTL is only ever lengthened.
 /// KEYS: the index, the user's pending set, the record, the bytes hash, the
-/// sum. ARGV: now (seconds), now (milliseconds), max_total, max_pending,
-/// id, drop_at (seconds), expires_at (milliseconds), the record's JSON, its
-/// TTL (seconds), max_total_bytes, its bytes.
+/// sum, the drop set. ARGV: now (seconds), now (milliseconds), max_total,
+/// max_pending, id, drop_at (seconds), expires_at (milliseconds), the
+/// record's JSON, its TTL (seconds), max_total_bytes, its bytes.
 const INSERT: &str = r"
-    for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])) do
+    for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', ARGV[1])) do
         local bytes = redis.call('HGET', KEYS[4], id)
         if bytes then
             redis.call('HDEL', KEYS[4], id)
             redis.call('DECRBY', KEYS[5], bytes)
         end
+    end
+    redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', ARGV[1])
+    if redis.call('ZCARD', KEYS[6]) == 0 or redis.call('HLEN', KEYS[4]) == 0 then
+        redis.call('DEL', KEYS[4], KEYS[5], KEYS[6])
     end
     redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
     if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 1 end
@@ -72,9 +82,10 @@ const INSERT: &str = r"
     redis.call('SET', KEYS[3], ARGV[8], 'EX', ARGV[9])
     redis.call('ZADD', KEYS[1], ARGV[6], ARGV[5])
     redis.call('ZADD', KEYS[2], ARGV[7], ARGV[5])
-    redis.call('EXPIRE', KEYS[2], ARGV[9])
+    if redis.call('TTL', KEYS[2]) < tonumber(ARGV[9]) then redis.call('EXPIRE', KEYS[2], ARGV[9]) end
     redis.call('HSET', KEYS[4], ARGV[5], ARGV[11])
     redis.call('INCRBY', KEYS[5], ARGV[11])
+    redis.call('ZADD', KEYS[6], ARGV[6], ARGV[5])
     return 0
 ";
 
@@ -137,12 +148,13 @@ impl ApprovalStore for RedisStore {
             let mut connection = self.connection.clone();
             let refused: u8 = redis::cmd("EVAL")
                 .arg(INSERT)
-                .arg(5)
+                .arg(6)
                 .arg(INDEX)
                 .arg(pending_key(approval.user_id.as_deref()))
                 .arg(record_key(&approval.id))
                 .arg(BYTES)
                 .arg(TOTAL_BYTES)
+                .arg(BYTES_DROP)
                 .arg(now.unix_timestamp())
                 .arg(unix_millis(now).to_string())
                 .arg(settings.max_total)
@@ -181,6 +193,9 @@ impl ApprovalStore for RedisStore {
                 // Decided: no longer counts against its user's pending budget.
                 pipe.zrem(pending_key(approval.user_id.as_deref()), &approval.id);
             }
+            // Its bytes stay counted as long as the record is kept (only an
+            // approval the script counted is in the drop set: `XX`).
+            pipe.cmd("ZADD").arg(BYTES_DROP).arg("XX").arg(drop_at.unix_timestamp()).arg(&approval.id);
             pipe.exec_async(&mut connection).await.map_err(unavailable)
         }
         .boxed()
@@ -283,6 +298,27 @@ mod tests {
     async fn inserting_keeps_to_the_budgets() {
         let Some(redis) = test_support::RedisServer::start() else { return };
         check_insert_budgets(&RedisStore::new(&redis.url()).unwrap()).await;
+    }
+
+    #[tokio::test]
+    async fn counted_bytes_leave_the_sum_with_their_approval_whoever_emptied_the_index() {
+        let Some(redis) = test_support::RedisServer::start() else { return };
+        let store = RedisStore::new(&redis.url()).unwrap();
+        let settings = ApprovalSettings { max_total_bytes: 1000, ..ApprovalSettings::default() };
+        let lapsed = approval("lapsed", Duration::from_secs(60));
+        let past = OffsetDateTime::now_utc() - Duration::from_secs(1);
+        assert_eq!(store.insert(&lapsed, 600, past, &settings).await.unwrap(), Admission::Stored);
+        // An older replica's listing (or a person) empties the index alone.
+        let mut connection = store.connection.clone();
+        let _: () = connection.del(INDEX).await.unwrap();
+        let next = approval("next", Duration::from_secs(60));
+        assert_eq!(store.insert(&next, 600, next.expires_at, &settings).await.unwrap(), Admission::Stored);
+        let total: i64 = connection.get(TOTAL_BYTES).await.unwrap();
+        assert_eq!(total, 600, "only the kept approval's bytes are counted");
+        // Without the drop set nothing is known to be counted: the sum starts again.
+        let _: () = connection.del(BYTES_DROP).await.unwrap();
+        let last = approval("last", Duration::from_secs(60));
+        assert_eq!(store.insert(&last, 900, last.expires_at, &settings).await.unwrap(), Admission::Stored);
     }
 
     #[tokio::test]
