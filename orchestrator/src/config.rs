@@ -281,17 +281,7 @@ impl Config {
                         None => return Ok(default),
                     },
                 };
-                // Past a day a deadline or interval made from it is no
-                // longer a limit, and far past it adding it to a clock panics.
-                value
-                    .filter(|v| v.is_finite() && *v > 0.0)
-                    .and_then(|v| Duration::try_from_secs_f64(v).ok())
-                    .filter(|duration| *duration <= MAX_TIMEOUT)
-                    .ok_or_else(|| {
-                        let reason =
-                            format!("expected a positive number of seconds, at most {}", MAX_TIMEOUT.as_secs());
-                        invalid(name, &text, reason)
-                    })
+                seconds_setting(name, &text, value, AtLeast::Positive)
             };
 
         let count = |name, what: &str, from_file, default| {
@@ -527,11 +517,43 @@ pub(crate) fn seconds_at_least(
     min: f64,
 ) -> Result<Duration, ConfigError> {
     let Some(text) = env(name) else { return Ok(Duration::from_secs_f64(default)) };
-    text.parse::<f64>()
-        .ok()
-        .filter(|&seconds| seconds >= min)
+    seconds_setting(name, &text, text.parse::<f64>().ok(), AtLeast::Seconds(min))
+}
+
+/// The least a setting in seconds may be.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum AtLeast {
+    /// More than zero.
+    Positive,
+    /// This many seconds.
+    Seconds(f64),
+}
+
+/// Setting `name` in seconds, `value` as read from `text`: finite, at least
+/// `min` and at most a day ([`MAX_TIMEOUT`]). Past a day a deadline or an
+/// interval made from it is no longer a limit, and far past it adding it to
+/// a clock panics.
+pub(crate) fn seconds_setting(
+    name: &'static str,
+    text: &str,
+    value: Option<f64>,
+    min: AtLeast,
+) -> Result<Duration, ConfigError> {
+    let enough = |seconds: f64| match min {
+        AtLeast::Positive => seconds > 0.0,
+        AtLeast::Seconds(least) => seconds >= least,
+    };
+    value
+        .filter(|seconds| seconds.is_finite() && enough(*seconds))
         .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok())
-        .ok_or_else(|| invalid(name, &text, format!("expected a number of seconds, at least {min}")))
+        .filter(|duration| *duration <= MAX_TIMEOUT)
+        .ok_or_else(|| {
+            let least = match min {
+                AtLeast::Positive => "a positive number of seconds".to_owned(),
+                AtLeast::Seconds(least) => format!("a number of seconds, at least {least}"),
+            };
+            invalid(name, text, format!("expected {least}, at most {}", MAX_TIMEOUT.as_secs()))
+        })
 }
 
 /// The error of setting `name` with `value`, saying what is expected instead.
@@ -604,6 +626,10 @@ mod tests {
             (&[("BODY_READ_TIMEOUT_SECONDS", "1e300")], "BODY_READ_TIMEOUT_SECONDS"),
             (&[("HEADER_READ_TIMEOUT_SECONDS", "1e19")], "HEADER_READ_TIMEOUT_SECONDS"),
             (&[("REFRESH_INTERVAL", "86400.5")], "REFRESH_INTERVAL"),
+            (&[("MAX_TOOL_TIMEOUT", "1e19")], "MAX_TOOL_TIMEOUT"),
+            (&[("APPROVAL_EXPIRY_SECONDS", "1e12")], "APPROVAL_EXPIRY_SECONDS"),
+            (&[("MCP_TASK_TTL_SECONDS", "1e19")], "MCP_TASK_TTL_SECONDS"),
+            (&[("REVOCATION_REFRESH_SECONDS", "1e19")], "REVOCATION_REFRESH_SECONDS"),
             (&[("MAX_CONNECTIONS", "-5")], "MAX_CONNECTIONS"),
         ];
         for (env, name) in cases {

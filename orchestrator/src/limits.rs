@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use module_sdk::contract::SchemaBudget;
 
-use crate::config::{ConfigError, invalid, positive_count};
+use crate::config::{AtLeast, ConfigError, positive_count, seconds_setting};
 
 /// The default [`Budgets::max_manifest_bytes`], 4 MiB.
 pub const DEFAULT_MAX_MANIFEST_BYTES: usize = 4 * 1024 * 1024;
@@ -97,9 +97,9 @@ impl Budgets {
         let defaults = Self::default();
         let count = |name, from_file, default| positive_count(env, name, from_file, default, "a positive whole number");
         let max_tool_timeout = match env("MAX_TOOL_TIMEOUT").map(|t| (t.parse::<f64>().ok(), t)) {
-            Some((value, text)) => seconds("MAX_TOOL_TIMEOUT", value, &text)?,
+            Some((value, text)) => seconds_setting("MAX_TOOL_TIMEOUT", &text, value, AtLeast::Positive)?,
             None => match file.max_tool_timeout {
-                Some(value) => seconds("MAX_TOOL_TIMEOUT", Some(value), &value.to_string())?,
+                Some(value) => seconds_setting("MAX_TOOL_TIMEOUT", &value.to_string(), Some(value), AtLeast::Positive)?,
                 None => defaults.max_tool_timeout,
             },
         };
@@ -132,14 +132,6 @@ impl Budgets {
     pub fn capped_timeout(&self, seconds: f64) -> f64 {
         seconds.min(self.max_tool_timeout.as_secs_f64())
     }
-}
-
-/// A positive number of seconds a `Duration` can hold.
-fn seconds(name: &'static str, value: Option<f64>, text: &str) -> Result<Duration, ConfigError> {
-    value
-        .filter(|v| v.is_finite() && *v > 0.0)
-        .and_then(|v| Duration::try_from_secs_f64(v).ok())
-        .ok_or_else(|| invalid(name, text, "expected a positive number of seconds".into()))
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::time::Duration;
 use module_sdk::RiskLevel;
 use module_sdk::contract::ToolDefinition;
 
-use crate::config::{ConfigError, invalid, positive_count};
+use crate::config::{AtLeast, ConfigError, invalid, positive_count, seconds_setting};
 
 /// The default of `APPROVAL_EXPIRY_SECONDS`: one hour.
 pub const DEFAULT_APPROVAL_EXPIRY_SECONDS: f64 = 3600.0;
@@ -84,10 +84,7 @@ impl ApprovalSettings {
         };
         let expiry = match expiry.0 {
             None if expiry.1.is_empty() => defaults.expiry,
-            value => value
-                .filter(|v| v.is_finite() && *v >= 1.0)
-                .and_then(|v| Duration::try_from_secs_f64(v).ok())
-                .ok_or_else(|| invalid("APPROVAL_EXPIRY_SECONDS", &expiry.1, "expected at least 1 second".into()))?,
+            value => seconds_setting("APPROVAL_EXPIRY_SECONDS", &expiry.1, value, AtLeast::Seconds(1.0))?,
         };
         let risk_level = match env("APPROVAL_RISK_LEVEL").or(file.approval_risk_level) {
             None => None,

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use super::jwt::{JwksSource, JwtSettings};
 use super::keys::{ApiKey, ApiKeyEntry};
 use super::revocations::DEFAULT_REVOCATION_REFRESH_SECONDS;
-use crate::config::{ConfigError, invalid};
+use crate::config::{AtLeast, ConfigError, invalid, seconds_setting};
 
 /// The default of `JWT_ALGORITHMS`.
 pub const DEFAULT_JWT_ALGORITHMS: &str = "RS256,ES256";
@@ -144,10 +144,7 @@ fn at_least_one_second(
         Some(value) => (value.clone(), value.parse::<f64>().ok()),
         None => (String::new(), from_file.or(Some(default))),
     };
-    seconds
-        .filter(|s| s.is_finite() && *s >= 1.0)
-        .and_then(|s| Duration::try_from_secs_f64(s).ok())
-        .ok_or_else(|| invalid(name, &text, "expected at least 1 second".into()))
+    seconds_setting(name, &text, seconds, AtLeast::Seconds(1.0))
 }
 
 fn read_keys_file(path: &Path) -> Result<Vec<ApiKeyEntry>, ConfigError> {
