@@ -55,6 +55,8 @@ impl ListingKey {
             let mut modules = modules.clone();
             modules.sort_unstable();
             modules.dedup();
+            // The repeats' room too, or it would be held uncounted.
+            modules.shrink_to_fit();
             modules
         });
         Self { generation, permission: caller.permission, modules, format, variant }
@@ -186,5 +188,9 @@ mod tests {
         }
         let held = cache.entries.read().unwrap().answers.len();
         assert!(held < 20, "{held} keys of 200 names each held in 64 KiB");
+        // Repeated names are counted once and hold no more than that.
+        let repeated = Caller::new(Some("user"), Some(vec!["a".to_owned(); 10_000]));
+        let key = ListingKey::new(2, &repeated, ToolFormat::Raw, ListingVariant::default());
+        assert_eq!((key.heap_bytes(), key.modules.as_ref().unwrap().capacity()), (size_of::<String>() + 1, 1));
     }
 }
