@@ -308,15 +308,23 @@ impl Executor {
 
     /// The ToolResult of a call that never reached a tool. The names it
     /// offers instead are only those `caller` may see, and a module it may
-    /// not use keeps its discovery error (which may name internal
-    /// addresses) to itself: a refusal lists no more than a listing would.
+    /// not use is answered as unknown (keeping its tools and its discovery
+    /// error, which may name internal addresses, to itself): a refusal
+    /// lists no more than a listing would.
     fn refusal(&self, caller: &Caller, tool_name: &str, error: &RouteError) -> ToolResult {
         let snapshot = self.registry.snapshot();
         let visible = || snapshot.tools_for(caller);
-        let (kind, message) = match error {
-            RouteError::NotDiscovered { module, .. } if !caller.allows_module(module) => {
-                (ErrorKind::Unavailable, format!("module `{module}` has not been reached yet; try again later"))
+        // A module the caller may not use is answered as one that does not exist.
+        let hidden = match error {
+            RouteError::NotDiscovered { module, .. } | RouteError::UnknownTool { module, .. }
+                if !caller.allows_module(module) =>
+            {
+                Some(RouteError::UnknownModule { module: module.clone(), tool: tool_name.to_owned() })
             }
+            _ => None,
+        };
+        let error = hidden.as_ref().unwrap_or(error);
+        let (kind, message) = match error {
             RouteError::NotDiscovered { .. } => (ErrorKind::Unavailable, error.to_string()),
             RouteError::BadName(_) => (ErrorKind::UnknownTool, error.to_string()),
             RouteError::UnknownModule { .. } => {

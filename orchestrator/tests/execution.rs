@@ -95,7 +95,10 @@ async fn a_refused_call_names_only_what_the_caller_may_see() {
     assert!(!guest.contains("wipe"), "an admin tool is not named to a guest: {guest}");
     let persona = json!({"tool_name": "alpha.erase", "user_permission": "owner", "modules": ["beta"]});
     let persona = error(orchestrator.execute(persona).await);
-    assert!(persona.contains("its tools this caller may use: none") && !persona.contains("echo"), "{persona}");
+    assert!(
+        persona.contains("no module `alpha`; this caller's modules: none"),
+        "a hidden module is unknown: {persona}"
+    );
     let unknown = json!({"tool_name": "gamma.echo", "user_permission": "owner", "modules": ["beta"]});
     let unknown = error(orchestrator.execute(unknown).await);
     assert!(unknown.contains("this caller's modules: none"), "{unknown}");
@@ -114,8 +117,8 @@ async fn a_refused_call_names_only_what_the_caller_may_see() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let outsider = orchestrator.execute(json!({"tool_name": "gone.x", "modules": ["alpha"]})).await;
-    assert_eq!(outsider["error_kind"], "unavailable", "{outsider}");
-    assert!(!error(outsider.clone()).contains("127.0.0.1"), "{outsider}");
+    assert_eq!(outsider["error_kind"], "unknown_tool", "{outsider}");
+    assert!(error(outsider.clone()).contains("no module `gone`; this caller's modules: alpha"), "{outsider}");
 }
 
 #[tokio::test]
