@@ -241,7 +241,6 @@ fn legacy_message(id: RequestId, result: Result<ServerResult, ErrorData>) -> ser
     serde_json::to_vec(&message)
 }
 
-/// A plain-text failure answer, worded as rmcp words its own.
 /// A request's `body` whole, up to `max_body_bytes`; otherwise the answer
 /// rmcp gives to a body it could not read.
 pub(crate) async fn read_request_body(body: Body, max_body_bytes: usize) -> Result<Bytes, Response> {
@@ -250,6 +249,7 @@ pub(crate) async fn read_request_body(body: Body, max_body_bytes: usize) -> Resu
         .map_err(|error| text_answer(StatusCode::INTERNAL_SERVER_ERROR, "Failed to read request body", error))
 }
 
+/// A plain-text failure answer, worded as rmcp words its own.
 fn text_answer(status: StatusCode, what: &str, error: impl std::fmt::Display) -> Response {
     (status, format!("{what}: {error}")).into_response()
 }
