@@ -97,6 +97,8 @@ pub fn input_schema(arguments: &[Argument]) -> Value {
                 argument.description, argument.max_bytes
             ),
             ArgType::Integer | ArgType::Number if !argument.may_start_with_dash => {
+                // Refused by the schema, before any run.
+                property["minimum"] = json!(0);
                 format!("{} (not negative: a leading `-` would read as an option)", argument.description)
             }
             _ => argument.description.clone(),
@@ -151,14 +153,16 @@ mod tests {
             description: format!("The {name}."),
             required,
             max_bytes: 100,
-            may_start_with_dash: name != "q",
+            may_start_with_dash: !matches!(name, "q" | "count"),
         };
         let schema = input_schema(&[
             argument("q", ArgType::String, true),
             argument("n", ArgType::Integer, false),
             argument("mode", ArgType::Enum(vec!["a".into(), "b".into()]), false),
+            argument("count", ArgType::Integer, false),
         ]);
         assert!(schema["properties"]["q"]["description"].as_str().unwrap().contains("not starting with `-`"));
+        assert_eq!(schema["properties"]["count"]["minimum"], 0, "a negative count would read as an option");
         assert_eq!(schema["required"], json!(["q"]));
         assert_eq!(schema["properties"]["q"]["maxLength"], 100);
         assert!(schema["properties"]["q"]["description"].as_str().unwrap().starts_with("The q. (one"));

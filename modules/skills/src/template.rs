@@ -98,9 +98,11 @@ impl Word {
         self.0.iter().map(|piece| if let Piece::Text(text) = piece { text.len() } else { 0 }).sum()
     }
 
-    /// A literal word that looks like an option (`--limit`, `-n`).
+    /// A literal word that looks like an option (`--limit`, `-n`); not
+    /// `--`, which ends the options and is never dropped with an absent
+    /// value after it (the words after it would then be read as options).
     fn is_flag(&self) -> bool {
-        matches!(self.0.as_slice(), [Piece::Text(text)] if text.starts_with('-'))
+        matches!(self.0.as_slice(), [Piece::Text(text)] if text.starts_with('-') && text != END_OF_OPTIONS)
     }
 
     /// The literal word `--`.
@@ -273,6 +275,10 @@ mod tests {
         assert_eq!(hidden, Err(ValueError::LeadingDash("b".into())));
         let which: Vec<bool> = ["a", "b", "file", "operand"].map(|n| template.can_start_an_option(n)).into();
         assert_eq!(which, [true, true, true, false]);
+        // `--` stays when the value after it is absent, so what follows is still an operand.
+        let ended = CommandTemplate::parse("sort -- {opt} {file}").unwrap();
+        let file = ended.argv(|name| (name == "file").then(|| "--output=/tmp/victim".to_owned()), |_| false);
+        assert_eq!(file.unwrap(), ["sort", "--", "--output=/tmp/victim"]);
     }
 
     #[test]
