@@ -349,8 +349,9 @@ impl Executor {
     ) -> CallAnswer {
         let tool = route.tool();
         if !caller.allows_module(&route.module) {
-            let message = format!("module `{}` is not among the modules this caller may use", route.module);
-            return ToolResult::failure(call.tool_name, ErrorKind::PermissionDenied, message).into();
+            // As if it did not exist, whether the tool does or not.
+            let hidden = RouteError::UnknownModule { module: route.module.to_string(), tool: call.tool_name.clone() };
+            return self.refusal(caller, &call.tool_name, &hidden).into();
         }
         if !caller.may_use(&route.module, tool) {
             let message = format!(

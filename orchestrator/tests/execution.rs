@@ -31,7 +31,7 @@ async fn a_guest_is_refused_an_admin_tool_it_never_listed() {
     let outside_persona = orchestrator
         .execute(json!({"tool_name": "alpha.echo", "arguments": {"text": "x"}, "user_permission": "owner", "modules": ["beta"]}))
         .await;
-    assert_eq!(outside_persona["error_kind"], "permission_denied");
+    assert_eq!(outside_persona["error_kind"], "unknown_tool", "a module outside the persona reads as unknown");
     // Module names are trimmed as in `GET /tools?modules=`.
     let padded = orchestrator
         .execute(json!({"tool_name": "alpha.echo", "arguments": {"text": "x"}, "user_permission": "owner", "modules": [" alpha "]}))
@@ -99,6 +99,11 @@ async fn a_refused_call_names_only_what_the_caller_may_see() {
         persona.contains("no module `alpha`; this caller's modules: none"),
         "a hidden module is unknown: {persona}"
     );
+    // Its real tools too: a caller cannot tell them from made-up ones.
+    let real = json!({"tool_name": "alpha.echo", "user_permission": "owner", "modules": ["beta"]});
+    let real = orchestrator.execute(real).await;
+    assert_eq!(real["error_kind"], "unknown_tool", "{real}");
+    assert!(error(real.clone()).contains("no module `alpha`; this caller's modules: none"), "{real}");
     let unknown = json!({"tool_name": "gamma.echo", "user_permission": "owner", "modules": ["beta"]});
     let unknown = error(orchestrator.execute(unknown).await);
     assert!(unknown.contains("this caller's modules: none"), "{unknown}");
