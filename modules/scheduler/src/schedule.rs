@@ -112,8 +112,10 @@ impl Schedule {
     }
 
     /// The first interval between two consecutive runs shorter than
-    /// `shortest`, among the runs after `after` through `after + span` (and
-    /// the run after that), if there is one. When every interval is at least `shortest`, the span
+    /// `shortest`, among the runs from the first one after `after` through
+    /// `span` later (and the run after that), if there is one. The span
+    /// starts at the first run, not at `after`, so a schedule of one day a
+    /// month is checked on that day, whenever it is added. When every interval is at least `shortest`, the span
     /// holds at most `span / shortest + 1` runs, so reading that many (at
     /// most `max_runs`) covers it: a short gap cannot hide behind a long
     /// minute list (`0,6,…,54,55 * * * *`).
@@ -128,8 +130,8 @@ impl Schedule {
         let shortest_ms = i64::try_from(shortest.as_millis()).unwrap_or(i64::MAX).max(1);
         let span_ms = i64::try_from(span.as_millis()).unwrap_or(i64::MAX);
         let runs = usize::try_from(span_ms / shortest_ms).unwrap_or(usize::MAX).saturating_add(2).min(max_runs);
-        let end = after.as_millisecond().saturating_add(span_ms);
         let mut previous = self.next_after(after, zone)?;
+        let end = previous.as_millisecond().saturating_add(span_ms);
         for _ in 1..runs {
             if previous.as_millisecond() > end {
                 break;
@@ -308,12 +310,11 @@ mod tests {
         let boundary = Schedule::parse("0,59 0,23 * * *").unwrap();
         let found = boundary.interval_shorter_than(five_minutes, at_55, day, &TimeZone::UTC, 10_000).unwrap();
         assert_eq!(found, Some(Duration::from_secs(60)));
-        // Runs past the span are not read: the 1-minute gap of 18 May is
-        // beyond an hour from 17 May.
-        let later = Schedule::parse("0,1 9 18 5 *").unwrap();
-        let hour = Duration::from_secs(3_600);
-        assert_eq!(later.interval_shorter_than(five_minutes, at_55, hour, &TimeZone::UTC, 1_000_000), Ok(None));
-        assert!(later.interval_shorter_than(five_minutes, at_55, day, &TimeZone::UTC, 1_000_000).unwrap().is_some());
+        // A schedule of one day a month, added weeks before that day: the
+        // span starts at its first run, where the 1-minute gap is.
+        let monthly = Schedule::parse("0,1 9 1 * *").unwrap();
+        let found = monthly.interval_shorter_than(five_minutes, at_55, day, &TimeZone::UTC, 10_000).unwrap();
+        assert_eq!(found, Some(Duration::from_secs(60)));
     }
 
     #[test]
