@@ -56,8 +56,9 @@ const BYTES_DROP: &str = "approvals:bytes:drop";
 /// and the lapsed ids of the user's pending set; then answers 1 when the
 /// index holds `max_total` ids, 2 when the user has `max_pending` pending
 /// ones, 3 when its bytes would take the sum past `max_total_bytes`, and
-/// otherwise stores the record, indexes it and counts its bytes (0). The
-/// pending set's TTL is only ever lengthened.
+/// otherwise stores the record, indexes it and counts its bytes (0). When
+/// any of the three byte keys is missing (deleted, evicted) the count starts
+/// again from nothing. The pending set's TTL is only ever lengthened.
 /// KEYS: the index, the user's pending set, the record, the bytes hash, the
 /// sum, the drop set. ARGV: now (seconds), now (milliseconds), max_total,
 /// max_pending, id, drop_at (seconds), expires_at (milliseconds), the
@@ -71,7 +72,7 @@ const INSERT: &str = r"
         end
     end
     redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', ARGV[1])
-    if redis.call('ZCARD', KEYS[6]) == 0 or redis.call('HLEN', KEYS[4]) == 0 then
+    if redis.call('ZCARD', KEYS[6]) == 0 or redis.call('HLEN', KEYS[4]) == 0 or redis.call('EXISTS', KEYS[5]) == 0 then
         redis.call('DEL', KEYS[4], KEYS[5], KEYS[6])
     end
     redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
@@ -319,6 +320,12 @@ mod tests {
         let _: () = connection.del(BYTES_DROP).await.unwrap();
         let last = approval("last", Duration::from_secs(60));
         assert_eq!(store.insert(&last, 900, last.expires_at, &settings).await.unwrap(), Admission::Stored);
+        // Nor without the sum (which must not go below what is kept).
+        let _: () = connection.del(TOTAL_BYTES).await.unwrap();
+        let again = approval("again", Duration::from_secs(60));
+        assert_eq!(store.insert(&again, 100, again.expires_at, &settings).await.unwrap(), Admission::Stored);
+        let kept: Vec<String> = connection.hkeys(BYTES).await.unwrap();
+        assert_eq!((connection.get::<_, i64>(TOTAL_BYTES).await.unwrap(), kept), (100, vec!["again".to_owned()]));
     }
 
     #[tokio::test]
