@@ -19,7 +19,7 @@ use crate::mcp::settings::{McpEndpointFile, McpEndpointSettings};
 use crate::mcp_modules::settings::{McpServerSettings, read_modules};
 use crate::tool_search::settings::{ToolSearchFile, ToolSearchSettings};
 use module_sdk::contract::is_valid_name;
-use module_sdk::{LogFormat, MAX_TIMEOUT, ServerLimits};
+use module_sdk::{LogFormat, ServerLimits};
 use serde::Deserialize;
 
 /// Tool timeout for modules not in `SLOW_MODULES` whose tools name none.
@@ -529,10 +529,12 @@ pub(crate) enum AtLeast {
     Seconds(f64),
 }
 
+/// The most any setting in seconds may be: 30 days (an approval may wait
+/// over a long weekend). Far past it, adding it to a clock panics.
+pub const MAX_SETTING_SECONDS: Duration = Duration::from_secs(30 * 86_400);
+
 /// Setting `name` in seconds, `value` as read from `text`: finite, at least
-/// `min` and at most a day ([`MAX_TIMEOUT`]). Past a day a deadline or an
-/// interval made from it is no longer a limit, and far past it adding it to
-/// a clock panics.
+/// `min` and at most [`MAX_SETTING_SECONDS`].
 pub(crate) fn seconds_setting(
     name: &'static str,
     text: &str,
@@ -546,13 +548,13 @@ pub(crate) fn seconds_setting(
     value
         .filter(|seconds| seconds.is_finite() && enough(*seconds))
         .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok())
-        .filter(|duration| *duration <= MAX_TIMEOUT)
+        .filter(|duration| *duration <= MAX_SETTING_SECONDS)
         .ok_or_else(|| {
             let least = match min {
                 AtLeast::Positive => "a positive number of seconds".to_owned(),
                 AtLeast::Seconds(least) => format!("a number of seconds, at least {least}"),
             };
-            invalid(name, text, format!("expected {least}, at most {}", MAX_TIMEOUT.as_secs()))
+            invalid(name, text, format!("expected {least}, at most {}", MAX_SETTING_SECONDS.as_secs()))
         })
 }
 
@@ -625,7 +627,7 @@ mod tests {
             (&[("HEADER_READ_TIMEOUT_SECONDS", "never")], "HEADER_READ_TIMEOUT_SECONDS"),
             (&[("BODY_READ_TIMEOUT_SECONDS", "1e300")], "BODY_READ_TIMEOUT_SECONDS"),
             (&[("HEADER_READ_TIMEOUT_SECONDS", "1e19")], "HEADER_READ_TIMEOUT_SECONDS"),
-            (&[("REFRESH_INTERVAL", "86400.5")], "REFRESH_INTERVAL"),
+            (&[("REFRESH_INTERVAL", "2592000.5")], "REFRESH_INTERVAL"),
             (&[("MAX_TOOL_TIMEOUT", "1e19")], "MAX_TOOL_TIMEOUT"),
             (&[("APPROVAL_EXPIRY_SECONDS", "1e12")], "APPROVAL_EXPIRY_SECONDS"),
             (&[("MCP_TASK_TTL_SECONDS", "1e19")], "MCP_TASK_TTL_SECONDS"),
