@@ -239,15 +239,22 @@ impl Store {
         })
     }
 
-    /// The caller's newest `limit` tasks, newest first, optionally only
-    /// those with `status`, and how many match in all.
-    pub fn list(&self, user_id: &str, status: Option<&str>, limit: u32) -> Result<(Vec<Task>, u64), StoreError> {
+    /// The caller's newest `limit` tasks after its newest `skip`, newest
+    /// first, optionally only those with `status`, and how many match in all.
+    pub fn list(
+        &self,
+        user_id: &str,
+        status: Option<&str>,
+        limit: u32,
+        skip: u32,
+    ) -> Result<(Vec<Task>, u64), StoreError> {
         let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         let mut statement = conn.prepare_cached(&format!(
             "SELECT {TASK_COLUMNS} FROM tasks WHERE user_id = ?1 AND (?2 IS NULL OR status = ?2)
-             ORDER BY created_at DESC, id DESC LIMIT ?3"
+             ORDER BY created_at DESC, id DESC LIMIT ?3 OFFSET ?4"
         ))?;
-        let tasks = statement.query_map((user_id, status, limit), task_from_row)?.collect::<Result<Vec<_>, _>>()?;
+        let tasks =
+            statement.query_map((user_id, status, limit, skip), task_from_row)?.collect::<Result<Vec<_>, _>>()?;
         let total: i64 = conn
             .prepare_cached("SELECT COUNT(*) FROM tasks WHERE user_id = ?1 AND (?2 IS NULL OR status = ?2)")?
             .query_row((user_id, status), |row| row.get(0))?;
@@ -495,7 +502,7 @@ mod tests {
         assert_eq!(taken_over.len(), 1, "a's lease lapsed");
         assert!(!store.finish(&claimed[0], "a", &Outcome::Delivered, None).unwrap(), "a lost its claim");
         assert!(store.finish(&taken_over[0], "b", &Outcome::Delivered, None).unwrap());
-        let done = &store.list("u", None, 10).unwrap().0[0];
+        let done = &store.list("u", None, 10, 0).unwrap().0[0];
         assert_eq!((done.status.as_str(), done.runs, done.next_run), ("done", 1, None));
         assert!(store.claim("c", 99_000, 100_000, 10).unwrap().is_empty(), "done tasks never fire");
     }
@@ -539,19 +546,19 @@ mod tests {
             let next = task.spec.schedule.as_ref().map(|_| 61_000);
             store.finish(task, "w", &Outcome::Failed("HTTP 500".into()), next).unwrap();
         }
-        let (tasks, _) = store.list("u", None, 10).unwrap();
+        let (tasks, _) = store.list("u", None, 10, 0).unwrap();
         let statuses: Vec<(&str, Option<i64>)> = tasks.iter().map(|t| (t.status.as_str(), t.next_run)).collect();
         assert!(statuses.contains(&("active", Some(61_000))), "{statuses:?}");
         assert!(statuses.contains(&("failed", None)), "{statuses:?}");
         assert!(tasks.iter().all(|t| t.last_outcome.as_deref() == Some("failed: HTTP 500")));
-        assert_eq!(store.list("u", Some("failed"), 10).unwrap().0.len(), 1);
+        assert_eq!(store.list("u", Some("failed"), 10, 0).unwrap().0.len(), 1);
     }
 
     #[test]
     fn users_see_and_cancel_only_their_own_tasks_within_their_limit() {
         let (_dir, store) = store();
         let task = store.add(reminder("alice", 1_000), 0).unwrap();
-        assert!(store.list("bob", None, 10).unwrap().0.is_empty());
+        assert!(store.list("bob", None, 10, 0).unwrap().0.is_empty());
         assert!(matches!(store.cancel("bob", task.id, 0), Err(StoreError::NotFound(_))));
         assert_eq!(store.cancel("alice", task.id, 0).unwrap().status, "cancelled");
         assert!(store.claim("w", 9_000, 10_000, 10).unwrap().is_empty(), "cancelled tasks never fire");
@@ -573,7 +580,7 @@ mod tests {
             assert_eq!(store.cancel("u", task.id, 10 + n).unwrap().status, "cancelled", "answered before pruning");
             cancelled.push(task.id);
         }
-        let (kept, total) = store.list("u", None, 100).unwrap();
+        let (kept, total) = store.list("u", None, 100, 0).unwrap();
         let mut ids: Vec<Uuid> = kept.iter().map(|t| t.id).collect();
         ids.sort();
         let mut expected = vec![active.id, cancelled[3], cancelled[4]];
@@ -584,21 +591,21 @@ mod tests {
         let claimed = store.claim("w", 500, 9_000, 10).unwrap();
         assert_eq!(claimed.iter().map(|t| t.id).collect::<Vec<_>>(), [due.id]);
         assert!(store.finish(&claimed[0], "w", &Outcome::Delivered, None).unwrap());
-        let (done, _) = store.list("u", Some("done"), 100).unwrap();
+        let (done, _) = store.list("u", Some("done"), 100, 0).unwrap();
         assert_eq!(done.len(), 1);
-        let (cancelled_left, _) = store.list("u", Some("cancelled"), 100).unwrap();
+        let (cancelled_left, _) = store.list("u", Some("cancelled"), 100, 0).unwrap();
         assert_eq!(cancelled_left.iter().map(|t| t.id).collect::<Vec<_>>(), [cancelled[4]]);
-        assert_eq!(store.list("other", None, 100).unwrap().0[0].id, other.id, "another user's tasks are untouched");
+        assert_eq!(store.list("other", None, 100, 0).unwrap().0[0].id, other.id, "another user's tasks are untouched");
     }
 
     #[test]
     fn a_list_is_the_newest_tasks_up_to_its_limit_with_the_total() {
         let (_dir, store) = store();
         let ids: Vec<Uuid> = (0..3).map(|n| store.add(reminder("u", 1_000_000), n).unwrap().id).collect();
-        let (newest, total) = store.list("u", None, 2).unwrap();
+        let (newest, total) = store.list("u", None, 2, 0).unwrap();
         assert_eq!(newest.iter().map(|t| t.id).collect::<Vec<_>>(), [ids[2], ids[1]]);
         assert_eq!(total, 3);
-        assert_eq!(store.list("u", Some("done"), 2).unwrap(), (vec![], 0));
+        assert_eq!(store.list("u", Some("done"), 2, 0).unwrap(), (vec![], 0));
     }
 
     #[test]

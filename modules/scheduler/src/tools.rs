@@ -118,6 +118,10 @@ pub struct ListTasks {
     /// Show at most this many of the newest tasks (default 50).
     #[schemars(range(min = 1, max = LIST_MAX_LIMIT))]
     pub limit: Option<u32>,
+    /// Skip this many of the newest tasks first, to see older ones (default
+    /// 0): when `total` is more than were shown, ask again with `skip` set
+    /// to how many you have seen.
+    pub skip: Option<u32>,
 }
 
 /// A task's status, as a filter.
@@ -306,20 +310,25 @@ pub async fn list_tasks(ctx: Context, args: ListTasks) -> Result<TaskList, ToolE
         TaskStatus::Cancelled => Some("cancelled"),
         TaskStatus::Failed => Some("failed"),
     };
-    let (newest, total) = ctx.blocking(move |s: &Scheduler| s.store.list(&user_id, status, limit)).await?;
+    let skip = args.skip.unwrap_or(0);
+    let (newest, total) = ctx.blocking(move |s: &Scheduler| s.store.list(&user_id, status, limit, skip)).await?;
     let budget = ctx.state::<Scheduler>()?.store.limits().list_max_bytes;
     Ok(TaskList { tasks: within_bytes(newest.into_iter().map(TaskView::of), budget), total })
 }
 
 /// The leading views (newest first) whose JSON fits in `budget` bytes
-/// together, oldest first.
+/// together, oldest first; always the first one, so that one task larger
+/// than the budget (`SCHEDULER_MAX_DATA_BYTES` may exceed it) is still seen
+/// and `skip` moves past it.
 fn within_bytes(newest_first: impl Iterator<Item = TaskView>, budget: u64) -> Vec<TaskView> {
     let mut used = 0u64;
     let mut shown: Vec<TaskView> = newest_first
-        .take_while(|view| {
+        .enumerate()
+        .take_while(|(index, view)| {
             used = used.saturating_add(serde_json::to_vec(view).map_or(u64::MAX, |bytes| bytes.len() as u64));
-            used <= budget
+            *index == 0 || used <= budget
         })
+        .map(|(_, view)| view)
         .collect();
     shown.reverse();
     shown

@@ -391,6 +391,10 @@ async fn add_and_cancel_without_end_keeps_the_store_and_the_list_bounded() {
     let two = ok(&client, "alice", "list_tasks", json!({"limit": 2})).await;
     let shown: Vec<&str> = two["tasks"].as_array().unwrap().iter().map(|t| t["task_id"].as_str().unwrap()).collect();
     assert_eq!((shown, two["total"].as_u64()), (vec![ids[28].as_str(), ids[29].as_str()], Some(20)));
+    // The older ones are reached with `skip`.
+    let older = ok(&client, "alice", "list_tasks", json!({"status": "cancelled", "limit": 500, "skip": 7})).await;
+    let shown: Vec<&str> = older["tasks"].as_array().unwrap().iter().map(|t| t["task_id"].as_str().unwrap()).collect();
+    assert_eq!(shown, ids[16..23].iter().map(String::as_str).collect::<Vec<_>>());
     let too_many = call(&client, "alice", "list_tasks", json!({"limit": 501})).await;
     assert_eq!(error_kind(&too_many), "invalid_arguments");
 }
