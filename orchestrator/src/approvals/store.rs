@@ -42,8 +42,9 @@ pub enum Admission {
 
 /// Approvals by id; a record is dropped at its `drop_at` time.
 pub trait ApprovalStore: Send + Sync {
-    /// Stores the new pending `approval`, whose arguments are `bytes` long
-    /// as JSON, until `drop_at` if the budgets of `settings` allow it,
+    /// Stores the new pending `approval`, counted as `bytes` (its arguments
+    /// as JSON and its provider call's id), until `drop_at` if the budgets
+    /// of `settings` allow it,
     /// counted in the same step as it is stored (on every replica), so
     /// calls asking at once cannot pass a budget together.
     fn insert<'a>(
