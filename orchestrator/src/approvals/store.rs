@@ -36,7 +36,7 @@ pub enum Admission {
     Full,
     /// Its user has `MAX_PENDING_APPROVALS` pending approvals already.
     TooManyPending,
-    /// Its arguments would take the approvals kept past `MAX_APPROVAL_BYTES`.
+    /// Its counted bytes would take the approvals kept past `MAX_APPROVAL_BYTES`.
     TooManyBytes,
 }
 
@@ -77,7 +77,8 @@ struct Entry {
     drop_at: OffsetDateTime,
     /// Whether its one decision is claimed.
     claimed: bool,
-    /// Its arguments' bytes, counted against `MAX_APPROVAL_BYTES`.
+    /// Its counted bytes (arguments as JSON and the provider call's id),
+    /// against `MAX_APPROVAL_BYTES`.
     bytes: usize,
 }
 
