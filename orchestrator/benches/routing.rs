@@ -28,7 +28,7 @@
 //!
 //! Run with `BENCH_SERVE=module` the benchmark only serves the module it
 //! routes to (printing its URL) until killed, to profile an orchestrator
-//! started by hand in front of it (e.g. under callgrind; see the README).
+//! started by hand in front of it (e.g. under callgrind; see benches/README.md).
 //! Run with `BENCH_SERVE=floor` and `FLOOR_MODULE_URL` it serves the floor
 //! proxy (`support/floor_proxy.rs`), the row "hyper floor, no routing":
 //! what a proxy on the orchestrator's HTTP stack costs without its work.
