@@ -100,9 +100,12 @@ impl Firing {
                 Outcome::Failed(why)
             }
         };
-        let next = next_run(&task, Timestamp::now());
+        let now = Timestamp::now();
+        let next = next_run(&task, now);
         let (store, worker) = (self.store.clone(), self.worker.clone());
-        let finished = tokio::task::spawn_blocking(move || store.finish(&task, &worker, &outcome, next)).await;
+        let finished =
+            tokio::task::spawn_blocking(move || store.finish(&task, &worker, &outcome, next, now.as_millisecond()))
+                .await;
         match finished {
             Ok(Ok(true)) => {}
             Ok(Ok(false)) => tracing::warn!("a run's claim lapsed before it was acknowledged; it may fire again"),

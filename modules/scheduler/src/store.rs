@@ -11,7 +11,8 @@
 //! - Isolation: every statement of a tool names the caller's `user_id`.
 //! - Retention: a user keeps at most `user_max_finished` finished (done,
 //!   cancelled, failed) tasks; the transaction that finishes, cancels or
-//!   adds one deletes the oldest beyond that.
+//!   adds one deletes the oldest beyond that (but not one a live claim
+//!   still holds: it goes once its lease lapses).
 //! - Schema: migrations numbered by `PRAGMA user_version`, applied at open.
 //!
 //! All methods block: call them off the async workers.
@@ -220,7 +221,7 @@ impl Store {
                 return Err(StoreError::TooManyTasks(self.limits.user_max_tasks));
             }
             let id = insert(&mut tx.prepare(INSERT_TASK)?, &task, now)?;
-            self.prune_finished(tx, &task.spec.user_id)?;
+            self.prune_finished(tx, &task.spec.user_id, now)?;
             get(tx, &task.spec.user_id, id)
         })
     }
@@ -271,7 +272,7 @@ impl Store {
                 (id.to_string(), user_id, now),
             )?;
             let task = get(tx, user_id, id)?;
-            self.prune_finished(tx, user_id)?;
+            self.prune_finished(tx, user_id, now)?;
             Ok(task)
         })
     }
@@ -295,8 +296,16 @@ impl Store {
     /// Acknowledges the run of `task` claimed by `worker`: counts it, records
     /// its outcome, and sets the task's next run (`None`: no more runs, the
     /// task is done, or failed when a one-time task could not be delivered).
-    /// False when the claim had lapsed and was taken over.
-    pub fn finish(&self, task: &Task, worker: &str, outcome: &Outcome, next: Option<i64>) -> Result<bool, StoreError> {
+    /// False when the claim had lapsed and was taken over. `now` is when,
+    /// for the retention of finished tasks.
+    pub fn finish(
+        &self,
+        task: &Task,
+        worker: &str,
+        outcome: &Outcome,
+        next: Option<i64>,
+        now: i64,
+    ) -> Result<bool, StoreError> {
         let (status, text) = match (outcome, next) {
             (_, Some(_)) => ("active", outcome_text(outcome)),
             (Outcome::Failed(_), None) if task.spec.schedule.is_none() => ("failed", outcome_text(outcome)),
@@ -314,7 +323,7 @@ impl Store {
                 rusqlite::params![task.id.to_string(), worker, task.next_run, text, status, next],
             )?;
             if status != "active" {
-                self.prune_finished(tx, &task.spec.user_id)?;
+                self.prune_finished(tx, &task.spec.user_id, now)?;
             }
             Ok(changed == 1)
         })
@@ -341,16 +350,19 @@ impl Store {
 
     /// Deletes `user_id`'s finished tasks beyond the newest
     /// `user_max_finished` (by when they finished). One a process still
-    /// holds a claim on (cancelled while firing) is left until it is
-    /// acknowledged.
-    fn prune_finished(&self, tx: &Transaction<'_>, user_id: &str) -> Result<(), StoreError> {
+    /// holds a claim on at `now` (cancelled while firing) is left until it
+    /// is acknowledged; once that claim's lease has lapsed (the process
+    /// died) it goes too, as nobody will acknowledge it and a finished task
+    /// is never claimed again.
+    fn prune_finished(&self, tx: &Transaction<'_>, user_id: &str, now: i64) -> Result<(), StoreError> {
         let keep = i64::try_from(self.limits.user_max_finished).unwrap_or(i64::MAX);
         tx.prepare_cached(
-            "DELETE FROM tasks WHERE user_id = ?1 AND finished_at IS NOT NULL AND claimed_by IS NULL
+            "DELETE FROM tasks WHERE user_id = ?1 AND finished_at IS NOT NULL
+               AND (claimed_by IS NULL OR lease_until <= ?3)
                AND id NOT IN (SELECT id FROM tasks WHERE user_id = ?1 AND finished_at IS NOT NULL
                               ORDER BY finished_at DESC, id DESC LIMIT ?2)",
         )?
-        .execute((user_id, keep))?;
+        .execute((user_id, keep, now))?;
         Ok(())
     }
 
@@ -500,8 +512,8 @@ mod tests {
         assert!(store.claim("b", 2_000, 9_000, 10).unwrap().is_empty(), "held by a");
         let taken_over = store.claim("b", 5_000, 9_000, 10).unwrap();
         assert_eq!(taken_over.len(), 1, "a's lease lapsed");
-        assert!(!store.finish(&claimed[0], "a", &Outcome::Delivered, None).unwrap(), "a lost its claim");
-        assert!(store.finish(&taken_over[0], "b", &Outcome::Delivered, None).unwrap());
+        assert!(!store.finish(&claimed[0], "a", &Outcome::Delivered, None, 6_000).unwrap(), "a lost its claim");
+        assert!(store.finish(&taken_over[0], "b", &Outcome::Delivered, None, 6_000).unwrap());
         let done = &store.list("u", None, 10, 0).unwrap().0[0];
         assert_eq!((done.status.as_str(), done.runs, done.next_run), ("done", 1, None));
         assert!(store.claim("c", 99_000, 100_000, 10).unwrap().is_empty(), "done tasks never fire");
@@ -521,7 +533,7 @@ mod tests {
         store.cancel("u", later.id, 2_000).unwrap();
         assert_eq!(store.next_wake(5_000).unwrap(), Some(1_000), "the lapsed claim's run is due");
         let retaken = store.claim("w", 5_000, 9_000, 10).unwrap();
-        store.finish(&retaken[0], "w", &Outcome::Delivered, None).unwrap();
+        store.finish(&retaken[0], "w", &Outcome::Delivered, None, 5_000).unwrap();
         assert_eq!(store.next_wake(5_000).unwrap(), None, "nothing left to run");
     }
 
@@ -544,7 +556,7 @@ mod tests {
         let claimed = store.claim("w", 1_000, 2_000, 10).unwrap();
         for task in &claimed {
             let next = task.spec.schedule.as_ref().map(|_| 61_000);
-            store.finish(task, "w", &Outcome::Failed("HTTP 500".into()), next).unwrap();
+            store.finish(task, "w", &Outcome::Failed("HTTP 500".into()), next, 1_000).unwrap();
         }
         let (tasks, _) = store.list("u", None, 10, 0).unwrap();
         let statuses: Vec<(&str, Option<i64>)> = tasks.iter().map(|t| (t.status.as_str(), t.next_run)).collect();
@@ -590,12 +602,50 @@ mod tests {
         let due = store.add(reminder("u", 500), 20).unwrap();
         let claimed = store.claim("w", 500, 9_000, 10).unwrap();
         assert_eq!(claimed.iter().map(|t| t.id).collect::<Vec<_>>(), [due.id]);
-        assert!(store.finish(&claimed[0], "w", &Outcome::Delivered, None).unwrap());
+        assert!(store.finish(&claimed[0], "w", &Outcome::Delivered, None, 500).unwrap());
         let (done, _) = store.list("u", Some("done"), 100, 0).unwrap();
         assert_eq!(done.len(), 1);
         let (cancelled_left, _) = store.list("u", Some("cancelled"), 100, 0).unwrap();
         assert_eq!(cancelled_left.iter().map(|t| t.id).collect::<Vec<_>>(), [cancelled[4]]);
         assert_eq!(store.list("other", None, 100, 0).unwrap().0[0].id, other.id, "another user's tasks are untouched");
+    }
+
+    /// A task of user `u` cancelled at `cancelled_at` while `dead` holds
+    /// its run until 5 000, then pushed out of the newest two finished by
+    /// two more cancelled tasks; its id.
+    fn claimed_then_cancelled_and_pushed_out(store: &Store, cancelled_at: i64) -> Uuid {
+        let task = store.add(reminder("u", 1_000), 0).unwrap();
+        assert_eq!(store.claim("dead", 1_000, 5_000, 10).unwrap().len(), 1);
+        store.cancel("u", task.id, cancelled_at).unwrap();
+        for n in 1..=2 {
+            let newer = store.add(reminder("u", 1_000_000), cancelled_at + n).unwrap();
+            store.cancel("u", newer.id, cancelled_at + n).unwrap();
+        }
+        task.id
+    }
+
+    #[test]
+    fn a_claimed_finished_task_is_not_pruned_while_its_lease_holds() {
+        let (_dir, store) = store();
+        let held = claimed_then_cancelled_and_pushed_out(&store, 2_000);
+        let (cancelled, total) = store.list("u", Some("cancelled"), 10, 0).unwrap();
+        assert_eq!(total, 3, "one over the limit of two, kept for its holder");
+        assert!(cancelled.iter().any(|t| t.id == held));
+    }
+
+    #[test]
+    fn a_claimed_finished_task_is_pruned_once_its_lease_lapsed() {
+        let (_dir, store) = store();
+        // Its holder died (SIGKILL): nobody will acknowledge the run, and
+        // the next task finished after the lease lapsed takes it away.
+        let held = claimed_then_cancelled_and_pushed_out(&store, 2_000);
+        let later = store.add(reminder("u", 1_000_000), 6_000).unwrap();
+        store.cancel("u", later.id, 6_000).unwrap();
+        let (cancelled, total) = store.list("u", Some("cancelled"), 10, 0).unwrap();
+        assert_eq!(total, 2, "{cancelled:?}");
+        assert!(cancelled.iter().all(|t| t.id != held));
+        assert!(store.claim("w", 9_000, 19_000, 10).unwrap().is_empty(), "nor was it claimed again");
+        assert_eq!(store.next_wake(9_000).unwrap(), None, "nor does it wake the loop");
     }
 
     #[test]
