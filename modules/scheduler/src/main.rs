@@ -7,12 +7,18 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use module_sdk::ServeConfig;
 use scheduler::settings::Settings;
 
 #[tokio::main]
 async fn main() -> ExitCode {
     module_sdk::run_main("scheduler", async {
-        let (module, firing) = scheduler::module(&Settings::parse())?;
+        let settings = Settings::parse();
+        // Logging first (stderr under `--stdio`): `Module::serve` would set
+        // it up only after the warnings below were dropped.
+        let config = ServeConfig::from_env().map_err(|e| e.to_string())?;
+        module_sdk::service::init_logging(config.log_format);
+        let (module, firing) = scheduler::module(&settings)?;
         match firing {
             Some(firing) => drop(tokio::spawn(firing.run())),
             None => tracing::warn!("DELIVERY_URL is not set: tasks are kept but not fired until it is"),

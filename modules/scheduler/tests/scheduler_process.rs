@@ -1,11 +1,12 @@
 //! The scheduler binary as a process, delivering to a webhook receiver in
 //! the test: signed one-time delivery, recurring runs, cancel, isolation
 //! between users, a receiver that is down for a while, SIGKILL with runs
-//! due during the downtime, and the address guard of `api_call` tasks.
+//! due during the downtime, the address guard of `api_call` tasks, and the
+//! warning that nothing fires without a delivery URL.
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -284,6 +285,29 @@ async fn after_a_sigkill_every_run_due_during_the_downtime_is_delivered() {
         .filter(|e| e["scheduled_at"].as_str().unwrap().parse::<jiff::Timestamp>().unwrap() < restarted_at)
         .count();
     assert_eq!(missed, 1, "missed runs collapse into one");
+}
+
+#[tokio::test]
+async fn without_a_delivery_url_it_warns_that_nothing_fires_over_http_and_on_stderr_under_stdio() {
+    const WARNING: &str = "DELIVERY_URL is not set";
+    let dir = tempfile::tempdir().unwrap();
+    let http = start(&dir.path().join("http.db"), None, &[("RUST_LOG", "warn")]);
+    assert!(http.wait_for_log(WARNING, Duration::from_secs(5)), "{:?}", http.logs());
+
+    // Under `--stdio` with stdin closed, it starts, fails to read an
+    // `initialize`, and exits; stdout is the protocol's, logs go to stderr.
+    let stdio = tokio::process::Command::new(env!("CARGO_BIN_EXE_scheduler"))
+        .arg("--stdio")
+        .env_clear()
+        .env("SCHEDULER_DB", dir.path().join("stdio.db"))
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(30), stdio).await.expect("it exits").unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(WARNING), "{stderr}");
+    assert!(!String::from_utf8_lossy(&output.stdout).contains(WARNING));
 }
 
 #[tokio::test]
