@@ -248,16 +248,7 @@ pub async fn add_recurring_task(ctx: Context, args: AddRecurringTask) -> Result<
     let zone = time_zone(&zone_name).map_err(|e| invalid("timezone", e))?;
     let until = args.until.as_deref().map(|until| parse_time("until", until)).transpose()?;
     let now = Timestamp::now();
-    let too_short = schedule
-        .interval_shorter_than(limits.min_interval, now, INTERVAL_CHECK_SPAN, &zone, INTERVAL_CHECK_MAX_RUNS)
-        .map_err(|e| invalid("schedule", e))?;
-    if let Some(gap) = too_short {
-        return Err(ToolError::invalid_arguments(format!(
-            "arguments.schedule runs every {} seconds at times; the shortest interval allowed is {} seconds",
-            gap.as_secs(),
-            limits.min_interval.as_secs()
-        )));
-    }
+    check_interval(schedule.clone(), zone.clone(), now, limits.min_interval).await?;
     let sample = schedule.upcoming(now, &zone, 3).map_err(|e| invalid("schedule", e))?;
     let max_runs = args.max_runs.map(|n| n as usize).unwrap_or(usize::MAX);
     let runs: Vec<i64> = sample
@@ -371,6 +362,31 @@ async fn add(ctx: &Context, scheduler: &Scheduler, task: NewTask) -> Result<Task
     Ok(task)
 }
 
+/// Refuses a schedule whose runs come closer than `shortest` at times.
+/// Reading eight days of runs (up to `INTERVAL_CHECK_MAX_RUNS` cron
+/// evaluations) is CPU work, so it is done on a blocking thread, leaving
+/// the async workers to other calls.
+async fn check_interval(
+    schedule: Schedule,
+    zone: TimeZone,
+    now: Timestamp,
+    shortest: Duration,
+) -> Result<(), ToolError> {
+    let too_short = tokio::task::spawn_blocking(move || {
+        schedule.interval_shorter_than(shortest, now, INTERVAL_CHECK_SPAN, &zone, INTERVAL_CHECK_MAX_RUNS)
+    })
+    .await?
+    .map_err(|e| invalid("schedule", e))?;
+    match too_short {
+        None => Ok(()),
+        Some(gap) => Err(ToolError::invalid_arguments(format!(
+            "arguments.schedule runs every {} seconds at times; the shortest interval allowed is {} seconds",
+            gap.as_secs(),
+            shortest.as_secs()
+        ))),
+    }
+}
+
 /// Milliseconds of a delay such as `1h30m`.
 fn parse_delay(text: &str) -> Result<i64, ToolError> {
     let mut total: i64 = 0;
@@ -456,5 +472,17 @@ mod tests {
         assert_eq!(parse_delay("1h30m").unwrap(), 5_400_000);
         assert_eq!(parse_delay(" 2 d ").unwrap(), 172_800_000);
         assert!(parse_delay("5y").is_err());
+    }
+
+    #[tokio::test]
+    async fn the_interval_check_leaves_the_async_worker_free_and_answers_as_before() {
+        // A run every minute: eight days of them, over ten thousand, to read.
+        let schedule = Schedule::parse("every 1m").unwrap();
+        let now = Timestamp::now();
+        let mut check = std::pin::pin!(check_interval(schedule.clone(), TimeZone::UTC, now, Duration::from_secs(60)));
+        assert!(futures::poll!(check.as_mut()).is_pending(), "the check yields while it reads the runs elsewhere");
+        check.await.unwrap();
+        let refused = check_interval(schedule, TimeZone::UTC, now, Duration::from_secs(120)).await.unwrap_err();
+        assert!(refused.to_string().contains("runs every 60 seconds at times; the shortest interval allowed is 120"));
     }
 }
