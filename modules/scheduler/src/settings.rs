@@ -12,6 +12,12 @@ use ipnet::IpNet;
 use crate::delivery::RetryPolicy;
 use crate::store::Limits;
 
+/// What to do when the database cannot be used, for its error messages.
+pub(crate) const SET_DATABASE: &str = concat!(
+    "set SCHEDULER_DB (or --scheduler-db) to an absolute path in a directory this process may create and write ",
+    "(MCP clients start a module with --stdio in a working directory of their own, often /)"
+);
+
 /// Settings of the scheduler module.
 #[derive(Debug, Clone, Parser)]
 #[command(version, about = "Serve the scheduler module: reminders and recurring tasks delivered to a webhook.")]
@@ -138,6 +144,18 @@ impl Settings {
     /// How long a statement waits for a lock.
     pub fn busy_timeout(&self) -> Duration {
         Duration::from_millis(self.busy_timeout_ms)
+    }
+
+    /// The database file as an absolute path (a relative `SCHEDULER_DB`
+    /// is taken from the working directory), so that an error names the
+    /// place it really is.
+    pub fn database_path(&self) -> Result<PathBuf, String> {
+        std::path::absolute(&self.scheduler_db).map_err(|e| {
+            format!(
+                "cannot use SCHEDULER_DB={}: it is relative, and the working directory cannot be read ({e}); {SET_DATABASE}",
+                self.scheduler_db.display()
+            )
+        })
     }
 }
 

@@ -2,7 +2,8 @@
 //! the test: signed one-time delivery, recurring runs, cancel, isolation
 //! between users, a receiver that is down for a while, SIGKILL with runs
 //! due during the downtime, the address guard of `api_call` tasks, and the
-//! warning that nothing fires without a delivery URL.
+//! warning that nothing fires without a delivery URL, and the error naming
+//! a database that cannot be created.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -308,6 +309,26 @@ async fn without_a_delivery_url_it_warns_that_nothing_fires_over_http_and_on_std
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains(WARNING), "{stderr}");
     assert!(!String::from_utf8_lossy(&output.stdout).contains(WARNING));
+}
+
+#[tokio::test]
+async fn a_database_that_cannot_be_created_is_named_by_its_absolute_path_and_setting() {
+    // The default `./data/scheduler.db`, from a working directory where
+    // `data` is a file (as root, a read-only directory would not stop it).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("data"), "").unwrap();
+    let started = tokio::process::Command::new(env!("CARGO_BIN_EXE_scheduler"))
+        .current_dir(dir.path())
+        .env_clear()
+        .env("PORT", "0")
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(30), started).await.expect("it exits").unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let absolute = dir.path().join("data/scheduler.db");
+    assert!(stderr.contains(&format!("cannot use the database {}", absolute.display())), "{stderr}");
+    assert!(stderr.contains("set SCHEDULER_DB (or --scheduler-db) to an absolute path"), "{stderr}");
 }
 
 #[tokio::test]
