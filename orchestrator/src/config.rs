@@ -208,6 +208,7 @@ struct FileConfig {
     max_approvals: Option<usize>,
     max_approval_argument_bytes: Option<usize>,
     max_approval_bytes: Option<usize>,
+    max_approval_reason_bytes: Option<usize>,
     gateway_validation: Option<bool>,
     self_validating_modules: Option<Vec<String>>,
     max_search_query_chars: Option<usize>,
@@ -361,6 +362,7 @@ impl Config {
                 max_approvals: file.max_approvals,
                 max_approval_argument_bytes: file.max_approval_argument_bytes,
                 max_approval_bytes: file.max_approval_bytes,
+                max_approval_reason_bytes: file.max_approval_reason_bytes,
             },
             &env,
         )?;

@@ -342,6 +342,15 @@ async fn approvals_of_tools_an_identity_may_not_use_are_not_found() {
     assert_eq!(setup.calls.count(), 1);
 }
 
+/// `settings` alone (approvals in memory) and, given a Redis, with it too.
+fn each_store<'a>(settings: &[(&'a str, &'a str)], redis_url: Option<&'a str>) -> Vec<Vec<(&'a str, &'a str)>> {
+    let mut stores = vec![settings.to_vec()];
+    if let Some(url) = redis_url {
+        stores.push([settings, &[("REDIS_URL", url)]].concat());
+    }
+    stores
+}
+
 /// A Chat Completions message of `count` transfers.
 fn many_transfers(count: usize) -> Value {
     let calls: Vec<Value> = (0..count)
@@ -359,11 +368,7 @@ async fn a_message_of_many_gated_calls_keeps_to_the_approval_budgets() {
     let setup = Setup::new();
     let redis_url = redis.as_ref().map(RedisServer::url);
     let budgets = [("MAX_PENDING_APPROVALS", "5"), ("MAX_APPROVALS", "8")];
-    let mut stores = vec![budgets.to_vec()];
-    if let Some(url) = &redis_url {
-        stores.push([&budgets[..], &[("REDIS_URL", url.as_str())]].concat());
-    }
-    for settings in stores {
+    for settings in each_store(&budgets, redis_url.as_deref()) {
         let orchestrator = setup.start(&settings).await;
         // The calls of one message are asked for at once: five become pending, the rest are refused.
         let path = "/v1/tool-calls?format=openai&envelope=true";
@@ -394,13 +399,9 @@ async fn approvals_have_a_byte_budget_each_and_in_all() {
     let setup = Setup::new();
     let redis_url = redis.as_ref().map(RedisServer::url);
     // Each transfer of `many_transfers(8)` is 24 bytes of arguments and a
-    // 6-byte call id: four fit in 120.
-    let budgets = [("MAX_APPROVAL_ARGUMENT_BYTES", "50"), ("MAX_APPROVAL_BYTES", "120")];
-    let mut stores = vec![budgets.to_vec()];
-    if let Some(url) = &redis_url {
-        stores.push([&budgets[..], &[("REDIS_URL", url.as_str())]].concat());
-    }
-    for settings in stores {
+    // 6-byte call id, and 512 kept for its decision: four fit in 2168.
+    let budgets = [("MAX_APPROVAL_ARGUMENT_BYTES", "50"), ("MAX_APPROVAL_BYTES", "2168")];
+    for settings in each_store(&budgets, redis_url.as_deref()) {
         let orchestrator = setup.start(&settings).await;
         let path = "/v1/tool-calls?format=openai&envelope=true";
         let large = transfer_message("call_large", &json!({"to": "c".repeat(40), "cents": 1}));
@@ -423,6 +424,119 @@ async fn approvals_have_a_byte_budget_each_and_in_all() {
         assert_eq!(refused, 4, "{answer}");
     }
     assert_eq!(setup.calls.count(), 0);
+}
+
+/// Ada's model asks for a small transfer (24 bytes of arguments, a 10-byte
+/// call id): whether it becomes pending, or is refused for `MAX_APPROVAL_BYTES`.
+async fn small_transfer_is_pending(orchestrator: &OrchestratorProcess) -> bool {
+    let path = "/v1/tool-calls?format=openai&envelope=true";
+    let message = transfer_message("call_small", &json!({"to": "carol", "cents": 1}));
+    let (status, answer) = orchestrator.post_with(path, Some(&key("ada")), &message).await;
+    assert_eq!(status, 200, "{answer}");
+    let pending = !answer["pending_approvals"].as_array().unwrap().is_empty();
+    assert!(pending || answer["messages"][0]["content"].as_str().unwrap().contains("MAX_APPROVAL_BYTES"), "{answer}");
+    pending
+}
+
+/// The arguments of a transfer to a 2000-byte name: 2019 bytes as JSON.
+fn large_transfer() -> Value {
+    json!({"to": "c".repeat(2000), "cents": 1})
+}
+
+#[tokio::test]
+async fn an_approved_calls_result_counts_against_the_byte_budget_until_it_is_dropped() {
+    let redis = RedisServer::start();
+    let setup = Setup::new();
+    let redis_url = redis.as_ref().map(RedisServer::url);
+    // The large transfer counts 2027 bytes (arguments and call id), 14 of
+    // its reason and, approved, 2102 of its result (which echoes the name):
+    // 4143. A small transfer (34, and 512 kept for its decision) no longer fits.
+    let budgets = [("MAX_APPROVAL_BYTES", "4500"), ("APPROVAL_EXPIRY_SECONDS", "4")];
+    for settings in each_store(&budgets, redis_url.as_deref()) {
+        let orchestrator = setup.start(&settings).await;
+        let (_, pending) = request_transfer_of(&orchestrator, "call_big", &large_transfer()).await;
+        let (status, decided) = decide(&orchestrator, &key("ada"), &pending["id"], "approve").await;
+        assert_eq!((status, &decided["result"]["success"]), (200, &json!(true)), "{decided}");
+        let path = format!("/approvals/{}", pending["id"].as_str().unwrap());
+        let (_, shown) = orchestrator.get_with(&path, Some(&key("ada"))).await;
+        assert_eq!(shown["result"], decided["result"], "{settings:?}: the result is kept");
+        assert!(!small_transfer_is_pending(&orchestrator).await, "{settings:?}: the result is counted");
+
+        // Dropped (as long after it expired as it waited), its bytes are no longer counted.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while !small_transfer_is_pending(&orchestrator).await {
+            assert!(tokio::time::Instant::now() < deadline, "{settings:?}: a dropped approval's bytes stay counted");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+    assert_eq!(setup.calls.count(), redis_url.map_or(1, |_| 2));
+}
+
+#[tokio::test]
+async fn a_result_over_the_byte_budget_is_answered_but_kept_as_an_error_naming_it() {
+    let redis = RedisServer::start();
+    let setup = Setup::new();
+    let redis_url = redis.as_ref().map(RedisServer::url);
+    // The large transfer fits pending (2027 bytes and 512 kept for its
+    // decision), but not with its result (4143 in all).
+    let budgets = [("MAX_APPROVAL_BYTES", "3000")];
+    for settings in each_store(&budgets, redis_url.as_deref()) {
+        let orchestrator = setup.start(&settings).await;
+        let calls = setup.calls.count();
+        let (_, pending) = request_transfer_of(&orchestrator, "call_big", &large_transfer()).await;
+        let (status, decided) = decide(&orchestrator, &key("ada"), &pending["id"], "approve").await;
+        assert_eq!(status, 200, "{decided}");
+        assert_eq!(decided["result"]["result"]["to"], large_transfer()["to"], "the decider gets the result");
+        assert_eq!(setup.calls.count(), calls + 1);
+
+        let path = format!("/approvals/{}", pending["id"].as_str().unwrap());
+        let (_, shown) = orchestrator.get_with(&path, Some(&key("ada"))).await;
+        assert_eq!((&shown["status"], &shown["result"]["success"]), (&json!("approved"), &json!(false)), "{shown}");
+        assert_eq!(shown["result"]["error_kind"], "execution_failed", "{shown}");
+        let error = shown["result"]["error"].as_str().unwrap();
+        let size = serde_json::to_string(&decided["result"]).unwrap().len();
+        assert!(
+            error.contains("MAX_APPROVAL_BYTES (3000)") && error.contains(&format!("({size} bytes as JSON)")),
+            "{error}"
+        );
+        assert!(orchestrator.logged(|l| l.contains("keeps an error in its place")));
+    }
+}
+
+#[tokio::test]
+async fn a_reason_longer_than_its_budget_or_than_room_left_is_refused_and_nothing_runs() {
+    let redis = RedisServer::start();
+    let setup = Setup::new();
+    let redis_url = redis.as_ref().map(RedisServer::url);
+    // Two transfers fill the budget: 26 bytes of arguments, a 6-byte call
+    // id and 512 kept for the decision each.
+    let budgets = [("MAX_APPROVAL_REASON_BYTES", "100"), ("MAX_APPROVAL_BYTES", "1088")];
+    for settings in each_store(&budgets, redis_url.as_deref()) {
+        let orchestrator = setup.start(&settings).await;
+        let calls = setup.calls.count();
+        let (_, pending) = request_transfer(&orchestrator, "call_1").await;
+        request_transfer(&orchestrator, "call_2").await;
+        let path = format!("/approvals/{}", pending["id"].as_str().unwrap());
+        let approve = |reason: Option<String>| json!({"decision": "approve", "reason": reason});
+
+        let (status, refused) = orchestrator.post_with(&path, Some(&key("ada")), &approve(Some("r".repeat(101)))).await;
+        assert_eq!(status, 422, "{refused}");
+        let error = refused["error"].as_str().unwrap();
+        assert!(error.contains("MAX_APPROVAL_REASON_BYTES") && error.contains("101 bytes"), "{error}");
+
+        // A reason within its budget, with no room left for it.
+        let (status, refused) = orchestrator.post_with(&path, Some(&key("ada")), &approve(Some("r".repeat(100)))).await;
+        assert_eq!(status, 429, "{refused}");
+        assert!(refused["error"].as_str().unwrap().contains("MAX_APPROVAL_BYTES"), "{refused}");
+        assert_eq!(setup.calls.count(), calls, "a refused decision runs nothing");
+        let (_, shown) = orchestrator.get_with(&path, Some(&key("ada"))).await;
+        assert_eq!(shown["status"], "pending", "{shown}");
+
+        // Without a reason a decision always fits.
+        let (status, decided) = orchestrator.post_with(&path, Some(&key("ada")), &approve(None)).await;
+        assert_eq!((status, &decided["result"]["success"]), (200, &json!(true)), "{decided}");
+        assert_eq!(setup.calls.count(), calls + 1);
+    }
 }
 
 #[tokio::test]

@@ -21,6 +21,7 @@ use crate::caller::Caller;
 use crate::execute::Executor;
 use crate::identity::Identity;
 use crate::providers::{self, CallFormat, RequestedCall};
+use record::json_bytes;
 pub use record::{Approval, ApprovalStatus, ProviderCall};
 pub use settings::ApprovalSettings;
 use store::{Admission, ApprovalStore, MemoryStore, StoreError};
@@ -70,11 +71,31 @@ pub enum ApprovalError {
         /// The budget.
         max: usize,
     },
-    /// The approvals kept hold as many argument bytes as they may.
+    /// The approvals kept hold as many bytes as they may.
     #[error(
-        "the orchestrator's approvals already hold as many bytes of arguments as they may ({max}, MAX_APPROVAL_BYTES); decide pending ones or wait for old ones to expire"
+        "the orchestrator's approvals already hold as many bytes (arguments, reasons and results) as they may ({max}, MAX_APPROVAL_BYTES); decide pending ones or wait for old ones to expire"
     )]
     FullOfBytes {
+        /// The budget.
+        max: usize,
+    },
+    /// A decision's reason is longer than a decision may give.
+    #[error("the decision's reason is {bytes} bytes, more than the {max} it may be (MAX_APPROVAL_REASON_BYTES)")]
+    ReasonTooLong {
+        /// The reason's size.
+        bytes: usize,
+        /// The budget.
+        max: usize,
+    },
+    /// A decision's reason would take the approvals kept past their bytes.
+    #[error(
+        "recording the decision of approval `{id}` with its reason of {bytes} bytes would take the orchestrator's approvals past the bytes they may hold ({max}, MAX_APPROVAL_BYTES); decide it without a reason (that always fits), or once older approvals are dropped"
+    )]
+    NoRoomForReason {
+        /// The approval's id.
+        id: String,
+        /// The reason's size.
+        bytes: usize,
         /// The budget.
         max: usize,
     },
@@ -99,6 +120,14 @@ pub enum ApprovalError {
         reason: String,
     },
 }
+
+/// The bytes an approval counts, beyond [`Approval::counted_bytes`], until
+/// its call's result is stored: room for the result of its decision, at
+/// least the largest a decision stores of its own (a denial's without a
+/// reason, [`unkept_result`]). So a decision without a reason always fits
+/// in `MAX_APPROVAL_BYTES`, however full, and a result that does not fit
+/// can always be replaced.
+pub const DECISION_BYTES: usize = 512;
 
 /// The approval store and policy of one orchestrator.
 pub struct Approvals {
@@ -139,14 +168,6 @@ impl Approvals {
         arguments: Map<String, Value>,
         call: Option<ProviderCall>,
     ) -> Result<Approval, ApprovalError> {
-        // What the caller writes into the record: its arguments and the
-        // provider call's id (free text from the model's message); the
-        // rest is the orchestrator's own or a name it checked.
-        let bytes = serde_json::to_vec(&arguments).map_or(0, |text| text.len())
-            + call.as_ref().map_or(0, |call| call.call_id.len());
-        if bytes > self.settings.max_argument_bytes {
-            return Err(ApprovalError::TooLarge { bytes, max: self.settings.max_argument_bytes });
-        }
         let now = OffsetDateTime::now_utc();
         let approval = Approval {
             id: uuid::Uuid::new_v4().to_string(),
@@ -165,7 +186,13 @@ impl Approvals {
             result: None,
             call,
         };
-        match self.store.insert(&approval, bytes, self.drop_at(&approval), &self.settings).await? {
+        // Undecided, it counts its arguments and the provider call's id.
+        let bytes = approval.counted_bytes();
+        if bytes > self.settings.max_argument_bytes {
+            return Err(ApprovalError::TooLarge { bytes, max: self.settings.max_argument_bytes });
+        }
+        let counted = bytes + DECISION_BYTES;
+        match self.store.insert(&approval, counted, self.drop_at(&approval), &self.settings).await? {
             Admission::Stored => {}
             Admission::Full => return Err(ApprovalError::Full { max: self.settings.max_total }),
             Admission::TooManyBytes => return Err(ApprovalError::FullOfBytes { max: self.settings.max_total_bytes }),
@@ -209,7 +236,9 @@ impl Approvals {
 
     /// Decides approval `id` once: approving runs the stored call through
     /// `executor`, denying records the declined result. Anything but a
-    /// pending approval, or a second decision, is a conflict and runs nothing.
+    /// pending approval, or a second decision, is a conflict and runs
+    /// nothing. The approval answered holds the call's result even when the
+    /// store keeps [`unkept_result`] in its place.
     pub async fn decide(
         &self,
         identity: &Identity,
@@ -218,6 +247,9 @@ impl Approvals {
         reason: Option<String>,
         executor: &Executor,
     ) -> Result<Approval, ApprovalError> {
+        if let Some(bytes) = reason.as_ref().map(String::len).filter(|&bytes| bytes > self.settings.max_reason_bytes) {
+            return Err(ApprovalError::ReasonTooLong { bytes, max: self.settings.max_reason_bytes });
+        }
         let mut approval = self.get_for(identity, id, executor).await?;
         if approval.status != ApprovalStatus::Pending {
             return Err(ApprovalError::Conflict { id: id.to_owned(), status: approval.status.as_str() });
@@ -234,7 +266,7 @@ impl Approvals {
                 // came back), never `pending` as if nothing had happened.
                 approval.status = ApprovalStatus::Running;
                 approval.reason.clone_from(&reason);
-                if let Err(error) = self.store.put(&approval, self.drop_at(&approval)).await {
+                if let Err(error) = self.record(&approval, approval.counted_bytes() + DECISION_BYTES).await {
                     return Err(self.undecided(id, error).await);
                 }
                 let caller = approval.caller();
@@ -248,13 +280,13 @@ impl Approvals {
         };
         approval.reason = reason;
         approval.result = Some(result);
-        if let Err(error) = self.store.put(&approval, self.drop_at(&approval)).await {
-            if decision == Decision::Deny {
-                return Err(self.undecided(id, error).await);
+        match decision {
+            Decision::Deny => {
+                if let Err(error) = self.record(&approval, approval.counted_bytes()).await {
+                    return Err(self.undecided(id, error).await);
+                }
             }
-            // The call ran: its result goes to the one who approved it, even
-            // though the store keeps the approval `running` without it.
-            tracing::error!(approval = %id, %error, "an approved call ran, but its result could not be stored");
+            Decision::Approve => self.keep_result(&mut approval).await,
         }
         tracing::info!(
             approval = %approval.id,
@@ -268,14 +300,53 @@ impl Approvals {
         Ok(approval)
     }
 
+    /// Stores the decision of `approval`, counted as `bytes`, or refuses it
+    /// when that would take the approvals kept past `MAX_APPROVAL_BYTES`
+    /// (only a reason can: see [`DECISION_BYTES`]).
+    async fn record(&self, approval: &Approval, bytes: usize) -> Result<(), ApprovalError> {
+        match self.store.put(approval, bytes, self.drop_at(approval), &self.settings).await? {
+            Admission::Stored => Ok(()),
+            _ => Err(ApprovalError::NoRoomForReason {
+                id: approval.id.clone(),
+                bytes: approval.reason.as_ref().map_or(0, String::len),
+                max: self.settings.max_total_bytes,
+            }),
+        }
+    }
+
+    /// Stores the approved call's `approval` with its result or, when that
+    /// would take the approvals kept past `MAX_APPROVAL_BYTES`, with
+    /// [`unkept_result`] in its place (which fits in the bytes it counted
+    /// while it ran). The call ran: its result goes to the one who approved
+    /// it whatever is stored, so a store that fails is logged, and the
+    /// approval stays `running` without the result.
+    async fn keep_result(&self, approval: &mut Approval) {
+        let (drop_at, max) = (self.drop_at(approval), self.settings.max_total_bytes);
+        let mut stored = self.store.put(approval, approval.counted_bytes(), drop_at, &self.settings).await;
+        if let Ok(Admission::TooManyBytes) = stored {
+            let bytes = approval.result.as_ref().map_or(0, json_bytes);
+            tracing::warn!(approval = %approval.id, bytes, max, "an approved call's result is over MAX_APPROVAL_BYTES; its approval keeps an error in its place");
+            let result = approval.result.replace(unkept_result(&approval.tool_name, bytes, max));
+            stored = self.store.put(approval, approval.counted_bytes(), drop_at, &self.settings).await;
+            approval.result = result;
+        }
+        let error = match stored {
+            Ok(Admission::Stored) => return,
+            // Only an approval no longer counted (dropped meanwhile) gets here.
+            Ok(_) => format!("not even its replacement fits in MAX_APPROVAL_BYTES ({max})"),
+            Err(error) => error.to_string(),
+        };
+        tracing::error!(approval = %approval.id, %error, "an approved call ran, but its result could not be stored");
+    }
+
     /// Gives up the claim of `id`, whose decision could not be recorded
     /// (`error`) before anything ran, so it can be decided again rather
     /// than refused as being decided until it expires; answers the error.
-    async fn undecided(&self, id: &str, error: StoreError) -> ApprovalError {
+    async fn undecided(&self, id: &str, error: ApprovalError) -> ApprovalError {
         if let Err(release) = self.store.release(id).await {
             tracing::error!(approval = %id, error = %release, "the claim of an undecided approval could not be given up");
         }
-        error.into()
+        error
     }
 }
 
@@ -360,6 +431,20 @@ pub fn declined_result(tool_name: &str, reason: Option<&str>) -> ToolResult {
     ToolResult::failure(tool_name, ErrorKind::PermissionDenied, message)
 }
 
+/// What an approval keeps in place of its approved call's result of `bytes`
+/// (as JSON) that would take the approvals kept past `MAX_APPROVAL_BYTES`
+/// (`max`): the answer to the decision carried the result itself.
+pub fn unkept_result(tool_name: &str, bytes: usize, max: usize) -> ToolResult {
+    ToolResult::failure(
+        tool_name,
+        ErrorKind::ExecutionFailed,
+        format!(
+            "the call ran once, but its result ({bytes} bytes as JSON) would take the approvals kept past \
+             MAX_APPROVAL_BYTES ({max}), so it is not kept: only the answer to the decision carried it"
+        ),
+    )
+}
+
 /// The decided approval's result as the provider's result message, for a
 /// call that came from `/v1/tool-calls` (`None` otherwise).
 pub fn result_message(approval: &Approval) -> Option<Value> {
@@ -372,4 +457,19 @@ pub fn result_message(approval: &Approval) -> Option<Value> {
         arguments: Ok(approval.arguments.clone()),
     };
     Some(providers::render_results(format, &[(requested, result.clone())]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_decision_without_a_reason_fits_in_the_bytes_counted_for_it() {
+        // The longest tool name the contract allows: 40 characters, a dot, 40 more.
+        let tool = format!("{}.{}", "m".repeat(40), "t".repeat(40));
+        let unkept = unkept_result(&tool, usize::MAX, usize::MAX);
+        assert!(json_bytes(&unkept) <= DECISION_BYTES, "{}", json_bytes(&unkept));
+        assert!(json_bytes(&declined_result(&tool, None)) <= DECISION_BYTES);
+        assert!(unkept.error.unwrap().contains(&format!("({} bytes as JSON) would", usize::MAX)));
+    }
 }

@@ -126,8 +126,24 @@ impl Approval {
         self
     }
 
+    /// Its bytes counted against `MAX_APPROVAL_BYTES`: what others wrote
+    /// into it, its arguments and result as JSON, the provider call's id and
+    /// the decision's reason (the rest is the orchestrator's own or a name
+    /// it checked).
+    pub fn counted_bytes(&self) -> usize {
+        json_bytes(&self.arguments)
+            + self.call.as_ref().map_or(0, |call| call.call_id.len())
+            + self.reason.as_ref().map_or(0, String::len)
+            + self.result.as_ref().map_or(0, json_bytes)
+    }
+
     /// The caller the stored call runs as.
     pub fn caller(&self) -> Caller {
         Caller { user_id: self.user_id.clone(), permission: self.permission, modules: self.modules.clone() }
     }
+}
+
+/// The size of `value` as JSON.
+pub fn json_bytes(value: &impl Serialize) -> usize {
+    serde_json::to_vec(value).map_or(0, |text| text.len())
 }

@@ -6,8 +6,8 @@
 //! `MAX_APPROVAL_BYTES`, each counted approval's bytes (the hash
 //! `approvals:bytes`), their sum (`approvals:bytes:total`) and when each
 //! leaves the sum (`approvals:bytes:drop`, ids scored like the index), kept
-//! by the script that stores alone: no other writer (an older replica, a
-//! person deleting the index) can leave bytes counted that are gone.
+//! by the two scripts that store alone: no other writer (an older replica,
+//! a person deleting the index) can leave bytes counted that are gone.
 
 use std::collections::HashMap;
 
@@ -50,20 +50,14 @@ const TOTAL_BYTES: &str = "approvals:bytes:total";
 /// When each approval of [`BYTES`] leaves the sum: ids scored by drop time.
 const BYTES_DROP: &str = "approvals:bytes:drop";
 
-/// Stores a new pending approval if the budgets allow, in one step (Redis
-/// runs a script alone): drops the lapsed ids from the index, their bytes
-/// from the sum (by the script's own drop set, so the sum never drifts),
-/// and the lapsed ids of the user's pending set; then answers 1 when the
-/// index holds `max_total` ids, 2 when the user has `max_pending` pending
-/// ones, 3 when its bytes would take the sum past `max_total_bytes`, and
-/// otherwise stores the record, indexes it and counts its bytes (0). When
-/// any of the three byte keys is missing (deleted, evicted) the count starts
-/// again from nothing. The pending set's TTL is only ever lengthened.
-/// KEYS: the index, the user's pending set, the record, the bytes hash, the
-/// sum, the drop set. ARGV: now (seconds), now (milliseconds), max_total,
-/// max_pending, id, drop_at (seconds), expires_at (milliseconds), the
-/// record's JSON, its TTL (seconds), max_total_bytes, its bytes.
-const INSERT: &str = r"
+/// The start of both storing scripts: drops the bytes of the ids lapsed by
+/// now (`ARGV[1]`, seconds) from the sum, by the scripts' own drop set, so
+/// the sum never drifts; when any of the three byte keys is missing
+/// (deleted, evicted) the count starts again from nothing. KEYS: the index,
+/// the user's pending set, the record, the bytes hash, the sum, the drop set.
+macro_rules! drop_lapsed_bytes {
+    () => {
+        r"
     for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[6], '-inf', ARGV[1])) do
         local bytes = redis.call('HGET', KEYS[4], id)
         if bytes then
@@ -75,6 +69,24 @@ const INSERT: &str = r"
     if redis.call('ZCARD', KEYS[6]) == 0 or redis.call('HLEN', KEYS[4]) == 0 or redis.call('EXISTS', KEYS[5]) == 0 then
         redis.call('DEL', KEYS[4], KEYS[5], KEYS[6])
     end
+"
+    };
+}
+
+/// Stores a new pending approval if the budgets allow, in one step (Redis
+/// runs a script alone): drops the lapsed bytes ([`drop_lapsed_bytes`]),
+/// the lapsed ids of the index and of the user's pending set; then answers
+/// 1 when the index holds `max_total` ids, 2 when the user has
+/// `max_pending` pending ones, 3 when its bytes would take the sum past
+/// `max_total_bytes`, and otherwise stores the record, indexes it and
+/// counts its bytes (0). The pending set's TTL is only ever lengthened.
+/// KEYS: as [`drop_lapsed_bytes`]. ARGV: now (seconds), now
+/// (milliseconds), max_total, max_pending, id, drop_at (seconds),
+/// expires_at (milliseconds), the record's JSON, its TTL (seconds),
+/// max_total_bytes, its bytes.
+const INSERT: &str = concat!(
+    drop_lapsed_bytes!(),
+    r"
     redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
     if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 1 end
     redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[2])
@@ -88,7 +100,35 @@ const INSERT: &str = r"
     redis.call('INCRBY', KEYS[5], ARGV[11])
     redis.call('ZADD', KEYS[6], ARGV[6], ARGV[5])
     return 0
-";
+"
+);
+
+/// Stores (or replaces) an approval, in one step: drops the lapsed bytes
+/// ([`drop_lapsed_bytes`]); answers 1 when its bytes are more than it
+/// counted before (nothing if it was not counted) and would take the sum
+/// past `max_total_bytes`; otherwise stores and indexes the record, takes a
+/// decided one out of its user's pending set, and counts its bytes instead
+/// of its former ones, until it is dropped (0).
+/// KEYS: as [`drop_lapsed_bytes`]. ARGV: now (seconds), id, drop_at
+/// (seconds), the record's JSON, its TTL (seconds), max_total_bytes, its
+/// bytes, 1 when it is decided (0 when pending).
+const PUT: &str = concat!(
+    drop_lapsed_bytes!(),
+    r"
+    local before = tonumber(redis.call('HGET', KEYS[4], ARGV[2]) or '0')
+    local bytes = tonumber(ARGV[7])
+    if bytes > before and tonumber(redis.call('GET', KEYS[5]) or '0') - before + bytes > tonumber(ARGV[6]) then
+        return 1
+    end
+    redis.call('SET', KEYS[3], ARGV[4], 'EX', ARGV[5])
+    redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
+    if ARGV[8] == '1' then redis.call('ZREM', KEYS[2], ARGV[2]) end
+    redis.call('HSET', KEYS[4], ARGV[2], ARGV[7])
+    redis.call('INCRBY', KEYS[5], bytes - before)
+    redis.call('ZADD', KEYS[6], ARGV[3], ARGV[2])
+    return 0
+"
+);
 
 /// Milliseconds since the epoch.
 fn unix_millis(at: OffsetDateTime) -> i128 {
@@ -180,24 +220,37 @@ impl ApprovalStore for RedisStore {
         .boxed()
     }
 
-    fn put<'a>(&'a self, approval: &'a Approval, drop_at: OffsetDateTime) -> BoxFuture<'a, Result<(), StoreError>> {
+    fn put<'a>(
+        &'a self,
+        approval: &'a Approval,
+        bytes: usize,
+        drop_at: OffsetDateTime,
+        settings: &'a ApprovalSettings,
+    ) -> BoxFuture<'a, Result<Admission, StoreError>> {
         async move {
             let text = serde_json::to_string(approval).expect("an approval always serializes");
             let mut connection = self.connection.clone();
-            let mut pipe = redis::pipe();
-            pipe.set_ex(record_key(&approval.id), text, ttl(drop_at)).zadd(
-                INDEX,
-                &approval.id,
-                drop_at.unix_timestamp(),
-            );
-            if approval.status != ApprovalStatus::Pending {
-                // Decided: no longer counts against its user's pending budget.
-                pipe.zrem(pending_key(approval.user_id.as_deref()), &approval.id);
-            }
-            // Its bytes stay counted as long as the record is kept (only an
-            // approval the script counted is in the drop set: `XX`).
-            pipe.cmd("ZADD").arg(BYTES_DROP).arg("XX").arg(drop_at.unix_timestamp()).arg(&approval.id);
-            pipe.exec_async(&mut connection).await.map_err(unavailable)
+            let refused: u8 = redis::cmd("EVAL")
+                .arg(PUT)
+                .arg(6)
+                .arg(INDEX)
+                .arg(pending_key(approval.user_id.as_deref()))
+                .arg(record_key(&approval.id))
+                .arg(BYTES)
+                .arg(TOTAL_BYTES)
+                .arg(BYTES_DROP)
+                .arg(OffsetDateTime::now_utc().unix_timestamp())
+                .arg(&approval.id)
+                .arg(drop_at.unix_timestamp())
+                .arg(text)
+                .arg(ttl(drop_at))
+                .arg(settings.max_total_bytes)
+                .arg(bytes)
+                .arg(u8::from(approval.status != ApprovalStatus::Pending))
+                .query_async(&mut connection)
+                .await
+                .map_err(unavailable)?;
+            Ok(if refused == 0 { Admission::Stored } else { Admission::TooManyBytes })
         }
         .boxed()
     }
@@ -271,7 +324,7 @@ impl ApprovalStore for RedisStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::approvals::store::tests::{approval, check_insert_budgets};
+    use crate::approvals::store::tests::{approval, check_insert_budgets, check_put_budgets, put};
     use module_sdk::contract::ToolResult;
     use serde_json::{Value, json};
     use std::time::Duration;
@@ -299,6 +352,19 @@ mod tests {
     async fn inserting_keeps_to_the_budgets() {
         let Some(redis) = test_support::RedisServer::start() else { return };
         check_insert_budgets(&RedisStore::new(&redis.url()).unwrap()).await;
+    }
+
+    #[tokio::test]
+    async fn storing_again_counts_the_new_bytes_within_the_budget() {
+        let Some(redis) = test_support::RedisServer::start() else { return };
+        let store = RedisStore::new(&redis.url()).unwrap();
+        check_put_budgets(&store).await;
+        let mut connection = store.connection.clone();
+        let total: i64 = connection.get(TOTAL_BYTES).await.unwrap();
+        let mut kept: Vec<(String, i64)> = connection.hgetall(BYTES).await.unwrap();
+        kept.sort();
+        let expected = [("b", 800), ("c", 150), ("d", 50)].map(|(id, bytes)| (id.to_owned(), bytes));
+        assert_eq!((total, kept), (1000, expected.to_vec()), "the sum is the kept approvals' bytes");
     }
 
     #[tokio::test]
@@ -344,15 +410,15 @@ mod tests {
         let Some(redis) = test_support::RedisServer::start() else { return };
         let store = RedisStore::new(&redis.url()).unwrap();
         let kept = approval("kept", Duration::from_secs(60));
-        store.put(&kept, kept.expires_at).await.unwrap();
+        put(&store, &kept, kept.expires_at).await;
         let mut broken = approval("broken", Duration::from_secs(60));
-        store.put(&broken, broken.expires_at).await.unwrap();
+        put(&store, &broken, broken.expires_at).await;
         let mut connection = store.connection.clone();
         let _: () = connection.set(record_key("broken"), "{\"id\": \"broken\", \"arguments\": [").await.unwrap();
         assert_eq!(store.list().await.unwrap(), vec![kept]);
         assert!(matches!(store.get("broken").await, Err(StoreError::Corrupt { .. })));
         broken.status = crate::approvals::ApprovalStatus::Denied;
-        store.put(&broken, broken.expires_at).await.unwrap();
+        put(&store, &broken, broken.expires_at).await;
         assert_eq!(store.list().await.unwrap().len(), 2, "a record written again is read again");
     }
 }

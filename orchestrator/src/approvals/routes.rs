@@ -26,7 +26,7 @@ pub fn routes() -> Router<AppState> {
 pub(crate) struct DecisionBody {
     /// `approve` or `deny`.
     decision: Decision,
-    /// Why (shown to the model on a denial).
+    /// Why (shown to the model on a denial); at most `MAX_APPROVAL_REASON_BYTES`.
     #[serde(default)]
     reason: Option<String>,
 }
@@ -37,9 +37,11 @@ pub fn error_answer(error: &ApprovalError) -> Response {
         ApprovalError::NotFound(_) => StatusCode::NOT_FOUND,
         ApprovalError::NotYours(_) => StatusCode::FORBIDDEN,
         ApprovalError::Conflict { .. } => StatusCode::CONFLICT,
-        ApprovalError::TooMany { .. } | ApprovalError::Full { .. } | ApprovalError::FullOfBytes { .. } => {
-            StatusCode::TOO_MANY_REQUESTS
-        }
+        ApprovalError::TooMany { .. }
+        | ApprovalError::Full { .. }
+        | ApprovalError::FullOfBytes { .. }
+        | ApprovalError::NoRoomForReason { .. } => StatusCode::TOO_MANY_REQUESTS,
+        ApprovalError::ReasonTooLong { .. } => StatusCode::UNPROCESSABLE_ENTITY,
         ApprovalError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
         ApprovalError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
         ApprovalError::Interrupted { .. } => StatusCode::INTERNAL_SERVER_ERROR,
@@ -91,7 +93,8 @@ pub(crate) async fn show(
     (status = 404, body = ErrorBody, description = "No such approval, or one of a tool this identity may not use"),
     (status = 409, body = ErrorBody, description = "Not pending, or being decided by another request"),
     (status = 415, body = ErrorBody, description = "The body is not sent as `Content-Type: application/json`"),
-    (status = 422, body = ErrorBody, description = "The body is not a decision"),
+    (status = 422, body = ErrorBody, description = "The body is not a decision, or its reason is over MAX_APPROVAL_REASON_BYTES"),
+    (status = 429, body = ErrorBody, description = "The decision's reason would take the approvals kept past MAX_APPROVAL_BYTES"),
     (status = 503, body = ErrorBody, description = "The approval store (Redis) failed")
 ))]
 pub(crate) async fn decide(

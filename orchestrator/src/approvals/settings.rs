@@ -18,6 +18,8 @@ pub const DEFAULT_MAX_APPROVALS: usize = 10_000;
 pub const DEFAULT_MAX_APPROVAL_ARGUMENT_BYTES: usize = 1024 * 1024;
 /// The default of `MAX_APPROVAL_BYTES`: 64 MiB.
 pub const DEFAULT_MAX_APPROVAL_BYTES: usize = 64 * 1024 * 1024;
+/// The default of `MAX_APPROVAL_REASON_BYTES`: 4 KiB (a paragraph).
+pub const DEFAULT_MAX_APPROVAL_REASON_BYTES: usize = 4 * 1024;
 
 /// The checked approval settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,8 +37,11 @@ pub struct ApprovalSettings {
     pub max_total: usize,
     /// `MAX_APPROVAL_ARGUMENT_BYTES`: the largest arguments (as JSON) one approval may hold.
     pub max_argument_bytes: usize,
-    /// `MAX_APPROVAL_BYTES`: the arguments' bytes (as JSON) of all the approvals kept at once.
+    /// `MAX_APPROVAL_BYTES`: the counted bytes of all the approvals kept at
+    /// once (see [`super::Approval::counted_bytes`]).
     pub max_total_bytes: usize,
+    /// `MAX_APPROVAL_REASON_BYTES`: the longest reason a decision may give.
+    pub max_reason_bytes: usize,
 }
 
 impl Default for ApprovalSettings {
@@ -49,6 +54,7 @@ impl Default for ApprovalSettings {
             max_total: DEFAULT_MAX_APPROVALS,
             max_argument_bytes: DEFAULT_MAX_APPROVAL_ARGUMENT_BYTES,
             max_total_bytes: DEFAULT_MAX_APPROVAL_BYTES,
+            max_reason_bytes: DEFAULT_MAX_APPROVAL_REASON_BYTES,
         }
     }
 }
@@ -70,6 +76,8 @@ pub struct ApprovalFile {
     pub max_approval_argument_bytes: Option<usize>,
     /// `max_approval_bytes`.
     pub max_approval_bytes: Option<usize>,
+    /// `max_approval_reason_bytes`.
+    pub max_approval_reason_bytes: Option<usize>,
 }
 
 impl ApprovalSettings {
@@ -104,7 +112,18 @@ impl ApprovalSettings {
         let max_argument_bytes =
             count("MAX_APPROVAL_ARGUMENT_BYTES", file.max_approval_argument_bytes, defaults.max_argument_bytes)?;
         let max_total_bytes = count("MAX_APPROVAL_BYTES", file.max_approval_bytes, defaults.max_total_bytes)?;
-        Ok(Self { expiry, risk_level, destructive, max_pending, max_total, max_argument_bytes, max_total_bytes })
+        let max_reason_bytes =
+            count("MAX_APPROVAL_REASON_BYTES", file.max_approval_reason_bytes, defaults.max_reason_bytes)?;
+        Ok(Self {
+            expiry,
+            risk_level,
+            destructive,
+            max_pending,
+            max_total,
+            max_argument_bytes,
+            max_total_bytes,
+            max_reason_bytes,
+        })
     }
 
     /// Whether a call of `tool` must wait for a person: the module asked
@@ -159,6 +178,7 @@ mod tests {
             ("MAX_APPROVALS", "many"),
             ("MAX_APPROVAL_ARGUMENT_BYTES", "0"),
             ("MAX_APPROVAL_BYTES", "-1"),
+            ("MAX_APPROVAL_REASON_BYTES", "0"),
         ] {
             let error = read(&[(name, value)]).unwrap_err().to_string();
             assert!(error.contains(name), "{error}");

@@ -42,11 +42,10 @@ pub enum Admission {
 
 /// Approvals by id; a record is dropped at its `drop_at` time.
 pub trait ApprovalStore: Send + Sync {
-    /// Stores the new pending `approval`, counted as `bytes` (its arguments
-    /// as JSON and its provider call's id), until `drop_at` if the budgets
-    /// of `settings` allow it,
-    /// counted in the same step as it is stored (on every replica), so
-    /// calls asking at once cannot pass a budget together.
+    /// Stores the new pending `approval`, counted as `bytes` (against
+    /// `MAX_APPROVAL_BYTES`), until `drop_at` if the budgets of `settings`
+    /// allow it, counted in the same step as it is stored (on every
+    /// replica), so calls asking at once cannot pass a budget together.
     fn insert<'a>(
         &'a self,
         approval: &'a Approval,
@@ -54,8 +53,17 @@ pub trait ApprovalStore: Send + Sync {
         drop_at: OffsetDateTime,
         settings: &'a ApprovalSettings,
     ) -> BoxFuture<'a, Result<Admission, StoreError>>;
-    /// Stores (or replaces) `approval` until `drop_at`.
-    fn put<'a>(&'a self, approval: &'a Approval, drop_at: OffsetDateTime) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// Stores (or replaces) `approval` until `drop_at`, counted as `bytes`
+    /// instead of what it counted before, in the same step: refused
+    /// ([`Admission::TooManyBytes`]) only when it counts more than before and
+    /// that would take the approvals kept past `MAX_APPROVAL_BYTES`.
+    fn put<'a>(
+        &'a self,
+        approval: &'a Approval,
+        bytes: usize,
+        drop_at: OffsetDateTime,
+        settings: &'a ApprovalSettings,
+    ) -> BoxFuture<'a, Result<Admission, StoreError>>;
     /// The approval `id`, if kept.
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Approval>, StoreError>>;
     /// Every kept approval.
@@ -77,9 +85,13 @@ struct Entry {
     drop_at: OffsetDateTime,
     /// Whether its one decision is claimed.
     claimed: bool,
-    /// Its counted bytes (arguments as JSON and the provider call's id),
-    /// against `MAX_APPROVAL_BYTES`.
+    /// Its counted bytes, against `MAX_APPROVAL_BYTES`.
     bytes: usize,
+}
+
+/// The counted bytes of all `entries`.
+fn kept_bytes(entries: &HashMap<String, Entry>) -> usize {
+    entries.values().map(|entry| entry.bytes).sum()
 }
 
 /// Approvals of one process.
@@ -111,12 +123,11 @@ impl ApprovalStore for MemoryStore {
             let of_user = |entry: &&Entry| entry.approval.user_id == approval.user_id;
             entries.values().filter(of_user).filter(|e| e.approval.status_at(now) == ApprovalStatus::Pending).count()
         };
-        let kept_bytes = || entries.values().map(|entry| entry.bytes).sum::<usize>();
         let admission = if entries.len() >= settings.max_total {
             Admission::Full
         } else if pending() >= settings.max_pending {
             Admission::TooManyPending
-        } else if kept_bytes().saturating_add(bytes) > settings.max_total_bytes {
+        } else if kept_bytes(&entries).saturating_add(bytes) > settings.max_total_bytes {
             Admission::TooManyBytes
         } else {
             let entry = Entry { approval: approval.clone(), drop_at, claimed: false, bytes };
@@ -126,11 +137,23 @@ impl ApprovalStore for MemoryStore {
         futures::future::ready(Ok(admission)).boxed()
     }
 
-    fn put<'a>(&'a self, approval: &'a Approval, drop_at: OffsetDateTime) -> BoxFuture<'a, Result<(), StoreError>> {
+    fn put<'a>(
+        &'a self,
+        approval: &'a Approval,
+        bytes: usize,
+        drop_at: OffsetDateTime,
+        settings: &'a ApprovalSettings,
+    ) -> BoxFuture<'a, Result<Admission, StoreError>> {
         let mut entries = self.locked();
-        let (claimed, bytes) = entries.get(&approval.id).map_or((false, 0), |entry| (entry.claimed, entry.bytes));
-        entries.insert(approval.id.clone(), Entry { approval: approval.clone(), drop_at, claimed, bytes });
-        futures::future::ready(Ok(())).boxed()
+        let (claimed, before) = entries.get(&approval.id).map_or((false, 0), |entry| (entry.claimed, entry.bytes));
+        let others = kept_bytes(&entries) - before;
+        let admission = if bytes > before && others.saturating_add(bytes) > settings.max_total_bytes {
+            Admission::TooManyBytes
+        } else {
+            entries.insert(approval.id.clone(), Entry { approval: approval.clone(), drop_at, claimed, bytes });
+            Admission::Stored
+        };
+        futures::future::ready(Ok(admission)).boxed()
     }
 
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Approval>, StoreError>> {
@@ -194,14 +217,20 @@ pub(super) mod tests {
         }
     }
 
+    /// Stores `approval` in `store` until `drop_at`, counted as 10 bytes.
+    pub(crate) async fn put(store: &dyn ApprovalStore, approval: &Approval, drop_at: OffsetDateTime) {
+        let stored = store.put(approval, 10, drop_at, &ApprovalSettings::default()).await.unwrap();
+        assert_eq!(stored, Admission::Stored);
+    }
+
     #[tokio::test]
     async fn one_claim_wins_and_dropped_records_are_gone() {
         let store = MemoryStore::default();
         let live = approval("live", Duration::from_secs(60));
-        store.put(&live, live.expires_at).await.unwrap();
+        put(&store, &live, live.expires_at).await;
         assert!(store.claim("live", live.expires_at).await.unwrap());
         assert!(!store.claim("live", live.expires_at).await.unwrap(), "a second claim loses");
-        store.put(&live, live.expires_at).await.unwrap();
+        put(&store, &live, live.expires_at).await;
         assert!(!store.claim("live", live.expires_at).await.unwrap(), "storing the decision keeps the claim");
         assert!(!store.claim("unknown", live.expires_at).await.unwrap());
         store.release("live").await.unwrap();
@@ -209,7 +238,7 @@ pub(super) mod tests {
 
         let old = approval("old", Duration::ZERO);
         assert_eq!(old.status_at(OffsetDateTime::now_utc()), ApprovalStatus::Expired);
-        store.put(&old, OffsetDateTime::now_utc() - Duration::from_secs(1)).await.unwrap();
+        put(&store, &old, OffsetDateTime::now_utc() - Duration::from_secs(1)).await;
         assert!(store.get("old").await.unwrap().is_none());
         assert_eq!(store.list().await.unwrap().len(), 1);
     }
@@ -242,7 +271,8 @@ pub(super) mod tests {
         assert_eq!(ada, [Admission::Stored, Admission::Stored, Admission::Stored, Admission::TooManyPending]);
         let mut decided = store.get("Some(\"ada\")-0").await.unwrap().unwrap();
         decided.status = ApprovalStatus::Denied;
-        store.put(&decided, decided.expires_at + Duration::from_secs(60)).await.unwrap();
+        let drop_at = decided.expires_at + Duration::from_secs(60);
+        assert_eq!(store.put(&decided, 100, drop_at, &settings).await.unwrap(), Admission::Stored);
         let mut after = approval("ada-after", Duration::from_secs(60));
         after.user_id = Some("ada".into());
         assert_eq!(store.insert(&after, 701, after.expires_at, &settings).await.unwrap(), Admission::TooManyBytes);
@@ -254,5 +284,56 @@ pub(super) mod tests {
     #[tokio::test]
     async fn inserting_keeps_to_the_budgets() {
         check_insert_budgets(&MemoryStore::default()).await;
+    }
+
+    /// Stores a new pending approval `id` (ada's) in `store`, counted as `bytes`.
+    async fn insert(store: &dyn ApprovalStore, id: &str, bytes: usize, settings: &ApprovalSettings) -> Admission {
+        let new = approval(id, Duration::from_secs(60));
+        store.insert(&new, bytes, new.expires_at + Duration::from_secs(60), settings).await.unwrap()
+    }
+
+    /// Stores approval `id` again (decided, with its result) in `store`,
+    /// counted as `bytes` from then on, until `drop_at`.
+    async fn decide(
+        store: &dyn ApprovalStore,
+        id: &str,
+        bytes: usize,
+        drop_at: OffsetDateTime,
+        settings: &ApprovalSettings,
+    ) -> Admission {
+        let mut decided = store.get(id).await.unwrap().expect("the approval is kept");
+        decided.status = ApprovalStatus::Approved;
+        store.put(&decided, bytes, drop_at, settings).await.unwrap()
+    }
+
+    /// Checks the bytes of storing approvals again in `store` (1000 in
+    /// all): a decision counts its bytes instead of the former ones, more
+    /// only if they fit with the others, fewer always; a dropped approval's
+    /// last bytes leave the sum. Leaves 1000 bytes counted: 800 of `b`,
+    /// 150 of `c` and 50 of `d`.
+    pub(crate) async fn check_put_budgets(store: &dyn ApprovalStore) {
+        let settings = ApprovalSettings { max_total_bytes: 1000, ..ApprovalSettings::default() };
+        let later = OffsetDateTime::now_utc() + Duration::from_secs(120);
+        assert_eq!(insert(store, "a", 300, &settings).await, Admission::Stored);
+        assert_eq!(decide(store, "a", 900, later, &settings).await, Admission::Stored, "900 in all");
+        assert_eq!(insert(store, "b", 200, &settings).await, Admission::TooManyBytes, "a's result is counted");
+        assert_eq!(decide(store, "a", 1001, later, &settings).await, Admission::TooManyBytes);
+        assert_eq!(decide(store, "a", 50, later, &settings).await, Admission::Stored);
+        assert_eq!(insert(store, "b", 200, &settings).await, Admission::Stored, "a counts 50 now");
+        assert_eq!(decide(store, "b", 800, later, &settings).await, Admission::Stored, "850 in all");
+        assert_eq!(decide(store, "b", 951, later, &settings).await, Admission::TooManyBytes, "1001 in all");
+        assert_eq!(insert(store, "c", 150, &settings).await, Admission::Stored, "a refused put counts nothing");
+        let tight = ApprovalSettings { max_total_bytes: 10, ..settings.clone() };
+        assert_eq!(decide(store, "c", 150, later, &tight).await, Admission::Stored, "no more than before");
+        // `a` lapses: its 50 bytes leave the sum.
+        assert_eq!(insert(store, "d", 50, &settings).await, Admission::TooManyBytes);
+        let lapsed = OffsetDateTime::now_utc() - Duration::from_secs(1);
+        assert_eq!(decide(store, "a", 50, lapsed, &settings).await, Admission::Stored);
+        assert_eq!(insert(store, "d", 50, &settings).await, Admission::Stored);
+    }
+
+    #[tokio::test]
+    async fn storing_again_counts_the_new_bytes_within_the_budget() {
+        check_put_budgets(&MemoryStore::default()).await;
     }
 }
