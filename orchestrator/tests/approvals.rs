@@ -427,15 +427,19 @@ async fn approvals_have_a_byte_budget_each_and_in_all() {
 }
 
 /// Ada's model asks for a small transfer (24 bytes of arguments, a 10-byte
-/// call id): whether it becomes pending, or is refused for `MAX_APPROVAL_BYTES`.
-async fn small_transfer_is_pending(orchestrator: &OrchestratorProcess) -> bool {
+/// call id): the pending approval, or `None` when it is refused for
+/// `MAX_APPROVAL_BYTES`.
+async fn small_transfer(orchestrator: &OrchestratorProcess) -> Option<Value> {
     let path = "/v1/tool-calls?format=openai&envelope=true";
     let message = transfer_message("call_small", &json!({"to": "carol", "cents": 1}));
     let (status, answer) = orchestrator.post_with(path, Some(&key("ada")), &message).await;
     assert_eq!(status, 200, "{answer}");
-    let pending = !answer["pending_approvals"].as_array().unwrap().is_empty();
-    assert!(pending || answer["messages"][0]["content"].as_str().unwrap().contains("MAX_APPROVAL_BYTES"), "{answer}");
-    pending
+    let pending = answer["pending_approvals"][0].clone();
+    if pending.is_null() {
+        assert!(answer["messages"][0]["content"].as_str().unwrap().contains("MAX_APPROVAL_BYTES"), "{answer}");
+        return None;
+    }
+    Some(pending)
 }
 
 /// The arguments of a transfer to a 2000-byte name: 2019 bytes as JSON.
@@ -450,8 +454,9 @@ async fn an_approved_calls_result_counts_against_the_byte_budget_until_it_is_dro
     let redis_url = redis.as_ref().map(RedisServer::url);
     // The large transfer counts 2027 bytes (arguments and call id), 14 of
     // its reason and, approved, 2102 of its result (which echoes the name):
-    // 4143. A small transfer (34, and 512 kept for its decision) no longer fits.
-    let budgets = [("MAX_APPROVAL_BYTES", "4500"), ("APPROVAL_EXPIRY_SECONDS", "4")];
+    // 4143. A small transfer (34, and 512 kept for its decision) still
+    // fits, a second one no longer does.
+    let budgets = [("MAX_APPROVAL_BYTES", "5000"), ("APPROVAL_EXPIRY_SECONDS", "4")];
     for settings in each_store(&budgets, redis_url.as_deref()) {
         let orchestrator = setup.start(&settings).await;
         let (_, pending) = request_transfer_of(&orchestrator, "call_big", &large_transfer()).await;
@@ -460,14 +465,21 @@ async fn an_approved_calls_result_counts_against_the_byte_budget_until_it_is_dro
         let path = format!("/approvals/{}", pending["id"].as_str().unwrap());
         let (_, shown) = orchestrator.get_with(&path, Some(&key("ada"))).await;
         assert_eq!(shown["result"], decided["result"], "{settings:?}: the result is kept");
-        assert!(!small_transfer_is_pending(&orchestrator).await, "{settings:?}: the result is counted");
 
-        // Dropped (as long after it expired as it waited), its bytes are no longer counted.
+        // Asked 3 s later, this one is still kept when the large one is
+        // dropped (as long after it expired as it waited): the large one's
+        // bytes must leave the count while other approvals stay counted.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let kept = small_transfer(&orchestrator).await.expect("a small transfer fits beside the result");
+        assert_eq!(small_transfer(&orchestrator).await, None, "{settings:?}: the result is counted");
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while !small_transfer_is_pending(&orchestrator).await {
+        while small_transfer(&orchestrator).await.is_none() {
             assert!(tokio::time::Instant::now() < deadline, "{settings:?}: a dropped approval's bytes stay counted");
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
+        let path = format!("/approvals/{}", kept["id"].as_str().unwrap());
+        let (status, shown) = orchestrator.get_with(&path, Some(&key("ada"))).await;
+        assert_eq!(status, 200, "{settings:?}: room was made by the large transfer alone: {shown}");
     }
     assert_eq!(setup.calls.count(), redis_url.map_or(1, |_| 2));
 }
