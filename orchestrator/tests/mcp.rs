@@ -339,18 +339,43 @@ async fn a_long_call_reports_progress_to_a_client_that_asks() {
     client.cancel().await.unwrap();
 }
 
-/// POSTs `body` to `/mcp` with the headers a client sends plus `headers`.
-async fn post_raw(fleet: &Fleet, headers: &[(&str, &str)], body: Value) -> (u16, String) {
+/// `method /mcp` with `key`'s API key, the headers a client sends plus
+/// `headers`, and `body` if any: the response, its body unread.
+async fn mcp_raw(
+    fleet: &Fleet,
+    method: reqwest::Method,
+    key: &'static str,
+    headers: &[(&str, &str)],
+    body: Option<Value>,
+) -> reqwest::Response {
     let mut request = reqwest::Client::new()
-        .post(format!("{}/mcp", fleet.orchestrator.url))
-        .bearer_auth(api_key("ada"))
-        .header("accept", "application/json, text/event-stream")
-        .json(&body);
+        .request(method, format!("{}/mcp", fleet.orchestrator.url))
+        .bearer_auth(api_key(key))
+        .header("accept", "application/json, text/event-stream");
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
-    let response = request.send().await.unwrap();
+    request.send().await.unwrap()
+}
+
+/// POSTs `body` to `/mcp` as `ada` with the headers a client sends plus `headers`.
+async fn post_raw(fleet: &Fleet, headers: &[(&str, &str)], body: Value) -> (u16, String) {
+    let response = mcp_raw(fleet, reqwest::Method::POST, "ada", headers, Some(body)).await;
     (response.status().as_u16(), response.text().await.unwrap())
+}
+
+/// `initialize` as `key`, naming `version` in its params and its
+/// `MCP-Protocol-Version` header: the status, and the session it opened.
+async fn initialize_raw(fleet: &Fleet, key: &'static str, version: &str) -> (u16, Option<String>, String) {
+    let params = json!({"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params});
+    let headers = [("mcp-protocol-version", version)];
+    let response = mcp_raw(fleet, reqwest::Method::POST, key, &headers, Some(body)).await;
+    let session = response.headers().get("mcp-session-id").map(|id| id.to_str().unwrap().to_owned());
+    (response.status().as_u16(), session, response.text().await.unwrap())
 }
 
 #[tokio::test]
@@ -393,6 +418,34 @@ async fn protocol_rules_pages_and_budgets() {
     .await;
     assert!(second.is_err(), "MCP_MAX_SESSIONS is 1");
     first_session.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn every_initialize_counts_against_the_session_budget_whatever_version_it_names() {
+    let fleet = Fleet::start(&[("MCP_MAX_SESSIONS", "2")]).await;
+    // rmcp opens a session for any `initialize`, also one naming 2026-07-28 in its header and params.
+    let mut sessions = Vec::new();
+    for _ in 0..2 {
+        let (status, session, body) = initialize_raw(&fleet, "ada", "2026-07-28").await;
+        assert_eq!(status, 200, "{body}");
+        sessions.push(session.expect("a session was opened"));
+    }
+    for version in ["2026-07-28", "2025-11-25"] {
+        let (status, session, body) = initialize_raw(&fleet, "ada", version).await;
+        assert_eq!((status, session), (429, None), "{body}");
+        assert!(body.contains("MCP_MAX_SESSIONS (2)"), "{body}");
+    }
+    // Stateless 2026-07-28 requests need no session, so the full budget does not stop them.
+    let recent_client = fleet.connect((), "ada", "", recent()).await;
+    assert!(!recent_client.list_all_tools().await.unwrap().is_empty());
+    recent_client.cancel().await.unwrap();
+
+    // A session that ends no longer counts.
+    let ended = mcp_raw(&fleet, reqwest::Method::DELETE, "ada", &[("mcp-session-id", &sessions[0])], None).await;
+    assert_eq!(ended.status(), 202);
+    let (status, session, body) = initialize_raw(&fleet, "ada", "2026-07-28").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(session.is_some());
 }
 
 /// What the `held` module saw: calls that started, and calls whose caller went away.

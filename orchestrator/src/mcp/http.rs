@@ -2,8 +2,8 @@
 //!
 //! Stateless for 2026-07-28 clients (each request carries what it needs;
 //! `subscriptions/listen` keeps a stream open for list changes). A
-//! 2025-11-25 client's `initialize` opens a session (rmcp's
-//! [`LocalSessionManager`], at most `MCP_MAX_SESSIONS`), so it can keep
+//! 2025-11-25 client's `initialize` opens a session (rmcp's, counted by
+//! [`FleetSessions`], at most `MCP_MAX_SESSIONS`), so it can keep
 //! `GET /mcp` open and be told when the tool list changes; sessions are
 //! kept in this process only, and end after 5 idle minutes.
 
@@ -11,14 +11,12 @@ use std::sync::Arc;
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, Request};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Extension, Router};
 use module_sdk::service::error_response;
-use rmcp::model::ProtocolVersion;
 use rmcp::transport::StreamableHttpService;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde::Deserialize;
 
 use crate::app::Orchestrator;
@@ -26,17 +24,12 @@ use crate::auth::Authorized;
 use crate::caller::{Caller, CallerFields};
 use crate::http::AppState;
 use crate::mcp::handler::{FleetMcp, McpCaller};
-
-/// The header naming a 2025-11-25 session.
-const SESSION_HEADER: &str = "mcp-session-id";
-/// The header naming the protocol revision of a request.
-const VERSION_HEADER: &str = "mcp-protocol-version";
+use crate::mcp::sessions::FleetSessions;
 
 /// The fleet's MCP endpoint and its sessions.
 pub struct McpEndpoint {
-    service: StreamableHttpService<FleetMcp, LocalSessionManager>,
-    sessions: Arc<LocalSessionManager>,
-    max_sessions: usize,
+    service: StreamableHttpService<FleetMcp, FleetSessions>,
+    sessions: Arc<FleetSessions>,
 }
 
 impl McpEndpoint {
@@ -47,23 +40,9 @@ impl McpEndpoint {
         let transport = module_sdk::mcp::transport_config(&settings.transport, config.limits.max_body_bytes)
             .with_legacy_session_mode(true);
         let server = FleetMcp::new(Arc::clone(orchestrator));
-        let sessions = Arc::new(LocalSessionManager::default());
+        let sessions = Arc::new(FleetSessions::new(settings.max_sessions));
         let service = StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), transport);
-        Self { service, sessions, max_sessions: settings.max_sessions }
-    }
-
-    /// Whether `request` could open a session while `MCP_MAX_SESSIONS` are
-    /// open: a `POST` without a session that is not a 2026-07-28 request.
-    async fn over_session_budget(&self, method: &Method, headers: &HeaderMap) -> bool {
-        let stateless = headers
-            .get(VERSION_HEADER)
-            .and_then(|value| value.to_str().ok())
-            // Revisions are dates, which compare as text.
-            .is_some_and(|version| version >= ProtocolVersion::V_2026_07_28.as_str());
-        method == Method::POST
-            && !headers.contains_key(SESSION_HEADER)
-            && !stateless
-            && self.sessions.sessions.read().await.len() >= self.max_sessions
+        Self { service, sessions }
     }
 }
 
@@ -183,13 +162,9 @@ async fn handle(
         Ok(caller) => caller,
         Err(error) => return error_response(StatusCode::FORBIDDEN, error.to_string()),
     };
-    if endpoint.over_session_budget(request.method(), request.headers()).await {
-        let message = format!(
-            "this orchestrator already keeps MCP_MAX_SESSIONS ({}) MCP sessions; try again later, or speak MCP 2026-07-28, which needs none",
-            endpoint.max_sessions
-        );
-        return error_response(StatusCode::TOO_MANY_REQUESTS, message);
-    }
     request.extensions_mut().insert(McpCaller { identity, caller });
-    endpoint.service.handle(request).await.into_response()
+    match endpoint.sessions.opening(endpoint.service.handle(request)).await {
+        Ok(response) => response.into_response(),
+        Err(refused) => error_response(StatusCode::TOO_MANY_REQUESTS, refused.to_string()),
+    }
 }

@@ -16,6 +16,8 @@
 //! - `notifications/tools/list_changed` follows the registry's generations:
 //!   on `subscriptions/listen` streams (2026-07-28) and on the `GET /mcp`
 //!   stream of 2025-11-25 sessions ([`http`]).
+//! - Sessions (every `initialize` opens one) are counted where rmcp makes
+//!   and ends them, at most `MCP_MAX_SESSIONS` ([`sessions`]).
 //! - Calls that run long send `notifications/progress` to a client that
 //!   gave a `progressToken` ([`progress`]).
 //! - A client that declares the tasks extension gets a call that runs long
@@ -26,6 +28,7 @@ pub mod approval;
 pub mod handler;
 pub mod http;
 pub mod progress;
+pub mod sessions;
 pub mod settings;
 pub mod tasks;
 pub mod tools;
