@@ -448,6 +448,86 @@ async fn every_initialize_counts_against_the_session_budget_whatever_version_it_
     assert!(session.is_some());
 }
 
+/// Opens a 2025-11-25 session as `key`, handshake and all: its id.
+async fn open_session(fleet: &Fleet, key: &'static str) -> String {
+    let (status, session, body) = initialize_raw(fleet, key, "2025-11-25").await;
+    assert_eq!(status, 200, "{body}");
+    let session = session.expect("a session was opened");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let headers = [("mcp-session-id", session.as_str()), ("mcp-protocol-version", "2025-11-25")];
+    let response = mcp_raw(fleet, reqwest::Method::POST, key, &headers, Some(initialized)).await;
+    assert_eq!(response.status(), 202);
+    session
+}
+
+/// `GET /mcp` of `session` as `key`: the session's event stream, open while the response is kept.
+async fn get_stream(fleet: &Fleet, key: &'static str, session: &str) -> reqwest::Response {
+    let headers = [("mcp-session-id", session), ("mcp-protocol-version", "2025-11-25")];
+    mcp_raw(fleet, reqwest::Method::GET, key, &headers, None).await
+}
+
+/// A `GET /mcp` refused with `429`: its message.
+async fn refused_stream(response: reqwest::Response) -> String {
+    assert_eq!(response.status(), 429);
+    response.text().await.unwrap()
+}
+
+fn tool_list_changes() -> SubscriptionFilter {
+    SubscriptionFilter::builder().tools_list_changed().build()
+}
+
+#[tokio::test]
+async fn event_streams_are_capped_in_all_and_per_identity() {
+    let fleet = Fleet::start(&[("MCP_MAX_STREAMS", "3"), ("MCP_MAX_STREAMS_PER_IDENTITY", "2")]).await;
+    // ada keeps a `subscriptions/listen` and a `GET /mcp` stream open: her share.
+    let ada_recent = fleet.connect((), "ada", "", recent()).await;
+    let _listening = ada_recent.listen(tool_list_changes()).await.unwrap();
+    let ada_session = open_session(&fleet, "ada").await;
+    let ada_stream = get_stream(&fleet, "ada", &ada_session).await;
+    assert_eq!(ada_stream.status(), 200);
+    let refused = refused_stream(get_stream(&fleet, "ada", &ada_session).await).await;
+    assert!(refused.contains("MCP_MAX_STREAMS_PER_IDENTITY (2)"), "{refused}");
+
+    // root takes the last stream of all; then neither a GET nor a listen gets one.
+    let root_session = open_session(&fleet, "root").await;
+    let root_stream = get_stream(&fleet, "root", &root_session).await;
+    assert_eq!(root_stream.status(), 200);
+    let refused = refused_stream(get_stream(&fleet, "root", &root_session).await).await;
+    assert!(refused.contains("MCP_MAX_STREAMS (3)"), "{refused}");
+    let root_recent = fleet.connect((), "root", "", recent()).await;
+    let listened = match root_recent.listen(tool_list_changes()).await {
+        // rmcp acknowledges a subscription before the server's handler runs; the refusal ends it at once.
+        Ok(mut subscription) => tokio::time::timeout(Duration::from_secs(10), subscription.next())
+            .await
+            .expect("the refused subscription ended")
+            .map(drop),
+        Err(error) => Err(error),
+    };
+    let refused = listened.unwrap_err().to_string();
+    assert!(refused.contains("MCP_MAX_STREAMS (3)"), "{refused}");
+
+    // Requests that are no streams, and other routes, are served meanwhile.
+    assert!(!root_recent.list_all_tools().await.unwrap().is_empty());
+    assert_eq!(fleet.orchestrator.get_with("/health", None).await.0, 200);
+
+    // A stream that ends frees its place: ending root's session ends its stream.
+    let ended = mcp_raw(&fleet, reqwest::Method::DELETE, "root", &[("mcp-session-id", &root_session)], None).await;
+    assert_eq!(ended.status(), 202);
+    let root_session = open_session(&fleet, "root").await;
+    let mut reopened = get_stream(&fleet, "root", &root_session).await;
+    for _ in 0..50 {
+        if reopened.status() == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        reopened = get_stream(&fleet, "root", &root_session).await;
+    }
+    assert_eq!(reopened.status(), 200, "the ended stream's place was freed");
+    drop((ada_stream, root_stream));
+    root_recent.cancel().await.unwrap();
+    ada_recent.cancel().await.unwrap();
+}
+
 /// What the `held` module saw: calls that started, and calls whose caller went away.
 #[derive(Clone, Default)]
 struct Holds {

@@ -10,9 +10,9 @@ use std::time::Duration;
 use axum::http::request::Parts;
 use module_sdk::mcp::USER_ID_META_KEY;
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, ContentBlock, GetTaskParams, GetTaskResult,
-    Implementation, ListToolsResult, PaginatedRequestParams, RequestMetaObject, ServerCapabilities, ServerConfig,
-    SubscriptionFilter, UpdateTaskParams,
+    CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, ContentBlock, ErrorCode, GetTaskParams,
+    GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams, RequestMetaObject, ServerCapabilities,
+    ServerConfig, SubscriptionFilter, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -24,6 +24,7 @@ use crate::caller::{Caller, CallerFields};
 use crate::identity::Identity;
 use crate::mcp::approval;
 use crate::mcp::progress::with_progress;
+use crate::mcp::streams::StreamBudget;
 use crate::mcp::tasks::{McpTasks, TaskOwner, client_accepts_tasks, run_as_task};
 use crate::mcp::tools::CallerTools;
 
@@ -75,18 +76,21 @@ pub struct FleetMcp {
     page_size: usize,
     progress_interval: Duration,
     tasks: McpTasks,
+    streams: Arc<StreamBudget>,
 }
 
 impl FleetMcp {
     /// The MCP server of `orchestrator`'s fleet, under its `/mcp` settings;
-    /// its tasks are kept in this process (and shared through `REDIS_URL`).
-    pub fn new(orchestrator: Arc<Orchestrator>) -> Self {
+    /// its tasks are kept in this process (and shared through `REDIS_URL`),
+    /// its `subscriptions/listen` streams counted in `streams`.
+    pub fn new(orchestrator: Arc<Orchestrator>, streams: Arc<StreamBudget>) -> Self {
         let config = &orchestrator.config;
         Self {
             page_size: config.mcp.transport.page_size,
             progress_interval: config.mcp.progress_interval,
             tasks: McpTasks::new(config),
             orchestrator,
+            streams,
         }
     }
 
@@ -262,8 +266,16 @@ impl ServerHandler for FleetMcp {
     }
 
     /// A 2026-07-28 client's `subscriptions/listen`: one
-    /// `notifications/tools/list_changed` per registry change until it stops listening.
+    /// `notifications/tools/list_changed` per registry change until it stops
+    /// listening. The stream counts in `MCP_MAX_STREAMS` and
+    /// `MCP_MAX_STREAMS_PER_IDENTITY`; past either it is ended at once with a
+    /// JSON-RPC error naming the budget (rmcp has acknowledged it by then).
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let identity = &Self::caller(context.request_context())?.identity.name;
+        let _stream = self
+            .streams
+            .open(identity)
+            .map_err(|refused| ErrorData::new(ErrorCode::INVALID_REQUEST, refused.to_string(), None))?;
         if context.accepted().tools_list_changed != Some(true) {
             context.cancelled().await;
             return Ok(());

@@ -9,12 +9,14 @@
 
 use std::sync::Arc;
 
+use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, Request};
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Extension, Router};
+use http_body_util::BodyExt;
 use module_sdk::service::error_response;
 use rmcp::transport::StreamableHttpService;
 use serde::Deserialize;
@@ -25,11 +27,13 @@ use crate::caller::{Caller, CallerFields};
 use crate::http::AppState;
 use crate::mcp::handler::{FleetMcp, McpCaller};
 use crate::mcp::sessions::FleetSessions;
+use crate::mcp::streams::{StreamBudget, StreamPermit};
 
-/// The fleet's MCP endpoint and its sessions.
+/// The fleet's MCP endpoint, its sessions and its open event streams.
 pub struct McpEndpoint {
     service: StreamableHttpService<FleetMcp, FleetSessions>,
     sessions: Arc<FleetSessions>,
+    streams: Arc<StreamBudget>,
 }
 
 impl McpEndpoint {
@@ -39,11 +43,22 @@ impl McpEndpoint {
         let settings = &config.mcp;
         let transport = module_sdk::mcp::transport_config(&settings.transport, config.limits.max_body_bytes)
             .with_legacy_session_mode(true);
-        let server = FleetMcp::new(Arc::clone(orchestrator));
+        let streams = StreamBudget::new(settings.max_streams, settings.max_streams_per_identity);
+        let server = FleetMcp::new(Arc::clone(orchestrator), Arc::clone(&streams));
         let sessions = Arc::new(FleetSessions::new(settings.max_sessions));
         let service = StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), transport);
-        Self { service, sessions }
+        Self { service, sessions, streams }
     }
+}
+
+/// `response` holding `permit` until its body ends or is dropped (its client went away).
+fn holding(response: Response, permit: StreamPermit) -> Response {
+    response.map(|body| {
+        Body::new(body.map_frame(move |frame| {
+            let _held = &permit;
+            frame
+        }))
+    })
 }
 
 /// The `/mcp` route, to merge into the API's router.
@@ -108,7 +123,7 @@ pub(crate) async fn serve_mcp(
         (status = 403, description = "A foreign `Origin` or `Host`, or a caller the identity may not act as"),
         (status = 404, description = "The session has ended"),
         (status = 406, description = "The client does not accept `text/event-stream`"),
-        (status = 409, description = "The session's stream is already open")
+        (status = 429, body = module_sdk::contract::ErrorBody, description = "MCP_MAX_STREAMS event streams are open, or MCP_MAX_STREAMS_PER_IDENTITY of this identity's")
     )
 )]
 pub(crate) async fn open_stream(
@@ -162,9 +177,21 @@ async fn handle(
         Ok(caller) => caller,
         Err(error) => return error_response(StatusCode::FORBIDDEN, error.to_string()),
     };
+    // A `GET` is an event stream, held open as long as its client keeps it.
+    let stream = match *request.method() == Method::GET {
+        true => match endpoint.streams.open(&identity.name) {
+            Ok(permit) => Some(permit),
+            Err(refused) => return error_response(StatusCode::TOO_MANY_REQUESTS, refused.to_string()),
+        },
+        false => None,
+    };
     request.extensions_mut().insert(McpCaller { identity, caller });
-    match endpoint.sessions.opening(endpoint.service.handle(request)).await {
+    let response = match endpoint.sessions.opening(endpoint.service.handle(request)).await {
         Ok(response) => response.into_response(),
-        Err(refused) => error_response(StatusCode::TOO_MANY_REQUESTS, refused.to_string()),
+        Err(refused) => return error_response(StatusCode::TOO_MANY_REQUESTS, refused.to_string()),
+    };
+    match stream {
+        Some(permit) => holding(response, permit),
+        None => response,
     }
 }

@@ -18,6 +18,8 @@
 //!   stream of 2025-11-25 sessions ([`http`]).
 //! - Sessions (every `initialize` opens one) are counted where rmcp makes
 //!   and ends them, at most `MCP_MAX_SESSIONS` ([`sessions`]).
+//! - Event streams (`GET /mcp`, `subscriptions/listen`) each hold a
+//!   connection while open, so they are counted, in all and per identity ([`streams`]).
 //! - Calls that run long send `notifications/progress` to a client that
 //!   gave a `progressToken` ([`progress`]).
 //! - A client that declares the tasks extension gets a call that runs long
@@ -30,6 +32,7 @@ pub mod http;
 pub mod progress;
 pub mod sessions;
 pub mod settings;
+pub mod streams;
 pub mod tasks;
 pub mod tools;
 
