@@ -466,6 +466,37 @@ async fn get_stream(fleet: &Fleet, key: &'static str, session: &str) -> reqwest:
     mcp_raw(fleet, reqwest::Method::GET, key, &headers, None).await
 }
 
+/// `tools/list` as `key` on `session`: the status and the answer.
+async fn list_in_session(fleet: &Fleet, key: &'static str, session: &str) -> (u16, String) {
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}});
+    let headers = [("mcp-session-id", session), ("mcp-protocol-version", "2025-11-25")];
+    let response = mcp_raw(fleet, reqwest::Method::POST, key, &headers, Some(list)).await;
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn a_session_is_its_openers_and_to_anyone_else_does_not_exist() {
+    let fleet = Fleet::start(&[]).await;
+    let session = open_session(&fleet, "ada").await;
+    let made_up = "0b5c6f0e-6a4e-4d7e-9a55-4c1f3c0e2f11";
+    // root, given ada's session id, gets what it gets for a session that never was.
+    for id in [session.as_str(), made_up] {
+        let (status, body) = list_in_session(&fleet, "root", id).await;
+        assert_eq!((status, body.as_str()), (404, r#"{"error":"no such MCP session: it has ended, or never was"}"#));
+        let stream = get_stream(&fleet, "root", id).await;
+        assert_eq!(stream.status(), 404);
+        let ended = mcp_raw(&fleet, reqwest::Method::DELETE, "root", &[("mcp-session-id", id)], None).await;
+        assert_eq!(ended.status(), 404);
+    }
+    // The session is untouched, and ada's own.
+    let (status, body) = list_in_session(&fleet, "ada", &session).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("alpha__echo"), "{body}");
+    let ended = mcp_raw(&fleet, reqwest::Method::DELETE, "ada", &[("mcp-session-id", &session)], None).await;
+    assert_eq!(ended.status(), 202);
+    assert_eq!(list_in_session(&fleet, "ada", &session).await.0, 404, "ended");
+}
+
 /// A `GET /mcp` refused with `429`: its message.
 async fn refused_stream(response: reqwest::Response) -> String {
     assert_eq!(response.status(), 429);

@@ -29,6 +29,9 @@ use crate::mcp::handler::{FleetMcp, McpCaller};
 use crate::mcp::sessions::FleetSessions;
 use crate::mcp::streams::{StreamBudget, StreamPermit};
 
+/// The header naming a 2025-11-25 session.
+const SESSION_HEADER: &str = "mcp-session-id";
+
 /// The fleet's MCP endpoint, its sessions and its open event streams.
 pub struct McpEndpoint {
     service: StreamableHttpService<FleetMcp, FleetSessions>,
@@ -94,6 +97,7 @@ pub(crate) struct McpQuery {
         (status = 200, description = "The JSON-RPC answer: `application/json`, or `text/event-stream` when notifications come before it"),
         (status = 202, description = "A notification, accepted"),
         (status = 400, description = "An unknown `MCP-Protocol-Version`, headers that contradict the body, or a query that does not parse"),
+        (status = 404, body = module_sdk::contract::ErrorBody, description = "No session of this identity by that `Mcp-Session-Id`: it has ended, never was, or another identity opened it"),
         (status = 401, body = module_sdk::contract::ErrorBody, description = "No valid identity (bearer token, API key or JWT)"),
         (status = 403, description = "An `Origin` not in `MCP_ALLOWED_ORIGINS`, a `Host` not in `MCP_ALLOWED_HOSTS`, or a caller the identity may not act as"),
         (status = 406, description = "The client does not accept both `application/json` and `text/event-stream`"),
@@ -118,10 +122,10 @@ pub(crate) async fn serve_mcp(
     security((), ("bearer" = [])),
     responses(
         (status = 200, description = "`text/event-stream`: the session's notifications"),
-        (status = 400, description = "No or an unknown `Mcp-Session-Id`, or a query that does not parse"),
+        (status = 400, description = "No `Mcp-Session-Id`, or a query that does not parse"),
         (status = 401, body = module_sdk::contract::ErrorBody, description = "No valid identity (bearer token, API key or JWT)"),
         (status = 403, description = "A foreign `Origin` or `Host`, or a caller the identity may not act as"),
-        (status = 404, description = "The session has ended"),
+        (status = 404, body = module_sdk::contract::ErrorBody, description = "No session of this identity by that `Mcp-Session-Id`: it has ended, never was, or another identity opened it"),
         (status = 406, description = "The client does not accept `text/event-stream`"),
         (status = 429, body = module_sdk::contract::ErrorBody, description = "MCP_MAX_STREAMS event streams are open, or MCP_MAX_STREAMS_PER_IDENTITY of this identity's")
     )
@@ -144,7 +148,7 @@ pub(crate) async fn open_stream(
         (status = 400, description = "No `Mcp-Session-Id`, or a query that does not parse"),
         (status = 401, body = module_sdk::contract::ErrorBody, description = "No valid identity (bearer token, API key or JWT)"),
         (status = 403, description = "A foreign `Origin` or `Host`, or a caller the identity may not act as"),
-        (status = 404, description = "No such session")
+        (status = 404, body = module_sdk::contract::ErrorBody, description = "No session of this identity by that `Mcp-Session-Id`: it has ended, never was, or another identity opened it")
     )
 )]
 pub(crate) async fn close_session(
@@ -156,8 +160,9 @@ pub(crate) async fn close_session(
     handle(identity, endpoint, query, request).await
 }
 
-/// Any `/mcp` request: the caller put into its extensions, then the request
-/// handed to the MCP transport.
+/// Any `/mcp` request: a session it names must be the identity's, a `GET`
+/// (an event stream) is counted, and the caller put into its extensions,
+/// then the request handed to the MCP transport.
 async fn handle(
     Authorized(identity): Authorized,
     Extension(endpoint): Extension<Arc<McpEndpoint>>,
@@ -177,6 +182,13 @@ async fn handle(
         Ok(caller) => caller,
         Err(error) => return error_response(StatusCode::FORBIDDEN, error.to_string()),
     };
+    // A session is its opener's: to anyone else it does not exist.
+    if let Some(session) = request.headers().get(SESSION_HEADER) {
+        let id = session.to_str().unwrap_or_default();
+        if !endpoint.sessions.owned_by(id, &identity.name).await {
+            return error_response(StatusCode::NOT_FOUND, "no such MCP session: it has ended, or never was");
+        }
+    }
     // A `GET` is an event stream, held open as long as its client keeps it.
     let stream = match *request.method() == Method::GET {
         true => match endpoint.streams.open(&identity.name) {
@@ -185,8 +197,9 @@ async fn handle(
         },
         false => None,
     };
+    let opener = identity.name.clone();
     request.extensions_mut().insert(McpCaller { identity, caller });
-    let response = match endpoint.sessions.opening(endpoint.service.handle(request)).await {
+    let response = match endpoint.sessions.opening(&opener, endpoint.service.handle(request)).await {
         Ok(response) => response.into_response(),
         Err(refused) => return error_response(StatusCode::TOO_MANY_REQUESTS, refused.to_string()),
     };

@@ -1,12 +1,18 @@
-//! The sessions of `/mcp`: rmcp's [`LocalSessionManager`], counted.
+//! The sessions of `/mcp`: rmcp's [`LocalSessionManager`], counted and
+//! bound to the identity that opened them.
 //!
 //! - Every session rmcp creates is counted, whatever protocol version the
 //!   `initialize` that opens it names (rmcp opens one for every
 //!   `initialize`), and none it does not: the count is taken where rmcp
 //!   creates and closes them. Past `MCP_MAX_SESSIONS` the creation is
 //!   refused and the request answered `429`.
+//! - A session is its opener's (the MCP specification asks servers to bind
+//!   session ids to the user): the `/mcp` route answers a request naming it
+//!   from any other identity as one naming a session that does not exist,
+//!   `404`, so a session id that leaks lets no one else use, end or even
+//!   see that session.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -19,9 +25,16 @@ use rmcp::transport::streamable_http_server::session::{ServerSseMessage, Session
 use tokio::sync::Mutex;
 
 tokio::task_local! {
-    /// Whether the budget refused a session to the `/mcp` request rmcp is
-    /// handling on this task.
-    static REFUSED: Arc<AtomicBool>;
+    /// Who sent the `/mcp` request rmcp is handling on this task: the
+    /// identity a session it creates belongs to, and whether the budget
+    /// refused one.
+    static OPENER: Arc<Opener>;
+}
+
+/// The identity of a request that may open a session.
+struct Opener {
+    identity: String,
+    refused: AtomicBool,
 }
 
 /// Why a session was not created or used.
@@ -40,29 +53,35 @@ pub enum SessionsError {
     Local(#[from] LocalSessionManagerError),
 }
 
-/// rmcp's in-process sessions, at most `MCP_MAX_SESSIONS`.
+/// rmcp's in-process sessions, at most `MCP_MAX_SESSIONS`, each bound to
+/// the identity (its [`name`](crate::identity::Identity::name)) that opened it.
 pub struct FleetSessions {
     local: LocalSessionManager,
-    /// The sessions rmcp keeps.
-    open: Mutex<HashSet<SessionId>>,
+    /// The sessions rmcp keeps, and who opened each.
+    owners: Mutex<HashMap<SessionId, String>>,
     max_sessions: usize,
 }
 
 impl FleetSessions {
     /// No session yet; at most `max_sessions` at once.
     pub fn new(max_sessions: usize) -> Self {
-        Self { local: LocalSessionManager::default(), open: Mutex::default(), max_sessions }
+        Self { local: LocalSessionManager::default(), owners: Mutex::default(), max_sessions }
     }
 
-    /// Runs `serve` (rmcp handling one request), telling whether it was
-    /// refused a session: `Err(Full)` then.
-    pub async fn opening<R>(&self, serve: impl Future<Output = R>) -> Result<R, SessionsError> {
-        let refused = Arc::new(AtomicBool::new(false));
-        let served = REFUSED.scope(Arc::clone(&refused), serve).await;
-        match refused.load(Ordering::Relaxed) {
+    /// Runs `serve` (rmcp handling one request of `identity`), so a session
+    /// it opens is `identity`'s; `Err(Full)` when the budget refused one.
+    pub async fn opening<R>(&self, identity: &str, serve: impl Future<Output = R>) -> Result<R, SessionsError> {
+        let opener = Arc::new(Opener { identity: identity.to_owned(), refused: AtomicBool::new(false) });
+        let served = OPENER.scope(Arc::clone(&opener), serve).await;
+        match opener.refused.load(Ordering::Relaxed) {
             true => Err(SessionsError::Full(self.max_sessions)),
             false => Ok(served),
         }
+    }
+
+    /// Whether `id` names an open session that `identity` opened.
+    pub async fn owned_by(&self, id: &str, identity: &str) -> bool {
+        self.owners.lock().await.get(id).is_some_and(|owner| owner == identity)
     }
 }
 
@@ -71,15 +90,15 @@ impl SessionManager for FleetSessions {
     type Transport = SessionTransport;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
-        let refused = REFUSED.try_with(Arc::clone).map_err(|_| SessionsError::NoOpener)?;
+        let opener = OPENER.try_with(Arc::clone).map_err(|_| SessionsError::NoOpener)?;
         // Held while rmcp creates the session, so concurrent `initialize`s cannot pass the budget together.
-        let mut open = self.open.lock().await;
-        if open.len() >= self.max_sessions {
-            refused.store(true, Ordering::Relaxed);
+        let mut owners = self.owners.lock().await;
+        if owners.len() >= self.max_sessions {
+            opener.refused.store(true, Ordering::Relaxed);
             return Err(SessionsError::Full(self.max_sessions));
         }
         let (id, transport) = self.local.create_session().await?;
-        open.insert(id.clone());
+        owners.insert(id.clone(), opener.identity.clone());
         Ok((id, transport))
     }
 
@@ -95,7 +114,7 @@ impl SessionManager for FleetSessions {
     /// or its handshake failed): either way it no longer counts.
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
         let closed = self.local.close_session(id).await;
-        self.open.lock().await.remove(id);
+        self.owners.lock().await.remove(id);
         Ok(closed?)
     }
 
