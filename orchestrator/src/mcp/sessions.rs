@@ -149,3 +149,23 @@ impl SessionManager for FleetSessions {
         Ok(self.local.resume(id, last_event_id).await?)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn sessions_are_counted_until_they_end_and_are_their_openers() {
+        let sessions = FleetSessions::new(1);
+        let (id, _transport) = sessions.opening("ada", sessions.create_session()).await.unwrap().unwrap();
+        assert!(sessions.owned_by(&id, "ada").await);
+        assert!(!sessions.owned_by(&id, "bob").await, "bound to its opener");
+        let refused = sessions.opening("bob", sessions.create_session()).await;
+        assert!(matches!(refused, Err(SessionsError::Full(1))), "MCP_MAX_SESSIONS is 1");
+        sessions.close_session(&id).await.unwrap();
+        assert!(!sessions.owned_by(&id, "ada").await, "ended");
+        let (id, _transport) = sessions.opening("bob", sessions.create_session()).await.unwrap().unwrap();
+        assert!(sessions.owned_by(&id, "bob").await, "the ended session no longer counts");
+        assert!(matches!(sessions.create_session().await, Err(SessionsError::NoOpener)));
+    }
+}
