@@ -190,5 +190,6 @@ mod tests {
         assert!(Settings::try_parse_from(["scheduler", "--user-max-tasks", "0"]).is_err());
         assert!(Settings::try_parse_from(["scheduler", "--delivery-url", "ftp://x/"]).is_err());
         assert!(Settings::try_parse_from(["scheduler", "--fetch-allow-networks", "everything"]).is_err());
+        assert!(Settings::try_parse_from(["scheduler", "--scheduler-db", ""]).is_err(), "an empty path is refused");
     }
 }

@@ -312,20 +312,27 @@ impl Store {
             (_, None) => ("done", outcome_text(outcome)),
         };
         self.write(|tx| {
-            let changed = tx.execute(
-                "UPDATE tasks SET claimed_by = NULL, lease_until = NULL, runs = runs + 1, last_run = ?3,
-                     last_outcome = ?4,
-                     next_run = CASE WHEN status = 'active' AND ?5 = 'active' THEN ?6 ELSE NULL END,
-                     finished_at = CASE WHEN status = 'active' AND ?5 <> 'active' THEN COALESCE(?3, created_at)
-                                        ELSE finished_at END,
-                     status = CASE WHEN status = 'active' THEN ?5 ELSE status END
-                 WHERE id = ?1 AND claimed_by = ?2",
-                rusqlite::params![task.id.to_string(), worker, task.next_run, text, status, next],
-            )?;
-            if status != "active" {
+            // The stored status after the update: finished by this run, or
+            // already (cancelled while it was firing); either way the
+            // user's finished tasks may now be one too many.
+            let stored: Option<String> = tx
+                .query_row(
+                    "UPDATE tasks SET claimed_by = NULL, lease_until = NULL, runs = runs + 1, last_run = ?3,
+                         last_outcome = ?4,
+                         next_run = CASE WHEN status = 'active' AND ?5 = 'active' THEN ?6 ELSE NULL END,
+                         finished_at = CASE WHEN status = 'active' AND ?5 <> 'active' THEN COALESCE(?3, created_at)
+                                            ELSE finished_at END,
+                         status = CASE WHEN status = 'active' THEN ?5 ELSE status END
+                     WHERE id = ?1 AND claimed_by = ?2
+                     RETURNING status",
+                    rusqlite::params![task.id.to_string(), worker, task.next_run, text, status, next],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            if stored.as_deref().is_some_and(|stored| stored != "active") {
                 self.prune_finished(tx, &task.spec.user_id, now)?;
             }
-            Ok(changed == 1)
+            Ok(stored.is_some())
         })
     }
 
@@ -612,25 +619,39 @@ mod tests {
 
     /// A task of user `u` cancelled at `cancelled_at` while `dead` holds
     /// its run until 5 000, then pushed out of the newest two finished by
-    /// two more cancelled tasks; its id.
-    fn claimed_then_cancelled_and_pushed_out(store: &Store, cancelled_at: i64) -> Uuid {
+    /// two more cancelled tasks; its run as `dead` claimed it.
+    fn claimed_then_cancelled_and_pushed_out(store: &Store, cancelled_at: i64) -> Task {
         let task = store.add(reminder("u", 1_000), 0).unwrap();
-        assert_eq!(store.claim("dead", 1_000, 5_000, 10).unwrap().len(), 1);
+        let mut claimed = store.claim("dead", 1_000, 5_000, 10).unwrap();
+        assert_eq!(claimed.len(), 1);
         store.cancel("u", task.id, cancelled_at).unwrap();
         for n in 1..=2 {
             let newer = store.add(reminder("u", 1_000_000), cancelled_at + n).unwrap();
             store.cancel("u", newer.id, cancelled_at + n).unwrap();
         }
-        task.id
+        claimed.remove(0)
     }
 
     #[test]
     fn a_claimed_finished_task_is_not_pruned_while_its_lease_holds() {
         let (_dir, store) = store();
-        let held = claimed_then_cancelled_and_pushed_out(&store, 2_000);
+        let held = claimed_then_cancelled_and_pushed_out(&store, 2_000).id;
         let (cancelled, total) = store.list("u", Some("cancelled"), 10, 0).unwrap();
         assert_eq!(total, 3, "one over the limit of two, kept for its holder");
         assert!(cancelled.iter().any(|t| t.id == held));
+    }
+
+    #[test]
+    fn a_claimed_cancelled_task_is_pruned_when_its_run_is_acknowledged() {
+        let (_dir, store) = store();
+        let held = claimed_then_cancelled_and_pushed_out(&store, 2_000);
+        // Its holder acknowledges the run as it would a recurring task's
+        // (a next run given): the task stays cancelled, and the one too
+        // many finished tasks it was kept as goes.
+        assert!(store.finish(&held, "dead", &Outcome::Delivered, Some(1_000_000), 3_000).unwrap());
+        let (cancelled, total) = store.list("u", Some("cancelled"), 10, 0).unwrap();
+        assert_eq!(total, 2, "{cancelled:?}");
+        assert!(cancelled.iter().all(|t| t.id != held.id));
     }
 
     #[test]
@@ -638,7 +659,7 @@ mod tests {
         let (_dir, store) = store();
         // Its holder died (SIGKILL): nobody will acknowledge the run, and
         // the next task finished after the lease lapsed takes it away.
-        let held = claimed_then_cancelled_and_pushed_out(&store, 2_000);
+        let held = claimed_then_cancelled_and_pushed_out(&store, 2_000).id;
         let later = store.add(reminder("u", 1_000_000), 6_000).unwrap();
         store.cancel("u", later.id, 6_000).unwrap();
         let (cancelled, total) = store.list("u", Some("cancelled"), 10, 0).unwrap();
