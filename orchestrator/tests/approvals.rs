@@ -398,9 +398,9 @@ async fn approvals_have_a_byte_budget_each_and_in_all() {
     let redis = RedisServer::start();
     let setup = Setup::new();
     let redis_url = redis.as_ref().map(RedisServer::url);
-    // Each transfer of `many_transfers(8)` is 24 bytes of arguments and a
-    // 6-byte call id, and 512 kept for its decision: four fit in 2168.
-    let budgets = [("MAX_APPROVAL_ARGUMENT_BYTES", "50"), ("MAX_APPROVAL_BYTES", "2168")];
+    // Each transfer of `many_transfers(8)` is 24 bytes of arguments, an
+    // 8-byte call id (as JSON) and 512 kept for its decision: four fit in 2176.
+    let budgets = [("MAX_APPROVAL_ARGUMENT_BYTES", "50"), ("MAX_APPROVAL_BYTES", "2176")];
     for settings in each_store(&budgets, redis_url.as_deref()) {
         let orchestrator = setup.start(&settings).await;
         let path = "/v1/tool-calls?format=openai&envelope=true";
@@ -408,14 +408,14 @@ async fn approvals_have_a_byte_budget_each_and_in_all() {
         let (status, answer) = orchestrator.post_with(path, Some(&key("ada")), &large).await;
         assert_eq!((status, &answer["pending_approvals"]), (200, &json!([])), "{answer}");
         let refusal = answer["messages"][0]["content"].as_str().unwrap();
-        // 59 bytes of arguments and a 10-byte id.
-        assert!(refusal.contains("MAX_APPROVAL_ARGUMENT_BYTES") && refusal.contains("69 bytes"), "{refusal}");
+        // 59 bytes of arguments and a 12-byte id (as JSON).
+        assert!(refusal.contains("MAX_APPROVAL_ARGUMENT_BYTES") && refusal.contains("71 bytes"), "{refusal}");
         // A small call with a made-up id as long as a message may be.
         let long_id = transfer_message(&"c".repeat(60), &json!({"to": "carol", "cents": 1}));
         let (_, answer) = orchestrator.post_with(path, Some(&key("ada")), &long_id).await;
         assert_eq!(answer["pending_approvals"], json!([]), "{answer}");
         let refusal = answer["messages"][0]["content"].as_str().unwrap();
-        assert!(refusal.contains("MAX_APPROVAL_ARGUMENT_BYTES") && refusal.contains("84 bytes"), "{refusal}");
+        assert!(refusal.contains("MAX_APPROVAL_ARGUMENT_BYTES") && refusal.contains("86 bytes"), "{refusal}");
 
         let (_, answer) = orchestrator.post_with(path, Some(&key("ada")), &many_transfers(8)).await;
         assert_eq!(answer["pending_approvals"].as_array().unwrap().len(), 4, "{settings:?}: {answer}");
@@ -426,8 +426,8 @@ async fn approvals_have_a_byte_budget_each_and_in_all() {
     assert_eq!(setup.calls.count(), 0);
 }
 
-/// Ada's model asks for a small transfer (24 bytes of arguments, a 10-byte
-/// call id): the pending approval, or `None` when it is refused for
+/// Ada's model asks for a small transfer (24 bytes of arguments, a 12-byte
+/// call id as JSON): the pending approval, or `None` when it is refused for
 /// `MAX_APPROVAL_BYTES`.
 async fn small_transfer(orchestrator: &OrchestratorProcess) -> Option<Value> {
     let path = "/v1/tool-calls?format=openai&envelope=true";
@@ -452,11 +452,14 @@ async fn an_approved_calls_result_counts_against_the_byte_budget_until_it_is_dro
     let redis = RedisServer::start();
     let setup = Setup::new();
     let redis_url = redis.as_ref().map(RedisServer::url);
-    // The large transfer counts 2027 bytes (arguments and call id), 14 of
-    // its reason and, approved, 2102 of its result (which echoes the name):
-    // 4143. A small transfer (34, and 512 kept for its decision) still
-    // fits, a second one no longer does.
-    let budgets = [("MAX_APPROVAL_BYTES", "5000"), ("APPROVAL_EXPIRY_SECONDS", "4")];
+    // The large transfer counts 2029 bytes (arguments and call id, as
+    // JSON), 16 of its reason and, approved, 2102 of its result (which
+    // echoes the name): 4147. A small transfer (36, and 512 kept for its
+    // decision) still fits, a second one no longer does. The expiry leaves
+    // seconds to spare on a loaded machine: the large one is dropped about
+    // 20 s after it was asked (Redis rounds the time down to the second),
+    // the first small one about 25 s after.
+    let budgets = [("MAX_APPROVAL_BYTES", "5000"), ("APPROVAL_EXPIRY_SECONDS", "10")];
     for settings in each_store(&budgets, redis_url.as_deref()) {
         let orchestrator = setup.start(&settings).await;
         let (_, pending) = request_transfer_of(&orchestrator, "call_big", &large_transfer()).await;
@@ -466,10 +469,10 @@ async fn an_approved_calls_result_counts_against_the_byte_budget_until_it_is_dro
         let (_, shown) = orchestrator.get_with(&path, Some(&key("ada"))).await;
         assert_eq!(shown["result"], decided["result"], "{settings:?}: the result is kept");
 
-        // Asked 3 s later, this one is still kept when the large one is
+        // Asked 5 s later, this one is still kept when the large one is
         // dropped (as long after it expired as it waited): the large one's
         // bytes must leave the count while other approvals stay counted.
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
         let kept = small_transfer(&orchestrator).await.expect("a small transfer fits beside the result");
         assert_eq!(small_transfer(&orchestrator).await, None, "{settings:?}: the result is counted");
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -489,8 +492,8 @@ async fn a_result_over_the_byte_budget_is_answered_but_kept_as_an_error_naming_i
     let redis = RedisServer::start();
     let setup = Setup::new();
     let redis_url = redis.as_ref().map(RedisServer::url);
-    // The large transfer fits pending (2027 bytes and 512 kept for its
-    // decision), but not with its result (4143 in all).
+    // The large transfer fits pending (2029 bytes and 512 kept for its
+    // decision), but not with its result (4147 in all).
     let budgets = [("MAX_APPROVAL_BYTES", "3000")];
     for settings in each_store(&budgets, redis_url.as_deref()) {
         let orchestrator = setup.start(&settings).await;
@@ -520,9 +523,9 @@ async fn a_reason_longer_than_its_budget_or_than_room_left_is_refused_and_nothin
     let redis = RedisServer::start();
     let setup = Setup::new();
     let redis_url = redis.as_ref().map(RedisServer::url);
-    // Two transfers fill the budget: 26 bytes of arguments, a 6-byte call
-    // id and 512 kept for the decision each.
-    let budgets = [("MAX_APPROVAL_REASON_BYTES", "100"), ("MAX_APPROVAL_BYTES", "1088")];
+    // Two transfers fill the budget: 26 bytes of arguments, an 8-byte call
+    // id (as JSON) and 512 kept for the decision each.
+    let budgets = [("MAX_APPROVAL_REASON_BYTES", "100"), ("MAX_APPROVAL_BYTES", "1092")];
     for settings in each_store(&budgets, redis_url.as_deref()) {
         let orchestrator = setup.start(&settings).await;
         let calls = setup.calls.count();

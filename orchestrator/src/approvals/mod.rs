@@ -94,7 +94,7 @@ pub enum ApprovalError {
     NoRoomForReason {
         /// The approval's id.
         id: String,
-        /// The reason's size.
+        /// The reason's size as stored (JSON).
         bytes: usize,
         /// The budget.
         max: usize,
@@ -308,7 +308,7 @@ impl Approvals {
             Admission::Stored => Ok(()),
             _ => Err(ApprovalError::NoRoomForReason {
                 id: approval.id.clone(),
-                bytes: approval.reason.as_ref().map_or(0, String::len),
+                bytes: approval.reason.as_ref().map_or(0, json_bytes),
                 max: self.settings.max_total_bytes,
             }),
         }

@@ -127,13 +127,13 @@ impl Approval {
     }
 
     /// Its bytes counted against `MAX_APPROVAL_BYTES`: what others wrote
-    /// into it, its arguments and result as JSON, the provider call's id and
-    /// the decision's reason (the rest is the orchestrator's own or a name
-    /// it checked).
+    /// into it, as JSON (escaped as stored): its arguments and result, the
+    /// provider call's id and the decision's reason (the rest is the
+    /// orchestrator's own or a name it checked).
     pub fn counted_bytes(&self) -> usize {
         json_bytes(&self.arguments)
-            + self.call.as_ref().map_or(0, |call| call.call_id.len())
-            + self.reason.as_ref().map_or(0, String::len)
+            + self.call.as_ref().map_or(0, |call| json_bytes(&call.call_id))
+            + self.reason.as_ref().map_or(0, json_bytes)
             + self.result.as_ref().map_or(0, json_bytes)
     }
 
@@ -146,4 +146,21 @@ impl Approval {
 /// The size of `value` as JSON.
 pub fn json_bytes(value: &impl Serialize) -> usize {
     serde_json::to_vec(value).map_or(0, |text| text.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approvals::store::tests::approval;
+    use std::time::Duration;
+
+    #[test]
+    fn text_is_counted_as_stored_escaped_not_as_given() {
+        let mut counted = approval("a", Duration::from_secs(60));
+        let control = "\u{1}".repeat(100);
+        counted.reason = Some(control.clone());
+        counted.call = Some(ProviderCall { format: "openai".into(), call_id: control, provider_name: "m__t".into() });
+        // `{}` of arguments, and each text's 100 characters as `\u0001` in quotes.
+        assert_eq!(counted.counted_bytes(), 2 + 2 * (100 * 6 + 2));
+    }
 }
