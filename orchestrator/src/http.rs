@@ -43,8 +43,9 @@ impl BodyLimit for AppState {
 }
 
 /// The API over `orchestrator`: its routes inside the checks every request
-/// passes first (a body sent as JSON, the request's trace, and bodies
-/// without a declared length stopped at `MAX_BODY_BYTES`). The checks wrap
+/// passes first (no state-changing request from another site, a body sent
+/// as JSON, the request's trace, and bodies without a declared length
+/// stopped at `MAX_BODY_BYTES`). The checks wrap
 /// the router once: `Router::layer` would wrap every route in a boxed
 /// service cloned for each request.
 pub fn router(
@@ -56,6 +57,7 @@ pub fn router(
     // other routes' extractors take it from the request's extensions.
     let others = tower::ServiceBuilder::new().layer(DefaultBodyLimit::max(body_limit)).service(routes(orchestrator));
     tower::ServiceBuilder::new()
+        .layer(crate::same_origin::SameOriginLayer)
         .layer(module_sdk::service::RequireJsonLayer)
         .layer(crate::trace::KeepRequestTraceLayer)
         .service(ExecuteFirst { execute, others })

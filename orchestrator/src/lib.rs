@@ -31,6 +31,7 @@ pub mod openapi;
 pub mod redis_cache;
 pub mod registry;
 pub mod request_checks;
+pub mod same_origin;
 pub mod server;
 pub mod snapshot;
 pub mod tool_calls;

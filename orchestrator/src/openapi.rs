@@ -13,7 +13,9 @@ use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 #[openapi(
     info(
         title = "orchestrator",
-        description = "Lists each caller's tools in its model provider's format and routes their calls to tool modules."
+        description = "Lists each caller's tools in its model provider's format and routes their calls to tool modules. \
+                       A POST or DELETE that a browser says comes from a page of another origin is refused with 403 \
+                       (`/mcp`: see MCP_ALLOWED_ORIGINS)."
     ),
     paths(
         crate::http::health,

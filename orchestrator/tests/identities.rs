@@ -204,3 +204,52 @@ async fn a_jwks_url_is_fetched_at_start_up() {
     let bad = token(OTHER_KEY, &claims("ada", "user"));
     assert_eq!(orchestrator.get_with("/modules", Some(&bad)).await.0, 401);
 }
+
+/// `POST path` with `headers` and no body (what a page's `no-cors` fetch
+/// sends), and `token` as the bearer: the status and the JSON answer.
+async fn post_from(
+    orchestrator: &OrchestratorProcess,
+    path: &str,
+    token: Option<&str>,
+    headers: &[(&str, &str)],
+) -> (u16, Value) {
+    let mut request = reqwest::Client::new().post(format!("{}{path}", orchestrator.url));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap();
+    (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn state_changing_requests_from_other_sites_are_refused_in_every_mode() {
+    let alpha = ModuleServer::sdk(sdk_module("alpha").0);
+    let services = module_services(&[("alpha", alpha.url())]);
+    let development = OrchestratorProcess::start(&[("MODULE_SERVICES", services.as_str())]);
+    let with_token = OrchestratorProcess::start(&[
+        ("MODULE_SERVICES", services.as_str()),
+        ("ORCHESTRATOR_API_TOKEN", SERVICE_TOKEN),
+    ])
+    .with_token(SERVICE_TOKEN);
+    for (orchestrator, token) in [(&development, None), (&with_token, Some(SERVICE_TOKEN))] {
+        orchestrator.wait_for_module("alpha", "up", Duration::from_secs(10)).await;
+        let own = orchestrator.url.as_str();
+        for path in ["/refresh-tools", "/api-keys/bob-user/revoke", "/api-keys/bob-user/restore", "/execute"] {
+            for foreign in [&[("origin", "https://evil.example")][..], &[("sec-fetch-site", "cross-site")][..]] {
+                let (status, answer) = post_from(orchestrator, path, token, foreign).await;
+                assert_eq!(status, 403, "{path} with {foreign:?}: {answer}");
+                assert!(answer["error"].as_str().unwrap().contains("cross-site"), "{answer}");
+            }
+        }
+        // The console's own page, the CLI and agents (no `Origin`) are served.
+        for headers in [&[][..], &[("origin", own)][..], &[("origin", own), ("sec-fetch-site", "same-origin")][..]] {
+            let (status, answer) = post_from(orchestrator, "/refresh-tools", token, headers).await;
+            assert_eq!(status, 200, "{headers:?}: {answer}");
+        }
+        let (status, _) = orchestrator.get_with("/modules", token).await;
+        assert_eq!(status, 200);
+    }
+}
