@@ -253,3 +253,25 @@ async fn state_changing_requests_from_other_sites_are_refused_in_every_mode() {
         assert_eq!(status, 200);
     }
 }
+
+#[tokio::test]
+async fn development_mode_revokes_no_keys_on_the_redis_it_shares() {
+    let Some(redis) = test_support::RedisServer::start() else { return };
+    let redis_url = redis.url();
+    let development = OrchestratorProcess::start(&[("REDIS_URL", redis_url.as_str())]);
+    for action in ["revoke", "restore"] {
+        let (status, answer) = post_from(&development, &format!("/api-keys/bob-user/{action}"), None, &[]).await;
+        assert_eq!(status, 403, "{action}: {answer}");
+        assert!(answer["error"].as_str().unwrap().contains("development mode"), "{answer}");
+    }
+    // The command line, run by whoever runs the orchestrators, still can.
+    let output = std::process::Command::new(common::BINARY)
+        .args(["revoke-key", "bob-user"])
+        .env_clear()
+        .env("REDIS_URL", &redis_url)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let said = String::from_utf8_lossy(&output.stdout);
+    assert!(said.starts_with("revoked API key `bob-user`"), "not revoked before: {said}");
+}

@@ -1,6 +1,6 @@
 //! `POST /api-keys/{id}/revoke` and `POST /api-keys/{id}/restore`: what
 //! `orchestrator revoke-key` and `restore-key` do, for admin and owner
-//! identities.
+//! identities (not in development mode).
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -11,6 +11,7 @@ use module_sdk::contract::ErrorBody;
 use module_sdk::service::error_response;
 use serde_json::json;
 
+use super::IdentityKind;
 use super::revocations::RevocationError;
 use crate::auth::Authorized;
 use crate::http::AppState;
@@ -26,7 +27,7 @@ pub fn routes() -> Router<AppState> {
     security((), ("bearer" = [])), responses(
     (status = 200, body = Object, description = "`{\"key_id\", \"revoked\": true, \"changed\": false when it already was}`"),
     (status = 401, body = ErrorBody, description = "No valid identity"),
-    (status = 403, body = ErrorBody, description = "Not an admin or owner identity"),
+    (status = 403, body = ErrorBody, description = "Not an admin or owner identity, or development mode"),
     (status = 409, body = ErrorBody, description = "No REDIS_URL: revoke by editing the keys file"),
     (status = 503, body = ErrorBody, description = "Redis could not be reached")
 ))]
@@ -44,7 +45,7 @@ pub(crate) async fn revoke(
     security((), ("bearer" = [])), responses(
     (status = 200, body = Object, description = "`{\"key_id\", \"revoked\": false, \"changed\": false when it was not revoked}`"),
     (status = 401, body = ErrorBody, description = "No valid identity"),
-    (status = 403, body = ErrorBody, description = "Not an admin or owner identity"),
+    (status = 403, body = ErrorBody, description = "Not an admin or owner identity, or development mode"),
     (status = 409, body = ErrorBody, description = "No REDIS_URL: revoke by editing the keys file"),
     (status = 503, body = ErrorBody, description = "Redis could not be reached")
 ))]
@@ -56,7 +57,18 @@ pub(crate) async fn restore(
     set_revoked(&identity, &state, &id, false).await
 }
 
+/// Revokes or restores key `id` for `identity`: an admin or owner, never
+/// development mode, which trusts whoever asks and has no keys of its own,
+/// while the Redis it shares may hold the revocations of production
+/// orchestrators.
 async fn set_revoked(identity: &super::Identity, state: &AppState, id: &str, revoked: bool) -> Response {
+    if identity.kind == IdentityKind::Development {
+        return error_response(
+            StatusCode::FORBIDDEN,
+            "development mode (no identities configured) revokes and restores no API keys: it has none of its own, \
+             and trusts whoever asks; use `orchestrator revoke-key` or `restore-key`, or an orchestrator with identities",
+        );
+    }
     if !identity.is_admin() {
         return error_response(StatusCode::FORBIDDEN, "only admin and owner identities may revoke or restore API keys");
     }
