@@ -1,8 +1,9 @@
 //! The console in a real headless Chromium: the page without a key shows
 //! the 401 clearly; with a key it lists modules and tools, calls
 //! `research.summarize_text` from the form generated from its schema, and
-//! approves a pending call, which then runs once. Each step leaves a
-//! screenshot under `target/console-screenshots/`.
+//! approves a pending call, which then runs once; tools with malformed
+//! schemas hide no other tool. Each step leaves a screenshot under
+//! `target/console-screenshots/`.
 
 mod common;
 
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use common::browser::{ChromeDriver, screenshot, wait_for};
 use common::identities::{TestKey, keys_file};
-use common::modules::approval_module;
+use common::modules::{approval_module, manifest_module, sdk_module};
 use common::{ModuleServer, OrchestratorProcess, module_services, research_binary};
 use fantoccini::Locator;
 use serde_json::json;
@@ -78,5 +79,47 @@ async fn a_person_with_a_key_lists_tools_calls_one_and_approves_a_pending_call()
     assert!(outcome.text().await.unwrap().contains("carol"));
     screenshot(&browser, "4-approved").await;
     assert_eq!(bank_calls.count(), 1);
+    browser.close().await.unwrap();
+}
+
+/// A tool of the module `odd` with `schema` as its `input_schema`.
+fn odd_tool(name: &str, schema: serde_json::Value) -> serde_json::Value {
+    json!({"name": format!("odd.{name}"), "description": format!("A tool whose schema has {name}."),
+           "required_permission": "guest", "input_schema": schema})
+}
+
+#[tokio::test]
+async fn tools_with_malformed_schemas_hide_no_other_tool() {
+    let Some(driver) = ChromeDriver::start() else { return };
+    // The manifest check looks at a schema's root only: these pass it.
+    let odd = ModuleServer::start(manifest_module(json!({
+        "module_name": "odd",
+        "description": "Tools whose schemas are not what JSON Schema says.",
+        "tools": [
+            odd_tool("enum_text", json!({"type": "object", "properties": {"a": {"enum": "zzz"}}})),
+            odd_tool("null_property", json!({"type": "object", "properties": {"a": null}})),
+            odd_tool("required_number", json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": 5})),
+            odd_tool("any_value", json!({"type": "object", "properties": {"a": true, "b": {"anyOf": [null, {"type": 7}]}}})),
+        ]
+    })));
+    let alpha = ModuleServer::sdk(sdk_module("alpha").0);
+    let services = module_services(&[("odd", odd.url()), ("alpha", alpha.url())]);
+    let orchestrator = OrchestratorProcess::start(&[("MODULE_SERVICES", services.as_str())]);
+    orchestrator.wait_for_module("odd", "up", Duration::from_secs(10)).await;
+    orchestrator.wait_for_module("alpha", "up", Duration::from_secs(10)).await;
+
+    let browser = driver.session().await;
+    browser.goto(&orchestrator.url).await.unwrap();
+    wait_for(&browser, "body[data-loaded=ok]").await;
+    for name in ["alpha.echo", "odd.enum_text", "odd.null_property", "odd.required_number", "odd.any_value"] {
+        let card = wait_for(&browser, &format!(".tool[data-name='{name}']")).await;
+        assert_eq!(card.attr("data-broken").await.unwrap(), None, "{name} is shown whole");
+    }
+    // A property that takes any value gets a JSON field.
+    let any_value = browser.find(Locator::Css(".tool[data-name='odd.any_value']")).await.unwrap();
+    any_value.find(Locator::Css("button.use")).await.unwrap().click().await.unwrap();
+    wait_for(&browser, "textarea#arg-a").await;
+    wait_for(&browser, "#arg-b").await;
+    screenshot(&browser, "5-malformed-schemas").await;
     browser.close().await.unwrap();
 }

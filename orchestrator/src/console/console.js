@@ -66,28 +66,41 @@ async function loadModules() {
     el("td", {}, m.last_error || "-"))));
 }
 
-// The type of a schema property, its `null` alternative dropped.
-function typeOf(schema) {
-  let type = schema.type;
-  if (Array.isArray(type)) type = type.find((t) => t !== "null") || "string";
-  if (!type && Array.isArray(schema.anyOf)) {
-    const other = schema.anyOf.find((s) => s.type && s.type !== "null");
-    if (other) return typeOf(other);
-  }
-  if (!type && Array.isArray(schema.enum)) type = "string";
-  return type || "object";
+// Whether `value` is a JSON object (not null, not an array).
+function isObject(value) {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
 }
 
+// The type of a schema property (an object), its `null` alternative dropped.
+// Manifests are only checked at their schema's root, so nothing inside is
+// trusted to have the shape JSON Schema gives it.
+function typeOf(schema) {
+  let type = schema.type;
+  if (Array.isArray(type)) type = type.find((t) => typeof t === "string" && t !== "null") || "string";
+  if (typeof type === "string") return type;
+  if (Array.isArray(schema.anyOf)) {
+    const other = schema.anyOf.find((s) => isObject(s) && typeof s.type === "string" && s.type !== "null");
+    if (other) return typeOf(other);
+  }
+  return Array.isArray(schema.enum) ? "string" : "object";
+}
+
+// A tool's arguments. A property whose schema is not an object (`true`, or
+// a malformed `null`) takes any value, as JSON.
 function propertiesOf(tool) {
   const schema = tool.input_schema;
-  if (schema && schema.properties) {
-    const required = new Set(schema.required || []);
-    return Object.entries(schema.properties).map(([name, property]) => ({
-      name, schema: property, type: typeOf(property), required: required.has(name),
-      description: property.description || "", allowed: property.enum || null,
-    }));
+  if (isObject(schema) && isObject(schema.properties)) {
+    const required = new Set(Array.isArray(schema.required) ? schema.required : []);
+    return Object.entries(schema.properties).map(([name, given]) => {
+      const property = isObject(given) ? given : {};
+      return {
+        name, schema: property, type: isObject(given) ? typeOf(given) : "any", required: required.has(name),
+        description: typeof property.description === "string" ? property.description : "",
+        allowed: Array.isArray(property.enum) ? property.enum : null,
+      };
+    });
   }
-  return (tool.parameters || []).map((p) => ({
+  return (Array.isArray(tool.parameters) ? tool.parameters : []).map((p) => ({
     name: p.name, schema: {}, type: p.type, required: p.required, description: p.description, allowed: p.enum,
   }));
 }
@@ -121,11 +134,22 @@ function toolCard(tool) {
     rows.length ? el("table", { class: "params" }, el("tbody", {}, rows)) : el("div", { class: "hint" }, "No arguments."));
 }
 
+// A tool's card; one the page cannot show says so, and hides no other tool.
+function safeToolCard(tool) {
+  try {
+    return toolCard(tool);
+  } catch (error) {
+    return el("div", { class: "tool", "data-name": tool.name, "data-broken": true },
+      el("div", { class: "tool-head" }, el("span", { class: "tool-name" }, tool.name)),
+      el("div", { class: "hint" }, "This tool's manifest cannot be shown: " + error.message));
+  }
+}
+
 function renderTools() {
   const filter = document.getElementById("tool-filter").value.trim().toLowerCase();
   const shown = tools.filter((t) => !filter || t.name.toLowerCase().includes(filter) || t.description.toLowerCase().includes(filter));
   const list = document.getElementById("tools");
-  list.replaceChildren(...(shown.length ? shown.map(toolCard) : [el("p", { class: "hint" }, "No tools for this key.")]));
+  list.replaceChildren(...(shown.length ? shown.map(safeToolCard) : [el("p", { class: "hint" }, "No tools for this key.")]));
 }
 
 async function loadTools() {
@@ -145,8 +169,9 @@ function field(p) {
   } else if (p.type === "integer" || p.type === "number") {
     input = el("input", { id, name: p.name, type: "number", step: p.type === "integer" ? "1" : "any",
       min: p.schema.minimum, max: p.schema.maximum, placeholder: p.schema.default });
-  } else if (p.type === "array" || p.type === "object") {
-    input = el("textarea", { id, name: p.name, rows: 3, placeholder: p.type === "array" ? "[ ... ] as JSON" : "{ ... } as JSON" });
+  } else if (p.type === "array" || p.type === "object" || p.type === "any") {
+    const placeholder = { array: "[ ... ] as JSON", object: "{ ... } as JSON", any: "any value, as JSON" }[p.type];
+    input = el("textarea", { id, name: p.name, rows: 3, placeholder });
   } else {
     input = el("textarea", { id, name: p.name, rows: 3, maxlength: p.schema.maxLength });
   }
