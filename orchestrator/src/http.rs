@@ -22,10 +22,11 @@ use crate::app::Orchestrator;
 use crate::auth::Authorized;
 use crate::caller::{Caller, CallerFields};
 use crate::execute::ExecuteRequest;
+use crate::identity::Identity;
 use crate::json_body::{BodyLimit, JsonBody, refusal};
 use crate::listing_cache::ListingVariant;
 use crate::providers::{CallFormat, ToolFormat};
-use crate::registry::ModuleState;
+use crate::registry::{ModuleState, ModuleStatus};
 use crate::request_checks;
 use crate::tool_calls::{ToolCallsError, ToolCallsRequest, run_tool_calls};
 
@@ -141,17 +142,27 @@ pub(crate) async fn health(State(state): State<AppState>) -> Response {
     .into_response()
 }
 
-/// Every module's URL, state, tool count, last success and last error.
+/// The state, tool count and last success of every module the caller may
+/// use (the others are not shown, as `/execute` answers them as unknown),
+/// with their URL and last error for admins, owners and services.
 #[utoipa::path(get, path = "/modules", security((), ("bearer" = [])), responses(
     (status = 200, body = Object, description = "`{\"cache\": \"memory\" or \"redis\", \"modules\": [ModuleStatus]}`"),
     (status = 401, body = ErrorBody, description = "No valid identity (bearer token, API key or JWT)")
 ))]
-pub(crate) async fn modules(_: Authorized, State(state): State<AppState>) -> Response {
+pub(crate) async fn modules(Authorized(identity): Authorized, State(state): State<AppState>) -> Response {
     Json(json!({
         "cache": state.orchestrator.registry.cache_kind(),
-        "modules": state.orchestrator.registry.statuses(),
+        "modules": statuses_for(&state.orchestrator, &identity),
     }))
     .into_response()
+}
+
+/// The statuses of the modules `identity` may use; their URLs and errors
+/// only for admins, owners and services.
+fn statuses_for(orchestrator: &Orchestrator, identity: &Identity) -> Vec<ModuleStatus> {
+    let ceiling = identity.ceiling();
+    let statuses = orchestrator.registry.statuses().into_iter().filter(|status| ceiling.allows_module(&status.name));
+    if identity.is_operator() { statuses.collect() } else { statuses.map(ModuleStatus::without_internals).collect() }
 }
 
 /// The query of `GET /tools`.
@@ -224,14 +235,24 @@ pub(crate) async fn tools(
     json_bytes(body)
 }
 
-/// Discovers every module now and answers with their states.
+/// Discovers every module now (a refresh asked while one runs waits for
+/// it instead) and answers with the states of the modules the caller may
+/// use; for admins, owners and services only.
 #[utoipa::path(post, path = "/refresh-tools", security((), ("bearer" = [])), responses(
     (status = 200, body = Object, description = "`{\"modules\": [ModuleStatus]}`"),
-    (status = 401, body = ErrorBody, description = "No valid identity (bearer token, API key or JWT)")
+    (status = 401, body = ErrorBody, description = "No valid identity (bearer token, API key or JWT)"),
+    (status = 403, body = ErrorBody, description = "Not an admin, owner or service identity")
 ))]
-pub(crate) async fn refresh_tools(_: Authorized, State(state): State<AppState>) -> Response {
+pub(crate) async fn refresh_tools(Authorized(identity): Authorized, State(state): State<AppState>) -> Response {
+    if !identity.is_operator() {
+        return error_response(
+            StatusCode::FORBIDDEN,
+            "only admin, owner and service identities may make the orchestrator discover its modules now; \
+             it discovers them by itself every REFRESH_INTERVAL",
+        );
+    }
     state.orchestrator.registry.discover_all().await;
-    Json(json!({ "modules": state.orchestrator.registry.statuses() })).into_response()
+    Json(json!({ "modules": statuses_for(&state.orchestrator, &identity) })).into_response()
 }
 
 /// Runs one tool call; every well-formed request gets a `200` ToolResult.

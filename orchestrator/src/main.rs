@@ -269,7 +269,7 @@ fn print_modules(statuses: &[ModuleStatus]) {
             status.name,
             state.as_str().unwrap_or_default(),
             status.tool_count,
-            status.url,
+            status.url.as_deref().unwrap_or("-"),
             status.last_success.as_deref().unwrap_or("-"),
             status.last_error.as_deref().unwrap_or("-"),
         );

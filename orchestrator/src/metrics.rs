@@ -211,7 +211,7 @@ mod tests {
         metrics.approval_decided("approved");
         let status = ModuleStatus {
             name: "files".into(),
-            url: "http://127.0.0.1:1".into(),
+            url: Some("http://127.0.0.1:1".into()),
             state: ModuleState::Cached,
             tool_count: 1,
             last_success: None,

@@ -3,6 +3,7 @@
 //! a tool name to its module.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
@@ -27,16 +28,25 @@ pub use crate::snapshot::{ModuleSnapshot, ModuleState, RouteError, Snapshot, Too
 pub struct ModuleStatus {
     /// The configured name.
     pub name: String,
-    /// The configured base URL.
-    pub url: String,
+    /// The configured base URL (shown to admins, owners and services only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
     /// Up, cached or down.
     pub state: ModuleState,
     /// How many tools its manifest lists (0 when down).
     pub tool_count: usize,
     /// When its manifest was last fetched successfully by this process (RFC 3339).
     pub last_success: Option<String>,
-    /// Why the last discovery failed, when it did.
+    /// Why the last discovery failed, when it did (shown to admins, owners
+    /// and services only: it may name internal addresses).
     pub last_error: Option<String>,
+}
+
+impl ModuleStatus {
+    /// The status without what only operators see: the URL and the last error.
+    pub fn without_internals(self) -> Self {
+        Self { url: None, last_error: None, ..self }
+    }
 }
 
 /// What is known of one configured module.
@@ -93,6 +103,10 @@ pub struct Registry {
     snapshot: ArcSwap<Snapshot>,
     /// Serializes publishing, so generations follow the order of changes.
     publishing: Mutex<()>,
+    /// Held while [`Self::discover_all`] runs a round.
+    discovering_all: tokio::sync::Mutex<()>,
+    /// How many rounds of [`Self::discover_all`] have ended.
+    rounds_discovered: AtomicU64,
     /// The current generation, for subscribers.
     generation: watch::Sender<u64>,
     cache: Arc<dyn ManifestCache>,
@@ -132,6 +146,8 @@ impl Registry {
             modules,
             snapshot: ArcSwap::from_pointee(Snapshot::default()),
             publishing: Mutex::new(()),
+            discovering_all: tokio::sync::Mutex::new(()),
+            rounds_discovered: AtomicU64::new(0),
             generation: watch::Sender::new(0),
             cache,
             client,
@@ -353,9 +369,19 @@ impl Registry {
         }
     }
 
-    /// Discovers every module at once, each within the discovery timeout.
+    /// Discovers every module at once, each within the discovery timeout. A
+    /// call made while a round runs waits for that round to end and starts
+    /// none of its own, so a burst of refreshes costs each module one
+    /// manifest fetch. (A round cut short, its caller gone, counts as none:
+    /// the next waiting call runs its own.)
     pub async fn discover_all(&self) {
+        let ended_before = self.rounds_discovered.load(Ordering::Acquire);
+        let _round = self.discovering_all.lock().await;
+        if self.rounds_discovered.load(Ordering::Acquire) != ended_before {
+            return;
+        }
         futures::future::join_all(self.modules.keys().map(|name| self.discover(name))).await;
+        self.rounds_discovered.fetch_add(1, Ordering::Release);
     }
 
     /// Starts one background task per module that keeps it discovered
@@ -386,7 +412,7 @@ impl Registry {
                 let record = slot.read();
                 ModuleStatus {
                     name: name.clone(),
-                    url: slot.url.to_string(),
+                    url: Some(slot.url.to_string()),
                     state: record.state(),
                     tool_count: record.manifest.as_ref().map_or(0, |m| m.tools.len()),
                     last_success: record.last_success.and_then(|t| t.replace_nanosecond(0).ok()?.format(&Rfc3339).ok()),

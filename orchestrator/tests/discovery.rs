@@ -1,10 +1,12 @@
 //! Whole-process tests of discovery, listing, configuration and the command
 //! line: the real orchestrator binary against module servers that are up,
-//! down, hung, or send a broken manifest.
+//! down, hung, or send a broken manifest; refreshes asked at once coalesce.
 
 mod common;
 
 use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::modules::{manifest_module, sdk_module, stalling_module};
@@ -214,4 +216,41 @@ fn the_command_line_lists_tools_shows_modules_and_calls_one_tool() {
     assert_eq!(code, Some(1));
     assert!(stdout.contains("permission_denied"), "{stdout}");
     assert_eq!(calls.count(), 1, "only the echo reached the module");
+}
+
+#[tokio::test]
+async fn refreshes_asked_while_one_runs_wait_for_it() {
+    // A module whose manifest takes a second once the test says so, counting its fetches.
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let slow = Arc::new(AtomicBool::new(false));
+    let (counted, delayed) = (Arc::clone(&fetches), Arc::clone(&slow));
+    let (module, _) = sdk_module("alpha");
+    let router = module.router(&module_sdk::ServeConfig::default()).unwrap().layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| {
+            let (counted, delayed) = (Arc::clone(&counted), Arc::clone(&delayed));
+            async move {
+                if request.uri().path() == "/manifest" {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    if delayed.load(Ordering::SeqCst) {
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+                next.run(request).await
+            }
+        },
+    ));
+    let alpha = ModuleServer::start(router);
+    let orchestrator = OrchestratorProcess::start(&[("MODULE_SERVICES", &module_services(&[("alpha", alpha.url())]))]);
+    orchestrator.wait_for_module("alpha", "up", Duration::from_secs(10)).await;
+    let before = fetches.load(Ordering::SeqCst);
+
+    // Fifty refreshes at once: each answered, the module asked once or twice
+    // (a refresh may arrive just after the first round ended), not fifty times.
+    slow.store(true, Ordering::SeqCst);
+    let refreshes = (0..50).map(|_| orchestrator.post("/refresh-tools", &Value::Null));
+    for (status, answer) in futures::future::join_all(refreshes).await {
+        assert_eq!((status, &answer["modules"][0]["state"]), (200, &json!("up")), "{answer}");
+    }
+    let fetched = fetches.load(Ordering::SeqCst) - before;
+    assert!((1..=2).contains(&fetched), "{fetched} manifest fetches for 50 refreshes");
 }

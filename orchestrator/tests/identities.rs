@@ -275,3 +275,45 @@ async fn development_mode_revokes_no_keys_on_the_redis_it_shares() {
     let said = String::from_utf8_lossy(&output.stdout);
     assert!(said.starts_with("revoked API key `bob-user`"), "not revoked before: {said}");
 }
+
+#[tokio::test]
+async fn modules_and_refreshes_show_internals_to_operators_only() {
+    let alpha = ModuleServer::sdk(sdk_module("alpha").0);
+    let beta = ModuleServer::sdk(sdk_module("beta").0);
+    let services = module_services(&[("alpha", alpha.url()), ("beta", beta.url())]);
+    let guest = TestKey { modules: Some(&["alpha"]), ..TestKey::new("guest", "gus", "guest") };
+    let keys = keys_file(&[guest, TestKey::new("root", "root", "admin"), TestKey::new("backend", "any", "guest")]);
+    let env = [
+        ("MODULE_SERVICES", services.as_str()),
+        ("API_KEYS_FILE", keys.path().to_str().unwrap()),
+        ("ORCHESTRATOR_API_TOKEN", SERVICE_TOKEN),
+    ];
+    let orchestrator = OrchestratorProcess::start(&env).with_token(SERVICE_TOKEN);
+    orchestrator.wait_for_module("alpha", "up", Duration::from_secs(10)).await;
+    orchestrator.wait_for_module("beta", "up", Duration::from_secs(10)).await;
+    let [guest, root, backend] = ["guest", "root", "backend"].map(|id| TestKey::new(id, "", "").key);
+
+    // A key limited to alpha sees alpha only, without its URL or errors.
+    let (status, answer) = orchestrator.get_with("/modules", Some(&guest)).await;
+    assert_eq!(status, 200, "{answer}");
+    let shown = answer["modules"].as_array().unwrap();
+    assert_eq!(shown.len(), 1, "{answer}");
+    assert_eq!((&shown[0]["name"], &shown[0]["state"]), (&json!("alpha"), &json!("up")));
+    assert!(shown[0].get("url").is_none() && shown[0]["last_error"].is_null(), "{answer}");
+    assert!(!answer.to_string().contains("127.0.0.1"), "no address: {answer}");
+    let (status, refused) = orchestrator.post_with("/refresh-tools", Some(&guest), &Value::Null).await;
+    assert_eq!(status, 403, "{refused}");
+
+    // Admins, owners and services see both with their URLs, and may refresh.
+    for operator in [root.as_str(), backend.as_str(), SERVICE_TOKEN] {
+        for (status, answer) in [
+            orchestrator.get_with("/modules", Some(operator)).await,
+            orchestrator.post_with("/refresh-tools", Some(operator), &Value::Null).await,
+        ] {
+            assert_eq!(status, 200, "{answer}");
+            let urls: Vec<&str> =
+                answer["modules"].as_array().unwrap().iter().map(|m| m["url"].as_str().unwrap()).collect();
+            assert_eq!(urls, [alpha.url(), beta.url()], "{answer}");
+        }
+    }
+}

@@ -84,6 +84,12 @@ impl Identity {
         self.permission >= Permission::Admin
     }
 
+    /// Whether it may see the modules' addresses and errors and make the
+    /// orchestrator discover them now: admins, owners and services.
+    pub fn is_operator(&self) -> bool {
+        self.is_admin() || self.is_service()
+    }
+
     /// The one user it acts for, if it is not a service.
     pub fn own_user(&self) -> Option<&str> {
         match &self.user {
@@ -95,7 +101,7 @@ impl Identity {
     /// Whether it may see and decide things done for `user`: its own user's,
     /// or anyone's for admins, owners and services.
     pub fn may_act_for(&self, user: Option<&str>) -> bool {
-        self.is_admin() || self.is_service() || (user.is_some() && user == self.own_user())
+        self.is_operator() || (user.is_some() && user == self.own_user())
     }
 
     /// The widest caller it may be: its highest permission and its modules.
