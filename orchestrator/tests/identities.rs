@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::identities::{ISSUER_KEY, OTHER_KEY, TestKey, claims, hash_key, jwks_file, keys_file, now_plus, token};
-use common::modules::sdk_module;
+use common::modules::{approval_module, sdk_module};
 use common::{ModuleServer, OrchestratorProcess, module_services};
 use serde_json::{Value, json};
 
@@ -316,4 +316,52 @@ async fn modules_and_refreshes_show_internals_to_operators_only() {
             assert_eq!(urls, [alpha.url(), beta.url()], "{answer}");
         }
     }
+}
+
+#[tokio::test]
+async fn a_service_key_decides_the_approvals_of_tools_it_may_use_itself() {
+    let (bank, calls) = approval_module("bank");
+    let bank = ModuleServer::sdk(bank);
+    let services = module_services(&[("bank", bank.url())]);
+    let keys = keys_file(&[TestKey::new("bob", "bob", "user"), TestKey::new("backend", "any", "guest")]);
+    let env = [
+        ("MODULE_SERVICES", services.as_str()),
+        ("API_KEYS_FILE", keys.path().to_str().unwrap()),
+        ("ORCHESTRATOR_API_TOKEN", SERVICE_TOKEN),
+        ("APPROVAL_FOR_DESTRUCTIVE", "true"),
+    ];
+    let orchestrator = OrchestratorProcess::start(&env).with_token(SERVICE_TOKEN);
+    orchestrator.wait_for_module("bank", "up", Duration::from_secs(10)).await;
+    let [bob, backend] = ["bob", "backend"].map(|id| TestKey::new(id, "", "").key);
+
+    // Bob's transfer (a guest tool) and, asked by the service token, an admin-only wipe wait.
+    let transfer = json!({"tool_name": "bank.transfer", "arguments": {"to": "carol", "cents": 5}});
+    let (_, result) = orchestrator.post_with("/execute", Some(&bob), &transfer).await;
+    assert!(result["error"].as_str().unwrap().contains("approval"), "{result}");
+    let wipe = json!({"tool_name": "bank.wipe", "user_id": "ada", "user_permission": "admin"});
+    let (_, result) = orchestrator.post_with("/execute", Some(SERVICE_TOKEN), &wipe).await;
+    assert!(result["error"].as_str().unwrap().contains("approval"), "{result}");
+    let (_, all) = orchestrator.get_with("/approvals", Some(SERVICE_TOKEN)).await;
+    let id_of = |tool: &str| {
+        all["approvals"].as_array().unwrap().iter().find(|a| a["tool_name"] == tool).unwrap()["id"].clone()
+    };
+    let (transfer_id, wipe_id) = (id_of("bank.transfer"), id_of("bank.wipe"));
+
+    // A `guest` service key could send `"approved": true` for bob's transfer
+    // itself, so it may decide bob's approval of it; the wipe, beyond its
+    // permission, it neither sees nor decides.
+    let (_, listed) = orchestrator.get_with("/approvals", Some(&backend)).await;
+    let ids: Vec<&Value> = listed["approvals"].as_array().unwrap().iter().map(|a| &a["id"]).collect();
+    assert_eq!(ids, [&transfer_id], "{listed}");
+    let approve = json!({"decision": "approve"});
+    let (status, answer) =
+        orchestrator.post_with(&format!("/approvals/{}", wipe_id.as_str().unwrap()), Some(&backend), &approve).await;
+    assert_eq!(status, 404, "{answer}");
+    let (status, decided) = orchestrator
+        .post_with(&format!("/approvals/{}", transfer_id.as_str().unwrap()), Some(&backend), &approve)
+        .await;
+    assert_eq!(status, 200, "{decided}");
+    assert_eq!(decided["approval"]["decided_by"], "key:backend", "{decided}");
+    assert_eq!(decided["result"]["result"]["user_id"], "bob", "{decided}");
+    assert_eq!(calls.count(), 1, "the transfer ran once, the wipe not at all");
 }

@@ -99,7 +99,8 @@ impl Identity {
     }
 
     /// Whether it may see and decide things done for `user`: its own user's,
-    /// or anyone's for admins, owners and services.
+    /// or anyone's for admins, owners and services (a service, whatever its
+    /// permission, may send `"approved": true` for any user's call anyway).
     pub fn may_act_for(&self, user: Option<&str>) -> bool {
         self.is_operator() || (user.is_some() && user == self.own_user())
     }
@@ -294,6 +295,8 @@ mod tests {
         assert!(service.is_service() && service.may_act_for(Some("anyone")));
         let key = user_key(Permission::User, None);
         assert!(key.may_act_for(Some("ada")) && !key.may_act_for(Some("bob")) && !key.may_act_for(None));
+        let guest_service = Identity { user: KeyUser::Any, ..user_key(Permission::Guest, None) };
+        assert!(guest_service.is_operator() && guest_service.may_act_for(Some("bob")));
     }
 
     #[test]
