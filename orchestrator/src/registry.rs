@@ -105,8 +105,11 @@ pub struct Registry {
     publishing: Mutex<()>,
     /// Held while [`Self::discover_all`] runs a round.
     discovering_all: tokio::sync::Mutex<()>,
-    /// How many rounds of [`Self::discover_all`] have ended.
-    rounds_discovered: AtomicU64,
+    /// How many rounds of [`Self::discover_all`] have started.
+    rounds_started: AtomicU64,
+    /// The number of the last round of [`Self::discover_all`] that ended
+    /// (one cut short, its caller gone, is not counted).
+    last_round_ended: AtomicU64,
     /// The current generation, for subscribers.
     generation: watch::Sender<u64>,
     cache: Arc<dyn ManifestCache>,
@@ -147,7 +150,8 @@ impl Registry {
             snapshot: ArcSwap::from_pointee(Snapshot::default()),
             publishing: Mutex::new(()),
             discovering_all: tokio::sync::Mutex::new(()),
-            rounds_discovered: AtomicU64::new(0),
+            rounds_started: AtomicU64::new(0),
+            last_round_ended: AtomicU64::new(0),
             generation: watch::Sender::new(0),
             cache,
             client,
@@ -369,19 +373,22 @@ impl Registry {
         }
     }
 
-    /// Discovers every module at once, each within the discovery timeout. A
-    /// call made while a round runs waits for that round to end and starts
-    /// none of its own, so a burst of refreshes costs each module one
-    /// manifest fetch. (A round cut short, its caller gone, counts as none:
-    /// the next waiting call runs its own.)
+    /// Discovers every module at once, each within the discovery timeout.
+    /// Its answer always comes from a round started after it was called (a
+    /// module deployed just before sees its new manifest); calls made while
+    /// a round runs wait for it and then share one round of their own, so a
+    /// burst of refreshes costs each module at most two manifest fetches.
+    /// (A round cut short, its caller gone, counts as none: the next waiting
+    /// call runs its own.)
     pub async fn discover_all(&self) {
-        let ended_before = self.rounds_discovered.load(Ordering::Acquire);
+        let started_before = self.rounds_started.load(Ordering::Acquire);
         let _round = self.discovering_all.lock().await;
-        if self.rounds_discovered.load(Ordering::Acquire) != ended_before {
+        if self.last_round_ended.load(Ordering::Acquire) > started_before {
             return;
         }
+        let round = self.rounds_started.fetch_add(1, Ordering::AcqRel) + 1;
         futures::future::join_all(self.modules.keys().map(|name| self.discover(name))).await;
-        self.rounds_discovered.fetch_add(1, Ordering::Release);
+        self.last_round_ended.store(round, Ordering::Release);
     }
 
     /// Starts one background task per module that keeps it discovered
