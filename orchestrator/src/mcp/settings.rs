@@ -126,7 +126,10 @@ impl McpEndpointSettings {
         })?;
         let max_sessions =
             positive_count(&env, "MCP_MAX_SESSIONS", None, DEFAULT_MAX_SESSIONS, "a positive number of sessions")?;
-        let default_streams = max_connections / DEFAULT_STREAMS_SHARE_OF_CONNECTIONS;
+        // At least one, so a small MAX_CONNECTIONS does not start up
+        // refusing every stream (with MAX_CONNECTIONS below 2 no number of
+        // streams fits, and start-up says so below).
+        let default_streams = (max_connections / DEFAULT_STREAMS_SHARE_OF_CONNECTIONS).max(1);
         let max_streams =
             positive_count(&env, "MCP_MAX_STREAMS", None, default_streams, "a positive number of streams")?;
         if max_streams >= max_connections {
@@ -188,6 +191,9 @@ mod tests {
         };
         assert_eq!(read_with(1024, None).unwrap().max_streams, 256, "a quarter by default");
         assert_eq!(read_with(8, None).unwrap().max_streams, 2);
+        assert_eq!(read_with(3, None).unwrap().max_streams, 1, "at least one");
+        let error = read_with(1, None).unwrap_err().to_string();
+        assert!(error.contains("MCP_MAX_STREAMS") && error.contains("MAX_CONNECTIONS (1)"), "{error}");
         assert_eq!(read_with(8, Some("7")).unwrap().max_streams, 7);
         let error = read_with(8, Some("8")).unwrap_err().to_string();
         assert!(error.contains("MCP_MAX_STREAMS") && error.contains("MAX_CONNECTIONS (8)"), "{error}");
