@@ -101,7 +101,7 @@ function propertiesOf(tool) {
     });
   }
   return (Array.isArray(tool.parameters) ? tool.parameters : []).map((p) => ({
-    name: p.name, schema: {}, type: p.type, required: p.required, description: p.description, allowed: p.enum,
+    name: p.name, schema: {}, type: p.type, required: p.required, description: p.description, allowed: Array.isArray(p.enum) ? p.enum : null,
   }));
 }
 
@@ -124,7 +124,7 @@ function toolCard(tool) {
   if (tool.annotations && tool.annotations.read_only) badges.push(el("span", { class: "badge" }, "read-only"));
   const rows = propertiesOf(tool).map((p) => el("tr", {},
     el("td", {}, p.name, p.required ? el("span", { class: "required", title: "required" }, " *") : null),
-    el("td", {}, p.allowed ? "one of " + p.allowed.join(", ") : p.type),
+    el("td", {}, p.allowed ? "one of " + p.allowed.map((v) => typeof v === "string" ? v : JSON.stringify(v)).join(", ") : p.type),
     el("td", {}, p.description, limits(p.schema) ? el("small", {}, " (" + limits(p.schema) + ")") : null)));
   return el("div", { class: "tool", "data-name": tool.name },
     el("div", { class: "tool-head" },
@@ -163,7 +163,9 @@ function field(p) {
   if (p.allowed) {
     input = el("select", { id, name: p.name },
       p.required ? null : el("option", { value: "" }, "(none)"),
-      p.allowed.map((v) => el("option", { value: v }, v)));
+      // An option's value is its index, so a number, boolean, null or
+      // object in `enum` is sent as itself, not as its text.
+      p.allowed.map((v, i) => el("option", { value: String(i) }, typeof v === "string" ? v : JSON.stringify(v))));
   } else if (p.type === "boolean") {
     input = el("input", { id, name: p.name, type: "checkbox", checked: p.schema.default === true });
   } else if (p.type === "integer" || p.type === "number") {
@@ -191,7 +193,8 @@ function readArguments(form, properties) {
       if (p.required) throw new Error(`\`${p.name}\` is required`);
       continue;
     }
-    if (p.allowed || p.type === "string") args[p.name] = raw;
+    if (p.allowed) args[p.name] = p.allowed[Number(raw)];
+    else if (p.type === "string") args[p.name] = raw;
     else if (p.type === "integer" || p.type === "number") {
       const number = Number(raw);
       if (!Number.isFinite(number)) throw new Error(`\`${p.name}\` must be a number`);
