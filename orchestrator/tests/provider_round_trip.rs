@@ -126,6 +126,16 @@ async fn the_text_protocol_lists_a_prompt_and_runs_calls_found_in_prose() {
     let content = answer["content"].as_str().unwrap();
     assert!(content.contains(r#"{"search-terms":"fjords","max-results":2}"#), "{content}");
     assert!(content.contains("### trips.plan_trip (generated_call_2) failed\nError (unknown_tool)"), "{content}");
+
+    // Objects that never close would be read again from every `{`: refused once the text's budget is read.
+    let hostile = format!("{{\"a\":[{}", "0,".repeat(400)).repeat(300);
+    let (status, answer) =
+        orchestrator.post("/v1/tool-calls?format=text", &json!({"user_permission": "guest", "message": hostile})).await;
+    assert_eq!(status, 422, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("bytes of JSON (8 times its length, at least 1048576)"),
+        "{answer}"
+    );
 }
 
 #[tokio::test]

@@ -19,6 +19,7 @@ mod json_object;
 pub mod names;
 mod openai;
 pub mod rules;
+pub mod scan_budget;
 mod text;
 mod threads;
 
@@ -127,6 +128,17 @@ pub enum ProviderError {
         count: usize,
         /// The most one message may hold.
         max: usize,
+    },
+    /// Finding the bare JSON objects of a `text` message would read more
+    /// than its scan budget ([`scan_budget`]); none of its calls was run.
+    #[error(
+        "finding the tool calls in this text would read more than {limit} bytes of JSON ({per_byte} times its length, at least {min}): it opens many JSON objects that never close; none was run. Fence each call in its own ```json block",
+        per_byte = scan_budget::SCAN_BYTES_PER_TEXT_BYTE,
+        min = scan_budget::MIN_SCAN_BYTES
+    )]
+    ScanOverBudget {
+        /// The text's budget in bytes.
+        limit: usize,
     },
 }
 

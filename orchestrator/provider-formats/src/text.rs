@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::calls::{arguments_from_value, generated_id, not_shape, result_text};
 use super::compile;
+use super::scan_budget::ScanBudget;
 use super::{ProviderError, RequestedCall};
 
 /// The fence that opens and closes a code block.
@@ -120,7 +121,7 @@ pub fn parse(body: &Value) -> Result<Vec<RequestedCall>, ProviderError> {
         _ => return Err(not_shape("text", "expected the model's text as a JSON string")),
     };
     let mut calls = Vec::new();
-    for found in scan(text) {
+    for found in scan(text)? {
         match found {
             Found::Value(Value::Array(values)) => {
                 for value in values {
@@ -150,8 +151,14 @@ enum Found {
 }
 
 /// Every JSON value in fenced JSON blocks and every bare JSON object
-/// outside fences, in order.
-fn scan(text: &str) -> Vec<Found> {
+/// outside fences, in order; an error when the bare objects would take
+/// more reading than the text's [`ScanBudget`].
+fn scan(text: &str) -> Result<Vec<Found>, ProviderError> {
+    scan_within(text, &mut ScanBudget::of(text))
+}
+
+/// [`scan`], reading bare objects within `budget`.
+fn scan_within(text: &str, budget: &mut ScanBudget) -> Result<Vec<Found>, ProviderError> {
     let mut found = Vec::new();
     let mut at = 0;
     while at < text.len() {
@@ -167,17 +174,16 @@ fn scan(text: &str) -> Vec<Found> {
             at += (close + FENCE.len()).min(rest.len());
             continue;
         }
-        if rest.starts_with('{') {
-            let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
-            if let Some(Ok(value)) = values.next() {
-                found.push(Found::Value(value));
-                at += values.byte_offset();
-                continue;
-            }
+        if rest.starts_with('{')
+            && let Some((value, length)) = budget.object(rest)?
+        {
+            found.push(Found::Value(value));
+            at += length;
+            continue;
         }
         at += rest.chars().next().map_or(1, char::len_utf8);
     }
-    found
+    Ok(found)
 }
 
 /// The content of one fenced block.
@@ -237,6 +243,7 @@ pub fn results(results: &[(RequestedCall, ToolResult)]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scan_budget::SCAN_BYTES_PER_TEXT_BYTE;
 
     #[test]
     fn the_prompt_from_escaped_sections_is_the_same_text() {
@@ -286,6 +293,27 @@ Nested: {"outer": {"tool": "demo.greet", "args": {}}}
         assert_eq!(found[0].0, "demo.greet");
         assert!(found[0].1.as_ref().unwrap_err().starts_with("the JSON of this tool call is malformed"));
         assert!(found[1].1.as_ref().unwrap_err().contains("not a string"));
+    }
+
+    #[test]
+    fn objects_that_never_close_cost_a_bounded_read_then_an_error_naming_the_budget() {
+        // The audit's shape, smaller: every `{` opens an object that holds the next, none closes.
+        let hostile = format!("{{\"a\":[{}", "0,".repeat(400)).repeat(300);
+        let mut budget = ScanBudget::of(&hostile);
+        let error = scan_within(&hostile, &mut budget).err().expect("over budget");
+        assert_eq!(error, ProviderError::ScanOverBudget { limit: SCAN_BYTES_PER_TEXT_BYTE * hostile.len() });
+        assert!(budget.read() <= SCAN_BYTES_PER_TEXT_BYTE * hostile.len(), "{}", budget.read());
+        let message = parse(&json!(hostile)).unwrap_err().to_string();
+        assert!(message.contains("8 times its length") && message.contains("```json"), "{message}");
+        // A long answer cut off inside a call's arguments reads each byte about twice.
+        let content = "Use {braces} and \\\"quotes\\\" freely. ".repeat(10_000);
+        let cut = format!(
+            "{{\"tool\": \"a.b\", \"args\": {{}}}} then {{\"tool\": \"c.d\", \"args\": {{\"text\": \"{content}"
+        );
+        let mut budget = ScanBudget::of(&cut);
+        let found = scan_within(&cut, &mut budget).unwrap();
+        assert_eq!(found.len(), 1);
+        assert!(budget.read() <= 3 * cut.len(), "{} for {}", budget.read(), cut.len());
     }
 
     #[test]
