@@ -37,8 +37,10 @@ pub struct ModuleStatus {
     pub tool_count: usize,
     /// When its manifest was last fetched successfully by this process (RFC 3339).
     pub last_success: Option<String>,
-    /// Why the last discovery failed, when it did (shown to admins, owners
-    /// and services only: it may name internal addresses).
+    /// Why the last discovery failed, when it did; and which of its tools
+    /// the provider formats leave out because another module's tool would
+    /// have the same provider-safe name (shown to admins, owners and
+    /// services only: it may name internal addresses).
     pub last_error: Option<String>,
 }
 
@@ -200,6 +202,9 @@ impl Registry {
             .collect();
         let current = self.snapshot.load();
         let Some(next) = current.successor(modules) else { return };
+        for clash in next.clashes().iter().filter(|clash| !current.clashes().contains(clash)) {
+            tracing::warn!(tools = ?clash.tools, "{clash}");
+        }
         let generation = next.generation();
         self.snapshot.store(Arc::new(next));
         self.generation.send_replace(generation);
@@ -413,17 +418,24 @@ impl Registry {
 
     /// Every module's state, by name.
     pub fn statuses(&self) -> Vec<ModuleStatus> {
+        let snapshot = self.snapshot();
         self.modules
             .iter()
             .map(|(name, slot)| {
                 let record = slot.read();
+                // A clash of its tools' provider-safe names is a discovery problem too.
+                let clashes = snapshot.clashes().iter().filter(|clash| {
+                    clash.tools.iter().any(|tool| tool.split_once('.').is_some_and(|(module, _)| module == name))
+                });
+                let problems: Vec<String> =
+                    record.last_error.iter().cloned().chain(clashes.map(ToString::to_string)).collect();
                 ModuleStatus {
                     name: name.clone(),
                     url: Some(slot.url.to_string()),
                     state: record.state(),
                     tool_count: record.manifest.as_ref().map_or(0, |m| m.tools.len()),
                     last_success: record.last_success.and_then(|t| t.replace_nanosecond(0).ok()?.format(&Rfc3339).ok()),
-                    last_error: record.last_error.clone(),
+                    last_error: (!problems.is_empty()).then(|| problems.join("; ")),
                 }
             })
             .collect()
@@ -527,6 +539,34 @@ mod tests {
         let files = registry.statuses().into_iter().find(|s| s.name == "files").unwrap();
         assert_eq!(files.state, ModuleState::Cached);
         assert!(files.last_error.unwrap().contains("127.0.0.1:1"));
+    }
+
+    #[tokio::test]
+    async fn tools_of_two_modules_that_meet_as_one_provider_name_are_a_problem_of_both() {
+        let cache = Arc::new(MemoryCache::default());
+        cache.store(&manifest("x__y", &[("z", "guest")])).await.unwrap();
+        cache.store(&manifest("x", &[("y__z", "guest"), ("other", "guest")])).await.unwrap();
+        let modules: BTreeMap<String, String> =
+            ["x", "x__y"].into_iter().map(|name| (name.to_owned(), "http://127.0.0.1:1".to_owned())).collect();
+        let registry = Registry::new(
+            &modules,
+            cache,
+            reqwest::Client::new(),
+            None,
+            Duration::from_millis(200),
+            Budgets::default(),
+        );
+        registry.load_cached().await;
+        let snapshot = registry.snapshot();
+        assert_eq!(snapshot.clashes().len(), 1);
+        assert_eq!(snapshot.clashes()[0].tools, ["x.y__z", "x__y.z"]);
+        for status in registry.statuses() {
+            let error = status.last_error.unwrap_or_default();
+            assert!(error.contains("`x.y__z` and `x__y.z` would both be `x__y__z`"), "{}: {error}", status.name);
+        }
+        // Both stay callable by their own names.
+        assert_eq!(&*registry.route("x__y.z").unwrap().module, "x__y");
+        assert_eq!(&*registry.route("x.y__z").unwrap().module, "x");
     }
 
     #[tokio::test]

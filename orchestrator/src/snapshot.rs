@@ -16,7 +16,8 @@ use serde::Serialize;
 
 use crate::NameMap;
 use crate::caller::Caller;
-use crate::providers::Listed;
+use crate::providers::names::Clash;
+use crate::providers::{self, Listed};
 
 /// Where a module stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, utoipa::ToSchema)]
@@ -69,6 +70,9 @@ pub struct Snapshot {
     /// twice). Built once per generation, so routing is a lookup rather
     /// than a scan of a manifest that may hold thousands of tools.
     tool_indexes: NameMap<usize>,
+    /// Tools of different modules whose provider-safe names meet, over all
+    /// modules: whoever may see both gets neither in a provider format.
+    clashes: Vec<Clash>,
 }
 
 /// Why a tool name does not lead to a tool that can be called.
@@ -163,7 +167,8 @@ impl Snapshot {
                 }
             }
         }
-        Self { generation, modules, tool_indexes }
+        let clashes = providers::names::NameMap::of_names(tool_indexes.keys().map(String::as_str)).clashes().to_vec();
+        Self { generation, modules, tool_indexes, clashes }
     }
 
     /// The snapshot after this one when `modules` differ from this one's
@@ -182,6 +187,14 @@ impl Snapshot {
     /// Every configured module, by name.
     pub fn modules(&self) -> &BTreeMap<String, ModuleSnapshot> {
         &self.modules
+    }
+
+    /// Tools of different modules that would share a provider-safe name
+    /// (`x.y__z` and `x__y.z`), which the provider formats leave out for a
+    /// caller who may see both ([`providers::names::NameMap`]); each is a
+    /// discovery problem of both modules.
+    pub fn clashes(&self) -> &[Clash] {
+        &self.clashes
     }
 
     /// The module called `name`, if configured.

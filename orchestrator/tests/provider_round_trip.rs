@@ -9,7 +9,10 @@ mod provider_support;
 
 use std::time::Duration;
 
+use axum::routing::{get, post};
+use axum::{Json, Router};
 use common::{ModuleServer, OrchestratorProcess, module_services};
+use module_sdk::contract::{ToolCall, ToolResult};
 use orchestrator::providers::{PROVIDERS, Provider, rules};
 use serde_json::{Value, json};
 
@@ -164,4 +167,57 @@ async fn malformed_arguments_get_an_answer_the_model_can_act_on_and_bad_bodies_a
     assert_eq!(status, 400);
     let (status, _) = orchestrator.get_with("/tools?format=cohere", None).await;
     assert_eq!(status, 400);
+}
+
+/// A module called `module` whose one tool `{module}.{tool}` answers which
+/// module ran it, and for whom.
+fn naming_module(module: &str, tool: &str) -> Router {
+    let manifest = json!({
+        "module_name": module,
+        "description": "Says which module it is.",
+        "tools": [{"name": format!("{module}.{tool}"), "description": "Say which module this is.", "parameters": [], "required_permission": "guest"}]
+    });
+    let module = module.to_owned();
+    Router::new().route("/manifest", get(move || std::future::ready(Json(manifest.clone())))).route(
+        "/execute",
+        post(move |Json(call): Json<ToolCall>| {
+            let ran = json!({"module": module, "user_id": call.user_id});
+            std::future::ready(Json(ToolResult::success(call.tool_name, ran)))
+        }),
+    )
+}
+
+#[tokio::test]
+async fn a_module_cannot_take_the_provider_name_of_another_modules_tool() {
+    // Module `x__y`'s tool `z` is `x__y__z` to a model; module `x` names a tool `y__z`, which is too.
+    let real = ModuleServer::start(naming_module("x__y", "z"));
+    let other = ModuleServer::start(naming_module("x", "y__z"));
+    let services = module_services(&[("x__y", real.url()), ("x", other.url())]);
+    let orchestrator = OrchestratorProcess::start(&[("MODULE_SERVICES", &services)]);
+    for name in ["x", "x__y"] {
+        orchestrator.wait_for_module(name, "up", Duration::from_secs(10)).await;
+    }
+    for name in ["x", "x__y"] {
+        let module = orchestrator.module(name).await;
+        let error = module["last_error"].as_str().unwrap_or_default();
+        assert!(error.contains("tools `x.y__z` and `x__y.z` would both be `x__y__z`"), "{module}");
+    }
+    assert_eq!(orchestrator.get("/tools?format=openai").await, json!([]), "neither is offered under the name");
+    assert_eq!(orchestrator.tool_names("format=raw").await, ["x.y__z", "x__y.z"]);
+
+    let message = json!({"role": "assistant", "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "x__y__z", "arguments": "{}"}}
+    ]});
+    let request = json!({"user_id": "user-7", "message": message});
+    let (status, answer) = orchestrator.post("/v1/tool-calls?format=openai", &request).await;
+    assert_eq!(status, 200, "{answer}");
+    let content = answer[0]["content"].as_str().unwrap();
+    assert!(content.contains("unknown_tool") && !content.contains("\"module\""), "ran somewhere: {content}");
+
+    // By its own name (the text format's), each still runs in its own module.
+    let request = json!({"user_id": "user-7", "message": "{\"tool\": \"x__y.z\", \"args\": {}}"});
+    let (status, answer) = orchestrator.post("/v1/tool-calls?format=text", &request).await;
+    assert_eq!(status, 200, "{answer}");
+    let content = answer["content"].as_str().unwrap();
+    assert!(content.contains(r#"{"module":"x__y","user_id":"user-7"}"#), "{content}");
 }

@@ -136,7 +136,7 @@ impl ConvertedCache {
             _ => listing(format, &entries),
         }
     }
-    /// The current entry of every tool in `format`, in order, converting
+    /// The current entry of every tool `format` lists, in order, converting
     /// those without one (outside the lock, side by side) and storing them.
     fn entries(&self, format: ToolFormat, tools: &[Listed<'_>]) -> Vec<Arc<Entry>> {
         let names = NameMap::of_names(tools.iter().map(|listed| listed.tool.name.as_str()));
@@ -146,6 +146,10 @@ impl ConvertedCache {
             let formats = self.formats.read().unwrap_or_else(PoisonError::into_inner);
             let current = formats.get(&format);
             for (index, listed) in tools.iter().enumerate() {
+                if !names.lists(format, &listed.tool.name) {
+                    found.push(None);
+                    continue;
+                }
                 let name = names.provider_name(&listed.tool.name);
                 let entry = current.and_then(|entries| entries.get(&listed.tool.name));
                 match entry {
@@ -282,10 +286,13 @@ mod tests {
         let fresh = render_tools(ToolFormat::Anthropic, &tools);
         assert_eq!(cache.render_tools(ToolFormat::Anthropic, &listed(&tools)), fresh);
         assert_eq!(fresh[0]["description"], "Search the web.");
-        // A colliding newcomer renames a cached tool; the cache follows.
+        // Two newcomers that clash are left out; the cache follows.
         tools.push(tool("a__search.x", "Other."));
         tools.push(tool("a.search__x", "Other."));
-        assert_eq!(cache.render_tools(ToolFormat::Gemini, &listed(&tools)), render_tools(ToolFormat::Gemini, &tools));
+        let gemini = cache.render_tools(ToolFormat::Gemini, &listed(&tools));
+        assert_eq!(gemini, render_tools(ToolFormat::Gemini, &tools));
+        assert_eq!(gemini.as_array().unwrap().len(), 2, "{gemini}");
+        assert_eq!(cache.render_tools(ToolFormat::Raw, &listed(&tools)).as_array().unwrap().len(), 4);
         cache.retain_tools(|name| name.starts_with("b."));
         assert_eq!(cache.len(), ToolFormat::ALL.len());
         assert!(!cache.is_empty());

@@ -250,9 +250,12 @@ impl RequestedCall {
 
 /// The caller's tools in `format`: a JSON array of tool definitions for the
 /// provider formats, the manifest form for `raw`, `{"prompt": "..."}` for `prompt`.
+/// The provider formats leave out tools whose provider-safe names clash
+/// across modules ([`names::Clash`]).
 pub fn render_tools<T: std::borrow::Borrow<ToolDefinition>>(format: ToolFormat, tools: &[T]) -> Value {
     let names = NameMap::new(tools);
-    assemble(format, tools.iter().map(T::borrow), |tool| convert_tool(format, tool, &names.provider_name(&tool.name)))
+    let listed = tools.iter().map(T::borrow).filter(|tool| names.lists(format, &tool.name));
+    assemble(format, listed, |tool| convert_tool(format, tool, &names.provider_name(&tool.name)))
 }
 
 /// Some of the caller's tools (`chosen`, indices into `tools`, in that
@@ -265,7 +268,12 @@ pub fn render_chosen<T: std::borrow::Borrow<ToolDefinition>>(
     chosen: &[usize],
 ) -> Value {
     let names = NameMap::new(tools);
-    let chosen: Vec<&ToolDefinition> = chosen.iter().filter_map(|&index| tools.get(index)).map(T::borrow).collect();
+    let chosen: Vec<&ToolDefinition> = chosen
+        .iter()
+        .filter_map(|&index| tools.get(index))
+        .map(T::borrow)
+        .filter(|tool| names.lists(format, &tool.name))
+        .collect();
     assemble(format, chosen, |tool| convert_tool(format, tool, &names.provider_name(&tool.name)))
 }
 

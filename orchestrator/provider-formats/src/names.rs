@@ -3,9 +3,12 @@
 //! Gemini would reject get a safe form too; descriptions fit the limits.
 
 use std::collections::{HashMap, HashSet};
+use std::fmt;
 
 use module_sdk::contract::ToolDefinition;
 use serde_json::{Map, Value};
+
+use super::ToolFormat;
 
 /// The longest tool name any provider accepts.
 pub const MAX_NAME_LEN: usize = 64;
@@ -19,15 +22,46 @@ const SEPARATOR: &str = "__";
 /// The provider-safe names of one caller's tools, both ways.
 ///
 /// The name of a tool is `module__tool` whenever that is valid and unique;
-/// otherwise (a module outside our contract with odd characters or very long
-/// names, or two tools whose `__` forms meet, such as `a__b.c` and `a.b__c`)
-/// it is made valid and numbered. The mapping depends only on the set of
-/// tool names, so the same caller gets the same names at listing and at
-/// calling time.
+/// otherwise (a module outside our contract with odd characters, or names
+/// cut to 64 characters) it is made valid, and tools of one module that meet
+/// are numbered. Tools of different modules never are: module names may
+/// hold `__`, so `x.y__z` and `x__y.z` both become `x__y__z`, and no rule
+/// over names could tell which one a model means, nor stop a module from
+/// naming a tool so that it takes another module's name. A name that tools
+/// of two modules would have goes to neither: they are left out of the
+/// provider formats ([`Self::clashes`] says which) and stay callable by their
+/// own `module.tool` names. The mapping depends only on the set of tool
+/// names, so the same caller gets the same names at listing and at calling time.
 #[derive(Debug, Clone, Default)]
 pub struct NameMap {
     to_provider: HashMap<String, String>,
     to_tool: HashMap<String, String>,
+    clashes: Vec<Clash>,
+}
+
+/// Tools of different modules that would have the same provider-safe name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Clash {
+    /// The name they would share.
+    pub provider_name: String,
+    /// Their `module.tool` names, sorted.
+    pub tools: Vec<String>,
+}
+
+impl fmt::Display for Clash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut tools: Vec<String> = self.tools.iter().map(|tool| format!("`{tool}`")).collect();
+        let last = tools.pop().unwrap_or_default();
+        let (tools, all) = match tools.len() {
+            1 => (format!("{} and {last}", tools[0]), "both"),
+            _ => (format!("{} and {last}", tools.join(", ")), "all"),
+        };
+        write!(
+            f,
+            "tools {tools} would {all} be `{}` to model providers, so the provider formats offer none of them (each can still be called by its own name); one of them must be renamed",
+            self.provider_name
+        )
+    }
 }
 
 impl NameMap {
@@ -45,34 +79,30 @@ impl NameMap {
         let mut candidates: Vec<(String, &str)> =
             full_names.into_iter().map(|name| (safe_tool_name(name), name)).collect();
         candidates.sort_by(|a, b| a.0.cmp(&b.0));
-        let collide = candidates.windows(2).any(|pair| pair[0].0 == pair[1].0);
-        // Only collisions need to know every name taken (the usual set has none).
-        let mut taken: HashSet<String> = match collide {
-            true => candidates.iter().map(|(candidate, _)| candidate.clone()).collect(),
-            false => HashSet::new(),
-        };
         let mut map = Self {
             to_provider: HashMap::with_capacity(candidates.len()),
             to_tool: HashMap::with_capacity(candidates.len()),
+            clashes: Vec::new(),
         };
-        let mut previous: Option<(String, usize)> = None;
-        for (candidate, owner) in candidates {
-            // The first (in sorted order) keeps the plain name, the others are numbered.
-            let index = match &mut previous {
-                Some((last, index)) if *last == candidate => {
-                    *index += 1;
-                    *index
-                }
-                _ => 0,
-            };
-            if index == 0 {
-                map.insert(owner, candidate.clone());
-                previous = Some((candidate, 0));
-                continue;
+        // The usual set: no two candidates meet, each tool keeps its own.
+        if candidates.windows(2).all(|pair| pair[0].0 != pair[1].0) {
+            for (candidate, owner) in candidates {
+                map.insert(owner, candidate);
             }
-            let name = numbered(&candidate, index + 1, &taken);
-            taken.insert(name.clone());
-            map.insert(owner, name);
+            return map;
+        }
+        let mut named = numbered_within_modules(&candidates);
+        named.sort_by(|a, b| a.0.cmp(&b.0));
+        // Numbers made each module's names unique: a name still held twice is held by two modules.
+        for group in named.chunk_by(|a, b| a.0 == b.0) {
+            match group {
+                [(name, owner)] => map.insert(owner, name.clone()),
+                _ => {
+                    let mut tools: Vec<String> = group.iter().map(|(_, owner)| (*owner).to_owned()).collect();
+                    tools.sort_unstable();
+                    map.clashes.push(Clash { provider_name: group[0].0.clone(), tools });
+                }
+            }
         }
         map
     }
@@ -82,7 +112,8 @@ impl NameMap {
         self.to_provider.insert(tool.to_owned(), provider);
     }
 
-    /// The provider-safe name of our tool `tool` (its safe form when the tool is not in the set).
+    /// The provider-safe name of our tool `tool` (its safe form when the
+    /// tool is not in the set, or has no name of its own: [`Self::clashes`]).
     pub fn provider_name<'a>(&'a self, tool: &str) -> std::borrow::Cow<'a, str> {
         match self.to_provider.get(tool) {
             Some(name) => name.as_str().into(),
@@ -90,9 +121,23 @@ impl NameMap {
         }
     }
 
-    /// Every (provider-safe name, `module.tool` name) pair of the set, in no order.
+    /// Whether a listing in `format` holds `tool`, a tool of the set: `raw`
+    /// and `prompt` name every tool by its own name; the provider formats
+    /// leave out the tools of a [`Clash`], which have no name there.
+    pub fn lists(&self, format: ToolFormat, tool: &str) -> bool {
+        format.provider().is_none() || self.to_provider.contains_key(tool)
+    }
+
+    /// Every (provider-safe name, `module.tool` name) pair of the set, in no
+    /// order; the tools of a [`Clash`] have none.
     pub fn pairs(&self) -> impl Iterator<Item = (&str, &str)> {
         self.to_tool.iter().map(|(provider, tool)| (provider.as_str(), tool.as_str()))
+    }
+
+    /// Tools of different modules whose provider-safe names meet, which
+    /// therefore have none, sorted by that name.
+    pub fn clashes(&self) -> &[Clash] {
+        &self.clashes
     }
 
     /// Our `module.tool` name for a name a model used: a provider-safe name
@@ -101,8 +146,55 @@ impl NameMap {
         self.to_tool
             .get(provider_name)
             .or_else(|| self.to_provider.get_key_value(provider_name).map(|(tool, _)| tool))
+            .or_else(|| self.clashes.iter().flat_map(|clash| &clash.tools).find(|tool| *tool == provider_name))
             .map(String::as_str)
     }
+}
+
+/// The part of a tool name before its first dot.
+fn module_of(tool: &str) -> &str {
+    tool.split_once('.').map_or(tool, |(module, _)| module)
+}
+
+/// Each tool of `candidates` (in candidate order) with its name: its
+/// candidate, numbered for every tool of the same module and candidate
+/// after the first (in name order), skipping the module's other names.
+/// Only a module's own names decide its numbers, so no other module can
+/// move them.
+fn numbered_within_modules<'a>(candidates: &[(String, &'a str)]) -> Vec<(String, &'a str)> {
+    let mut taken: HashMap<&str, HashSet<String>> = HashMap::new();
+    for (candidate, owner) in candidates {
+        taken.entry(module_of(owner)).or_default().insert(candidate.clone());
+    }
+    let mut named = Vec::with_capacity(candidates.len());
+    for group in candidates.chunk_by(|a, b| a.0 == b.0) {
+        // How many tools of each module this candidate has had so far.
+        let mut seen: Vec<(&str, usize)> = Vec::new();
+        for (candidate, owner) in group {
+            let module = module_of(owner);
+            let count = match seen.iter_mut().find(|(seen_module, _)| *seen_module == module) {
+                Some((_, count)) => {
+                    *count += 1;
+                    *count
+                }
+                None => {
+                    seen.push((module, 1));
+                    1
+                }
+            };
+            let name = match count {
+                1 => candidate.clone(),
+                _ => {
+                    let taken = taken.entry(module).or_default();
+                    let name = numbered(candidate, count, taken);
+                    taken.insert(name.clone());
+                    name
+                }
+            };
+            named.push((name, *owner));
+        }
+    }
+    named
 }
 
 /// `candidate` with `_<n>` appended (shortened to fit), or the next free number.
@@ -224,17 +316,49 @@ mod tests {
     }
 
     #[test]
-    fn colliding_names_are_numbered_and_stay_reversible() {
-        let set = tools(&["a.b__c", "a__b.c", "a__b__c_2.x"]);
-        let names = NameMap::new(&set);
-        let a = names.provider_name("a.b__c").into_owned();
-        let b = names.provider_name("a__b.c").into_owned();
-        assert_ne!(a, b);
-        assert_eq!(names.tool_for(&a), Some("a.b__c"));
-        assert_eq!(names.tool_for(&b), Some("a__b.c"));
-        // The order of the tool list does not change the names.
-        let reversed: Vec<_> = set.iter().rev().cloned().collect();
-        assert_eq!(NameMap::new(&reversed).provider_name("a__b.c"), b);
+    fn a_name_two_modules_would_share_goes_to_neither_whatever_their_order() {
+        // Module `x__y`'s tool `z` and module `x`'s tool `y__z` both become `x__y__z`;
+        // `.` sorts before `_`, so the first in name order was `x`'s.
+        let set = tools(&["x.y__z", "x__y.z", "x.other"]);
+        for set in [set.clone(), set.into_iter().rev().collect()] {
+            let names = NameMap::new(&set);
+            assert_eq!(names.tool_for("x__y__z"), None);
+            assert_eq!(names.tool_for("x__y__z_2"), None);
+            assert_eq!(names.tool_for("x__y.z"), Some("x__y.z"), "still callable by its own name");
+            assert_eq!(names.tool_for("x.y__z"), Some("x.y__z"));
+            assert_eq!(names.tool_for("x__other"), Some("x.other"));
+            let clash = Clash { provider_name: "x__y__z".into(), tools: vec!["x.y__z".into(), "x__y.z".into()] };
+            assert_eq!(names.clashes(), std::slice::from_ref(&clash));
+            assert!(clash.to_string().starts_with("tools `x.y__z` and `x__y.z` would both be `x__y__z`"), "{clash}");
+            let mut pairs: Vec<_> = names.pairs().collect();
+            pairs.sort_unstable();
+            assert_eq!(pairs, [("x__other", "x.other")]);
+            assert!(!names.lists(ToolFormat::OpenAiChat, "x__y.z") && names.lists(ToolFormat::Prompt, "x__y.z"));
+            assert!(names.lists(ToolFormat::Gemini, "x.other"));
+        }
+        // Alone in a caller's set, either keeps the name.
+        assert_eq!(NameMap::new(&tools(&["x__y.z", "x.other"])).tool_for("x__y__z"), Some("x__y.z"));
+    }
+
+    #[test]
+    fn only_tools_of_one_module_are_numbered_and_no_other_module_moves_their_numbers() {
+        // Two tools of one module (whose name holds `__`) cut to the same 64 characters.
+        let module = format!("{}__{}", "p".repeat(22), "q".repeat(16));
+        let (first, second) = (format!("{module}.{}a", "t".repeat(30)), format!("{module}.{}b", "t".repeat(30)));
+        let cut = safe_tool_name(&first);
+        assert_eq!(cut, safe_tool_name(&second));
+        let names = NameMap::new(&tools(&[&first, &second]));
+        let numbered = format!("{}_2", &cut[..62]);
+        assert_eq!((names.tool_for(&cut), names.tool_for(&numbered)), (Some(first.as_str()), Some(second.as_str())));
+        // Module `ppp…` names a tool so that it becomes that number: the second is not pushed
+        // to `_3` to make room, the name goes to neither.
+        let intruder = format!("{}.{}", &numbered[..22], &numbered[24..]);
+        assert_eq!(safe_tool_name(&intruder), numbered);
+        let names = NameMap::new(&tools(&[&first, &second, &intruder]));
+        assert_eq!(names.tool_for(&cut), Some(first.as_str()));
+        assert_eq!(names.tool_for(&numbered), None);
+        assert_eq!(names.clashes().len(), 1);
+        assert_eq!(names.clashes()[0].tools, [intruder.clone(), second.clone()]);
     }
 
     #[test]
