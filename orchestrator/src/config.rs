@@ -115,8 +115,8 @@ pub struct Config {
     /// with its own event loop and its own connections to modules.
     pub serving_threads: usize,
     /// `MAX_MANIFEST_BYTES`, `MAX_SCHEMA_*`, `MAX_ANSWER_BYTES`, `MAX_TOOL_TIMEOUT`,
-    /// `MAX_CALLS_PER_MESSAGE` and `MAX_CONCURRENT_CALLS_PER_MODULE`: what modules
-    /// and callers may cost.
+    /// `MAX_CALLS_PER_MESSAGE`, `MAX_CONCURRENT_CALLS_PER_MODULE` and
+    /// `MAX_MCP_SERVER_REQUESTS`: what modules and callers may cost.
     pub budgets: Budgets,
     /// `[[api_keys]]`, `API_KEYS_FILE` and `JWT_*`: the identities callers prove.
     pub identities: IdentitySettings,
@@ -190,6 +190,7 @@ struct FileConfig {
     max_tool_timeout: Option<f64>,
     max_calls_per_message: Option<usize>,
     max_concurrent_calls_per_module: Option<usize>,
+    max_mcp_server_requests: Option<usize>,
     api_keys: Option<Vec<ApiKeyEntry>>,
     api_keys_file: Option<PathBuf>,
     revocation_refresh_seconds: Option<f64>,
@@ -390,6 +391,7 @@ impl Config {
                 max_tool_timeout: file.max_tool_timeout,
                 max_calls_per_message: file.max_calls_per_message,
                 max_concurrent_calls_per_module: file.max_concurrent_calls_per_module,
+                max_mcp_server_requests: file.max_mcp_server_requests,
             },
             &env,
         )?;

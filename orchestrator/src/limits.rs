@@ -1,8 +1,9 @@
 //! The budgets of what modules and callers send the orchestrator, beyond
 //! the connection budgets it shares with modules (`ServerLimits`): how large
 //! a manifest, a tool's schema and a module's answer may be, how long a tool
-//! may say it runs, how many calls one message may hold and how many calls
-//! one module gets at once. Each is a setting (README "Limits").
+//! may say it runs, how many calls one message may hold, how many calls
+//! one module gets at once and how many requests of its own an MCP server
+//! may have waiting for an answer. Each is a setting (README "Limits").
 
 use std::time::Duration;
 
@@ -20,6 +21,8 @@ pub const DEFAULT_MAX_TOOL_TIMEOUT_SECONDS: f64 = 3600.0;
 pub const DEFAULT_MAX_CALLS_PER_MESSAGE: usize = 128;
 /// The default [`Budgets::max_concurrent_calls_per_module`].
 pub const DEFAULT_MAX_CONCURRENT_CALLS_PER_MODULE: usize = 64;
+/// The default [`Budgets::max_mcp_server_requests`].
+pub const DEFAULT_MAX_MCP_SERVER_REQUESTS: usize = 32;
 
 /// What one module or one caller may cost the orchestrator.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -42,6 +45,10 @@ pub struct Budgets {
     /// `MAX_CONCURRENT_CALLS_PER_MODULE`: calls in flight to one module at
     /// once; further calls wait for a free slot (within their timeout).
     pub max_concurrent_calls_per_module: usize,
+    /// `MAX_MCP_SERVER_REQUESTS`: requests of its own (`ping`, `roots/list`...)
+    /// one MCP server may have sent the orchestrator and not had answered;
+    /// one more ends its session.
+    pub max_mcp_server_requests: usize,
     /// `LISTING_CACHE_BYTES`: how much memory whole `GET /tools` answers kept
     /// ready to send may take together ([`crate::listing_cache::ListingCache`]).
     pub listing_cache_bytes: usize,
@@ -60,6 +67,7 @@ impl Default for Budgets {
             max_tool_timeout: Duration::from_secs_f64(DEFAULT_MAX_TOOL_TIMEOUT_SECONDS),
             max_calls_per_message: DEFAULT_MAX_CALLS_PER_MESSAGE,
             max_concurrent_calls_per_module: DEFAULT_MAX_CONCURRENT_CALLS_PER_MODULE,
+            max_mcp_server_requests: DEFAULT_MAX_MCP_SERVER_REQUESTS,
             listing_cache_bytes: crate::listing_cache::DEFAULT_LISTING_CACHE_BYTES,
             listing_threads: provider_formats::ConversionThreads::default_count(),
         }
@@ -85,6 +93,8 @@ pub struct BudgetsFile {
     pub max_calls_per_message: Option<usize>,
     /// `max_concurrent_calls_per_module`.
     pub max_concurrent_calls_per_module: Option<usize>,
+    /// `max_mcp_server_requests`.
+    pub max_mcp_server_requests: Option<usize>,
     /// `listing_cache_bytes`.
     pub listing_cache_bytes: Option<usize>,
     /// `listing_threads`.
@@ -121,6 +131,11 @@ impl Budgets {
                 "MAX_CONCURRENT_CALLS_PER_MODULE",
                 file.max_concurrent_calls_per_module,
                 defaults.max_concurrent_calls_per_module,
+            )?,
+            max_mcp_server_requests: count(
+                "MAX_MCP_SERVER_REQUESTS",
+                file.max_mcp_server_requests,
+                defaults.max_mcp_server_requests,
             )?,
             listing_cache_bytes: count("LISTING_CACHE_BYTES", file.listing_cache_bytes, defaults.listing_cache_bytes)?,
             listing_threads: count("LISTING_THREADS", file.listing_threads, defaults.listing_threads)?,
@@ -168,6 +183,7 @@ mod tests {
             ("MAX_TOOL_TIMEOUT", "inf"),
             ("MAX_CALLS_PER_MESSAGE", "0"),
             ("MAX_CONCURRENT_CALLS_PER_MODULE", "x"),
+            ("MAX_MCP_SERVER_REQUESTS", "0"),
             ("LISTING_THREADS", "0"),
         ] {
             let error = read(BudgetsFile::default(), &[(name, value)]).unwrap_err().to_string();

@@ -1,6 +1,8 @@
 //! One live MCP client session with a server: over streamable HTTP (with
 //! the configured headers or bearer token), or to a child process on
-//! stdio that dies with the session. Every message read is bounded; a
+//! stdio that dies with the session. Every message read is bounded, and so
+//! are the server's own requests waiting for an answer
+//! (`MAX_MCP_SERVER_REQUESTS`, see [`super::server_requests`]); a
 //! `notifications/tools/list_changed` is passed on as the module's name.
 
 use std::collections::HashMap;
@@ -15,6 +17,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{RoleClient, ServiceExt};
 use tokio::sync::mpsc::Sender;
 
+use super::server_requests::{EndReason, ServerRequestBudget};
 use super::settings::McpTransport;
 
 /// Passes each `notifications/tools/list_changed` on as the module's name.
@@ -40,6 +43,8 @@ impl ClientHandler for ListChanges {
 pub struct Connection {
     /// The client session (dropped first, which ends it).
     pub service: RunningService<RoleClient, ListChanges>,
+    /// Why the orchestrator ended the session, once it has.
+    ended: EndReason,
     /// Killed when the connection is dropped (`kill_on_drop`).
     _child: Option<tokio::process::Child>,
 }
@@ -47,18 +52,34 @@ pub struct Connection {
 impl Connection {
     /// Whether the session has ended (the server closed it or went away).
     pub fn is_closed(&self) -> bool {
-        self.service.is_closed() || self.service.peer().is_transport_closed()
+        self.service.is_closed() || self.service.peer().is_transport_closed() || self.ended.borrow().is_some()
+    }
+
+    /// Why the orchestrator ended the session, if it did (the server went
+    /// over `MAX_MCP_SERVER_REQUESTS`).
+    pub fn end_reason(&self) -> Option<String> {
+        self.ended.borrow().clone()
     }
 }
 
 /// Opens a session with the server of `module` at `transport`: the
-/// handshake, no message read over `max_message_bytes`; list changes go to `changed`.
+/// handshake, no message read over `max_message_bytes`, the session ended
+/// when the server has more than `max_server_requests` requests
+/// unanswered; list changes, and the end of a session for that, go to `changed`.
 pub async fn connect(
     module: &str,
     transport: &McpTransport,
     max_message_bytes: usize,
+    max_server_requests: usize,
     changed: Sender<String>,
 ) -> Result<Connection, String> {
+    let on_end = {
+        let (module, changed) = (module.to_owned(), changed.clone());
+        // Discovered again, so `GET /modules` shows why (a full queue already holds one).
+        move || {
+            let _ = changed.try_send(module);
+        }
+    };
     let handler = ListChanges { module: module.to_owned(), changed };
     match transport {
         McpTransport::Http { url, headers, bearer_token } => {
@@ -73,11 +94,11 @@ pub async fn connect(
             if let Some(token) = bearer_token {
                 config = config.auth_header(token);
             }
-            let service = handler
-                .serve(StreamableHttpClientTransport::from_config(config))
-                .await
-                .map_err(|e| module_sdk::error_chain(&e))?;
-            Ok(Connection { service, _child: None })
+            let transport = StreamableHttpClientTransport::from_config(config);
+            let transport = ServerRequestBudget::new(transport, module, max_server_requests, on_end);
+            let ended = transport.end_reason();
+            let service = handler.serve(transport).await.map_err(|e| module_sdk::error_chain(&e))?;
+            Ok(Connection { service, ended, _child: None })
         }
         McpTransport::Stdio { command, env } => {
             let (program, arguments) = command.split_first().ok_or("no command to run")?;
@@ -94,8 +115,10 @@ pub async fn connect(
                 return Err("the child's stdin and stdout were not piped".to_owned());
             };
             let transport = AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(max_message_bytes);
+            let transport = ServerRequestBudget::new(transport, module, max_server_requests, on_end);
+            let ended = transport.end_reason();
             let service = handler.serve(transport).await.map_err(|e| module_sdk::error_chain(&e))?;
-            Ok(Connection { service, _child: Some(child) })
+            Ok(Connection { service, ended, _child: Some(child) })
         }
     }
 }

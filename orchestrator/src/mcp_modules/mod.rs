@@ -10,11 +10,14 @@
 //! crashing stdio server, even one that answers its handshake first, is
 //! restarted a bounded number of times). Opening one (starting a
 //! stdio server, the handshake) takes at most `DISCOVERY_TIMEOUT`: every
-//! call of the module waits for it.
+//! call of the module waits for it. A server with more than
+//! `MAX_MCP_SERVER_REQUESTS` requests of its own unanswered loses its
+//! session ([`server_requests`]), which counts as a failure too.
 
 pub mod connection;
 pub mod manifest;
 pub mod results;
+pub mod server_requests;
 pub mod settings;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -103,6 +106,8 @@ pub struct McpServer {
     settings: McpServerSettings,
     max_manifest_bytes: usize,
     max_answer_bytes: usize,
+    /// `MAX_MCP_SERVER_REQUESTS`.
+    max_server_requests: usize,
     /// `DISCOVERY_TIMEOUT`: the most opening a session may take.
     open_timeout: Duration,
     changed: Sender<String>,
@@ -119,6 +124,8 @@ struct Session {
     opened_before: bool,
     failures: u32,
     next_attempt: Option<Instant>,
+    /// Why the orchestrator ended the last session, until the next attempt.
+    ended_because: Option<String>,
 }
 
 impl Session {
@@ -127,8 +134,10 @@ impl Session {
     /// otherwise the failures counted before it opened still count. (Its
     /// end is found when it is next used, so a session that died early and
     /// was found so much later counts as lasting: one more prompt reopen.)
-    fn end(&mut self, now: Instant) {
+    /// `because`: why the orchestrator ended it, if it did.
+    fn end(&mut self, now: Instant, because: Option<String>) {
         self.live = None;
+        self.ended_because = because;
         if self.opened_at.take().is_some_and(|at| now.saturating_duration_since(at) >= MAX_RECONNECT_DELAY) {
             self.failures = 0;
             self.next_attempt = None;
@@ -149,6 +158,7 @@ impl McpServer {
             settings,
             max_manifest_bytes: budgets.max_manifest_bytes,
             max_answer_bytes: budgets.max_answer_bytes,
+            max_server_requests: budgets.max_mcp_server_requests,
             open_timeout,
             changed,
             session: tokio::sync::Mutex::default(),
@@ -181,6 +191,7 @@ impl McpServer {
                         self.settings.redact(&format!("tools/list failed: {}", module_sdk::error_chain(&error)));
                     if !matches!(error, ServiceError::McpError(_)) {
                         self.forget(&session).await;
+                        let reason = with_end_reason(&session, reason);
                         return Err(DiscoveryError::Unreachable { url: url.to_owned(), reason });
                     }
                     return Err(DiscoveryError::NotAManifest { url: url.to_owned(), reason });
@@ -235,7 +246,7 @@ impl McpServer {
                     self.forget(&session).await;
                 }
                 let mut result = results::failure(&self.module, name, &error);
-                result.error = result.error.map(|message| self.settings.redact(&message));
+                result.error = result.error.map(|message| with_end_reason(&session, self.settings.redact(&message)));
                 result
             }
         }
@@ -249,25 +260,30 @@ impl McpServer {
             if !live.is_closed() {
                 return Ok(Arc::clone(live));
             }
-            tracing::warn!(module = %self.module, "the MCP session ended");
-            session.end(Instant::now());
+            let because = live.end_reason();
+            tracing::warn!(module = %self.module, reason = because.as_deref(), "the MCP session ended");
+            session.end(Instant::now(), because);
             // Discovered again, so `GET /modules` shows whether it is back (a full queue already holds one).
             let _ = self.changed.try_send(self.module.clone());
         }
         let now = Instant::now();
         if let Some(at) = session.next_attempt.filter(|at| *at > now) {
             let wait = (at - now).as_secs_f64();
-            return Err(format!(
-                "the last attempt to connect failed, or its session ended soon after; the next is allowed in {wait:.1} s"
-            ));
+            let last = match &session.ended_because {
+                Some(reason) => format!("the last session ended: {reason}"),
+                None => "the last attempt to connect failed, or its session ended soon after".to_owned(),
+            };
+            return Err(format!("{last}; the next is allowed in {wait:.1} s"));
         }
         // Counted before connecting, so an attempt cut short by a timeout counts too.
         let delay = FIRST_RECONNECT_DELAY.saturating_mul(1 << session.failures.min(6)).min(MAX_RECONNECT_DELAY);
         session.failures = session.failures.saturating_add(1);
         session.next_attempt = Some(now + delay);
+        session.ended_because = None;
         let limit = self.max_manifest_bytes.max(self.max_answer_bytes);
         // Bounded: every call of the module waits for this behind the lock.
-        let opening = connect(&self.module, &self.settings.transport, limit, self.changed.clone());
+        let opening =
+            connect(&self.module, &self.settings.transport, limit, self.max_server_requests, self.changed.clone());
         let connection = match tokio::time::timeout(self.open_timeout, opening).await {
             Ok(opened) => opened.map_err(|reason| self.settings.redact(&reason))?,
             Err(_) => {
@@ -294,10 +310,18 @@ impl McpServer {
     async fn forget(&self, broken: &Arc<Connection>) {
         let mut session = self.session.lock().await;
         if session.live.as_ref().is_some_and(|live| Arc::ptr_eq(live, broken)) {
-            session.end(Instant::now());
+            session.end(Instant::now(), broken.end_reason());
             // A full queue already holds a re-discovery.
             let _ = self.changed.try_send(self.module.clone());
         }
+    }
+}
+
+/// `message`, with why the orchestrator ended `connection`'s session, if it did.
+fn with_end_reason(connection: &Connection, message: String) -> String {
+    match connection.end_reason() {
+        Some(reason) => format!("{message} ({reason})"),
+        None => message,
     }
 }
 
@@ -311,10 +335,10 @@ mod tests {
         let next_attempt = Some(opened_at + Duration::from_secs(4));
         let opened = || Session { opened_at: Some(opened_at), failures: 3, next_attempt, ..Session::default() };
         let mut short = opened();
-        short.end(opened_at + Duration::from_secs(1));
+        short.end(opened_at + Duration::from_secs(1), None);
         assert_eq!((short.failures, short.next_attempt), (3, next_attempt));
         let mut lasting = opened();
-        lasting.end(opened_at + MAX_RECONNECT_DELAY);
+        lasting.end(opened_at + MAX_RECONNECT_DELAY, None);
         assert_eq!((lasting.failures, lasting.next_attempt, lasting.opened_at), (0, None, None));
     }
 }

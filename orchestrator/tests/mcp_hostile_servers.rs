@@ -1,0 +1,136 @@
+//! MCP servers that misbehave, against the real orchestrator binary as
+//! their client: each test's server is written by hand to misbehave one
+//! way, and the orchestrator bounds what it costs and says so.
+
+mod common;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::response::IntoResponse;
+use axum::{Json, Router};
+use common::{ModuleServer, OrchestratorProcess};
+use futures::StreamExt;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+/// What a hand-written server saw of the orchestrator.
+#[derive(Default)]
+struct Seen {
+    /// `tools/list` requests.
+    lists: AtomicUsize,
+    /// `GET /mcp`: event streams opened.
+    streams: AtomicUsize,
+    /// Answers to the server's own requests.
+    answers: AtomicUsize,
+}
+
+/// How a hand-written MCP server (2025-11-25, with a session) behaves
+/// beyond its handshake.
+struct Behaviour {
+    /// The `tools/list` result for a request's `params`.
+    list: fn(&Value, &Seen) -> Value,
+    /// The body of each `GET /mcp`, an event stream.
+    events: fn(Arc<Seen>) -> Body,
+    /// Whether the client's answers to the server's requests are never answered.
+    hold_answers: bool,
+}
+
+fn tool(name: &str) -> Value {
+    json!({"name": name, "description": "A tool.", "inputSchema": {"type": "object"}})
+}
+
+/// `{"tools": [first]}`.
+fn one_tool(_params: &Value, _seen: &Seen) -> Value {
+    json!({"tools": [tool("first")]})
+}
+
+/// An event stream of `events`, one chunk of text at a time.
+fn stream_of(events: impl futures::Stream<Item = String> + Send + 'static) -> Body {
+    Body::from_stream(events.map(|text| Ok::<_, Infallible>(Bytes::from(text))))
+}
+
+/// Serves `behaviour` on a free port.
+fn start(behaviour: Behaviour) -> (ModuleServer, Arc<Seen>) {
+    let seen = Arc::new(Seen::default());
+    let behaviour = Arc::new(behaviour);
+    let (posted, gotten) = (Arc::clone(&seen), Arc::clone(&seen));
+    let for_posts = Arc::clone(&behaviour);
+    let post = move |Json(request): Json<Value>| {
+        let (seen, behaviour) = (Arc::clone(&posted), Arc::clone(&for_posts));
+        async move {
+            let result = match request["method"].as_str() {
+                Some("initialize") => json!({
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {"tools": {"listChanged": true}},
+                    "serverInfo": {"name": "hostile", "version": "1.0.0"}
+                }),
+                Some("tools/list") => {
+                    seen.lists.fetch_add(1, Ordering::SeqCst);
+                    (behaviour.list)(&request["params"], &seen)
+                }
+                Some("tools/call") => json!({"content": [{"type": "text", "text": "done"}]}),
+                Some(_) => return StatusCode::ACCEPTED.into_response(),
+                None => {
+                    seen.answers.fetch_add(1, Ordering::SeqCst);
+                    if behaviour.hold_answers {
+                        std::future::pending::<()>().await;
+                    }
+                    return StatusCode::ACCEPTED.into_response();
+                }
+            };
+            let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": result});
+            ([("mcp-session-id", "session-1")], Json(answer)).into_response()
+        }
+    };
+    let get = move || {
+        gotten.streams.fetch_add(1, Ordering::SeqCst);
+        let body = (behaviour.events)(Arc::clone(&gotten));
+        std::future::ready(([("content-type", "text/event-stream")], body))
+    };
+    let router =
+        Router::new().route("/mcp", axum::routing::post(post).get(get).delete(|| std::future::ready(StatusCode::OK)));
+    (ModuleServer::start(router), seen)
+}
+
+/// The orchestrator with the server at `url` as module `hostile`, and `env`.
+fn orchestrator_for(url: &str, env: &[(&str, &str)]) -> OrchestratorProcess {
+    let services = json!({"hostile": format!("mcp+{url}/mcp")}).to_string();
+    let mut settings = vec![("MODULE_SERVICES", services.as_str())];
+    settings.extend_from_slice(env);
+    OrchestratorProcess::start(&settings)
+}
+
+/// Waits until the module's `last_error` contains `text`; panics after `within`.
+async fn wait_for_error(orchestrator: &OrchestratorProcess, text: &str, within: Duration) -> Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let status = orchestrator.module("hostile").await;
+        if status["last_error"].as_str().is_some_and(|error| error.contains(text)) {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "the module never said `{text}`: {status}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Endless `ping` requests, each with an id of its own, as fast as they can be sent.
+fn ping_flood(_seen: Arc<Seen>) -> Body {
+    let batches = futures::stream::iter(0u64..).map(|batch| {
+        let ids = batch * 100..(batch + 1) * 100;
+        ids.map(|id| format!("data: {{\"jsonrpc\":\"2.0\",\"id\":\"p{id}\",\"method\":\"ping\"}}\n\n")).collect()
+    });
+    stream_of(batches)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_flooding_its_own_requests_loses_its_session_naming_the_budget() {
+    let (server, _) = start(Behaviour { list: one_tool, events: ping_flood, hold_answers: true });
+    let orchestrator = orchestrator_for(&server.url(), &[("MAX_MCP_SERVER_REQUESTS", "8")]);
+    let status = wait_for_error(&orchestrator, "MAX_MCP_SERVER_REQUESTS (8)", Duration::from_secs(20)).await;
+    assert!(status["last_error"].as_str().unwrap().contains("unanswered"), "{status}");
+    assert_eq!(orchestrator.get("/health").await["status"], "ok");
+}
