@@ -6,7 +6,7 @@ mod common;
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
@@ -26,6 +26,8 @@ struct Seen {
     streams: AtomicUsize,
     /// Answers to the server's own requests.
     answers: AtomicUsize,
+    /// Set by a server's event stream when it has changed the tools.
+    changed: AtomicBool,
 }
 
 /// How a hand-written MCP server (2025-11-25, with a session) behaves
@@ -133,4 +135,59 @@ async fn a_server_flooding_its_own_requests_loses_its_session_naming_the_budget(
     let status = wait_for_error(&orchestrator, "MAX_MCP_SERVER_REQUESTS (8)", Duration::from_secs(20)).await;
     assert!(status["last_error"].as_str().unwrap().contains("unanswered"), "{status}");
     assert_eq!(orchestrator.get("/health").await["status"], "ok");
+}
+
+/// `tools/list`: `first`, and `second` once the event stream has changed the tools.
+fn changing_list(_params: &Value, seen: &Seen) -> Value {
+    match seen.changed.load(Ordering::SeqCst) {
+        false => json!({"tools": [tool("first")]}),
+        true => json!({"tools": [tool("first"), tool("second")]}),
+    }
+}
+
+/// How long [`list_changed_storm`] lasts.
+const STORM: Duration = Duration::from_secs(3);
+
+/// After half a second, the tools change and `notifications/tools/list_changed`
+/// comes 10,000 times a second for [`STORM`]; then the stream stays quiet.
+fn list_changed_storm(seen: Arc<Seen>) -> Body {
+    let event = "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n";
+    let ticks = futures::stream::unfold(None::<Instant>, move |started| {
+        let seen = Arc::clone(&seen);
+        async move {
+            let started = match started {
+                Some(started) => started,
+                None => {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    seen.changed.store(true, Ordering::SeqCst);
+                    Instant::now()
+                }
+            };
+            if started.elapsed() > STORM {
+                std::future::pending::<()>().await;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            Some((event.repeat(100), Some(started)))
+        }
+    });
+    stream_of(ticks)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_changed_storm_is_followed_about_once_a_second() {
+    let (server, seen) = start(Behaviour { list: changing_list, events: list_changed_storm, hold_answers: false });
+    let orchestrator = orchestrator_for(&server.url(), &[]);
+    orchestrator.wait_for_module("hostile", "up", Duration::from_secs(20)).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while orchestrator.tool_names("permission=user").await != ["hostile.first", "hostile.second"] {
+        assert!(Instant::now() < deadline, "the change was not followed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The storm's notifications are merged: one tools/list per second of it
+    // or so, the first discovery and the session's opening besides.
+    tokio::time::sleep(STORM).await;
+    let lists = seen.lists.load(Ordering::SeqCst);
+    assert!(lists <= 12, "{lists} tools/list for a storm of {} s", STORM.as_secs());
+    let logged = orchestrator.logs().iter().filter(|line| line.contains("tools changed")).count();
+    assert!(logged <= 12, "{logged} log lines about it");
 }

@@ -3,10 +3,12 @@
 //! stdio that dies with the session. Every message read is bounded, and so
 //! are the server's own requests waiting for an answer
 //! (`MAX_MCP_SERVER_REQUESTS`, see [`super::server_requests`]); a
-//! `notifications/tools/list_changed` is passed on as the module's name.
+//! `notifications/tools/list_changed` asks for the module to be discovered
+//! again ([`super::rediscovery`]).
 
 use std::collections::HashMap;
 use std::process::Stdio;
+use std::sync::Arc;
 
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::handler::client::ClientHandler;
@@ -15,16 +17,16 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
-use tokio::sync::mpsc::Sender;
 
+use super::rediscovery::Changes;
 use super::server_requests::{EndReason, ServerRequestBudget};
 use super::settings::McpTransport;
 
-/// Passes each `notifications/tools/list_changed` on as the module's name.
+/// Asks for the module to be discovered again on each `notifications/tools/list_changed`.
 #[derive(Debug, Clone)]
 pub struct ListChanges {
     module: String,
-    changed: Sender<String>,
+    changes: Arc<Changes>,
 }
 
 impl ClientHandler for ListChanges {
@@ -32,9 +34,9 @@ impl ClientHandler for ListChanges {
         &self,
         _context: NotificationContext<RoleClient>,
     ) -> impl Future<Output = ()> + MaybeSendFuture + '_ {
-        tracing::info!(module = %self.module, "the MCP server's tools changed; discovering it again");
-        // A full queue already holds a re-discovery; a closed one has nobody to tell.
-        let _ = self.changed.try_send(self.module.clone());
+        // At debug: a server may send thousands a second (the discoveries that follow are logged).
+        tracing::debug!(module = %self.module, "the MCP server's tools changed; discovering it again");
+        self.changes.mark(&self.module);
         std::future::ready(())
     }
 }
@@ -65,22 +67,21 @@ impl Connection {
 /// Opens a session with the server of `module` at `transport`: the
 /// handshake, no message read over `max_message_bytes`, the session ended
 /// when the server has more than `max_server_requests` requests
-/// unanswered; list changes, and the end of a session for that, go to `changed`.
+/// unanswered; list changes, and the end of a session for that, ask
+/// `changes` for the module to be discovered again.
 pub async fn connect(
     module: &str,
     transport: &McpTransport,
     max_message_bytes: usize,
     max_server_requests: usize,
-    changed: Sender<String>,
+    changes: &Arc<Changes>,
 ) -> Result<Connection, String> {
     let on_end = {
-        let (module, changed) = (module.to_owned(), changed.clone());
-        // Discovered again, so `GET /modules` shows why (a full queue already holds one).
-        move || {
-            let _ = changed.try_send(module);
-        }
+        let (module, changes) = (module.to_owned(), Arc::clone(changes));
+        // Discovered again, so `GET /modules` shows why.
+        move || changes.mark(&module)
     };
-    let handler = ListChanges { module: module.to_owned(), changed };
+    let handler = ListChanges { module: module.to_owned(), changes: Arc::clone(changes) };
     match transport {
         McpTransport::Http { url, headers, bearer_token } => {
             let headers: HashMap<HeaderName, HeaderValue> = headers

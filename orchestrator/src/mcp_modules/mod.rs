@@ -3,7 +3,7 @@
 //! and `DISCOVERY_TIMEOUT`) as a manifest that is then checked and cached
 //! like any module's; a call goes to `tools/call` and comes back as a
 //! ToolResult; `notifications/tools/list_changed` discovers the module
-//! again. One session per server is kept open and reopened after it breaks,
+//! again, at most once per [`rediscovery::REDISCOVERY_INTERVAL`]. One session per server is kept open and reopened after it breaks,
 //! at most once per [`FIRST_RECONNECT_DELAY`], doubling to
 //! [`MAX_RECONNECT_DELAY`] while it keeps failing, a session that ends
 //! within [`MAX_RECONNECT_DELAY`] of opening counting as a failure (so a
@@ -16,12 +16,14 @@
 
 pub mod connection;
 pub mod manifest;
+pub mod rediscovery;
 pub mod results;
 pub mod server_requests;
 pub mod settings;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use module_sdk::ErrorKind;
@@ -30,7 +32,6 @@ use module_sdk::mcp::USER_ID_META_KEY;
 use rmcp::ServiceError;
 use rmcp::model::{CallToolRequestParams, PaginatedRequestParams};
 use serde_json::{Map, Value};
-use tokio::sync::mpsc::{Receiver, Sender, channel};
 use tokio::time::Instant;
 
 use crate::config::DEFAULT_DISCOVERY_TIMEOUT_SECONDS;
@@ -38,20 +39,21 @@ use crate::discovery::DiscoveryError;
 use crate::limits::Budgets;
 use crate::registry::Registry;
 use connection::{Connection, connect};
+use rediscovery::Changes;
 use settings::McpServerSettings;
 
 /// The first wait before a server that could not be reached is tried again.
 pub const FIRST_RECONNECT_DELAY: Duration = Duration::from_secs(1);
 /// The longest wait between two attempts at a server.
 pub const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(60);
-/// How many list changes wait to be followed; more are dropped, as the
-/// waiting ones already discover their modules again.
-const MAX_PENDING_CHANGES: usize = 64;
 
 /// The configured MCP servers, by module name.
 pub struct McpServers {
     servers: BTreeMap<String, McpServer>,
-    changes: Mutex<Option<Receiver<String>>>,
+    /// The modules to discover again, on their servers' word.
+    changes: Arc<Changes>,
+    /// Whether a task follows `changes` already.
+    followed: AtomicBool,
 }
 
 impl Default for McpServers {
@@ -64,14 +66,14 @@ impl McpServers {
     /// The servers of `settings`, none connected yet, within `budgets`, a
     /// session opened within `open_timeout` (`DISCOVERY_TIMEOUT`).
     pub fn new(settings: &BTreeMap<String, McpServerSettings>, budgets: &Budgets, open_timeout: Duration) -> Self {
-        let (sender, receiver) = channel(MAX_PENDING_CHANGES);
+        let changes = Arc::new(Changes::default());
         let servers = settings
             .iter()
             .map(|(name, settings)| {
-                (name.clone(), McpServer::new(name, settings.clone(), budgets, open_timeout, sender.clone()))
+                (name.clone(), McpServer::new(name, settings.clone(), budgets, open_timeout, Arc::clone(&changes)))
             })
             .collect();
-        Self { servers, changes: Mutex::new(Some(receiver)) }
+        Self { servers, changes, followed: AtomicBool::new(false) }
     }
 
     /// The MCP server configured as module `module`, if it is one.
@@ -80,23 +82,14 @@ impl McpServers {
     }
 
     /// Discovers a module again whenever its server says its tools changed
-    /// (or a call found it gone), in a task that lasts as long as the runtime.
+    /// (or a call found it gone), at most once per
+    /// [`rediscovery::REDISCOVERY_INTERVAL`], in a task that lasts as long
+    /// as the runtime (started once).
     pub fn follow_list_changes(registry: &Arc<Registry>) {
-        let taken = registry.mcp_servers().changes.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
-        let Some(mut changes) = taken else { return };
-        let registry = Arc::clone(registry);
-        tokio::spawn(async move {
-            while let Some(first) = changes.recv().await {
-                let mut modules = BTreeSet::from([first]);
-                while let Ok(more) = changes.try_recv() {
-                    modules.insert(more);
-                }
-                for module in modules {
-                    // A failure is recorded in the registry (GET /modules).
-                    let _ = registry.discover(&module).await;
-                }
-            }
-        });
+        let servers = registry.mcp_servers();
+        if !servers.followed.swap(true, Ordering::SeqCst) {
+            rediscovery::spawn(Arc::clone(&servers.changes), Arc::clone(registry));
+        }
     }
 }
 
@@ -110,7 +103,7 @@ pub struct McpServer {
     max_server_requests: usize,
     /// `DISCOVERY_TIMEOUT`: the most opening a session may take.
     open_timeout: Duration,
-    changed: Sender<String>,
+    changes: Arc<Changes>,
     session: tokio::sync::Mutex<Session>,
 }
 
@@ -151,7 +144,7 @@ impl McpServer {
         settings: McpServerSettings,
         budgets: &Budgets,
         open_timeout: Duration,
-        changed: Sender<String>,
+        changes: Arc<Changes>,
     ) -> Self {
         Self {
             module: module.to_owned(),
@@ -160,7 +153,7 @@ impl McpServer {
             max_answer_bytes: budgets.max_answer_bytes,
             max_server_requests: budgets.max_mcp_server_requests,
             open_timeout,
-            changed,
+            changes,
             session: tokio::sync::Mutex::default(),
         }
     }
@@ -263,8 +256,8 @@ impl McpServer {
             let because = live.end_reason();
             tracing::warn!(module = %self.module, reason = because.as_deref(), "the MCP session ended");
             session.end(Instant::now(), because);
-            // Discovered again, so `GET /modules` shows whether it is back (a full queue already holds one).
-            let _ = self.changed.try_send(self.module.clone());
+            // Discovered again, so `GET /modules` shows whether it is back.
+            self.changes.mark(&self.module);
         }
         let now = Instant::now();
         if let Some(at) = session.next_attempt.filter(|at| *at > now) {
@@ -283,7 +276,7 @@ impl McpServer {
         let limit = self.max_manifest_bytes.max(self.max_answer_bytes);
         // Bounded: every call of the module waits for this behind the lock.
         let opening =
-            connect(&self.module, &self.settings.transport, limit, self.max_server_requests, self.changed.clone());
+            connect(&self.module, &self.settings.transport, limit, self.max_server_requests, &self.changes);
         let connection = match tokio::time::timeout(self.open_timeout, opening).await {
             Ok(opened) => opened.map_err(|reason| self.settings.redact(&reason))?,
             Err(_) => {
@@ -300,7 +293,7 @@ impl McpServer {
         session.opened_at = Some(Instant::now());
         if std::mem::replace(&mut session.opened_before, true) || session.failures > 1 {
             // Back after a break or failed attempts: discovered again, so `GET /modules` shows it up.
-            let _ = self.changed.try_send(self.module.clone());
+            self.changes.mark(&self.module);
         }
         Ok(connection)
     }
@@ -311,8 +304,7 @@ impl McpServer {
         let mut session = self.session.lock().await;
         if session.live.as_ref().is_some_and(|live| Arc::ptr_eq(live, broken)) {
             session.end(Instant::now(), broken.end_reason());
-            // A full queue already holds a re-discovery.
-            let _ = self.changed.try_send(self.module.clone());
+            self.changes.mark(&self.module);
         }
     }
 }
