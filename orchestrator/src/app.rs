@@ -19,6 +19,7 @@ use crate::execute::{CallArguments, ExecuteRequest, Executor};
 use crate::identity::{AccessError, Identities, Identity};
 use crate::listing_cache::{ListingCache, ListingKey, ListingVariant};
 use crate::mcp_modules::McpServers;
+use crate::mcp_modules::http_client::{ClientBuildError, shared_client};
 use crate::metrics::Metrics;
 use crate::module_client::{InvalidToken, MODULE_IDLE_TIMEOUT, ModuleClient};
 use crate::providers::{ConvertedCache, Listed, ToolFormat};
@@ -32,6 +33,9 @@ pub enum BuildError {
     /// The HTTP client could not be created (TLS set-up).
     #[error("cannot create the HTTP client: {0}")]
     Client(#[from] reqwest::Error),
+    /// The HTTP client of MCP servers could not be created.
+    #[error(transparent)]
+    McpClient(#[from] ClientBuildError),
     /// `SERVICE_AUTH_TOKEN` cannot be sent to modules.
     #[error(transparent)]
     ServiceToken(#[from] InvalidToken),
@@ -83,9 +87,10 @@ impl Orchestrator {
     /// Builds an orchestrator from `config`; nothing is contacted yet.
     pub fn new(config: Config) -> Result<Self, BuildError> {
         let config = Arc::new(config);
-        // A pooled client for discovery, MCP servers and the JWKS; routed
-        // calls go through the lighter `ModuleClient`. Modules are internal
-        // services: never send their traffic through a proxy. Idle connections
+        // A pooled client for discovery and the JWKS; routed calls go through
+        // the lighter `ModuleClient`, MCP servers over HTTP through rmcp's own
+        // reqwest (`mcp_modules::http_client`). Modules are internal services:
+        // none of these sends their traffic through a proxy. Idle connections
         // are dropped sooner than any module drops them (see MODULE_IDLE_TIMEOUT).
         let client = reqwest::Client::builder()
             .no_proxy()
@@ -111,6 +116,7 @@ impl Orchestrator {
                 &config.mcp_servers,
                 &config.budgets,
                 config.discovery_timeout,
+                &shared_client()?,
             )),
         );
         let metrics = Arc::new(Metrics::new(registry.metrics()));

@@ -389,3 +389,21 @@ async fn list_changed_discovers_again_and_a_call_past_its_time_is_a_timeout() {
     let hung = execute(&orchestrator, "changing.second", json!({}), "user").await;
     assert_eq!(error_kind(&hung), "timeout", "DEFAULT_TOOL_TIMEOUT ran out: {hung}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_servers_are_reached_directly_whatever_proxy_the_environment_names() {
+    let server = changing_server();
+    let services = json!({"changing": format!("mcp+{}/mcp", server.url())}).to_string();
+    // A proxy that refuses every connection: a client using it reaches nothing.
+    let proxy = format!("http://127.0.0.1:{}", free_port());
+    let orchestrator = OrchestratorProcess::start(&[
+        ("MODULE_SERVICES", &services),
+        ("HTTP_PROXY", &proxy),
+        ("http_proxy", &proxy),
+        ("ALL_PROXY", &proxy),
+    ]);
+    let status = orchestrator.wait_for_module("changing", "up", Duration::from_secs(20)).await;
+    assert_eq!(status["tool_count"], 1, "{status}");
+    let done = execute(&orchestrator, "changing.first", json!({}), "user").await;
+    assert_eq!(done["result"], "done", "{done}");
+}

@@ -1,5 +1,6 @@
 //! One live MCP client session with a server: over streamable HTTP (with
-//! the configured headers or bearer token), or to a child process on
+//! the configured headers or bearer token, never through a proxy: see
+//! [`super::http_client`]), or to a child process on
 //! stdio that dies with the session. Every message read is bounded, and so
 //! are the server's own requests waiting for an answer
 //! (`MAX_MCP_SERVER_REQUESTS`, see [`super::server_requests`]); a
@@ -67,13 +68,14 @@ impl Connection {
 /// Opens a session with the server of `module` at `transport`: the
 /// handshake, no message read over `max_message_bytes`, the session ended
 /// when the server has more than `max_server_requests` requests
-/// unanswered; list changes, and the end of a session for that, ask
-/// `changes` for the module to be discovered again.
+/// unanswered; over HTTP with `http`; list changes, and the end of a
+/// session for that, ask `changes` for the module to be discovered again.
 pub async fn connect(
     module: &str,
     transport: &McpTransport,
     max_message_bytes: usize,
     max_server_requests: usize,
+    http: &reqwest_mcp::Client,
     changes: &Arc<Changes>,
 ) -> Result<Connection, String> {
     let on_end = {
@@ -95,7 +97,7 @@ pub async fn connect(
             if let Some(token) = bearer_token {
                 config = config.auth_header(token);
             }
-            let transport = StreamableHttpClientTransport::from_config(config);
+            let transport = StreamableHttpClientTransport::with_client(http.clone(), config);
             let transport = ServerRequestBudget::new(transport, module, max_server_requests, on_end);
             let ended = transport.end_reason();
             let service = handler.serve(transport).await.map_err(|e| module_sdk::error_chain(&e))?;

@@ -15,6 +15,7 @@
 //! session ([`server_requests`]), which counts as a failure too.
 
 pub mod connection;
+pub mod http_client;
 pub mod manifest;
 pub mod rediscovery;
 pub mod results;
@@ -34,7 +35,6 @@ use rmcp::model::{CallToolRequestParams, PaginatedRequestParams};
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
-use crate::config::DEFAULT_DISCOVERY_TIMEOUT_SECONDS;
 use crate::discovery::DiscoveryError;
 use crate::limits::Budgets;
 use crate::registry::Registry;
@@ -57,20 +57,38 @@ pub struct McpServers {
 }
 
 impl Default for McpServers {
+    /// No MCP server.
     fn default() -> Self {
-        Self::new(&BTreeMap::new(), &Budgets::default(), Duration::from_secs_f64(DEFAULT_DISCOVERY_TIMEOUT_SECONDS))
+        Self { servers: BTreeMap::new(), changes: Arc::default(), followed: AtomicBool::new(false) }
     }
 }
 
 impl McpServers {
     /// The servers of `settings`, none connected yet, within `budgets`, a
-    /// session opened within `open_timeout` (`DISCOVERY_TIMEOUT`).
-    pub fn new(settings: &BTreeMap<String, McpServerSettings>, budgets: &Budgets, open_timeout: Duration) -> Self {
+    /// session opened within `open_timeout` (`DISCOVERY_TIMEOUT`), those
+    /// over HTTP reached with `http` ([`http_client::shared_client`]).
+    pub fn new(
+        settings: &BTreeMap<String, McpServerSettings>,
+        budgets: &Budgets,
+        open_timeout: Duration,
+        http: &reqwest_mcp::Client,
+    ) -> Self {
         let changes = Arc::new(Changes::default());
         let servers = settings
             .iter()
             .map(|(name, settings)| {
-                (name.clone(), McpServer::new(name, settings.clone(), budgets, open_timeout, Arc::clone(&changes)))
+                let server = McpServer {
+                    module: name.clone(),
+                    settings: settings.clone(),
+                    max_manifest_bytes: budgets.max_manifest_bytes,
+                    max_answer_bytes: budgets.max_answer_bytes,
+                    max_server_requests: budgets.max_mcp_server_requests,
+                    open_timeout,
+                    http: http.clone(),
+                    changes: Arc::clone(&changes),
+                    session: tokio::sync::Mutex::default(),
+                };
+                (name.clone(), server)
             })
             .collect();
         Self { servers, changes, followed: AtomicBool::new(false) }
@@ -103,6 +121,8 @@ pub struct McpServer {
     max_server_requests: usize,
     /// `DISCOVERY_TIMEOUT`: the most opening a session may take.
     open_timeout: Duration,
+    /// The client of servers over HTTP.
+    http: reqwest_mcp::Client,
     changes: Arc<Changes>,
     session: tokio::sync::Mutex<Session>,
 }
@@ -139,25 +159,6 @@ impl Session {
 }
 
 impl McpServer {
-    fn new(
-        module: &str,
-        settings: McpServerSettings,
-        budgets: &Budgets,
-        open_timeout: Duration,
-        changes: Arc<Changes>,
-    ) -> Self {
-        Self {
-            module: module.to_owned(),
-            settings,
-            max_manifest_bytes: budgets.max_manifest_bytes,
-            max_answer_bytes: budgets.max_answer_bytes,
-            max_server_requests: budgets.max_mcp_server_requests,
-            open_timeout,
-            changes,
-            session: tokio::sync::Mutex::default(),
-        }
-    }
-
     /// The server's tools as the module's manifest (unchecked), within
     /// `timeout`; `url` is the module's URL as shown, for the errors.
     pub async fn fetch_manifest(&self, url: &str, timeout: Duration) -> Result<ModuleManifest, DiscoveryError> {
@@ -275,8 +276,8 @@ impl McpServer {
         session.ended_because = None;
         let limit = self.max_manifest_bytes.max(self.max_answer_bytes);
         // Bounded: every call of the module waits for this behind the lock.
-        let opening =
-            connect(&self.module, &self.settings.transport, limit, self.max_server_requests, &self.changes);
+        let (module, transport) = (&self.module, &self.settings.transport);
+        let opening = connect(module, transport, limit, self.max_server_requests, &self.http, &self.changes);
         let connection = match tokio::time::timeout(self.open_timeout, opening).await {
             Ok(opened) => opened.map_err(|reason| self.settings.redact(&reason))?,
             Err(_) => {
