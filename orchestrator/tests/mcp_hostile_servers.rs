@@ -191,3 +191,22 @@ async fn a_list_changed_storm_is_followed_about_once_a_second() {
     let logged = orchestrator.logs().iter().filter(|line| line.contains("tools changed")).count();
     assert!(logged <= 12, "{logged} log lines about it");
 }
+
+/// `retry: 0`, then the end of the stream.
+fn closes_at_once(_seen: Arc<Seen>) -> Body {
+    Body::from("retry: 0\n\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_stream_closed_at_once_is_reopened_at_most_once_a_second() {
+    let (server, seen) = start(Behaviour { list: one_tool, events: closes_at_once, hold_answers: false });
+    let orchestrator = orchestrator_for(&server.url(), &[]);
+    orchestrator.wait_for_module("hostile", "up", Duration::from_secs(20)).await;
+    let before = seen.streams.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let opened = seen.streams.load(Ordering::SeqCst) - before;
+    assert!(opened <= 5, "{opened} event streams in 3 s");
+    let done =
+        orchestrator.execute(json!({"tool_name": "hostile.first", "arguments": {}, "user_permission": "user"})).await;
+    assert_eq!(done["result"], "done", "the session still works: {done}");
+}

@@ -1,7 +1,8 @@
 //! One live MCP client session with a server: over streamable HTTP (with
-//! the configured headers or bearer token, never through a proxy: see
-//! [`super::http_client`]), or to a child process on
-//! stdio that dies with the session. Every message read is bounded, and so
+//! the configured headers or bearer token, never through a proxy, its event
+//! stream reopened at most once a second: see [`super::http_client`]), or
+//! to a child process on stdio that dies with the session. Every message
+//! read is bounded, and so
 //! are the server's own requests waiting for an answer
 //! (`MAX_MCP_SERVER_REQUESTS`, see [`super::server_requests`]); a
 //! `notifications/tools/list_changed` asks for the module to be discovered
@@ -19,6 +20,7 @@ use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
 
+use super::http_client::{self, SessionClient};
 use super::rediscovery::Changes;
 use super::server_requests::{EndReason, ServerRequestBudget};
 use super::settings::McpTransport;
@@ -97,7 +99,8 @@ pub async fn connect(
             if let Some(token) = bearer_token {
                 config = config.auth_header(token);
             }
-            let transport = StreamableHttpClientTransport::with_client(http.clone(), config);
+            config.retry_config = http_client::reconnect_policy();
+            let transport = StreamableHttpClientTransport::with_client(SessionClient::new(http.clone()), config);
             let transport = ServerRequestBudget::new(transport, module, max_server_requests, on_end);
             let ended = transport.end_reason();
             let service = handler.serve(transport).await.map_err(|e| module_sdk::error_chain(&e))?;

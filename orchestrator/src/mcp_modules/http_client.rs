@@ -1,11 +1,42 @@
 //! The HTTP client of the MCP servers reached over streamable HTTP: rmcp's
-//! own reqwest client, built like the orchestrator's other clients of
-//! modules (never through a proxy: `HTTP_PROXY` and the like are ignored),
-//! following only same-origin `307`/`308` redirects as rmcp's default
-//! client does.
+//! own reqwest client underneath, built like the orchestrator's other
+//! clients of modules (never through a proxy: `HTTP_PROXY` and the like are
+//! ignored), following only same-origin `307`/`308` redirects as rmcp's
+//! default client does, and opening a session's event stream (`GET`) at
+//! most once per [`MIN_EVENT_STREAM_INTERVAL`], whatever `retry` the server
+//! sends or however soon it closes the stream again. (rmcp waits what the
+//! server's `retry` says before it reconnects, over its own retry policy,
+//! so the pace is kept here; the policy, [`reconnect_policy`], only spaces
+//! attempts that fail.)
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use reqwest::header::{HeaderName, HeaderValue};
 use reqwest_mcp::StatusCode;
 use reqwest_mcp::redirect::{Attempt, Policy};
+use rmcp::model::ClientJsonRpcMessage;
+use rmcp::transport::common::client_side_sse::{BoxedSseResponse, ExponentialBackoff, SseRetryPolicy};
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
+};
+use tokio::time::Instant;
+
+/// The shortest time between two `GET`s of one session's event stream
+/// (a server answering `retry: 0` and closing made rmcp reconnect hundreds
+/// of times a second).
+pub const MIN_EVENT_STREAM_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How long rmcp waits before it opens a broken event stream again: the
+/// interval, doubling to [`super::MAX_RECONNECT_DELAY`] while it keeps
+/// failing (rmcp's default doubles without end).
+pub fn reconnect_policy() -> Arc<dyn SseRetryPolicy> {
+    let mut backoff = ExponentialBackoff::default();
+    backoff.base_duration = MIN_EVENT_STREAM_INTERVAL;
+    backoff.max_delay = Some(super::MAX_RECONNECT_DELAY);
+    Arc::new(backoff)
+}
 
 /// The most same-origin redirects one request follows.
 const MAX_REDIRECTS: usize = 10;
@@ -38,5 +69,148 @@ fn same_origin_redirect(attempt: Attempt<'_>) -> reqwest_mcp::redirect::Action {
         attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
     } else {
         attempt.follow()
+    }
+}
+
+/// One session's client: the shared one, its event stream paced.
+#[derive(Clone)]
+pub struct SessionClient {
+    client: reqwest_mcp::Client,
+    /// When the next `GET` of the event stream may start.
+    next_stream: Arc<Mutex<Instant>>,
+}
+
+impl SessionClient {
+    /// A session's client on `client` ([`shared_client`]).
+    pub fn new(client: reqwest_mcp::Client) -> Self {
+        Self { client, next_stream: Arc::new(Mutex::new(Instant::now())) }
+    }
+
+    /// Waits until this session may open its event stream again.
+    async fn pace(&self) {
+        tokio::time::sleep_until(self.reserve(Instant::now())).await;
+    }
+
+    /// When a stream asked for at `now` may open: at once, or an interval
+    /// after the last one (kept as the last from then on).
+    fn reserve(&self, now: Instant) -> Instant {
+        let mut next = self.next_stream.lock().unwrap_or_else(PoisonError::into_inner);
+        let at = (*next).max(now);
+        *next = at + MIN_EVENT_STREAM_INTERVAL;
+        at
+    }
+}
+
+type Headers = HashMap<HeaderName, HeaderValue>;
+type Failure = StreamableHttpError<reqwest_mcp::Error>;
+
+impl StreamableHttpClient for SessionClient {
+    type Error = reqwest_mcp::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+    ) -> Result<StreamableHttpPostResponse, Failure> {
+        self.client.post_message(uri, message, session_id, auth_header, custom_headers).await
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+        max_sse_event_size: usize,
+    ) -> Result<StreamableHttpPostResponse, Failure> {
+        let client = &self.client;
+        client
+            .post_message_with_max_sse_event_size(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, Failure> {
+        let client = &self.client;
+        client.post_message_with_response_limits(uri, message, session_id, auth_header, custom_headers, limits).await
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+    ) -> Result<(), Failure> {
+        self.client.delete_session(uri, session_id, auth_header, custom_headers).await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+    ) -> Result<BoxedSseResponse, Failure> {
+        self.pace().await;
+        self.client.get_stream(uri, session_id, last_event_id, auth_header, custom_headers).await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+        max_sse_event_size: usize,
+    ) -> Result<BoxedSseResponse, Failure> {
+        self.pace().await;
+        let client = &self.client;
+        client
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_event_stream_opens_at_once_then_once_per_interval() {
+        let client = SessionClient::new(shared_client().unwrap());
+        let start = Instant::now() + Duration::from_millis(10);
+        assert_eq!(client.reserve(start), start, "the first stream is not delayed");
+        assert_eq!(client.clone().reserve(start), start + MIN_EVENT_STREAM_INTERVAL, "clones share the pace");
+        assert_eq!(client.reserve(start), start + 2 * MIN_EVENT_STREAM_INTERVAL);
+        let later = start + 10 * MIN_EVENT_STREAM_INTERVAL;
+        assert_eq!(client.reserve(later), later, "after a quiet while, at once again");
     }
 }
