@@ -16,13 +16,19 @@
 //! ```
 //!
 //! No shell is involved: the argv is given to `execve` as it is.
+//!
+//! [`ProcessGroupGuard`] gives the same end to a child spawned elsewhere as
+//! the leader of its own group (a long-lived server): dropping it kills the
+//! group and the tree below the child.
 
+mod group;
 mod limits;
 mod output;
 mod run;
 mod side_output;
 mod tree;
 
+pub use group::ProcessGroupGuard;
 pub use limits::Limits;
 pub use output::Captured;
 pub use run::{Exit, Outcome, Run, RunError};

@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::group::{ProcessGroupGuard, kill_group};
 use crate::limits::{Limits, apply_before_exec};
 use crate::output::{Captured, read_capped};
 use crate::side_output::pipe_to_fd3;
@@ -196,7 +196,7 @@ impl Run {
         let mut child = spawned.map_err(spawn_error)?;
         // The child leads its own group, so the group id is its pid.
         let group = child.id().and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw);
-        let mut guard = GroupGuard { group, reaped: false };
+        let mut guard = ProcessGroupGuard::new(child.id());
         if let (Some(mut pipe), Some(bytes)) = (child.stdin.take(), self.stdin.clone()) {
             // A program that does not read its stdin must not hold the run up.
             tokio::spawn(async move {
@@ -222,37 +222,12 @@ impl Run {
                 (status, true)
             }
         };
-        guard.reaped = true;
+        guard.reaped();
         let duration = started.elapsed();
         // Background children still in the group end with their parent.
         kill_group(group);
         let (stdout, stderr, side_output) = tokio::join!(finish(stdout), finish(stderr), finish(side));
         Ok(Outcome { exit: exit_of(status), timed_out, stdout, stderr, side_output, duration })
-    }
-}
-
-/// Kills the process tree and group when a run is dropped half-way (its
-/// caller gave up), so a cancelled run leaves nothing behind either.
-struct GroupGuard {
-    group: Option<Pid>,
-    /// Whether the child was reaped: its pid may then belong to another
-    /// process, whose descendants are none of this run's business.
-    reaped: bool,
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        if let (Some(group), false) = (self.group, self.reaped) {
-            kill_descendants(group);
-        }
-        kill_group(self.group);
-    }
-}
-
-/// SIGKILL to every process of the group; a group already gone is fine.
-fn kill_group(group: Option<Pid>) {
-    if let Some(group) = group {
-        let _ = killpg(group, Signal::SIGKILL);
     }
 }
 
@@ -423,7 +398,7 @@ mod tests {
         let outcome = sh(&script).run().await.unwrap();
         let elapsed = started.elapsed();
         let daemon: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
-        let _ = nix::sys::signal::kill(Pid::from_raw(daemon), Signal::SIGKILL);
+        let _ = nix::sys::signal::kill(Pid::from_raw(daemon), nix::sys::signal::Signal::SIGKILL);
         std::fs::remove_dir_all(dir).unwrap();
         assert_eq!(outcome.exit, Exit::Code(0));
         assert_eq!((outcome.stdout.bytes.as_slice(), outcome.stdout.cut), (&b"result\n"[..], true));

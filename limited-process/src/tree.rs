@@ -76,7 +76,7 @@ pub(crate) async fn wait_exited(pids: &[Pid], grace: Duration) {
 }
 
 /// Whether `pid` exists and has not finished exiting.
-fn running(pid: Pid) -> bool {
+pub(crate) fn running(pid: Pid) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         // The state follows the command name, which is in parentheses.
         Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])),

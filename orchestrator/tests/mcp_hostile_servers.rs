@@ -5,6 +5,7 @@
 mod common;
 
 use std::convert::Infallible;
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -16,6 +17,7 @@ use common::{ModuleServer, OrchestratorProcess};
 use futures::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use test_support::built_binary;
 
 /// What a hand-written server saw of the orchestrator.
 #[derive(Default)]
@@ -209,4 +211,58 @@ async fn an_event_stream_closed_at_once_is_reopened_at_most_once_a_second() {
     let done =
         orchestrator.execute(json!({"tool_name": "hostile.first", "arguments": {}, "user_permission": "user"})).await;
     assert_eq!(done["result"], "done", "the session still works: {done}");
+}
+
+/// Every process below `pid` (its children, theirs...).
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    let mut parents = vec![pid];
+    while let Some(parent) = parents.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{parent}/task")) else { continue };
+        for task in tasks.flatten() {
+            let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+            for child in children.split_whitespace().filter_map(|id| id.parse().ok()) {
+                found.push(child);
+                parents.push(child);
+            }
+        }
+    }
+    found
+}
+
+/// Whether process `pid` still runs (exists and is no zombie).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .is_ok_and(|stat| stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X'])))
+}
+
+/// Kills process `pid` when dropped (a test that fails leaves nothing behind).
+struct KillOnDrop(u32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-9", &self.0.to_string()]).status();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_stdio_server_starts_dies_with_the_orchestrator() {
+    let demo = built_binary("examples/demo");
+    // As `npx` or `sh -c` does: the server is not alone in the child's tree.
+    let script = format!("sleep 600 </dev/null >/dev/null 2>&1 & exec {demo:?} --stdio");
+    let services = json!({"local": {"command": ["sh", "-c", script], "permission": "guest"}}).to_string();
+    let mut orchestrator = OrchestratorProcess::start(&[("MODULE_SERVICES", &services)]);
+    orchestrator.wait_for_module("local", "up", Duration::from_secs(20)).await;
+    let sleeper = descendants(orchestrator.pid())
+        .into_iter()
+        .find(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|name| name.trim() == "sleep"))
+        .expect("the server's own child runs");
+    let _cleanup = KillOnDrop(sleeper);
+
+    assert!(orchestrator.terminate().success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while running(sleeper) {
+        assert!(Instant::now() < deadline, "process {sleeper}, started by the stdio server, outlived the orchestrator");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

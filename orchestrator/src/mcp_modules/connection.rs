@@ -1,8 +1,10 @@
 //! One live MCP client session with a server: over streamable HTTP (with
 //! the configured headers or bearer token, never through a proxy, its event
 //! stream reopened at most once a second: see [`super::http_client`]), or
-//! to a child process on stdio that dies with the session. Every message
-//! read is bounded, and so
+//! to a child process on stdio that dies with the session, with whatever it
+//! started (it leads a process group of its own, killed with the tree
+//! below it: `sh -c` or `npx` start the real server as a grandchild).
+//! Every message read is bounded, and so
 //! are the server's own requests waiting for an answer
 //! (`MAX_MCP_SERVER_REQUESTS`, see [`super::server_requests`]); a
 //! `notifications/tools/list_changed` asks for the module to be discovered
@@ -12,6 +14,7 @@ use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::Arc;
 
+use limited_process::ProcessGroupGuard;
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::handler::client::ClientHandler;
 use rmcp::service::{MaybeSendFuture, NotificationContext, RunningService};
@@ -50,6 +53,9 @@ pub struct Connection {
     pub service: RunningService<RoleClient, ListChanges>,
     /// Why the orchestrator ended the session, once it has.
     ended: EndReason,
+    /// Kills the child's process group and tree when the connection is
+    /// dropped, before the child itself is (so its pid is still its own).
+    _group: Option<ProcessGroupGuard>,
     /// Killed when the connection is dropped (`kill_on_drop`).
     _child: Option<tokio::process::Child>,
 }
@@ -104,7 +110,7 @@ pub async fn connect(
             let transport = ServerRequestBudget::new(transport, module, max_server_requests, on_end);
             let ended = transport.end_reason();
             let service = handler.serve(transport).await.map_err(|e| module_sdk::error_chain(&e))?;
-            Ok(Connection { service, ended, _child: None })
+            Ok(Connection { service, ended, _group: None, _child: None })
         }
         McpTransport::Stdio { command, env } => {
             let (program, arguments) = command.split_first().ok_or("no command to run")?;
@@ -114,9 +120,12 @@ pub async fn connect(
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit())
+                .process_group(0)
                 .kill_on_drop(true)
                 .spawn()
                 .map_err(|e| format!("cannot start `{program}`: {e}"))?;
+            // Dropped before `child`, here too when the handshake fails or takes too long.
+            let group = ProcessGroupGuard::new(child.id());
             let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
                 return Err("the child's stdin and stdout were not piped".to_owned());
             };
@@ -124,7 +133,7 @@ pub async fn connect(
             let transport = ServerRequestBudget::new(transport, module, max_server_requests, on_end);
             let ended = transport.end_reason();
             let service = handler.serve(transport).await.map_err(|e| module_sdk::error_chain(&e))?;
-            Ok(Connection { service, ended, _child: Some(child) })
+            Ok(Connection { service, ended, _group: Some(group), _child: Some(child) })
         }
     }
 }
