@@ -374,8 +374,21 @@ async fn list_changed_discovers_again_and_a_call_past_its_time_is_a_timeout() {
     assert_eq!(orchestrator.tool_names("permission=user").await, ["changing.first"]);
     assert!(orchestrator.tool_names("permission=guest").await.is_empty(), "MCP tools require `user` by default");
 
+    // A text answer is that text everywhere: /execute's result, a model's tool message, the /mcp text block.
     let done = execute(&orchestrator, "changing.first", json!({}), "user").await;
     assert_eq!(done["result"], "done", "{done}");
+    let message = json!({"role": "assistant", "content": null, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "changing__first", "arguments": "{}"}}
+    ]});
+    let request = json!({"user_id": "u1", "user_permission": "user", "message": message});
+    let (status, answer) = orchestrator.post("/v1/tool-calls?format=openai", &request).await;
+    assert_eq!((status, answer[0]["content"].clone()), (200, json!("done")), "{answer}");
+    let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp?permission=user", orchestrator.url));
+    let client = ().serve(StreamableHttpClientTransport::from_config(config)).await.expect("connected to /mcp");
+    let relayed = client.call_tool(CallToolRequestParams::new("changing__first")).await.unwrap();
+    let texts: Vec<&str> = relayed.content.iter().filter_map(|block| Some(block.as_text()?.text.as_str())).collect();
+    assert_eq!((texts, relayed.structured_content.clone()), (vec!["done"], None), "plain text, not JSON: {relayed:?}");
+    client.cancel().await.unwrap();
     let early = execute(&orchestrator, "changing.second", json!({}), "user").await;
     assert_eq!(error_kind(&early), "unknown_tool", "not listed yet: {early}");
 

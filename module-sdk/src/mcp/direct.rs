@@ -264,6 +264,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::mcp::serialized::SerializedResult;
     use crate::mcp::{McpSettings, transport_config};
     use crate::{Context, Module, ToolError, tool};
 
@@ -401,6 +402,26 @@ mod tests {
                 };
                 assert_eq!(seen(answer).await, expected, "{headers:?} {body}");
             }
+        }
+    }
+
+    #[test]
+    fn a_result_written_around_its_bytes_is_the_one_rmcp_writes_whatever_its_kind() {
+        let results = [
+            (r#""d\u00f6ne \"x\"\n""#, false),
+            (r#""done""#, true),
+            ("[1,2]", false),
+            ("[1,2]", true),
+            (r#"{"a":1}"#, false),
+            ("3", false),
+        ];
+        for (json, wrapped) in results {
+            let raw = || serde_json::value::RawValue::from_string(json.to_owned()).unwrap();
+            let id = RequestId::Number(7);
+            let direct = SerializedResult::new(raw(), wrapped).legacy_response(&id).unwrap();
+            let parsed = CallAnswer::Success(SerializedResult::new(raw(), wrapped)).into_call_result();
+            let rmcp = legacy_message(id, Ok(ServerResult::CallToolResult(parsed))).unwrap();
+            assert_eq!(String::from_utf8(direct).unwrap(), String::from_utf8(rmcp).unwrap(), "{json} {wrapped}");
         }
     }
 

@@ -37,12 +37,15 @@ impl SerializedResult {
     /// The JSON-RPC response with `id` that rmcp writes for this result to
     /// a client of a protocol before 2026-07-28 (no `resultType`, and no
     /// `structuredContent` unless it is an object, the text block holding
-    /// the structured content, or the result when there is none).
+    /// the structured content, or the result when there is none: a string
+    /// as its text, as [`structured`] makes it).
     pub(crate) fn legacy_response(&self, id: &RequestId) -> serde_json::Result<Vec<u8>> {
         let (structured_content, text) = if self.wrapped {
             let wrapped = Structured::Wrapped { result: &self.json };
             let text = serde_json::to_string(&wrapped)?;
             (Some(wrapped), Cow::Owned(text))
+        } else if self.json.get().starts_with('"') {
+            (None, Cow::Owned(serde_json::from_str::<String>(self.json.get())?))
         } else {
             // serde_json writes no whitespace before a value.
             let object = self.json.get().starts_with('{');

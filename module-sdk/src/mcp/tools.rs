@@ -100,7 +100,8 @@ impl McpTool {
     }
 
     /// A contract result as an MCP tool result: on success the value as
-    /// `structuredContent` and as a JSON text block, on failure the message
+    /// `structuredContent` and as a JSON text block (a string of a tool
+    /// without an output schema: its text alone), on failure the message
     /// (what a model can act on) as text with `isError: true`.
     pub fn call_result(&self, result: ToolResult) -> CallToolResult {
         if !result.success {
@@ -121,11 +122,18 @@ impl McpTool {
 }
 
 /// A successful result: `value` as `structuredContent` (wrapped as
-/// `{"result": value}` when `wrapped`) and as a JSON text block.
+/// `{"result": value}` when `wrapped`) and as a JSON text block; a string
+/// that is not wrapped (the result of a tool without an output schema, such
+/// as a relayed MCP server's text) as its text alone, as `/execute` and
+/// `/v1/tool-calls` give it, not quoted as JSON.
 pub(crate) fn structured(value: Value, wrapped: bool) -> CallToolResult {
-    let structured =
-        if wrapped { Value::Object(Map::from_iter([(WRAPPED_RESULT_KEY.to_owned(), value)])) } else { value };
-    CallToolResult::structured(structured)
+    match value {
+        Value::String(text) if !wrapped => CallToolResult::success(vec![ContentBlock::text(text)]),
+        value if wrapped => {
+            CallToolResult::structured(Value::Object(Map::from_iter([(WRAPPED_RESULT_KEY.to_owned(), value)])))
+        }
+        value => CallToolResult::structured(value),
+    }
 }
 
 /// Whether a schema describes JSON objects only.
@@ -217,6 +225,18 @@ mod tests {
         );
         let result = tool.call_result(ToolResult::success("m.list", json!([1])));
         assert_eq!(result.structured_content, Some(json!({"result": [1]})));
+        let wrapped = McpTool::new("m.", &definition("m.name", json!({"type": "string"})));
+        let result = wrapped.call_result(ToolResult::success("m.name", json!("Ann")));
+        assert_eq!(result.structured_content, Some(json!({"result": "Ann"})), "matching its output schema");
+    }
+
+    #[test]
+    fn a_text_result_without_an_output_schema_is_that_text() {
+        let mut schemaless = definition("m.say", json!({}));
+        schemaless.output_schema = None;
+        let result = McpTool::new("m.", &schemaless).call_result(ToolResult::success("m.say", json!("done")));
+        assert_eq!((result.content[0].as_text().unwrap().text.as_str(), result.structured_content), ("done", None));
+        assert_eq!(result.is_error, Some(false));
     }
 
     #[test]
