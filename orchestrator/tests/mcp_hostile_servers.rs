@@ -213,6 +213,26 @@ async fn an_event_stream_closed_at_once_is_reopened_at_most_once_a_second() {
     assert_eq!(done["result"], "done", "the session still works: {done}");
 }
 
+/// Always one more page, with the same cursor.
+fn looping_pages(_params: &Value, _seen: &Seen) -> Value {
+    json!({"tools": [], "nextCursor": "again"})
+}
+
+/// An event stream that stays open and quiet.
+fn quiet(_seen: Arc<Seen>) -> Body {
+    stream_of(futures::stream::pending())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_list_pages_that_loop_are_refused_as_a_loop() {
+    let (server, seen) = start(Behaviour { list: looping_pages, events: quiet, hold_answers: false });
+    let orchestrator = orchestrator_for(&server.url(), &[("DISCOVERY_TIMEOUT", "5")]);
+    let status = orchestrator.wait_for_module("hostile", "down", Duration::from_secs(20)).await;
+    let error = status["last_error"].as_str().unwrap();
+    assert!(error.contains("cursor") && error.contains("\"again\"") && !error.contains("within"), "{status}");
+    assert!(seen.lists.load(Ordering::SeqCst) >= 2, "the first page, then the repeated cursor's");
+}
+
 /// Every process below `pid` (its children, theirs...).
 fn descendants(pid: u32) -> Vec<u32> {
     let mut found = Vec::new();

@@ -1,6 +1,6 @@
 //! MCP servers as modules of the fleet: the orchestrator is their MCP client.
 //! Discovery lists a server's tools (every page, within `MAX_MANIFEST_BYTES`
-//! and `DISCOVERY_TIMEOUT`) as a manifest that is then checked and cached
+//! and `DISCOVERY_TIMEOUT`, a cursor given twice refused as a loop) as a manifest that is then checked and cached
 //! like any module's; a call goes to `tools/call` and comes back as a
 //! ToolResult; `notifications/tools/list_changed` discovers the module
 //! again, at most once per [`rediscovery::REDISCOVERY_INTERVAL`]. One session per server is kept open and reopened after it breaks,
@@ -22,7 +22,7 @@ pub mod results;
 pub mod server_requests;
 pub mod settings;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -46,6 +46,8 @@ use settings::McpServerSettings;
 pub const FIRST_RECONNECT_DELAY: Duration = Duration::from_secs(1);
 /// The longest wait between two attempts at a server.
 pub const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(60);
+/// The most characters of a looping cursor an error shows.
+const MAX_CURSOR_CHARS_SHOWN: usize = 100;
 
 /// The configured MCP servers, by module name.
 pub struct McpServers {
@@ -171,7 +173,9 @@ impl McpServer {
         let session =
             self.open().await.map_err(|reason| DiscoveryError::Unreachable { url: url.to_owned(), reason })?;
         let mut tools = Vec::new();
-        let mut bytes = 0;
+        // The tools' JSON and the cursors: the cursors are kept to find a loop.
+        let mut bytes = 0usize;
+        let mut cursors = HashSet::new();
         let mut cursor = None;
         loop {
             let page = match session
@@ -191,14 +195,23 @@ impl McpServer {
                     return Err(DiscoveryError::NotAManifest { url: url.to_owned(), reason });
                 }
             };
-            bytes += serde_json::to_vec(&page.tools).map_or(usize::MAX, |page| page.len());
+            let listed = serde_json::to_vec(&page.tools).map_or(usize::MAX, |page| page.len());
+            bytes = bytes.saturating_add(listed).saturating_add(page.next_cursor.as_ref().map_or(0, String::len));
             if bytes > self.max_manifest_bytes {
                 let reason = format!("its tools/list is over MAX_MANIFEST_BYTES ({})", self.max_manifest_bytes);
                 return Err(DiscoveryError::NotAManifest { url: url.to_owned(), reason });
             }
             tools.extend(page.tools);
             match page.next_cursor {
-                Some(next) => cursor = Some(next),
+                Some(next) if cursors.contains(&next) => {
+                    let shown: String = next.chars().take(MAX_CURSOR_CHARS_SHOWN).collect();
+                    let reason = format!("its tools/list pages loop: the cursor {shown:?} came a second time");
+                    return Err(DiscoveryError::NotAManifest { url: url.to_owned(), reason });
+                }
+                Some(next) => {
+                    cursors.insert(next.clone());
+                    cursor = Some(next);
+                }
                 None => break,
             }
         }
