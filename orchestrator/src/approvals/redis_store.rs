@@ -13,8 +13,8 @@ use std::collections::HashMap;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
+use redis::{AsyncCommands, Script, ScriptInvocation};
 use serde_json::value::RawValue;
 use time::OffsetDateTime;
 
@@ -163,15 +163,43 @@ fn read_record(text: &str) -> serde_json::Result<Approval> {
     Ok(approval)
 }
 
+/// `script` ([`INSERT`] or [`PUT`]) over the keys of [`drop_lapsed_bytes`]
+/// for `approval`, its arguments left to add.
+fn storing<'a>(script: &'a Script, approval: &Approval) -> ScriptInvocation<'a> {
+    let mut invocation = script.prepare_invoke();
+    invocation
+        .key(INDEX)
+        .key(pending_key(approval.user_id.as_deref()))
+        .key(record_key(&approval.id))
+        .key(BYTES)
+        .key(TOTAL_BYTES)
+        .key(BYTES_DROP);
+    invocation
+}
+
 /// Approvals shared by every orchestrator on the same Redis.
 pub struct RedisStore {
     connection: ConnectionManager,
+    /// [`INSERT`] and [`PUT`], called by their hash (`EVALSHA`): their text
+    /// is sent only when the server does not have it (the first call, or
+    /// after a restart or `SCRIPT FLUSH`), and the call is then made again.
+    insert: Script,
+    put: Script,
 }
 
 impl RedisStore {
     /// A store at `url`, connecting lazily like the manifest cache.
     pub fn new(url: &str) -> Result<Self, StoreError> {
-        Ok(Self { connection: connection_manager(url).map_err(unavailable)? })
+        Ok(Self {
+            connection: connection_manager(url).map_err(unavailable)?,
+            insert: Script::new(INSERT),
+            put: Script::new(PUT),
+        })
+    }
+
+    /// Runs a storing script: 0 when it stored, otherwise the budget it refused for.
+    async fn run(&self, invocation: &ScriptInvocation<'_>) -> Result<u8, StoreError> {
+        invocation.invoke_async(&mut self.connection.clone()).await.map_err(unavailable)
     }
 }
 
@@ -186,16 +214,8 @@ impl ApprovalStore for RedisStore {
         async move {
             let text = serde_json::to_string(approval).expect("an approval always serializes");
             let now = OffsetDateTime::now_utc();
-            let mut connection = self.connection.clone();
-            let refused: u8 = redis::cmd("EVAL")
-                .arg(INSERT)
-                .arg(6)
-                .arg(INDEX)
-                .arg(pending_key(approval.user_id.as_deref()))
-                .arg(record_key(&approval.id))
-                .arg(BYTES)
-                .arg(TOTAL_BYTES)
-                .arg(BYTES_DROP)
+            let mut invocation = storing(&self.insert, approval);
+            invocation
                 .arg(now.unix_timestamp())
                 .arg(unix_millis(now).to_string())
                 .arg(settings.max_total)
@@ -206,11 +226,8 @@ impl ApprovalStore for RedisStore {
                 .arg(text)
                 .arg(ttl(drop_at))
                 .arg(settings.max_total_bytes)
-                .arg(bytes)
-                .query_async(&mut connection)
-                .await
-                .map_err(unavailable)?;
-            Ok(match refused {
+                .arg(bytes);
+            Ok(match self.run(&invocation).await? {
                 0 => Admission::Stored,
                 1 => Admission::Full,
                 2 => Admission::TooManyPending,
@@ -229,16 +246,8 @@ impl ApprovalStore for RedisStore {
     ) -> BoxFuture<'a, Result<Admission, StoreError>> {
         async move {
             let text = serde_json::to_string(approval).expect("an approval always serializes");
-            let mut connection = self.connection.clone();
-            let refused: u8 = redis::cmd("EVAL")
-                .arg(PUT)
-                .arg(6)
-                .arg(INDEX)
-                .arg(pending_key(approval.user_id.as_deref()))
-                .arg(record_key(&approval.id))
-                .arg(BYTES)
-                .arg(TOTAL_BYTES)
-                .arg(BYTES_DROP)
+            let mut invocation = storing(&self.put, approval);
+            invocation
                 .arg(OffsetDateTime::now_utc().unix_timestamp())
                 .arg(&approval.id)
                 .arg(drop_at.unix_timestamp())
@@ -246,11 +255,8 @@ impl ApprovalStore for RedisStore {
                 .arg(ttl(drop_at))
                 .arg(settings.max_total_bytes)
                 .arg(bytes)
-                .arg(u8::from(approval.status != ApprovalStatus::Pending))
-                .query_async(&mut connection)
-                .await
-                .map_err(unavailable)?;
-            Ok(if refused == 0 { Admission::Stored } else { Admission::TooManyBytes })
+                .arg(u8::from(approval.status != ApprovalStatus::Pending));
+            Ok(if self.run(&invocation).await? == 0 { Admission::Stored } else { Admission::TooManyBytes })
         }
         .boxed()
     }
@@ -392,6 +398,38 @@ mod tests {
         assert_eq!(store.insert(&again, 100, again.expires_at, &settings).await.unwrap(), Admission::Stored);
         let kept: Vec<String> = connection.hkeys(BYTES).await.unwrap();
         assert_eq!((connection.get::<_, i64>(TOTAL_BYTES).await.unwrap(), kept), (100, vec!["again".to_owned()]));
+    }
+
+    #[tokio::test]
+    async fn the_scripts_are_called_by_their_hash_and_sent_again_when_the_server_forgot_them() {
+        let Some(redis) = test_support::RedisServer::start() else { return };
+        let store = RedisStore::new(&redis.url()).unwrap();
+        let settings = ApprovalSettings::default();
+        let mut connection = store.connection.clone();
+        let mut decided = approval("decided", Duration::from_secs(60));
+        for id in ["first", "second"] {
+            let pending = approval(id, Duration::from_secs(60));
+            assert_eq!(store.insert(&pending, 10, pending.expires_at, &settings).await.unwrap(), Admission::Stored);
+            put(&store, &decided, decided.expires_at).await;
+            decided.status = ApprovalStatus::Denied;
+            // A restarted server, or `SCRIPT FLUSH`, has forgotten them: the next calls answer NOSCRIPT.
+            let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut connection).await.unwrap();
+        }
+        assert_eq!(store.list().await.unwrap().len(), 3);
+        let stats: String = redis::cmd("INFO").arg("commandstats").query_async(&mut connection).await.unwrap();
+        // `cmdstat_evalsha:calls=8,usec=...,failed_calls=4`: a count of the command's, 0 if it never ran.
+        let count = |command: &str, field: &str| {
+            let line = stats.lines().find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:")));
+            let fields = line.map(|line| line.split(',').filter_map(|field| field.split_once('=')).collect::<Vec<_>>());
+            fields
+                .and_then(|fields| fields.into_iter().find(|(name, _)| *name == field))
+                .map_or(0, |(_, n)| n.parse::<u32>().unwrap())
+        };
+        assert_eq!(count("eval", "calls"), 0, "the text is not sent with each call: {stats}");
+        // After each flush each script's first call answered NOSCRIPT, was loaded and called again, by hash.
+        let counts =
+            [("evalsha", "failed_calls"), ("script|load", "calls"), ("evalsha", "calls")].map(|(c, f)| count(c, f));
+        assert_eq!(counts, [4, 4, 8], "{stats}");
     }
 
     #[tokio::test]
