@@ -480,14 +480,23 @@ mod tests {
 
     /// A registry whose modules are unreachable, filled from a warm cache.
     async fn warm_registry() -> Registry {
+        let cached = [
+            manifest("files", &[("read", "guest"), ("delete", "admin")]),
+            manifest("notes", &[("add", "user")]),
+            manifest("stray", &[("x", "guest")]),
+        ];
+        registry_from_cache(&cached, &[("files", 1), ("notes", 2), ("empty", 3)]).await
+    }
+
+    /// A registry of `modules` (each at an unreachable port of loopback),
+    /// filled from a warm cache of the `cached` manifests.
+    async fn registry_from_cache(cached: &[ModuleManifest], modules: &[(&str, u16)]) -> Registry {
         let cache = Arc::new(MemoryCache::default());
-        cache.store(&manifest("files", &[("read", "guest"), ("delete", "admin")])).await.unwrap();
-        cache.store(&manifest("notes", &[("add", "user")])).await.unwrap();
-        cache.store(&manifest("stray", &[("x", "guest")])).await.unwrap();
-        let modules: BTreeMap<String, String> = [("files", 1), ("notes", 2), ("empty", 3)]
-            .into_iter()
-            .map(|(name, port)| (name.to_owned(), format!("http://127.0.0.1:{port}")))
-            .collect();
+        for manifest in cached {
+            cache.store(manifest).await.unwrap();
+        }
+        let modules: BTreeMap<String, String> =
+            modules.iter().map(|(name, port)| ((*name).to_owned(), format!("http://127.0.0.1:{port}"))).collect();
         let registry = Registry::new(
             &modules,
             cache,
@@ -543,20 +552,8 @@ mod tests {
 
     #[tokio::test]
     async fn tools_of_two_modules_that_meet_as_one_provider_name_are_a_problem_of_both() {
-        let cache = Arc::new(MemoryCache::default());
-        cache.store(&manifest("x__y", &[("z", "guest")])).await.unwrap();
-        cache.store(&manifest("x", &[("y__z", "guest"), ("other", "guest")])).await.unwrap();
-        let modules: BTreeMap<String, String> =
-            ["x", "x__y"].into_iter().map(|name| (name.to_owned(), "http://127.0.0.1:1".to_owned())).collect();
-        let registry = Registry::new(
-            &modules,
-            cache,
-            reqwest::Client::new(),
-            None,
-            Duration::from_millis(200),
-            Budgets::default(),
-        );
-        registry.load_cached().await;
+        let cached = [manifest("x__y", &[("z", "guest")]), manifest("x", &[("y__z", "guest"), ("other", "guest")])];
+        let registry = registry_from_cache(&cached, &[("x", 1), ("x__y", 1)]).await;
         let snapshot = registry.snapshot();
         assert_eq!(snapshot.clashes().len(), 1);
         assert_eq!(snapshot.clashes()[0].tools, ["x.y__z", "x__y.z"]);
