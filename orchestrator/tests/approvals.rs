@@ -16,16 +16,29 @@ const SERVICE_TOKEN: &str = "service-token-for-tests-0123456789";
 
 /// A module with `transfer`, keys for ada, bob and an admin (and narrower
 /// keys: an admin's and ada's limited to the module `other`), and the
-/// orchestrator (with `extra` settings) using them.
+/// orchestrator (with `extra` settings) using them; for the tests run on
+/// each store, a redis-server as well.
 struct Setup {
     _module: ModuleServer,
     _keys: tempfile::NamedTempFile,
     calls: Calls,
     services: String,
     keys_path: String,
+    /// Redis and its URL, when the test runs on each store and it is installed.
+    redis: Option<(RedisServer, String)>,
 }
 
 impl Setup {
+    /// The set-up of the tests that run on each store ([`Setup::each_store`]):
+    /// Redis too, unless it is not installed (which [`RedisServer::start`] says).
+    fn on_each_store() -> Self {
+        let redis = RedisServer::start().map(|redis| {
+            let url = redis.url();
+            (redis, url)
+        });
+        Self { redis, ..Self::new() }
+    }
+
     fn new() -> Self {
         let (module, calls) = approval_module("bank");
         let module = ModuleServer::sdk(module);
@@ -38,7 +51,16 @@ impl Setup {
             TestKey { modules: Some(&["other"]), ..TestKey::new("ada-other", "ada", "user") },
         ]);
         let keys_path = keys.path().to_str().unwrap().to_owned();
-        Self { _module: module, _keys: keys, calls, services, keys_path }
+        Self { _module: module, _keys: keys, calls, services, keys_path, redis: None }
+    }
+
+    /// `settings` alone (approvals in memory) and, given a Redis, with it too.
+    fn each_store<'a>(&'a self, settings: &[(&'a str, &'a str)]) -> Vec<Vec<(&'a str, &'a str)>> {
+        let mut stores = vec![settings.to_vec()];
+        if let Some((_, url)) = &self.redis {
+            stores.push([settings, &[("REDIS_URL", url.as_str())]].concat());
+        }
+        stores
     }
 
     async fn start(&self, extra: &[(&str, &str)]) -> OrchestratorProcess {
@@ -342,15 +364,6 @@ async fn approvals_of_tools_an_identity_may_not_use_are_not_found() {
     assert_eq!(setup.calls.count(), 1);
 }
 
-/// `settings` alone (approvals in memory) and, given a Redis, with it too.
-fn each_store<'a>(settings: &[(&'a str, &'a str)], redis_url: Option<&'a str>) -> Vec<Vec<(&'a str, &'a str)>> {
-    let mut stores = vec![settings.to_vec()];
-    if let Some(url) = redis_url {
-        stores.push([settings, &[("REDIS_URL", url)]].concat());
-    }
-    stores
-}
-
 /// A Chat Completions message of `count` transfers.
 fn many_transfers(count: usize) -> Value {
     let calls: Vec<Value> = (0..count)
@@ -364,11 +377,9 @@ fn many_transfers(count: usize) -> Value {
 
 #[tokio::test]
 async fn a_message_of_many_gated_calls_keeps_to_the_approval_budgets() {
-    let redis = RedisServer::start();
-    let setup = Setup::new();
-    let redis_url = redis.as_ref().map(RedisServer::url);
+    let setup = Setup::on_each_store();
     let budgets = [("MAX_PENDING_APPROVALS", "5"), ("MAX_APPROVALS", "8")];
-    for settings in each_store(&budgets, redis_url.as_deref()) {
+    for settings in setup.each_store(&budgets) {
         let orchestrator = setup.start(&settings).await;
         // The calls of one message are asked for at once: five become pending, the rest are refused.
         let path = "/v1/tool-calls?format=openai&envelope=true";
@@ -395,13 +406,11 @@ async fn a_message_of_many_gated_calls_keeps_to_the_approval_budgets() {
 
 #[tokio::test]
 async fn approvals_have_a_byte_budget_each_and_in_all() {
-    let redis = RedisServer::start();
-    let setup = Setup::new();
-    let redis_url = redis.as_ref().map(RedisServer::url);
+    let setup = Setup::on_each_store();
     // Each transfer of `many_transfers(8)` is 24 bytes of arguments, an
     // 8-byte call id (as JSON) and 512 kept for its decision: four fit in 2176.
     let budgets = [("MAX_APPROVAL_ARGUMENT_BYTES", "50"), ("MAX_APPROVAL_BYTES", "2176")];
-    for settings in each_store(&budgets, redis_url.as_deref()) {
+    for settings in setup.each_store(&budgets) {
         let orchestrator = setup.start(&settings).await;
         let path = "/v1/tool-calls?format=openai&envelope=true";
         let large = transfer_message("call_large", &json!({"to": "c".repeat(40), "cents": 1}));
@@ -449,9 +458,7 @@ fn large_transfer() -> Value {
 
 #[tokio::test]
 async fn an_approved_calls_result_counts_against_the_byte_budget_until_it_is_dropped() {
-    let redis = RedisServer::start();
-    let setup = Setup::new();
-    let redis_url = redis.as_ref().map(RedisServer::url);
+    let setup = Setup::on_each_store();
     // The large transfer counts 2029 bytes (arguments and call id, as
     // JSON), 16 of its reason and, approved, 2102 of its result (which
     // echoes the name): 4147. A small transfer (36, and 512 kept for its
@@ -460,7 +467,7 @@ async fn an_approved_calls_result_counts_against_the_byte_budget_until_it_is_dro
     // 20 s after it was asked (Redis rounds the time down to the second),
     // the first small one about 25 s after.
     let budgets = [("MAX_APPROVAL_BYTES", "5000"), ("APPROVAL_EXPIRY_SECONDS", "10")];
-    for settings in each_store(&budgets, redis_url.as_deref()) {
+    for settings in setup.each_store(&budgets) {
         let orchestrator = setup.start(&settings).await;
         let (_, pending) = request_transfer_of(&orchestrator, "call_big", &large_transfer()).await;
         let (status, decided) = decide(&orchestrator, &key("ada"), &pending["id"], "approve").await;
@@ -484,18 +491,16 @@ async fn an_approved_calls_result_counts_against_the_byte_budget_until_it_is_dro
         let (status, shown) = orchestrator.get_with(&path, Some(&key("ada"))).await;
         assert_eq!(status, 200, "{settings:?}: room was made by the large transfer alone: {shown}");
     }
-    assert_eq!(setup.calls.count(), redis_url.map_or(1, |_| 2));
+    assert_eq!(setup.calls.count(), setup.each_store(&budgets).len(), "the large transfer ran once on each store");
 }
 
 #[tokio::test]
 async fn a_result_over_the_byte_budget_is_answered_but_kept_as_an_error_naming_it() {
-    let redis = RedisServer::start();
-    let setup = Setup::new();
-    let redis_url = redis.as_ref().map(RedisServer::url);
+    let setup = Setup::on_each_store();
     // The large transfer fits pending (2029 bytes and 512 kept for its
     // decision), but not with its result (4147 in all).
     let budgets = [("MAX_APPROVAL_BYTES", "3000")];
-    for settings in each_store(&budgets, redis_url.as_deref()) {
+    for settings in setup.each_store(&budgets) {
         let orchestrator = setup.start(&settings).await;
         let calls = setup.calls.count();
         let (_, pending) = request_transfer_of(&orchestrator, "call_big", &large_transfer()).await;
@@ -520,13 +525,11 @@ async fn a_result_over_the_byte_budget_is_answered_but_kept_as_an_error_naming_i
 
 #[tokio::test]
 async fn a_reason_longer_than_its_budget_or_than_room_left_is_refused_and_nothing_runs() {
-    let redis = RedisServer::start();
-    let setup = Setup::new();
-    let redis_url = redis.as_ref().map(RedisServer::url);
+    let setup = Setup::on_each_store();
     // Two transfers fill the budget: 26 bytes of arguments, an 8-byte call
     // id (as JSON) and 512 kept for the decision each.
     let budgets = [("MAX_APPROVAL_REASON_BYTES", "100"), ("MAX_APPROVAL_BYTES", "1092")];
-    for settings in each_store(&budgets, redis_url.as_deref()) {
+    for settings in setup.each_store(&budgets) {
         let orchestrator = setup.start(&settings).await;
         let calls = setup.calls.count();
         let (_, pending) = request_transfer(&orchestrator, "call_1").await;

@@ -17,26 +17,41 @@ fn names(tools: &Value) -> Vec<&str> {
     tools.as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect()
 }
 
+/// The orchestrator over `modules` (name and URL) with the API `keys`, the
+/// service token (sent by default) and the `extra` settings, once every
+/// module is up; its keys file, kept as long as it runs; and the keys'
+/// secrets, in order.
+async fn start_with_keys<const N: usize>(
+    modules: &[(&str, String)],
+    keys: [TestKey; N],
+    extra: &[(&str, &str)],
+) -> (OrchestratorProcess, tempfile::NamedTempFile, [String; N]) {
+    let services = module_services(modules);
+    let keys_file = keys_file(&keys);
+    let mut env = vec![
+        ("MODULE_SERVICES", services.as_str()),
+        ("API_KEYS_FILE", keys_file.path().to_str().unwrap()),
+        ("ORCHESTRATOR_API_TOKEN", SERVICE_TOKEN),
+    ];
+    env.extend_from_slice(extra);
+    let orchestrator = OrchestratorProcess::start(&env).with_token(SERVICE_TOKEN);
+    for (name, _) in modules {
+        orchestrator.wait_for_module(name, "up", Duration::from_secs(10)).await;
+    }
+    (orchestrator, keys_file, keys.map(|key| key.key))
+}
+
 #[tokio::test]
 async fn keys_see_and_call_only_what_they_allow_and_act_for_their_own_user() {
     let (alpha, alpha_calls) = sdk_module("alpha");
     let alpha = ModuleServer::sdk(alpha);
     let beta = ModuleServer::sdk(sdk_module("beta").0);
-    let services = module_services(&[("alpha", alpha.url()), ("beta", beta.url())]);
     let ada = TestKey::new("ada", "ada", "user");
     let mut admin = TestKey::new("root", "root", "admin");
     admin.modules = Some(&["alpha"]);
     let backend = TestKey::new("backend", "any", "admin");
-    let keys = keys_file(&[ada, admin, backend]);
-    let env = [
-        ("MODULE_SERVICES", services.as_str()),
-        ("API_KEYS_FILE", keys.path().to_str().unwrap()),
-        ("ORCHESTRATOR_API_TOKEN", SERVICE_TOKEN),
-    ];
-    let orchestrator = OrchestratorProcess::start(&env).with_token(SERVICE_TOKEN);
-    orchestrator.wait_for_module("alpha", "up", Duration::from_secs(10)).await;
-    orchestrator.wait_for_module("beta", "up", Duration::from_secs(10)).await;
-    let [ada, admin, backend] = ["ada", "root", "backend"].map(|id| TestKey::new(id, "", "").key);
+    let modules = [("alpha", alpha.url()), ("beta", beta.url())];
+    let (orchestrator, _keys, [ada, admin, backend]) = start_with_keys(&modules, [ada, admin, backend], &[]).await;
 
     // What each key lists: the intersection of what it asks and what it allows.
     let (status, tools) = orchestrator.get_with("/tools?permission=owner", Some(&ada)).await;
@@ -280,18 +295,10 @@ async fn development_mode_revokes_no_keys_on_the_redis_it_shares() {
 async fn modules_and_refreshes_show_internals_to_operators_only() {
     let alpha = ModuleServer::sdk(sdk_module("alpha").0);
     let beta = ModuleServer::sdk(sdk_module("beta").0);
-    let services = module_services(&[("alpha", alpha.url()), ("beta", beta.url())]);
     let guest = TestKey { modules: Some(&["alpha"]), ..TestKey::new("guest", "gus", "guest") };
-    let keys = keys_file(&[guest, TestKey::new("root", "root", "admin"), TestKey::new("backend", "any", "guest")]);
-    let env = [
-        ("MODULE_SERVICES", services.as_str()),
-        ("API_KEYS_FILE", keys.path().to_str().unwrap()),
-        ("ORCHESTRATOR_API_TOKEN", SERVICE_TOKEN),
-    ];
-    let orchestrator = OrchestratorProcess::start(&env).with_token(SERVICE_TOKEN);
-    orchestrator.wait_for_module("alpha", "up", Duration::from_secs(10)).await;
-    orchestrator.wait_for_module("beta", "up", Duration::from_secs(10)).await;
-    let [guest, root, backend] = ["guest", "root", "backend"].map(|id| TestKey::new(id, "", "").key);
+    let keys = [guest, TestKey::new("root", "root", "admin"), TestKey::new("backend", "any", "guest")];
+    let modules = [("alpha", alpha.url()), ("beta", beta.url())];
+    let (orchestrator, _keys, [guest, root, backend]) = start_with_keys(&modules, keys, &[]).await;
 
     // A key limited to alpha sees alpha only, without its URL or errors.
     let (status, answer) = orchestrator.get_with("/modules", Some(&guest)).await;
@@ -322,17 +329,9 @@ async fn modules_and_refreshes_show_internals_to_operators_only() {
 async fn a_service_key_decides_the_approvals_of_tools_it_may_use_itself() {
     let (bank, calls) = approval_module("bank");
     let bank = ModuleServer::sdk(bank);
-    let services = module_services(&[("bank", bank.url())]);
-    let keys = keys_file(&[TestKey::new("bob", "bob", "user"), TestKey::new("backend", "any", "guest")]);
-    let env = [
-        ("MODULE_SERVICES", services.as_str()),
-        ("API_KEYS_FILE", keys.path().to_str().unwrap()),
-        ("ORCHESTRATOR_API_TOKEN", SERVICE_TOKEN),
-        ("APPROVAL_FOR_DESTRUCTIVE", "true"),
-    ];
-    let orchestrator = OrchestratorProcess::start(&env).with_token(SERVICE_TOKEN);
-    orchestrator.wait_for_module("bank", "up", Duration::from_secs(10)).await;
-    let [bob, backend] = ["bob", "backend"].map(|id| TestKey::new(id, "", "").key);
+    let keys = [TestKey::new("bob", "bob", "user"), TestKey::new("backend", "any", "guest")];
+    let extra = [("APPROVAL_FOR_DESTRUCTIVE", "true")];
+    let (orchestrator, _keys, [bob, backend]) = start_with_keys(&[("bank", bank.url())], keys, &extra).await;
 
     // Bob's transfer (a guest tool) and, asked by the service token, an admin-only wipe wait.
     let transfer = json!({"tool_name": "bank.transfer", "arguments": {"to": "carol", "cents": 5}});
