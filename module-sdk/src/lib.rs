@@ -60,6 +60,7 @@ mod metrics;
 mod module;
 mod openapi;
 pub mod otlp;
+mod path_setting;
 pub mod schema;
 mod server;
 pub mod service;
@@ -80,6 +81,7 @@ pub use listener::ServerLimits;
 pub use mcp::SdkFlags;
 pub use module::{Module, ModuleService};
 pub use module_sdk_macros::tool;
+pub use path_setting::{PathSetting, PathSettingError, PathUse};
 pub use testing::TestClient;
 pub use tool::{DEFAULT_TIMEOUT, IntoTool, MAX_TIMEOUT, Tool, ToolHandler};
 

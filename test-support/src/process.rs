@@ -42,21 +42,8 @@ impl Process {
     /// stdout and stderr is kept, line by line, for [`Process::logs`]. Panics
     /// with those logs when the process exits or does not listen within
     /// [`START_TIMEOUT`].
-    pub fn start(mut command: Command) -> Self {
-        let log_filter = command
-            .get_envs()
-            .find(|(key, _)| *key == "RUST_LOG")
-            .and_then(|(_, value)| value)
-            .map(|value| format!("{},{LISTENING_TARGETS}", value.to_string_lossy()))
-            .unwrap_or_else(|| "info".to_owned());
-        for (name, default) in [("HOST", "127.0.0.1"), ("PORT", "0"), ("LOG_FORMAT", "json")] {
-            if !command.get_envs().any(|(key, value)| key == name && value.is_some()) {
-                command.env(name, default);
-            }
-        }
-        command.env("RUST_LOG", log_filter).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        let program = command.get_program().to_string_lossy().into_owned();
-        let mut child = command.spawn().unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
+    pub fn start(command: Command) -> Self {
+        let (program, mut child) = spawn(command);
 
         let logs = Arc::new(Mutex::new(Vec::new()));
         let (address_tx, address_rx) = mpsc::channel();
@@ -82,6 +69,30 @@ impl Process {
             }
         };
         Self { child, address, logs }
+    }
+
+    /// Starts `command` as [`Process::start`] does, for a binary that must
+    /// refuse to start: waits up to [`START_TIMEOUT`] for it to exit, checks
+    /// that it failed with exit code 1 (`module_sdk::run_main`'s error, not
+    /// a panic's 101) and gives its standard error. Panics with its output
+    /// otherwise.
+    pub fn start_failing(command: Command) -> String {
+        let (program, mut child) = spawn(command);
+        let deadline = Instant::now() + START_TIMEOUT;
+        while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let output = child.wait_with_output().expect("the child is reaped");
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{program} did not fail with an error; its output:\n{stdout}{stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{program} panicked:\n{stderr}");
+        stderr
     }
 
     /// The address it listens on.
@@ -187,6 +198,28 @@ impl Drop for Process {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Spawns `command` with `HOST=127.0.0.1`, `PORT=0`, `LOG_FORMAT=json` and
+/// `RUST_LOG=info` unless it sets them (another `RUST_LOG` keeps the
+/// listening events), standard input closed and its output piped; the
+/// program's name with the child.
+fn spawn(mut command: Command) -> (String, Child) {
+    let log_filter = command
+        .get_envs()
+        .find(|(key, _)| *key == "RUST_LOG")
+        .and_then(|(_, value)| value)
+        .map(|value| format!("{},{LISTENING_TARGETS}", value.to_string_lossy()))
+        .unwrap_or_else(|| "info".to_owned());
+    for (name, default) in [("HOST", "127.0.0.1"), ("PORT", "0"), ("LOG_FORMAT", "json")] {
+        if !command.get_envs().any(|(key, value)| key == name && value.is_some()) {
+            command.env(name, default);
+        }
+    }
+    command.env("RUST_LOG", log_filter).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let program = command.get_program().to_string_lossy().into_owned();
+    let child = command.spawn().unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
+    (program, child)
 }
 
 /// Reads `stream` line by line into `logs` on a thread of its own; the

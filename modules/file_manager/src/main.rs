@@ -17,14 +17,17 @@ mod tools;
 use std::process::ExitCode;
 
 use clap::Parser;
-use module_sdk::Module;
+use module_sdk::{Module, PathSettingError};
 
-use crate::settings::Settings;
-use crate::store::{Store, StoreError};
+use crate::settings::{FILES_ROOT, Settings};
+use crate::store::Store;
 
-/// The module over the store at `settings.files_root`.
-fn module(settings: &Settings) -> Result<Module, StoreError> {
-    let store = Store::open(&settings.files_root, settings.limits())?;
+/// The module over the store at `settings.files_root` (opened by its
+/// absolute path, which an error names).
+fn module(settings: &Settings) -> Result<Module, PathSettingError> {
+    let root = FILES_ROOT.absolute(&settings.files_root)?;
+    let store =
+        Store::open(&root, settings.limits()).map_err(|e| FILES_ROOT.unusable(&settings.files_root, &root, e))?;
     Ok(Module::new(
         "file_manager",
         "Keep the user's own files: create text documents, upload files, read, list and delete them.",
@@ -42,8 +45,7 @@ fn module(settings: &Settings) -> Result<Module, StoreError> {
 async fn main() -> ExitCode {
     module_sdk::run_main("file_manager", async {
         let settings = Settings::parse();
-        let module = module(&settings)
-            .map_err(|error| format!("cannot use FILES_ROOT={}: {error}", settings.files_root.display()))?;
+        let module = module(&settings).map_err(|e| e.to_string())?;
         module.serve().await.map_err(|e| e.to_string())
     })
     .await

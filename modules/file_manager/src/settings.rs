@@ -6,8 +6,13 @@
 use std::path::PathBuf;
 
 use clap::Parser;
+use module_sdk::{PathSetting, PathUse};
 
 use crate::store::Limits;
+
+/// `FILES_ROOT`, for its errors.
+pub const FILES_ROOT: PathSetting =
+    PathSetting { name: "FILES_ROOT", what: "the files directory", usage: PathUse::Create };
 
 /// Settings of the file_manager module.
 #[derive(Debug, Clone, Parser)]

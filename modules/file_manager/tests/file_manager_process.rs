@@ -1,18 +1,20 @@
 //! The file_manager binary as a process, over HTTP: hostile arguments,
 //! planted links, isolation between users, a crash in the middle of many
-//! writes, and concurrent writers.
+//! writes, concurrent writers, and the error naming a FILES_ROOT that
+//! cannot be created.
 
 mod support;
 
 use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::process::ModuleProcess;
-use test_support::error_kind;
+use test_support::{Process, error_kind};
 
 fn file_id(result: &Value) -> String {
     assert_eq!(result["success"], true, "{result}");
@@ -44,6 +46,21 @@ fn is_store_path(root: &Path, path: &Path) -> bool {
         ["users", area, record] => is_area(area) && is_record(record),
         _ => false,
     }
+}
+
+#[test]
+fn a_root_that_cannot_be_created_is_named_by_its_absolute_path_and_setting() {
+    // A relative FILES_ROOT under a working directory where `data` is a
+    // file (as root, a read-only directory would not stop it).
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("data"), "").unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_file_manager"));
+    command.current_dir(dir.path()).env_clear().env("FILES_ROOT", "data/files");
+    let stderr = Process::start_failing(command);
+    let absolute = dir.path().join("data/files");
+    let named = format!("cannot use the files directory {} (FILES_ROOT=data/files)", absolute.display());
+    assert!(stderr.contains(&named), "{stderr}");
+    assert!(stderr.contains("set FILES_ROOT (or --files-root) to an absolute path"), "{stderr}");
 }
 
 #[tokio::test]

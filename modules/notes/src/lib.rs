@@ -13,14 +13,17 @@ pub mod store;
 pub mod tags;
 pub mod tools;
 
-use module_sdk::Module;
+use module_sdk::{Module, PathSettingError};
 
-use crate::settings::Settings;
-use crate::store::{Store, StoreError};
+use crate::settings::{NOTES_DB, Settings};
+use crate::store::Store;
 
-/// The module over the database `settings.notes_db` (opened and migrated now).
-pub fn module(settings: &Settings) -> Result<Module, StoreError> {
-    let store = Store::open(&settings.notes_db, settings.limits(), settings.busy_timeout())?;
+/// The module over the database `settings.notes_db` (opened and migrated
+/// now, by its absolute path, which an error names).
+pub fn module(settings: &Settings) -> Result<Module, PathSettingError> {
+    let database = NOTES_DB.absolute(&settings.notes_db)?;
+    let store = Store::open(&database, settings.limits(), settings.busy_timeout())
+        .map_err(|e| NOTES_DB.unusable(&settings.notes_db, &database, e))?;
     Ok(Module::new(
         "notes",
         "The user's long-term notes: save facts to remember, search them by relevance, list, edit and delete them.",

@@ -13,8 +13,7 @@ use notes::settings::Settings;
 async fn main() -> ExitCode {
     module_sdk::run_main("notes", async {
         let settings = Settings::parse();
-        let module = notes::module(&settings)
-            .map_err(|error| format!("cannot use NOTES_DB={}: {error}", settings.notes_db.display()))?;
+        let module = notes::module(&settings).map_err(|e| e.to_string())?;
         module.serve().await.map_err(|e| e.to_string())
     })
     .await

@@ -7,8 +7,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
+use module_sdk::{PathSetting, PathUse};
 
 use crate::store::Limits;
+
+/// `NOTES_DB`, for its errors.
+pub const NOTES_DB: PathSetting = PathSetting { name: "NOTES_DB", what: "the database", usage: PathUse::Create };
 
 /// Settings of the notes module.
 #[derive(Debug, Clone, Parser)]

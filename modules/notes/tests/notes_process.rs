@@ -1,6 +1,7 @@
 //! The notes binary as a process, over HTTP: round trips, isolation
 //! between users, hostile search text, ranking, limits, and a SIGKILL in
-//! the middle of many saves.
+//! the middle of many saves, and the error naming a database that cannot
+//! be created.
 
 use std::path::Path;
 use std::process::Command;
@@ -17,6 +18,23 @@ fn start(db: &Path, env: &[(&str, &str)]) -> Process {
     let mut command = Command::new(env!("CARGO_BIN_EXE_notes"));
     command.env_clear().envs(env.iter().copied()).env("NOTES_DB", db).env("RUST_LOG", "error");
     Process::start(command)
+}
+
+#[test]
+fn a_database_that_cannot_be_created_is_named_by_its_absolute_path_and_setting() {
+    // A relative NOTES_DB under a working directory where `data` is a file
+    // (as root, a read-only directory would not stop it).
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("data"), "").unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_notes"));
+    command.current_dir(dir.path()).env_clear().env("NOTES_DB", "data/notes.db");
+    let stderr = Process::start_failing(command);
+    let absolute = dir.path().join("data/notes.db");
+    assert!(
+        stderr.contains(&format!("cannot use the database {} (NOTES_DB=data/notes.db)", absolute.display())),
+        "{stderr}"
+    );
+    assert!(stderr.contains("set NOTES_DB (or --notes-db) to an absolute path"), "{stderr}");
 }
 
 /// Calls `notes.<tool>` as `user`.

@@ -24,7 +24,7 @@ use tokio::sync::Notify;
 
 use crate::delivery::Webhook;
 use crate::firing::Firing;
-use crate::settings::{SET_DATABASE, Settings};
+use crate::settings::{SCHEDULER_DB, Settings};
 use crate::store::Store;
 use crate::tools::Scheduler;
 
@@ -34,11 +34,9 @@ const API_CALL_MAX_REDIRECTS: u8 = 5;
 /// The module and, when a delivery URL is set, its firing loop (to spawn
 /// before serving).
 pub fn module(settings: &Settings) -> Result<(Module, Option<Firing>), String> {
-    let database = settings.database_path()?;
-    let store = Store::open(&database, settings.limits(), settings.busy_timeout()).map_err(|e| {
-        let given = settings.scheduler_db.display();
-        format!("cannot use the database {} (SCHEDULER_DB={given}): {e}; {SET_DATABASE}", database.display())
-    })?;
+    let database = settings.database_path().map_err(|e| e.to_string())?;
+    let store = Store::open(&database, settings.limits(), settings.busy_timeout())
+        .map_err(|e| SCHEDULER_DB.unusable(&settings.scheduler_db, &database, e).to_string())?;
     let store = Arc::new(store);
     schedule::time_zone(&settings.default_timezone).map_err(|e| format!("SCHEDULER_DEFAULT_TIMEZONE: {e}"))?;
     let timeout = std::time::Duration::from_secs(settings.delivery_timeout_seconds);

@@ -8,15 +8,14 @@ use std::time::Duration;
 
 use clap::Parser;
 use ipnet::IpNet;
+use module_sdk::{PathSetting, PathSettingError, PathUse};
 
 use crate::delivery::RetryPolicy;
 use crate::store::Limits;
 
-/// What to do when the database cannot be used, for its error messages.
-pub(crate) const SET_DATABASE: &str = concat!(
-    "set SCHEDULER_DB (or --scheduler-db) to an absolute path in a directory this process may create and write ",
-    "(MCP clients start a module with --stdio in a working directory of their own, often /)"
-);
+/// `SCHEDULER_DB`, for its errors.
+pub const SCHEDULER_DB: PathSetting =
+    PathSetting { name: "SCHEDULER_DB", what: "the database", usage: PathUse::Create };
 
 /// Settings of the scheduler module.
 #[derive(Debug, Clone, Parser)]
@@ -149,13 +148,8 @@ impl Settings {
     /// The database file as an absolute path (a relative `SCHEDULER_DB`
     /// is taken from the working directory), so that an error names the
     /// place it really is.
-    pub fn database_path(&self) -> Result<PathBuf, String> {
-        std::path::absolute(&self.scheduler_db).map_err(|e| {
-            format!(
-                "cannot use SCHEDULER_DB={}: it is relative, and the working directory cannot be read ({e}); {SET_DATABASE}",
-                self.scheduler_db.display()
-            )
-        })
+    pub fn database_path(&self) -> Result<PathBuf, PathSettingError> {
+        SCHEDULER_DB.absolute(&self.scheduler_db)
     }
 }
 

@@ -311,21 +311,15 @@ async fn without_a_delivery_url_it_warns_that_nothing_fires_over_http_and_on_std
     assert!(!String::from_utf8_lossy(&output.stdout).contains(WARNING));
 }
 
-#[tokio::test]
-async fn a_database_that_cannot_be_created_is_named_by_its_absolute_path_and_setting() {
+#[test]
+fn a_database_that_cannot_be_created_is_named_by_its_absolute_path_and_setting() {
     // The default `./data/scheduler.db`, from a working directory where
     // `data` is a file (as root, a read-only directory would not stop it).
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("data"), "").unwrap();
-    let started = tokio::process::Command::new(env!("CARGO_BIN_EXE_scheduler"))
-        .current_dir(dir.path())
-        .env_clear()
-        .env("PORT", "0")
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(30), started).await.expect("it exits").unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let mut command = Command::new(env!("CARGO_BIN_EXE_scheduler"));
+    command.current_dir(dir.path()).env_clear();
+    let stderr = Process::start_failing(command);
     let absolute = dir.path().join("data/scheduler.db");
     assert!(stderr.contains(&format!("cannot use the database {}", absolute.display())), "{stderr}");
     assert!(stderr.contains("set SCHEDULER_DB (or --scheduler-db) to an absolute path"), "{stderr}");

@@ -25,7 +25,7 @@ use module_sdk::service::init_logging;
 
 use crate::catalog::Catalog;
 use crate::serve::LiveRouter;
-use crate::settings::Settings;
+use crate::settings::{SKILLS_DIR, Settings};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -36,8 +36,11 @@ async fn main() -> ExitCode {
 async fn run(settings: Settings) -> Result<(), String> {
     let config = ServeConfig::from_env().map_err(|e| e.to_string())?;
     init_logging(config.log_format);
-    if !settings.skills_dir.is_dir() {
-        return Err(format!("SKILLS_DIR={} is not a directory", settings.skills_dir.display()));
+    let dir = SKILLS_DIR.absolute(&settings.skills_dir).map_err(|e| e.to_string())?;
+    match std::fs::metadata(&dir) {
+        Ok(metadata) if metadata.is_dir() => {}
+        Ok(_) => return Err(SKILLS_DIR.unusable(&settings.skills_dir, &dir, "it is not a directory").to_string()),
+        Err(error) => return Err(SKILLS_DIR.unusable(&settings.skills_dir, &dir, error).to_string()),
     }
     if settings.sdk.stdio {
         // One MCP session over stdio: the tools found now, no reload (MCP

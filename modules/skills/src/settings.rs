@@ -7,6 +7,11 @@ use std::time::Duration;
 
 use clap::Parser;
 use limited_process::Limits;
+use module_sdk::{PathSetting, PathUse};
+
+/// `SKILLS_DIR`, for its errors.
+pub const SKILLS_DIR: PathSetting =
+    PathSetting { name: "SKILLS_DIR", what: "the skills directory", usage: PathUse::ReadDirectory };
 
 /// Settings of the skills module.
 #[derive(Debug, Clone, Parser)]

@@ -1,5 +1,6 @@
 //! Whole-process tests: the real `skills` binary over skills written by
-//! the test into a temporary SKILLS_DIR.
+//! the test into a temporary SKILLS_DIR, and the error naming a SKILLS_DIR
+//! that is missing.
 
 use std::path::Path;
 use std::process::Command;
@@ -237,6 +238,23 @@ async fn changes_under_skills_dir_reach_the_manifest_without_a_restart() {
     std::fs::remove_dir_all(dir.path().join("later")).unwrap();
     manifest_within_two_seconds(&module, |m| !tool_names(m).contains(&"skills.later_hello".to_owned())).await;
     assert_eq!(module.pid(), pid);
+}
+
+#[test]
+fn a_missing_skills_directory_is_named_by_its_absolute_path_and_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_skills"));
+    command.current_dir(dir.path()).env_clear().env("SKILLS_DIR", "missing");
+    let stderr = Process::start_failing(command);
+    let absolute = dir.path().join("missing");
+    assert!(
+        stderr.contains(&format!("cannot use the skills directory {} (SKILLS_DIR=missing)", absolute.display())),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("set SKILLS_DIR (or --skills-dir) to an absolute path of a directory that exists"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]
