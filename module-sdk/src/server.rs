@@ -292,7 +292,7 @@ pub(crate) async fn execute(
         Some(call) => call,
         None => match serde_json::from_slice::<ToolCall>(&body) {
             Ok(call) => call.into(),
-            Err(error) => return error_response(StatusCode::BAD_REQUEST, bad_call_message(&error)),
+            Err(error) => return error_response(StatusCode::BAD_REQUEST, bad_call_message(&body, &error)),
         },
     };
     // The call's future in a box of its own: axum boxes this handler's
@@ -345,8 +345,8 @@ impl<S: Sync> FromRequestParts<S> for CallerTrace {
 }
 
 /// Says whether a body failed as JSON or as a ToolCall, and where.
-fn bad_call_message(error: &serde_json::Error) -> String {
-    if is_too_deep(error) {
+fn bad_call_message(body: &[u8], error: &serde_json::Error) -> String {
+    if is_too_deep(body, error) {
         return too_deep_message();
     }
     match error.classify() {
@@ -528,7 +528,7 @@ mod received_call_tests {
             };
             let slow = match serde_json::from_str::<ToolCall>(body) {
                 Ok(call) => text(service.answer(call.into(), None).await.to_json().unwrap()),
-                Err(error) => bad_call_message(&error),
+                Err(error) => bad_call_message(body.as_bytes(), &error),
             };
             (fast, slow)
         })
