@@ -41,6 +41,8 @@ struct Behaviour {
     events: fn(Arc<Seen>) -> Body,
     /// Whether the client's answers to the server's requests are never answered.
     hold_answers: bool,
+    /// Whether every `tools/list` after the first is never answered.
+    hold_lists: bool,
 }
 
 fn tool(name: &str) -> Value {
@@ -73,7 +75,9 @@ fn start(behaviour: Behaviour) -> (ModuleServer, Arc<Seen>) {
                     "serverInfo": {"name": "hostile", "version": "1.0.0"}
                 }),
                 Some("tools/list") => {
-                    seen.lists.fetch_add(1, Ordering::SeqCst);
+                    if seen.lists.fetch_add(1, Ordering::SeqCst) > 0 && behaviour.hold_lists {
+                        std::future::pending::<()>().await;
+                    }
                     (behaviour.list)(&request["params"], &seen)
                 }
                 Some("tools/call") => json!({"content": [{"type": "text", "text": "done"}]}),
@@ -132,7 +136,7 @@ fn ping_flood(_seen: Arc<Seen>) -> Body {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_flooding_its_own_requests_loses_its_session_naming_the_budget() {
-    let (server, _) = start(Behaviour { list: one_tool, events: ping_flood, hold_answers: true });
+    let (server, _) = start(Behaviour { list: one_tool, events: ping_flood, hold_answers: true, hold_lists: false });
     let orchestrator = orchestrator_for(&server.url(), &[("MAX_MCP_SERVER_REQUESTS", "8")]);
     let status = wait_for_error(&orchestrator, "MAX_MCP_SERVER_REQUESTS (8)", Duration::from_secs(20)).await;
     assert!(status["last_error"].as_str().unwrap().contains("unanswered"), "{status}");
@@ -147,13 +151,16 @@ fn changing_list(_params: &Value, seen: &Seen) -> Value {
     }
 }
 
+/// One `notifications/tools/list_changed` event.
+const LIST_CHANGED: &str = "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n";
+
 /// How long [`list_changed_storm`] lasts.
 const STORM: Duration = Duration::from_secs(3);
 
 /// After half a second, the tools change and `notifications/tools/list_changed`
 /// comes 10,000 times a second for [`STORM`]; then the stream stays quiet.
 fn list_changed_storm(seen: Arc<Seen>) -> Body {
-    let event = "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n";
+    let event = LIST_CHANGED;
     let ticks = futures::stream::unfold(None::<Instant>, move |started| {
         let seen = Arc::clone(&seen);
         async move {
@@ -177,7 +184,8 @@ fn list_changed_storm(seen: Arc<Seen>) -> Body {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_list_changed_storm_is_followed_about_once_a_second() {
-    let (server, seen) = start(Behaviour { list: changing_list, events: list_changed_storm, hold_answers: false });
+    let (server, seen) =
+        start(Behaviour { list: changing_list, events: list_changed_storm, hold_answers: false, hold_lists: false });
     let orchestrator = orchestrator_for(&server.url(), &[]);
     orchestrator.wait_for_module("hostile", "up", Duration::from_secs(20)).await;
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -194,6 +202,68 @@ async fn a_list_changed_storm_is_followed_about_once_a_second() {
     assert!(logged <= 12, "{logged} log lines about it");
 }
 
+/// `notifications/tools/list_changed` every 300 ms.
+fn list_changed_now_and_then(_seen: Arc<Seen>) -> Body {
+    stream_of(futures::stream::unfold((), |()| async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Some((LIST_CHANGED.to_owned(), ()))
+    }))
+}
+
+/// One `notifications/tools/list_changed` once the test has changed the tools.
+fn list_changed_when_changed(seen: Arc<Seen>) -> Body {
+    stream_of(futures::stream::unfold(false, move |sent| {
+        let seen = Arc::clone(&seen);
+        async move {
+            if sent {
+                std::future::pending::<()>().await;
+            }
+            while !seen.changed.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Some((LIST_CHANGED.to_owned(), true))
+        }
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_whose_tools_list_hangs_delays_no_other_servers_change() {
+    let (hung, hung_seen) =
+        start(Behaviour { list: one_tool, events: list_changed_now_and_then, hold_answers: false, hold_lists: true });
+    let (other, other_seen) = start(Behaviour {
+        list: changing_list,
+        events: list_changed_when_changed,
+        hold_answers: false,
+        hold_lists: false,
+    });
+    let services =
+        json!({"hung": format!("mcp+{}/mcp", hung.url()), "other": format!("mcp+{}/mcp", other.url())}).to_string();
+    // The hung server's rediscoveries wait far longer than this test lasts,
+    // and no periodic refresh comes to the other module's rescue.
+    let orchestrator = OrchestratorProcess::start(&[
+        ("MODULE_SERVICES", &services),
+        ("DISCOVERY_TIMEOUT", "600"),
+        ("REFRESH_INTERVAL", "3600"),
+    ]);
+    orchestrator.wait_for_module("hung", "up", Duration::from_secs(20)).await;
+    orchestrator.wait_for_module("other", "up", Duration::from_secs(20)).await;
+    // The first tools/list was answered, the second hangs. That may be the
+    // startup's discovery; then `list_changed`, every 300 ms, has `hung`
+    // rediscovered within the next second or two, and that hangs too.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while hung_seen.lists.load(Ordering::SeqCst) < 2 {
+        assert!(Instant::now() < deadline, "the hung server was not asked for its tools again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    other_seen.changed.store(true, Ordering::SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !orchestrator.tool_names("permission=user").await.contains(&"other.second".to_owned()) {
+        assert!(Instant::now() < deadline, "the other server's change waited for the hung server's tools/list");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// `retry: 0`, then the end of the stream.
 fn closes_at_once(_seen: Arc<Seen>) -> Body {
     Body::from("retry: 0\n\n")
@@ -201,7 +271,8 @@ fn closes_at_once(_seen: Arc<Seen>) -> Body {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_event_stream_closed_at_once_is_reopened_at_most_once_a_second() {
-    let (server, seen) = start(Behaviour { list: one_tool, events: closes_at_once, hold_answers: false });
+    let (server, seen) =
+        start(Behaviour { list: one_tool, events: closes_at_once, hold_answers: false, hold_lists: false });
     let orchestrator = orchestrator_for(&server.url(), &[]);
     orchestrator.wait_for_module("hostile", "up", Duration::from_secs(20)).await;
     let before = seen.streams.load(Ordering::SeqCst);
@@ -225,7 +296,8 @@ fn quiet(_seen: Arc<Seen>) -> Body {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_list_pages_that_loop_are_refused_as_a_loop() {
-    let (server, seen) = start(Behaviour { list: looping_pages, events: quiet, hold_answers: false });
+    let (server, seen) =
+        start(Behaviour { list: looping_pages, events: quiet, hold_answers: false, hold_lists: false });
     let orchestrator = orchestrator_for(&server.url(), &[("DISCOVERY_TIMEOUT", "5")]);
     let status = orchestrator.wait_for_module("hostile", "down", Duration::from_secs(20)).await;
     let error = status["last_error"].as_str().unwrap();
