@@ -19,6 +19,7 @@ pub mod execute;
 pub mod gateway_validation;
 pub mod http;
 pub mod identity;
+pub mod init;
 pub mod json_body;
 pub mod limits;
 pub mod listing_cache;

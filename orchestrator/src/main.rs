@@ -111,8 +111,14 @@ impl std::str::FromStr for ToolFormatArg {
     }
 }
 
+fn main() -> ExitCode {
+    // As a container's PID 1, this process only reaps orphans (see its module).
+    orchestrator::init::supervise_if_pid_1().unwrap_or_else(run)
+}
+
+/// Runs the command line.
 #[tokio::main]
-async fn main() -> ExitCode {
+async fn run() -> ExitCode {
     let cli = Cli::parse();
     let config = match Config::load(cli.config.as_deref()) {
         Ok(config) => config,

@@ -36,8 +36,16 @@ impl OrchestratorProcess {
     /// Starts the binary with only `env` on a port the kernel picks, once it
     /// listens (logs in JSON at `info` unless `env` sets `RUST_LOG`).
     pub fn start(env: &[(&str, &str)]) -> Self {
-        let mut command = Command::new(BINARY);
-        command.arg("serve").env_clear().envs(env.iter().copied());
+        Self::start_under(&[], env)
+    }
+
+    /// [`Self::start`], run by the command line `wrapper` (`unshare ...`),
+    /// which passes the orchestrator's output through.
+    pub fn start_under(wrapper: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut line = wrapper.to_vec();
+        line.extend([BINARY, "serve"]);
+        let mut command = Command::new(line[0]);
+        command.args(&line[1..]).env_clear().envs(env.iter().copied());
         let process = Process::start(command);
         Self { url: process.url(), process, client: reqwest::Client::new(), token: None }
     }
