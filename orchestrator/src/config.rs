@@ -126,7 +126,8 @@ pub struct Config {
     pub gateway_validation: GatewayValidationSettings,
     /// `MAX_SEARCH_QUERY_CHARS` and `MAX_SEARCH_RESULTS`: what one tool search may cost.
     pub tool_search: ToolSearchSettings,
-    /// `MCP_ALLOWED_ORIGINS`, `MCP_ALLOWED_HOSTS`, `MCP_PAGE_SIZE`, `MCP_MAX_SESSIONS`
+    /// `MCP_ALLOWED_ORIGINS`, `MCP_ALLOWED_HOSTS`, `MCP_PAGE_SIZE`, `MCP_MAX_SESSIONS`,
+    /// `MCP_MAX_SESSIONS_PER_IDENTITY`, the `MCP_MAX_STREAMS*` settings,
     /// `MCP_PROGRESS_INTERVAL_SECONDS` and the `MCP_*TASK*` settings: how `/mcp` answers MCP clients.
     pub mcp: McpEndpointSettings,
 }
@@ -218,6 +219,7 @@ struct FileConfig {
     mcp_allowed_hosts: Option<Vec<String>>,
     mcp_page_size: Option<usize>,
     mcp_max_sessions: Option<usize>,
+    mcp_max_sessions_per_identity: Option<usize>,
     mcp_max_streams: Option<usize>,
     mcp_max_streams_per_identity: Option<usize>,
     mcp_progress_interval_seconds: Option<f64>,
@@ -414,6 +416,7 @@ impl Config {
                     mcp_allowed_hosts: file.mcp_allowed_hosts,
                     mcp_page_size: file.mcp_page_size,
                     mcp_max_sessions: file.mcp_max_sessions,
+                    mcp_max_sessions_per_identity: file.mcp_max_sessions_per_identity,
                     mcp_max_streams: file.mcp_max_streams,
                     mcp_max_streams_per_identity: file.mcp_max_streams_per_identity,
                     mcp_progress_interval_seconds: file.mcp_progress_interval_seconds,

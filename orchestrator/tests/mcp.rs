@@ -448,6 +448,34 @@ async fn every_initialize_counts_against_the_session_budget_whatever_version_it_
     assert!(session.is_some());
 }
 
+#[tokio::test]
+async fn one_identity_cannot_hold_every_session() {
+    let fleet = Fleet::start(&[("MCP_MAX_SESSIONS", "3"), ("MCP_MAX_SESSIONS_PER_IDENTITY", "2")]).await;
+    let mut ada_sessions = Vec::new();
+    for _ in 0..2 {
+        let (status, session, body) = initialize_raw(&fleet, "ada", "2025-11-25").await;
+        assert_eq!(status, 200, "{body}");
+        ada_sessions.push(session.expect("a session was opened"));
+    }
+    let (status, session, body) = initialize_raw(&fleet, "ada", "2025-11-25").await;
+    assert_eq!((status, session), (429, None), "{body}");
+    assert!(body.contains("MCP_MAX_SESSIONS_PER_IDENTITY (2)"), "{body}");
+
+    // ada's share taken, another key still gets the sessions that are left, then the total refuses.
+    let (status, _, body) = initialize_raw(&fleet, "root", "2025-11-25").await;
+    assert_eq!(status, 200, "{body}");
+    let (status, _, body) = initialize_raw(&fleet, "root", "2025-11-25").await;
+    assert_eq!(status, 429, "{body}");
+    assert!(body.contains("MCP_MAX_SESSIONS (3)"), "{body}");
+
+    // A session ada ends gives her share back.
+    let ended = mcp_raw(&fleet, reqwest::Method::DELETE, "ada", &[("mcp-session-id", &ada_sessions[0])], None).await;
+    assert_eq!(ended.status(), 202);
+    let (status, session, body) = initialize_raw(&fleet, "ada", "2025-11-25").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(session.is_some());
+}
+
 /// Opens a 2025-11-25 session as `key`, handshake and all: its id.
 async fn open_session(fleet: &Fleet, key: &'static str) -> String {
     let (status, session, body) = initialize_raw(fleet, key, "2025-11-25").await;

@@ -3,7 +3,8 @@
 //! Stateless for 2026-07-28 clients (each request carries what it needs;
 //! `subscriptions/listen` keeps a stream open for list changes). A
 //! 2025-11-25 client's `initialize` opens a session (rmcp's, counted by
-//! [`FleetSessions`], at most `MCP_MAX_SESSIONS`), so it can keep
+//! [`FleetSessions`], at most `MCP_MAX_SESSIONS`, `MCP_MAX_SESSIONS_PER_IDENTITY`
+//! of one identity's), so it can keep
 //! `GET /mcp` open and be told when the tool list changes; sessions are
 //! kept in this process only, and end after 5 idle minutes.
 
@@ -48,7 +49,7 @@ impl McpEndpoint {
             .with_legacy_session_mode(true);
         let streams = StreamBudget::new(settings.max_streams, settings.max_streams_per_identity);
         let server = FleetMcp::new(Arc::clone(orchestrator), Arc::clone(&streams));
-        let sessions = Arc::new(FleetSessions::new(settings.max_sessions));
+        let sessions = Arc::new(FleetSessions::new(settings.max_sessions, settings.max_sessions_per_identity));
         let service = StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), transport);
         Self { service, sessions, streams }
     }
@@ -103,7 +104,7 @@ pub(crate) struct McpQuery {
         (status = 406, description = "The client does not accept both `application/json` and `text/event-stream`"),
         (status = 413, description = "The body is over MAX_BODY_BYTES"),
         (status = 415, body = module_sdk::contract::ErrorBody, description = "The body is not sent as `Content-Type: application/json`"),
-        (status = 429, body = module_sdk::contract::ErrorBody, description = "MCP_MAX_SESSIONS sessions are open")
+        (status = 429, body = module_sdk::contract::ErrorBody, description = "MCP_MAX_SESSIONS sessions are open, or MCP_MAX_SESSIONS_PER_IDENTITY of this identity's")
     )
 )]
 pub(crate) async fn serve_mcp(
@@ -185,7 +186,7 @@ async fn handle(
     // A session is its opener's: to anyone else it does not exist.
     if let Some(session) = request.headers().get(SESSION_HEADER) {
         let id = session.to_str().unwrap_or_default();
-        if !endpoint.sessions.owned_by(id, &identity.name).await {
+        if !endpoint.sessions.owned_by(id, &identity.name) {
             return error_response(StatusCode::NOT_FOUND, "no such MCP session: it has ended, or never was");
         }
     }
@@ -197,7 +198,7 @@ async fn handle(
         },
         false => None,
     };
-    let opener = identity.name.clone();
+    let opener = identity.clone();
     request.extensions_mut().insert(McpCaller { identity, caller });
     let response = match endpoint.sessions.opening(&opener, endpoint.service.handle(request)).await {
         Ok(response) => response.into_response(),

@@ -17,7 +17,8 @@
 //!   on `subscriptions/listen` streams (2026-07-28) and on the `GET /mcp`
 //!   stream of 2025-11-25 sessions ([`http`]).
 //! - Sessions (every `initialize` opens one) are counted where rmcp makes
-//!   and ends them, at most `MCP_MAX_SESSIONS`, and are their opener's: to
+//!   and ends them, at most `MCP_MAX_SESSIONS` and `MCP_MAX_SESSIONS_PER_IDENTITY`
+//!   of one identity's, and are their opener's: to
 //!   any other identity a session does not exist ([`sessions`]).
 //! - Event streams (`GET /mcp`, `subscriptions/listen`) each hold a
 //!   connection while open, so they are counted, in all and per identity ([`streams`]).

@@ -17,6 +17,9 @@ use crate::mcp::tasks::TaskSettings;
 
 /// The default `MCP_MAX_SESSIONS`.
 pub const DEFAULT_MAX_SESSIONS: usize = 1000;
+/// The default `MCP_MAX_SESSIONS_PER_IDENTITY`: as many as the event
+/// streams one identity may keep open, one for each session's `GET /mcp`.
+pub const DEFAULT_MAX_SESSIONS_PER_IDENTITY: usize = DEFAULT_MAX_STREAMS_PER_IDENTITY;
 /// The default `MCP_MAX_STREAMS`: this share of `MAX_CONNECTIONS`.
 pub const DEFAULT_STREAMS_SHARE_OF_CONNECTIONS: usize = 4;
 /// The default `MCP_MAX_STREAMS_PER_IDENTITY`.
@@ -33,6 +36,10 @@ pub struct McpEndpointSettings {
     /// task and, while its client listens, a stream); `initialize` beyond it
     /// is refused with `429`. 2026-07-28 clients need none.
     pub max_sessions: usize,
+    /// `MCP_MAX_SESSIONS_PER_IDENTITY`: the sessions one identity may keep,
+    /// so that no one key takes every session (development mode, where
+    /// every caller is the one identity, has only `MCP_MAX_SESSIONS`).
+    pub max_sessions_per_identity: usize,
     /// `MCP_MAX_STREAMS`: the event streams (`GET /mcp`,
     /// `subscriptions/listen`) open at once, each holding a connection;
     /// below `MAX_CONNECTIONS`, by default a quarter of it.
@@ -53,6 +60,7 @@ impl Default for McpEndpointSettings {
         Self {
             transport: McpSettings::default(),
             max_sessions: DEFAULT_MAX_SESSIONS,
+            max_sessions_per_identity: DEFAULT_MAX_SESSIONS_PER_IDENTITY,
             max_streams: DEFAULT_MAX_CONNECTIONS / DEFAULT_STREAMS_SHARE_OF_CONNECTIONS,
             max_streams_per_identity: DEFAULT_MAX_STREAMS_PER_IDENTITY,
             progress_interval: Duration::from_secs_f64(DEFAULT_PROGRESS_INTERVAL_SECONDS),
@@ -72,6 +80,8 @@ pub struct McpEndpointFile {
     pub mcp_page_size: Option<usize>,
     /// `mcp_max_sessions`.
     pub mcp_max_sessions: Option<usize>,
+    /// `mcp_max_sessions_per_identity`.
+    pub mcp_max_sessions_per_identity: Option<usize>,
     /// `mcp_max_streams`.
     pub mcp_max_streams: Option<usize>,
     /// `mcp_max_streams_per_identity`.
@@ -98,6 +108,7 @@ impl McpEndpointFile {
             "MCP_ALLOWED_HOSTS" => self.mcp_allowed_hosts.as_ref().map(|list| list.join(",")),
             "MCP_PAGE_SIZE" => self.mcp_page_size.map(|n| n.to_string()),
             "MCP_MAX_SESSIONS" => self.mcp_max_sessions.map(|n| n.to_string()),
+            "MCP_MAX_SESSIONS_PER_IDENTITY" => self.mcp_max_sessions_per_identity.map(|n| n.to_string()),
             "MCP_MAX_STREAMS" => self.mcp_max_streams.map(|n| n.to_string()),
             "MCP_MAX_STREAMS_PER_IDENTITY" => self.mcp_max_streams_per_identity.map(|n| n.to_string()),
             "MCP_PROGRESS_INTERVAL_SECONDS" => self.mcp_progress_interval_seconds.map(|s| s.to_string()),
@@ -126,6 +137,13 @@ impl McpEndpointSettings {
         })?;
         let max_sessions =
             positive_count(&env, "MCP_MAX_SESSIONS", None, DEFAULT_MAX_SESSIONS, "a positive number of sessions")?;
+        let max_sessions_per_identity = positive_count(
+            &env,
+            "MCP_MAX_SESSIONS_PER_IDENTITY",
+            None,
+            DEFAULT_MAX_SESSIONS_PER_IDENTITY,
+            "a positive number of sessions",
+        )?;
         // At least one, so a small MAX_CONNECTIONS does not start up
         // refusing every stream (with MAX_CONNECTIONS below 2 no number of
         // streams fits, and start-up says so below).
@@ -148,7 +166,15 @@ impl McpEndpointSettings {
         let progress_interval =
             seconds_at_least(&env, "MCP_PROGRESS_INTERVAL_SECONDS", DEFAULT_PROGRESS_INTERVAL_SECONDS, 0.1)?;
         let tasks = TaskSettings::read(&env)?;
-        Ok(Self { transport, max_sessions, max_streams, max_streams_per_identity, progress_interval, tasks })
+        Ok(Self {
+            transport,
+            max_sessions,
+            max_sessions_per_identity,
+            max_streams,
+            max_streams_per_identity,
+            progress_interval,
+            tasks,
+        })
     }
 }
 
@@ -205,15 +231,17 @@ mod tests {
         let settings = read(&[
             ("MCP_ALLOWED_ORIGINS", "http://localhost:*"),
             ("MCP_MAX_SESSIONS", "3"),
+            ("MCP_MAX_SESSIONS_PER_IDENTITY", "1"),
             ("MCP_MAX_STREAMS_PER_IDENTITY", "2"),
             ("MCP_PROGRESS_INTERVAL_SECONDS", "0.5"),
         ])
         .unwrap();
         assert_eq!(settings.transport.allowed_origins, ["http://localhost:*"]);
         assert_eq!((settings.max_sessions, settings.progress_interval), (3, Duration::from_millis(500)));
-        assert_eq!(settings.max_streams_per_identity, 2);
+        assert_eq!((settings.max_sessions_per_identity, settings.max_streams_per_identity), (1, 2));
         for (name, bad) in [
             ("MCP_MAX_SESSIONS", "0"),
+            ("MCP_MAX_SESSIONS_PER_IDENTITY", "0"),
             ("MCP_MAX_STREAMS", "0"),
             ("MCP_MAX_STREAMS_PER_IDENTITY", "none"),
             ("MCP_PROGRESS_INTERVAL_SECONDS", "0"),
