@@ -198,7 +198,7 @@ impl Orchestrator {
     ) -> Result<CallAnswer, AccessError> {
         let caller = identity.caller(request.caller)?;
         if !crate::tool_search::is_meta_tool(&request.tool_name) {
-            let route = self.executor.route(&request.tool_name);
+            let route = self.route_for(identity, &request.tool_name);
             if let Some(approved) = self.straight_to_module(identity, &caller, &route, request.approved) {
                 let (name, arguments) = (request.tool_name, request.arguments);
                 return Ok(self.executor.execute_answer(&caller, route, name, arguments, approved).await);
@@ -209,6 +209,14 @@ impl Orchestrator {
         let outcome =
             Box::pin(self.call(identity, &caller, request.tool_name, arguments, request.approved, None)).await;
         Ok(outcome.result.into())
+    }
+
+    /// Where `identity`'s call of `tool_name` goes; why a module was not
+    /// reached (its discovery error, which may name its internal address)
+    /// only for those who may see that at `GET /modules`.
+    fn route_for(&self, identity: &Identity, tool_name: &str) -> Result<ToolRoute, RouteError> {
+        let route = self.executor.route(tool_name);
+        if identity.is_operator() { route } else { route.map_err(RouteError::without_internals) }
     }
 
     /// Whether a call routed by `route` goes straight to its module (it needs
@@ -248,7 +256,7 @@ impl Orchestrator {
             in_flight.finish(result.error_kind);
             return CallOutcome { result, pending: None };
         }
-        let route = self.executor.route(&tool_name);
+        let route = self.route_for(identity, &tool_name);
         if let Some(approved) = self.straight_to_module(identity, caller, &route, approved) {
             let arguments = CallArguments::Tree(arguments);
             let answer = self.executor.execute_answer(caller, route, tool_name, arguments, approved).await;

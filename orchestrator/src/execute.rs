@@ -316,7 +316,9 @@ impl Executor {
         let visible = || snapshot.tools_for(caller);
         // A module the caller may not use is answered as one that does not exist.
         let hidden = match error {
-            RouteError::NotDiscovered { module, .. } | RouteError::UnknownTool { module, .. }
+            RouteError::NotDiscovered { module, .. }
+            | RouteError::Unavailable { module }
+            | RouteError::UnknownTool { module, .. }
                 if !caller.allows_module(module) =>
             {
                 Some(RouteError::UnknownModule { module: module.clone(), tool: tool_name.to_owned() })
@@ -325,7 +327,9 @@ impl Executor {
         };
         let error = hidden.as_ref().unwrap_or(error);
         let (kind, message) = match error {
-            RouteError::NotDiscovered { .. } => (ErrorKind::Unavailable, error.to_string()),
+            RouteError::NotDiscovered { .. } | RouteError::Unavailable { .. } => {
+                (ErrorKind::Unavailable, error.to_string())
+            }
             RouteError::BadName(_) => (ErrorKind::UnknownTool, error.to_string()),
             RouteError::UnknownModule { .. } => {
                 let modules: BTreeSet<&str> = visible().map(|found| found.module).collect();

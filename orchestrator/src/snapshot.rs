@@ -94,8 +94,15 @@ pub enum RouteError {
     NotDiscovered {
         /// The module.
         module: String,
-        /// Its last discovery error.
+        /// Its last discovery error, which may name its internal address.
         reason: String,
+    },
+    /// [`RouteError::NotDiscovered`] as a caller that may not see modules'
+    /// addresses and errors is told it ([`RouteError::without_internals`]).
+    #[error("module `{module}` is unavailable; try again later")]
+    Unavailable {
+        /// The module.
+        module: String,
     },
     /// The module has no tool of that name.
     #[error("module `{module}` has no tool `{tool}`")]
@@ -105,6 +112,18 @@ pub enum RouteError {
         /// The full tool name.
         tool: String,
     },
+}
+
+impl RouteError {
+    /// The error without what only operators see (as
+    /// [`ModuleStatus::without_internals`](crate::registry::ModuleStatus::without_internals)):
+    /// why a module was not reached.
+    pub fn without_internals(self) -> Self {
+        match self {
+            Self::NotDiscovered { module, .. } => Self::Unavailable { module },
+            other => other,
+        }
+    }
 }
 
 /// Where a call goes: the module and the tool's definition, borrowed from

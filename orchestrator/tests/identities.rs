@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::identities::{ISSUER_KEY, OTHER_KEY, TestKey, claims, hash_key, jwks_file, keys_file, now_plus, token};
 use common::modules::{approval_module, sdk_module};
-use common::{ModuleServer, OrchestratorProcess, module_services};
+use common::{ModuleServer, OrchestratorProcess, free_port, module_services};
 use serde_json::{Value, json};
 
 const SERVICE_TOKEN: &str = "service-token-for-tests-0123456789";
@@ -322,6 +322,36 @@ async fn modules_and_refreshes_show_internals_to_operators_only() {
                 answer["modules"].as_array().unwrap().iter().map(|m| m["url"].as_str().unwrap()).collect();
             assert_eq!(urls, [alpha.url(), beta.url()], "{answer}");
         }
+    }
+}
+
+#[tokio::test]
+async fn why_a_module_was_never_reached_is_told_to_operators_only() {
+    let gone = format!("http://127.0.0.1:{}", free_port());
+    let services = module_services(&[("gone", gone)]);
+    let keys = keys_file(&[TestKey::new("ada", "ada", "user"), TestKey::new("root", "root", "admin")]);
+    let env = [
+        ("MODULE_SERVICES", services.as_str()),
+        ("API_KEYS_FILE", keys.path().to_str().unwrap()),
+        ("ORCHESTRATOR_API_TOKEN", SERVICE_TOKEN),
+    ];
+    let orchestrator = OrchestratorProcess::start(&env).with_token(SERVICE_TOKEN);
+    orchestrator.wait_for_module("gone", "down", Duration::from_secs(10)).await;
+    let [ada, root] = ["ada", "root"].map(|id| TestKey::new(id, "", "").key);
+    let call = json!({"tool_name": "gone.anything", "arguments": {}});
+
+    // A caller allowed the module learns it is unavailable, not its address or error.
+    let (status, result) = orchestrator.post_with("/execute", Some(&ada), &call).await;
+    assert_eq!((status, result["error_kind"].as_str()), (200, Some("unavailable")), "{result}");
+    assert_eq!(result["error"], "module `gone` is unavailable; try again later", "{result}");
+    assert!(!result.to_string().contains("127.0.0.1"), "no address: {result}");
+
+    // Admins, owners and services get the discovery error, as at GET /modules.
+    for operator in [root.as_str(), SERVICE_TOKEN] {
+        let (status, result) = orchestrator.post_with("/execute", Some(operator), &call).await;
+        assert_eq!((status, result["error_kind"].as_str()), (200, Some("unavailable")), "{result}");
+        let error = result["error"].as_str().unwrap();
+        assert!(error.contains("has not been reached yet") && error.contains("127.0.0.1"), "{result}");
     }
 }
 
