@@ -476,6 +476,31 @@ async fn one_identity_cannot_hold_every_session() {
     assert!(session.is_some());
 }
 
+#[tokio::test]
+async fn refused_initializes_log_no_errors() {
+    let mut fleet = Fleet::start(&[("MCP_MAX_SESSIONS", "2"), ("MCP_MAX_SESSIONS_PER_IDENTITY", "1")]).await;
+    // Clients that keep asking past either budget, or without a key, are refused every time.
+    for (key, budget) in [("ada", "MCP_MAX_SESSIONS_PER_IDENTITY (1)"), ("root", "MCP_MAX_SESSIONS (2)")] {
+        let (status, _, body) = initialize_raw(&fleet, key, "2025-11-25").await;
+        assert_eq!(status, 200, "{body}");
+        for _ in 0..5 {
+            let (status, session, body) = initialize_raw(&fleet, key, "2025-11-25").await;
+            assert_eq!((status, session), (429, None), "{body}");
+            assert!(body.contains(budget), "{body}");
+        }
+    }
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}});
+    let (status, _) = fleet.orchestrator.post_with("/mcp", None, &initialize).await;
+    assert_eq!(status, 401);
+
+    // The shutdown line comes after every line the refusals caused: none is an error.
+    fleet.orchestrator.terminate();
+    assert!(fleet.orchestrator.logged(|line| line.contains("shutdown signal received")));
+    let errors: Vec<String> =
+        fleet.orchestrator.logs().into_iter().filter(|line| line.contains(r#""level":"ERROR""#)).collect();
+    assert!(errors.is_empty(), "refusals are no internal errors: {errors:#?}");
+}
+
 /// Opens a 2025-11-25 session as `key`, handshake and all: its id.
 async fn open_session(fleet: &Fleet, key: &'static str) -> String {
     let (status, session, body) = initialize_raw(fleet, key, "2025-11-25").await;

@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Extension, Router};
 use http_body_util::BodyExt;
-use module_sdk::service::error_response;
+use module_sdk::service::{error_response, request_body};
 use rmcp::transport::StreamableHttpService;
 use serde::Deserialize;
 
@@ -26,8 +26,9 @@ use crate::app::Orchestrator;
 use crate::auth::Authorized;
 use crate::caller::{Caller, CallerFields};
 use crate::http::AppState;
+use crate::identity::Identity;
 use crate::mcp::handler::{FleetMcp, McpCaller};
-use crate::mcp::sessions::FleetSessions;
+use crate::mcp::sessions::{FleetSessions, SessionSlot, may_open_session};
 use crate::mcp::streams::{StreamBudget, StreamPermit};
 
 /// The header naming a 2025-11-25 session.
@@ -38,6 +39,8 @@ pub struct McpEndpoint {
     service: StreamableHttpService<FleetMcp, FleetSessions>,
     sessions: Arc<FleetSessions>,
     streams: Arc<StreamBudget>,
+    /// `MAX_BODY_BYTES`: what a message read before rmcp reads it may take.
+    max_body_bytes: usize,
 }
 
 impl McpEndpoint {
@@ -51,7 +54,7 @@ impl McpEndpoint {
         let server = FleetMcp::new(Arc::clone(orchestrator), Arc::clone(&streams));
         let sessions = Arc::new(FleetSessions::new(settings.max_sessions, settings.max_sessions_per_identity));
         let service = StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), transport);
-        Self { service, sessions, streams }
+        Self { service, sessions, streams, max_body_bytes: config.limits.max_body_bytes }
     }
 }
 
@@ -162,13 +165,14 @@ pub(crate) async fn close_session(
 }
 
 /// Any `/mcp` request: a session it names must be the identity's, a `GET`
-/// (an event stream) is counted, and the caller put into its extensions,
-/// then the request handed to the MCP transport.
+/// (an event stream) is counted, a message that may open a session
+/// reserves one, and the caller put into its extensions, then the request
+/// handed to the MCP transport.
 async fn handle(
     Authorized(identity): Authorized,
     Extension(endpoint): Extension<Arc<McpEndpoint>>,
     query: Result<Query<McpQuery>, QueryRejection>,
-    mut request: Request,
+    request: Request,
 ) -> Response {
     let Query(query) = match query {
         Ok(query) => query,
@@ -198,14 +202,41 @@ async fn handle(
         },
         false => None,
     };
-    let opener = identity.clone();
-    request.extensions_mut().insert(McpCaller { identity, caller });
-    let response = match endpoint.sessions.opening(&opener, endpoint.service.handle(request)).await {
-        Ok(response) => response.into_response(),
-        Err(refused) => return error_response(StatusCode::TOO_MANY_REQUESTS, refused.to_string()),
+    let (mut request, slot) = match session_slot(&endpoint, &identity, request).await {
+        Ok(reserved) => reserved,
+        Err(refused) => return refused,
     };
+    request.extensions_mut().insert(McpCaller { identity, caller });
+    let response = endpoint.sessions.opening(slot, endpoint.service.handle(request)).await.into_response();
     match stream {
         Some(permit) => holding(response, permit),
         None => response,
     }
+}
+
+/// `request` and, when it is a message that may open a session (a `POST`
+/// naming none, whose body may be an `initialize`), a slot in the session
+/// budgets for it; past them its refusal, given before rmcp sees the
+/// request (see [`sessions`](crate::mcp::sessions)). The body is read
+/// within `MAX_BODY_BYTES`, as rmcp would.
+async fn session_slot(
+    endpoint: &McpEndpoint,
+    identity: &Identity,
+    request: Request,
+) -> Result<(Request, Option<SessionSlot>), Response> {
+    if *request.method() != Method::POST || request.headers().contains_key(SESSION_HEADER) {
+        return Ok((request, None));
+    }
+    let (parts, body) = request.into_parts();
+    let body = request_body(body, endpoint.max_body_bytes).await?;
+    let slot = match may_open_session(&body) {
+        true => Some(
+            endpoint
+                .sessions
+                .reserve(identity)
+                .map_err(|refused| error_response(StatusCode::TOO_MANY_REQUESTS, refused.to_string()))?,
+        ),
+        false => None,
+    };
+    Ok((Request::from_parts(parts, Body::from(body)), slot))
 }

@@ -5,11 +5,17 @@
 //!   `initialize` that opens it names (rmcp opens one for every
 //!   `initialize`), and none it does not: the count is taken where rmcp
 //!   creates and closes them. Past `MCP_MAX_SESSIONS` in all, or
-//!   `MCP_MAX_SESSIONS_PER_IDENTITY` of one identity's, the creation is
-//!   refused and the request answered `429`, so one key cannot hold every
-//!   session. Development mode trusts every caller as the one identity
-//!   `development`, which a per-identity cap cannot tell apart, so there
-//!   only `MCP_MAX_SESSIONS` applies.
+//!   `MCP_MAX_SESSIONS_PER_IDENTITY` of one identity's, an `initialize` is
+//!   answered `429`, so one key cannot hold every session. Development mode
+//!   trusts every caller as the one identity `development`, which a
+//!   per-identity cap cannot tell apart, so there only `MCP_MAX_SESSIONS`
+//!   applies.
+//! - The refusal comes before rmcp sees the request: the `/mcp` route
+//!   reserves a [`SessionSlot`] for every message that may be an
+//!   `initialize` ([`may_open_session`]), and rmcp creates sessions only
+//!   in slots. rmcp logs every error of a session manager as an internal
+//!   error, so a refusal made inside rmcp would cost an `ERROR` line each,
+//!   a log flood any client could cause.
 //! - A session is its opener's (the MCP specification asks servers to bind
 //!   session ids to the user): the `/mcp` route answers a request naming it
 //!   from any other identity as one naming a session that does not exist,
@@ -29,18 +35,9 @@ use rmcp::transport::streamable_http_server::session::{ServerSseMessage, Session
 use crate::identity::{Identity, IdentityKind};
 
 tokio::task_local! {
-    /// Who sent the `/mcp` request rmcp is handling on this task: the
-    /// identity a session it creates belongs to, and why the budget
-    /// refused one, if it did.
-    static OPENER: Arc<Opener>;
-}
-
-/// The identity of a request that may open a session.
-struct Opener {
-    identity: String,
-    /// Whether its sessions count in `MCP_MAX_SESSIONS_PER_IDENTITY`.
-    capped: bool,
-    refused: Mutex<Option<SessionsRefused>>,
+    /// The slot reserved for the session the `/mcp` request rmcp is
+    /// handling on this task may open, if it may open one.
+    static OPENER: Mutex<Option<SessionSlot>>;
 }
 
 /// Why a session was not opened.
@@ -61,12 +58,10 @@ pub enum SessionsRefused {
 /// Why a session was not created or used.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionsError {
-    /// A budget refused it.
-    #[error(transparent)]
-    Refused(#[from] SessionsRefused),
-    /// rmcp created a session outside [`FleetSessions::opening`].
-    #[error("an MCP session was asked for outside an /mcp request")]
-    NoOpener,
+    /// rmcp created a session for a request that has no [`SessionSlot`]
+    /// (one [`may_open_session`] judged could not open one).
+    #[error("an MCP session was asked for by a request that reserved none")]
+    NoSlot,
     /// rmcp's own session error.
     #[error(transparent)]
     Local(#[from] LocalSessionManagerError),
@@ -125,38 +120,64 @@ impl FleetSessions {
         self.open.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Runs `serve` (rmcp handling one request of `identity`), so a session
-    /// it opens is `identity`'s; `Err` when a budget refused one.
-    pub async fn opening<R>(&self, identity: &Identity, serve: impl Future<Output = R>) -> Result<R, SessionsRefused> {
-        let opener = Arc::new(Opener {
-            identity: identity.name.clone(),
-            capped: identity.kind != IdentityKind::Development,
-            refused: Mutex::new(None),
-        });
-        let served = OPENER.scope(Arc::clone(&opener), serve).await;
-        match *opener.refused.lock().unwrap_or_else(PoisonError::into_inner) {
-            Some(refused) => Err(refused),
-            None => Ok(served),
+    /// A slot for a session of `identity`, counted until rmcp creates the
+    /// session in it or it is dropped unused; refused past either budget.
+    pub fn reserve(self: &Arc<Self>, identity: &Identity) -> Result<SessionSlot, SessionsRefused> {
+        let capped = identity.kind != IdentityKind::Development;
+        let mut open = self.lock();
+        if open.total >= self.max_sessions {
+            return Err(SessionsRefused::Full(self.max_sessions));
         }
+        let held = open.per_identity.get(&identity.name).copied().unwrap_or_default();
+        if capped && held >= self.max_per_identity {
+            return Err(SessionsRefused::IdentityFull(self.max_per_identity));
+        }
+        open.count(&identity.name, capped);
+        Ok(SessionSlot { sessions: Arc::clone(self), identity: identity.name.clone(), used: false })
+    }
+
+    /// Runs `serve` (rmcp handling one request), so a session it opens
+    /// takes `slot`; without a slot it can open none.
+    pub async fn opening<R>(&self, slot: Option<SessionSlot>, serve: impl Future<Output = R>) -> R {
+        OPENER.scope(Mutex::new(slot), serve).await
     }
 
     /// Whether `id` names an open session that `identity` opened.
     pub fn owned_by(&self, id: &str, identity: &str) -> bool {
         self.lock().owners.get(id).is_some_and(|owner| owner == identity)
     }
+}
 
-    /// Counts a session for `opener`, unless a budget refuses it.
-    fn admit(&self, opener: &Opener) -> Result<(), SessionsRefused> {
-        let mut open = self.lock();
-        if open.total >= self.max_sessions {
-            return Err(SessionsRefused::Full(self.max_sessions));
+/// A session counted before rmcp creates it (see [`FleetSessions::reserve`]).
+pub struct SessionSlot {
+    sessions: Arc<FleetSessions>,
+    identity: String,
+    /// Whether a session was created in it, which then counts until it ends.
+    used: bool,
+}
+
+impl Drop for SessionSlot {
+    fn drop(&mut self) {
+        if !self.used {
+            self.sessions.lock().uncount(&self.identity);
         }
-        let held = open.per_identity.get(&opener.identity).copied().unwrap_or_default();
-        if opener.capped && held >= self.max_per_identity {
-            return Err(SessionsRefused::IdentityFull(self.max_per_identity));
-        }
-        open.count(&opener.identity, opener.capped);
-        Ok(())
+    }
+}
+
+/// Whether the JSON-RPC message `body` may be an `initialize`, the one
+/// message rmcp opens a session for: its `method` read as rmcp reads it
+/// (escapes and all), and a body that does not read as a message with a
+/// plain `method` counted as one that may (rmcp may read it otherwise:
+/// duplicate keys, say), so no `initialize` reaches rmcp without a slot.
+pub fn may_open_session(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Message<'a> {
+        #[serde(borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    match crate::json_body::read_json::<Message>(body) {
+        Ok(message) => message.method.is_some_and(|method| method == "initialize"),
+        Err(_) => true,
     }
 }
 
@@ -165,22 +186,13 @@ impl SessionManager for FleetSessions {
     type Transport = SessionTransport;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
-        let opener = OPENER.try_with(Arc::clone).map_err(|_| SessionsError::NoOpener)?;
-        // Counted before rmcp creates it, so concurrent `initialize`s cannot pass the budget together.
-        if let Err(refused) = self.admit(&opener) {
-            *opener.refused.lock().unwrap_or_else(PoisonError::into_inner) = Some(refused);
-            return Err(refused.into());
-        }
-        match self.local.create_session().await {
-            Ok((id, transport)) => {
-                self.lock().owners.insert(id.clone(), opener.identity.clone());
-                Ok((id, transport))
-            }
-            Err(error) => {
-                self.lock().uncount(&opener.identity);
-                Err(error.into())
-            }
-        }
+        let slot = OPENER.try_with(|slot| slot.lock().unwrap_or_else(PoisonError::into_inner).take());
+        let mut slot = slot.ok().flatten().ok_or(SessionsError::NoSlot)?;
+        // Dropped unused (uncounted) if rmcp fails to create it.
+        let (id, transport) = self.local.create_session().await?;
+        self.lock().owners.insert(id.clone(), slot.identity.clone());
+        slot.used = true;
+        Ok((id, transport))
     }
 
     async fn initialize_session(
@@ -252,36 +264,72 @@ mod tests {
         }
     }
 
+    /// A session opened in a slot of `identity`'s, or why none was.
+    async fn open(sessions: &Arc<FleetSessions>, identity: &Identity) -> Result<SessionId, SessionsRefused> {
+        let slot = sessions.reserve(identity)?;
+        let (id, _transport) = sessions.opening(Some(slot), sessions.create_session()).await.unwrap();
+        Ok(id)
+    }
+
     #[tokio::test]
     async fn sessions_are_counted_until_they_end_and_are_their_openers() {
-        let sessions = FleetSessions::new(1, 1);
+        let sessions = Arc::new(FleetSessions::new(1, 1));
         let (ada, bob) = (key("ada"), key("bob"));
-        let (id, _transport) = sessions.opening(&ada, sessions.create_session()).await.unwrap().unwrap();
+        let id = open(&sessions, &ada).await.unwrap();
         assert!(sessions.owned_by(&id, &ada.name));
         assert!(!sessions.owned_by(&id, &bob.name), "bound to its opener");
-        let refused = sessions.opening(&bob, sessions.create_session()).await;
-        assert_eq!(refused.err(), Some(SessionsRefused::Full(1)), "MCP_MAX_SESSIONS is 1");
+        assert_eq!(open(&sessions, &bob).await.err(), Some(SessionsRefused::Full(1)), "MCP_MAX_SESSIONS is 1");
         sessions.close_session(&id).await.unwrap();
         assert!(!sessions.owned_by(&id, &ada.name), "ended");
-        let (id, _transport) = sessions.opening(&bob, sessions.create_session()).await.unwrap().unwrap();
+        let id = open(&sessions, &bob).await.unwrap();
         assert!(sessions.owned_by(&id, &bob.name), "the ended session no longer counts");
-        assert!(matches!(sessions.create_session().await, Err(SessionsError::NoOpener)));
+        assert!(matches!(sessions.create_session().await, Err(SessionsError::NoSlot)));
+        assert!(matches!(sessions.opening(None, sessions.create_session()).await, Err(SessionsError::NoSlot)));
+    }
+
+    #[tokio::test]
+    async fn a_slot_counts_until_used_or_dropped() {
+        let sessions = Arc::new(FleetSessions::new(1, 1));
+        let slot = sessions.reserve(&key("ada")).unwrap();
+        assert_eq!(sessions.reserve(&key("bob")).err(), Some(SessionsRefused::Full(1)), "the slot counts");
+        drop(slot);
+        assert_eq!(sessions.lock().total, 0, "an unused slot no longer counts");
+        assert!(open(&sessions, &key("bob")).await.is_ok());
     }
 
     #[tokio::test]
     async fn one_identity_keeps_its_share_and_development_mode_only_the_total() {
-        let sessions = FleetSessions::new(4, 2);
+        let sessions = Arc::new(FleetSessions::new(4, 2));
         let (ada, bob, development) = (key("ada"), key("bob"), Identity::development());
-        let open = |identity| sessions.opening(identity, sessions.create_session());
-        let (first, _transport) = open(&ada).await.unwrap().unwrap();
-        let _second = open(&ada).await.unwrap().unwrap();
-        assert_eq!(open(&ada).await.err(), Some(SessionsRefused::IdentityFull(2)), "ada's share is taken");
-        let _bob = open(&bob).await.unwrap().unwrap();
+        let first = open(&sessions, &ada).await.unwrap();
+        open(&sessions, &ada).await.unwrap();
+        assert_eq!(open(&sessions, &ada).await.err(), Some(SessionsRefused::IdentityFull(2)), "ada's share is taken");
+        open(&sessions, &bob).await.unwrap();
         sessions.close_session(&first).await.unwrap();
-        let _third = open(&ada).await.unwrap().unwrap();
+        open(&sessions, &ada).await.unwrap();
         // Development mode's one identity is every caller: only MCP_MAX_SESSIONS applies.
-        let _development = open(&development).await.unwrap().unwrap();
-        assert_eq!(open(&development).await.err(), Some(SessionsRefused::Full(4)));
+        open(&sessions, &development).await.unwrap();
+        assert_eq!(open(&sessions, &development).await.err(), Some(SessionsRefused::Full(4)));
         assert_eq!(sessions.lock().per_identity.len(), 2, "development mode is not counted per identity");
+    }
+
+    #[test]
+    fn initializes_and_what_may_be_one_reserve_a_slot() {
+        for body in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"\u0069nitialize","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"initialize"}"#,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"initialize"}]"#,
+            "not json",
+        ] {
+            assert!(may_open_session(body.as_bytes()), "{body}");
+        }
+        for body in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"a":"initialize"}}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+        ] {
+            assert!(!may_open_session(body.as_bytes()), "{body}");
+        }
     }
 }
