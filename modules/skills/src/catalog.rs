@@ -73,7 +73,7 @@ pub struct SkillSummary {
     pub version: Option<String>,
     /// What it is for.
     pub description: Option<String>,
-    /// Its SKILL.toml.
+    /// Its SKILL.toml, relative to `SKILLS_DIR`.
     pub file: String,
     /// Its tools' full names.
     pub tools: Vec<String>,
@@ -130,7 +130,10 @@ impl Catalog {
         files.sort();
         let mut taken: BTreeSet<String> = BTreeSet::from([LIST_TOOL.to_owned()]);
         for file in files {
-            match load_skill(&file, settings) {
+            // Shown relative to SKILLS_DIR: a model calling `list_skills`
+            // has no business with the host's directory layout.
+            let shown = file.strip_prefix(&root).unwrap_or(&file);
+            match load_skill(&file, shown, settings) {
                 Ok((mut summary, tools, warnings)) => {
                     catalog.problems.extend(warnings);
                     for tool in tools {
@@ -142,7 +145,7 @@ impl Catalog {
                                 "tool `{}` refused: its name `skills.{}` is already taken (by another skill's tool or the module's own); rename the skill or the tool",
                                 tool.name, tool.name
                             );
-                            catalog.problems.push(unplaced(&file, reason));
+                            catalog.problems.push(unplaced(shown, reason));
                         }
                     }
                     catalog.skills.push(summary);
@@ -159,19 +162,24 @@ fn unplaced(file: &Path, reason: String) -> Problem {
 }
 
 /// One skill: its summary, its tools and its warnings, or the one problem
-/// that makes the whole file unusable.
-fn load_skill(file: &Path, settings: &Settings) -> Result<(SkillSummary, Vec<SkillTool>, Vec<Problem>), Problem> {
+/// that makes the whole file unusable; `shown` is how `file` is named in
+/// them.
+fn load_skill(
+    file: &Path,
+    shown: &Path,
+    settings: &Settings,
+) -> Result<(SkillSummary, Vec<SkillTool>, Vec<Problem>), Problem> {
     let too_big = |size: u64| {
         let limit = settings.skill_file_max_bytes;
-        unplaced(file, format!("is {size} bytes, over the limit of {limit} bytes (SKILL_FILE_MAX_BYTES)"))
+        unplaced(shown, format!("is {size} bytes, over the limit of {limit} bytes (SKILL_FILE_MAX_BYTES)"))
     };
     match std::fs::metadata(file) {
         Ok(meta) if meta.len() > settings.skill_file_max_bytes => return Err(too_big(meta.len())),
         Ok(_) => {}
-        Err(error) => return Err(unplaced(file, format!("cannot read: {error}"))),
+        Err(error) => return Err(unplaced(shown, format!("cannot read: {error}"))),
     }
-    let text = std::fs::read_to_string(file).map_err(|error| unplaced(file, format!("cannot read: {error}")))?;
-    let source = Source::new(file, &text);
+    let text = std::fs::read_to_string(file).map_err(|error| unplaced(shown, format!("cannot read: {error}")))?;
+    let source = Source::new(shown, &text);
     let parsed = source.parse()?;
     let directory = file.parent().expect("a SKILL.toml is inside a directory").to_path_buf();
     let header = &parsed.skill;
@@ -193,7 +201,7 @@ fn load_skill(file: &Path, settings: &Settings) -> Result<(SkillSummary, Vec<Ski
         name: header.name.get_ref().clone(),
         version: header.version.clone(),
         description: header.description.clone(),
-        file: file.display().to_string(),
+        file: shown.display().to_string(),
         tools: Vec::new(),
     };
     Ok((summary, tools, warnings))

@@ -114,7 +114,8 @@ pub struct ArgTable {
 /// A problem in one file, at one place.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct Problem {
-    /// The file.
+    /// The file, relative to `SKILLS_DIR` (`SKILLS_DIR` itself, as set,
+    /// when that directory cannot be read).
     pub file: String,
     /// 1-based line, 0 when the problem has no place in the file.
     pub line: usize,

@@ -275,7 +275,9 @@ async fn a_broken_skill_file_beside_a_good_one_leaves_the_good_one_served() {
     assert_eq!(client.call("skills.good_hi", json!({}), None).await["result"]["stdout"], "hi\n");
     let listed = client.call("skills.list_skills", json!({}), None).await;
     let problem = &listed["result"]["problems"][0];
-    assert!(problem["file"].as_str().unwrap().ends_with("broken/SKILL.toml"), "{listed}");
+    // Paths are relative to SKILLS_DIR: the host's layout is not shown to a model.
+    assert_eq!(problem["file"], "broken/SKILL.toml", "{listed}");
+    assert_eq!(listed["result"]["skills"][0]["file"], "good/SKILL.toml", "{listed}");
     assert_eq!((problem["line"].as_u64(), problem["column"].as_u64()), (Some(4), Some(8)), "{listed}");
     let logged = module.logs().into_iter().find(|line| line.contains("SKILL.toml problem")).expect("a logged problem");
     assert!(logged.contains("broken/SKILL.toml") && logged.contains("\"line\":4"), "{logged}");
