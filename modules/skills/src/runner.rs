@@ -49,7 +49,8 @@ pub async fn run(tool: &SkillTool, arguments: Map<String, Value>) -> Result<Skil
         .current_dir(&tool.directory)
         .limits(tool.limits)
         .timeout(process_timeout(tool.timeout))
-        .max_output_bytes(tool.max_output_bytes);
+        // Read past the cap so a secret the cap would split is scrubbed whole.
+        .max_output_bytes(tool.max_output_bytes.saturating_add(tool.scrubber.lookahead_bytes()));
     for (name, value) in &tool.env {
         run = run.env(name, value);
     }
@@ -59,8 +60,9 @@ pub async fn run(tool: &SkillTool, arguments: Map<String, Value>) -> Result<Skil
         ),
         _ => ToolError::execution_failed(tool.scrubber.scrub(&error.to_string())),
     })?;
-    let stdout = tool.scrubber.scrub(&String::from_utf8_lossy(&outcome.stdout.bytes));
-    let stderr = tool.scrubber.scrub(&String::from_utf8_lossy(&outcome.stderr.bytes));
+    let cap = tool.max_output_bytes;
+    let (stdout, stdout_cut) = tool.scrubber.scrub_capped(&outcome.stdout.bytes, outcome.stdout.cut, cap);
+    let (stderr, stderr_cut) = tool.scrubber.scrub_capped(&outcome.stderr.bytes, outcome.stderr.cut, cap);
     let tail = stderr_tail(&stderr);
     if outcome.timed_out {
         let seconds = tool.timeout.as_secs_f64();
@@ -73,7 +75,7 @@ pub async fn run(tool: &SkillTool, arguments: Map<String, Value>) -> Result<Skil
             exit_code: 0,
             stdout: serde_json::from_str(&stdout).unwrap_or(Value::String(stdout)),
             stderr,
-            truncated: outcome.stdout.cut || outcome.stderr.cut,
+            truncated: stdout_cut || stderr_cut,
         }),
         Exit::Code(code) => Err(ToolError::execution_failed(format!("the script exited with code {code}{tail}"))),
         Exit::Signal(SIGXCPU) => Err(ToolError::execution_failed(format!(

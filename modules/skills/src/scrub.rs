@@ -12,6 +12,10 @@ pub const REDACTED: &str = "[redacted]";
 /// ordinary words and digits).
 const MIN_SECRET_CHARS: usize = 4;
 
+/// Bytes read past an output's cap so that a token shape straddling the
+/// cut is still whole when scrubbed (a PEM key block of up to 4096-bit RSA).
+const SHAPE_LOOKAHEAD_BYTES: usize = 4096;
+
 /// Well-known token shapes; where a pattern has a group named `keep`, that
 /// part stays (the `password=` of `password=hunter2`).
 static TOKEN_SHAPES: LazyLock<Vec<Regex>> = LazyLock::new(|| {
@@ -53,6 +57,37 @@ impl Scrubber {
         Self { secrets }
     }
 
+    /// How many bytes past a cap must be read for [`Self::scrub_capped`] to
+    /// see whole every secret (and token) that begins before the cap.
+    pub fn lookahead_bytes(&self) -> usize {
+        self.secrets.first().map_or(0, String::len).max(SHAPE_LOOKAHEAD_BYTES)
+    }
+
+    /// The first `cap` bytes of the scrubbed `read` and whether anything was
+    /// left out, for `read`, an output's first `cap` + [`Self::lookahead_bytes`]
+    /// bytes (`read_cut`: it went on past those). Scrubbing comes before the
+    /// cut, so a secret the cut would split goes whole; an end of the kept
+    /// text that begins a secret (split by the read's own cut) is redacted.
+    pub fn scrub_capped(&self, read: &[u8], read_cut: bool, cap: usize) -> (String, bool) {
+        let mut text = self.scrub(&String::from_utf8_lossy(read));
+        let cut = read_cut || text.len() > cap;
+        if text.len() > cap {
+            let mut end = cap;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+        }
+        if cut {
+            let begun = self.secrets.iter().map(|secret| begun_secret(&text, secret)).max().unwrap_or(0);
+            if begun > 0 {
+                text.truncate(text.len() - begun);
+                text.push_str(REDACTED);
+            }
+        }
+        (text, cut)
+    }
+
     /// `text` without secrets.
     pub fn scrub(&self, text: &str) -> String {
         let mut text = text.to_owned();
@@ -74,6 +109,15 @@ impl Scrubber {
     }
 }
 
+/// The length of the longest end of `text` that is the beginning of
+/// `secret` (and not all of it), 0 when none is.
+fn begun_secret(text: &str, secret: &str) -> usize {
+    (1..secret.len().min(text.len() + 1))
+        .rev()
+        .find(|&length| secret.is_char_boundary(length) && text.ends_with(&secret[..length]))
+        .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,6 +126,27 @@ mod tests {
     fn secret_values_are_redacted() {
         let scrubber = Scrubber::new(["s3cr3t-value".to_owned(), "ab".to_owned()]);
         assert_eq!(scrubber.scrub("token is s3cr3t-value, ab"), "token is [redacted], ab");
+    }
+
+    #[test]
+    fn a_secret_split_by_the_cap_goes_whole() {
+        let secret = "tk-9f8e7d6c5b4a-secret";
+        let scrubber = Scrubber::new([secret.to_owned()]);
+        for padding in 0..30 {
+            let output = format!("{}{secret}{}", ".".repeat(padding), "y".repeat(30));
+            let read = &output.as_bytes()[..output.len().min(20 + scrubber.lookahead_bytes())];
+            let (kept, cut) = scrubber.scrub_capped(read, read.len() < output.len(), 20);
+            // Whole markers, and at the end perhaps one the cut split.
+            let rest = kept.replace(REDACTED, "");
+            let rest = (1..REDACTED.len()).rev().find_map(|n| rest.strip_suffix(&REDACTED[..n])).unwrap_or(&rest);
+            assert!(rest.chars().all(|c| c == '.' || c == 'y'), "padding {padding}: {kept}");
+            assert!(cut, "padding {padding}");
+        }
+        // The read itself ended inside the secret: its beginning is redacted.
+        assert_eq!(scrubber.scrub_capped(b"ab tk-9f8e", true, 100), ("ab [redacted]".to_owned(), true));
+        assert_eq!(scrubber.scrub_capped(b"ab tk", false, 100), ("ab tk".to_owned(), false));
+        assert_eq!(begun_secret("ab tk-9", secret), 4);
+        assert_eq!(begun_secret("x", secret), 0);
     }
 
     #[test]

@@ -60,6 +60,14 @@ description = "Print secrets."
 command = "python3 -c 'import os; print(\"value\", os.environ[\"SKILLS_TEST_SECRET\"], \"key AKIAIOSFODNN7EXAMPLE\")'"
 
 [[tools]]
+name = "padded"
+description = "Print padding, the secret, then more; cut at 40 bytes."
+command = "python3 -c 'import os, sys; print(\".\" * int(sys.argv[1]) + os.environ[\"SKILLS_TEST_SECRET\"] + \"y\" * 50)' {pad}"
+max_output_bytes = 40
+[tools.args]
+pad = { type = "integer", description = "Dots before the secret." }
+
+[[tools]]
 name = "fail"
 description = "Fail with a message on stderr."
 command = "python3 -c 'import sys; sys.exit(\"went wrong: password=hunter22\")'"
@@ -207,6 +215,24 @@ async fn secrets_are_redacted_and_failures_quote_stderr() {
 }
 
 /// Polls the manifest until `ready` holds, for at most two seconds.
+#[tokio::test]
+async fn a_secret_the_output_cap_would_split_never_leaks_its_beginning() {
+    let (_dir, module) = start();
+    let client = module.client();
+    // Every padding puts the cut at another place in (or around) the secret.
+    for pad in 0..=44 {
+        let answer = client.call("skills.probe_padded", json!({"pad": pad}), None).await;
+        let stdout = answer["result"]["stdout"].as_str().unwrap_or_else(|| panic!("{answer}"));
+        assert!(stdout.len() <= 40 + "[redacted]".len(), "pad {pad}: {answer}");
+        // What is left besides padding is whole markers and a marker the cut split.
+        let rest = stdout.replace("[redacted]", "");
+        let marker = "[redacted]";
+        let rest = (1..marker.len()).rev().find_map(|n| rest.strip_suffix(&marker[..n])).unwrap_or(&rest);
+        assert!(rest.chars().all(|c| c == '.' || c == 'y' || c == '\n'), "pad {pad} leaks: {stdout:?}");
+        assert_eq!(answer["result"]["truncated"], true, "{answer}");
+    }
+}
+
 async fn manifest_within_two_seconds(module: &Process, ready: impl Fn(&Value) -> bool) -> Value {
     let started = Instant::now();
     loop {
