@@ -20,9 +20,15 @@
 //! [`ProcessGroupGuard`] gives the same end to a child spawned elsewhere as
 //! the leader of its own group (a long-lived server): dropping it kills the
 //! group and the tree below the child.
+//!
+//! A process whose children are all runs can call [`become_subreaper`]:
+//! then descendants that left a program's tree (`setsid cmd &`, a double
+//! fork) are killed and reaped after every exit of their program, not only
+//! at the timeout.
 
 mod group;
 mod limits;
+mod orphans;
 mod output;
 mod run;
 mod side_output;
@@ -30,6 +36,7 @@ mod tree;
 
 pub use group::ProcessGroupGuard;
 pub use limits::Limits;
+pub use orphans::become_subreaper;
 pub use output::Captured;
 pub use run::{Exit, Outcome, Run, RunError};
 pub use side_output::SIDE_OUTPUT_FD;

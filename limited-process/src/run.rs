@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 
 use crate::group::{ProcessGroupGuard, kill_group};
 use crate::limits::{Limits, apply_before_exec};
+use crate::orphans::{adopt_orphans_below, kill_orphans, spawn_registered};
 use crate::output::{Captured, read_capped};
 use crate::side_output::pipe_to_fd3;
 use crate::tree::{kill_descendants, wait_exited};
@@ -160,10 +161,12 @@ impl Run {
     }
 
     /// Runs the program to its end (or its timeout), then kills whatever is
-    /// left of its process group, so no descendant outlives the run. At the
-    /// timeout, every descendant still attached to the program's tree dies
-    /// too, even one that started its own session, and the run waits (up
-    /// to half a second) until they have exited.
+    /// left of its process group. At the timeout, every descendant still
+    /// attached to the program's tree dies too, even one that started its
+    /// own session, and the run waits (up to half a second) until they have
+    /// exited. In a process that called [`crate::become_subreaper`], the
+    /// descendants that left the tree are killed and reaped after every
+    /// exit, normal or not, so none outlives the run.
     pub async fn run(&self) -> Result<Outcome, RunError> {
         let program = self.program.to_string_lossy().into_owned();
         let spawn_error = |source| RunError::Spawn { program: program.clone(), source };
@@ -183,6 +186,7 @@ impl Run {
             command.uid(uid).gid(gid);
         }
         apply_before_exec(&mut command, self.limits);
+        adopt_orphans_below(&mut command);
         let side_pipe = match self.side_output_bytes {
             Some(_) => Some(pipe_to_fd3(&mut command).map_err(spawn_error)?),
             None => None,
@@ -190,10 +194,10 @@ impl Run {
         let mut command = tokio::process::Command::from(command);
         command.kill_on_drop(true);
         let started = Instant::now();
-        let spawned = command.spawn();
+        let spawned = spawn_registered(|| command.spawn(), tokio::process::Child::id);
         // Closes the parent's copy of descriptor 3's write end.
         drop(command);
-        let mut child = spawned.map_err(spawn_error)?;
+        let (mut child, registered) = spawned.map_err(spawn_error)?;
         // The child leads its own group, so the group id is its pid.
         let group = child.id().and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw);
         let mut guard = ProcessGroupGuard::new(child.id());
@@ -226,6 +230,9 @@ impl Run {
         let duration = started.elapsed();
         // Background children still in the group end with their parent.
         kill_group(group);
+        // The program is reaped: what is left of its orphans is no program.
+        drop(registered);
+        kill_orphans(DRAIN_GRACE).await;
         let (stdout, stderr, side_output) = tokio::join!(finish(stdout), finish(stderr), finish(side));
         Ok(Outcome { exit: exit_of(status), timed_out, stdout, stderr, side_output, duration })
     }

@@ -37,7 +37,7 @@ pub(crate) fn descendants(root: Pid) -> Vec<Pid> {
 }
 
 /// The direct children of every thread of `pid`.
-fn children(pid: Pid) -> Vec<Pid> {
+pub(crate) fn children(pid: Pid) -> Vec<Pid> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
     tasks
         .flatten()

@@ -36,6 +36,9 @@ async fn main() -> ExitCode {
 async fn run(settings: Settings) -> Result<(), String> {
     let config = ServeConfig::from_env().map_err(|e| e.to_string())?;
     init_logging(config.log_format);
+    // Every child of this process is a script run: what a script leaves
+    // behind (`setsid cmd &`) comes back here when it exits, to be killed.
+    limited_process::become_subreaper().map_err(|error| format!("cannot become a child subreaper: {error}"))?;
     let dir = SKILLS_DIR.absolute(&settings.skills_dir).map_err(|e| e.to_string())?;
     match std::fs::metadata(&dir) {
         Ok(metadata) if metadata.is_dir() => {}

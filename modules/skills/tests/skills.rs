@@ -60,6 +60,13 @@ description = "Print secrets."
 command = "python3 -c 'import os; print(\"value\", os.environ[\"SKILLS_TEST_SECRET\"], \"key AKIAIOSFODNN7EXAMPLE\")'"
 
 [[tools]]
+name = "escaper"
+description = "Leave sleepers behind, out of the process group (one double-forked), then exit."
+command = "sh scripts/escaper.sh {seconds}"
+[tools.args]
+seconds = { type = "integer", description = "How long the sleepers sleep." }
+
+[[tools]]
 name = "padded"
 description = "Print padding, the secret, then more; cut at 40 bytes."
 command = "python3 -c 'import os, sys; print(\".\" * int(sys.argv[1]) + os.environ[\"SKILLS_TEST_SECRET\"] + \"y\" * 50)' {pad}"
@@ -85,6 +92,13 @@ fn start() -> (tempfile::TempDir, Process) {
     write(dir.path(), "probe/SKILL.toml", PROBE_SKILL);
     write(dir.path(), "probe/scripts/echo_args.py", "import json, sys\nprint(json.dumps(sys.argv[1:]))\n");
     write(dir.path(), "probe/scripts/sleeper.sh", "sleep 30 &\necho $! > child.pid\nwait\n");
+    write(
+        dir.path(),
+        "probe/scripts/escaper.sh",
+        "setsid sleep \"$1\" </dev/null >/dev/null 2>&1 &\n\
+         sh -c 'setsid sleep \"$1\" </dev/null >/dev/null 2>&1 &' sh \"$1\"\n\
+         sleep 0.3\necho left\n",
+    );
     let mut command = Command::new(env!("CARGO_BIN_EXE_skills"));
     command.env("SKILLS_DIR", dir.path()).env("SKILLS_TEST_SECRET", SECRET).env("SKILLS_WATCH_DEBOUNCE_MS", "100");
     (dir, Process::start(command))
@@ -188,6 +202,40 @@ async fn a_script_past_its_timeout_is_killed_with_its_children() {
         assert!(Instant::now() < deadline, "the script's child {child} is still running: {stat:?}");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The running processes whose command line is `sleep <seconds>`.
+fn sleepers(seconds: u32) -> Vec<u32> {
+    let wanted = format!("sleep\0{seconds}\0");
+    let running = |pid: &u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|stat| stat.rsplit(") ").next().is_some_and(|rest| !rest.starts_with('Z')))
+    };
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|line| line == wanted.as_bytes()))
+        .filter(running)
+        .collect()
+}
+
+#[tokio::test]
+async fn background_processes_that_left_the_group_do_not_outlive_a_normal_exit() {
+    let (_dir, module) = start();
+    // A sleep time no other process on the machine is likely to use.
+    let seconds = 300_000 + std::process::id() % 100_000;
+    let result = module.client().call("skills.probe_escaper", json!({"seconds": seconds}), None).await;
+    assert_eq!(result["result"]["stdout"], "left\n", "{result}");
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut left = sleepers(seconds);
+    while !left.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        left = sleepers(seconds);
+    }
+    for pid in &left {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    assert!(left.is_empty(), "the script's background sleepers {left:?} outlived the call");
 }
 
 #[tokio::test]
