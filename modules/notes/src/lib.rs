@@ -23,7 +23,8 @@ use crate::store::Store;
 pub fn module(settings: &Settings) -> Result<Module, PathSettingError> {
     let database = NOTES_DB.absolute(&settings.notes_db)?;
     let store = Store::open(&database, settings.limits(), settings.busy_timeout())
-        .map_err(|e| NOTES_DB.unusable(&settings.notes_db, &database, e))?;
+        .map_err(|e| NOTES_DB.unusable(&settings.notes_db, &database, e))?
+        .search_budget(settings.search_budget());
     Ok(Module::new(
         "notes",
         "The user's long-term notes: save facts to remember, search them by relevance, list, edit and delete them.",

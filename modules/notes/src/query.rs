@@ -8,7 +8,10 @@
 //! there are several words, the whole phrase is added as one more
 //! alternative, so a note holding the exact phrase ranks above one that
 //! merely shares a word. A word written with a trailing `*` (`birth*`)
-//! matches as a prefix.
+//! matches as a prefix: when it has at least [`MIN_PREFIX_CHARS`]
+//! characters (shorter prefixes are not indexed, and would walk every
+//! user's part of the index: `a*` is the word `a`), and for at most
+//! [`MAX_PREFIX_WORDS`] words of a query.
 
 use unicode_segmentation::UnicodeSegmentation;
 
@@ -17,6 +20,27 @@ pub const MAX_QUERY_WORDS: usize = 32;
 
 /// Longest word that is searched for, in characters; longer ones are cut.
 const MAX_WORD_CHARS: usize = 100;
+
+/// Fewest characters before a `*` for a prefix search: the shortest prefix
+/// the full-text index holds (`prefix = '2 3'` in the store's schema).
+pub const MIN_PREFIX_CHARS: usize = 2;
+
+/// Most words of one query searched as prefixes; each walks every word of
+/// the index that starts with it.
+pub const MAX_PREFIX_WORDS: usize = 8;
+
+/// Why a search text is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueryError {
+    /// More prefix words than [`MAX_PREFIX_WORDS`].
+    #[error(
+        "the query has {found} words ending in `*`; at most {MAX_PREFIX_WORDS} prefix searches are allowed in one query (a fixed budget): drop the `*` from some words"
+    )]
+    TooManyPrefixes {
+        /// How many the query has.
+        found: usize,
+    },
+}
 
 /// One word to look for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,10 +51,14 @@ struct Word {
 
 /// The FTS5 `MATCH` expression for `text`, or `None` when it holds no word
 /// (only punctuation, emoji, operators...): nothing can match then.
-pub fn fts_query(text: &str) -> Option<String> {
+pub fn fts_query(text: &str) -> Result<Option<String>, QueryError> {
     let words = words(text);
     if words.is_empty() {
-        return None;
+        return Ok(None);
+    }
+    let prefixes = words.iter().filter(|word| word.prefix).count();
+    if prefixes > MAX_PREFIX_WORDS {
+        return Err(QueryError::TooManyPrefixes { found: prefixes });
     }
     let mut alternatives: Vec<String> = Vec::with_capacity(words.len() + 1);
     if words.len() > 1 {
@@ -41,7 +69,7 @@ pub fn fts_query(text: &str) -> Option<String> {
         let term = quoted(&word.text);
         alternatives.push(if word.prefix { format!("{term}*") } else { term });
     }
-    Some(alternatives.join(" OR "))
+    Ok(Some(alternatives.join(" OR ")))
 }
 
 /// The distinct words of `text` (case-insensitively), in order, at most
@@ -52,8 +80,9 @@ fn words(text: &str) -> Vec<Word> {
         if found.len() == MAX_QUERY_WORDS {
             break;
         }
-        let prefix = text[start + word.len()..].starts_with('*');
+        let starred = text[start + word.len()..].starts_with('*');
         let text: String = word.chars().take(MAX_WORD_CHARS).collect::<String>().to_lowercase();
+        let prefix = starred && text.chars().count() >= MIN_PREFIX_CHARS;
         match found.iter_mut().find(|w| w.text == text) {
             Some(seen) => seen.prefix &= prefix,
             None => found.push(Word { text, prefix }),
@@ -74,40 +103,54 @@ mod tests {
     #[test]
     fn words_are_quoted_and_joined_with_the_phrase_first() {
         assert_eq!(
-            fts_query("When is my sister's birthday?").unwrap(),
+            fts_query("When is my sister's birthday?").unwrap().unwrap(),
             r#""when is my sister's birthday" OR "when" OR "is" OR "my" OR "sister's" OR "birthday""#
         );
-        assert_eq!(fts_query("Birthday").unwrap(), r#""birthday""#);
+        assert_eq!(fts_query("Birthday").unwrap().unwrap(), r#""birthday""#);
     }
 
     #[test]
     fn operators_are_only_words() {
         assert_eq!(
-            fts_query(r#"a AND b NEAR(c) title:x"#).unwrap(),
+            fts_query(r#"a AND b NEAR(c) title:x"#).unwrap().unwrap(),
             r#""a and b near c title:x" OR "a" OR "and" OR "b" OR "near" OR "c" OR "title:x""#
         );
-        assert_eq!(fts_query(r#"say "hi"#).unwrap(), r#""say hi" OR "say" OR "hi""#);
+        assert_eq!(fts_query(r#"say "hi"#).unwrap().unwrap(), r#""say hi" OR "say" OR "hi""#);
     }
 
     #[test]
     fn a_trailing_star_asks_for_a_prefix() {
-        assert_eq!(fts_query("birth*").unwrap(), r#""birth"*"#);
-        assert_eq!(fts_query("*").as_deref(), None);
+        assert_eq!(fts_query("birth*").unwrap().unwrap(), r#""birth"*"#);
+        assert_eq!(fts_query("*").unwrap(), None);
+    }
+
+    #[test]
+    fn prefixes_are_bounded() {
+        // One letter is not indexed as a prefix: it is searched as the word.
+        assert_eq!(fts_query("a* bc*").unwrap().unwrap(), r#""a bc" OR "a" OR "bc"*"#);
+        let eight: String = (0..MAX_PREFIX_WORDS).map(|i| format!("w{i}* ")).collect();
+        assert!(fts_query(&eight).is_ok());
+        let nine = format!("{eight} more*");
+        let refused = fts_query(&nine).unwrap_err();
+        assert_eq!(refused, QueryError::TooManyPrefixes { found: 9 });
+        assert!(refused.to_string().contains("at most 8 prefix searches"), "{refused}");
+        let letters: String = ('a'..='z').map(|c| format!("{c}* ")).collect();
+        assert!(!fts_query(&letters).unwrap().unwrap().contains('*'), "single letters are words");
     }
 
     #[test]
     fn no_words_means_no_query() {
         for text in ["", "   ", "\0\0", "🎂🎉", "(((", "\"", "* : ^ -", "(\u{0})"] {
-            assert_eq!(fts_query(text), None, "{text:?}");
+            assert_eq!(fts_query(text).unwrap(), None, "{text:?}");
         }
     }
 
     #[test]
     fn words_are_bounded() {
         let many: String = (0..1000).map(|i| format!("w{i} ")).collect();
-        let query = fts_query(&many).unwrap();
+        let query = fts_query(&many).unwrap().unwrap();
         assert_eq!(query.matches(" OR ").count(), MAX_QUERY_WORDS);
         let long = "x".repeat(10_000);
-        assert_eq!(fts_query(&long).unwrap().len(), MAX_WORD_CHARS + 2);
+        assert_eq!(fts_query(&long).unwrap().unwrap().len(), MAX_WORD_CHARS + 2);
     }
 }

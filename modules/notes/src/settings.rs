@@ -43,6 +43,11 @@ pub struct Settings {
     /// connection, in milliseconds.
     #[arg(long, env = "NOTES_BUSY_TIMEOUT_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub busy_timeout_ms: u64,
+
+    /// The longest one search may run, in milliseconds; past it the search
+    /// is stopped and the call fails saying so.
+    #[arg(long, env = "NOTES_SEARCH_MAX_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub search_max_ms: u64,
 }
 
 impl Settings {
@@ -59,6 +64,11 @@ impl Settings {
     pub fn busy_timeout(&self) -> Duration {
         Duration::from_millis(self.busy_timeout_ms)
     }
+
+    /// How long one search may run.
+    pub fn search_budget(&self) -> Duration {
+        Duration::from_millis(self.search_max_ms)
+    }
 }
 
 #[cfg(test)]
@@ -71,6 +81,7 @@ mod tests {
         assert_eq!(settings.notes_db, PathBuf::from("./data/notes.db"));
         assert_eq!(settings.limits().note_max_bytes, 16 * 1024);
         assert_eq!(settings.busy_timeout(), Duration::from_secs(5));
+        assert_eq!(settings.search_budget(), crate::store::DEFAULT_SEARCH_BUDGET);
         assert!(Settings::try_parse_from(["notes", "--user-max-notes", "0"]).is_err());
         assert!(Settings::try_parse_from(["notes", "--note-max-bytes", "lots"]).is_err());
     }

@@ -18,11 +18,13 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use module_sdk::{ErrorKind, ToolErrorKind};
 use rusqlite::types::Value as SqlValue;
-use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior, params_from_iter};
+use rusqlite::{
+    Connection, ErrorCode, OpenFlags, OptionalExtension, Row, Transaction, TransactionBehavior, params_from_iter,
+};
 use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -104,6 +106,12 @@ const SNIPPET_WORDS: u32 = 24;
 
 /// Idle read connections kept open.
 const MAX_IDLE_READERS: usize = 4;
+
+/// A search's time budget unless [`Store::search_budget`] sets another.
+pub const DEFAULT_SEARCH_BUDGET: Duration = Duration::from_secs(5);
+
+/// SQLite virtual-machine steps between two checks of a search's deadline.
+const STEPS_BETWEEN_CHECKS: i32 = 100;
 
 /// How much one user may keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,6 +211,14 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// A search ran past its time budget (or its call was given up) and was stopped.
+    #[error(
+        "the search was stopped after its time budget of {budget_ms} ms (NOTES_SEARCH_MAX_MS); search for fewer, longer words, with fewer `*` prefixes"
+    )]
+    SearchTooLong {
+        /// The budget, in milliseconds.
+        budget_ms: u128,
+    },
     /// SQLite failed.
     #[error("the notes database failed: {0}")]
     Sqlite(#[from] rusqlite::Error),
@@ -213,6 +229,7 @@ impl ToolErrorKind for StoreError {
         match self {
             StoreError::NotFound(_) => ErrorKind::NotFound,
             StoreError::TooLarge { .. } => ErrorKind::InvalidArguments,
+            StoreError::SearchTooLong { .. } => ErrorKind::Timeout,
             StoreError::TooManyNotes { .. }
             | StoreError::QuotaExceeded { .. }
             | StoreError::SchemaTooNew { .. }
@@ -227,6 +244,7 @@ pub struct Store {
     path: PathBuf,
     limits: Limits,
     busy_timeout: Duration,
+    search_budget: Duration,
     writer: Mutex<Connection>,
     readers: Mutex<Vec<Connection>>,
 }
@@ -248,9 +266,17 @@ impl Store {
             path: path.to_owned(),
             limits,
             busy_timeout,
+            search_budget: DEFAULT_SEARCH_BUDGET,
             writer: Mutex::new(writer),
             readers: Mutex::new(Vec::new()),
         })
+    }
+
+    /// The longest one search may run before it is stopped
+    /// ([`StoreError::SearchTooLong`]).
+    pub fn search_budget(mut self, budget: Duration) -> Self {
+        self.search_budget = budget;
+        self
     }
 
     /// The limits this store enforces.
@@ -330,12 +356,15 @@ impl Store {
 
     /// `user_id`'s notes matching the FTS5 expression `fts_query` (see
     /// [`crate::query::fts_query`]) and `filter`, best first, at most `limit`.
+    /// SQLite stops the search at its time budget, or as soon as
+    /// `abandoned` says the call was given up.
     pub fn search(
         &self,
         user_id: &str,
         fts_query: &str,
         filter: &Filter,
         limit: usize,
+        abandoned: impl Fn() -> bool + Send + 'static,
     ) -> Result<Vec<SearchHit>, StoreError> {
         let mut sql = format!(
             "SELECT {NOTE_COLUMNS}, bm25(notes_fts, {BM25_WEIGHTS}) AS rank,
@@ -350,12 +379,22 @@ impl Store {
         filter.append(&mut sql, &mut parameters, user_id);
         sql.push_str(" ORDER BY rank LIMIT ?");
         parameters.push(SqlValue::from(limit as i64));
+        let budget = self.search_budget;
+        let deadline = Instant::now() + budget;
         self.read(|conn| {
-            let mut statement = conn.prepare_cached(&sql)?;
-            let hits = statement.query_map(params_from_iter(parameters), |row| {
-                Ok(SearchHit { note: note_from_row(row)?, score: -row.get::<_, f64>(6)?, snippet: row.get(7)? })
-            })?;
-            Ok(hits.collect::<Result<Vec<_>, _>>()?)
+            conn.progress_handler(STEPS_BETWEEN_CHECKS, Some(move || Instant::now() >= deadline || abandoned()))?;
+            let hits = (|| {
+                let mut statement = conn.prepare_cached(&sql)?;
+                let hits = statement.query_map(params_from_iter(parameters), |row| {
+                    Ok(SearchHit { note: note_from_row(row)?, score: -row.get::<_, f64>(6)?, snippet: row.get(7)? })
+                })?;
+                hits.collect::<Result<Vec<_>, _>>()
+            })();
+            conn.progress_handler(0, None::<fn() -> bool>)?;
+            hits.map_err(|error| match error.sqlite_error_code() {
+                Some(ErrorCode::OperationInterrupted) => StoreError::SearchTooLong { budget_ms: budget.as_millis() },
+                _ => error.into(),
+            })
         })
     }
 
@@ -404,13 +443,13 @@ impl Store {
     }
 
     /// Runs `work` on a read connection from the pool.
-    fn read<T>(&self, work: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
+    fn read<T>(&self, work: impl FnOnce(&mut Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
         let idle = lock(&self.readers).pop();
-        let conn = match idle {
+        let mut conn = match idle {
             Some(conn) => conn,
             None => connect(&self.path, self.busy_timeout)?,
         };
-        let value = work(&conn);
+        let value = work(&mut conn);
         let mut readers = lock(&self.readers);
         if readers.len() < MAX_IDLE_READERS {
             readers.push(conn);
@@ -590,8 +629,8 @@ mod tests {
     }
 
     fn search(store: &Store, user: &str, text: &str, filter: &Filter) -> Vec<String> {
-        let query = fts_query(text).unwrap();
-        store.search(user, &query, filter, 10).unwrap().into_iter().map(|hit| hit.note.content).collect()
+        let query = fts_query(text).unwrap().unwrap();
+        store.search(user, &query, filter, 10, || false).unwrap().into_iter().map(|hit| hit.note.content).collect()
     }
 
     #[test]
@@ -605,7 +644,9 @@ mod tests {
         assert_eq!(search(&store, "alice", "cafe pres", &Filter::default()), ["Le café près de la gare ouvre à 7h"]);
         assert_eq!(search(&store, "alice", "birth*", &Filter::default()).len(), 1);
         assert_eq!(search(&store, "alice", "family", &Filter::default()).len(), 1, "tags are searched too");
-        let hit = &store.search("alice", &fts_query("birthday").unwrap(), &Filter::default(), 10).unwrap()[0];
+        let hit = &store
+            .search("alice", &fts_query("birthday").unwrap().unwrap(), &Filter::default(), 10, || false)
+            .unwrap()[0];
         assert!(hit.snippet.contains("**birthday**"), "{}", hit.snippet);
         assert!(hit.score > 0.0);
     }

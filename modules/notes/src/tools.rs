@@ -153,11 +153,14 @@ pub async fn search_notes(ctx: Context, args: SearchNotes) -> Result<SearchResul
         tags: tags_argument("tags", args.tags.as_deref())?,
         since: args.since.as_deref().map(parse_since).transpose()?,
     };
-    let Some(query) = fts_query(&args.query) else {
+    let Some(query) = fts_query(&args.query).map_err(|error| ToolError::invalid_arguments(error.to_string()))? else {
         return Ok(SearchResults { results: Vec::new() });
     };
     let limit = args.limit.unwrap_or(10) as usize;
-    let results = ctx.blocking(move |store: &Store| store.search(&user_id, &query, &filter, limit)).await?;
+    // Cancelled when the call times out or is given up: the search stops then.
+    let cancelled = ctx.cancellation().clone();
+    let abandoned = move || cancelled.is_cancelled();
+    let results = ctx.blocking(move |store: &Store| store.search(&user_id, &query, &filter, limit, abandoned)).await?;
     Ok(SearchResults { results })
 }
 

@@ -275,6 +275,42 @@ async fn limits_are_enforced_and_named() {
 }
 
 #[tokio::test]
+async fn a_search_past_its_time_budget_is_stopped_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("notes.db");
+    // Another user's many notes, each with its own words, written straight
+    // into the database: a prefix of those words walks all of them.
+    let roomy = notes::store::Limits { note_max_bytes: 1 << 20, user_max_notes: 1 << 20, user_max_bytes: 1 << 40 };
+    let store = notes::store::Store::open(&db, roomy, Duration::from_secs(5)).unwrap();
+    let words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"];
+    let many = (0..20_000).map(|i| notes::store::NewNote {
+        content: words.iter().map(|word| format!("{word}{i} ")).collect(),
+        tags: Vec::new(),
+        source: None,
+    });
+    store.import("other", many).unwrap();
+    store.save("me", notes::store::NewNote { content: "alpha bravo".into(), tags: Vec::new(), source: None }).unwrap();
+    drop(store);
+    let pathological = json!({"query": "alph* brav* char* delt* echo* foxt* golf* hote*"});
+
+    let hurried = start(&db, &[("NOTES_SEARCH_MAX_MS", "1")]);
+    let stopped = call(&hurried.client(), "me", "search_notes", pathological.clone()).await;
+    assert_eq!(error_kind(&stopped), "timeout", "{stopped}");
+    assert!(stopped["error"].as_str().unwrap().contains("1 ms (NOTES_SEARCH_MAX_MS)"), "{stopped}");
+    drop(hurried);
+
+    let module = start(&db, &[]);
+    let client = module.client();
+    assert_eq!(search(&client, "me", json!({"query": "bravo"})).await, ["alpha bravo"]);
+    // One letter is not an indexed prefix: searched as a word, it finds nothing here.
+    let letters: String = ('a'..='z').map(|letter| format!("{letter}* ")).collect();
+    assert!(search(&client, "me", json!({"query": letters})).await.is_empty());
+    let nine = call(&client, "me", "search_notes", json!({"query": "al* br* ch* de* ec* fo* go* ho* in*"})).await;
+    assert_eq!(error_kind(&nine), "invalid_arguments", "{nine}");
+    assert!(nine["error"].as_str().unwrap().contains("at most 8 prefix searches"), "{nine}");
+}
+
+#[tokio::test]
 async fn a_sigkill_during_a_thousand_saves_loses_no_acknowledged_note() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("notes.db");
