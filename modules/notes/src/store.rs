@@ -13,11 +13,12 @@
 //! - Schema: migrations numbered by `PRAGMA user_version`, applied at open.
 //!
 //! One connection writes (behind a mutex); reads take a connection from a
-//! small pool, so searches run while a save commits. All methods block:
-//! call them off the async workers.
+//! small pool, so searches run while a save commits. At most
+//! [`MAX_READERS`] read connections exist; a read past that waits for one.
+//! All methods block: call them off the async workers.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use module_sdk::{ErrorKind, ToolErrorKind};
@@ -104,8 +105,10 @@ const BM25_WEIGHTS: &str = "1.0, 0.5, 0.0";
 /// Words of context in a search snippet.
 const SNIPPET_WORDS: u32 = 24;
 
-/// Idle read connections kept open.
-const MAX_IDLE_READERS: usize = 4;
+/// Most read connections open at once, idle or in use: concurrent reads
+/// past it wait for one, instead of each opening a connection (tokio runs
+/// up to 512 blocking threads).
+pub const MAX_READERS: usize = 8;
 
 /// A search's time budget unless [`Store::search_budget`] sets another.
 pub const DEFAULT_SEARCH_BUDGET: Duration = Duration::from_secs(5);
@@ -246,7 +249,16 @@ pub struct Store {
     busy_timeout: Duration,
     search_budget: Duration,
     writer: Mutex<Connection>,
-    readers: Mutex<Vec<Connection>>,
+    readers: Mutex<Readers>,
+    /// Signalled when a read connection is given back (or could not be opened).
+    reader_freed: Condvar,
+}
+
+/// The read connections: those idle, and how many exist.
+#[derive(Default)]
+struct Readers {
+    idle: Vec<Connection>,
+    open: usize,
 }
 
 impl Store {
@@ -268,7 +280,8 @@ impl Store {
             busy_timeout,
             search_budget: DEFAULT_SEARCH_BUDGET,
             writer: Mutex::new(writer),
-            readers: Mutex::new(Vec::new()),
+            readers: Mutex::new(Readers::default()),
+            reader_freed: Condvar::new(),
         })
     }
 
@@ -442,19 +455,28 @@ impl Store {
         Ok(value)
     }
 
-    /// Runs `work` on a read connection from the pool.
+    /// Runs `work` on a read connection from the pool, waiting for one
+    /// when [`MAX_READERS`] are in use.
     fn read<T>(&self, work: impl FnOnce(&mut Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
-        let idle = lock(&self.readers).pop();
-        let mut conn = match idle {
+        let mut readers = lock(&self.readers);
+        let idle = loop {
+            if let Some(conn) = readers.idle.pop() {
+                break Some(conn);
+            }
+            if readers.open < MAX_READERS {
+                readers.open += 1;
+                break None;
+            }
+            readers = self.reader_freed.wait(readers).unwrap_or_else(PoisonError::into_inner);
+        };
+        drop(readers);
+        // Given back however this ends: an error, a panic in `work`.
+        let mut lease = Lease { store: self, conn: None };
+        let conn = match idle {
             Some(conn) => conn,
             None => connect(&self.path, self.busy_timeout)?,
         };
-        let value = work(&mut conn);
-        let mut readers = lock(&self.readers);
-        if readers.len() < MAX_IDLE_READERS {
-            readers.push(conn);
-        }
-        value
+        work(lease.conn.insert(conn))
     }
 }
 
@@ -469,6 +491,25 @@ impl Filter {
             sql.push_str(" AND n.seq IN (SELECT seq FROM note_tags WHERE user_id = ? AND tag = ?)");
             parameters.extend([SqlValue::from(user_id.to_owned()), SqlValue::from(tag.clone())]);
         }
+    }
+}
+
+/// A read connection's place in the pool, taken by [`Store::read`]: when
+/// dropped, the connection goes back to the idle ones (or, when none could
+/// be opened, the place is freed) and a waiting read is woken.
+struct Lease<'a> {
+    store: &'a Store,
+    conn: Option<Connection>,
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        let mut readers = lock(&self.store.readers);
+        match self.conn.take() {
+            Some(conn) => readers.idle.push(conn),
+            None => readers.open -= 1,
+        }
+        self.store.reader_freed.notify_one();
     }
 }
 
@@ -626,6 +667,32 @@ mod tests {
 
     fn note(content: &str, tags: &[&str]) -> NewNote {
         NewNote { content: content.to_owned(), tags: tags.iter().map(|t| (*t).to_owned()).collect(), source: None }
+    }
+
+    #[test]
+    fn concurrent_reads_share_at_most_max_readers_connections() {
+        let (_dir, store) = store(LIMITS);
+        let active = std::sync::atomic::AtomicUsize::new(0);
+        let most = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..4 * MAX_READERS {
+                scope.spawn(|| {
+                    store
+                        .read(|_conn| {
+                            let now = active.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                            most.fetch_max(now, std::sync::atomic::Ordering::SeqCst);
+                            // Long enough for the others to pile up.
+                            std::thread::sleep(Duration::from_millis(20));
+                            active.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                            Ok(())
+                        })
+                        .unwrap();
+                });
+            }
+        });
+        let most = most.into_inner();
+        assert!((2..=MAX_READERS).contains(&most), "{most} reads at once");
+        assert!(lock(&store.readers).open <= MAX_READERS);
     }
 
     fn search(store: &Store, user: &str, text: &str, filter: &Filter) -> Vec<String> {
