@@ -25,11 +25,15 @@ use crate::module_client::{InvalidToken, MODULE_IDLE_TIMEOUT, ModuleClient};
 use crate::providers::{ConvertedCache, Listed, ToolFormat};
 use crate::redis_cache::RedisCache;
 use crate::registry::{Registry, RouteError, ToolRoute};
+use crate::tls::TlsSetupError;
 use crate::tool_search::ToolSearch;
 
 /// Why the orchestrator could not be put together.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
+    /// The TLS client configuration could not be made.
+    #[error(transparent)]
+    Tls(#[from] TlsSetupError),
     /// The HTTP client could not be created (TLS set-up).
     #[error("cannot create the HTTP client: {0}")]
     Client(#[from] reqwest::Error),
@@ -92,7 +96,10 @@ impl Orchestrator {
         // reqwest (`mcp_modules::http_client`). Modules are internal services:
         // none of these sends their traffic through a proxy. Idle connections
         // are dropped sooner than any module drops them (see MODULE_IDLE_TIMEOUT).
+        // All three trust the same roots: Mozilla's and TLS_EXTRA_ROOTS.
+        let tls = crate::tls::client_config(&config.tls_extra_roots)?;
         let client = reqwest::Client::builder()
+            .use_preconfigured_tls(tls.clone())
             .no_proxy()
             .pool_idle_timeout(MODULE_IDLE_TIMEOUT)
             .pool_max_idle_per_host(config.budgets.max_concurrent_calls_per_module)
@@ -116,7 +123,7 @@ impl Orchestrator {
                 &config.mcp_servers,
                 &config.budgets,
                 config.discovery_timeout,
-                &shared_client()?,
+                &shared_client(tls.clone())?,
             )),
         );
         let metrics = Arc::new(Metrics::new(registry.metrics()));
@@ -124,6 +131,7 @@ impl Orchestrator {
             config.budgets.max_concurrent_calls_per_module,
             config.service_auth_token.as_deref(),
             config.serving_threads,
+            tls,
         )?;
         let executor = Executor::new(Arc::clone(&registry), module_client, Arc::clone(&config), Arc::clone(&metrics));
         let identities = Identities::new(config.api_token.clone(), &config.identities, config.redis_url.as_deref())?;

@@ -17,9 +17,11 @@ use crate::identity::settings::{IdentityFile, IdentitySettings};
 use crate::limits::{Budgets, BudgetsFile};
 use crate::mcp::settings::{McpEndpointFile, McpEndpointSettings};
 use crate::mcp_modules::settings::{McpServerSettings, read_modules};
+use crate::tls::read_extra_roots;
 use crate::tool_search::settings::{ToolSearchFile, ToolSearchSettings};
 use module_sdk::contract::is_valid_name;
 use module_sdk::{LogFormat, ServerLimits};
+use rustls::pki_types::CertificateDer;
 use serde::Deserialize;
 
 /// Tool timeout for modules not in `SLOW_MODULES` whose tools name none.
@@ -100,6 +102,9 @@ pub struct Config {
     pub redis_url: Option<String>,
     /// `SERVICE_AUTH_TOKEN`: sent to modules as `Authorization: Bearer`.
     pub service_auth_token: Option<String>,
+    /// `TLS_EXTRA_ROOTS`: the root certificates of its PEM file, trusted
+    /// over TLS besides Mozilla's (see [`crate::tls`]); empty when unset.
+    pub tls_extra_roots: Vec<CertificateDer<'static>>,
     /// `ORCHESTRATOR_API_TOKEN`: what callers must present; `None` is development mode.
     pub api_token: Option<String>,
     /// `HOST`: the address to listen on.
@@ -144,6 +149,7 @@ impl Default for Config {
             refresh_interval: Duration::from_secs_f64(DEFAULT_REFRESH_INTERVAL_SECONDS),
             redis_url: None,
             service_auth_token: None,
+            tls_extra_roots: Vec::new(),
             api_token: None,
             host: IpAddr::from([0, 0, 0, 0]),
             port: DEFAULT_PORT,
@@ -172,6 +178,7 @@ struct FileConfig {
     refresh_interval: Option<f64>,
     redis_url: Option<String>,
     service_auth_token: Option<String>,
+    tls_extra_roots: Option<PathBuf>,
     orchestrator_api_token: Option<String>,
     host: Option<String>,
     port: Option<u16>,
@@ -324,6 +331,11 @@ impl Config {
             redis::Client::open(url.as_str())
                 .map_err(|e| invalid("REDIS_URL", url, format!("expected redis://host:port[/db] ({e})")))?;
         }
+        let tls_extra_roots = match env("TLS_EXTRA_ROOTS").map(PathBuf::from).or(file.tls_extra_roots) {
+            Some(path) => read_extra_roots(&path)
+                .map_err(|e| invalid("TLS_EXTRA_ROOTS", &path.display().to_string(), e.to_string()))?,
+            None => Vec::new(),
+        };
         let host = match env("HOST").or(file.host) {
             Some(text) => text
                 .parse()
@@ -446,6 +458,7 @@ impl Config {
             slow_modules,
             redis_url,
             service_auth_token: env("SERVICE_AUTH_TOKEN").or(file.service_auth_token.filter(|s| !s.is_empty())),
+            tls_extra_roots,
             api_token: env("ORCHESTRATOR_API_TOKEN").or(file.orchestrator_api_token.filter(|s| !s.is_empty())),
             host,
             port,
@@ -645,6 +658,7 @@ mod tests {
             (&[("MCP_TASK_TTL_SECONDS", "1e19")], "MCP_TASK_TTL_SECONDS"),
             (&[("REVOCATION_REFRESH_SECONDS", "1e19")], "REVOCATION_REFRESH_SECONDS"),
             (&[("MAX_CONNECTIONS", "-5")], "MAX_CONNECTIONS"),
+            (&[("TLS_EXTRA_ROOTS", "/nonexistent/roots.pem")], "TLS_EXTRA_ROOTS"),
         ];
         for (env, name) in cases {
             let error = read(None, env).unwrap_err().to_string();

@@ -35,6 +35,7 @@ pub mod request_checks;
 pub mod same_origin;
 pub mod server;
 pub mod snapshot;
+pub mod tls;
 pub mod tool_calls;
 pub mod tool_search;
 pub mod trace;

@@ -35,7 +35,8 @@ pub fn serve(module_url: &str) {
     let threads = ServingThreads::start(count).expect("serving threads");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime");
     runtime.block_on(async move {
-        let client = Arc::new(ModuleClient::new(64, None, count).expect("no token to check"));
+        let tls = orchestrator::tls::client_config(&[]).expect("Mozilla's roots");
+        let client = Arc::new(ModuleClient::new(64, None, count, tls).expect("no token to check"));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a free port");
         let address = listener.local_addr().expect("a bound address");
         println!("{}", serde_json::json!({"message": "floor proxy listening", "address": address}));

@@ -1,7 +1,8 @@
 //! The HTTP client of the MCP servers reached over streamable HTTP: rmcp's
 //! own reqwest client underneath, built like the orchestrator's other
 //! clients of modules (never through a proxy: `HTTP_PROXY` and the like are
-//! ignored), following only same-origin `307`/`308` redirects as rmcp's
+//! ignored; `mcp+https://` servers verified against the roots of
+//! [`crate::tls`], Mozilla's and `TLS_EXTRA_ROOTS`), following only same-origin `307`/`308` redirects as rmcp's
 //! default client does, and opening a session's event stream (`GET`) at
 //! most once per [`MIN_EVENT_STREAM_INTERVAL`], whatever `retry` the server
 //! sends or however soon it closes the stream again. (rmcp waits what the
@@ -21,6 +22,7 @@ use rmcp::transport::common::client_side_sse::{BoxedSseResponse, ExponentialBack
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
 };
+use rustls::ClientConfig;
 use tokio::time::Instant;
 
 /// The shortest time between two `GET`s of one session's event stream
@@ -47,9 +49,11 @@ const MAX_REDIRECTS: usize = 10;
 pub struct ClientBuildError(#[from] reqwest_mcp::Error);
 
 /// The pooled client of every MCP server over HTTP (no proxy, no idle
-/// connections kept, as rmcp's default client keeps none).
-pub fn shared_client() -> Result<reqwest_mcp::Client, ClientBuildError> {
+/// connections kept, as rmcp's default client keeps none), with `tls`
+/// ([`crate::tls::client_config`]) for `mcp+https://` servers.
+pub fn shared_client(tls: ClientConfig) -> Result<reqwest_mcp::Client, ClientBuildError> {
     Ok(reqwest_mcp::Client::builder()
+        .tls_backend_preconfigured(tls)
         .no_proxy()
         .pool_max_idle_per_host(0)
         .tcp_nodelay(true)
@@ -205,7 +209,7 @@ mod tests {
 
     #[test]
     fn the_event_stream_opens_at_once_then_once_per_interval() {
-        let client = SessionClient::new(shared_client().unwrap());
+        let client = SessionClient::new(shared_client(crate::tls::client_config(&[]).unwrap()).unwrap());
         let start = Instant::now() + Duration::from_millis(10);
         assert_eq!(client.reserve(start), start, "the first stream is not delayed");
         assert_eq!(client.clone().reserve(start), start + MIN_EVENT_STREAM_INTERVAL, "clones share the pace");

@@ -7,7 +7,8 @@
 //! task per connection, were a large share of what a small routed call
 //! cost; discovery, MCP servers and JWKS keep using reqwest.
 //!
-//! `https://` modules are reached over rustls with Mozilla's roots.
+//! `https://` modules are reached over rustls with Mozilla's roots and
+//! `TLS_EXTRA_ROOTS` (the configuration of [`crate::tls`]).
 //!
 //! Tuned for many small calls to few hosts: HTTP/1.1 keep-alive (what a
 //! plain `http://` module speaks; HTTP/2 would need prior knowledge, which a
@@ -34,6 +35,7 @@ use hyper::client::conn::TrySendError;
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use module_sdk::service::TRACEPARENT;
+use rustls::ClientConfig;
 use tokio::time::Instant;
 use tower::ServiceExt;
 
@@ -90,7 +92,7 @@ impl SendError {
 }
 
 /// Posts routed calls to modules over pooled keep-alive connections
-/// (`http://`, or `https://` verified against Mozilla's roots, as reqwest does).
+/// (`http://`, or `https://` verified as the TLS configuration given says).
 #[derive(Clone)]
 pub struct ModuleClient {
     connector: HttpsConnector<HttpConnector>,
@@ -103,14 +105,16 @@ impl ModuleClient {
     /// A client keeping up to `max_idle_per_module` idle connections to each
     /// module for each of `serving_threads` threads and for the other
     /// threads together (see [`connection`]), sending `service_token` as a
-    /// bearer token when set; an error when the token cannot be sent in a
-    /// header.
+    /// bearer token when set, `https://` modules reached with `tls`
+    /// ([`crate::tls::client_config`]); an error when the token cannot be
+    /// sent in a header.
     pub fn new(
         max_idle_per_module: usize,
         service_token: Option<&str>,
         serving_threads: usize,
+        tls: ClientConfig,
     ) -> Result<Self, InvalidToken> {
-        Self::with_idle_timeout(max_idle_per_module, service_token, serving_threads, MODULE_IDLE_TIMEOUT)
+        Self::with_idle_timeout(max_idle_per_module, service_token, serving_threads, tls, MODULE_IDLE_TIMEOUT)
     }
 
     /// [`Self::new`] with idle connections kept for `idle_timeout`.
@@ -118,6 +122,7 @@ impl ModuleClient {
         max_idle_per_module: usize,
         service_token: Option<&str>,
         serving_threads: usize,
+        tls: ClientConfig,
         idle_timeout: Duration,
     ) -> Result<Self, InvalidToken> {
         let mut connector = HttpConnector::new();
@@ -125,7 +130,7 @@ impl ModuleClient {
         // The TLS layer below takes https:// URLs; the TCP connector must let them through.
         connector.enforce_http(false);
         let connector =
-            HttpsConnectorBuilder::new().with_webpki_roots().https_or_http().enable_http1().wrap_connector(connector);
+            HttpsConnectorBuilder::new().with_tls_config(tls).https_or_http().enable_http1().wrap_connector(connector);
         let authorization = service_token.map(|token| HeaderValue::try_from(format!("Bearer {token}"))).transpose()?;
         let pool = Arc::new(ConnectionPool::new(max_idle_per_module, idle_timeout, serving_threads));
         Ok(Self { connector, pool, authorization })
@@ -248,6 +253,11 @@ mod tests {
 
     use super::*;
 
+    /// The TLS configuration without extra roots.
+    fn tls() -> ClientConfig {
+        crate::tls::client_config(&[]).unwrap()
+    }
+
     const TRACEPARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
 
     /// A module whose `/execute` answers with the port the call came from
@@ -285,7 +295,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_is_reused_once_its_answer_is_read() {
         let url = port_echo_module().await;
-        let client = ModuleClient::new(4, None, 1).unwrap();
+        let client = ModuleClient::new(4, None, 1, tls()).unwrap();
         let first = call(&client, &url, "{}").await;
         assert_eq!(call(&client, &url, "{}").await, first);
         assert_eq!(call(&client, &url, "{}").await, first);
@@ -312,7 +322,7 @@ mod tests {
     async fn a_serving_thread_without_idle_connections_reuses_another_threads() {
         let url = port_echo_module().await;
         let threads = ServingThreads::start(2).unwrap();
-        let client = Arc::new(ModuleClient::new(4, None, 2).unwrap());
+        let client = Arc::new(ModuleClient::new(4, None, 2, tls()).unwrap());
         let mut seen = Vec::new();
         for _ in 0..4 {
             let (client, url) = (Arc::clone(&client), Arc::clone(&url));
@@ -326,7 +336,7 @@ mod tests {
     #[tokio::test]
     async fn an_answer_left_unread_closes_its_connection() {
         let url = port_echo_module().await;
-        let client = ModuleClient::new(4, None, 1).unwrap();
+        let client = ModuleClient::new(4, None, 1, tls()).unwrap();
         let first = call(&client, &url, "{}").await;
         let deadline = Instant::now() + Duration::from_secs(10);
         // Takes the pooled connection, and drops it with the answer unread.
@@ -339,7 +349,7 @@ mod tests {
     #[tokio::test]
     async fn a_connection_the_module_closed_is_not_reused() {
         let url = port_echo_module().await;
-        let client = ModuleClient::new(4, None, 1).unwrap();
+        let client = ModuleClient::new(4, None, 1, tls()).unwrap();
         let closed = call(&client, &url, "close").await;
         let next = call(&client, &url, "{}").await;
         assert_ne!(next, closed, "a new connection");
@@ -365,7 +375,7 @@ mod tests {
                 let _ = socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await;
             }
         });
-        let client = ModuleClient::new(4, None, 1).unwrap();
+        let client = ModuleClient::new(4, None, 1, tls()).unwrap();
         assert_eq!(call(&client, &url, "{}").await, "ok");
         // Let the close arrive while the connection lies in the pool.
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -399,7 +409,7 @@ mod tests {
         }
         let (called, _) = module().await;
         let (forgotten, mut forgotten_closes) = module().await;
-        let client = ModuleClient::with_idle_timeout(4, None, 1, Duration::from_millis(50)).unwrap();
+        let client = ModuleClient::with_idle_timeout(4, None, 1, tls(), Duration::from_millis(50)).unwrap();
         call(&client, &called, "{}").await;
         call(&client, &forgotten, "{}").await;
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -412,7 +422,7 @@ mod tests {
     #[tokio::test]
     async fn calls_at_once_get_connections_of_their_own_and_at_most_the_limit_stay() {
         let url = port_echo_module().await;
-        let client = ModuleClient::new(2, None, 1).unwrap();
+        let client = ModuleClient::new(2, None, 1, tls()).unwrap();
         let at_once = futures::future::join_all((0..4).map(|_| call(&client, &url, "{}"))).await;
         let ports: std::collections::BTreeSet<_> = at_once.into_iter().collect();
         assert_eq!(ports.len(), 4, "four calls in flight, four connections");
@@ -423,7 +433,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_url_without_a_host_is_refused() {
-        let client = ModuleClient::new(1, None, 1).unwrap();
+        let client = ModuleClient::new(1, None, 1, tls()).unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
         let url: Arc<str> = Arc::from("/execute");
         let error = client.post(&url, HeaderValue::from_static(TRACEPARENT), Bytes::new(), deadline).await.unwrap_err();
@@ -450,7 +460,7 @@ mod tests {
     async fn an_https_module_is_called_over_tls() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let client = ModuleClient::new(1, None, 1).unwrap();
+        let client = ModuleClient::new(1, None, 1, tls()).unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
         let traceparent = HeaderValue::from_static("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
         let url: Arc<str> = Arc::from(format!("https://127.0.0.1:{port}/execute"));
