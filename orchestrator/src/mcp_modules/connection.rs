@@ -109,7 +109,7 @@ pub async fn connect(
             let transport = StreamableHttpClientTransport::with_client(SessionClient::new(http.clone()), config);
             let transport = ServerRequestBudget::new(transport, module, max_server_requests, on_end);
             let ended = transport.end_reason();
-            let service = handler.serve(transport).await.map_err(|e| module_sdk::error_chain(&e))?;
+            let service = handler.serve(transport).await.map_err(|e| http_client::handshake_error(&e))?;
             Ok(Connection { service, ended, _group: None, _child: None })
         }
         McpTransport::Stdio { command, env } => {

@@ -18,6 +18,7 @@ use reqwest::header::{HeaderName, HeaderValue};
 use reqwest_mcp::StatusCode;
 use reqwest_mcp::redirect::{Attempt, Policy};
 use rmcp::model::ClientJsonRpcMessage;
+use rmcp::service::ClientInitializeError;
 use rmcp::transport::common::client_side_sse::{BoxedSseResponse, ExponentialBackoff, SseRetryPolicy};
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
@@ -59,6 +60,25 @@ pub fn shared_client(tls: ClientConfig) -> Result<reqwest_mcp::Client, ClientBui
         .tcp_nodelay(true)
         .redirect(Policy::custom(same_origin_redirect))
         .build()?)
+}
+
+/// A failed handshake as text, with what failed underneath a request that
+/// could not be sent: rmcp's errors stop at reqwest's "error sending
+/// request", not saying why (a refused connection, a certificate not
+/// trusted...).
+pub fn handshake_error(error: &ClientInitializeError) -> String {
+    let mut text = module_sdk::error_chain(error);
+    if let ClientInitializeError::TransportError { error, .. } = error
+        && let Some(StreamableHttpError::Client(failed)) = error.error.downcast_ref::<Failure>()
+    {
+        let mut cause = std::error::Error::source(failed);
+        while let Some(reason) = cause {
+            text.push_str(": ");
+            text.push_str(&reason.to_string());
+            cause = reason.source();
+        }
+    }
+    text
 }
 
 /// Follows a `307` or `308` to the same origin (the method and body kept),
