@@ -257,6 +257,7 @@ pub fn module_services(modules: &[(&str, String)]) -> String {
 
 pub mod identities;
 pub mod modules;
+pub mod tls;
 
 /// The `research` sample module's binary, built next to the test binaries
 /// by `cargo build --workspace`; `None` (said loudly) when it is not built,
