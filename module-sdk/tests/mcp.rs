@@ -10,8 +10,8 @@ use module_sdk::mcp::USER_ID_META_KEY;
 use reqwest::StatusCode;
 use rmcp::model::{CallToolRequestParams, CallToolResult, PaginatedRequestParams, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, RunningService, serve_client_with_lifecycle};
+use rmcp::transport::TokioChildProcess;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Map, Value, json};
 use test_support::mcp_checks::{assert_matches_output_schema, text_of};
@@ -34,7 +34,7 @@ async fn connect(
     if let Some(token) = token {
         config = config.auth_header(token);
     }
-    serve_client_with_lifecycle((), StreamableHttpClientTransport::from_config(config), lifecycle).await
+    serve_client_with_lifecycle((), test_support::mcp_client::transport(config), lifecycle).await
 }
 
 /// Both ways a client starts: the 2025-11-25 handshake and 2026-07-28 discovery.

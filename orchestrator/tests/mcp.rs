@@ -24,7 +24,6 @@ use rmcp::model::{
 use rmcp::service::{
     ClientLifecycleMode, NotificationContext, RequestContext, RunningService, serve_client_with_lifecycle,
 };
-use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientHandler, ErrorData, RoleClient};
 use schemars::JsonSchema;
@@ -82,7 +81,7 @@ impl Fleet {
     ) -> RunningService<RoleClient, H> {
         let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp{query}", self.orchestrator.url))
             .auth_header(api_key(key));
-        let transport = StreamableHttpClientTransport::from_config(config);
+        let transport = test_support::mcp_client::transport(config);
         serve_client_with_lifecycle(handler, transport, lifecycle).await.expect("connected")
     }
 }
@@ -248,7 +247,7 @@ async fn a_request_names_its_user_in_meta_within_what_the_identity_may() {
     // One service session, as an agent backend serving many users keeps.
     let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", fleet.orchestrator.url))
         .auth_header(SERVICE_TOKEN);
-    let transport = StreamableHttpClientTransport::from_config(config);
+    let transport = test_support::mcp_client::transport(config);
     let service = serve_client_with_lifecycle((), transport, recent()).await.expect("connected");
     assert_eq!(echo_for(&service, "zoe").await, Ok(json!("zoe")));
     assert_eq!(echo_for(&service, "yann").await, Ok(json!("yann")));
@@ -410,12 +409,9 @@ async fn protocol_rules_pages_and_budgets() {
     let first_session = fleet.connect((), "ada", "", ClientLifecycleMode::Initialize).await;
     let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", fleet.orchestrator.url))
         .auth_header(api_key("ada"));
-    let second = serve_client_with_lifecycle(
-        (),
-        StreamableHttpClientTransport::from_config(config),
-        ClientLifecycleMode::Initialize,
-    )
-    .await;
+    let second =
+        serve_client_with_lifecycle((), test_support::mcp_client::transport(config), ClientLifecycleMode::Initialize)
+            .await;
     assert!(second.is_err(), "MCP_MAX_SESSIONS is 1");
     first_session.cancel().await.unwrap();
 }
@@ -713,7 +709,7 @@ async fn tasks_client(
     lifecycle: ClientLifecycleMode,
 ) -> RunningService<RoleClient, TasksClient> {
     let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", orchestrator.url)).auth_header(token);
-    let transport = StreamableHttpClientTransport::from_config(config);
+    let transport = test_support::mcp_client::transport(config);
     serve_client_with_lifecycle(TasksClient, transport, lifecycle).await.expect("connected")
 }
 
@@ -722,7 +718,7 @@ impl TaskFleet {
     async fn plain_client(&self, key: &'static str) -> RunningService<RoleClient, ()> {
         let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", self.orchestrator.url))
             .auth_header(api_key(key));
-        let transport = StreamableHttpClientTransport::from_config(config);
+        let transport = test_support::mcp_client::transport(config);
         serve_client_with_lifecycle((), transport, recent()).await.expect("connected")
     }
 }

@@ -29,7 +29,6 @@ use orchestrator::providers::ToolFormat;
 use reqwest::StatusCode;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
-use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
 use test_support::{Process, built_binary, error_kind};
@@ -128,7 +127,7 @@ async fn a_workspace_module_joins_the_fleet_as_an_mcp_server() {
     // The whole way: module /mcp -> the orchestrator's MCP client -> the orchestrator's own /mcp.
     let config =
         StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp?permission=user&user_id=u2", orchestrator.url));
-    let client = ().serve(StreamableHttpClientTransport::from_config(config)).await.expect("connected to /mcp");
+    let client = ().serve(test_support::mcp_client::transport(config)).await.expect("connected to /mcp");
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|tool| tool.name.as_ref()).collect();
     assert_eq!(names, ["demo__greet", "demo__plan_trip", "demo__sleep"]);
@@ -384,7 +383,7 @@ async fn list_changed_discovers_again_and_a_call_past_its_time_is_a_timeout() {
     let (status, answer) = orchestrator.post("/v1/tool-calls?format=openai", &request).await;
     assert_eq!((status, answer[0]["content"].clone()), (200, json!("done")), "{answer}");
     let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp?permission=user", orchestrator.url));
-    let client = ().serve(StreamableHttpClientTransport::from_config(config)).await.expect("connected to /mcp");
+    let client = ().serve(test_support::mcp_client::transport(config)).await.expect("connected to /mcp");
     let relayed = client.call_tool(CallToolRequestParams::new("changing__first")).await.unwrap();
     let texts: Vec<&str> = relayed.content.iter().filter_map(|block| Some(block.as_text()?.text.as_str())).collect();
     assert_eq!((texts, relayed.structured_content.clone()), (vec!["done"], None), "plain text, not JSON: {relayed:?}");

@@ -14,6 +14,8 @@
 //!   independent tools.
 //! - [`mcp_checks`]: MCP tool results checked against their tool's
 //!   `outputSchema`.
+//! - [`mcp_client`]: rmcp's streamable HTTP client transport, usable in
+//!   this workspace.
 //! - [`connection_budgets`]: the checks of the connection budgets every
 //!   server gets from `module_sdk::service::serve_router`, written once.
 //! - [`samples`]: the sample tool types, for the demo module and the
@@ -37,6 +39,7 @@ mod client;
 pub mod connection_budgets;
 pub mod cpu;
 pub mod mcp_checks;
+pub mod mcp_client;
 pub mod openapi_checks;
 mod otlp_receiver;
 mod process;
