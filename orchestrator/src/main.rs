@@ -119,6 +119,10 @@ fn main() -> ExitCode {
 /// Runs the command line.
 #[tokio::main]
 async fn run() -> ExitCode {
+    // reqwest 0.13 is built with rustls but no crypto provider: a client made
+    // without the orchestrator's configuration (src/tls.rs) would panic. Ring,
+    // the provider of that configuration, is made the process's default.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let cli = Cli::parse();
     let config = match Config::load(cli.config.as_deref()) {
         Ok(config) => config,
