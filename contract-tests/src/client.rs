@@ -5,9 +5,12 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
+use guarded_http::read_capped;
 use module_sdk::error_chain;
 use reqwest::header::AUTHORIZATION;
 use serde_json::Value;
+
+use crate::budget::Budgets;
 
 /// How long a request other than a tool call may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -60,6 +63,9 @@ pub enum Failure {
     /// The connection was closed or broken before a full answer.
     #[error("the connection dropped: {0}")]
     Dropped(String),
+    /// The body was longer than `--max-response-bytes`; the rest was not read.
+    #[error("the answer is larger than {0} bytes (--max-response-bytes); the rest was not read")]
+    TooLarge(usize),
 }
 
 /// A client of one module at one base URL.
@@ -67,14 +73,17 @@ pub struct ModuleClient {
     http: reqwest::Client,
     base: String,
     token: Option<String>,
+    budgets: Budgets,
     incidents: Mutex<Vec<String>>,
 }
 
 impl ModuleClient {
-    /// A client of the module at `base` (e.g. `http://127.0.0.1:8000`).
-    pub fn new(base: &str, token: Option<String>) -> Result<Self, reqwest::Error> {
+    /// A client of the module at `base` (e.g. `http://127.0.0.1:8000`)
+    /// that reads no more than `budgets` allow.
+    pub fn new(base: &str, token: Option<String>, budgets: Budgets) -> Result<Self, reqwest::Error> {
         let http = reqwest::Client::builder().no_proxy().build()?;
-        Ok(Self { http, base: base.trim_end_matches('/').to_owned(), token, incidents: Mutex::default() })
+        let base = base.trim_end_matches('/').to_owned();
+        Ok(Self { http, base, token, budgets, incidents: Mutex::default() })
     }
 
     /// The module's base URL, without a trailing slash.
@@ -121,16 +130,26 @@ impl ModuleClient {
             }
             (Auth::Configured, None) | (Auth::Without, _) => request,
         };
+        let max_bytes = self.budgets.max_response_bytes;
         let outcome = async {
-            let response = request.send().await?;
+            let response = request.send().await.map_err(|error| {
+                if error.is_connect() {
+                    Failure::Unreachable(error_chain(&error))
+                } else {
+                    Failure::Dropped(error_chain(&error))
+                }
+            })?;
             let status = response.status().as_u16();
-            let bytes = response.bytes().await?;
-            Ok::<_, reqwest::Error>((status, bytes))
+            let url = response.url().clone();
+            match read_capped(&url, response, max_bytes).await {
+                Ok((_, true)) => Err(Failure::TooLarge(max_bytes)),
+                Ok((bytes, false)) => Ok((status, bytes)),
+                Err(error) => Err(Failure::Dropped(error.to_string())),
+            }
         };
         let result = match tokio::time::timeout(timeout, outcome).await {
             Err(_) => Err(Failure::TimedOut(timeout)),
-            Ok(Err(error)) if error.is_connect() => Err(Failure::Unreachable(error_chain(&error))),
-            Ok(Err(error)) => Err(Failure::Dropped(error_chain(&error))),
+            Ok(Err(failure)) => Err(failure),
             Ok(Ok((status, bytes))) => Ok(Reply {
                 status,
                 body: serde_json::from_slice(&bytes).map_err(|_| String::from_utf8_lossy(&bytes).into_owned()),
@@ -138,7 +157,8 @@ impl ModuleClient {
         };
         let incident = match &result {
             Ok(reply) if reply.status >= 500 => Some(format!("{label}: HTTP {}", reply.status)),
-            Ok(_) | Err(Failure::Unreachable(_)) => None,
+            // The check that made the request reports an answer over budget.
+            Ok(_) | Err(Failure::Unreachable(_) | Failure::TooLarge(_)) => None,
             Err(failure) => Some(format!("{label}: {failure}")),
         };
         if let (Some(incident), Ok(mut list)) = (incident, self.incidents.lock()) {

@@ -18,6 +18,7 @@
 //!     user_id: "ci".into(),
 //!     sample_url: contract_tests::generate::DEFAULT_SAMPLE_URL.into(),
 //!     level: Level::Base,
+//!     budgets: contract_tests::Budgets::default(),
 //! };
 //! let report = check_module("http://127.0.0.1:8000", &options).await?;
 //! for failure in report.failures() {
@@ -29,6 +30,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod budget;
 pub mod check;
 pub mod checks;
 pub mod client;
@@ -39,6 +41,7 @@ pub mod report;
 pub mod schema_types;
 pub mod suite;
 
+pub use budget::Budgets;
 pub use check::{Check, CheckResult, Level, Status};
 pub use report::RunReport;
 pub use suite::{ModuleReport, SuiteError, SuiteOptions, check_module};

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use contract_tests::Level;
+use contract_tests::budget::{Budgets, DEFAULT_MAX_RESPONSE_BYTES};
 use contract_tests::generate::DEFAULT_SAMPLE_URL;
 use contract_tests::junit::to_junit;
 use contract_tests::report::RunReport;
@@ -43,6 +44,9 @@ struct Cli {
     /// The URL put into URL-like tool arguments: a page your module may fetch.
     #[arg(long, default_value = DEFAULT_SAMPLE_URL, value_parser = parse_url)]
     sample_url: String,
+    /// The largest answer read from a module, in bytes; a longer one fails the check that asked for it.
+    #[arg(long, default_value_t = DEFAULT_MAX_RESPONSE_BYTES)]
+    max_response_bytes: usize,
 }
 
 /// The machine-readable report formats.
@@ -75,6 +79,7 @@ async fn main() -> ExitCode {
         user_id: cli.user_id.unwrap_or_else(|| format!("contract-tests-{}", uuid::Uuid::new_v4())),
         sample_url: cli.sample_url,
         level: cli.level,
+        budgets: Budgets { max_response_bytes: cli.max_response_bytes },
     };
     let mut reports = Vec::new();
     let mut could_not_run = false;

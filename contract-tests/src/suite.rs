@@ -4,6 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::budget::Budgets;
 use crate::check::{Check, CheckResult, Findings, Level, Status};
 use crate::checks::execute::check_execute;
 use crate::checks::{auth, endpoints, manifest, parameters, providers, schemas, tools_of};
@@ -24,6 +25,8 @@ pub struct SuiteOptions {
     /// How much of the contract the module is held to: at [`Level::Base`]
     /// what only the full contract asks is a warning, not a failure.
     pub level: Level,
+    /// What the run may spend on the module (bytes read, ...).
+    pub budgets: Budgets,
 }
 
 /// Why the suite could not run against a module at all.
@@ -74,7 +77,7 @@ impl ModuleReport {
 
 /// Runs every check against the module at `url`.
 pub async fn check_module(url: &str, options: &SuiteOptions) -> Result<ModuleReport, SuiteError> {
-    let client = ModuleClient::new(url, options.token.clone())?;
+    let client = ModuleClient::new(url, options.token.clone(), options.budgets)?;
     let mut findings = Findings::default();
     endpoints::check_health(&client, &mut findings)
         .await

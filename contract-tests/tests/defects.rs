@@ -8,7 +8,7 @@ mod plain_module;
 
 use std::collections::BTreeSet;
 
-use contract_tests::{Check, Level, ModuleReport, Status, SuiteOptions, check_module};
+use contract_tests::{Budgets, Check, Level, ModuleReport, Status, SuiteOptions, check_module};
 use plain_module::{Defect, TOKEN, serve};
 
 /// Each defect, and the checks that must fail because of it (no others).
@@ -63,6 +63,7 @@ fn options(read_only: bool, level: Level) -> SuiteOptions {
         user_id: "defect-tests".to_owned(),
         sample_url: "http://127.0.0.1:9/page".to_owned(),
         level,
+        budgets: Budgets::default(),
     }
 }
 

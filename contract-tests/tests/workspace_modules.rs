@@ -52,6 +52,7 @@ async fn every_workspace_module_passes_the_whole_suite() {
             user_id: "contract-tests-user".to_owned(),
             sample_url: web.page_url(),
             level: contract_tests::Level::Full,
+            budgets: contract_tests::Budgets::default(),
         };
         let report = check_module(&running.url(), &options).await.unwrap();
         let text = RunReport::new(vec![report.clone()]).to_text();

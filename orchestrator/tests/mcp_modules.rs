@@ -120,6 +120,7 @@ async fn a_workspace_module_joins_the_fleet_as_an_mcp_server() {
         user_id: "contract-tests-user".to_owned(),
         sample_url: "http://127.0.0.1:9/".to_owned(),
         level: Level::Full,
+        budgets: contract_tests::Budgets::default(),
     };
     let report = check_module(&demo.url(), &options).await.unwrap();
     assert!(report.passed(), "{}", RunReport::new(vec![report.clone()]).to_text());
