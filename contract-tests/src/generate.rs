@@ -1,7 +1,13 @@
 //! Deterministic arguments that satisfy a tool's `input_schema`: several
 //! per tool, with optional fields left out and put in, every enum and union
 //! branch reachable, references followed, bounds and formats respected.
-//! Every sample is checked against the schema before it is used.
+//! Every sample is checked against the schema before it is used, and
+//! built within budgets ([`MAX_SAMPLE_VALUES`], [`MAX_SAMPLE_CHARS`]): a
+//! schema that asks for more (`minLength: 100000000`, `minItems` in the
+//! billions, required references to itself) gets [`OverBudget`], not a
+//! sample.
+
+use std::cell::Cell;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -31,6 +37,33 @@ const OPTIONAL_DEPTH: usize = 4;
 
 /// Deeper than this, generation gives up on the branch (a cycle of required fields).
 const MAX_DEPTH: usize = 24;
+
+/// The most JSON values (objects, arrays, their members, each counted once)
+/// one generated sample may hold.
+pub const MAX_SAMPLE_VALUES: usize = 100_000;
+
+/// The most characters the strings of one generated sample may hold together.
+pub const MAX_SAMPLE_CHARS: usize = 1024 * 1024;
+
+/// Why no sample could be built within the generator's budgets.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OverBudget {
+    /// An array's `minItems` alone is over [`MAX_SAMPLE_VALUES`].
+    #[error(
+        "a valid sample needs an array of at least {0} items, more than the {MAX_SAMPLE_VALUES} values a generated sample may hold (MAX_SAMPLE_VALUES)"
+    )]
+    Items(usize),
+    /// A string's `minLength` alone is over [`MAX_SAMPLE_CHARS`].
+    #[error(
+        "a valid sample needs a string of at least {0} characters, more than the {MAX_SAMPLE_CHARS} a generated sample may hold (MAX_SAMPLE_CHARS)"
+    )]
+    Chars(usize),
+    /// The values together are (required references to the schema itself, nested arrays).
+    #[error(
+        "a valid sample holds more than {MAX_SAMPLE_VALUES} values (MAX_SAMPLE_VALUES): required fields or items nest or refer back too often"
+    )]
+    Values,
+}
 
 /// Plain strings, by choice.
 const TEXTS: [&str; 2] = ["example", "another example"];
@@ -63,40 +96,47 @@ pub const DEFAULT_SAMPLE_URL: &str = "https://example.com/";
 
 /// Argument objects that `validator` (compiled from `schema`) accepts: at
 /// most one per variant, without duplicates; empty when none could be built.
-/// URLs in them are `sample_url`.
-pub fn valid_arguments(schema: &Value, validator: &Validator, sample_url: &str) -> Vec<Value> {
-    let generator = Generator { root: schema, sample_url };
+/// URLs in them are `sample_url`. `Err` when a variant cannot be built
+/// within the budgets.
+pub fn valid_arguments(schema: &Value, validator: &Validator, sample_url: &str) -> Result<Vec<Value>, OverBudget> {
     let mut samples: Vec<Value> = Vec::new();
     for variant in VARIANTS {
-        let sample = generator.value(schema, None, variant, 0);
+        let generator = Generator { root: schema, sample_url, values: Cell::new(0), chars: Cell::new(0) };
+        let sample = generator.value(schema, None, variant, 0)?;
         if sample.is_object() && validator.is_valid(&sample) && !samples.contains(&sample) {
             samples.push(sample);
         }
     }
-    samples
+    Ok(samples)
 }
 
+/// Builds one sample, counting what it holds.
 struct Generator<'a> {
     root: &'a Value,
     sample_url: &'a str,
+    /// Values built so far, against [`MAX_SAMPLE_VALUES`].
+    values: Cell<usize>,
+    /// Characters of sized strings built so far, against [`MAX_SAMPLE_CHARS`].
+    chars: Cell<usize>,
 }
 
 impl Generator<'_> {
     /// A value for `node`; `name` is the property it fills, used as a hint
     /// for strings (`url`, `email`).
-    fn value(&self, node: &Value, name: Option<&str>, variant: Variant, depth: usize) -> Value {
+    fn value(&self, node: &Value, name: Option<&str>, variant: Variant, depth: usize) -> Result<Value, OverBudget> {
+        self.spend_values(1)?;
         let node = resolve(self.root, node);
         if depth > MAX_DEPTH {
-            return Value::Null;
+            return Ok(Value::Null);
         }
         let Value::Object(map) = node else {
-            return self.text(name, variant);
+            return Ok(self.text(name, variant));
         };
         if let Some(value) = map.get("const") {
-            return value.clone();
+            return Ok(value.clone());
         }
         if let Some(values) = map.get("enum").and_then(Value::as_array) {
-            return pick_non_null(values, variant.choice).cloned().unwrap_or(Value::Null);
+            return Ok(pick_non_null(values, variant.choice).cloned().unwrap_or(Value::Null));
         }
         for union in ["anyOf", "oneOf"] {
             let Some(branches) = map.get(union).and_then(Value::as_array) else { continue };
@@ -112,19 +152,26 @@ impl Generator<'_> {
             let merged = self.merge(map, "allOf", branches);
             return self.value(&merged, name, variant, depth + 1);
         }
-        match type_of(map, variant.choice) {
-            Some("object") => self.object(map, variant, depth),
-            Some("array") => self.array(map, name, variant, depth),
-            Some("string") => self.string(map, name, variant),
+        Ok(match type_of(map, variant.choice) {
+            Some("object") => self.object(map, variant, depth)?,
+            Some("array") => self.array(map, name, variant, depth)?,
+            Some("string") => self.string(map, name, variant)?,
             Some("integer") => integer(map, variant),
             Some("number") => number(map, variant),
             Some("boolean") => Value::Bool(variant.choice.is_multiple_of(2)),
             Some("null") => Value::Null,
             _ => self.text(name, variant),
-        }
+        })
     }
 
-    fn object(&self, node: &Map<String, Value>, variant: Variant, depth: usize) -> Value {
+    /// Counts `count` more values of the sample; `Err` past [`MAX_SAMPLE_VALUES`].
+    fn spend_values(&self, count: usize) -> Result<(), OverBudget> {
+        let total = self.values.get().saturating_add(count);
+        self.values.set(total);
+        if total > MAX_SAMPLE_VALUES { Err(OverBudget::Values) } else { Ok(()) }
+    }
+
+    fn object(&self, node: &Map<String, Value>, variant: Variant, depth: usize) -> Result<Value, OverBudget> {
         let required: Vec<&str> = node
             .get("required")
             .and_then(Value::as_array)
@@ -135,7 +182,7 @@ impl Generator<'_> {
         let properties = node.get("properties").and_then(Value::as_object);
         for (key, property) in properties.into_iter().flatten() {
             if optional || required.contains(&key.as_str()) {
-                out.insert(key.clone(), self.value(property, Some(key), variant, depth + 1));
+                out.insert(key.clone(), self.value(property, Some(key), variant, depth + 1)?);
             }
         }
         for key in required {
@@ -147,29 +194,41 @@ impl Generator<'_> {
             && optional
             && let Some(extra) = node.get("additionalProperties").filter(|schema| schema.is_object())
         {
-            out.insert("key".to_owned(), self.value(extra, Some("key"), variant, depth + 1));
+            out.insert("key".to_owned(), self.value(extra, Some("key"), variant, depth + 1)?);
         }
-        Value::Object(out)
+        Ok(Value::Object(out))
     }
 
-    fn array(&self, node: &Map<String, Value>, name: Option<&str>, variant: Variant, depth: usize) -> Value {
+    fn array(
+        &self,
+        node: &Map<String, Value>,
+        name: Option<&str>,
+        variant: Variant,
+        depth: usize,
+    ) -> Result<Value, OverBudget> {
         let mut items: Vec<Value> = node
             .get("prefixItems")
             .and_then(Value::as_array)
-            .map(|prefix| prefix.iter().map(|item| self.value(item, name, variant, depth + 1)).collect())
+            .map(|prefix| {
+                prefix.iter().map(|item| self.value(item, name, variant, depth + 1)).collect::<Result<Vec<_>, _>>()
+            })
+            .transpose()?
             .unwrap_or_default();
         let rest = node.get("items").cloned().unwrap_or(Value::Bool(true));
         let wanted = if variant.optional { 2 } else { 1 };
         let low = bound(node, "minItems").unwrap_or(0.0) as usize;
         let high = bound(node, "maxItems").map_or(usize::MAX, |n| n as usize);
         let length = wanted.max(low).min(high).max(items.len());
+        if length > MAX_SAMPLE_VALUES {
+            return Err(OverBudget::Items(length));
+        }
         if rest != Value::Bool(false) {
             while items.len() < length {
                 let each = Variant { choice: variant.choice + items.len(), ..variant };
-                items.push(self.value(&rest, name, each, depth + 1));
+                items.push(self.value(&rest, name, each, depth + 1)?);
             }
         }
-        Value::Array(items)
+        Ok(Value::Array(items))
     }
 
     /// A plain string, or what the property's name asks for: a URL, an
@@ -191,32 +250,36 @@ impl Generator<'_> {
     }
 
     /// A string: a format's sample, a `pattern` match, or text cut to length.
-    fn string(&self, node: &Map<String, Value>, name: Option<&str>, variant: Variant) -> Value {
+    fn string(&self, node: &Map<String, Value>, name: Option<&str>, variant: Variant) -> Result<Value, OverBudget> {
         let format = node.get("format").and_then(Value::as_str);
         if matches!(format, Some("uri" | "iri" | "url")) {
-            return json!(self.sample_url);
+            return Ok(json!(self.sample_url));
         }
         if let Some(value) = format.and_then(formatted) {
-            return json!(value);
+            return Ok(json!(value));
         }
         if node.get("contentEncoding").and_then(Value::as_str) == Some("base64") {
-            return json!(BASE64.encode(TEXTS[variant.choice % TEXTS.len()]));
+            return Ok(json!(BASE64.encode(TEXTS[variant.choice % TEXTS.len()])));
         }
         if let Some(pattern) = node.get("pattern").and_then(Value::as_str) {
             let only_pattern = json!({"type": "string", "pattern": pattern});
             if let Ok(check) = jsonschema::draft202012::new(&only_pattern)
                 && let Some(found) = PATTERN_CANDIDATES.iter().find(|c| check.is_valid(&json!(c)))
             {
-                return json!(found);
+                return Ok(json!(found));
             }
         }
         let mut value = self.text(name, variant).as_str().unwrap_or_default().to_owned();
         let min = bound(node, "minLength").unwrap_or(0.0) as usize;
         let max = bound(node, "maxLength").map_or(usize::MAX, |n| n as usize);
-        while value.chars().count() < min {
-            value.push('x');
+        let chars = self.chars.get().saturating_add(min);
+        if chars > MAX_SAMPLE_CHARS {
+            return Err(OverBudget::Chars(min));
         }
-        json!(value.chars().take(max).collect::<String>())
+        self.chars.set(chars);
+        let count = value.chars().count();
+        value.extend(std::iter::repeat_n('x', min.saturating_sub(count)));
+        Ok(json!(value.chars().take(max).collect::<String>()))
     }
 
     /// One schema holding `node` (without its `keyword`) and every branch.
@@ -341,7 +404,7 @@ mod tests {
 
     fn samples(schema: Value) -> Vec<Value> {
         let validator = jsonschema::draft202012::new(&schema).unwrap();
-        valid_arguments(&schema, &validator, DEFAULT_SAMPLE_URL)
+        valid_arguments(&schema, &validator, DEFAULT_SAMPLE_URL).unwrap()
     }
 
     #[test]
@@ -425,5 +488,22 @@ mod tests {
             "$defs": {"Node": {"type": "object", "properties": {"children": {"type": "array", "items": {"$ref": "#/$defs/Node"}}}}}});
         assert!(!samples(tree).is_empty());
         assert!(samples(json!({"type": "object", "properties": {"x": false}, "required": ["x"]})).is_empty());
+    }
+
+    #[test]
+    fn schemas_asking_for_more_than_the_budgets_get_over_budget() {
+        let over = |property: Value| {
+            let schema = json!({"type": "object", "properties": {"a": property}, "required": ["a"],
+                "$defs": {"n": {"type": "object", "required": ["a", "b", "c"], "properties": {
+                    "a": {"$ref": "#/$defs/n"}, "b": {"$ref": "#/$defs/n"}, "c": {"$ref": "#/$defs/n"}}}}});
+            let validator = jsonschema::draft202012::new(&schema).unwrap();
+            valid_arguments(&schema, &validator, DEFAULT_SAMPLE_URL).unwrap_err()
+        };
+        assert_eq!(over(json!({"type": "string", "minLength": 100_000_000})), OverBudget::Chars(100_000_000));
+        assert_eq!(over(json!({"type": "array", "minItems": 4_000_000_000u64})), OverBudget::Items(4_000_000_000));
+        assert_eq!(over(json!({"$ref": "#/$defs/n"})), OverBudget::Values);
+        let long = samples(json!({"type": "object", "properties": {"a": {"type": "string", "minLength": 5000}},
+            "required": ["a"]}));
+        assert_eq!(long[0]["a"].as_str().map(str::len), Some(5000));
     }
 }

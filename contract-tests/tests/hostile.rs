@@ -49,3 +49,50 @@ async fn an_answer_over_max_response_bytes_is_cut_off_and_fails_its_check() {
         "{report}"
     );
 }
+
+/// Schemas whose valid arguments would not fit in memory or time are not
+/// called, and fail `execute.valid_arguments` naming the generator's budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemas_asking_for_more_than_the_generators_budgets_are_reported_not_called() {
+    for (mode, line) in [
+        (
+            "huge_string",
+            "  FAIL execute.valid_arguments: hostile.text not called: a valid sample needs a string of at least 100000000 characters, more than the 1048576 a generated sample may hold (MAX_SAMPLE_CHARS)",
+        ),
+        (
+            "huge_array",
+            "  FAIL execute.valid_arguments: hostile.list not called: a valid sample needs an array of at least 4000000000 items, more than the 100000 values a generated sample may hold (MAX_SAMPLE_VALUES)",
+        ),
+        (
+            "self_referencing",
+            "  FAIL execute.valid_arguments: hostile.tree not called: a valid sample holds more than 100000 values (MAX_SAMPLE_VALUES)",
+        ),
+    ] {
+        let module = start_hostile(mode);
+        let (report, status) = check(&module, &[]).await;
+        assert_eq!(status, Some(1), "{mode}: {report}");
+        assert!(report.contains(line), "{mode}: expected {line:?} in\n{report}");
+        assert!(!module.logs().iter().any(|line| line.contains("\"called\"")), "{mode}: {:?}", module.logs());
+    }
+}
+
+/// A tool whose `input_schema` is over the schema budgets an orchestrator
+/// checks is not called either: its schema is reported by
+/// `schema.input_budget`, and the call it would get by `execute.valid_arguments`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_over_the_schema_budgets_is_not_called() {
+    let module = start_hostile("schema_over_budget");
+    let (report, status) = check(&module, &[]).await;
+    assert_eq!(status, Some(1), "{report}");
+    assert!(report.contains("  FAIL schema.input_budget: hostile.graph input_schema: "), "{report}");
+    assert!(
+        report.contains(
+            "  FAIL execute.valid_arguments: hostile.graph not called: its input_schema is over the schema budgets ("
+        ),
+        "{report}"
+    );
+    let (report, status) = check(&module, &["--level", "base"]).await;
+    assert_eq!(status, Some(0), "{report}");
+    assert!(report.contains("  WARN execute.valid_arguments: hostile.graph not called: "), "{report}");
+    assert!(!module.logs().iter().any(|line| line.contains("\"called\"")), "{:?}", module.logs());
+}

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use jsonschema::Validator;
 use module_sdk::contract::ErrorKind;
-use module_sdk::contract::ToolParameter;
+use module_sdk::contract::{SchemaBudget, ToolParameter};
 use module_sdk::schema::schema_from_parameters;
 use serde_json::{Value, json};
 
@@ -88,6 +88,16 @@ impl Caller<'_> {
             );
             return;
         };
+        if let Some(over) = tool.input_schema().and_then(|schema| SchemaBudget::default().check(schema).err()) {
+            findings.fail_at(
+                Check::ValidArguments,
+                Level::Full,
+                format!(
+                    "{label} not called: its input_schema is over the schema budgets ({over}; see schema.input_budget)"
+                ),
+            );
+            return;
+        }
         let Ok(validator) = jsonschema::draft202012::new(&schema) else {
             findings.note(
                 Check::ValidArguments,
@@ -101,7 +111,13 @@ impl Caller<'_> {
         let output = tool.output_schema().and_then(|schema| jsonschema::draft202012::new(schema).ok());
         let subject = Subject { label, name, timeout, output };
 
-        let samples = valid_arguments(&schema, &validator, &self.options.sample_url);
+        let samples = match valid_arguments(&schema, &validator, &self.options.sample_url) {
+            Ok(samples) => samples,
+            Err(over) => {
+                findings.fail(Check::ValidArguments, format!("{} not called: {over}", subject.label));
+                return;
+            }
+        };
         if samples.is_empty() {
             findings.note(
                 Check::ValidArguments,
