@@ -3,7 +3,7 @@
 //! and hang for `http.no_server_errors`.
 
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use guarded_http::read_capped;
 use module_sdk::error_chain;
@@ -66,6 +66,9 @@ pub enum Failure {
     /// The body was longer than `--max-response-bytes`; the rest was not read.
     #[error("the answer is larger than {0} bytes (--max-response-bytes); the rest was not read")]
     TooLarge(usize),
+    /// The run's time (`--max-run-seconds`) ran out before the answer came.
+    #[error("the run's time ran out (--max-run-seconds); no request is made after it")]
+    OutOfTime,
 }
 
 /// A client of one module at one base URL.
@@ -74,6 +77,7 @@ pub struct ModuleClient {
     base: String,
     token: Option<String>,
     budgets: Budgets,
+    deadline: Instant,
     incidents: Mutex<Vec<String>>,
 }
 
@@ -83,7 +87,14 @@ impl ModuleClient {
     pub fn new(base: &str, token: Option<String>, budgets: Budgets) -> Result<Self, reqwest::Error> {
         let http = reqwest::Client::builder().no_proxy().build()?;
         let base = base.trim_end_matches('/').to_owned();
-        Ok(Self { http, base, token, budgets, incidents: Mutex::default() })
+        // A run too long to add to the clock has no deadline worth keeping.
+        let deadline = Instant::now().checked_add(budgets.max_run).unwrap_or_else(far_future);
+        Ok(Self { http, base, token, budgets, deadline, incidents: Mutex::default() })
+    }
+
+    /// Whether the run's time (`Budgets::max_run`) has run out.
+    pub fn out_of_time(&self) -> bool {
+        Instant::now() >= self.deadline
     }
 
     /// The module's base URL, without a trailing slash.
@@ -130,6 +141,10 @@ impl ModuleClient {
             }
             (Auth::Configured, None) | (Auth::Without, _) => request,
         };
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(Failure::OutOfTime);
+        }
         let max_bytes = self.budgets.max_response_bytes;
         let outcome = async {
             let response = request.send().await.map_err(|error| {
@@ -147,7 +162,8 @@ impl ModuleClient {
                 Err(error) => Err(Failure::Dropped(error.to_string())),
             }
         };
-        let result = match tokio::time::timeout(timeout, outcome).await {
+        let result = match tokio::time::timeout(timeout.min(left), outcome).await {
+            Err(_) if left < timeout => Err(Failure::OutOfTime),
             Err(_) => Err(Failure::TimedOut(timeout)),
             Ok(Err(failure)) => Err(failure),
             Ok(Ok((status, bytes))) => Ok(Reply {
@@ -158,7 +174,7 @@ impl ModuleClient {
         let incident = match &result {
             Ok(reply) if reply.status >= 500 => Some(format!("{label}: HTTP {}", reply.status)),
             // The check that made the request reports an answer over budget.
-            Ok(_) | Err(Failure::Unreachable(_) | Failure::TooLarge(_)) => None,
+            Ok(_) | Err(Failure::Unreachable(_) | Failure::TooLarge(_) | Failure::OutOfTime) => None,
             Err(failure) => Some(format!("{label}: {failure}")),
         };
         if let (Some(incident), Ok(mut list)) = (incident, self.incidents.lock()) {
@@ -166,6 +182,11 @@ impl ModuleClient {
         }
         result
     }
+}
+
+/// A year from now: the deadline of a run with no usable limit.
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(365 * 24 * 3600)
 }
 
 /// At most 200 characters of `text`, for messages.

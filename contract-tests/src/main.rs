@@ -8,7 +8,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, ValueEnum};
 use contract_tests::Level;
-use contract_tests::budget::{Budgets, DEFAULT_MAX_RESPONSE_BYTES};
+use std::time::{Duration, Instant};
+
+use contract_tests::budget::{Budgets, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_RUN, DEFAULT_MAX_TOOLS};
 use contract_tests::generate::DEFAULT_SAMPLE_URL;
 use contract_tests::junit::to_junit;
 use contract_tests::report::RunReport;
@@ -47,6 +49,12 @@ struct Cli {
     /// The largest answer read from a module, in bytes; a longer one fails the check that asked for it.
     #[arg(long, default_value_t = DEFAULT_MAX_RESPONSE_BYTES)]
     max_response_bytes: usize,
+    /// The most tools of a module that are called, in manifest order; more fail execute.valid_arguments.
+    #[arg(long, default_value_t = DEFAULT_MAX_TOOLS)]
+    max_tools: usize,
+    /// How long the whole run may take, in seconds: a request in flight then is cut off, none is made after.
+    #[arg(long, default_value_t = DEFAULT_MAX_RUN.as_secs())]
+    max_run_seconds: u64,
 }
 
 /// The machine-readable report formats.
@@ -79,11 +87,30 @@ async fn main() -> ExitCode {
         user_id: cli.user_id.unwrap_or_else(|| format!("contract-tests-{}", uuid::Uuid::new_v4())),
         sample_url: cli.sample_url,
         level: cli.level,
-        budgets: Budgets { max_response_bytes: cli.max_response_bytes },
+        budgets: Budgets {
+            max_response_bytes: cli.max_response_bytes,
+            max_tools: cli.max_tools,
+            max_run: Duration::from_secs(cli.max_run_seconds),
+        },
     };
+    let deadline = Instant::now().checked_add(options.budgets.max_run);
     let mut reports = Vec::new();
     let mut could_not_run = false;
     for url in &cli.urls {
+        // The run's time is shared: each module gets what the ones before it left.
+        let left = deadline.map(|deadline| deadline.saturating_duration_since(Instant::now()));
+        if left.is_some_and(|left| left.is_zero()) {
+            eprintln!(
+                "contract-tests: {url} not checked: the run's time ran out (--max-run-seconds {})",
+                cli.max_run_seconds
+            );
+            could_not_run = true;
+            continue;
+        }
+        let options = SuiteOptions {
+            budgets: Budgets { max_run: left.unwrap_or(options.budgets.max_run), ..options.budgets },
+            ..options.clone()
+        };
         match check_module(url, &options).await {
             Ok(report) => reports.push(report),
             Err(error) => {

@@ -96,3 +96,43 @@ async fn a_tool_over_the_schema_budgets_is_not_called() {
     assert!(report.contains("  WARN execute.valid_arguments: hostile.graph not called: "), "{report}");
     assert!(!module.logs().iter().any(|line| line.contains("\"called\"")), "{:?}", module.logs());
 }
+
+/// Past `--max-tools`, the other tools are not called, and the run says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_past_max_tools_are_not_called() {
+    let module = start_hostile("many_tools");
+    let (report, status) = check(&module, &["--max-tools", "3"]).await;
+    assert_eq!(status, Some(1), "{report}");
+    assert!(
+        report.contains(
+            "  FAIL execute.valid_arguments: 997 of the 1000 tools not called: only the first 3 are (--max-tools)"
+        ),
+        "{report}"
+    );
+    let called: Vec<String> = module.logs().into_iter().filter(|line| line.contains("\"called\"")).collect();
+    assert!(
+        called.iter().all(|line| ["t0", "t1", "t2"].iter().any(|t| line.contains(&format!("hostile.{t}\"")))),
+        "{called:?}"
+    );
+}
+
+/// Tools that never answer, each trusted with 600 s: the run ends at
+/// `--max-run-seconds`, cutting off the call in flight, calling nothing more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_ends_at_max_run_seconds() {
+    let module = start_hostile("hanging");
+    let (report, status) = check(&module, &["--max-run-seconds", "3"]).await;
+    assert_eq!(status, Some(1), "{report}");
+    let out_of_time = "the run's time ran out (--max-run-seconds); no request is made after it";
+    assert!(
+        report.contains(&format!("  FAIL execute.valid_arguments: hostile.wait0 with {{}}: {out_of_time}")),
+        "{report}"
+    );
+    assert!(report.contains("1 of the 2 tools not called: the run's time ran out (--max-run-seconds)"), "{report}");
+    assert!(
+        report.contains(&format!(
+            "  FAIL execute.unknown_tool: call to hostile.contract_tests_no_such_tool: {out_of_time}"
+        )),
+        "{report}"
+    );
+}

@@ -28,6 +28,9 @@ const SUCCESS: &str = "success";
 /// `{"detail": [...]}`); the body's shape is checked at the full level only.
 const REFUSALS: [u16; 2] = [400, 422];
 
+/// The longest `timeout_seconds` of a tool believed; a longer one is lowered to it.
+const MAX_TOOL_TIMEOUT_SECONDS: f64 = 600.0;
+
 /// How long a call to a tool without `timeout_seconds` may take.
 const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -40,7 +43,30 @@ pub async fn check_execute(
     findings: &mut Findings,
 ) {
     let caller = Caller { client, options };
-    for tool in tools {
+    let max_tools = options.budgets.max_tools;
+    if tools.len() > max_tools {
+        findings.fail(
+            Check::ValidArguments,
+            format!(
+                "{} of the {} tools not called: only the first {max_tools} are (--max-tools)",
+                tools.len() - max_tools,
+                tools.len()
+            ),
+        );
+    }
+    let called = &tools[..tools.len().min(max_tools)];
+    for (index, tool) in called.iter().enumerate() {
+        if client.out_of_time() {
+            findings.fail(
+                Check::ValidArguments,
+                format!(
+                    "{} of the {} tools not called: the run's time ran out (--max-run-seconds)",
+                    called.len() - index,
+                    tools.len()
+                ),
+            );
+            break;
+        }
         caller.exercise(tool, findings).await;
     }
     caller.unknown_tool(module_name.unwrap_or("module"), findings).await;
@@ -105,9 +131,9 @@ impl Caller<'_> {
             );
             return;
         };
-        let timeout = tool
-            .timeout_seconds()
-            .map_or(DEFAULT_CALL_TIMEOUT, |s| Duration::from_secs_f64(s.min(600.0)) + TIMEOUT_MARGIN);
+        let timeout = tool.timeout_seconds().map_or(DEFAULT_CALL_TIMEOUT, |s| {
+            Duration::from_secs_f64(s.min(MAX_TOOL_TIMEOUT_SECONDS)) + TIMEOUT_MARGIN
+        });
         let output = tool.output_schema().and_then(|schema| jsonschema::draft202012::new(schema).ok());
         let subject = Subject { label, name, timeout, output };
 
