@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use guarded_http::read_capped;
 use module_sdk::error_chain;
-use reqwest::header::AUTHORIZATION;
+use reqwest::header::{AUTHORIZATION, LOCATION};
 use serde_json::Value;
 
 use crate::budget::Budgets;
@@ -69,6 +69,16 @@ pub enum Failure {
     /// The run's time (`--max-run-seconds`) ran out before the answer came.
     #[error("the run's time ran out (--max-run-seconds); no request is made after it")]
     OutOfTime,
+    /// The module answered with a redirect, which is not followed: where it
+    /// points may be any host (a cloud metadata service), and the contract's
+    /// routes answer themselves.
+    #[error("redirected ({status}) to {location}; redirects are not followed")]
+    Redirected {
+        /// The 3xx status.
+        status: u16,
+        /// The `Location` header, shortened, or a sentence saying there was none.
+        location: String,
+    },
 }
 
 /// A client of one module at one base URL.
@@ -85,7 +95,7 @@ impl ModuleClient {
     /// A client of the module at `base` (e.g. `http://127.0.0.1:8000`)
     /// that reads no more than `budgets` allow.
     pub fn new(base: &str, token: Option<String>, budgets: Budgets) -> Result<Self, reqwest::Error> {
-        let http = reqwest::Client::builder().no_proxy().build()?;
+        let http = reqwest::Client::builder().no_proxy().redirect(reqwest::redirect::Policy::none()).build()?;
         let base = base.trim_end_matches('/').to_owned();
         // A run too long to add to the clock has no deadline worth keeping.
         let deadline = Instant::now().checked_add(budgets.max_run).unwrap_or_else(far_future);
@@ -155,6 +165,13 @@ impl ModuleClient {
                 }
             })?;
             let status = response.status().as_u16();
+            if response.status().is_redirection() {
+                let location = response.headers().get(LOCATION).map_or_else(
+                    || "nowhere (no Location header)".to_owned(),
+                    |value| shorten(&String::from_utf8_lossy(value.as_bytes())),
+                );
+                return Err(Failure::Redirected { status, location });
+            }
             let url = response.url().clone();
             match read_capped(&url, response, max_bytes).await {
                 Ok((_, true)) => Err(Failure::TooLarge(max_bytes)),
@@ -174,7 +191,10 @@ impl ModuleClient {
         let incident = match &result {
             Ok(reply) if reply.status >= 500 => Some(format!("{label}: HTTP {}", reply.status)),
             // The check that made the request reports an answer over budget.
-            Ok(_) | Err(Failure::Unreachable(_) | Failure::TooLarge(_) | Failure::OutOfTime) => None,
+            Ok(_)
+            | Err(Failure::Unreachable(_) | Failure::TooLarge(_) | Failure::OutOfTime | Failure::Redirected { .. }) => {
+                None
+            }
             Err(failure) => Some(format!("{label}: {failure}")),
         };
         if let (Some(incident), Ok(mut list)) = (incident, self.incidents.lock()) {

@@ -136,3 +136,20 @@ async fn a_run_ends_at_max_run_seconds() {
         "{report}"
     );
 }
+
+/// A module that redirects elsewhere (here to a stand-in for a cloud
+/// metadata service) gets a failure naming where it points: the checker
+/// follows no redirect, so nothing of the other host reaches the report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redirects_are_reported_not_followed() {
+    let module = start_hostile("redirect");
+    let (report, status) = check(&module, &[]).await;
+    assert_eq!(status, Some(1), "{report}");
+    assert!(
+        report.contains("  FAIL manifest.available: GET /manifest: redirected (302) to http://127.0.0.1:"),
+        "{report}"
+    );
+    assert!(report.contains("/manifest; redirects are not followed"), "{report}");
+    assert!(!report.contains("INTERNAL-SECRET"), "{report}");
+    assert!(!module.logs().iter().any(|line| line.contains("metadata read")), "{:?}", module.logs());
+}
