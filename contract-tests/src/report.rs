@@ -1,5 +1,9 @@
 //! The outcome of a run over one or more modules, as human lines and as a
-//! JSON document.
+//! JSON document. The human lines show what a module sent (its name, values
+//! quoted in problems) with control characters escaped, so a module cannot
+//! print lines of its own (a fake summary) or drive the terminal.
+
+use std::borrow::Cow;
 
 use serde::Serialize;
 
@@ -35,14 +39,14 @@ impl RunReport {
         let mut out = String::new();
         for module in &self.modules {
             let name = module.module_name.as_deref().unwrap_or("manifest unreadable");
-            out.push_str(&format!("{} ({name}), level {}\n", module.url, module.level));
+            out.push_str(&format!("{} ({}), level {}\n", printable(&module.url), printable(name), module.level));
             for result in &module.results {
                 push_result(&mut out, result);
             }
             let count = |status| module.results.iter().filter(|r| r.status == status).count();
             out.push_str(&format!(
                 "{}: {} passed, {} warned, {} failed, {} skipped\n\n",
-                module.url,
+                printable(&module.url),
                 count(Status::Passed),
                 count(Status::Warned),
                 count(Status::Failed),
@@ -60,19 +64,52 @@ fn push_result(out: &mut String, result: &CheckResult) {
         Status::Failed => "FAIL",
         Status::Skipped => "SKIP",
     };
-    out.push_str(&format!("  {label} {}: {}\n", result.check.name(), result.reason));
+    out.push_str(&format!("  {label} {}: {}\n", result.check.name(), printable(&result.reason)));
     // The reason is the first problem or, when none counts, the first warning.
     let warnings = result.warnings.iter().map(|warning| format!("warning: {warning}"));
     let mut extra: Vec<String> = result.problems.iter().cloned().chain(warnings).skip(1).collect();
     let hidden = extra.len().saturating_sub(MAX_EXTRA_LINES);
     extra.truncate(MAX_EXTRA_LINES);
     for line in extra {
-        out.push_str(&format!("         {line}\n"));
+        out.push_str(&format!("         {}\n", printable(&line)));
     }
     if hidden > 0 {
         out.push_str(&format!("         and {hidden} more (see --report json)\n"));
     }
     for note in &result.notes {
-        out.push_str(&format!("         note: {note}\n"));
+        out.push_str(&format!("         note: {}\n", printable(note)));
+    }
+}
+
+/// `text` with every control character (line breaks, escape sequences,
+/// C1 controls) and every bidirectional formatting character written as
+/// its Rust escape (`\n`, `\u{1b}`, `\u{202e}`), so it stays on its line and
+/// shows as sent.
+pub fn printable(text: &str) -> Cow<'_, str> {
+    let hidden = |c: char| {
+        c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.chars().any(hidden) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if hidden(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_escaped_and_plain_text_is_kept() {
+        assert!(matches!(printable("plain «text»"), Cow::Borrowed("plain «text»")));
+        assert_eq!(printable("m\nx: 1 passed\x1b[2K\u{9b}\u{202e}"), "m\\nx: 1 passed\\u{1b}[2K\\u{9b}\\u{202e}");
     }
 }

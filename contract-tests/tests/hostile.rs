@@ -153,3 +153,19 @@ async fn redirects_are_reported_not_followed() {
     assert!(!report.contains("INTERNAL-SECRET"), "{report}");
     assert!(!module.logs().iter().any(|line| line.contains("metadata read")), "{:?}", module.logs());
 }
+
+/// What a module sends is printed with its control characters escaped: a
+/// module name holding a line break, a forged summary and escape sequences
+/// stays on its own line, shown as sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_characters_from_the_module_are_escaped() {
+    let module = start_hostile("forged_lines");
+    let (report, status) = check(&module, &[]).await;
+    assert_eq!(status, Some(1), "{report}");
+    for raw in ['\u{1b}', '\u{7}', '\u{202e}'] {
+        assert!(!report.contains(raw), "{raw:?} printed raw:\n{report}");
+    }
+    assert!(!report.lines().any(|line| line.starts_with("http://127.0.0.1: 39 passed")), "{report}");
+    let escaped = r"(hostile\nhttp://127.0.0.1: 39 passed, 0 warned, 0 failed, 0 skipped\u{1b}[1A\u{1b}[2K\u{1b}]0;owned\u{7}\u{202e}), level full";
+    assert!(report.contains(escaped), "{report}");
+}
