@@ -190,7 +190,7 @@ impl ModuleClient {
         };
         let incident = match &result {
             Ok(reply) if reply.status >= 500 => Some(format!("{label}: HTTP {}", reply.status)),
-            // The check that made the request reports an answer over budget.
+            // Not the module failing to answer: the check that made the request reports these.
             Ok(_)
             | Err(Failure::Unreachable(_) | Failure::TooLarge(_) | Failure::OutOfTime | Failure::Redirected { .. }) => {
                 None

@@ -5,11 +5,10 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
 use contract_tests::Level;
-use std::time::{Duration, Instant};
-
 use contract_tests::budget::{Budgets, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_RUN, DEFAULT_MAX_TOOLS};
 use contract_tests::generate::DEFAULT_SAMPLE_URL;
 use contract_tests::junit::to_junit;
