@@ -1,7 +1,7 @@
 //! `contract-tests`: checks running modules against the module contract and
 //! prints one line per check. Exit status: 0 no check failed (warnings
 //! allowed), 1 a check failed, 2 the suite could not run (unreachable
-//! module, bad arguments).
+//! module, bad arguments, or the run's time ran out before a module's turn).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
