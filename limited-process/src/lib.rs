@@ -1,6 +1,6 @@
 //! Run a program from an argv, contained: a cleared environment plus an
 //! allow-list, stdin closed (or given bytes), its own process group,
-//! resource limits (and optionally another user) set before exec, a
+//! resource limits (and optionally another user and cgroups to join) set before exec, a
 //! wall-clock timeout that kills the whole group and every descendant
 //! still attached to the tree, and stdout/stderr (and optionally
 //! descriptor 3) read concurrently with a byte cap.
@@ -26,6 +26,7 @@
 //! fork) are killed and reaped after every exit of their program, not only
 //! at the timeout.
 
+mod cgroup;
 mod group;
 mod limits;
 mod orphans;

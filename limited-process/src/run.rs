@@ -4,12 +4,14 @@ use std::ffi::OsString;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::unistd::Pid;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::cgroup::join_before_exec;
 use crate::group::{ProcessGroupGuard, kill_group};
 use crate::limits::{Limits, apply_before_exec};
 use crate::orphans::{adopt_orphans_below, kill_orphans, spawn_registered};
@@ -34,6 +36,8 @@ pub struct Run {
     stdin: Option<Vec<u8>>,
     user: Option<(u32, u32)>,
     side_output_bytes: Option<usize>,
+    /// `cgroup.procs` files the child writes itself into before exec.
+    cgroups: Vec<Arc<std::fs::File>>,
 }
 
 /// How the program ended.
@@ -106,6 +110,7 @@ impl Run {
             stdin: None,
             user: None,
             side_output_bytes: None,
+            cgroups: Vec::new(),
         }
     }
 
@@ -120,6 +125,15 @@ impl Run {
     /// groups (the caller needs the right to switch, usually root).
     pub fn user(mut self, uid: u32, gid: u32) -> Self {
         self.user = Some((uid, gid));
+        self
+    }
+
+    /// Moves the program into the cgroup whose `cgroup.procs` is `procs`
+    /// (opened for writing) between fork and exec, so that it and every
+    /// descendant are in it before its first instruction; the spawn fails
+    /// if the kernel refuses. Call once per hierarchy (cgroup v1).
+    pub fn cgroup(mut self, procs: std::fs::File) -> Self {
+        self.cgroups.push(Arc::new(procs));
         self
     }
 
@@ -185,6 +199,7 @@ impl Run {
         if let Some((uid, gid)) = self.user {
             command.uid(uid).gid(gid);
         }
+        join_before_exec(&mut command, self.cgroups.clone());
         apply_before_exec(&mut command, self.limits);
         adopt_orphans_below(&mut command);
         let side_pipe = match self.side_output_bytes {
@@ -421,5 +436,17 @@ mod tests {
         let error = Run::new("/nonexistent/program", ["x"]).run().await.unwrap_err();
         assert!(matches!(error, RunError::Spawn { .. }));
         assert!(error.to_string().contains("/nonexistent/program"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_cgroup_the_child_cannot_join_fails_the_spawn() {
+        // /dev/full refuses every write, as the kernel refuses a cgroup the
+        // child may not join; /dev/null takes it, as a joinable cgroup does.
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+        let error = sh("echo ran").cgroup(full).run().await.unwrap_err();
+        assert!(matches!(error, RunError::Spawn { .. }), "{error}");
+        let null = std::fs::OpenOptions::new().write(true).open("/dev/null").unwrap();
+        let outcome = sh("echo ran").cgroup(null).run().await.unwrap();
+        assert_eq!(outcome.stdout.bytes, b"ran\n");
     }
 }
