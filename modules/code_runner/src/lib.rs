@@ -1,8 +1,9 @@
 //! The code_runner module: `code_runner.execute_code` runs a model's Python
 //! in a bubblewrap sandbox (every namespace unshared, a read-only `/usr`,
 //! fresh in-memory working directory and `/tmp`, an empty environment, no
-//! capabilities, resource limits, a timeout that kills everything the code
-//! started) and answers what it printed and the files it left.
+//! capabilities, resource limits per process, a cgroup per run that bounds
+//! its memory, processes and CPU in total, a timeout that kills everything
+//! the code started) and answers what it printed and the files it left.
 //!
 //! At start the module runs a trivial program in the sandbox; when that
 //! fails, it still serves its manifest, but `/health` answers `503` with
@@ -11,6 +12,7 @@
 pub mod settings;
 
 mod admission;
+mod cgroup;
 mod files;
 mod sandbox;
 mod serve;
@@ -19,7 +21,7 @@ mod tool;
 use module_sdk::{Module, Permission, RiskLevel, ServeConfig, Tool};
 
 pub use crate::files::OutputFile;
-pub use crate::sandbox::Sandbox;
+pub use crate::sandbox::{Ran, Sandbox, SandboxError};
 pub use crate::tool::{CodeOutput, ExecuteCode, Runner};
 
 use crate::settings::Settings;
@@ -54,7 +56,7 @@ pub async fn run(settings: Settings) -> Result<(), String> {
         None => tracing::info!("the sandbox works"),
         Some(reason) => tracing::error!(%reason, "the sandbox does not work here; execute_code is refused"),
     }
-    let runner = Runner::new(&settings, broken.clone());
+    let runner = Runner::new(&settings, sandbox, broken.clone());
     let module = module(&settings, runner);
     if settings.sdk.stdio {
         // MCP has no `/health`: a broken sandbox shows in every call's refusal.

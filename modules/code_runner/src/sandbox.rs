@@ -1,6 +1,8 @@
 //! The sandbox one run of code gets: a fresh bubblewrap with every
 //! namespace unshared, a read-only `/usr`, three small in-memory file
-//! systems (working directory, `/tmp`, `/dev/shm`), an empty environment, no capabilities, and resource limits.
+//! systems (working directory, `/tmp`, `/dev/shm`), an empty environment, no capabilities, resource limits
+//! per process, and a cgroup of its own that bounds the run's memory,
+//! processes and CPU in total.
 //!
 //! Inside, `/bin/sh` runs the code with `python3 -c`, then, when the code
 //! left files in its working directory, lists them (with `list_files.py`)
@@ -9,12 +11,18 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use limited_process::{Limits, Run};
+use limited_process::{Limits, Outcome, Run, RunError};
 
+use crate::cgroup::{CgroupError, Exceeded, Hierarchy, RunBudget, RunCgroup};
 use crate::settings::Settings;
 
 /// The working directory inside the sandbox (also `HOME`).
 pub const WORK_DIR: &str = "/work";
+
+/// How far a run user's RLIMIT_NPROC is set above the run's `pids.max`
+/// when runs have a cgroup: a backstop, so the run's own count is the one a
+/// fork bomb meets (and the answer names).
+const NPROC_ABOVE_PIDS_MAX: u64 = 8;
 
 /// The lister, run inside the sandbox after the code.
 const LIST_FILES: &str = include_str!("list_files.py");
@@ -53,6 +61,70 @@ impl FileCaps {
     }
 }
 
+/// How a run's totals are bounded.
+#[derive(Debug, Clone)]
+enum Totals {
+    /// By a cgroup per run under this hierarchy.
+    Cgroup(Hierarchy, RunBudget),
+    /// Not at all: no cgroup can be made, and CODE_PER_PROCESS_LIMITS_ONLY accepts that.
+    PerProcessOnly,
+    /// No cgroup can be made, for this reason, and nothing accepts that: no code runs.
+    Unavailable(String),
+}
+
+impl Totals {
+    /// Finds a place for run cgroups and makes (and removes) one to be sure.
+    fn discover(settings: &Settings) -> Self {
+        let budget = settings.run_budget();
+        let found = Hierarchy::discover().and_then(|hierarchy| {
+            drop(RunCgroup::create(&hierarchy, budget)?);
+            Ok(hierarchy)
+        });
+        match found {
+            Ok(hierarchy) => {
+                tracing::info!(?hierarchy, "each run gets a cgroup of its own (memory, pids, cpu)");
+                Self::Cgroup(hierarchy, budget)
+            }
+            Err(error) if settings.per_process_limits_only => {
+                tracing::warn!(
+                    %error,
+                    "NO CGROUP PER RUN: runs are bounded per process only (CODE_PER_PROCESS_LIMITS_ONLY); \
+                     one run may use CODE_PROCESSES times CODE_ADDRESS_SPACE_BYTES of memory and of CODE_CPU_SECONDS"
+                );
+                Self::PerProcessOnly
+            }
+            Err(error) => Self::Unavailable(format!(
+                "no cgroup per run can be made here ({error}); give the module a writable (delegated) cgroup, \
+                 or set CODE_PER_PROCESS_LIMITS_ONLY=true to accept limits per process only (a run may then \
+                 use CODE_PROCESSES times each of them)"
+            )),
+        }
+    }
+}
+
+/// Why a run did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// Runs cannot be bounded here (see [`Sandbox::check`]).
+    #[error("{0}")]
+    Unavailable(String),
+    /// The run's cgroup could not be made.
+    #[error("cannot make the run's cgroup: {0}")]
+    Cgroup(#[from] CgroupError),
+    /// bubblewrap could not be started or waited for.
+    #[error(transparent)]
+    Run(#[from] RunError),
+}
+
+/// What a run gave back, and which of its totals it ran into.
+#[derive(Debug)]
+pub struct Ran {
+    /// How it ended and what it printed.
+    pub outcome: Outcome,
+    /// The totals of its cgroup it ran into (none without a cgroup).
+    pub exceeded: Exceeded,
+}
+
 /// How every run is sandboxed; one per module.
 #[derive(Debug, Clone)]
 pub struct Sandbox {
@@ -63,22 +135,31 @@ pub struct Sandbox {
     users: Option<(u32, u32)>,
     tmpfs_bytes: u64,
     max_output_bytes: usize,
+    totals: Totals,
     /// The caps of the file listing.
     pub files: FileCaps,
 }
 
 impl Sandbox {
     /// The sandbox the settings describe; when the module runs as root, run
-    /// slot `i` runs as user `CODE_SANDBOX_UID_BASE + i`.
+    /// slot `i` runs as user `CODE_SANDBOX_UID_BASE + i`. Finds where run
+    /// cgroups can be made (under cgroup v2, this may move the module into
+    /// a leaf cgroup of its own).
     pub fn new(settings: &Settings) -> Self {
         let root = nix::unistd::Uid::effective().is_root();
+        let totals = Totals::discover(settings);
+        let mut limits = settings.limits();
+        if let Totals::Cgroup(..) = totals {
+            limits.processes = limits.processes.saturating_add(NPROC_ABOVE_PIDS_MAX);
+        }
         Self {
             bwrap: settings.bwrap.clone(),
             python: settings.python.clone(),
-            limits: settings.limits(),
+            limits,
             users: root.then_some((settings.sandbox_uid_base, settings.sandbox_gid)),
             tmpfs_bytes: settings.tmpfs_bytes,
             max_output_bytes: usize::try_from(settings.max_output_bytes).unwrap_or(usize::MAX),
+            totals,
             files: FileCaps {
                 max_count: settings.files_max_count,
                 content_max_bytes: settings.file_content_max_bytes,
@@ -87,9 +168,38 @@ impl Sandbox {
         }
     }
 
+    /// Runs `code` with `stdin` for at most `timeout`, in run slot `slot`,
+    /// in a cgroup of its own that is removed afterwards with anything
+    /// still in it.
+    pub async fn execute(
+        &self,
+        code: &str,
+        stdin: Option<&str>,
+        timeout: Duration,
+        slot: u32,
+    ) -> Result<Ran, SandboxError> {
+        let mut run = self.run(code, stdin, timeout, slot);
+        let cgroup = match &self.totals {
+            Totals::Cgroup(hierarchy, budget) => Some(RunCgroup::create(hierarchy, *budget)?),
+            Totals::PerProcessOnly => None,
+            Totals::Unavailable(reason) => return Err(SandboxError::Unavailable(reason.clone())),
+        };
+        if let Some(cgroup) = &cgroup {
+            for procs in cgroup.procs()? {
+                run = run.cgroup(procs);
+            }
+        }
+        let outcome = run.run().await;
+        let exceeded = cgroup.as_ref().map(RunCgroup::exceeded).unwrap_or_default();
+        if let Some(cgroup) = cgroup {
+            cgroup.remove().await;
+        }
+        Ok(Ran { outcome: outcome?, exceeded })
+    }
+
     /// The contained process that runs `code` with `stdin` for at most
     /// `timeout`, in run slot `slot`.
-    pub fn run(&self, code: &str, stdin: Option<&str>, timeout: Duration, slot: u32) -> Run {
+    fn run(&self, code: &str, stdin: Option<&str>, timeout: Duration, slot: u32) -> Run {
         let mut run = Run::new(&self.bwrap, self.arguments(code))
             .limits(self.limits)
             .timeout(timeout)
@@ -213,9 +323,8 @@ impl Sandbox {
     /// Runs a trivial program in the sandbox; `Err` says why the sandbox
     /// does not work here (the module then refuses to run code).
     pub async fn check(&self) -> Result<(), String> {
-        let outcome = self
-            .run("print('ok')", None, Duration::from_secs(30), 0)
-            .run()
+        let Ran { outcome, .. } = self
+            .execute("print('ok')", None, Duration::from_secs(30), 0)
             .await
             .map_err(|error| format!("cannot start the sandbox ({}): {error}", self.bwrap.display()))?;
         if outcome.stdout.bytes == b"ok\n" && outcome.exit == limited_process::Exit::Code(0) {

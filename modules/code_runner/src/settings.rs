@@ -8,6 +8,8 @@ use std::time::Duration;
 use clap::Parser;
 use limited_process::Limits;
 
+use crate::cgroup::RunBudget;
+
 /// The largest code accepted at all: the code is one argument of `execve`,
 /// and the kernel refuses a single argument over 128 KiB.
 const CODE_MAX_BYTES_CEILING: u64 = 120 * 1024;
@@ -56,10 +58,28 @@ pub struct Settings {
     #[arg(long, env = "CODE_ADDRESS_SPACE_BYTES", default_value_t = 1 << 30, value_parser = clap::value_parser!(u64).range(64 << 20..))]
     pub address_space_bytes: u64,
 
-    /// Processes a run may have (RLIMIT_NPROC; the kernel counts them per
-    /// user namespace, and each run has its own).
+    /// Processes (and threads) a run may have at one time, all together
+    /// (`pids.max` of its cgroup; also RLIMIT_NPROC of its user).
     #[arg(long, env = "CODE_PROCESSES", default_value_t = 64, value_parser = clap::value_parser!(u64).range(8..))]
     pub processes: u64,
+
+    /// Memory a run may use, all its processes together, in bytes
+    /// (`memory.max` of its cgroup, no swap); the kernel kills a process of
+    /// a run that needs more.
+    #[arg(long, env = "CODE_MEMORY_BYTES", default_value_t = 1 << 30, value_parser = clap::value_parser!(u64).range(64 << 20..))]
+    pub memory_bytes: u64,
+
+    /// CPUs' worth of time a run may use at once, all its processes
+    /// together (`cpu.max` of its cgroup), so a run uses at most this many
+    /// times its timeout in CPU seconds.
+    #[arg(long, env = "CODE_CPUS", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub cpus: u64,
+
+    /// Run code without a cgroup per run when none can be made here: then
+    /// only the per-process limits hold, and a run's total is
+    /// CODE_PROCESSES times them. Without this, such a module refuses to run code.
+    #[arg(long, env = "CODE_PER_PROCESS_LIMITS_ONLY")]
+    pub per_process_limits_only: bool,
 
     /// Files a process of a run may have open (RLIMIT_NOFILE).
     #[arg(long, env = "CODE_OPEN_FILES", default_value_t = 64, value_parser = clap::value_parser!(u64).range(16..))]
@@ -122,6 +142,11 @@ impl Settings {
         }
     }
 
+    /// The totals of one run, enforced by its cgroup.
+    pub fn run_budget(&self) -> RunBudget {
+        RunBudget { memory_bytes: self.memory_bytes, processes: self.processes, cpus: self.cpus }
+    }
+
     /// The longest a call may wait for a turn.
     pub fn queue_wait(&self) -> Duration {
         Duration::from_secs(self.queue_wait_seconds)
@@ -140,5 +165,7 @@ mod tests {
         assert!(Settings::try_parse_from(["code_runner", "--code-max-bytes", "200000"]).is_err());
         assert!(Settings::try_parse_from(["code_runner", "--sandbox-uid-base", "0"]).is_err());
         assert!(Settings::try_parse_from(["code_runner", "--max-concurrent-runs", "0"]).is_err());
+        assert_eq!(settings.run_budget(), RunBudget { memory_bytes: 1 << 30, processes: 64, cpus: 1 });
+        assert!(!settings.per_process_limits_only);
     }
 }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::admission::Admission;
 use crate::files::{OutputFile, files_of};
-use crate::sandbox::Sandbox;
+use crate::sandbox::{Ran, Sandbox, SandboxError};
 use crate::settings::Settings;
 
 /// What the tool's description tells a model.
@@ -63,6 +63,11 @@ pub struct CodeOutput {
     /// Whether files were left out of `files` (too many, or a listing that
     /// could not be read).
     pub files_truncated: bool,
+    /// The settings naming the run's totals it ran into: `CODE_MEMORY_BYTES`
+    /// when the kernel killed a process of the run for memory,
+    /// `CODE_PROCESSES` when a fork or thread was refused for the run's
+    /// process count (empty when none, or when the module has no cgroup per run).
+    pub exceeded_budgets: Vec<String>,
 }
 
 /// Everything a call needs, shared by all calls.
@@ -76,11 +81,11 @@ pub struct Runner {
 }
 
 impl Runner {
-    /// A runner for `settings`; `broken` is the start-up check's finding.
-    pub fn new(settings: &Settings, broken: Option<String>) -> Self {
+    /// A runner for `settings` with `sandbox`; `broken` is the start-up check's finding.
+    pub fn new(settings: &Settings, sandbox: Sandbox, broken: Option<String>) -> Self {
         let runs = usize::try_from(settings.max_concurrent_runs).unwrap_or(usize::MAX);
         Self {
-            sandbox: Sandbox::new(settings),
+            sandbox,
             broken,
             admission: Admission::new(runs, settings.max_runs_per_user),
             settings: settings.clone(),
@@ -104,8 +109,16 @@ impl Runner {
             .unwrap_or(self.settings.default_timeout_seconds)
             .clamp(1, self.settings.max_timeout_seconds);
         let turn = self.admission.enter(user.unwrap_or(""), self.settings.queue_wait()).await?;
-        let run = self.sandbox.run(&args.code, args.stdin.as_deref(), Duration::from_secs(timeout), turn.slot());
-        let outcome = run.run().await.map_err(|error| ToolError::execution_failed(error.to_string()))?;
+        let ran = self.sandbox.execute(&args.code, args.stdin.as_deref(), Duration::from_secs(timeout), turn.slot());
+        let Ran { outcome, exceeded } = ran.await.map_err(|error| match error {
+            SandboxError::Run(_) => ToolError::execution_failed(error.to_string()),
+            SandboxError::Unavailable(_) | SandboxError::Cgroup(_) => ToolError::unavailable(error.to_string()),
+        })?;
+        let exceeded_budgets = [(exceeded.memory, "CODE_MEMORY_BYTES"), (exceeded.processes, "CODE_PROCESSES")]
+            .into_iter()
+            .filter(|(hit, _)| *hit)
+            .map(|(_, setting)| setting.to_owned())
+            .collect();
         let (exit_code, signal) = match outcome.exit {
             Exit::Code(code) => (Some(code), (129..=128 + 64).contains(&code).then(|| code - 128)),
             Exit::Signal(signal) => (None, Some(signal)),
@@ -121,6 +134,7 @@ impl Runner {
             duration_ms: u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
             files,
             files_truncated,
+            exceeded_budgets,
         })
     }
 

@@ -34,13 +34,19 @@ struct Runner {
 static NEXT_UID_BASE: AtomicU32 = AtomicU32::new(62_000);
 
 fn start() -> Runner {
+    start_with(&[])
+}
+
+/// Starts the module with `settings` on top of the test's own.
+fn start_with(settings: &[(&str, &str)]) -> Runner {
     let mut command = Command::new(env!("CARGO_BIN_EXE_code_runner"));
     command
         .env("CODE_SANDBOX_UID_BASE", NEXT_UID_BASE.fetch_add(16, Ordering::Relaxed).to_string())
         .env("SERVICE_AUTH_TOKEN", TOKEN)
         .env("CODE_TEST_SECRET", SECRET)
         .env("CODE_MAX_OUTPUT_BYTES", "65536")
-        .env("CODE_MAX_RUNS_PER_USER", "8");
+        .env("CODE_MAX_RUNS_PER_USER", "8")
+        .envs(settings.iter().copied());
     let process = Process::start(command);
     let client = process.client().with_token(TOKEN);
     Runner { process, client }
@@ -112,7 +118,39 @@ async fn a_fork_bomb_is_contained_and_others_still_run() {
     });
     assert_eq!(result["timed_out"], true, "{result}");
     assert_eq!(result["signal"], 9);
+    // The run's own process count (its cgroup's pids.max) stopped the bomb.
+    assert_eq!(result["exceeded_budgets"], json!(["CODE_PROCESSES"]), "{result}");
     assert_eq!(text(&neighbour, "stdout"), "45\n", "a run beside the bomb: {neighbour}");
+}
+
+#[tokio::test]
+async fn memory_is_bounded_per_run_not_per_process() {
+    // Five children of 300 MiB each: every one is far below the per-process
+    // limit (CODE_ADDRESS_SPACE_BYTES, 1 GiB), together they are three
+    // times the run's 512 MiB. Each holds its memory until all have tried.
+    let mut runner = start_with(&[("CODE_MEMORY_BYTES", "536870912")]);
+    let children = r#"
+import os, time
+children = []
+for _ in range(5):
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(300 * 1024 * 1024)
+        for i in range(0, len(block), 4096):
+            block[i] = 1
+        time.sleep(3)
+        os._exit(0)
+    children.append(pid)
+statuses = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children]
+print(statuses.count(0), "held", statuses.count(-9), "killed")
+"#;
+    let result = runner.run(children, 30).await;
+    assert_eq!(result["exceeded_budgets"], json!(["CODE_MEMORY_BYTES"]), "{result}");
+    // At most one child's 300 MiB fits in the run's 512 MiB at a time.
+    let stdout = text(&result, "stdout");
+    let held: u32 = stdout.split(' ').next().and_then(|n| n.parse().ok()).unwrap_or(u32::MAX);
+    assert!(held <= 1 && stdout.contains("killed"), "{result}");
+    assert_eq!(result["exit_code"], 0, "the parent is not what the kernel killed: {result}");
 }
 
 #[tokio::test]
@@ -286,6 +324,11 @@ async fn a_module_without_root_runs_code_in_the_sandbox_too() {
         Command::new(binary)
     };
     command.env("CODE_PROCESSES", "4096");
+    let mut refusing = Command::new(command.get_program());
+    refusing.args(command.get_args()).env("CODE_PROCESSES", "4096");
+    // As nobody (started by root) the module cannot make cgroups, and runs
+    // code only when told to accept limits per process.
+    command.env("CODE_PER_PROCESS_LIMITS_ONLY", "true");
     let process = Process::start(command);
     let client = process.client();
     assert_eq!(client.health().await["status"], "ok");
@@ -294,4 +337,16 @@ async fn a_module_without_root_runs_code_in_the_sandbox_too() {
     let network = "import socket\ntry:\n    socket.create_connection(('127.0.0.1', 9), timeout=2)\nexcept OSError as error:\n    print(type(error).__name__)";
     let refused = client.call_ok(TOOL, json!({"code": network}), Some("u")).await;
     assert_eq!(text(&refused, "stdout"), "ConnectionRefusedError\n", "{refused}");
+
+    if !nix::unistd::Uid::effective().is_root() {
+        // A user's own cgroups may be delegated to it: nothing to refuse then.
+        return;
+    }
+    let without_cgroups = Process::start(refusing);
+    let client = without_cgroups.client();
+    let (status, health) = client.get("/health").await;
+    assert_eq!(status, 503, "{health}");
+    assert!(health["error"].as_str().unwrap().contains("CODE_PER_PROCESS_LIMITS_ONLY"), "{health}");
+    let refused = client.call(TOOL, json!({"code": "print(1)"}), Some("u")).await;
+    assert_eq!(error_kind(&refused), "unavailable", "{refused}");
 }

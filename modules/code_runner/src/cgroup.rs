@@ -1,0 +1,338 @@
+//! A cgroup per run, so that a run's memory, processes and CPU are bounded
+//! in total, not per process: the kernel counts every process of the run
+//! against `memory.max`, `pids.max` and `cpu.max` (cgroup v2), or the
+//! same limits of the memory, pids and cpu hierarchies (cgroup v1).
+//!
+//! The run's cgroups are made under the module's own cgroup, which must be
+//! writable (delegated); the first process of the run writes itself into
+//! them before exec, and they are removed after the run with whatever is
+//! still in them.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// The period `cpu.max` gives its quota in, in microseconds.
+const CPU_PERIOD_MICROS: u64 = 100_000;
+
+/// The controllers a run needs.
+const CONTROLLERS: [&str; 3] = ["memory", "pids", "cpu"];
+
+/// The leaf the module moves itself into under cgroup v2 (a cgroup that
+/// hands controllers to its children may hold no process itself).
+const MODULE_LEAF: &str = "code_runner-module";
+
+/// How often [`RunCgroup::remove`] tries to empty and remove the cgroups.
+const REMOVE_ATTEMPTS: u32 = 100;
+
+/// Numbers run cgroups, so that no two runs share a name.
+static NEXT_RUN: AtomicU64 = AtomicU64::new(0);
+
+/// Where the cgroups of runs are made; found once at start.
+#[derive(Debug, Clone)]
+pub enum Hierarchy {
+    /// cgroup v2: the directory whose children get the memory, pids and cpu controllers.
+    Unified(PathBuf),
+    /// cgroup v1: the module's own cgroup in each of the memory, pids and cpu hierarchies.
+    Legacy(Vec<PathBuf>),
+}
+
+/// Why no cgroup per run can be made here.
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupError {
+    /// No mounted hierarchy offers a controller a run needs.
+    #[error("no cgroup hierarchy this process can see offers the `{0}` controller")]
+    NoController(&'static str),
+    /// A run's cgroup lacks a file its controller should have.
+    #[error("a run's cgroup has no `{0}` file")]
+    MissingFile(&'static str),
+    /// A file of the cgroup file system could not be read or written.
+    #[error("cannot {what} {}: {source}", path.display())]
+    Io {
+        /// What was tried.
+        what: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The operating system's reason.
+        source: io::Error,
+    },
+}
+
+/// The totals one run's cgroup enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunBudget {
+    /// `memory.max`: bytes of memory (swap none) of all its processes.
+    pub memory_bytes: u64,
+    /// `pids.max`: processes and threads at one time.
+    pub processes: u64,
+    /// `cpu.max`: CPUs' worth of time per period.
+    pub cpus: u64,
+}
+
+/// What a run ran into, read from its cgroup before it is removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Exceeded {
+    /// The kernel killed a process of the run for `memory.max`.
+    pub memory: bool,
+    /// A fork or thread of the run was refused for `pids.max`.
+    pub processes: bool,
+}
+
+fn io_error(what: &'static str, path: &Path) -> impl FnOnce(io::Error) -> CgroupError {
+    let path = path.to_owned();
+    move |source| CgroupError::Io { what, path, source }
+}
+
+fn read(path: &Path) -> Result<String, CgroupError> {
+    fs::read_to_string(path).map_err(io_error("read", path))
+}
+
+fn write(path: &Path, value: &str) -> Result<(), CgroupError> {
+    fs::write(path, value).map_err(io_error("write", path))
+}
+
+/// One mount of a cgroup file system, from `/proc/self/mountinfo`.
+struct Mount {
+    root: String,
+    point: PathBuf,
+    unified: bool,
+    options: Vec<String>,
+}
+
+fn mounts(mountinfo: &str) -> Vec<Mount> {
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let left: Vec<&str> = left.split(' ').collect();
+            let mut right = right.split(' ');
+            let fstype = right.next()?;
+            let options = right.nth(1)?.split(',').map(str::to_owned).collect();
+            let unified = match fstype {
+                "cgroup2" => true,
+                "cgroup" => false,
+                _ => return None,
+            };
+            Some(Mount { root: (*left.get(3)?).to_owned(), point: PathBuf::from(left.get(4)?), unified, options })
+        })
+        .collect()
+}
+
+/// The directory of the cgroup at `path` (as `/proc/self/cgroup` says it)
+/// in the hierarchy mounted at `mount`.
+fn directory(mount: &Mount, path: &str) -> PathBuf {
+    let relative = path.strip_prefix(mount.root.as_str()).unwrap_or(path);
+    mount.point.join(relative.trim_start_matches('/'))
+}
+
+impl Hierarchy {
+    /// Finds where run cgroups can be made: the module's own cgroup v2 when
+    /// it offers the memory, pids and cpu controllers (moving the module
+    /// into a leaf of its own to hand them down), else its own cgroups in
+    /// the v1 memory, pids and cpu hierarchies.
+    pub fn discover() -> Result<Self, CgroupError> {
+        let mounts = mounts(&read(Path::new("/proc/self/mountinfo"))?);
+        let own = read(Path::new("/proc/self/cgroup"))?;
+        let own: Vec<(&str, &str)> = own
+            .lines()
+            .filter_map(|line| {
+                let mut parts = line.splitn(3, ':');
+                Some((parts.nth(1)?, parts.next()?))
+            })
+            .collect();
+        let unified_path = own.iter().find(|(controllers, _)| controllers.is_empty()).map(|(_, path)| *path);
+        if let (Some(mount), Some(path)) = (mounts.iter().find(|m| m.unified), unified_path) {
+            let dir = directory(mount, path);
+            let offered = read(&dir.join("cgroup.controllers")).unwrap_or_default();
+            if CONTROLLERS.iter().all(|c| offered.split_whitespace().any(|o| o == *c)) {
+                return Self::delegate(dir);
+            }
+        }
+        let mut dirs = Vec::new();
+        for controller in CONTROLLERS {
+            let mount = mounts
+                .iter()
+                .find(|m| !m.unified && m.options.iter().any(|o| o == controller))
+                .ok_or(CgroupError::NoController(controller))?;
+            let (_, path) = own
+                .iter()
+                .find(|(controllers, _)| controllers.split(',').any(|c| c == controller))
+                .ok_or(CgroupError::NoController(controller))?;
+            let dir = directory(mount, path);
+            if !dirs.contains(&dir) {
+                dirs.push(dir);
+            }
+        }
+        Ok(Self::Legacy(dirs))
+    }
+
+    /// Makes `dir` (cgroup v2) hand the controllers down to run cgroups:
+    /// unless it already does, moves this process into a leaf below it
+    /// and enables them.
+    fn delegate(dir: PathBuf) -> Result<Self, CgroupError> {
+        let subtree = dir.join("cgroup.subtree_control");
+        let enabled = read(&subtree)?;
+        if CONTROLLERS.iter().all(|c| enabled.split_whitespace().any(|e| e == *c)) {
+            return Ok(Self::Unified(dir));
+        }
+        let leaf = dir.join(MODULE_LEAF);
+        if let Err(error) = fs::create_dir(&leaf)
+            && error.kind() != io::ErrorKind::AlreadyExists
+        {
+            return Err(io_error("create", &leaf)(error));
+        }
+        write(&leaf.join("cgroup.procs"), "0")?;
+        write(&subtree, &CONTROLLERS.map(|c| format!("+{c}")).join(" "))?;
+        Ok(Self::Unified(dir))
+    }
+}
+
+/// One run's cgroup (one per hierarchy under cgroup v1); removed by
+/// [`RunCgroup::remove`], or at least tried on drop.
+#[derive(Debug)]
+pub struct RunCgroup {
+    unified: bool,
+    /// The directories made, the memory one first.
+    dirs: Vec<PathBuf>,
+}
+
+impl RunCgroup {
+    /// Makes a fresh cgroup for one run under `hierarchy`, with `budget`.
+    pub fn create(hierarchy: &Hierarchy, budget: RunBudget) -> Result<Self, CgroupError> {
+        let name = format!("code_runner-run-{}-{}", std::process::id(), NEXT_RUN.fetch_add(1, Ordering::Relaxed));
+        let (unified, parents) = match hierarchy {
+            Hierarchy::Unified(dir) => (true, std::slice::from_ref(dir)),
+            Hierarchy::Legacy(dirs) => (false, dirs.as_slice()),
+        };
+        let mut cgroup = Self { unified, dirs: Vec::new() };
+        for parent in parents {
+            let dir = parent.join(&name);
+            fs::create_dir(&dir).map_err(io_error("create", &dir))?;
+            cgroup.dirs.push(dir);
+        }
+        cgroup.set_limits(budget)?;
+        Ok(cgroup)
+    }
+
+    /// The file in whichever of the run's directories has it.
+    fn file(&self, name: &str) -> Option<PathBuf> {
+        self.dirs.iter().map(|dir| dir.join(name)).find(|path| path.exists())
+    }
+
+    fn set(&self, name: &'static str, value: impl ToString) -> Result<(), CgroupError> {
+        let path = self.file(name).ok_or(CgroupError::MissingFile(name))?;
+        write(&path, &value.to_string())
+    }
+
+    fn set_limits(&self, budget: RunBudget) -> Result<(), CgroupError> {
+        let quota = budget.cpus.saturating_mul(CPU_PERIOD_MICROS);
+        if self.unified {
+            self.set("memory.max", budget.memory_bytes)?;
+            if let Some(swap) = self.file("memory.swap.max") {
+                write(&swap, "0")?;
+            }
+            self.set("pids.max", budget.processes)?;
+            return self.set("cpu.max", format!("{quota} {CPU_PERIOD_MICROS}"));
+        }
+        self.set("memory.limit_in_bytes", budget.memory_bytes)?;
+        // Memory plus swap, so no swap at all (absent without swap accounting).
+        if self.file("memory.memsw.limit_in_bytes").is_some() {
+            self.set("memory.memsw.limit_in_bytes", budget.memory_bytes)?;
+        }
+        self.set("pids.max", budget.processes)?;
+        self.set("cpu.cfs_period_us", CPU_PERIOD_MICROS)?;
+        self.set("cpu.cfs_quota_us", quota)
+    }
+
+    /// The `cgroup.procs` files of the run's cgroups, opened for writing,
+    /// for the run's first process to write itself into.
+    pub fn procs(&self) -> Result<Vec<File>, CgroupError> {
+        self.dirs
+            .iter()
+            .map(|dir| {
+                let path = dir.join("cgroup.procs");
+                OpenOptions::new().write(true).open(&path).map_err(io_error("open", &path))
+            })
+            .collect()
+    }
+
+    /// A counter of an events file (`oom_kill` of `memory.events`), 0 when absent.
+    fn counter(&self, file: &str, key: &str) -> u64 {
+        let Some(path) = self.file(file) else { return 0 };
+        let text = fs::read_to_string(path).unwrap_or_default();
+        text.lines()
+            .filter_map(|line| line.split_once(' '))
+            .find(|(name, _)| *name == key)
+            .and_then(|(_, value)| value.trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Which of the run's totals it ran into.
+    pub fn exceeded(&self) -> Exceeded {
+        let memory_events = if self.unified { "memory.events" } else { "memory.oom_control" };
+        Exceeded {
+            memory: self.counter(memory_events, "oom_kill") > 0,
+            processes: self.counter("pids.events", "max") > 0,
+        }
+    }
+
+    /// Kills what is left in the cgroups and removes them; `true` when they are gone.
+    fn try_remove(&mut self) -> bool {
+        if let Some(kill_all) = self.file("cgroup.kill") {
+            let _ = fs::write(kill_all, "1");
+        }
+        for dir in &self.dirs {
+            let procs = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+            for pid in procs.lines().filter_map(|line| line.trim().parse().ok()) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+            }
+        }
+        self.dirs.retain(|dir| fs::remove_dir(dir).is_err() && dir.exists());
+        self.dirs.is_empty()
+    }
+
+    /// Kills every process still in the run's cgroups (descendants that
+    /// escaped the process tree included) and removes the cgroups, waiting
+    /// for the processes to exit.
+    pub async fn remove(mut self) {
+        for _ in 0..REMOVE_ATTEMPTS {
+            if self.try_remove() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tracing::warn!(cgroups = ?self.dirs, "a run's cgroup could not be removed; its processes were killed");
+    }
+}
+
+impl Drop for RunCgroup {
+    fn drop(&mut self) {
+        if !self.dirs.is_empty() && !self.try_remove() {
+            tracing::warn!(cgroups = ?self.dirs, "a run's cgroup is left behind");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mounts_and_directories_of_both_versions() {
+        let mountinfo = "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n\
+                         32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n\
+                         41 31 0:38 /outer /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n\
+                         23 1 0:21 / /proc rw - proc proc rw";
+        let found = mounts(mountinfo);
+        assert_eq!(found.len(), 3);
+        assert!(found[1].options.iter().any(|o| o == "cpu") && !found[1].unified);
+        assert_eq!(directory(&found[0], "/a/b"), PathBuf::from("/sys/fs/cgroup/memory/a/b"));
+        assert!(found[2].unified);
+        assert_eq!(directory(&found[2], "/outer/module"), PathBuf::from("/sys/fs/cgroup/unified/module"));
+    }
+}
