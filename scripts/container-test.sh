@@ -204,7 +204,10 @@ size=$(podman image inspect --format '{{.Size}}' "$image")
 say "image code_runner: $((size / 1024)) KiB (python3, bubblewrap and the binary)"
 # User namespaces inside the container: the default seccomp profile refuses
 # them, and a /proc with masked paths cannot be mounted again in a sandbox.
-start code_runner --security-opt seccomp=unconfined --security-opt unmask=ALL
+# The container's user gets no writable cgroup (podman mounts /sys/fs/cgroup
+# read-only), so the module is told to accept limits per process; it logs
+# "NO CGROUP PER RUN" at start, and without the setting refuses code.
+start code_runner --security-opt seccomp=unconfined --security-opt unmask=ALL -e CODE_PER_PROCESS_LIMITS_ONLY=true
 code_runner_url=http://127.0.0.1:$(port_of code_runner)
 # `--healthcheck` fails unless /health is 200, which needs a working sandbox.
 healthcheck code_runner --healthcheck
