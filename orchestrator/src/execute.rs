@@ -251,25 +251,13 @@ impl Executor {
         problems
     }
 
-    /// Runs `tool_name` with `arguments` for `caller`; `approved` says the
-    /// user approved it. The call's `user_id` is the caller's, set here and
-    /// nowhere else. Every outcome, including refusals and unreachable
-    /// modules, is a ToolResult.
-    pub async fn execute(
-        &self,
-        caller: &Caller,
-        tool_name: String,
-        arguments: Map<String, Value>,
-        approved: bool,
-    ) -> ToolResult {
-        let route = self.route(&tool_name);
-        self.execute_answer(caller, route, tool_name, CallArguments::Tree(arguments), approved).await.into_result()
-    }
-
-    /// [`Self::execute`] for a call already routed (`route` is
-    /// [`Self::route`] of `tool_name`, looked up once for the approval check
-    /// and the call), the module's answer kept as the bytes it sent when it
-    /// is a valid ToolResult (to be passed on without rebuilding it).
+    /// Runs `tool_name` with `arguments` for `caller`, routed by `route`
+    /// ([`Self::route`] of `tool_name`, looked up once for the approval
+    /// check and the call); `approved` says the user approved it. The
+    /// call's `user_id` is the caller's, set here and nowhere else. Every
+    /// outcome, including refusals and unreachable modules, is an answer:
+    /// the module's kept as the bytes it sent when it is a valid ToolResult
+    /// (to be passed on without rebuilding it).
     pub async fn execute_answer(
         &self,
         caller: &Caller,
@@ -311,7 +299,7 @@ impl Executor {
     /// not use is answered as unknown (keeping its tools and its discovery
     /// error, which may name internal addresses, to itself): a refusal
     /// lists no more than a listing would.
-    fn refusal(&self, caller: &Caller, tool_name: &str, error: &RouteError) -> ToolResult {
+    pub(crate) fn refusal(&self, caller: &Caller, tool_name: &str, error: &RouteError) -> ToolResult {
         let snapshot = self.registry.snapshot();
         let visible = || snapshot.tools_for(caller);
         // A module the caller may not use is answered as one that does not exist.

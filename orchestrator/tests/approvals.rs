@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use common::identities::{TestKey, keys_file};
 use common::modules::{Calls, approval_module};
-use common::{ModuleServer, OrchestratorProcess, module_services};
+use common::{ModuleServer, OrchestratorProcess, free_port, module_services};
+use redis::AsyncCommands;
 use serde_json::{Value, json};
 use test_support::RedisServer;
 
@@ -300,6 +301,56 @@ async fn pending_approvals_survive_a_restart_and_are_shared_through_redis() {
     let (status, _) = decide(&restarted, &key("ada"), &pending["id"], "approve").await;
     assert_eq!(status, 409, "the other replica sees the decision");
     assert_eq!(setup.calls.count(), 1);
+}
+
+/// An approved call of a module not reached since a restart (the approvals
+/// kept in Redis, its manifest no longer cached) tells its user only that
+/// the module is unavailable, in the decision's answer and in the approval
+/// kept: the discovery error names the module's internal address, which
+/// only operators are told, as at `/execute`. (Approvals in memory do not
+/// outlive the process, and a module once discovered stays routable, so
+/// only Redis gets here.)
+#[tokio::test]
+async fn an_approved_call_of_a_module_never_reached_tells_its_user_no_address() {
+    let Some(redis) = RedisServer::start() else { return };
+    let setup = Setup::new();
+    let redis_url = redis.url();
+    let first = setup.start(&[("REDIS_URL", &redis_url)]).await;
+    let (_, adas) = request_transfer(&first, "call_4").await;
+    let (_, roots) = request_transfer(&first, "call_5").await;
+    drop(first);
+    let removed: usize = redis.connection().await.del("module_manifest:bank").await.unwrap();
+    assert_eq!(removed, 1, "the manifest was cached");
+
+    let nowhere = module_services(&[("bank", format!("http://127.0.0.1:{}", free_port()))]);
+    let env = [
+        ("MODULE_SERVICES", nowhere.as_str()),
+        ("API_KEYS_FILE", setup.keys_path.as_str()),
+        ("ORCHESTRATOR_API_TOKEN", SERVICE_TOKEN),
+        ("REDIS_URL", redis_url.as_str()),
+    ];
+    let restarted = OrchestratorProcess::start(&env).with_token(SERVICE_TOKEN);
+    restarted.wait_for_module("bank", "down", Duration::from_secs(10)).await;
+    let unavailable = json!("module `bank` is unavailable; try again later");
+
+    let (status, decided) = decide(&restarted, &key("ada"), &adas["id"], "approve").await;
+    assert_eq!((status, &decided["result"]["error_kind"]), (200, &json!("unavailable")), "{decided}");
+    assert_eq!(decided["result"]["error"], unavailable, "{decided}");
+    assert!(!decided.to_string().contains("127.0.0.1"), "no address in the answer or its message: {decided}");
+
+    // An admin deciding is told why; the approval kept tells no one.
+    let (status, decided) = decide(&restarted, &key("root"), &roots["id"], "approve").await;
+    let error = decided["result"]["error"].as_str().unwrap_or_default();
+    assert!(status == 200 && error.contains("has not been reached yet") && error.contains("127.0.0.1"), "{decided}");
+    for id in [&adas["id"], &roots["id"]] {
+        let path = format!("/approvals/{}", id.as_str().unwrap());
+        let (status, shown) = restarted.get_with(&path, Some(&key("ada"))).await;
+        assert_eq!((status, &shown["result"]["error"]), (200, &unavailable), "{shown}");
+    }
+    let (_, listed) = restarted.get_with("/approvals", Some(&key("ada"))).await;
+    assert_eq!(listed["approvals"].as_array().map(Vec::len), Some(2), "{listed}");
+    assert!(!listed.to_string().contains("127.0.0.1"), "{listed}");
+    assert_eq!(setup.calls.count(), 0);
 }
 
 #[tokio::test]

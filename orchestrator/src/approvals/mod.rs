@@ -18,9 +18,10 @@ use time::OffsetDateTime;
 
 use crate::app::Orchestrator;
 use crate::caller::Caller;
-use crate::execute::Executor;
+use crate::execute::{CallArguments, Executor};
 use crate::identity::Identity;
 use crate::providers::{self, CallFormat, RequestedCall};
+use crate::registry::RouteError;
 use record::json_bytes;
 pub use record::{Approval, ApprovalStatus, ProviderCall};
 pub use settings::ApprovalSettings;
@@ -238,7 +239,10 @@ impl Approvals {
     /// `executor`, denying records the declined result. Anything but a
     /// pending approval, or a second decision, is a conflict and runs
     /// nothing. The approval answered holds the call's result even when the
-    /// store keeps [`unkept_result`] in its place.
+    /// store keeps [`unkept_result`] in its place. Why a module was not
+    /// reached (its discovery error) is kept from every reader of the
+    /// approval ([`RouteError::without_internals`]) and told only to an
+    /// operator deciding ([`Identity::is_operator`]), as at `/execute`.
     pub async fn decide(
         &self,
         identity: &Identity,
@@ -259,6 +263,8 @@ impl Approvals {
         }
         approval.decided_by = Some(identity.name.clone());
         approval.decided_at = Some(OffsetDateTime::now_utc());
+        // What only the decider is told in place of the result kept.
+        let mut told = None;
         let result = match decision {
             Decision::Approve => {
                 // Recorded before the call runs, so an orchestrator stopped
@@ -269,8 +275,19 @@ impl Approvals {
                 if let Err(error) = self.record(&approval, approval.counted_bytes() + DECISION_BYTES).await {
                     return Err(self.undecided(id, error).await);
                 }
-                let caller = approval.caller();
-                executor.execute(&caller, approval.tool_name.clone(), approval.arguments.clone(), true).await
+                let (caller, tool_name) = (approval.caller(), approval.tool_name.clone());
+                let route = executor.route(&tool_name);
+                // The result is kept once and read by everyone who may see
+                // the approval (its user too): why a module was not reached
+                // goes only to an operator deciding, as at `/execute`.
+                told = route
+                    .as_ref()
+                    .err()
+                    .filter(|_| identity.is_operator())
+                    .map(|error| executor.refusal(&caller, &tool_name, error));
+                let route = route.map_err(RouteError::without_internals);
+                let arguments = CallArguments::Tree(approval.arguments.clone());
+                executor.execute_answer(&caller, route, tool_name, arguments, true).await.into_result()
             }
             Decision::Deny => declined_result(&approval.tool_name, reason.as_deref()),
         };
@@ -287,6 +304,9 @@ impl Approvals {
                 }
             }
             Decision::Approve => self.keep_result(&mut approval).await,
+        }
+        if told.is_some() {
+            approval.result = told;
         }
         tracing::info!(
             approval = %approval.id,
