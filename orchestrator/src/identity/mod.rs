@@ -90,6 +90,27 @@ impl Identity {
         self.is_admin() || self.is_service()
     }
 
+    /// Whether it gets its own share of a budget kept per identity (MCP
+    /// sessions and event streams): every identity but development mode's,
+    /// which is every caller, so a share would only shrink the total.
+    pub fn has_own_share(&self) -> bool {
+        self.kind != IdentityKind::Development
+    }
+
+    /// An API key's identity, `key:{user}`, for `user` with permission
+    /// `user` and every module (for unit tests).
+    #[cfg(test)]
+    pub(crate) fn user_key(user: &str) -> Self {
+        let kind = IdentityKind::ApiKey;
+        Self {
+            name: format!("key:{user}"),
+            kind,
+            user: KeyUser::Named(user.to_owned()),
+            permission: Permission::User,
+            modules: None,
+        }
+    }
+
     /// The one user it acts for, if it is not a service.
     pub fn own_user(&self) -> Option<&str> {
         match &self.user {

@@ -271,7 +271,7 @@ impl ServerHandler for FleetMcp {
     /// `MCP_MAX_STREAMS_PER_IDENTITY`; past either it is ended at once with a
     /// JSON-RPC error naming the budget (rmcp has acknowledged it by then).
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let identity = &Self::caller(context.request_context())?.identity.name;
+        let identity = &Self::caller(context.request_context())?.identity;
         let _stream = self
             .streams
             .open(identity)

@@ -196,7 +196,7 @@ async fn handle(
     }
     // A `GET` is an event stream, held open as long as its client keeps it.
     let stream = match *request.method() == Method::GET {
-        true => match endpoint.streams.open(&identity.name) {
+        true => match endpoint.streams.open(&identity) {
             Ok(permit) => Some(permit),
             Err(refused) => return error_response(StatusCode::TOO_MANY_REQUESTS, refused.to_string()),
         },

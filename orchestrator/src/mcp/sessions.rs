@@ -32,7 +32,7 @@ use rmcp::transport::streamable_http_server::session::local::{
 };
 use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId, SessionManager};
 
-use crate::identity::{Identity, IdentityKind};
+use crate::identity::Identity;
 
 tokio::task_local! {
     /// The slot reserved for the session the `/mcp` request rmcp is
@@ -123,7 +123,7 @@ impl FleetSessions {
     /// A slot for a session of `identity`, counted until rmcp creates the
     /// session in it or it is dropped unused; refused past either budget.
     pub fn reserve(self: &Arc<Self>, identity: &Identity) -> Result<SessionSlot, SessionsRefused> {
-        let capped = identity.kind != IdentityKind::Development;
+        let capped = identity.has_own_share();
         let mut open = self.lock();
         if open.total >= self.max_sessions {
             return Err(SessionsRefused::Full(self.max_sessions));
@@ -248,20 +248,10 @@ impl SessionManager for FleetSessions {
 
 #[cfg(test)]
 mod tests {
-    use module_sdk::Permission;
-
     use super::*;
-    use crate::identity::keys::KeyUser;
 
     fn key(name: &str) -> Identity {
-        let user = KeyUser::Named(name.to_owned());
-        Identity {
-            name: format!("key:{name}"),
-            kind: IdentityKind::ApiKey,
-            user,
-            permission: Permission::User,
-            modules: None,
-        }
+        Identity::user_key(name)
     }
 
     /// A session opened in a slot of `identity`'s, or why none was.
