@@ -29,7 +29,11 @@ use crate::webpage::TreeLimit;
 
 /// The research module with its clients built from `settings`.
 fn module(settings: &Settings) -> Result<Module, reqwest::Error> {
-    let searx = Searx::new(settings.searxng_url.0.clone(), settings.search_timeout())?;
+    let searx = Searx::new(
+        settings.searxng_url.0.clone(),
+        settings.search_timeout(),
+        usize::try_from(settings.search_max_bytes).unwrap_or(usize::MAX),
+    )?;
     let limits = FetchLimits {
         total: settings.fetch_timeout(),
         connect: settings.fetch_connect_timeout(),

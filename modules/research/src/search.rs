@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use guarded_http::{GuardedError, read_capped};
 use module_sdk::{Context, ToolError, tool};
 use reqwest::StatusCode;
 use schemars::JsonSchema;
@@ -102,6 +103,9 @@ pub enum SearchError {
     /// SearxNG answered with an error status.
     #[error("the search engine answered HTTP {0}")]
     Status(StatusCode),
+    /// SearxNG's answer is longer than `SEARCH_MAX_BYTES`.
+    #[error("the search engine's answer is longer than {0} bytes (SEARCH_MAX_BYTES)")]
+    TooLarge(usize),
     /// SearxNG's answer is not its JSON format.
     #[error("the search engine's answer could not be read: {0}")]
     BadAnswer(String),
@@ -133,11 +137,13 @@ pub struct Searx {
     endpoint: Option<Url>,
     client: reqwest::Client,
     timeout: Duration,
+    max_bytes: usize,
 }
 
 impl Searx {
-    /// A client of the SearxNG instance at `base` (none: search unavailable).
-    pub fn new(base: Option<Url>, timeout: Duration) -> Result<Self, reqwest::Error> {
+    /// A client of the SearxNG instance at `base` (none: search unavailable)
+    /// that reads at most `max_bytes` of an answer.
+    pub fn new(base: Option<Url>, timeout: Duration, max_bytes: usize) -> Result<Self, reqwest::Error> {
         let endpoint = base.map(|mut url| {
             url.path_segments_mut().expect("an http(s) URL has a path").pop_if_empty().push("search");
             url
@@ -146,7 +152,7 @@ impl Searx {
             .timeout(timeout)
             .user_agent(concat!("research-module/", env!("CARGO_PKG_VERSION")))
             .build()?;
-        Ok(Self { endpoint, client, timeout })
+        Ok(Self { endpoint, client, timeout, max_bytes })
     }
 
     /// Searches `category` for `query`, returning at most `max_results`.
@@ -169,13 +175,13 @@ impl Searx {
             StatusCode::FORBIDDEN => return Err(SearchError::JsonDisabled),
             status => return Err(SearchError::Status(status)),
         }
-        let answer: SearxAnswer = response.json().await.map_err(|e| {
-            if e.is_timeout() {
-                SearchError::TimedOut(self.timeout.as_secs())
-            } else {
-                SearchError::BadAnswer(e.to_string())
-            }
-        })?;
+        let body = match read_capped(endpoint, response, self.max_bytes).await {
+            Ok((_, true)) => return Err(SearchError::TooLarge(self.max_bytes)),
+            Ok((body, false)) => body,
+            Err(GuardedError::TimedOut(_)) => return Err(SearchError::TimedOut(self.timeout.as_secs())),
+            Err(error) => return Err(SearchError::BadAnswer(error.to_string())),
+        };
+        let answer: SearxAnswer = serde_json::from_slice(&body).map_err(|e| SearchError::BadAnswer(e.to_string()))?;
         Ok(answer.results.into_iter().filter_map(hit).take(max_results).collect())
     }
 
@@ -213,7 +219,9 @@ async fn run(ctx: Context, args: Search, category: Category) -> Result<SearchRes
             }
             SearchError::Status(status) if status.is_server_error() => ToolError::unavailable(message),
             SearchError::TimedOut(_) => ToolError::timeout(message),
-            SearchError::Status(_) | SearchError::BadAnswer(_) => ToolError::execution_failed(message),
+            SearchError::Status(_) | SearchError::TooLarge(_) | SearchError::BadAnswer(_) => {
+                ToolError::execution_failed(message)
+            }
         }
     })?;
     Ok(SearchResults { query: query.to_owned(), results })
@@ -237,8 +245,9 @@ mod tests {
 
     #[test]
     fn the_endpoint_keeps_the_base_path() {
-        let searx =
-            |base: &str| Searx::new(Some(Url::parse(base).unwrap()), Duration::from_secs(1)).unwrap().endpoint.unwrap();
+        let searx = |base: &str| {
+            Searx::new(Some(Url::parse(base).unwrap()), Duration::from_secs(1), 1024).unwrap().endpoint.unwrap()
+        };
         assert_eq!(searx("http://s:8080").as_str(), "http://s:8080/search");
         assert_eq!(searx("http://s:8080/searx/").as_str(), "http://s:8080/searx/search");
     }

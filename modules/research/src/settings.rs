@@ -27,6 +27,11 @@ pub struct Settings {
     #[arg(long, env = "SEARCH_TIMEOUT_SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=120))]
     pub search_timeout_seconds: u64,
 
+    /// Most bytes of a SearxNG answer that are read; a longer answer is an
+    /// error naming this setting.
+    #[arg(long, env = "SEARCH_MAX_BYTES", default_value_t = 2 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(16 * 1024..=64 * 1024 * 1024))]
+    pub search_max_bytes: u64,
+
     /// Seconds a page fetch may take in total, redirects and body included.
     #[arg(long, env = "FETCH_TIMEOUT_SECONDS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=55))]
     pub fetch_timeout_seconds: u64,

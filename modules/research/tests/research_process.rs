@@ -78,6 +78,17 @@ async fn search_failures_are_reported_as_unavailable() {
 }
 
 #[tokio::test]
+async fn an_endless_search_answer_stops_at_its_byte_budget() {
+    let fixture = Fixture::start().await;
+    let base = fixture.url("/endless/");
+    let module = ModuleProcess::start(BINARY, &[("SEARXNG_URL", &base), ("SEARCH_MAX_BYTES", "65536")]);
+    let result = module.call("web_search", json!({"query": "anything"})).await;
+    assert_eq!(error_kind(&result), "execution_failed", "{result}");
+    let error = result["error"].as_str().unwrap();
+    assert!(error.contains("longer than 65536 bytes (SEARCH_MAX_BYTES)"), "{result}");
+}
+
+#[tokio::test]
 async fn pages_are_fetched_as_readable_text_with_links() {
     let fixture = Fixture::start().await;
     let module = start(&fixture);

@@ -72,6 +72,7 @@ impl Fixture {
             )
             .route("/stall", get(stall))
             .route("/search", get(search))
+            .route("/endless/search", get(endless_search))
             .route("/formatting/{repetitions}", get(formatting))
             .route("/nested-divs/{count}", get(nested_divs))
             .route("/unclosed-tables/{count}", get(unclosed_tables))
@@ -150,6 +151,15 @@ async fn paragraphs(Path(count): Path<usize>) -> Response {
 
 fn html(body: String) -> Response {
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
+}
+
+/// A search answer that opens its results and never ends.
+async fn endless_search() -> Response {
+    let first = futures::stream::once(async { Ok::<_, std::io::Error>(Bytes::from_static(b"{\"results\": [")) });
+    let spaces = Bytes::from(" ".repeat(64 * 1024));
+    let rest = futures::stream::repeat_with(move || Ok::<_, std::io::Error>(spaces.clone()));
+    ([(header::CONTENT_TYPE, "application/json")], Body::from_stream(futures::StreamExt::chain(first, rest)))
+        .into_response()
 }
 
 /// SearxNG's `/search?format=json`, with the fields a real instance sends.
