@@ -24,25 +24,35 @@ const WRAP_COLUMNS: usize = 100;
 const MAX_LINKS: usize = 100;
 /// Most characters of a link's text.
 const MAX_LINK_TEXT_CHARS: usize = 200;
+/// Most characters of a link's URL; longer links are left out (a cut URL
+/// would point elsewhere).
+const MAX_URL_CHARS: usize = 2048;
+/// Most characters of the title; a longer one is cut.
+const MAX_TITLE_CHARS: usize = 300;
 
 /// A link found on a page.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct Link {
     /// The absolute http(s) URL the link points to.
     pub url: String,
-    /// The link's visible text (may be empty, e.g. for an image link).
+    /// The link's visible text, at most 200 characters (may be empty, e.g.
+    /// for an image link).
     pub text: String,
 }
 
 /// The readable parts of an HTML page.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Readable {
-    /// The page's `<title>`, else its `og:title`, else its first `<h1>`.
+    /// The page's `<title>`, else its `og:title`, else its first `<h1>`,
+    /// at most [`MAX_TITLE_CHARS`].
     pub title: Option<String>,
     /// The main text, as plain text.
     pub text: String,
     /// Distinct http(s) links of the page, absolute, in document order.
     pub links: Vec<Link>,
+    /// True when the title was cut or links were left out (past
+    /// [`MAX_LINKS`], or a URL longer than [`MAX_URL_CHARS`]).
+    pub cut: bool,
     /// Why the page was read with the tokenizer alone (text without
     /// layout), when it was.
     pub text_only: Option<TextOnly>,
@@ -75,8 +85,10 @@ pub fn readable(html: &str, base: &Url, budget: TreeBudget) -> Readable {
     let document = match document {
         Ok(document) => document,
         Err(reason) => {
-            let links = absolute_links(skimmed.links.into_iter(), base);
-            return Readable { title: skimmed.title, text: skimmed.text, links, text_only: Some(reason) };
+            let (links, links_cut) = absolute_links(skimmed.links.into_iter(), base);
+            let (title, title_cut) = cut_title(skimmed.title);
+            let cut = links_cut || title_cut;
+            return Readable { title, text: skimmed.text, links, cut, text_only: Some(reason) };
         }
     };
     let main = ["main", "article", "[role=main]"]
@@ -93,8 +105,9 @@ pub fn readable(html: &str, base: &Url, budget: TreeBudget) -> Readable {
         let href = anchor.value().attr("href")?.to_owned();
         Some((href, anchor.text().collect::<String>()))
     });
-    let links = absolute_links(anchors, base);
-    Readable { title: title(&document), text: text.trim().to_owned(), links, text_only: None }
+    let (links, links_cut) = absolute_links(anchors, base);
+    let (title, title_cut) = cut_title(title(&document));
+    Readable { title, text: text.trim().to_owned(), links, cut: links_cut || title_cut, text_only: None }
 }
 
 /// How deeply the nodes of `document` nest, in one pass without recursion.
@@ -133,22 +146,39 @@ fn title(document: &Html) -> Option<String> {
     element_text("title").or_else(og_title).or_else(|| element_text("h1"))
 }
 
+/// `title` cut to [`MAX_TITLE_CHARS`]; true when it was cut.
+fn cut_title(title: Option<String>) -> (Option<String>, bool) {
+    match title {
+        Some(title) if title.chars().nth(MAX_TITLE_CHARS).is_some() => {
+            (Some(title.chars().take(MAX_TITLE_CHARS).collect()), true)
+        }
+        title => (title, false),
+    }
+}
+
 /// The distinct http(s) targets of `(href, text)` pairs, resolved against
-/// `base`, in order, at most [`MAX_LINKS`].
-fn absolute_links(anchors: impl Iterator<Item = (String, String)>, base: &Url) -> Vec<Link> {
+/// `base`, in order, at most [`MAX_LINKS`], each URL at most
+/// [`MAX_URL_CHARS`]; true when a link was left out for either limit.
+fn absolute_links(anchors: impl Iterator<Item = (String, String)>, base: &Url) -> (Vec<Link>, bool) {
     let mut seen = std::collections::HashSet::new();
-    anchors
+    let mut too_long = false;
+    let mut links = anchors
         .filter_map(|(href, text)| {
             let url = base.join(href.trim()).ok()?;
-            matches!(url.scheme(), "http" | "https").then_some((url, text))
+            matches!(url.scheme(), "http" | "https").then_some((String::from(url), text))
         })
-        .filter(|(url, _)| seen.insert(url.to_string()))
-        .take(MAX_LINKS)
-        .map(|(url, text)| Link {
-            url: url.into(),
-            text: collapse_whitespace(&text).chars().take(MAX_LINK_TEXT_CHARS).collect(),
+        .filter(|(url, _)| {
+            let fits = url.len() <= MAX_URL_CHARS;
+            too_long |= !fits;
+            fits
         })
-        .collect()
+        .filter(|(url, _)| seen.insert(url.clone()))
+        .take(MAX_LINKS + 1)
+        .map(|(url, text)| Link { url, text: collapse_whitespace(&text).chars().take(MAX_LINK_TEXT_CHARS).collect() })
+        .collect::<Vec<_>>();
+    let too_many = links.len() > MAX_LINKS;
+    links.truncate(MAX_LINKS);
+    (links, too_long || too_many)
 }
 
 #[cfg(test)]
@@ -203,7 +233,14 @@ mod tests {
         assert_eq!(page.links, [Link { url: "https://example.org/in".into(), text: "deep".into() }]);
         assert_eq!(page.text_only, Some(TextOnly::TooDeep));
         let many_links: String = (0..500).map(|i| format!("<a href=\"/p{i}\">{i}</a>")).collect();
-        assert_eq!(readable(&many_links, &base(), budget()).links.len(), MAX_LINKS);
+        let page = readable(&many_links, &base(), budget());
+        assert_eq!((page.links.len(), page.cut), (MAX_LINKS, true));
+        let long =
+            format!("<title>{}</title><a href=\"/{}\">long</a><a href=/ok>ok</a>", "t".repeat(5000), "u".repeat(3000));
+        let page = readable(&long, &base(), budget());
+        assert_eq!(page.title.map(|t| t.chars().count()), Some(MAX_TITLE_CHARS));
+        assert_eq!(page.links, [Link { url: "https://example.org/ok".into(), text: "ok".into() }]);
+        assert!(page.cut);
         let broken =
             readable("<a href=\"http://[::1\">x</a><a href=\"javascript:alert(1)\">y</a><p>ok", &base(), budget());
         assert!(broken.links.is_empty());

@@ -33,7 +33,8 @@ pub struct FetchWebpage {
     #[schemars(length(min = 1, max = 2048))]
     pub url: String,
     /// Most characters of page text to return (200-100000, default 20000);
-    /// longer text is cut and `truncated` is set.
+    /// longer text is cut and `truncated` is set. The links (their URLs and
+    /// texts together) get the same budget; the title is at most 300.
     #[serde(default = "default_max_chars")]
     #[schemars(range(min = 200, max = 100_000))]
     pub max_chars: u32,
@@ -54,13 +55,16 @@ pub struct WebPage {
     pub content_type: Option<String>,
     /// The character encoding the text was decoded from.
     pub encoding: String,
-    /// The page's title, when it has one.
+    /// The page's title, when it has one (at most 300 characters).
     pub title: Option<String>,
     /// The page's main text, as plain text.
     pub text: String,
-    /// Links on the page (absolute http(s) URLs, at most 100), empty for plain text.
+    /// Links on the page (absolute http(s) URLs of at most 2048 characters, at
+    /// most 100, their URLs and texts together at most `max_chars`), empty
+    /// for plain text.
     pub links: Vec<Link>,
-    /// True when the page was longer than `max_chars` or the module's byte limit and was cut.
+    /// True when anything was cut: the page was longer than `max_chars` or
+    /// the module's byte limit, the title was cut, or links were left out.
     pub truncated: bool,
 }
 
@@ -89,20 +93,21 @@ fn to_web_page(fetched: Fetched, max_chars: usize, tree_budget: TreeBudget) -> W
     let header_charset = fetched.content_type.as_ref().and_then(|t| t.get_param(mime::CHARSET));
     let is_html = fetched.kind == BodyKind::Html;
     let (decoded, encoding) = charset::decode(&fetched.body, header_charset.as_ref().map(|c| c.as_str()), is_html);
-    let (title, text, links) = match fetched.kind {
+    let (title, text, links, page_cut) = match fetched.kind {
         BodyKind::Html => {
             let page = readable(&decoded, &fetched.url, tree_budget);
             if let Some(reason) = page.text_only {
                 tracing::warn!(url = %fetched.url, %reason, "page read as text only");
             }
-            (page.title, page.text, page.links)
+            (page.title, page.text, page.links, page.cut)
         }
-        BodyKind::Text => (None, decoded.trim().to_owned(), Vec::new()),
+        BodyKind::Text => (None, decoded.trim().to_owned(), Vec::new(), false),
     };
-    let (text, cut) = match text.char_indices().nth(max_chars) {
+    let (text, text_cut) = match text.char_indices().nth(max_chars) {
         Some((end, _)) => (text[..end].to_owned(), true),
         None => (text, false),
     };
+    let (links, links_cut) = links_within(links, max_chars);
     WebPage {
         url: fetched.url.into(),
         status: fetched.status.as_u16(),
@@ -111,8 +116,24 @@ fn to_web_page(fetched: Fetched, max_chars: usize, tree_budget: TreeBudget) -> W
         title,
         text,
         links,
-        truncated: cut || fetched.truncated,
+        truncated: text_cut || links_cut || page_cut || fetched.truncated,
     }
+}
+
+/// The first `links` whose URLs and texts together fit in `max_chars`;
+/// true when some were left out.
+fn links_within(mut links: Vec<Link>, max_chars: usize) -> (Vec<Link>, bool) {
+    let mut used = 0_usize;
+    let fitting = links
+        .iter()
+        .take_while(|link| {
+            used += link.url.chars().count() + link.text.chars().count();
+            used <= max_chars
+        })
+        .count();
+    let cut = fitting < links.len();
+    links.truncate(fitting);
+    (links, cut)
 }
 
 /// The contract's error kind for each way a fetch fails.

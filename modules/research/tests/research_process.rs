@@ -120,6 +120,29 @@ async fn pages_are_fetched_as_readable_text_with_links() {
 }
 
 #[tokio::test]
+async fn max_chars_bounds_the_title_and_links_too() {
+    let fixture = Fixture::start().await;
+    let module = start(&fixture);
+    let max_chars = 5000;
+    let result = module
+        .call("fetch_webpage", json!({"url": fixture.url("/long-title-and-links"), "max_chars": max_chars}))
+        .await;
+    assert_eq!(result["success"], true, "{result}");
+    let page = &result["result"];
+    assert_eq!(page["text"], "Short text.");
+    assert_eq!(page["title"], "T".repeat(300), "the title is cut");
+    let links = page["links"].as_array().unwrap();
+    let link_chars: usize = links
+        .iter()
+        .map(|l| l["url"].as_str().unwrap().chars().count() + l["text"].as_str().unwrap().chars().count())
+        .sum();
+    assert!(!links.is_empty() && link_chars <= max_chars, "{link_chars} characters of links");
+    assert!(links.iter().all(|l| l["url"].as_str().unwrap().len() <= 2048), "the 3,000-character URL is left out");
+    assert_eq!(page["truncated"], true, "{page}");
+    assert!(result.to_string().len() < 2 * max_chars + 1000, "the whole answer is bounded: {result}");
+}
+
+#[tokio::test]
 async fn redirects_to_internal_addresses_are_refused_before_connecting() {
     let fixture = Fixture::start().await;
     let module = start(&fixture);

@@ -73,6 +73,7 @@ impl Fixture {
             .route("/stall", get(stall))
             .route("/search", get(search))
             .route("/endless/search", get(endless_search))
+            .route("/long-title-and-links", get(long_title_and_links))
             .route("/formatting/{repetitions}", get(formatting))
             .route("/nested-divs/{count}", get(nested_divs))
             .route("/unclosed-tables/{count}", get(unclosed_tables))
@@ -151,6 +152,18 @@ async fn paragraphs(Path(count): Path<usize>) -> Response {
 
 fn html(body: String) -> Response {
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response()
+}
+
+/// A 40,000-character title, a link of 3,000 characters and 300 links
+/// of about 100 characters after a short text.
+async fn long_title_and_links() -> Response {
+    let links: String =
+        (0..300).map(|i| format!("<a href=\"/link/{i}/{}\">link number {i}</a> ", "a".repeat(50))).collect();
+    html(format!(
+        "<title>{}</title><main><p>Short text.</p></main><footer><a href=\"/{}\">long</a> {links}</footer>",
+        "T".repeat(40_000),
+        "u".repeat(3000)
+    ))
 }
 
 /// A search answer that opens its results and never ends.
