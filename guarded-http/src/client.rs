@@ -260,7 +260,7 @@ mod tests {
             ("http://2130706433/", "127.0.0.1 is in the loopback range"),
             ("http://0x7f.1/", "127.0.0.1 is in the loopback range"),
             ("http://0/", "0.0.0.0 is in the unspecified"),
-            ("http://localhost:9/", "localhost resolves only to refused addresses"),
+            ("http://localhost:9/", "localhost resolves only to internal or reserved addresses"),
         ] {
             let error = client.send(GuardedRequest::get(url, HeaderMap::new())).await.unwrap_err().to_string();
             assert!(error.contains(expected), "{url}: {error}");

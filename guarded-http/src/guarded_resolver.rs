@@ -8,6 +8,11 @@
 //! the addresses that passed the policy, so the connection is pinned to
 //! checked addresses. Hosts written as IP literals never reach a resolver;
 //! the client checks those itself before each request.
+//!
+//! A refusal tells the caller (a model) only that the name resolves to
+//! internal addresses, not which: inside a private network the addresses
+//! of its service names are not the model's business. The module's log
+//! has them, at `info`, for operators.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,13 +21,14 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 use crate::address_policy::{AddressPolicy, BlockedAddress};
 
-/// A host name whose every address is refused.
+/// A host name whose every address is refused; its message leaves the
+/// addresses out.
 #[derive(Debug, thiserror::Error)]
-#[error("{host} resolves only to refused addresses: {blocked}")]
+#[error("{host} resolves only to internal or reserved addresses, which are not fetched")]
 pub struct BlockedHost {
     /// The name that was resolved.
     pub host: String,
-    /// The first refused address and why.
+    /// The first refused address and why (for the log, not the caller).
     pub blocked: BlockedAddress,
 }
 
@@ -58,7 +64,10 @@ impl Resolve for GuardedResolver {
                 }
             }
             match (permitted.is_empty(), first_refusal) {
-                (true, Some(blocked)) => Err(Box::new(BlockedHost { host, blocked }) as _),
+                (true, Some(blocked)) => {
+                    tracing::info!(%host, reason = %blocked, "refused a host name: every address it resolves to is refused");
+                    Err(Box::new(BlockedHost { host, blocked }) as _)
+                }
                 _ => Ok(Box::new(permitted.into_iter()) as Addrs),
             }
         })
@@ -77,6 +86,8 @@ mod tests {
         let blocked = error.downcast_ref::<BlockedHost>().expect("a BlockedHost error");
         assert_eq!(blocked.host, "localhost");
         assert_eq!(blocked.blocked.range, "loopback");
+        let message = blocked.to_string();
+        assert!(!message.contains("127.0.0.1") && !message.contains("::1"), "no address for the caller: {message}");
     }
 
     #[tokio::test]

@@ -163,13 +163,17 @@ async fn redirects_to_internal_addresses_are_refused_before_connecting() {
 #[tokio::test]
 async fn without_an_allow_list_the_local_server_is_out_of_reach() {
     let fixture = Fixture::start().await;
-    let module = ModuleProcess::start(BINARY, &[]);
+    let mut module = ModuleProcess::start(BINARY, &[("RUST_LOG", "warn,guarded_http=info")]);
     let by_address = module.call("fetch_webpage", json!({"url": fixture.url("/secret")})).await;
     assert_eq!(error_kind(&by_address), "permission_denied", "{by_address}");
     let by_name = format!("http://localhost:{}/secret", fixture.address.port());
     let by_name = module.call("fetch_webpage", json!({"url": by_name})).await;
     assert_eq!(error_kind(&by_name), "permission_denied", "{by_name}");
-    assert!(by_name["error"].as_str().unwrap().contains("localhost resolves only to refused addresses"), "{by_name}");
+    let error = by_name["error"].as_str().unwrap();
+    assert!(error.contains("localhost resolves only to internal or reserved addresses"), "{by_name}");
+    assert!(!error.contains("127.0.0.1") && !error.contains("::1"), "the caller is not told the addresses: {error}");
+    let logged = module.process().wait_for_log("is in the loopback range", std::time::Duration::from_secs(5));
+    assert!(logged, "the operator's log names the address: {:?}", module.process().logs());
     assert_eq!(fixture.secret_hits.load(Ordering::SeqCst), 0);
 }
 

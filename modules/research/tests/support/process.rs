@@ -12,10 +12,11 @@ pub struct ModuleProcess {
 
 impl ModuleProcess {
     /// Starts `binary` with only `env` (and the harness's HOST, PORT and
-    /// logging settings), once it listens.
+    /// logging settings; `RUST_LOG` is `warn` unless `env` sets it), once it
+    /// listens.
     pub fn start(binary: &str, env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(binary);
-        command.env_clear().envs(env.iter().copied()).env("RUST_LOG", "warn");
+        command.env_clear().env("RUST_LOG", "warn").envs(env.iter().copied());
         Self { process: Process::start(command) }
     }
 
