@@ -154,6 +154,7 @@ fn tool_error(error: FetchError) -> ToolError {
         | FetchError::Request(
             GuardedError::TooManyRedirects(_) | GuardedError::BadRedirect(_) | GuardedError::Transfer { .. },
         )
+        | FetchError::Encoded(_)
         | FetchError::UnsupportedContentType(_) => ToolError::execution_failed(message),
     }
 }

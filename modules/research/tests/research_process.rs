@@ -199,6 +199,9 @@ async fn huge_slow_and_odd_pages_are_bounded() {
     assert!(looping["error"].as_str().unwrap().contains("after 3 redirects"), "{looping}");
     let image = module.call("fetch_webpage", json!({"url": fixture.url("/image.png")})).await;
     assert!(image["error"].as_str().unwrap().contains("image/png"), "{image}");
+    let gzip = module.call("fetch_webpage", json!({"url": fixture.url("/gzip")})).await;
+    assert_eq!(error_kind(&gzip), "execution_failed", "compressed bytes are not returned as text: {gzip}");
+    assert!(gzip["error"].as_str().unwrap().contains("Content-Encoding `gzip`"), "{gzip}");
     let missing = module.call("fetch_webpage", json!({"url": fixture.url("/missing")})).await;
     assert_eq!(error_kind(&missing), "not_found", "{missing}");
 }

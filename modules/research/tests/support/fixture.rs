@@ -74,6 +74,7 @@ impl Fixture {
             .route("/search", get(search))
             .route("/endless/search", get(endless_search))
             .route("/long-title-and-links", get(long_title_and_links))
+            .route("/gzip", get(gzip))
             .route("/formatting/{repetitions}", get(formatting))
             .route("/nested-divs/{count}", get(nested_divs))
             .route("/unclosed-tables/{count}", get(unclosed_tables))
@@ -164,6 +165,13 @@ async fn long_title_and_links() -> Response {
         "T".repeat(40_000),
         "u".repeat(3000)
     ))
+}
+
+/// A page sent gzip-encoded whatever the request asked for.
+async fn gzip() -> Response {
+    // gzip of `<p>hello</p>`.
+    let body: &[u8] = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03\xb3\x29\xb0\xcb\x48\xcd\xc9\xc9\xb7\xd1\x2f\xb0\x03\x00\x44\xfb\xae\xd2\x0c\x00\x00\x00";
+    ([(header::CONTENT_TYPE, "text/html"), (header::CONTENT_ENCODING, "gzip")], body).into_response()
 }
 
 /// A search answer that opens its results and never ends.
