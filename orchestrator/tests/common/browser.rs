@@ -3,20 +3,25 @@
 //! under `target/console-screenshots/`.
 
 use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fantoccini::{Client, ClientBuilder, Locator};
+use limited_process::ProcessGroupGuard;
 use serde_json::json;
 
 /// How long chromedriver and page elements may take to appear (a wait that
 /// ends as soon as they do, not a timing assertion).
 pub const PATIENCE: Duration = Duration::from_secs(30);
 
-/// A running `chromedriver`, killed when dropped.
+/// A running `chromedriver`, killed when dropped with every Chromium it
+/// started: it leads its own process group, so a test that fails before
+/// closing its session leaves no browser behind.
 pub struct ChromeDriver {
     child: Child,
+    group: Option<ProcessGroupGuard>,
     port: u16,
 }
 
@@ -37,14 +42,16 @@ impl ChromeDriver {
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .process_group(0)
             .spawn()
             .expect("chromedriver starts");
+        let group = Some(ProcessGroupGuard::new(Some(child.id())));
         let deadline = Instant::now() + PATIENCE;
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(Instant::now() < deadline, "chromedriver never listened on port {port}");
             std::thread::sleep(Duration::from_millis(50));
         }
-        Some(Self { child, port })
+        Some(Self { child, group, port })
     }
 
     /// A new headless Chromium session.
@@ -64,7 +71,9 @@ impl ChromeDriver {
 
 impl Drop for ChromeDriver {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // The guard kills the group and the tree below chromedriver (the
+        // browsers) first, while chromedriver's pid is still its own.
+        drop(self.group.take());
         let _ = self.child.wait();
     }
 }
