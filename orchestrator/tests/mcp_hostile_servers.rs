@@ -18,6 +18,7 @@ use futures::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use test_support::built_binary;
+use test_support::process_tree::descendants;
 
 /// What a hand-written server saw of the orchestrator.
 #[derive(Default)]
@@ -303,23 +304,6 @@ async fn tools_list_pages_that_loop_are_refused_as_a_loop() {
     let error = status["last_error"].as_str().unwrap();
     assert!(error.contains("cursor") && error.contains("\"again\"") && !error.contains("within"), "{status}");
     assert!(seen.lists.load(Ordering::SeqCst) >= 2, "the first page, then the repeated cursor's");
-}
-
-/// Every process below `pid` (its children, theirs...).
-fn descendants(pid: u32) -> Vec<u32> {
-    let mut found = Vec::new();
-    let mut parents = vec![pid];
-    while let Some(parent) = parents.pop() {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{parent}/task")) else { continue };
-        for task in tasks.flatten() {
-            let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
-            for child in children.split_whitespace().filter_map(|id| id.parse().ok()) {
-                found.push(child);
-                parents.push(child);
-            }
-        }
-    }
-    found
 }
 
 /// Whether process `pid` still runs (exists and is no zombie).

@@ -10,23 +10,7 @@ use std::time::{Duration, Instant};
 use common::OrchestratorProcess;
 use serde_json::json;
 use test_support::built_binary;
-
-/// Every process below `pid` (its children, theirs...).
-fn descendants(pid: u32) -> Vec<u32> {
-    let mut found = Vec::new();
-    let mut parents = vec![pid];
-    while let Some(parent) = parents.pop() {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{parent}/task")) else { continue };
-        for task in tasks.flatten() {
-            let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
-            for child in children.split_whitespace().filter_map(|id| id.parse().ok()) {
-                found.push(child);
-                parents.push(child);
-            }
-        }
-    }
-    found
-}
+use test_support::process_tree::descendants;
 
 /// The process below `pid` whose command name is `name`.
 fn named(pid: u32, name: &str) -> Option<u32> {

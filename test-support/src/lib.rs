@@ -43,6 +43,7 @@ pub mod mcp_client;
 pub mod openapi_checks;
 mod otlp_receiver;
 mod process;
+pub mod process_tree;
 mod prometheus_server;
 pub mod raw_tcp;
 mod redis_server;
