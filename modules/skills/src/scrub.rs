@@ -50,72 +50,100 @@ impl Scrubber {
     /// A scrubber for these secret values (the skill's allow-listed
     /// variables), plus the token shapes every scrubber knows.
     pub fn new(secrets: impl IntoIterator<Item = String>) -> Self {
-        let mut secrets: Vec<String> =
-            secrets.into_iter().filter(|s| s.trim().chars().count() >= MIN_SECRET_CHARS).collect();
-        // Longest first, so a secret containing another goes whole.
-        secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        Self { secrets }
+        Self { secrets: secrets.into_iter().filter(|s| s.trim().chars().count() >= MIN_SECRET_CHARS).collect() }
     }
 
     /// How many bytes past a cap must be read for [`Self::scrub_capped`] to
     /// see whole every secret (and token) that begins before the cap.
     pub fn lookahead_bytes(&self) -> usize {
-        self.secrets.first().map_or(0, String::len).max(SHAPE_LOOKAHEAD_BYTES)
+        self.secrets.iter().map(String::len).max().unwrap_or(0).max(SHAPE_LOOKAHEAD_BYTES)
     }
 
     /// The first `cap` bytes of the scrubbed `read` and whether anything was
     /// left out, for `read`, an output's first `cap` + [`Self::lookahead_bytes`]
     /// bytes (`read_cut`: it went on past those). Scrubbing comes before the
-    /// cut, so a secret the cut would split goes whole; an end of the kept
-    /// text that begins a secret (split by the read's own cut) is redacted.
+    /// cut, so a secret the cut would split goes whole. When the read was
+    /// cut, nothing from its last [`Self::lookahead_bytes`] bytes is kept:
+    /// a secret or token beginning there may be split by the read's end (a
+    /// character of it too, decoded as U+FFFD) and so not be found.
     pub fn scrub_capped(&self, read: &[u8], read_cut: bool, cap: usize) -> (String, bool) {
-        let mut text = self.scrub(&String::from_utf8_lossy(read));
-        let cut = read_cut || text.len() > cap;
-        if text.len() > cap {
-            let mut end = cap;
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
-            text.truncate(end);
-        }
-        if cut {
-            let begun = self.secrets.iter().map(|secret| begun_secret(&text, secret)).max().unwrap_or(0);
-            if begun > 0 {
-                text.truncate(text.len() - begun);
-                text.push_str(REDACTED);
-            }
-        }
-        (text, cut)
+        let text = String::from_utf8_lossy(read);
+        let keep_below = if read_cut { text.len().saturating_sub(self.lookahead_bytes()) } else { text.len() };
+        let (scrubbed, left_out) = self.redact(&text, keep_below, cap);
+        (scrubbed, read_cut || left_out)
     }
 
     /// `text` without secrets.
     pub fn scrub(&self, text: &str) -> String {
-        let mut text = text.to_owned();
+        self.redact(text, text.len(), usize::MAX).0
+    }
+
+    /// `text` up to byte `keep_below` with every secret and token shape
+    /// replaced, at most `cap` bytes; whether anything was left out.
+    /// Matches are found on the whole `text` and overlapping ones merged,
+    /// so two secrets sharing characters go as one.
+    fn redact(&self, text: &str, keep_below: usize, cap: usize) -> (String, bool) {
+        let mut out = String::new();
+        let mut from = 0;
+        for (start, end) in merged(self.matches(text)) {
+            if !push_plain(&mut out, &text[from..start], keep_below.saturating_sub(from), cap) {
+                return (out, true);
+            }
+            if out.len() + REDACTED.len() > cap {
+                return (out, true);
+            }
+            out.push_str(REDACTED);
+            from = end;
+        }
+        let whole = push_plain(&mut out, &text[from..], keep_below.saturating_sub(from), cap);
+        (out, !whole)
+    }
+
+    /// The byte ranges of every secret (overlapping occurrences too) and
+    /// every token shape (without its `keep` group) in `text`.
+    fn matches(&self, text: &str) -> Vec<(usize, usize)> {
+        let mut ranges = Vec::new();
         for secret in &self.secrets {
-            if text.contains(secret.as_str()) {
-                text = text.replace(secret.as_str(), REDACTED);
+            let mut from = 0;
+            while let Some(at) = text[from..].find(secret.as_str()) {
+                let start = from + at;
+                ranges.push((start, start + secret.len()));
+                from = start + text[start..].chars().next().map_or(1, char::len_utf8);
             }
         }
         for shape in TOKEN_SHAPES.iter() {
-            if shape.is_match(&text) {
-                text = shape
-                    .replace_all(&text, |found: &regex::Captures<'_>| {
-                        format!("{}{REDACTED}", found.name("keep").map_or("", |keep| keep.as_str()))
-                    })
-                    .into_owned();
+            for found in shape.captures_iter(text) {
+                let whole = found.get(0).expect("group 0 is the match");
+                let start = found.name("keep").map_or(whole.start(), |keep| keep.end());
+                ranges.push((start, whole.end()));
             }
         }
-        text
+        ranges
     }
 }
 
-/// The length of the longest end of `text` that is the beginning of
-/// `secret` (and not all of it), 0 when none is.
-fn begun_secret(text: &str, secret: &str) -> usize {
-    (1..secret.len().min(text.len() + 1))
-        .rev()
-        .find(|&length| secret.is_char_boundary(length) && text.ends_with(&secret[..length]))
-        .unwrap_or(0)
+/// `ranges` sorted, with overlapping or touching ones joined.
+fn merged(mut ranges: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
+    ranges.sort_unstable();
+    let mut joined: Vec<(usize, usize)> = Vec::with_capacity(ranges.len());
+    for (start, end) in ranges {
+        match joined.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => joined.push((start, end)),
+        }
+    }
+    joined
+}
+
+/// Appends to `out` the longest beginning of `plain` (whole characters) of
+/// at most `limit` bytes that keeps `out` within `cap`; whether all of it.
+fn push_plain(out: &mut String, plain: &str, limit: usize, cap: usize) -> bool {
+    let mut end = plain.len().min(limit).min(cap.saturating_sub(out.len()));
+    while !plain.is_char_boundary(end) {
+        end -= 1;
+    }
+    out.push_str(&plain[..end]);
+    end == plain.len()
 }
 
 #[cfg(test)]
@@ -134,19 +162,65 @@ mod tests {
         let scrubber = Scrubber::new([secret.to_owned()]);
         for padding in 0..30 {
             let output = format!("{}{secret}{}", ".".repeat(padding), "y".repeat(30));
-            let read = &output.as_bytes()[..output.len().min(20 + scrubber.lookahead_bytes())];
-            let (kept, cut) = scrubber.scrub_capped(read, read.len() < output.len(), 20);
-            // Whole markers, and at the end perhaps one the cut split.
-            let rest = kept.replace(REDACTED, "");
-            let rest = (1..REDACTED.len()).rev().find_map(|n| rest.strip_suffix(&REDACTED[..n])).unwrap_or(&rest);
-            assert!(rest.chars().all(|c| c == '.' || c == 'y'), "padding {padding}: {kept}");
+            let (kept, cut) = capped(&scrubber, &output, 20);
+            assert!(unmarked(&kept).chars().all(|c| c == '.' || c == 'y'), "padding {padding}: {kept}");
             assert!(cut, "padding {padding}");
         }
-        // The read itself ended inside the secret: its beginning is redacted.
-        assert_eq!(scrubber.scrub_capped(b"ab tk-9f8e", true, 100), ("ab [redacted]".to_owned(), true));
+        // A read that is not cut is kept whole, up to the cap.
         assert_eq!(scrubber.scrub_capped(b"ab tk", false, 100), ("ab tk".to_owned(), false));
-        assert_eq!(begun_secret("ab tk-9", secret), 4);
-        assert_eq!(begun_secret("x", secret), 0);
+    }
+
+    /// The first `cap` + lookahead bytes of `output` through `scrub_capped`.
+    fn capped(scrubber: &Scrubber, output: &str, cap: usize) -> (String, bool) {
+        let read = &output.as_bytes()[..output.len().min(cap + scrubber.lookahead_bytes())];
+        scrubber.scrub_capped(read, read.len() < output.len(), cap)
+    }
+
+    /// `kept` without its whole markers, for checking what is left.
+    fn unmarked(kept: &str) -> String {
+        kept.replace(REDACTED, "")
+    }
+
+    #[test]
+    fn a_secret_the_read_splits_inside_a_character_is_not_kept() {
+        let secret = "pässwörd-0123456789-abcdefghijklmnopqrst";
+        let scrubber = Scrubber::new([secret.to_owned()]);
+        // Scrubbing the copies shrinks the text, so the read's end falls
+        // within the cap; it splits the last copy at every byte.
+        let copies = format!("{secret} ").repeat(190);
+        let output = format!("{copies}{secret} x");
+        for split in 0..=secret.len() {
+            let cap = copies.len() + split - scrubber.lookahead_bytes();
+            let (kept, cut) = capped(&scrubber, &output, cap);
+            assert!(unmarked(&kept).chars().all(|c| c == ' '), "split at {split}: {kept:?}");
+            assert!(cut, "split at {split}");
+        }
+    }
+
+    #[test]
+    fn a_token_the_read_splits_is_not_kept() {
+        let secret = "0123456789012345678901234567890123456789";
+        let scrubber = Scrubber::new([secret.to_owned()]);
+        let token = "ghp_QQQQRRRRSSSSTTTTUUUUVVVVWWWWXXXXYYYY";
+        // Scrubbing the copies shrinks the text, so the read's end falls
+        // within the cap; it splits the token at every byte.
+        let copies = format!("{secret} ").repeat(190);
+        let output = format!("{copies}{token} end");
+        for split in 0..=token.len() {
+            let cap = copies.len() + split - scrubber.lookahead_bytes();
+            let (kept, cut) = capped(&scrubber, &output, cap);
+            assert!(unmarked(&kept).chars().all(|c| c == ' '), "split at {split}: {kept:?}");
+            assert!(cut, "split at {split}");
+        }
+    }
+
+    #[test]
+    fn overlapping_secrets_go_whole() {
+        let scrubber = Scrubber::new(["abcd1234".to_owned(), "1234wxyz".to_owned()]);
+        assert_eq!(scrubber.scrub("x abcd1234wxyz y"), "x [redacted] y");
+        assert_eq!(scrubber.scrub("x 1234wxyzabcd1234 y"), "x [redacted] y");
+        let scrubber = Scrubber::new(["aaaa".to_owned()]);
+        assert_eq!(scrubber.scrub("aaaaaa"), "[redacted]");
     }
 
     #[test]
