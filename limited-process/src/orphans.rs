@@ -93,27 +93,38 @@ pub(crate) async fn kill_orphans(grace: Duration) {
     if !SUBREAPER.load(Ordering::SeqCst) {
         return;
     }
+    // One hold of the list over finding and killing: no other run reaps
+    // (and the kernel reuses) a pid between its finding and its kill.
     let mut killed = Vec::new();
-    for _ in 0..ROUNDS {
-        let found: Vec<Pid> = {
-            let programs = programs();
-            children(getpid()).into_iter().filter(|pid| !programs.contains(pid) && !killed.contains(pid)).collect()
-        };
-        if found.is_empty() {
-            break;
+    {
+        let programs = programs();
+        for _ in 0..ROUNDS {
+            let found: Vec<Pid> =
+                children(getpid()).into_iter().filter(|pid| !programs.contains(pid) && !killed.contains(pid)).collect();
+            if found.is_empty() {
+                break;
+            }
+            for &orphan in &found {
+                kill_descendants(orphan);
+                let _ = kill(orphan, Signal::SIGKILL);
+            }
+            killed.extend(found);
         }
-        for &orphan in &found {
-            kill_descendants(orphan);
-            let _ = kill(orphan, Signal::SIGKILL);
-        }
-        killed.extend(found);
     }
     let deadline = tokio::time::Instant::now() + grace;
-    killed.retain(|&pid| !reaped(pid));
+    reap_killed(&mut killed);
     while !killed.is_empty() && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(POLL_INTERVAL).await;
-        killed.retain(|&pid| !reaped(pid));
+        reap_killed(&mut killed);
     }
+}
+
+/// Reaps the orphans of `killed` that have exited and leaves in it those
+/// still running. A pid now listed as a program was reaped by another run
+/// and reused by a new program, which is its run's to reap: it is dropped.
+fn reap_killed(killed: &mut Vec<Pid>) {
+    let programs = programs();
+    killed.retain(|&pid| !programs.contains(&pid) && !reaped(pid));
 }
 
 /// Reaps `pid` if it has exited; whether it is gone (reaped now, or not a
@@ -124,4 +135,25 @@ fn reaped(pid: Pid) -> bool {
 
 fn programs() -> MutexGuard<'static, Vec<Pid>> {
     PROGRAMS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::sys::wait::{Id, waitid};
+
+    #[test]
+    fn a_pid_reused_by_a_program_is_left_to_its_run() {
+        let (mut child, registered) =
+            spawn_registered(|| std::process::Command::new("true").spawn(), |child| Some(child.id())).unwrap();
+        let pid = Pid::from_raw(i32::try_from(child.id()).unwrap());
+        // Until it has exited, without reaping it.
+        waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT).unwrap();
+        let mut killed = vec![pid];
+        reap_killed(&mut killed);
+        assert!(killed.is_empty());
+        // Its run still gets its exit status.
+        assert!(child.wait().unwrap().success());
+        drop(registered);
+    }
 }
