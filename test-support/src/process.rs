@@ -73,23 +73,26 @@ impl Process {
 
     /// Starts `command` as [`Process::start`] does, for a binary that must
     /// refuse to start: waits up to [`START_TIMEOUT`] for it to exit, checks
-    /// that it failed with exit code 1 (`module_sdk::run_main`'s error, not
-    /// a panic's 101) and gives its standard error. Panics with its output
-    /// otherwise.
-    pub fn start_failing(command: Command) -> String {
+    /// that it failed with `exit_code` (an error's, such as
+    /// `module_sdk::run_main`'s 1, not a panic's 101) and gives its standard
+    /// error. Panics with its output otherwise.
+    pub fn start_failing(command: Command, exit_code: i32) -> String {
         let (program, mut child) = spawn(command);
+        // Both pipes are drained while it runs: one it filled would block it.
+        let stdout = read_to_end_on_a_thread(child.stdout.take());
+        let stderr = read_to_end_on_a_thread(child.stderr.take());
         let deadline = Instant::now() + START_TIMEOUT;
         while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = child.kill();
-        let output = child.wait_with_output().expect("the child is reaped");
-        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-        let stdout = String::from_utf8_lossy(&output.stdout);
+        let status = child.wait().expect("the child is reaped");
+        let stdout = stdout.join().unwrap_or_default();
+        let stderr = stderr.join().unwrap_or_default();
         assert_eq!(
-            output.status.code(),
-            Some(1),
-            "{program} did not fail with an error; its output:\n{stdout}{stderr}"
+            status.code(),
+            Some(exit_code),
+            "{program} did not fail with exit code {exit_code}; its output:\n{stdout}{stderr}"
         );
         assert!(!stderr.contains("panicked"), "{program} panicked:\n{stderr}");
         stderr
@@ -220,6 +223,17 @@ fn spawn(mut command: Command) -> (String, Child) {
     let program = command.get_program().to_string_lossy().into_owned();
     let child = command.spawn().unwrap_or_else(|e| panic!("cannot start {program}: {e}"));
     (program, child)
+}
+
+/// Reads `stream` (if any) to its end on a thread of its own, as text.
+fn read_to_end_on_a_thread(stream: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(mut stream) = stream {
+            let _ = stream.read_to_end(&mut bytes);
+        }
+        String::from_utf8_lossy(&bytes).into_owned()
+    })
 }
 
 /// Reads `stream` line by line into `logs` on a thread of its own; the

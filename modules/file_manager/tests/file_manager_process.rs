@@ -56,7 +56,7 @@ fn a_root_that_cannot_be_created_is_named_by_its_absolute_path_and_setting() {
     fs::write(dir.path().join("data"), "").unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_file_manager"));
     command.current_dir(dir.path()).env_clear().env("FILES_ROOT", "data/files");
-    let stderr = Process::start_failing(command);
+    let stderr = Process::start_failing(command, 1);
     let absolute = dir.path().join("data/files");
     let named = format!("cannot use the files directory {} (FILES_ROOT=data/files)", absolute.display());
     assert!(stderr.contains(&named), "{stderr}");

@@ -28,7 +28,7 @@ fn a_database_that_cannot_be_created_is_named_by_its_absolute_path_and_setting()
     std::fs::write(dir.path().join("data"), "").unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_notes"));
     command.current_dir(dir.path()).env_clear().env("NOTES_DB", "data/notes.db");
-    let stderr = Process::start_failing(command);
+    let stderr = Process::start_failing(command, 1);
     let absolute = dir.path().join("data/notes.db");
     assert!(
         stderr.contains(&format!("cannot use the database {} (NOTES_DB=data/notes.db)", absolute.display())),

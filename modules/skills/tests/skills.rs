@@ -319,7 +319,7 @@ fn a_missing_skills_directory_is_named_by_its_absolute_path_and_setting() {
     let dir = tempfile::tempdir().unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_skills"));
     command.current_dir(dir.path()).env_clear().env("SKILLS_DIR", "missing");
-    let stderr = Process::start_failing(command);
+    let stderr = Process::start_failing(command, 1);
     let absolute = dir.path().join("missing");
     assert!(
         stderr.contains(&format!("cannot use the skills directory {} (SKILLS_DIR=missing)", absolute.display())),
