@@ -169,7 +169,12 @@ impl Drop for SessionSlot {
 /// (escapes and all), and a body that does not read as a message with a
 /// plain `method` counted as one that may (rmcp may read it otherwise:
 /// duplicate keys, say), so no `initialize` reaches rmcp without a slot.
+/// A body holding neither the word nor any escape cannot be one: that is
+/// told without parsing it (every stateless 2026-07-28 call comes here).
 pub fn may_open_session(body: &[u8]) -> bool {
+    if memchr::memchr(b'\\', body).is_none() && memchr::memmem::find(body, b"initialize").is_none() {
+        return false;
+    }
     #[derive(serde::Deserialize)]
     struct Message<'a> {
         #[serde(borrow)]
@@ -310,7 +315,8 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":"\u0069nitialize","params":{}}"#,
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"initialize"}"#,
             r#"[{"jsonrpc":"2.0","id":1,"method":"initialize"}]"#,
-            "not json",
+            "not json, but initialize",
+            r#"{"method":"\u0069nit"#,
         ] {
             assert!(may_open_session(body.as_bytes()), "{body}");
         }
@@ -318,6 +324,9 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"a":"initialize"}}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
             r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"a":"\n\u0041"}}"#,
+            // Neither the word nor an escape: no reading makes it an initialize.
+            "not json",
         ] {
             assert!(!may_open_session(body.as_bytes()), "{body}");
         }
