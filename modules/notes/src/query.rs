@@ -82,13 +82,23 @@ fn words(text: &str) -> Vec<Word> {
         }
         let starred = text[start + word.len()..].starts_with('*');
         let text: String = word.chars().take(MAX_WORD_CHARS).collect::<String>().to_lowercase();
-        let prefix = starred && text.chars().count() >= MIN_PREFIX_CHARS;
+        let prefix = starred && indexed_tail_chars(&text) >= MIN_PREFIX_CHARS;
         match found.iter_mut().find(|w| w.text == text) {
             Some(seen) => seen.prefix &= prefix,
             None => found.push(Word { text, prefix }),
         }
     }
     found
+}
+
+/// How many characters the prefix of `word` has for the index: its last run
+/// of letters and digits. The index's tokenizer (`unicode61`) splits words at
+/// what UAX #29 keeps inside one (`_`, `'`, `.` in `3.1`) and folds combining
+/// accents away, so `"xx_y"*` is the one-letter prefix `y*`. A combining mark
+/// ends the run too, which may refuse a real prefix (searched as a word then)
+/// but never lets a short one through.
+fn indexed_tail_chars(word: &str) -> usize {
+    word.chars().rev().take_while(|c| c.is_alphanumeric()).count()
 }
 
 /// `text` as an FTS5 string: in double quotes, inner quotes doubled.
@@ -136,6 +146,17 @@ mod tests {
         assert!(refused.to_string().contains("at most 8 prefix searches"), "{refused}");
         let letters: String = ('a'..='z').map(|c| format!("{c}* ")).collect();
         assert!(!fts_query(&letters).unwrap().unwrap().contains('*'), "single letters are words");
+    }
+
+    #[test]
+    fn a_prefix_is_counted_as_the_index_splits_words() {
+        // UAX #29 keeps these as one word; the index's tokenizer ends each
+        // with the one-letter word `y` (the accent is folded away).
+        for text in ["xx_y*", "xx'y*", "3.1*", "y\u{301}*", "xy\u{301}*"] {
+            assert!(!fts_query(text).unwrap().unwrap().contains('*'), "{text:?}");
+        }
+        assert_eq!(fts_query("xx_yz*").unwrap().unwrap(), r#""xx_yz"*"#);
+        assert_eq!(fts_query("3.14*").unwrap().unwrap(), r#""3.14"*"#);
     }
 
     #[test]
