@@ -403,7 +403,6 @@ impl Store {
                 })?;
                 hits.collect::<Result<Vec<_>, _>>()
             })();
-            conn.progress_handler(0, None::<fn() -> bool>)?;
             hits.map_err(|error| match error.sqlite_error_code() {
                 Some(ErrorCode::OperationInterrupted) => StoreError::SearchTooLong { budget_ms: budget.as_millis() },
                 _ => error.into(),
@@ -495,8 +494,10 @@ impl Filter {
 }
 
 /// A read connection's place in the pool, taken by [`Store::read`]: when
-/// dropped, the connection goes back to the idle ones (or, when none could
-/// be opened, the place is freed) and a waiting read is woken.
+/// dropped, the connection goes back to the idle ones without the progress
+/// handler a search set (even when the search panicked, so no later read on
+/// it is interrupted), or, when none could be opened or the handler could
+/// not be cleared, the place is freed; then a waiting read is woken.
 struct Lease<'a> {
     store: &'a Store,
     conn: Option<Connection>,
@@ -504,8 +505,10 @@ struct Lease<'a> {
 
 impl Drop for Lease<'_> {
     fn drop(&mut self) {
+        let conn =
+            self.conn.take().and_then(|mut conn| conn.progress_handler(0, None::<fn() -> bool>).ok().map(|()| conn));
         let mut readers = lock(&self.store.readers);
-        match self.conn.take() {
+        match conn {
             Some(conn) => readers.idle.push(conn),
             None => readers.open -= 1,
         }
@@ -693,6 +696,22 @@ mod tests {
         let most = most.into_inner();
         assert!((2..=MAX_READERS).contains(&most), "{most} reads at once");
         assert!(lock(&store.readers).open <= MAX_READERS);
+    }
+
+    #[test]
+    fn a_read_that_panics_gives_back_its_connection_without_its_progress_handler() {
+        let (_dir, store) = store(LIMITS);
+        let saved = store.save("alice", note("kept", &[])).unwrap();
+        let id = Uuid::parse_str(&saved.note_id).unwrap();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            store.read(|conn| -> Result<(), StoreError> {
+                conn.progress_handler(1, Some(|| true))?;
+                panic!("inside a search");
+            })
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(lock(&store.readers).idle.len(), 1, "the connection is back in the pool");
+        assert_eq!(store.get("alice", id).unwrap(), saved, "and no handler interrupts it");
     }
 
     fn search(store: &Store, user: &str, text: &str, filter: &Filter) -> Vec<String> {
