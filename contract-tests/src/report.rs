@@ -82,12 +82,14 @@ fn push_result(out: &mut String, result: &CheckResult) {
 }
 
 /// `text` with every control character (line breaks, escape sequences,
-/// C1 controls) and every bidirectional formatting character written as
+/// C1 controls, the line and paragraph separators U+2028 and U+2029) and
+/// every bidirectional formatting character written as
 /// its Rust escape (`\n`, `\u{1b}`, `\u{202e}`), so it stays on its line and
 /// shows as sent.
 pub fn printable(text: &str) -> Cow<'_, str> {
     let hidden = |c: char| {
-        c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        c.is_control()
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
     };
     if !text.chars().any(hidden) {
         return Cow::Borrowed(text);
@@ -111,5 +113,6 @@ mod tests {
     fn control_characters_are_escaped_and_plain_text_is_kept() {
         assert!(matches!(printable("plain «text»"), Cow::Borrowed("plain «text»")));
         assert_eq!(printable("m\nx: 1 passed\x1b[2K\u{9b}\u{202e}"), "m\\nx: 1 passed\\u{1b}[2K\\u{9b}\\u{202e}");
+        assert_eq!(printable("a\u{2028}b\u{2029}c"), "a\\u{2028}b\\u{2029}c", "line and paragraph separators");
     }
 }
