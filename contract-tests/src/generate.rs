@@ -96,18 +96,26 @@ pub const DEFAULT_SAMPLE_URL: &str = "https://example.com/";
 
 /// Argument objects that `validator` (compiled from `schema`) accepts: at
 /// most one per variant, without duplicates; empty when none could be built.
-/// URLs in them are `sample_url`. `Err` when a variant cannot be built
-/// within the budgets.
+/// URLs in them are `sample_url`. A variant that cannot be built within the
+/// budgets (say, only with its optional fields in) is left out; `Err` when
+/// one was and no sample could be built.
 pub fn valid_arguments(schema: &Value, validator: &Validator, sample_url: &str) -> Result<Vec<Value>, OverBudget> {
     let mut samples: Vec<Value> = Vec::new();
+    let mut over = None;
     for variant in VARIANTS {
         let generator = Generator { root: schema, sample_url, values: Cell::new(0), chars: Cell::new(0) };
-        let sample = generator.value(schema, None, variant, 0)?;
-        if sample.is_object() && validator.is_valid(&sample) && !samples.contains(&sample) {
-            samples.push(sample);
+        match generator.value(schema, None, variant, 0) {
+            Ok(sample) if sample.is_object() && validator.is_valid(&sample) && !samples.contains(&sample) => {
+                samples.push(sample);
+            }
+            Ok(_) => {}
+            Err(error) => over = over.or(Some(error)),
         }
     }
-    Ok(samples)
+    match over {
+        Some(over) if samples.is_empty() => Err(over),
+        _ => Ok(samples),
+    }
 }
 
 /// Builds one sample, counting what it holds.
@@ -505,5 +513,13 @@ mod tests {
         let long = samples(json!({"type": "object", "properties": {"a": {"type": "string", "minLength": 5000}},
             "required": ["a"]}));
         assert_eq!(long[0]["a"].as_str().map(str::len), Some(5000));
+    }
+
+    #[test]
+    fn a_variant_over_the_budgets_is_left_out_and_the_others_kept() {
+        let found = samples(json!({"type": "object", "properties": {
+            "q": {"type": "string"}, "huge": {"type": "string", "minLength": 100_000_000}
+        }, "required": ["q"]}));
+        assert_eq!(found, [json!({"q": "example"}), json!({"q": "another example"})]);
     }
 }
