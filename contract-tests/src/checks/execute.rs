@@ -115,13 +115,17 @@ impl Caller<'_> {
             return;
         };
         if let Some(over) = tool.input_schema().and_then(|schema| SchemaBudget::default().check(schema).err()) {
-            // schema.input_budget reports the schema; nothing is generated from it.
-            findings.note(
-                Check::ValidArguments,
-                format!(
-                    "{label} not called: its input_schema is over the schema budgets ({over}; see schema.input_budget)"
-                ),
+            // Nothing is generated from it. schema.input_budget fails it at the
+            // full level; below, that check only warns, so the call not made
+            // fails here: a module whose every tool is over budget must not pass.
+            let problem = format!(
+                "{label} not called: its input_schema is over the schema budgets ({over}; see schema.input_budget)"
             );
+            if self.options.level < Check::InputBudget.level() {
+                findings.fail(Check::ValidArguments, problem);
+            } else {
+                findings.note(Check::ValidArguments, problem);
+            }
             return;
         }
         let Ok(validator) = jsonschema::draft202012::new(&schema) else {
