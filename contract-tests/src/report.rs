@@ -82,14 +82,25 @@ fn push_result(out: &mut String, result: &CheckResult) {
 }
 
 /// `text` with every control character (line breaks, escape sequences,
-/// C1 controls, the line and paragraph separators U+2028 and U+2029) and
-/// every bidirectional formatting character written as
-/// its Rust escape (`\n`, `\u{1b}`, `\u{202e}`), so it stays on its line and
-/// shows as sent.
+/// C1 controls, the line and paragraph separators U+2028 and U+2029), every
+/// bidirectional formatting character and the two noncharacters XML 1.0
+/// forbids (U+FFFE, U+FFFF) written as its Rust escape (`\n`, `\u{1b}`,
+/// `\u{202e}`), so it stays on its line, shows as sent and fits in an XML
+/// document.
 pub fn printable(text: &str) -> Cow<'_, str> {
     let hidden = |c: char| {
         c.is_control()
-            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+            || matches!(
+                c,
+                '\u{200e}'
+                    | '\u{200f}'
+                    | '\u{2028}'
+                    | '\u{2029}'
+                    | '\u{202a}'..='\u{202e}'
+                    | '\u{2066}'..='\u{2069}'
+                    | '\u{fffe}'
+                    | '\u{ffff}'
+            )
     };
     if !text.chars().any(hidden) {
         return Cow::Borrowed(text);
