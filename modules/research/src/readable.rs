@@ -25,8 +25,8 @@ const MAX_LINKS: usize = 100;
 /// Most characters of a link's text.
 const MAX_LINK_TEXT_CHARS: usize = 200;
 /// Most characters of a link's URL; longer links are left out (a cut URL
-/// would point elsewhere).
-const MAX_URL_CHARS: usize = 2048;
+/// would point elsewhere); the page's own address is cut at it.
+pub(crate) const MAX_URL_CHARS: usize = 2048;
 /// Most characters of the title; a longer one is cut.
 const MAX_TITLE_CHARS: usize = 300;
 

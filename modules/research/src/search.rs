@@ -3,6 +3,9 @@
 //!
 //! SearxNG is operator-configured and usually runs on the internal
 //! network, so its client does not go through the fetch address policy.
+//! For the same reason an unreachable SearxNG is reported to the caller (a
+//! model) without its address or the connection error, which names it; the
+//! module's log has both, at `warn`, for operators.
 
 use std::time::Duration;
 
@@ -87,12 +90,12 @@ pub enum SearchError {
     /// SearxNG did not answer in time.
     #[error("the search engine did not answer within {0} seconds; try again later")]
     TimedOut(u64),
-    /// SearxNG could not be reached.
-    #[error("the search engine at {url} is not reachable: {detail}")]
+    /// SearxNG could not be reached; the message leaves its address out.
+    #[error("the search service is not reachable; try again later")]
     Unreachable {
-        /// The configured SearxNG address.
+        /// The configured SearxNG address (for the log, not the caller).
         url: Url,
-        /// The connection error.
+        /// The connection error (for the log, not the caller).
         detail: String,
     },
     /// SearxNG refused the JSON format (it is off in its default settings).
@@ -189,7 +192,9 @@ impl Searx {
         if error.is_timeout() {
             return SearchError::TimedOut(self.timeout.as_secs());
         }
-        SearchError::Unreachable { url: url.clone(), detail: error_chain(error) }
+        let detail = error_chain(error);
+        tracing::warn!(%url, cause = %detail, "the search service is not reachable");
+        SearchError::Unreachable { url: url.clone(), detail }
     }
 }
 

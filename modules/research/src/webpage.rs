@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::bounded_tree::TreeBudget;
 use crate::charset;
 use crate::fetcher::{BodyKind, FetchError, Fetched, Fetcher};
-use crate::readable::{Link, readable};
+use crate::readable::{Link, MAX_URL_CHARS, readable};
 use guarded_http::GuardedError;
 
 /// Time kept back from the call's deadline to turn the page into text and
@@ -18,6 +18,8 @@ const ANSWER_MARGIN: Duration = Duration::from_secs(2);
 /// Time kept back from the call's deadline to answer once the page's tree
 /// is given up on.
 const PARSE_MARGIN: Duration = Duration::from_millis(500);
+/// Most characters of the declared media type; a longer one is cut.
+const MAX_CONTENT_TYPE_CHARS: usize = 256;
 
 /// How large a page's document tree may grow (the module's `HTML_MAX_NODES`).
 #[derive(Debug, Clone, Copy)]
@@ -47,11 +49,13 @@ fn default_max_chars() -> u32 {
 /// A fetched page in readable form.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct WebPage {
-    /// The address the page was read from, after redirects.
+    /// The address the page was read from, after redirects (at most 2048
+    /// characters; a longer one is cut and `truncated` is set).
     pub url: String,
     /// The HTTP status of the final answer.
     pub status: u16,
-    /// The media type the server declared, e.g. `text/html`, if any.
+    /// The media type the server declared, e.g. `text/html`, if any (at
+    /// most 256 characters; a longer one is cut and `truncated` is set).
     pub content_type: Option<String>,
     /// The character encoding the text was decoded from.
     pub encoding: String,
@@ -64,7 +68,8 @@ pub struct WebPage {
     /// for plain text.
     pub links: Vec<Link>,
     /// True when anything was cut: the page was longer than `max_chars` or
-    /// the module's byte limit, the title was cut, or links were left out.
+    /// the module's byte limit, the title, address or media type was cut,
+    /// or links were left out.
     pub truncated: bool,
 }
 
@@ -103,20 +108,36 @@ fn to_web_page(fetched: Fetched, max_chars: usize, tree_budget: TreeBudget) -> W
         }
         BodyKind::Text => (None, decoded.trim().to_owned(), Vec::new(), false),
     };
-    let (text, text_cut) = match text.char_indices().nth(max_chars) {
-        Some((end, _)) => (text[..end].to_owned(), true),
-        None => (text, false),
-    };
+    let (text, text_cut) = cut_chars(text, max_chars);
     let (links, links_cut) = links_within(links, max_chars);
+    // The address after redirects and the media type come from the server's
+    // headers, which only the HTTP library's header limit bounds.
+    let (url, url_cut) = cut_chars(fetched.url.into(), MAX_URL_CHARS);
+    let (content_type, type_cut) =
+        match fetched.content_type.map(|t| cut_chars(t.essence_str().to_owned(), MAX_CONTENT_TYPE_CHARS)) {
+            Some((content_type, cut)) => (Some(content_type), cut),
+            None => (None, false),
+        };
     WebPage {
-        url: fetched.url.into(),
+        url,
         status: fetched.status.as_u16(),
-        content_type: fetched.content_type.map(|t| t.essence_str().to_owned()),
+        content_type,
         encoding: encoding.to_owned(),
         title,
         text,
         links,
-        truncated: text_cut || links_cut || page_cut || fetched.truncated,
+        truncated: text_cut || links_cut || url_cut || type_cut || page_cut || fetched.truncated,
+    }
+}
+
+/// `text` cut to `max_chars` characters; true when it was cut.
+fn cut_chars(mut text: String, max_chars: usize) -> (String, bool) {
+    match text.char_indices().nth(max_chars) {
+        Some((end, _)) => {
+            text.truncate(end);
+            (text, true)
+        }
+        None => (text, false),
     }
 }
 
@@ -204,6 +225,19 @@ mod tests {
         assert_eq!((page.text.as_str(), page.truncated), ("ééé", true));
         assert!(page.links.is_empty() && page.title.is_none());
         assert!(to_web_page(fetched("text/plain", b"abc", true), 10, budget()).truncated, "a byte cut is reported too");
+    }
+
+    #[test]
+    fn a_long_address_or_media_type_from_the_headers_is_cut() {
+        let mut page = fetched(&format!("text/{}", "x".repeat(1000)), b"short", false);
+        page.url = Url::parse(&format!("https://example.org/{}", "a".repeat(5000))).unwrap();
+        let page = to_web_page(page, 1000, budget());
+        assert_eq!(page.url.chars().count(), MAX_URL_CHARS);
+        assert!(page.url.starts_with("https://example.org/aaa"), "{}", page.url);
+        assert_eq!(page.content_type.as_deref().map(|t| t.chars().count()), Some(MAX_CONTENT_TYPE_CHARS));
+        assert!(page.truncated);
+        let type_only = to_web_page(fetched(&format!("text/{}", "x".repeat(1000)), b"short", false), 1000, budget());
+        assert!(type_only.truncated, "a cut media type alone sets truncated");
     }
 
     #[test]

@@ -78,6 +78,23 @@ async fn search_failures_are_reported_as_unavailable() {
 }
 
 #[tokio::test]
+async fn an_unreachable_search_service_is_not_named_to_the_caller() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let base = format!("http://{closed}/internal-searx/");
+    let mut module = ModuleProcess::start(BINARY, &[("SEARXNG_URL", &base)]);
+    let result = module.call("web_search", json!({"query": "anything"})).await;
+    assert_eq!(error_kind(&result), "unavailable", "{result}");
+    let error = result["error"].as_str().unwrap();
+    assert!(error.contains("the search service is not reachable"), "{result}");
+    assert!(
+        !error.contains("internal-searx") && !error.contains(&closed.to_string()),
+        "no address for the caller: {error}"
+    );
+    let logged = module.process().wait_for_log("internal-searx", std::time::Duration::from_secs(5));
+    assert!(logged, "the operator's log names the address: {:?}", module.process().logs());
+}
+
+#[tokio::test]
 async fn an_endless_search_answer_stops_at_its_byte_budget() {
     let fixture = Fixture::start().await;
     let base = fixture.url("/endless/");
