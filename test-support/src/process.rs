@@ -79,20 +79,25 @@ impl Process {
     pub fn start_failing(command: Command, exit_code: i32) -> String {
         let (program, mut child) = spawn(command);
         // Both pipes are drained while it runs: one it filled would block it.
-        let stdout = read_to_end_on_a_thread(child.stdout.take());
-        let stderr = read_to_end_on_a_thread(child.stderr.take());
+        let (stdout, stderr) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
+        let readers = [
+            collect_lines(child.stdout.take().expect("stdout is piped"), Arc::clone(&stdout), None),
+            collect_lines(child.stderr.take().expect("stderr is piped"), Arc::clone(&stderr), None),
+        ];
         let deadline = Instant::now() + START_TIMEOUT;
         while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = child.kill();
         let status = child.wait().expect("the child is reaped");
-        let stdout = stdout.join().unwrap_or_default();
-        let stderr = stderr.join().unwrap_or_default();
+        for reader in readers {
+            let _ = reader.join();
+        }
+        let (stdout, stderr) = (joined(&stdout), joined(&stderr));
         assert_eq!(
             status.code(),
             Some(exit_code),
-            "{program} did not fail with exit code {exit_code}; its output:\n{stdout}{stderr}"
+            "{program} did not fail with exit code {exit_code}; its output:\n{stdout}\n{stderr}"
         );
         assert!(!stderr.contains("panicked"), "{program} panicked:\n{stderr}");
         stderr
@@ -225,26 +230,22 @@ fn spawn(mut command: Command) -> (String, Child) {
     (program, child)
 }
 
-/// Reads `stream` (if any) to its end on a thread of its own, as text.
-fn read_to_end_on_a_thread(stream: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        if let Some(mut stream) = stream {
-            let _ = stream.read_to_end(&mut bytes);
-        }
-        String::from_utf8_lossy(&bytes).into_owned()
-    })
-}
-
-/// Reads `stream` line by line into `logs` on a thread of its own; the
-/// first JSON event whose message ends in "listening" sends its `address`.
+/// Reads `stream` line by line into `logs` on a thread of its own, to its
+/// end (a line that is not UTF-8 is kept with U+FFFD, and the pipe is still
+/// drained); the first JSON event whose message ends in "listening" sends
+/// its `address`. The thread ends with the stream.
 fn collect_lines(
     stream: impl Read + Send + 'static,
     logs: Arc<Mutex<Vec<String>>>,
     mut address_tx: Option<mpsc::Sender<SocketAddr>>,
-) {
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
-        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+        let mut reader = BufReader::new(stream);
+        let mut bytes = Vec::new();
+        while matches!(reader.read_until(b'\n', &mut bytes), Ok(read) if read > 0) {
+            let text = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
+            let line = String::from_utf8_lossy(text.strip_suffix(b"\r").unwrap_or(text)).into_owned();
+            bytes.clear();
             if let Some(tx) = &address_tx
                 && let Some(address) = listening_address(&line)
             {
@@ -253,7 +254,7 @@ fn collect_lines(
             }
             logs.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(line);
         }
-    });
+    })
 }
 
 /// The `address` of a JSON "... listening" event.
@@ -287,7 +288,20 @@ fn joined(logs: &Mutex<Vec<String>>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{listening_address, vm_hwm_bytes};
+    use super::{Process, listening_address, vm_hwm_bytes};
+
+    #[test]
+    fn a_failing_childs_output_is_read_whole_past_bytes_not_utf8() {
+        // 256 KiB of 0xff fill stdout's pipe four times over (the child
+        // only gets to its exit if the pipe is read), and a line of standard
+        // error that is not UTF-8 comes before the last one.
+        let script =
+            "head -c 262144 /dev/zero | tr '\\000' '\\377'; printf 'bad \\377\\n' >&2; echo 'the end' >&2; exit 3";
+        let mut command = std::process::Command::new("sh");
+        command.args(["-c", script]);
+        let stderr = Process::start_failing(command, 3);
+        assert_eq!(stderr, "bad \u{fffd}\nthe end");
+    }
 
     #[test]
     fn reads_the_peak_resident_memory_of_a_status_text() {
