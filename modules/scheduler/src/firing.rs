@@ -15,7 +15,7 @@ use guarded_http::{GuardedClient, GuardedRequest, read_capped};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use serde_json::{Map, Value, json};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore};
 
 use crate::delivery::{Event, Webhook};
 use crate::schedule::Schedule;
@@ -46,38 +46,69 @@ pub struct Firing {
 }
 
 impl Firing {
-    /// Fires due runs until the process ends.
+    /// Fires due runs until the process ends. Each run is delivered on a
+    /// task of its own, at most `batch` at once, and the loop claims more
+    /// as soon as a slot frees: a run whose `api_call` or delivery hangs (up
+    /// to its timeouts and retries) holds one slot, not every other run due
+    /// meanwhile.
     pub async fn run(self) {
+        let firing = Arc::new(self);
+        let slots = Arc::new(Semaphore::new(firing.batch as usize));
         loop {
-            let sleep = match self.fire_due().await {
-                Ok(fired) if fired >= self.batch as usize => continue,
-                Ok(_) => self.until_next_look().await,
+            let free = slots.available_permits();
+            let claimed = if free == 0 { Ok(Vec::new()) } else { firing.claim_due(free).await };
+            let sleep = match claimed {
+                // Every slot is delivering; a run that ends rings the bell.
+                Ok(_) if free == 0 => firing.poll,
+                Ok(due) => {
+                    let claimed = due.len();
+                    for task in due {
+                        let Ok(slot) = slots.clone().acquire_owned().await else { return };
+                        let firing = firing.clone();
+                        tokio::spawn(async move {
+                            firing.fire(task).await;
+                            drop(slot);
+                            firing.wake.notify_one();
+                        });
+                    }
+                    if claimed >= free {
+                        continue;
+                    }
+                    firing.until_next_look().await
+                }
                 // Not at once: a store that fails now (a full disk, a lock
                 // held past the busy timeout) would fail again in a tight loop.
                 Err(error) => {
-                    tracing::error!(%error, retry_in_ms = self.poll.as_millis(), "firing due tasks failed; retrying");
-                    self.poll
+                    tracing::error!(%error, retry_in_ms = firing.poll.as_millis(), "firing due tasks failed; retrying");
+                    firing.poll
                 }
             };
             tokio::select! {
                 () = tokio::time::sleep(sleep) => {}
-                () = self.wake.notified() => {}
+                () = firing.wake.notified() => {}
             }
         }
     }
 
-    /// Claims and delivers one batch of due runs; how many.
+    /// Claims and delivers one batch of due runs, all of it before it
+    /// returns; how many.
     pub async fn fire_due(&self) -> Result<usize, String> {
-        let now = Timestamp::now().as_millisecond();
-        let lease_until = now.saturating_add(i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX));
-        let (store, worker, batch) = (self.store.clone(), self.worker.clone(), self.batch);
-        let due = tokio::task::spawn_blocking(move || store.claim(&worker, now, lease_until, batch))
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
+        let due = self.claim_due(self.batch as usize).await?;
         let count = due.len();
         futures::stream::iter(due).for_each_concurrent(None, |task| self.fire(task)).await;
         Ok(count)
+    }
+
+    /// Claims up to `limit` due runs for this process.
+    async fn claim_due(&self, limit: usize) -> Result<Vec<Task>, String> {
+        let now = Timestamp::now().as_millisecond();
+        let lease_until = now.saturating_add(i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX));
+        let (store, worker) = (self.store.clone(), self.worker.clone());
+        let limit = u32::try_from(limit).unwrap_or(u32::MAX);
+        tokio::task::spawn_blocking(move || store.claim(&worker, now, lease_until, limit))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
     }
 
     /// How long to sleep: until the next run, at most the poll interval.

@@ -1,7 +1,8 @@
 //! The scheduler binary as a process, delivering to a webhook receiver in
 //! the test: signed one-time delivery, recurring runs, cancel, isolation
 //! between users, a receiver that is down for a while, SIGKILL with runs
-//! due during the downtime, the address guard of `api_call` tasks, and the
+//! due during the downtime, the address guard of `api_call` tasks, a hanging
+//! `api_call` that holds back no other run, and the
 //! warning that nothing fires without a delivery URL, and the error naming
 //! a database that cannot be created.
 
@@ -42,11 +43,14 @@ impl Delivery {
 }
 
 /// A webhook receiver on a port of its own; it answers 503 while `down`.
+/// Its `/slow` never answers (an `api_call` target that hangs); `slow_hit`
+/// says a request reached it.
 #[derive(Clone, Default)]
 struct Receiver {
     accepted: Arc<Mutex<Vec<Delivery>>>,
     refused: Arc<Mutex<u32>>,
     down: Arc<AtomicBool>,
+    slow_hit: Arc<AtomicBool>,
 }
 
 impl Receiver {
@@ -55,6 +59,7 @@ impl Receiver {
         let app = Router::new()
             .route("/events", post(accept))
             .route("/api", get(|| async { "api says hi" }))
+            .route("/slow", get(hang))
             .with_state(receiver.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
@@ -93,6 +98,12 @@ async fn accept(State(receiver): State<Receiver>, headers: HeaderMap, body: Byte
         body: String::from_utf8(body.to_vec()).unwrap(),
     });
     StatusCode::NO_CONTENT
+}
+
+async fn hang(State(receiver): State<Receiver>) -> &'static str {
+    receiver.slow_hit.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    "too late"
 }
 
 /// Starts the module on `db`, delivering to `receiver` (when given), with short timings.
@@ -357,6 +368,34 @@ async fn an_api_call_to_a_loopback_address_is_refused_unless_allowed() {
     assert_eq!(result["body"], "api says hi");
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(receiver.deliveries().len(), 1, "max_runs 1");
+}
+
+#[tokio::test]
+async fn a_hanging_api_call_does_not_hold_back_another_users_reminder() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, address) = Receiver::start().await;
+    let module = start(&dir.path().join("s.db"), Some(address), &[("FETCH_ALLOW_NETWORKS", "127.0.0.1")]);
+    let client = module.client();
+    let slow = json!({
+        "schedule": "every 1s",
+        "description": "tarpit",
+        "max_runs": 1,
+        "execution_data": {"task_type": "api_call", "url": format!("http://{address}/slow")}
+    });
+    ok(&client, "hostile", "add_recurring_task", slow).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !receiver.slow_hit.load(Ordering::SeqCst) {
+        assert!(Instant::now() < deadline, "the api_call never reached /slow");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    ok(&client, "victim", "add_reminder", json!({"when": {"delay": "1s"}, "message": "on time"})).await;
+    let deliveries = receiver.wait_for(2, Duration::from_secs(20)).await;
+    let users: Vec<Value> = deliveries.iter().map(|d| d.event()["user_id"].clone()).collect();
+    assert_eq!(
+        users,
+        ["victim", "hostile"],
+        "the reminder came due while the api_call hung, and is not queued behind it"
+    );
 }
 
 #[tokio::test]
