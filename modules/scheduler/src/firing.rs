@@ -6,7 +6,8 @@
 //! schedule. The loop sleeps until the next run is due (at most the poll
 //! interval) and wakes early when a task is added.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -50,10 +51,12 @@ impl Firing {
     /// task of its own, at most `batch` at once, and the loop claims more
     /// as soon as a slot frees: a run whose `api_call` or delivery hangs (up
     /// to its timeouts and retries) holds one slot, not every other run due
-    /// meanwhile.
+    /// meanwhile. A run this process is still delivering when its lease
+    /// lapses is claimed again (which renews the lease) but not sent again.
     pub async fn run(self) {
         let firing = Arc::new(self);
         let slots = Arc::new(Semaphore::new(firing.batch as usize));
+        let in_flight = Arc::new(Mutex::new(HashSet::new()));
         loop {
             let free = slots.available_permits();
             let claimed = if free == 0 { Ok(Vec::new()) } else { firing.claim_due(free).await };
@@ -63,10 +66,15 @@ impl Firing {
                 Ok(due) => {
                     let claimed = due.len();
                     for task in due {
+                        if !in_flight.lock().unwrap_or_else(PoisonError::into_inner).insert(task.id) {
+                            continue;
+                        }
                         let Ok(slot) = slots.clone().acquire_owned().await else { return };
-                        let firing = firing.clone();
+                        let (firing, in_flight) = (firing.clone(), in_flight.clone());
                         tokio::spawn(async move {
+                            let id = task.id;
                             firing.fire(task).await;
+                            in_flight.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
                             drop(slot);
                             firing.wake.notify_one();
                         });

@@ -2,14 +2,15 @@
 //! the test: signed one-time delivery, recurring runs, cancel, isolation
 //! between users, a receiver that is down for a while, SIGKILL with runs
 //! due during the downtime, the address guard of `api_call` tasks, a hanging
-//! `api_call` that holds back no other run, and the
+//! `api_call` that holds back no other run, a delivery that outlasts its
+//! lease sent once, and the
 //! warning that nothing fires without a delivery URL, and the error naming
 //! a database that cannot be created.
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -43,14 +44,14 @@ impl Delivery {
 }
 
 /// A webhook receiver on a port of its own; it answers 503 while `down`.
-/// Its `/slow` never answers (an `api_call` target that hangs); `slow_hit`
-/// says a request reached it.
+/// Its `/slow` never answers (an `api_call` target or a webhook that
+/// hangs); `slow_hits` counts the requests that reached it.
 #[derive(Clone, Default)]
 struct Receiver {
     accepted: Arc<Mutex<Vec<Delivery>>>,
     refused: Arc<Mutex<u32>>,
     down: Arc<AtomicBool>,
-    slow_hit: Arc<AtomicBool>,
+    slow_hits: Arc<AtomicU32>,
 }
 
 impl Receiver {
@@ -59,7 +60,7 @@ impl Receiver {
         let app = Router::new()
             .route("/events", post(accept))
             .route("/api", get(|| async { "api says hi" }))
-            .route("/slow", get(hang))
+            .route("/slow", get(hang).post(hang))
             .with_state(receiver.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
@@ -101,7 +102,7 @@ async fn accept(State(receiver): State<Receiver>, headers: HeaderMap, body: Byte
 }
 
 async fn hang(State(receiver): State<Receiver>) -> &'static str {
-    receiver.slow_hit.store(true, Ordering::SeqCst);
+    receiver.slow_hits.fetch_add(1, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_secs(3600)).await;
     "too late"
 }
@@ -384,7 +385,7 @@ async fn a_hanging_api_call_does_not_hold_back_another_users_reminder() {
     });
     ok(&client, "hostile", "add_recurring_task", slow).await;
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !receiver.slow_hit.load(Ordering::SeqCst) {
+    while receiver.slow_hits.load(Ordering::SeqCst) == 0 {
         assert!(Instant::now() < deadline, "the api_call never reached /slow");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -396,6 +397,28 @@ async fn a_hanging_api_call_does_not_hold_back_another_users_reminder() {
         ["victim", "hostile"],
         "the reminder came due while the api_call hung, and is not queued behind it"
     );
+}
+
+#[tokio::test]
+async fn a_delivery_that_outlasts_the_lease_is_not_sent_again_by_the_same_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let (receiver, address) = Receiver::start().await;
+    let mut module = start(
+        &dir.path().join("s.db"),
+        None,
+        &[
+            ("DELIVERY_URL", &format!("http://{address}/slow")),
+            ("SCHEDULER_LEASE_SECONDS", "1"),
+            ("DELIVERY_TIMEOUT_SECONDS", "4"),
+            ("DELIVERY_MAX_ATTEMPTS", "1"),
+        ],
+    );
+    ok(&module.client(), "u", "add_reminder", json!({"when": {"delay": "0s"}, "message": "once"})).await;
+    // The webhook hangs for four leases; the process keeps its claim, and
+    // sends the run once.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    module.kill();
+    assert_eq!(receiver.slow_hits.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]
