@@ -103,7 +103,9 @@ impl Webhook {
             .body(body)
             .send()
             .await
-            .map_err(|e| module_sdk::error_chain(&e))?;
+            // Without the URL: the reason reaches the model in `last_outcome`,
+            // and the webhook's address is the operator's, not the model's.
+            .map_err(|e| module_sdk::error_chain(&e.without_url()))?;
         if response.status().is_success() {
             Ok(())
         } else {
@@ -142,6 +144,18 @@ mod tests {
         let hex: String = vector.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(hex, "f7bc83f430538424b13298e6aa6fb143ef4d59a14946175997479dbc2d1a3cd8");
         assert_ne!(signature, sign(b"other key", "The quick brown fox jumps over the lazy dog", "x", "y"));
+    }
+
+    #[tokio::test]
+    async fn a_failed_delivery_does_not_name_the_webhook_url() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let url = format!("http://{closed}/internal-events");
+        let retry = RetryPolicy { max_attempts: 1, base: Duration::from_millis(1), max: Duration::from_millis(1) };
+        let webhook = Webhook::new(url, "k", retry, Duration::from_secs(5)).unwrap();
+        let event = Event { id: "t:0".into(), body: serde_json::Map::new() };
+        let why = webhook.deliver(&event).await.unwrap_err();
+        assert!(why.contains("1 delivery attempts failed"), "{why}");
+        assert!(!why.contains("internal-events") && !why.contains(&closed.port().to_string()), "{why}");
     }
 
     #[test]
