@@ -6,24 +6,26 @@ use tracing_subscriber::EnvFilter;
 
 use crate::config::LogFormat;
 
-/// Installs a tracing subscriber writing to stdout (to standard error when
-/// the process was started with `--stdio`, whose stdout carries MCP),
-/// filtered by `RUST_LOG` (default `info`, and `warn` for the MCP library
-/// `rmcp`), coloured only on a terminal; does nothing when one is installed
-/// already. Starts exporting call spans when `OTEL_EXPORTER_OTLP_ENDPOINT`
-/// is set (see [`crate::otlp`]).
-pub fn init_logging(format: LogFormat) {
-    if crate::mcp::stdio_requested() {
-        init_logging_to_stderr(format);
-    } else {
-        install(format, std::io::stdout, std::io::stdout().is_terminal());
-    }
+/// Where [`init_logging`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogOutput {
+    /// Standard output: a server.
+    Stdout,
+    /// Standard error: a module serving MCP on stdio, whose standard output
+    /// carries the protocol ([`SdkFlags::log_output`](crate::SdkFlags::log_output)).
+    Stderr,
 }
 
-/// [`init_logging`] to standard error, for a module serving MCP on stdio
-/// (whose stdout carries the protocol).
-pub(crate) fn init_logging_to_stderr(format: LogFormat) {
-    install(format, std::io::stderr, std::io::stderr().is_terminal());
+/// Installs a tracing subscriber writing to `output`, filtered by
+/// `RUST_LOG` (default `info`, and `warn` for the MCP library `rmcp`),
+/// coloured only on a terminal; does nothing when one is installed already.
+/// Starts exporting call spans when `OTEL_EXPORTER_OTLP_ENDPOINT` is set
+/// (see [`crate::otlp`]).
+pub fn init_logging(format: LogFormat, output: LogOutput) {
+    match output {
+        LogOutput::Stdout => install(format, std::io::stdout, std::io::stdout().is_terminal()),
+        LogOutput::Stderr => install(format, std::io::stderr, std::io::stderr().is_terminal()),
+    }
 }
 
 fn install<W>(format: LogFormat, writer: W, ansi: bool)

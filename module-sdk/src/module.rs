@@ -21,6 +21,7 @@ use crate::contract::{
 };
 use crate::deadline::deadline_after;
 use crate::error::{ModuleError, ToolError};
+use crate::mcp::SdkFlags;
 use crate::metrics::{CANCELLED_OUTCOME, CallInFlight, CallMetrics, ToolMetrics, UNKNOWN_TOOL_LABEL};
 use crate::schema::parameters_of;
 use crate::tool::{ErasedHandler, IntoTool, JsonFuture, MAX_TIMEOUT, Tool};
@@ -38,6 +39,8 @@ pub struct Module {
     version: Option<String>,
     tools: Vec<Tool>,
     state: StateMap,
+    /// `None`: [`Module::serve`] reads the command line.
+    sdk_flags: Option<SdkFlags>,
 }
 
 impl Module {
@@ -50,6 +53,7 @@ impl Module {
             version: None,
             tools: Vec::new(),
             state: StateMap::default(),
+            sdk_flags: None,
         }
     }
 
@@ -69,6 +73,20 @@ impl Module {
     pub fn state<T: Send + Sync + 'static>(mut self, value: T) -> Self {
         self.state.insert(value);
         self
+    }
+
+    /// The SDK's flags as the module's own settings parsed them (a clap
+    /// parser that flattens [`SdkFlags`]); [`Module::serve`] follows them
+    /// instead of reading the command line (`--stdio`: MCP on stdio).
+    pub fn sdk_flags(mut self, flags: SdkFlags) -> Self {
+        self.sdk_flags = Some(flags);
+        self
+    }
+
+    /// The flags [`Module::serve`] follows: those given to
+    /// [`Module::sdk_flags`], else the process's command line.
+    pub(crate) fn serve_flags(&self) -> SdkFlags {
+        self.sdk_flags.unwrap_or_else(SdkFlags::from_command_line)
     }
 
     /// Checks the definition against the contract and compiles every
@@ -480,6 +498,16 @@ mod tests {
 
     fn module() -> Module {
         Module::new("unit", "Tools for unit tests.").tool(echo).tool(stateful).state(Prefix("> ".into()))
+    }
+
+    #[test]
+    fn serve_follows_the_flags_it_was_given_not_the_command_line() {
+        // A program embedding a module (this test) parses its own flags: the
+        // test binary's command line has no `--stdio`, the flags given do.
+        assert!(!SdkFlags::from_command_line().stdio);
+        assert!(module().sdk_flags(SdkFlags { stdio: true }).serve_flags().stdio);
+        assert!(!module().sdk_flags(SdkFlags { stdio: false }).serve_flags().stdio);
+        assert_eq!(module().serve_flags(), SdkFlags::from_command_line(), "none given: the command line's");
     }
 
     #[test]

@@ -27,9 +27,9 @@ use crate::contract::{ErrorBody, ModuleManifest, ToolCall, ToolResult};
 use crate::error::{ModuleError, ServeError};
 use crate::json_depth::{is_too_deep, too_deep_message};
 use crate::listener::serve_router;
-use crate::logging::init_logging;
+use crate::logging::{LogOutput, init_logging};
 use crate::mcp::http::{McpEndpoint, mcp_endpoint, serve_mcp};
-use crate::mcp::{serve_stdio, stdio_requested};
+use crate::mcp::serve_stdio;
 use crate::metrics::METRICS_CONTENT_TYPE;
 use crate::module::{Arguments, Call, Module, ModuleService};
 use crate::openapi::openapi_document;
@@ -62,14 +62,15 @@ impl Module {
     /// `SERVICE_AUTH_TOKEN`, `LOG_FORMAT` and the [`ServerLimits`](crate::ServerLimits):
     /// `MAX_BODY_BYTES`, `HEADER_READ_TIMEOUT_SECONDS`, `BODY_READ_TIMEOUT_SECONDS`,
     /// `MAX_CONNECTIONS`) until SIGINT or SIGTERM; calls in flight then finish
-    /// before it returns. Started with `--stdio`, it serves MCP on standard
-    /// input and output instead.
+    /// before it returns. With `--stdio` (in the flags given to
+    /// [`Module::sdk_flags`], else on the command line), it serves MCP on
+    /// standard input and output instead.
     pub async fn serve(self) -> Result<(), ServeError> {
-        if stdio_requested() {
+        if self.serve_flags().stdio {
             return serve_stdio(self).await;
         }
         let config = ServeConfig::from_env()?;
-        init_logging(config.log_format);
+        init_logging(config.log_format, LogOutput::Stdout);
         let service = Arc::new(self.build()?);
         let address = SocketAddr::new(config.host, config.port);
         let io_error = |source| ServeError::Io { address: address.to_string(), source };

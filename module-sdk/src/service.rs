@@ -14,7 +14,7 @@ pub use crate::healthcheck::{local_address, probe_health};
 pub use crate::listener::{
     DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, serve_router, serve_router_on,
 };
-pub use crate::logging::init_logging;
+pub use crate::logging::{LogOutput, init_logging};
 pub use crate::metrics::{
     CANCELLED_OUTCOME, CallInFlight, CallMetrics, METRICS_CONTENT_TYPE, ToolMetrics, UNKNOWN_TOOL_LABEL,
 };

@@ -132,7 +132,7 @@ async fn run() -> ExitCode {
         }
     };
     if matches!(cli.command, Command::Serve) {
-        module_sdk::service::init_logging(config.log_format);
+        module_sdk::service::init_logging(config.log_format, module_sdk::service::LogOutput::Stdout);
     } else {
         // Keep stdout for the answer; only problems go to stderr.
         let filter = tracing_subscriber::EnvFilter::try_from_default_env()

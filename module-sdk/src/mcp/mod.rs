@@ -16,6 +16,6 @@ pub use handler::USER_ID_META_KEY;
 pub use http::transport_config;
 pub use pages::page_range;
 pub use settings::{DEFAULT_MCP_PAGE_SIZE, McpSettings};
+pub(crate) use stdio::serve_stdio;
 pub use stdio::{STDIO_FLAG, SdkFlags};
-pub(crate) use stdio::{serve_stdio, stdio_requested};
 pub use tools::McpTool;

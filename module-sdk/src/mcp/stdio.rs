@@ -2,13 +2,14 @@
 //! MCP client that launches the module itself (Claude Desktop, Cursor, Claude
 //! Code). Logs go to standard error, as stdout carries the protocol.
 
+use std::ffi::OsStr;
 use std::sync::Arc;
 
 use rmcp::ServiceExt;
 
 use crate::config::ServeConfig;
 use crate::error::ServeError;
-use crate::logging::init_logging_to_stderr;
+use crate::logging::{LogOutput, init_logging};
 use crate::mcp::handler::ModuleMcp;
 use crate::module::Module;
 use crate::server::shutdown_signal;
@@ -16,11 +17,13 @@ use crate::server::shutdown_signal;
 /// The command-line flag that selects stdio.
 pub const STDIO_FLAG: &str = "--stdio";
 
-/// The SDK's own command-line flags, for a module whose settings are a clap
-/// parser: flattened in (`#[command(flatten)] pub sdk: SdkFlags`), clap
-/// accepts them instead of refusing an unknown argument, and `--help`
-/// lists them. [`Module::serve`] reads the command line itself, so a module
-/// without clap gets them too.
+/// The SDK's own command-line flags. A module whose settings are a clap
+/// parser flattens them in (`#[command(flatten)] pub sdk: SdkFlags`), so clap
+/// accepts them instead of refusing an unknown argument and `--help` lists
+/// them, and hands the parsed flags to its module with
+/// [`Module::sdk_flags`]; a module without clap gets them from
+/// [`SdkFlags::from_command_line`], which [`Module::serve`] reads when it was
+/// given none.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::Args)]
 pub struct SdkFlags {
     /// Serve MCP on standard input and output instead of HTTP, for an MCP
@@ -29,16 +32,34 @@ pub struct SdkFlags {
     pub stdio: bool,
 }
 
-/// Whether the process was started with `--stdio`.
-pub(crate) fn stdio_requested() -> bool {
-    std::env::args().skip(1).any(|argument| argument == STDIO_FLAG)
+impl SdkFlags {
+    /// The flags on the process's command line, for a module without clap.
+    pub fn from_command_line() -> Self {
+        Self::from_args(std::env::args_os().skip(1))
+    }
+
+    /// The flags among `args` (a command line without the program's name);
+    /// other arguments are left to the module.
+    pub fn from_args<I>(args: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: AsRef<OsStr>,
+    {
+        Self { stdio: args.into_iter().any(|argument| argument.as_ref() == STDIO_FLAG) }
+    }
+
+    /// Where the process's logs go: standard error under `--stdio`, whose
+    /// standard output carries MCP; standard output otherwise.
+    pub fn log_output(self) -> LogOutput {
+        if self.stdio { LogOutput::Stderr } else { LogOutput::Stdout }
+    }
 }
 
 /// Serves `module` over stdio until the client closes standard input, or
 /// SIGINT or SIGTERM; then flushes its call spans (OTLP).
 pub(crate) async fn serve_stdio(module: Module) -> Result<(), ServeError> {
     let config = ServeConfig::from_env()?;
-    init_logging_to_stderr(config.log_format);
+    init_logging(config.log_format, LogOutput::Stderr);
     let service = Arc::new(module.build()?);
     tracing::info!(
         module = %service.manifest().module_name,
@@ -79,5 +100,14 @@ mod tests {
         assert!(Settings::try_parse_from(["module", STDIO_FLAG]).unwrap().sdk.stdio);
         assert!(!Settings::try_parse_from(["module"]).unwrap().sdk.stdio);
         assert!(Settings::command().render_help().to_string().contains("--stdio"));
+    }
+
+    #[test]
+    fn a_module_without_clap_finds_the_flag_among_its_own_arguments() {
+        assert!(SdkFlags::from_args(["--notes-db", "/data/notes.db", STDIO_FLAG]).stdio);
+        assert!(!SdkFlags::from_args(["--notes-db", "/data/notes.db"]).stdio);
+        assert!(!SdkFlags::from_args(["--stdio=false", "stdio"]).stdio, "only the flag itself counts");
+        assert_eq!(SdkFlags { stdio: true }.log_output(), LogOutput::Stderr);
+        assert_eq!(SdkFlags::default().log_output(), LogOutput::Stdout);
     }
 }

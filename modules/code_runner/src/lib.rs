@@ -49,7 +49,7 @@ pub fn module(settings: &Settings, runner: Runner) -> Module {
 /// with `--stdio`).
 pub async fn run(settings: Settings) -> Result<(), String> {
     let config = ServeConfig::from_env().map_err(|e| e.to_string())?;
-    module_sdk::service::init_logging(config.log_format);
+    module_sdk::service::init_logging(config.log_format, settings.sdk.log_output());
     let sandbox = Sandbox::new(&settings);
     let broken = sandbox.check().await.err();
     match &broken {

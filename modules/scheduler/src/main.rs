@@ -17,7 +17,7 @@ async fn main() -> ExitCode {
         // Logging first (stderr under `--stdio`): `Module::serve` would set
         // it up only after the warnings below were dropped.
         let config = ServeConfig::from_env().map_err(|e| e.to_string())?;
-        module_sdk::service::init_logging(config.log_format);
+        module_sdk::service::init_logging(config.log_format, settings.sdk.log_output());
         let (module, firing) = scheduler::module(&settings)?;
         match firing {
             Some(firing) => drop(tokio::spawn(firing.run())),

@@ -35,7 +35,7 @@ async fn main() -> ExitCode {
 
 async fn run(settings: Settings) -> Result<(), String> {
     let config = ServeConfig::from_env().map_err(|e| e.to_string())?;
-    init_logging(config.log_format);
+    init_logging(config.log_format, settings.sdk.log_output());
     // Every child of this process is a script run: what a script leaves
     // behind (`setsid cmd &`) comes back here when it exits, to be killed.
     limited_process::become_subreaper().map_err(|error| format!("cannot become a child subreaper: {error}"))?;
