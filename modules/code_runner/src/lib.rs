@@ -41,6 +41,7 @@ pub fn module(settings: &Settings, runner: Runner) -> Module {
         "Runs Python code in a sandbox without network or access to the host, and answers its output.",
     )
     .version(env!("CARGO_PKG_VERSION"))
+    .sdk_flags(settings.sdk)
     .tool(execute_code)
     .state(runner)
 }

@@ -33,6 +33,7 @@ fn module(settings: &Settings) -> Result<Module, PathSettingError> {
         "Keep the user's own files: create text documents, upload files, read, list and delete them.",
     )
     .version(env!("CARGO_PKG_VERSION"))
+    .sdk_flags(settings.sdk)
     .state(store)
     .tool(tools::create_document)
     .tool(tools::upload_file)

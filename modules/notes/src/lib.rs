@@ -30,6 +30,7 @@ pub fn module(settings: &Settings) -> Result<Module, PathSettingError> {
         "The user's long-term notes: save facts to remember, search them by relevance, list, edit and delete them.",
     )
     .version(env!("CARGO_PKG_VERSION"))
+    .sdk_flags(settings.sdk)
     .state(store)
     .tool(tools::save_note)
     .tool(tools::search_notes)

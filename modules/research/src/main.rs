@@ -46,6 +46,7 @@ fn module(settings: &Settings) -> Result<Module, reqwest::Error> {
         "Research tools: search the web and the news, read web pages as text, and summarize long texts.",
     )
     .version(env!("CARGO_PKG_VERSION"))
+    .sdk_flags(settings.sdk)
     .state(searx)
     .state(fetcher)
     .state(TreeLimit { max_nodes: usize::try_from(settings.html_max_nodes).unwrap_or(usize::MAX) })

@@ -72,6 +72,7 @@ pub fn module(settings: &Settings) -> Result<(Module, Option<Firing>), String> {
         "Reminders and recurring tasks: remind the user later, run a prompt or an HTTP request on a schedule, list and cancel them, tell the time.",
     )
     .version(env!("CARGO_PKG_VERSION"))
+    .sdk_flags(settings.sdk)
     .state(scheduler)
     .tool(tools::add_reminder)
     .tool(tools::add_recurring_task)

@@ -49,7 +49,11 @@ async fn run(settings: Settings) -> Result<(), String> {
         // One MCP session over stdio: the tools found now, no reload (MCP
         // clients that start a module list its tools once).
         tracing::info!("serving MCP on stdio: changes under SKILLS_DIR need a restart");
-        return tools::module(Catalog::discover_logged(&settings)).serve().await.map_err(|e| e.to_string());
+        return tools::module(Catalog::discover_logged(&settings))
+            .sdk_flags(settings.sdk)
+            .serve()
+            .await
+            .map_err(|e| e.to_string());
     }
     let live = LiveRouter::new(&settings, config)?;
     let _watcher = watch::watch(settings, live.clone())?;
