@@ -3,8 +3,10 @@
 //! `/execute` and `/mcp`) behind a TLS proxy whose certificate a CA made
 //! at test time signed, configured both as a module and as an MCP server.
 //! With `TLS_EXTRA_ROOTS` naming the CA both are discovered and called;
-//! without it both are down, saying the certificate is not trusted; and a
-//! `TLS_EXTRA_ROOTS` that cannot be used stops start-up, naming it.
+//! without it both are down, saying the certificate is not trusted; with a
+//! certificate the CA issued for another host name both are down, saying
+//! it is not valid for the name; and a `TLS_EXTRA_ROOTS` that cannot be
+//! used stops start-up, naming it.
 
 mod common;
 
@@ -13,7 +15,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::modules::sdk_module;
-use common::tls::{TestCa, TlsProxy};
+use common::tls::{LOCAL_NAMES, TestCa, TlsProxy};
 use common::{BINARY, ModuleServer, OrchestratorProcess};
 use rcgen::KeyPair;
 use serde_json::{Value, json};
@@ -50,7 +52,7 @@ async fn a_module_and_an_mcp_server_behind_a_private_ca_are_called_with_tls_extr
     let ca = TestCa::new("Cluster CA");
     let (module, calls) = sdk_module("secure");
     let server = ModuleServer::sdk(module);
-    let proxy = TlsProxy::start(&ca, server.port);
+    let proxy = TlsProxy::start(&ca, &LOCAL_NAMES, server.port);
     let dir = tempfile::tempdir().unwrap();
     let roots = ca.write_pem(dir.path(), "cluster-ca.pem");
     let orchestrator = orchestrator_for(&proxy, &[("TLS_EXTRA_ROOTS", roots.to_str().unwrap())]);
@@ -70,13 +72,32 @@ async fn without_tls_extra_roots_a_private_ca_is_a_certificate_error() {
     let ca = TestCa::new("Cluster CA");
     let (module, calls) = sdk_module("secure");
     let server = ModuleServer::sdk(module);
-    let proxy = TlsProxy::start(&ca, server.port);
+    let proxy = TlsProxy::start(&ca, &LOCAL_NAMES, server.port);
     let orchestrator = orchestrator_for(&proxy, &[]);
 
     for name in NAMES {
         let status = orchestrator.wait_for_module(name, "down", Duration::from_secs(20)).await;
         let error = status["last_error"].as_str().unwrap();
         assert!(error.contains("certificate"), "{name}: the error names the certificate: {status}");
+    }
+    assert_eq!(calls.count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_of_the_extra_ca_for_another_host_name_is_refused_saying_so() {
+    let ca = TestCa::new("Cluster CA");
+    let (module, calls) = sdk_module("secure");
+    let server = ModuleServer::sdk(module);
+    let proxy = TlsProxy::start(&ca, &["other.example"], server.port);
+    let dir = tempfile::tempdir().unwrap();
+    let roots = ca.write_pem(dir.path(), "cluster-ca.pem");
+    let orchestrator = orchestrator_for(&proxy, &[("TLS_EXTRA_ROOTS", roots.to_str().unwrap())]);
+
+    for name in NAMES {
+        let status = orchestrator.wait_for_module(name, "down", Duration::from_secs(20)).await;
+        let error = status["last_error"].as_str().unwrap();
+        assert!(error.contains("not valid for name \"127.0.0.1\""), "{name}: the error names the host: {status}");
+        assert!(error.contains("other.example"), "{name}: and the certificate's name: {status}");
     }
     assert_eq!(calls.count(), 0);
 }

@@ -40,11 +40,10 @@ impl TestCa {
         path
     }
 
-    /// A server's TLS configuration: a certificate for `127.0.0.1` and
-    /// `localhost` signed by this CA, sent with nothing else (the client
-    /// must know the root).
-    fn server_config(&self) -> ServerConfig {
-        let params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
+    /// A server's TLS configuration: a certificate for `names` signed by
+    /// this CA, sent with nothing else (the client must know the root).
+    fn server_config(&self, names: &[&str]) -> ServerConfig {
+        let params = CertificateParams::new(names.iter().map(|name| name.to_string()).collect::<Vec<_>>()).unwrap();
         let key = KeyPair::generate().unwrap();
         let certificate = params.signed_by(&key, &self.issuer).unwrap();
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
@@ -58,6 +57,10 @@ impl TestCa {
     }
 }
 
+/// The names the orchestrator reaches the proxy by: its certificate is
+/// valid for them.
+pub const LOCAL_NAMES: [&str; 2] = ["127.0.0.1", "localhost"];
+
 /// Terminates TLS on a free port and passes each connection's bytes to a
 /// plain server; stopped when dropped.
 pub struct TlsProxy {
@@ -67,9 +70,10 @@ pub struct TlsProxy {
 }
 
 impl TlsProxy {
-    /// Serves TLS with a certificate of `ca` in front of `127.0.0.1:target`.
-    pub fn start(ca: &TestCa, target: u16) -> Self {
-        let acceptor = TlsAcceptor::from(Arc::new(ca.server_config()));
+    /// Serves TLS with a certificate of `ca` for `names` (as [`LOCAL_NAMES`])
+    /// in front of `127.0.0.1:target`.
+    pub fn start(ca: &TestCa, names: &[&str], target: u16) -> Self {
+        let acceptor = TlsAcceptor::from(Arc::new(ca.server_config(names)));
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
