@@ -68,15 +68,27 @@ pub enum TlsSetupError {
 
 /// The client configuration of every TLS connection the orchestrator
 /// makes: ring, TLS 1.2 and 1.3, no client certificate, servers verified
-/// against Mozilla's roots and `extra_roots` (from [`read_extra_roots`]);
-/// no ALPN, as each client sets its own (HTTP/1.1 only).
+/// against Mozilla's roots and `extra_roots` (from [`read_extra_roots`]),
+/// offering HTTP/1.1 by ALPN ([`ALPN_HTTP1`]).
 pub fn client_config(extra_roots: &[CertificateDer<'static>]) -> Result<ClientConfig, TlsSetupError> {
     let store = trust_store(extra_roots)?;
-    Ok(ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+    let mut config = ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
         .with_safe_default_protocol_versions()?
         .with_root_certificates(store)
-        .with_no_client_auth())
+        .with_no_client_auth();
+    config.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
+    Ok(config)
 }
+
+/// The one protocol every client offers by ALPN, `http/1.1`: each speaks
+/// HTTP/1.1 only. Routed calls go through hyper's HTTP/1.1 connection API
+/// (`module_client`, chosen and measured for many small calls); discovery and the JWKS through a reqwest built `http1_only`; MCP servers
+/// through rmcp's reqwest 0.13, built without its `http2` feature. reqwest
+/// and hyper-rustls set no ALPN on a configuration handed to them whole, so
+/// without this a server that requires ALPN (as some ingresses do) refuses
+/// the handshake, and offering `h2` would let a server pick a protocol the
+/// client cannot speak.
+pub const ALPN_HTTP1: &[u8] = b"http/1.1";
 
 #[cfg(test)]
 mod tests {
@@ -128,7 +140,7 @@ mod tests {
     #[test]
     fn without_extra_roots_the_configuration_trusts_mozillas_roots() {
         let config = client_config(&[]).unwrap();
-        assert!(config.alpn_protocols.is_empty(), "each client sets its own ALPN");
+        assert_eq!(config.alpn_protocols, [ALPN_HTTP1], "every client speaks HTTP/1.1 only");
         let error = client_config(&[CertificateDer::from(b"not a certificate".to_vec())]).unwrap_err();
         assert!(error.to_string().contains("TLS_EXTRA_ROOTS"), "{error}");
     }

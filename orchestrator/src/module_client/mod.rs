@@ -32,7 +32,7 @@ use axum::http::{HeaderValue, Method, Request, Response, Uri};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::client::conn::TrySendError;
-use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use module_sdk::service::TRACEPARENT;
 use rustls::ClientConfig;
@@ -129,8 +129,10 @@ impl ModuleClient {
         connector.set_nodelay(true);
         // The TLS layer below takes https:// URLs; the TCP connector must let them through.
         connector.enforce_http(false);
-        let connector =
-            HttpsConnectorBuilder::new().with_tls_config(tls).https_or_http().enable_http1().wrap_connector(connector);
+        // As `HttpsConnectorBuilder`'s `https_or_http().enable_http1()`, but
+        // keeping the configuration's ALPN (`http/1.1`): the builder wants
+        // none and then offers none for HTTP/1.1 only.
+        let connector = HttpsConnector::from((connector, tls));
         let authorization = service_token.map(|token| HeaderValue::try_from(format!("Bearer {token}"))).transpose()?;
         let pool = Arc::new(ConnectionPool::new(max_idle_per_module, idle_timeout, serving_threads));
         Ok(Self { connector, pool, authorization })

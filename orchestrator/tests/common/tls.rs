@@ -1,7 +1,9 @@
 //! A private certificate authority made at test time, as a cluster's or a
 //! company's own CA is, and a TLS proxy presenting a certificate it signed:
 //! the `https://` face of a plain module server, as an ingress or a
-//! service mesh gives one.
+//! service mesh gives one. Like many ingresses the proxy insists on ALPN:
+//! it prefers `h2`, and passes on only connections that agreed on
+//! `http/1.1` (the module behind it speaks nothing else).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,25 +43,31 @@ impl TestCa {
     }
 
     /// A server's TLS configuration: a certificate for `names` signed by
-    /// this CA, sent with nothing else (the client must know the root).
+    /// this CA, sent with nothing else (the client must know the root),
+    /// offering `h2` then `http/1.1` by ALPN.
     fn server_config(&self, names: &[&str]) -> ServerConfig {
         let params = CertificateParams::new(names.iter().map(|name| name.to_string()).collect::<Vec<_>>()).unwrap();
         let key = KeyPair::generate().unwrap();
         let certificate = params.signed_by(&key, &self.issuer).unwrap();
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
         let chain: Vec<CertificateDer<'static>> = vec![certificate.der().clone()];
-        ServerConfig::builder_with_provider(Arc::new(ring::default_provider()))
+        let mut config = ServerConfig::builder_with_provider(Arc::new(ring::default_provider()))
             .with_safe_default_protocol_versions()
             .unwrap()
             .with_no_client_auth()
             .with_single_cert(chain, key)
-            .unwrap()
+            .unwrap();
+        config.alpn_protocols = vec![b"h2".to_vec(), HTTP1.to_vec()];
+        config
     }
 }
 
 /// The names the orchestrator reaches the proxy by: its certificate is
 /// valid for them.
 pub const LOCAL_NAMES: [&str; 2] = ["127.0.0.1", "localhost"];
+
+/// HTTP/1.1's ALPN protocol name.
+const HTTP1: &[u8] = b"http/1.1";
 
 /// Terminates TLS on a free port and passes each connection's bytes to a
 /// plain server; stopped when dropped.
@@ -85,6 +93,10 @@ impl TlsProxy {
                 tokio::spawn(async move {
                     // A client that does not trust the certificate ends the handshake: nothing to pass on.
                     let Ok(mut client) = acceptor.accept(client).await else { return };
+                    // No ALPN, or h2: refused, as by an ingress that requires it.
+                    if client.get_ref().1.alpn_protocol() != Some(HTTP1) {
+                        return;
+                    }
                     let Ok(mut server) = TcpStream::connect(("127.0.0.1", target)).await else { return };
                     let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
                 });
