@@ -116,6 +116,45 @@ async fn a_module_serves_mcp_on_stdio_when_started_with_the_flag() {
     client.cancel().await.unwrap();
 }
 
+/// A stdio line over `MAX_BODY_BYTES` is dropped unread, as `/mcp` refuses
+/// such a body, and the messages after it are answered.
+#[test]
+fn a_stdio_line_over_max_body_bytes_is_dropped_and_the_next_answered() {
+    use std::io::{BufRead, BufReader, Write};
+    let mut demo = Command::new(built_binary("examples/demo"))
+        .arg("--stdio")
+        .env_remove("SERVICE_AUTH_TOKEN")
+        .env("MAX_BODY_BYTES", "4096")
+        .env("RUST_LOG", "off")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let greet = |id: u32, name: String| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "greet", "arguments": {"name": name}}});
+    let messages = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        // Under rmcp's own 16 MiB cap, over the module's 4096 bytes.
+        greet(2, "a".repeat(8000)),
+        greet(3, "Ann".to_owned()),
+    ];
+    let mut input = demo.stdin.take().unwrap();
+    for message in messages {
+        writeln!(input, "{message}").unwrap();
+    }
+    let mut answers = BufReader::new(demo.stdout.take().unwrap()).lines().map(|line| {
+        let answer: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        answer["id"].as_u64()
+    });
+    let mut ids: Vec<_> = answers.by_ref().take_while(|id| *id != Some(3)).collect();
+    // Standard input closed: the module answers what it has read, then stops.
+    drop(input);
+    ids.extend(answers);
+    assert_eq!(ids, [Some(1)], "only initialize and the small call are answered");
+    assert!(demo.wait().unwrap().success());
+}
+
 #[tokio::test]
 async fn a_stdio_module_flushes_its_call_spans_when_the_client_closes_it() {
     let receiver = OtlpReceiver::start();

@@ -6,6 +6,7 @@ use std::ffi::OsStr;
 use std::sync::Arc;
 
 use rmcp::ServiceExt;
+use rmcp::transport::async_rw::AsyncRwTransport;
 
 use crate::config::ServeConfig;
 use crate::error::ServeError;
@@ -56,7 +57,9 @@ impl SdkFlags {
 }
 
 /// Serves `module` over stdio until the client closes standard input, or
-/// SIGINT or SIGTERM; then flushes its call spans (OTLP).
+/// SIGINT or SIGTERM; then flushes its call spans (OTLP). A line (one
+/// message) longer than `MAX_BODY_BYTES` is dropped unread, as `/mcp`
+/// refuses such a body (rmcp's own cap would be 16 MiB).
 pub(crate) async fn serve_stdio(module: Module) -> Result<(), ServeError> {
     let config = ServeConfig::from_env()?;
     init_logging(config.log_format, LogOutput::Stderr);
@@ -68,7 +71,7 @@ pub(crate) async fn serve_stdio(module: Module) -> Result<(), ServeError> {
     );
     let failed = |error: std::io::Error| ServeError::Io { address: "standard input/output".to_owned(), source: error };
     let running = ModuleMcp::new(service, config.mcp.page_size)
-        .serve(rmcp::transport::stdio())
+        .serve(stdio_transport(config.limits.max_body_bytes.saturating_add(1)))
         .await
         .map_err(|error| failed(std::io::Error::other(error)))?;
     let cancel = running.cancellation_token();
@@ -80,6 +83,13 @@ pub(crate) async fn serve_stdio(module: Module) -> Result<(), ServeError> {
     crate::otlp::shutdown().await;
     tracing::info!("module stopped");
     Ok(())
+}
+
+/// Standard input and output as an MCP transport whose lines hold at most
+/// `max_line_bytes`, counting the newline that ends one.
+fn stdio_transport(max_line_bytes: usize) -> AsyncRwTransport<rmcp::RoleServer, tokio::io::Stdin, tokio::io::Stdout> {
+    let (input, output) = rmcp::transport::stdio();
+    AsyncRwTransport::new_server(input, output).with_max_line_length(max_line_bytes)
 }
 
 #[cfg(test)]
