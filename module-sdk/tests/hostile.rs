@@ -111,6 +111,26 @@ async fn bodies_nesting_past_the_depth_limit_get_400_naming_it() {
     assert_alive_within_budget(&mut demo, "deep bodies").await;
 }
 
+/// A chunked body the server cannot read (a chunk extension over hyper's
+/// limit) is the client's fault on `/mcp` as on `/execute`: `400` with a
+/// JSON error saying why, not a `500`.
+#[tokio::test]
+async fn unreadable_chunked_bodies_get_400_on_every_route() {
+    let mut demo = start_demo(&[("RUST_LOG", "warn")]);
+    for path in ["/execute", "/mcp"] {
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n2;{}\r\n{{}}\r\n0\r\n\r\n",
+            "x".repeat(100_000)
+        );
+        let mut stream = send_and_stall(demo.address(), request.as_bytes()).await;
+        let answer = read_until_closed(&mut stream, PROMPT).await.expect("answered and closed");
+        assert!(answer.starts_with("HTTP/1.1 400"), "{path}: {answer}");
+        assert!(answer.contains(r#"{"error":"the request body could not be read"#), "{path}: {answer}");
+    }
+    assert_alive_within_budget(&mut demo, "unreadable bodies").await;
+}
+
 #[tokio::test]
 async fn the_bearer_scheme_is_matched_in_any_case() {
     let mut demo = start_demo(&[("SERVICE_AUTH_TOKEN", "s3cret"), ("RUST_LOG", "warn")]);

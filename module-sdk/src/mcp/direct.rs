@@ -243,7 +243,7 @@ fn legacy_message(id: RequestId, result: Result<ServerResult, ErrorData>) -> ser
 
 /// A request's `body` whole, up to `max_body_bytes`; otherwise the answer
 /// rmcp gives to a body it could not read.
-pub(crate) async fn read_request_body(body: Body, max_body_bytes: usize) -> Result<Bytes, Response> {
+async fn read_request_body(body: Body, max_body_bytes: usize) -> Result<Bytes, Response> {
     axum::body::to_bytes(body, max_body_bytes)
         .await
         .map_err(|error| text_answer(StatusCode::INTERNAL_SERVER_ERROR, "Failed to read request body", error))

@@ -16,10 +16,10 @@ use crate::auth::Authorized;
 use crate::config::ServeConfig;
 use crate::json_depth::{nests_too_deep, too_deep_message};
 use crate::mcp::McpSettings;
-use crate::mcp::direct::{DirectAnswers, read_request_body};
+use crate::mcp::direct::DirectAnswers;
 use crate::mcp::handler::ModuleMcp;
 use crate::module::ModuleService;
-use crate::server::{AppState, error_response, json_content_type_refusal};
+use crate::server::{AppState, error_response, json_content_type_refusal, request_body};
 
 /// The MCP endpoint of one module, shared by every request: the common
 /// stateless call answered in place, everything else by rmcp's transport.
@@ -31,13 +31,14 @@ pub(crate) struct McpEndpoint {
 }
 
 impl McpEndpoint {
-    /// The answer to one `/mcp` request. A `POST` body that nests deeper
-    /// than the JSON depth limit gets a `400` naming it (rmcp, which cannot
-    /// read it, would answer `415`).
+    /// The answer to one `/mcp` request. A `POST` body is read as `/execute`
+    /// reads one (`413` past `MAX_BODY_BYTES`, `400` when it cannot be read);
+    /// one that nests deeper than the JSON depth limit gets a `400` naming it
+    /// (rmcp, which cannot read it, would answer `415`).
     pub(crate) async fn handle(&self, request: Request) -> Response {
         let request = if request.method() == Method::POST {
             let (parts, body) = request.into_parts();
-            let bytes = match read_request_body(body, self.max_body_bytes).await {
+            let bytes = match request_body(body, self.max_body_bytes).await {
                 Ok(bytes) => bytes,
                 Err(answer) => return answer,
             };
@@ -96,7 +97,7 @@ pub fn transport_config(settings: &McpSettings, max_body_bytes: usize) -> Stream
     responses(
         (status = 200, description = "The JSON-RPC answer: `application/json`, or `text/event-stream` when notifications come before it"),
         (status = 202, description = "A notification, accepted"),
-        (status = 400, description = "An unknown `MCP-Protocol-Version`, headers that contradict the body, or a body nesting deeper than 127 levels"),
+        (status = 400, description = "An unknown `MCP-Protocol-Version`, headers that contradict the body, a body that cannot be read (JSON error), or a body nesting deeper than 127 levels"),
         (status = 401, body = crate::contract::ErrorBody),
         (status = 403, description = "An `Origin` not in `MCP_ALLOWED_ORIGINS`, or a `Host` not in `MCP_ALLOWED_HOSTS`"),
         (status = 406, description = "The client does not accept both `application/json` and `text/event-stream`"),
