@@ -6,8 +6,7 @@
 //! The run's cgroups are made under the module's own cgroup, which must be
 //! writable (delegated); the first process of the run writes itself into
 //! them before exec, and they are removed after the run with whatever is
-//! still in them. Run cgroups a killed module left behind are emptied and
-//! removed when a module starts ([`Hierarchy::remove_stale`]).
+//! still in them.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -27,9 +26,6 @@ const CONTROLLERS: [&str; 3] = ["memory", "pids", "cpu"];
 /// The leaf the module moves itself into under cgroup v2 (a cgroup that
 /// hands controllers to its children may hold no process itself).
 const MODULE_LEAF: &str = "code_runner-module";
-
-/// The start of every run cgroup's name: `code_runner-run-PID-N`, PID the module's.
-const RUN_PREFIX: &str = "code_runner-run-";
 
 /// How often [`RunCgroup::remove`] tries to empty and remove the cgroups.
 const REMOVE_ATTEMPTS: u32 = 100;
@@ -194,75 +190,6 @@ impl Hierarchy {
         write(&subtree, &CONTROLLERS.map(|c| format!("+{c}")).join(" "))?;
         Ok(Self::Unified(dir))
     }
-
-    /// The directories run cgroups are made in.
-    fn parents(&self) -> (bool, &[PathBuf]) {
-        match self {
-            Self::Unified(dir) => (true, std::slice::from_ref(dir)),
-            Self::Legacy(dirs) => (false, dirs.as_slice()),
-        }
-    }
-
-    /// Empties and removes the run cgroups that a module no longer running
-    /// left here (killed mid-run), with any process still in them; returns
-    /// the directories removed. Only names of the exact scheme
-    /// `code_runner-run-PID-N` count, and only when process PID is gone or
-    /// is not this binary (a PID reused since).
-    pub fn remove_stale(&self) -> Vec<PathBuf> {
-        let (unified, parents) = self.parents();
-        let own_binary = fs::read_link("/proc/self/exe").ok();
-        let mut stale: Vec<(String, Vec<PathBuf>)> = Vec::new();
-        for parent in parents {
-            let Ok(entries) = fs::read_dir(parent) else { continue };
-            for entry in entries.flatten() {
-                let name = entry.file_name().to_string_lossy().into_owned();
-                let Some(pid) = run_pid(&name) else { continue };
-                if !entry.path().is_dir() || is_module(pid, own_binary.as_deref()) {
-                    continue;
-                }
-                match stale.iter_mut().find(|(known, _)| *known == name) {
-                    Some((_, dirs)) => dirs.push(entry.path()),
-                    None => stale.push((name, vec![entry.path()])),
-                }
-            }
-        }
-        let mut removed = Vec::new();
-        for (_, dirs) in stale {
-            let mut cgroup = RunCgroup { unified, dirs: dirs.clone() };
-            for _ in 0..REMOVE_ATTEMPTS {
-                if cgroup.try_remove() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            removed.extend(dirs.into_iter().filter(|dir| !cgroup.dirs.contains(dir)));
-        }
-        removed
-    }
-}
-
-/// The module PID in a run cgroup's name, when `name` is exactly
-/// `code_runner-run-PID-N` (both decimal numbers).
-fn run_pid(name: &str) -> Option<u32> {
-    let (pid, run) = name.strip_prefix(RUN_PREFIX)?.split_once('-')?;
-    let decimal = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
-    if !decimal(pid) || !decimal(run) {
-        return None;
-    }
-    pid.parse().ok()
-}
-
-/// Whether process `pid` is running and runs the binary `own_binary`:
-/// a module that may still use its run cgroups. This process counts too.
-fn is_module(pid: u32, own_binary: Option<&Path>) -> bool {
-    if pid == std::process::id() {
-        return true;
-    }
-    match fs::read_link(format!("/proc/{pid}/exe")) {
-        Ok(binary) => own_binary.is_none_or(|own| own == binary),
-        // Running but not ours to inspect: leave it be.
-        Err(error) => error.kind() == io::ErrorKind::PermissionDenied,
-    }
 }
 
 /// One run's cgroup (one per hierarchy under cgroup v1); removed by
@@ -277,8 +204,11 @@ pub struct RunCgroup {
 impl RunCgroup {
     /// Makes a fresh cgroup for one run under `hierarchy`, with `budget`.
     pub fn create(hierarchy: &Hierarchy, budget: RunBudget) -> Result<Self, CgroupError> {
-        let name = format!("{RUN_PREFIX}{}-{}", std::process::id(), NEXT_RUN.fetch_add(1, Ordering::Relaxed));
-        let (unified, parents) = hierarchy.parents();
+        let name = format!("code_runner-run-{}-{}", std::process::id(), NEXT_RUN.fetch_add(1, Ordering::Relaxed));
+        let (unified, parents) = match hierarchy {
+            Hierarchy::Unified(dir) => (true, std::slice::from_ref(dir)),
+            Hierarchy::Legacy(dirs) => (false, dirs.as_slice()),
+        };
         let mut cgroup = Self { unified, dirs: Vec::new() };
         for parent in parents {
             let dir = parent.join(&name);
@@ -404,30 +334,5 @@ mod tests {
         assert_eq!(directory(&found[0], "/a/b"), PathBuf::from("/sys/fs/cgroup/memory/a/b"));
         assert!(found[2].unified);
         assert_eq!(directory(&found[2], "/outer/module"), PathBuf::from("/sys/fs/cgroup/unified/module"));
-    }
-
-    #[test]
-    fn only_the_exact_run_naming_scheme_names_a_module() {
-        assert_eq!(run_pid("code_runner-run-4242-7"), Some(4242));
-        for other in [
-            "code_runner-run-4242",
-            "code_runner-run--7",
-            "code_runner-run-42x-7",
-            "code_runner-run-1-2-3",
-            "code_runner-module",
-            "other-run-1-2",
-        ] {
-            assert_eq!(run_pid(other), None, "{other}");
-        }
-    }
-
-    #[test]
-    fn a_reused_pid_of_another_binary_is_no_module() {
-        let own = fs::read_link("/proc/self/exe").unwrap();
-        let parent = std::os::unix::process::parent_id();
-        assert!(is_module(std::process::id(), Some(&own)));
-        assert!(!is_module(parent, Some(Path::new("/nonexistent/code_runner"))));
-        assert!(is_module(parent, None));
-        assert!(!is_module(u32::MAX, Some(&own)), "no such process");
     }
 }

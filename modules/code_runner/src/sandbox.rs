@@ -73,15 +73,10 @@ enum Totals {
 }
 
 impl Totals {
-    /// Finds a place for run cgroups, removes those a killed module left
-    /// there, and makes (and removes) one to be sure.
+    /// Finds a place for run cgroups and makes (and removes) one to be sure.
     fn discover(settings: &Settings) -> Self {
         let budget = settings.run_budget();
         let found = Hierarchy::discover().and_then(|hierarchy| {
-            let stale = hierarchy.remove_stale();
-            if !stale.is_empty() {
-                tracing::warn!(cgroups = ?stale, "removed run cgroups (and their processes) a killed module left behind");
-            }
             drop(RunCgroup::create(&hierarchy, budget)?);
             Ok(hierarchy)
         });
