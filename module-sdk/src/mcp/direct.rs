@@ -22,10 +22,10 @@
 //! notifications, a 2026-07-28 request, any request rmcp would refuse) goes
 //! to rmcp's transport untouched.
 
-use axum::body::{Body, Bytes};
-use axum::extract::Request;
+use axum::body::Bytes;
 use axum::http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HOST, ORIGIN};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, uri::Authority};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, uri::Authority};
 use axum::response::{IntoResponse, Response};
 use rmcp::ErrorData;
 use rmcp::model::{
@@ -65,29 +65,23 @@ impl DirectAnswers {
         Self { server, max_body_bytes, checks_hosts }
     }
 
-    /// The answer to `request` when it is one this path takes, or the
-    /// request back (its body read, if it was) for rmcp's transport.
-    pub(crate) async fn answer(&self, request: Request) -> Result<Response, Request> {
-        if request.method() != Method::POST || self.checks_hosts || !self.headers_pass(request.headers()) {
-            return Err(request);
+    /// The answer to a `POST /mcp` request (its head and its body, read
+    /// whole) when it is one this path takes; `None` leaves it to rmcp's
+    /// transport.
+    pub(crate) async fn answer(&self, head: &Parts, bytes: &Bytes) -> Option<Response> {
+        if self.checks_hosts || !self.headers_pass(&head.headers) {
+            return None;
         }
-        let (parts, body) = request.into_parts();
-        let bytes = match read_request_body(body, self.max_body_bytes).await {
-            Ok(bytes) => bytes,
-            Err(answer) => return Ok(answer),
-        };
-        let (id, reply) = if let Some((id, params, meta)) = call_request(&bytes) {
+        let (id, reply) = if let Some((id, params, meta)) = call_request(bytes) {
             (id, self.server.call(params, meta).await.map(Reply::Called))
         } else {
-            let Some((id, mut request)) = taken_request(&bytes) else {
-                return Err(Request::from_parts(parts, Body::from(bytes)));
-            };
+            let (id, mut request) = taken_request(bytes)?;
             // The request's `_meta`, taken out as rmcp hands it to a handler.
             let meta = std::mem::take(request.get_meta_mut());
             let reply = match request {
                 ClientRequest::CallToolRequest(call) => self.server.call(call.params, meta).await.map(Reply::Called),
                 ClientRequest::ListToolsRequest(list) => self.server.list(list.params.as_ref()).map(Reply::Listed),
-                _ => return Err(Request::from_parts(parts, Body::from(bytes))),
+                _ => return None,
             };
             (id, reply)
         };
@@ -101,7 +95,7 @@ impl DirectAnswers {
             Ok(Reply::Listed(list)) => legacy_message(id, Ok(ServerResult::ListToolsResult(list))),
             Err(error) => legacy_message(id, Err(error)),
         };
-        Ok(match json {
+        Some(match json {
             Ok(json) => ([(CONTENT_TYPE, HeaderValue::from_static("application/json"))], json).into_response(),
             Err(error) => text_answer(StatusCode::INTERNAL_SERVER_ERROR, "serialize json response", error),
         })
@@ -241,14 +235,6 @@ fn legacy_message(id: RequestId, result: Result<ServerResult, ErrorData>) -> ser
     serde_json::to_vec(&message)
 }
 
-/// A request's `body` whole, up to `max_body_bytes`; otherwise the answer
-/// rmcp gives to a body it could not read.
-async fn read_request_body(body: Body, max_body_bytes: usize) -> Result<Bytes, Response> {
-    axum::body::to_bytes(body, max_body_bytes)
-        .await
-        .map_err(|error| text_answer(StatusCode::INTERNAL_SERVER_ERROR, "Failed to read request body", error))
-}
-
 /// A plain-text failure answer, worded as rmcp words its own.
 fn text_answer(status: StatusCode, what: &str, error: impl std::fmt::Display) -> Response {
     (status, format!("{what}: {error}")).into_response()
@@ -258,6 +244,9 @@ fn text_answer(status: StatusCode, what: &str, error: impl std::fmt::Display) ->
 mod tests {
     use std::sync::Arc;
 
+    use axum::body::Body;
+    use axum::extract::Request;
+    use axum::http::Method;
     use http_body_util::BodyExt;
     use rmcp::transport::StreamableHttpService;
     use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -340,6 +329,12 @@ mod tests {
         builder.body(Body::from(body.to_owned())).unwrap()
     }
 
+    /// `request`'s head and its body read whole, as `/mcp` hands them over.
+    async fn head_and_body(request: Request) -> (Parts, Bytes) {
+        let (head, body) = request.into_parts();
+        (head, body.collect().await.unwrap().to_bytes())
+    }
+
     /// What a client sees of an answer: status, `Content-Type` and body.
     async fn seen(response: Response) -> (StatusCode, Option<HeaderValue>, Bytes) {
         let status = response.status();
@@ -397,9 +392,8 @@ mod tests {
         for headers in header_sets {
             for body in &bodies {
                 let expected = seen(transport.handle(request(headers, body)).await.into_response()).await;
-                let Ok(answer) = direct.answer(request(headers, body)).await else {
-                    panic!("not taken: {headers:?} {body}")
-                };
+                let (head, bytes) = head_and_body(request(headers, body)).await;
+                let Some(answer) = direct.answer(&head, &bytes).await else { panic!("not taken: {headers:?} {body}") };
                 assert_eq!(seen(answer).await, expected, "{headers:?} {body}");
             }
         }
@@ -479,17 +473,17 @@ mod tests {
             (&[], json!({"jsonrpc": "1.0", "id": 1, "method": "tools/call", "params": {"name": "echo"}}).to_string()),
         ];
         for (headers, body) in &cases {
-            let Err(declined) = direct.answer(request(headers, body)).await else {
-                panic!("taken: {headers:?} {body}")
-            };
+            let (head, bytes) = head_and_body(request(headers, body)).await;
+            assert!(direct.answer(&head, &bytes).await.is_none(), "taken: {headers:?} {body}");
+            let declined = Request::from_parts(head, Body::from(bytes));
             let expected = seen(transport.handle(request(headers, body)).await.into_response()).await;
             assert_eq!(seen(transport.handle(declined).await.into_response()).await, expected, "{headers:?} {body}");
         }
         let large = call(json!(1), "echo", json!({"text": "x".repeat(LIMIT), "count": 1}));
-        assert!(direct.answer(request(&[], &large)).await.is_err(), "over the limit: rmcp answers 413");
-        let get = Request::builder().method(Method::GET).uri("/mcp").body(Body::empty()).unwrap();
-        assert!(direct.answer(get).await.is_err());
+        let (head, bytes) = head_and_body(request(&[], &large)).await;
+        assert!(direct.answer(&head, &bytes).await.is_none(), "over the limit: rmcp answers 413");
         let with_hosts = DirectAnswers::new(server, LIMIT, true);
-        assert!(with_hosts.answer(request(&[], &echo)).await.is_err(), "rmcp checks Host against its list");
+        let (head, bytes) = head_and_body(request(&[], &echo)).await;
+        assert!(with_hosts.answer(&head, &bytes).await.is_none(), "rmcp checks Host against its list");
     }
 }

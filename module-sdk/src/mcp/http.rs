@@ -36,22 +36,20 @@ impl McpEndpoint {
     /// one that nests deeper than the JSON depth limit gets a `400` naming it
     /// (rmcp, which cannot read it, would answer `415`).
     pub(crate) async fn handle(&self, request: Request) -> Response {
-        let request = if request.method() == Method::POST {
-            let (parts, body) = request.into_parts();
-            let bytes = match request_body(body, self.max_body_bytes).await {
-                Ok(bytes) => bytes,
-                Err(answer) => return answer,
-            };
-            if nests_too_deep(&bytes) {
-                return error_response(StatusCode::BAD_REQUEST, too_deep_message());
-            }
-            Request::from_parts(parts, Body::from(bytes))
-        } else {
-            request
+        if request.method() != Method::POST {
+            return self.transport.handle(request).await.into_response();
+        }
+        let (head, body) = request.into_parts();
+        let bytes = match request_body(body, self.max_body_bytes).await {
+            Ok(bytes) => bytes,
+            Err(answer) => return answer,
         };
-        match self.direct.answer(request).await {
-            Ok(response) => response,
-            Err(request) => self.transport.handle(request).await.into_response(),
+        if nests_too_deep(&bytes) {
+            return error_response(StatusCode::BAD_REQUEST, too_deep_message());
+        }
+        match self.direct.answer(&head, &bytes).await {
+            Some(response) => response,
+            None => self.transport.handle(Request::from_parts(head, Body::from(bytes))).await.into_response(),
         }
     }
 }
