@@ -90,14 +90,10 @@ pub enum SearchError {
     /// SearxNG did not answer in time.
     #[error("the search engine did not answer within {0} seconds; try again later")]
     TimedOut(u64),
-    /// SearxNG could not be reached; the message leaves its address out.
+    /// SearxNG could not be reached; the message leaves its address out
+    /// (the address and the connection error go to the log).
     #[error("the search service is not reachable; try again later")]
-    Unreachable {
-        /// The configured SearxNG address (for the log, not the caller).
-        url: Url,
-        /// The connection error (for the log, not the caller).
-        detail: String,
-    },
+    Unreachable,
     /// SearxNG refused the JSON format (it is off in its default settings).
     #[error(
         "the search engine refused JSON answers (HTTP 403); enable the json format in SearxNG's settings.yml (search.formats)"
@@ -194,7 +190,7 @@ impl Searx {
         }
         let detail = error_chain(error);
         tracing::warn!(%url, cause = %detail, "the search service is not reachable");
-        SearchError::Unreachable { url: url.clone(), detail }
+        SearchError::Unreachable
     }
 }
 
@@ -219,7 +215,7 @@ async fn run(ctx: Context, args: Search, category: Category) -> Result<SearchRes
     let results = searx.search(query, category, usize::from(args.max_results)).await.map_err(|error| {
         let message = error.to_string();
         match error {
-            SearchError::NotConfigured | SearchError::Unreachable { .. } | SearchError::JsonDisabled => {
+            SearchError::NotConfigured | SearchError::Unreachable | SearchError::JsonDisabled => {
                 ToolError::unavailable(message)
             }
             SearchError::Status(status) if status.is_server_error() => ToolError::unavailable(message),
