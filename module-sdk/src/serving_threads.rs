@@ -31,9 +31,9 @@ use tokio::sync::mpsc;
 /// Work handed to a serving thread: it starts a connection's task there.
 type Job = Box<dyn FnOnce() + Send>;
 
-/// How long a stopping serving thread waits for its blocking tasks
-/// (`spawn_blocking`) to end.
-pub const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a stopping serving thread waits for its blocking tasks (five
+/// seconds, as [`ServingThreads`] says) to end (`spawn_blocking`).
+const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
 thread_local! {
     /// The index of the serving thread this is, on serving threads.
@@ -50,7 +50,7 @@ pub fn serving_thread() -> Option<usize> {
 /// Threads serving connections, each on a single-threaded tokio runtime of
 /// its own. Dropped, they stop: the tasks still on them are cancelled (so
 /// drop them once the server has shut down gracefully, and never on one of
-/// them), and their blocking tasks get [`STOP_TIMEOUT`] to end.
+/// them), and their blocking tasks get five seconds to end.
 pub struct ServingThreads {
     /// One per thread; emptied on drop, which ends each thread's loop.
     queues: Vec<Queue>,

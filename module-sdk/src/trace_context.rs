@@ -86,7 +86,7 @@ impl TraceParent {
         header
     }
 
-    /// Whether the trace is recorded: its [`SAMPLED_FLAG`] is set.
+    /// Whether the trace is recorded: its `sampled` flag (bit `0x01`) is set.
     pub fn sampled(&self) -> bool {
         self.flags & SAMPLED_FLAG != 0
     }

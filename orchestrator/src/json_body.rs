@@ -6,7 +6,7 @@
 //! [`JsonBody`] reads the body plainly, and only a body that fails is read
 //! again through axum's `Json`, so a refusal is axum's, word for word. The
 //! bytes are read as a module reads its calls
-//! ([`request_body`](module_sdk::service::request_body)): within
+//! ([`request_body`]): within
 //! `MAX_BODY_BYTES`, a body that comes in one piece kept as it came.
 
 use axum::Json;

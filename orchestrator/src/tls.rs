@@ -82,7 +82,8 @@ pub fn client_config(extra_roots: &[CertificateDer<'static>]) -> Result<ClientCo
 
 /// The one protocol every client offers by ALPN, `http/1.1`: each speaks
 /// HTTP/1.1 only. Routed calls go through hyper's HTTP/1.1 connection API
-/// (`module_client`, chosen and measured for many small calls); discovery and the JWKS through a reqwest built `http1_only`; MCP servers
+/// (`module_client`, chosen and measured for many small calls); discovery
+/// and the JWKS through a reqwest built `http1_only`; MCP servers
 /// through rmcp's reqwest 0.13, built without its `http2` feature. reqwest
 /// and hyper-rustls set no ALPN on a configuration handed to them whole, so
 /// without this a server that requires ALPN (as some ingresses do) refuses

@@ -291,7 +291,7 @@ impl ServerHandler for FleetMcp {
 
     /// A 2025-11-25 client's session: list changes go to its `GET /mcp`
     /// stream from now until the session ends (seen at the next change, or
-    /// at the next look every [`SESSION_CHECK`]).
+    /// at the next look every `SESSION_CHECK`).
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         let generations = self.orchestrator.registry.subscribe();
         let peer = context.peer;

@@ -1,6 +1,6 @@
 //! The HTTP client of routed calls: HTTP/1.1 keep-alive connections to
 //! modules made with hyper's connection API (`client::conn::http1`), each
-//! driven by the call that holds it (see [`connection`]), the call's body
+//! driven by the call that holds it (see `connection.rs`), the call's body
 //! sent as the bytes already made. reqwest's own work per request (parsing
 //! the URL, default headers, redirect handling, a timer and boxed futures
 //! and bodies per request), and then hyper-util's pooled client with its
@@ -104,7 +104,7 @@ pub struct ModuleClient {
 impl ModuleClient {
     /// A client keeping up to `max_idle_per_module` idle connections to each
     /// module for each of `serving_threads` threads and for the other
-    /// threads together (see [`connection`]), sending `service_token` as a
+    /// threads together (see `connection.rs`), sending `service_token` as a
     /// bearer token when set, `https://` modules reached with `tls`
     /// ([`crate::tls::client_config`]); an error when the token cannot be
     /// sent in a header.

@@ -13,7 +13,7 @@ use super::walk::{MAX_NESTING, def_name};
 pub struct Size {
     /// The deepest chain of nested objects, the root counting as 1; a
     /// recursive reference is not followed a second time; at most
-    /// [`MAX_NESTING`](super::walk::MAX_NESTING).
+    /// `MAX_NESTING`.
     pub depth: usize,
     /// Properties declared anywhere in the document.
     pub properties: usize,
