@@ -58,6 +58,8 @@ fi
 # The lint gate: formatting (rustfmt.toml) and clippy with every warning an error.
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The API docs: every intra-doc link resolves and none points at a private item.
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 
 cargo build --workspace --all-targets --locked
 # The Kubernetes manifests, rendered and checked offline (schemas, policies).
