@@ -112,13 +112,21 @@ impl Schedule {
     }
 
     /// The first interval between two consecutive runs shorter than
-    /// `shortest`, among the runs from the first one after `after` through
-    /// `span` later (and the run after that), if there is one. The span
-    /// starts at the first run, not at `after`, so a schedule of one day a
-    /// month is checked on that day, whenever it is added. When every interval is at least `shortest`, the span
-    /// holds at most `span / shortest + 1` runs, so reading that many (at
-    /// most `max_runs`) covers it: a short gap cannot hide behind a long
-    /// minute list (`0,6,…,54,55 * * * *`).
+    /// `shortest`, if there is one, among the runs of `span` from the first
+    /// run after `after` and the runs around every month end and DST change
+    /// of `zone` in the [`CHECK_HORIZON_MONTHS`] after it, reading at most
+    /// `max_runs` runs in all.
+    ///
+    /// The first window starts at the first run, not at `after`, so a
+    /// schedule of one day a month is checked on that day, whenever it is
+    /// added. When every interval is at least `shortest`, a window holds at
+    /// most `span / shortest + 1` runs, so reading that many covers it: a
+    /// short gap cannot hide behind a long minute list (`0,6,…,54,55 * * * *`).
+    /// Gaps that only occur where months of different lengths meet
+    /// (`0 0,23 1,31 * *`: 23:00 on the 31st, then midnight) or where the
+    /// clock jumps (`0 */2 * * *` on a spring-forward day) are found in the
+    /// [`TURNING_POINT_WINDOW`] around each such point; a run already read
+    /// is not read again, so a rare schedule costs no more than before.
     pub fn interval_shorter_than(
         &self,
         shortest: Duration,
@@ -128,23 +136,104 @@ impl Schedule {
         max_runs: usize,
     ) -> Result<Option<Duration>, ScheduleError> {
         let shortest_ms = i64::try_from(shortest.as_millis()).unwrap_or(i64::MAX).max(1);
-        let span_ms = i64::try_from(span.as_millis()).unwrap_or(i64::MAX);
-        let runs = usize::try_from(span_ms / shortest_ms).unwrap_or(usize::MAX).saturating_add(2).min(max_runs);
-        let mut previous = self.next_after(after, zone)?;
-        let end = previous.as_millisecond().saturating_add(span_ms);
-        for _ in 1..runs {
-            if previous.as_millisecond() > end {
+        let mut budget = max_runs;
+        let first = self.next_after(after, zone)?;
+        let mut read_until = match self.short_gap_in(first, millis(span), shortest_ms, zone, &mut budget)? {
+            Window::Short(gap) => return Ok(Some(gap)),
+            Window::ReadUntil(last) => last,
+        };
+        let horizon = after.to_zoned(zone.clone()).checked_add(jiff::Span::new().months(CHECK_HORIZON_MONTHS));
+        let Ok(horizon) = horizon.map(|zoned| zoned.timestamp()) else { return Ok(None) };
+        let window_ms = millis(TURNING_POINT_WINDOW);
+        for point in turning_points(after, horizon, zone) {
+            let from = point.as_millisecond().saturating_sub(window_ms / 2).max(read_until.as_millisecond());
+            let Ok(from) = Timestamp::from_millisecond(from) else { break };
+            // Read on from the last run read, or from the first run of this window.
+            let start = if from == read_until {
+                read_until
+            } else {
+                // No run after this point (ever): nothing left to read.
+                let Ok(next) = self.next_after(from, zone) else { break };
+                next
+            };
+            if budget == 0 || start > horizon {
                 break;
             }
-            let next = self.next_after(previous, zone)?;
-            let gap = next.as_millisecond() - previous.as_millisecond();
-            if gap < shortest_ms {
-                return Ok(Some(Duration::from_millis(gap.unsigned_abs())));
-            }
-            previous = next;
+            read_until = match self.short_gap_in(start, window_ms, shortest_ms, zone, &mut budget)? {
+                Window::Short(gap) => return Ok(Some(gap)),
+                Window::ReadUntil(last) => last,
+            };
         }
         Ok(None)
     }
+
+    /// The first gap under `shortest_ms` between the runs from `first` (a
+    /// run) through `span_ms` later and the run after that, each run read
+    /// taken from `budget`; or the last run read.
+    fn short_gap_in(
+        &self,
+        first: Timestamp,
+        span_ms: i64,
+        shortest_ms: i64,
+        zone: &TimeZone,
+        budget: &mut usize,
+    ) -> Result<Window, ScheduleError> {
+        let runs = usize::try_from(span_ms / shortest_ms).unwrap_or(usize::MAX).saturating_add(1);
+        let end = first.as_millisecond().saturating_add(span_ms);
+        let mut previous = first;
+        for _ in 0..runs {
+            if previous.as_millisecond() > end || *budget == 0 {
+                break;
+            }
+            *budget -= 1;
+            let next = self.next_after(previous, zone)?;
+            let gap = next.as_millisecond() - previous.as_millisecond();
+            if gap < shortest_ms {
+                return Ok(Window::Short(Duration::from_millis(gap.unsigned_abs())));
+            }
+            previous = next;
+        }
+        Ok(Window::ReadUntil(previous))
+    }
+}
+
+/// How far ahead the interval check visits month ends and DST changes: four
+/// years, so a 29 February is among them.
+pub const CHECK_HORIZON_MONTHS: i64 = 48;
+
+/// The runs read around one month end or DST change: from a day before it
+/// to a day after.
+pub const TURNING_POINT_WINDOW: Duration = Duration::from_secs(2 * 86_400);
+
+/// What one window of the interval check found.
+enum Window {
+    /// A gap shorter than the shortest allowed.
+    Short(Duration),
+    /// No such gap; the last run read.
+    ReadUntil(Timestamp),
+}
+
+/// Milliseconds of `duration`, saturating.
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// The instants after `after` and before `horizon` where a schedule's gaps
+/// can differ from the rest: the start of every month on `zone`'s wall
+/// clock and every change of its UTC offset, in order.
+fn turning_points(after: Timestamp, horizon: Timestamp, zone: &TimeZone) -> Vec<Timestamp> {
+    let first_of_month = after.to_zoned(zone.clone()).date().first_of_month();
+    let month_starts = (1..=CHECK_HORIZON_MONTHS).filter_map(|months| {
+        let date = first_of_month.checked_add(jiff::Span::new().months(months)).ok()?;
+        date.to_zoned(zone.clone()).ok().map(|zoned| zoned.timestamp())
+    });
+    let offset_changes = zone.following(after).map(|transition| transition.timestamp());
+    let mut points: Vec<Timestamp> = month_starts
+        .chain(offset_changes.take_while(|point| *point < horizon))
+        .filter(|point| *point < horizon)
+        .collect();
+    points.sort_unstable();
+    points
 }
 
 /// The cron form of a phrase; `None` when the input is not a phrase (it may be cron).
@@ -315,6 +404,34 @@ mod tests {
         let monthly = Schedule::parse("0,1 9 1 * *").unwrap();
         let found = monthly.interval_shorter_than(five_minutes, at_55, day, &TimeZone::UTC, 10_000).unwrap();
         assert_eq!(found, Some(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn a_short_gap_at_a_month_end_or_a_dst_change_is_found_months_ahead() {
+        let check = |schedule: &str, zone: &str, added: &str, shortest_hours: u64| {
+            let added = added.parse::<Timestamp>().unwrap();
+            let shortest = Duration::from_secs(shortest_hours * 3600);
+            let eight_days = Duration::from_secs(8 * 86_400);
+            let schedule = Schedule::parse(schedule).unwrap();
+            schedule
+                .interval_shorter_than(shortest, added, eight_days, &super::time_zone(zone).unwrap(), 20_000)
+                .unwrap()
+        };
+        let hour = Some(Duration::from_secs(3600));
+        // Added in June (30 days): the 1-hour gap is 23:00 on 31 July, then midnight.
+        assert_eq!(check("0 0,23 1,31 * *", "UTC", "2026-06-05T10:00:00Z", 2), hour);
+        // Added in November: 01:30 EST, then 03:30 EDT an hour later on 2027-03-14 (two hours on other days).
+        assert_eq!(check("30 1,3 * * *", "America/New_York", "2026-11-23T10:00:00Z", 2), hour);
+        assert_eq!(check("30 1,3 * * *", "UTC", "2026-11-23T10:00:00Z", 2), None);
+        // croner skips an hour-step run the clock jumps over: 00:00 EST, then 04:00 EDT.
+        assert_eq!(check("0 */2 * * *", "America/New_York", "2026-11-23T10:00:00Z", 2), None);
+        // 30 September then 1 October: a day apart, never shorter.
+        assert_eq!(check("0 9 1,30 * *", "Europe/Berlin", "2026-06-05T10:00:00Z", 20), None);
+        // 28 February 2028 at 23:00, then 29 February at 00:00: only in a leap year.
+        assert_eq!(check("0 0,23 28,29 2 *", "UTC", "2026-03-05T10:00:00Z", 2), hour);
+        // Rare and dense schedules end within the run budget, without error.
+        assert_eq!(check("0 0 29 2 1", "UTC", "2026-03-05T10:00:00Z", 2), None);
+        assert_eq!(check("* * * * *", "America/New_York", "2026-03-05T10:00:00Z", 0), None);
     }
 
     #[test]

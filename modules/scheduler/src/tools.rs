@@ -32,12 +32,13 @@ const LIST_DEFAULT_LIMIT: u32 = 50;
 /// The largest `limit` of `list_tasks`.
 const LIST_MAX_LIMIT: u32 = 500;
 
-/// How far ahead a recurring schedule's runs are checked against the
-/// shortest interval: eight days, so every weekday and every boundary
-/// between two days is seen.
+/// How far ahead from its first run a recurring schedule's runs are checked
+/// against the shortest interval: eight days, so every weekday and every
+/// boundary between two days is seen (month ends and DST changes are
+/// visited after that: `Schedule::interval_shorter_than`).
 const INTERVAL_CHECK_SPAN: Duration = Duration::from_secs(8 * 86_400);
 
-/// The most runs read for that check. Only an interval under 35 s could
+/// The most runs read for that check, all its windows together. Only an interval under 35 s could
 /// need more (8 days / 20,000), and runs of 5-field cron are a minute apart
 /// at least, while `every Ns` runs are evenly spaced.
 const INTERVAL_CHECK_MAX_RUNS: usize = 20_000;
