@@ -15,6 +15,11 @@ use crate::ModuleClient;
 /// How long a started binary may take to log that it listens.
 pub const START_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long [`Process::start_failing`] waits, once the binary has exited,
+/// for the ends of its pipes (held open past then only by a process it left
+/// running).
+const PIPE_DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// Log targets whose "listening" event must survive any `RUST_LOG` a test sets.
 const LISTENING_TARGETS: &str = "module_sdk::server=info,orchestrator::server=info";
 
@@ -90,7 +95,13 @@ impl Process {
         }
         let _ = child.kill();
         let status = child.wait().expect("the child is reaped");
-        for reader in readers {
+        // A process it started may hold the pipes open: the output so far is
+        // taken after a while, its readers left behind.
+        let drained = Instant::now() + PIPE_DRAIN_TIMEOUT;
+        while readers.iter().any(|reader| !reader.is_finished()) && Instant::now() < drained {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for reader in readers.into_iter().filter(|reader| reader.is_finished()) {
             let _ = reader.join();
         }
         let (stdout, stderr) = (joined(&stdout), joined(&stderr));
@@ -301,6 +312,19 @@ mod tests {
         command.args(["-c", script]);
         let stderr = Process::start_failing(command, 3);
         assert_eq!(stderr, "bad \u{fffd}\nthe end");
+    }
+
+    #[test]
+    fn a_failing_child_that_leaves_a_process_holding_its_pipes_does_not_hang_the_test() {
+        // The background `sleep` keeps both pipes open long after its parent exits.
+        let mut command = std::process::Command::new("sh");
+        command.args(["-c", "sleep 600 & echo \"left $!\" >&2; exit 3"]);
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || done_tx.send(Process::start_failing(command, 3)));
+        let stderr = done_rx.recv_timeout(std::time::Duration::from_secs(60)).expect("start_failing returned");
+        let pid: i32 = stderr.trim().strip_prefix("left ").and_then(|pid| pid.parse().ok()).expect("pid of sleep");
+        let _ =
+            rustix::process::kill_process(rustix::process::Pid::from_raw(pid).unwrap(), rustix::process::Signal::KILL);
     }
 
     #[test]
