@@ -13,15 +13,18 @@ pub const REDACTED: &str = "[redacted]";
 const MIN_SECRET_CHARS: usize = 4;
 
 /// Bytes read past an output's cap so that a token shape straddling the
-/// cut is still whole when scrubbed (a PEM key block of up to 4096-bit RSA).
+/// cut is still whole when scrubbed (a PEM key block of up to 4096-bit RSA;
+/// a longer one, cut before its END line, goes from its BEGIN line on).
 const SHAPE_LOOKAHEAD_BYTES: usize = 4096;
 
 /// Well-known token shapes; where a pattern has a group named `keep`, that
 /// part stays (the `password=` of `password=hunter2`).
 static TOKEN_SHAPES: LazyLock<Vec<Regex>> = LazyLock::new(|| {
     [
-        // PEM private key blocks, whole.
-        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----",
+        // PEM private key blocks, whole; one without its END line (longer
+        // than the lookahead past a cut, or cut by the script) to the end of
+        // its base64 and header lines.
+        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----|[A-Za-z0-9+/=\s:,-]*)",
         // HTTP bearer tokens.
         r"(?i)(?P<keep>\bbearer\s+)[A-Za-z0-9\-._~+/]+=*",
         // AWS access key ids.
@@ -209,6 +212,21 @@ mod tests {
     }
 
     #[test]
+    fn a_key_block_longer_than_the_lookahead_is_not_kept_when_the_cut_falls_inside_it() {
+        let scrubber = Scrubber::default();
+        // An 8192-bit RSA key's PEM is about 6.4 KB: the read ends inside it.
+        let line = format!("{}MIIS\n", "MIISKAIBAAKCBAEAx9f3".repeat(3));
+        let key = format!("-----BEGIN RSA PRIVATE KEY-----\n{}-----END RSA PRIVATE KEY-----\n", line.repeat(100));
+        assert!(key.len() > scrubber.lookahead_bytes() + 1000, "{}", key.len());
+        let output = format!("before\n{key}after");
+        for cap in [10, 100, 1000] {
+            let (kept, cut) = capped(&scrubber, &output, cap);
+            assert!(!kept.contains("MIIS") && !kept.contains("x9f3"), "cap {cap}: {kept:?}");
+            assert!(cut, "cap {cap}");
+        }
+    }
+
+    #[test]
     fn overlapping_secrets_go_whole() {
         let scrubber = Scrubber::new(["abcd1234".to_owned(), "1234wxyz".to_owned()]);
         assert_eq!(scrubber.scrub("x abcd1234wxyz y"), "x [redacted] y");
@@ -228,6 +246,8 @@ mod tests {
             ("gh ghp_abcdefghijklmnopqrstuvwxyz0123456789", "gh [redacted]"),
             ("k=sk-abcdefghijklmnopqrstuvwx", "k=[redacted]"),
             ("a\n-----BEGIN RSA PRIVATE KEY-----\nMIIE\nabc\n-----END RSA PRIVATE KEY-----\nb", "a\n[redacted]\nb"),
+            // No END line: the key's lines go, up to the first character no PEM line has.
+            ("a\n-----BEGIN PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nMIIE+/x=\n> b", "a\n[redacted]> b"),
         ];
         for (input, expected) in cases {
             assert_eq!(scrubber.scrub(input), expected, "{input}");
