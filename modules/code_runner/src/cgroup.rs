@@ -6,7 +6,12 @@
 //! The run's cgroups are made under the module's own cgroup, which must be
 //! writable (delegated); the first process of the run writes itself into
 //! them before exec, and they are removed after the run with whatever is
-//! still in them.
+//! still in them. A run cgroup's name says which process made it
+//! ([`run_name`]); at start, a module empties and removes the run cgroups
+//! that a killed module of its own PID namespace left behind
+//! ([`Hierarchy::remove_left_behind`]).
+
+mod run_name;
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -16,6 +21,8 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+
+use self::run_name::{Owner, RunName};
 
 /// The period `cpu.max` gives its quota in, in microseconds.
 const CPU_PERIOD_MICROS: u64 = 100_000;
@@ -27,7 +34,8 @@ const CONTROLLERS: [&str; 3] = ["memory", "pids", "cpu"];
 /// hands controllers to its children may hold no process itself).
 const MODULE_LEAF: &str = "code_runner-module";
 
-/// How often [`RunCgroup::remove`] tries to empty and remove the cgroups.
+/// How often [`RunCgroup::remove`] tries to empty and remove the cgroups
+/// (and [`Hierarchy::remove_left_behind`] all it found, together).
 const REMOVE_ATTEMPTS: u32 = 100;
 
 /// Numbers run cgroups, so that no two runs share a name.
@@ -190,6 +198,72 @@ impl Hierarchy {
         write(&subtree, &CONTROLLERS.map(|c| format!("+{c}")).join(" "))?;
         Ok(Self::Unified(dir))
     }
+
+    /// Whether run cgroups are v2 ones, and the directories they are made in.
+    fn parents(&self) -> (bool, &[PathBuf]) {
+        match self {
+            Self::Unified(dir) => (true, std::slice::from_ref(dir)),
+            Self::Legacy(dirs) => (false, dirs.as_slice()),
+        }
+    }
+
+    /// Kills the processes in, and removes, the run cgroups here whose name
+    /// records an owner of this process's PID namespace that has ended (its
+    /// PID gone, or started at another time): those of a module killed
+    /// mid-run. Names of another form or PID namespace, and of owners that
+    /// may be alive, are left alone. Takes at most [`REMOVE_ATTEMPTS`]
+    /// rounds of 10 ms in all; what fails is logged, never fatal.
+    pub fn remove_left_behind(&self) {
+        let own = match Owner::current() {
+            Ok(own) => own,
+            Err(error) => {
+                tracing::warn!(%error, "cannot tell which run cgroups a killed module left behind; none are removed");
+                return;
+            }
+        };
+        let (unified, parents) = self.parents();
+        let mut found: Vec<(RunName, RunCgroup)> = Vec::new();
+        for parent in parents {
+            let entries = match fs::read_dir(parent) {
+                Ok(entries) => entries,
+                Err(error) => {
+                    tracing::warn!(%error, parent = %parent.display(), "cannot list run cgroups left behind");
+                    continue;
+                }
+            };
+            for entry in entries.flatten() {
+                let Some(name) = entry.file_name().to_str().and_then(RunName::parse) else { continue };
+                if !entry.file_type().is_ok_and(|t| t.is_dir()) || !name.left_behind(own.pidns, run_name::seen) {
+                    continue;
+                }
+                match found.iter_mut().find(|(known, _)| *known == name) {
+                    Some((_, cgroup)) => cgroup.dirs.push(entry.path()),
+                    None => found.push((name, RunCgroup { unified, dirs: vec![entry.path()] })),
+                }
+            }
+        }
+        if found.is_empty() {
+            return;
+        }
+        let dirs: Vec<PathBuf> = found.iter().flat_map(|(_, cgroup)| cgroup.dirs.clone()).collect();
+        let mut left: Vec<RunCgroup> = found.into_iter().map(|(_, cgroup)| cgroup).collect();
+        for _ in 0..REMOVE_ATTEMPTS {
+            left.retain_mut(|cgroup| !cgroup.try_remove());
+            if left.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // Taken, so that dropping them tries nothing more.
+        let kept: Vec<PathBuf> = left.iter_mut().flat_map(|cgroup| std::mem::take(&mut cgroup.dirs)).collect();
+        let removed: Vec<&PathBuf> = dirs.iter().filter(|dir| !kept.contains(dir)).collect();
+        if !removed.is_empty() {
+            tracing::warn!(cgroups = ?removed, "removed the run cgroups (and their processes) a killed module left behind");
+        }
+        if !kept.is_empty() {
+            tracing::warn!(cgroups = ?kept, "run cgroups a killed module left behind could not be removed");
+        }
+    }
 }
 
 /// One run's cgroup (one per hierarchy under cgroup v1); removed by
@@ -204,14 +278,11 @@ pub struct RunCgroup {
 impl RunCgroup {
     /// Makes a fresh cgroup for one run under `hierarchy`, with `budget`.
     pub fn create(hierarchy: &Hierarchy, budget: RunBudget) -> Result<Self, CgroupError> {
-        let name = format!("code_runner-run-{}-{}", std::process::id(), NEXT_RUN.fetch_add(1, Ordering::Relaxed));
-        let (unified, parents) = match hierarchy {
-            Hierarchy::Unified(dir) => (true, std::slice::from_ref(dir)),
-            Hierarchy::Legacy(dirs) => (false, dirs.as_slice()),
-        };
+        let name = RunName { owner: Owner::current()?, run: NEXT_RUN.fetch_add(1, Ordering::Relaxed) };
+        let (unified, parents) = hierarchy.parents();
         let mut cgroup = Self { unified, dirs: Vec::new() };
         for parent in parents {
-            let dir = parent.join(&name);
+            let dir = parent.join(name.to_string());
             fs::create_dir(&dir).map_err(io_error("create", &dir))?;
             cgroup.dirs.push(dir);
         }
@@ -288,7 +359,8 @@ impl RunCgroup {
         }
         for dir in &self.dirs {
             let procs = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
-            for pid in procs.lines().filter_map(|line| line.trim().parse().ok()) {
+            // Never 0 or below: kill(2) would take those for process groups.
+            for pid in procs.lines().filter_map(|line| line.trim().parse().ok()).filter(|&pid| pid > 0) {
                 let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
             }
         }

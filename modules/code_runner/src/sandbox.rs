@@ -73,10 +73,12 @@ enum Totals {
 }
 
 impl Totals {
-    /// Finds a place for run cgroups and makes (and removes) one to be sure.
+    /// Finds a place for run cgroups, removes those a killed module left
+    /// there, and makes (and removes) one to be sure.
     fn discover(settings: &Settings) -> Self {
         let budget = settings.run_budget();
         let found = Hierarchy::discover().and_then(|hierarchy| {
+            hierarchy.remove_left_behind();
             drop(RunCgroup::create(&hierarchy, budget)?);
             Ok(hierarchy)
         });
