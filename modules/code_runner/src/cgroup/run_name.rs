@@ -116,23 +116,35 @@ fn stat_fields(stat: &str) -> Option<(char, u64)> {
     Some((state, fields.nth(18)?.parse().ok()?))
 }
 
+/// What a process's `/proc/PID/stat` line tells: a zombie has ended.
+fn seen_in(stat: &str) -> Seen {
+    match stat_fields(stat) {
+        Some(('Z' | 'X', _)) => Seen::Gone,
+        Some((_, start)) => Seen::StartedAt(start),
+        None => Seen::Unknown,
+    }
+}
+
 /// What `/proc` (of this PID namespace) tells of process `pid` now.
 pub fn seen(pid: u32) -> Seen {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => match stat_fields(&stat) {
-            Some(('Z' | 'X', _)) => Seen::Gone,
-            Some((_, start)) => Seen::StartedAt(start),
-            None => Seen::Unknown,
-        },
+        Ok(stat) => seen_in(&stat),
         // A `/proc` hiding others' processes (hidepid) answers NotFound
         // too: only the kernel's "no such process" is taken as gone.
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            match i32::try_from(pid).ok().filter(|&pid| pid > 0).map(|pid| kill(Pid::from_raw(pid), None)) {
-                Some(Err(Errno::ESRCH)) => Seen::Gone,
-                _ => Seen::Unknown,
-            }
-        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => match i32::try_from(pid) {
+            Ok(pid) if pid > 0 => seen_by_signal(kill(Pid::from_raw(pid), None)),
+            _ => Seen::Unknown,
+        },
         Err(_) => Seen::Unknown,
+    }
+}
+
+/// What the answer to signal 0 tells: only "no such process" is gone
+/// (`EPERM` is another user's running process).
+fn seen_by_signal(answer: nix::Result<()>) -> Seen {
+    match answer {
+        Err(Errno::ESRCH) => Seen::Gone,
+        _ => Seen::Unknown,
     }
 }
 
@@ -201,10 +213,15 @@ mod tests {
     #[test]
     fn stat_lines_with_odd_names_and_zombies() {
         let tail = "1 1 1 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 3692086 1000 10";
-        assert_eq!(stat_fields(&format!("77 (python3) S {tail}")), Some(('S', 3_692_086)));
-        assert_eq!(stat_fields(&format!("77 (a) b) (c) Z {tail}")), Some(('Z', 3_692_086)));
-        assert_eq!(stat_fields("77 (cut short) S 1 1"), None);
-        assert_eq!(stat_fields("no name"), None);
+        assert_eq!(seen_in(&format!("77 (python3) S {tail}")), Seen::StartedAt(3_692_086));
+        assert_eq!(seen_in(&format!("77 (a) b) (c) D {tail}")), Seen::StartedAt(3_692_086));
+        assert_eq!(seen_in(&format!("77 (a) b) (c) Z {tail}")), Seen::Gone, "a zombie");
+        assert_eq!(seen_in(&format!("77 (code_runner) X {tail}")), Seen::Gone);
+        assert_eq!(seen_in("77 (cut short) S 1 1"), Seen::Unknown);
+        assert_eq!(seen_in("no name"), Seen::Unknown);
+        assert_eq!(seen_by_signal(Err(Errno::ESRCH)), Seen::Gone);
+        assert_eq!(seen_by_signal(Err(Errno::EPERM)), Seen::Unknown, "hidden from /proc, but running");
+        assert_eq!(seen_by_signal(Ok(())), Seen::Unknown);
     }
 
     #[test]
