@@ -59,6 +59,9 @@ pub enum CgroupError {
     /// A run's cgroup lacks a file its controller should have.
     #[error("a run's cgroup has no `{0}` file")]
     MissingFile(&'static str),
+    /// `/proc/self/stat` gives no start time to name run cgroups with.
+    #[error("/proc/self/stat gives no start time (field 22) to name run cgroups with")]
+    NoStartTime,
     /// A file of the cgroup file system could not be read or written.
     #[error("cannot {what} {}: {source}", path.display())]
     Io {

@@ -40,7 +40,7 @@ impl Owner {
         let ns = Path::new("/proc/self/ns/pid");
         let pidns = std::fs::metadata(ns).map_err(io_error("inspect", ns))?.ino();
         let stat = Path::new("/proc/self/stat");
-        let (_, start) = stat_fields(&read(stat)?).ok_or(CgroupError::MissingFile("stat start time"))?;
+        let (_, start) = stat_fields(&read(stat)?).ok_or(CgroupError::NoStartTime)?;
         Ok(Self { pidns, pid: std::process::id(), start })
     }
 }
