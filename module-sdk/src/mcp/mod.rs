@@ -6,6 +6,7 @@
 mod direct;
 mod handler;
 pub(crate) mod http;
+mod in_flight;
 mod pages;
 mod serialized;
 mod settings;

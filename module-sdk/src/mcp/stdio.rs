@@ -12,6 +12,7 @@ use crate::config::ServeConfig;
 use crate::error::ServeError;
 use crate::logging::{LogOutput, init_logging};
 use crate::mcp::handler::ModuleMcp;
+use crate::mcp::in_flight::BoundedRequests;
 use crate::module::Module;
 use crate::server::shutdown_signal;
 
@@ -59,7 +60,9 @@ impl SdkFlags {
 /// Serves `module` over stdio until the client closes standard input, or
 /// SIGINT or SIGTERM; then flushes its call spans (OTLP). A line (one
 /// message) longer than `MAX_BODY_BYTES` is dropped unread, as `/mcp`
-/// refuses such a body (rmcp's own cap would be 16 MiB).
+/// refuses such a body (rmcp's own cap would be 16 MiB), and no more lines
+/// are read while `MAX_CONNECTIONS` requests are unanswered, the most HTTP
+/// would serve at once (one per connection).
 pub(crate) async fn serve_stdio(module: Module) -> Result<(), ServeError> {
     let config = ServeConfig::from_env()?;
     init_logging(config.log_format, LogOutput::Stderr);
@@ -71,7 +74,10 @@ pub(crate) async fn serve_stdio(module: Module) -> Result<(), ServeError> {
     );
     let failed = |error: std::io::Error| ServeError::Io { address: "standard input/output".to_owned(), source: error };
     let running = ModuleMcp::new(service, config.mcp.page_size)
-        .serve(stdio_transport(config.limits.max_body_bytes.saturating_add(1)))
+        .serve(BoundedRequests::new(
+            stdio_transport(config.limits.max_body_bytes.saturating_add(1)),
+            config.limits.max_connections,
+        ))
         .await
         .map_err(|error| failed(std::io::Error::other(error)))?;
     let cancel = running.cancellation_token();
