@@ -6,6 +6,7 @@
 //!
 //! Run it with `cargo run -p module-sdk --example demo` (PORT defaults to 8000).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use module_sdk::{Context, Module, Permission, Tool, ToolError, tool};
@@ -37,13 +38,30 @@ struct Sleep {
 struct Slept {
     /// How long it slept, in milliseconds.
     millis: u64,
+    /// How many `sleep` calls were running when this one started, itself
+    /// included (the most at once is the largest of these).
+    running: usize,
+}
+
+/// `sleep` calls running now.
+static SLEEPING: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts a `sleep` call as running until dropped (also when it is cancelled).
+struct Sleeping;
+
+impl Drop for Sleeping {
+    fn drop(&mut self) {
+        SLEEPING.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Sleep for a while (its timeout is one second), then answer.
 #[tool(timeout_seconds = 1)]
 async fn sleep(_ctx: Context, args: Sleep) -> Result<Slept, ToolError> {
+    let running = SLEEPING.fetch_add(1, Ordering::SeqCst) + 1;
+    let _sleeping = Sleeping;
     tokio::time::sleep(Duration::from_millis(args.millis)).await;
-    Ok(Slept { millis: args.millis })
+    Ok(Slept { millis: args.millis, running })
 }
 
 /// Arguments of `explode`.

@@ -153,6 +153,113 @@ fn a_stdio_line_over_max_body_bytes_is_dropped_and_the_next_answered() {
     assert!(demo.wait().unwrap().success());
 }
 
+/// A demo module on stdio with `env`, driven line by line: messages are
+/// written without waiting, answers read as they come.
+struct StdioDemo {
+    child: std::process::Child,
+    input: Option<std::process::ChildStdin>,
+    answers: std::sync::mpsc::Receiver<Value>,
+}
+
+impl StdioDemo {
+    /// The demo, initialized (2025-11-25).
+    fn start(env: &[(&str, &str)]) -> Self {
+        let mut child = Command::new(built_binary("examples/demo"))
+            .arg("--stdio")
+            .env_remove("SERVICE_AUTH_TOKEN")
+            .env("RUST_LOG", "off")
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let output = std::io::BufReader::new(child.stdout.take().unwrap());
+        let (sender, answers) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(output) {
+                let answer = serde_json::from_str(&line.unwrap()).unwrap();
+                if sender.send(answer).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut demo = Self { input: child.stdin.take(), child, answers };
+        demo.write(&[
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        ]);
+        assert_eq!(demo.answer()["id"], 0);
+        demo
+    }
+
+    /// Writes `messages`, reading nothing.
+    fn write(&mut self, messages: &[Value]) {
+        use std::io::Write;
+        let input = self.input.as_mut().unwrap();
+        for message in messages {
+            writeln!(input, "{message}").unwrap();
+        }
+        input.flush().unwrap();
+    }
+
+    /// The next answer; one that never comes (the module stalled) fails the test.
+    fn answer(&self) -> Value {
+        self.answers.recv_timeout(Duration::from_secs(60)).expect("an answer within a minute: the module stalled")
+    }
+
+    /// Closes standard input; the module then stops.
+    fn close(mut self) {
+        drop(self.input.take());
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+fn tools_call(id: u32, name: &str, arguments: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
+}
+
+/// A client writing many calls without reading the answers makes the module
+/// hold no more than `MAX_CONNECTIONS` of them: it reads no further line
+/// until one is answered, so at most that many run at once (each `sleep`
+/// answer says how many were running when it started), and all are answered.
+#[test]
+fn stdio_calls_written_without_reading_run_at_most_max_connections_at_once() {
+    let mut demo = StdioDemo::start(&[("MAX_CONNECTIONS", "3")]);
+    let calls = 120;
+    let messages: Vec<Value> = (1..=calls).map(|id| tools_call(id, "sleep", json!({"millis": 10}))).collect();
+    demo.write(&messages);
+    let mut answered = Vec::new();
+    let mut most_running = 0;
+    for _ in 1..=calls {
+        let answer = demo.answer();
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+        most_running = most_running.max(answer["result"]["structuredContent"]["running"].as_u64().unwrap());
+        answered.push(answer["id"].as_u64().unwrap());
+    }
+    answered.sort_unstable();
+    assert_eq!(answered, (1..=u64::from(calls)).collect::<Vec<_>>(), "every call is answered once");
+    assert!(most_running <= 3, "{most_running} sleep calls ran at once, over MAX_CONNECTIONS (3)");
+    demo.close();
+}
+
+/// rmcp writes no answer to a cancelled call, so the cancellation itself
+/// gives the call's slot back: with one slot, the call after a cancelled one
+/// is still read and answered.
+#[test]
+fn a_cancelled_stdio_call_frees_its_slot() {
+    let mut demo = StdioDemo::start(&[("MAX_CONNECTIONS", "1")]);
+    demo.write(&[
+        tools_call(1, "sleep", json!({"millis": 60_000})),
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}),
+        tools_call(2, "greet", json!({"name": "Ann"})),
+    ]);
+    let answer = demo.answer();
+    assert_eq!(answer["id"], 2, "the cancelled call is not answered: {answer}");
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    demo.close();
+}
+
 #[tokio::test]
 async fn a_stdio_module_flushes_its_call_spans_when_the_client_closes_it() {
     let receiver = OtlpReceiver::start();
