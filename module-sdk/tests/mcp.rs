@@ -215,6 +215,14 @@ impl StdioDemo {
     }
 }
 
+impl Drop for StdioDemo {
+    /// A test that failed leaves no module behind (one that stalled never sees its input close).
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn tools_call(id: u32, name: &str, arguments: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
 }

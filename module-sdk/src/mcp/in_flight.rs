@@ -160,9 +160,11 @@ mod tests {
         // 1 and 3 are in flight; the cancellation of 1 needs no slot, and reading it frees 1's (rmcp answers nothing).
         assert!(matches!(transport.receive().await.unwrap(), JsonRpcMessage::Notification(_)));
         // The second 3 takes the freed slot, is refused, and its slot comes back once the refusal is written.
-        let fourth = tokio::time::timeout(Duration::from_secs(10), transport.receive()).await.expect("a slot came back");
+        let fourth =
+            tokio::time::timeout(Duration::from_secs(10), transport.receive()).await.expect("a slot came back");
         assert_eq!(id_of(&fourth.unwrap()), number(4));
         assert_eq!(transport.in_flight.len(), 2, "3 and 4");
+        drop(transport);
         let mut answers = BufReader::new(from_client).lines();
         let answer_2: Value = serde_json::from_str(&answers.next_line().await.unwrap().unwrap()).unwrap();
         assert_eq!(answer_2["id"], 2);
