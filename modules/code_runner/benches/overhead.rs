@@ -26,7 +26,7 @@ fn setting(name: &str, default: &str) -> String {
 /// listing, no limits), as the module's first run slot's user when root.
 fn bwrap_pass() -> Command {
     let settings = Settings::parse_from(["code_runner"]);
-    let sandbox = Sandbox::new(&settings);
+    let sandbox = Sandbox::new(&settings).expect("the default settings make a sandbox");
     let mut command = Command::new(sandbox.bwrap());
     command.args(sandbox.isolation_arguments()).arg("--").arg(sandbox.python()).args(["-c", "pass"]);
     if nix::unistd::Uid::effective().is_root() {

@@ -4,7 +4,8 @@
 //! same limits of the memory, pids and cpu hierarchies (cgroup v1).
 //!
 //! The run's cgroups are made under the module's own cgroup, which must be
-//! writable (delegated); the first process of the run writes itself into
+//! writable (delegated), or under the cgroup `CODE_CGROUP_PARENT` names
+//! ([`Hierarchy::discover`]); the first process of the run writes itself into
 //! them before exec, and they are removed after the run with whatever is
 //! still in them. A run cgroup's name says which process made it
 //! ([`run_name`]); at start, a module empties and removes the run cgroups
@@ -46,7 +47,8 @@ static NEXT_RUN: AtomicU64 = AtomicU64::new(0);
 pub enum Hierarchy {
     /// cgroup v2: the directory whose children get the memory, pids and cpu controllers.
     Unified(PathBuf),
-    /// cgroup v1: the module's own cgroup in each of the memory, pids and cpu hierarchies.
+    /// cgroup v1: the module's own cgroup (or the parent set) in each of the
+    /// memory, pids and cpu hierarchies.
     Legacy(Vec<PathBuf>),
 }
 
@@ -59,6 +61,14 @@ pub enum CgroupError {
     /// A run's cgroup lacks a file its controller should have.
     #[error("a run's cgroup has no `{0}` file")]
     MissingFile(&'static str),
+    /// The parent set for run cgroups cannot hold them.
+    #[error("{} {problem}", dir.display())]
+    BadParent {
+        /// The parent's directory in one hierarchy.
+        dir: PathBuf,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
     /// `/proc/self/stat` gives no start time to name run cgroups with.
     #[error("/proc/self/stat gives no start time (field 22) to name run cgroups with")]
     NoStartTime,
@@ -137,47 +147,99 @@ fn mounts(mountinfo: &str) -> Vec<Mount> {
 /// The directory of the cgroup at `path` (as `/proc/self/cgroup` says it)
 /// in the hierarchy mounted at `mount`.
 fn directory(mount: &Mount, path: &str) -> PathBuf {
-    let relative = path.strip_prefix(mount.root.as_str()).unwrap_or(path);
-    mount.point.join(relative.trim_start_matches('/'))
+    let relative = Path::new(path).strip_prefix(&mount.root).unwrap_or(Path::new(path));
+    mount.point.join(relative.strip_prefix("/").unwrap_or(relative))
+}
+
+/// Whether a controllers file (`cgroup.controllers`, `cgroup.subtree_control`)
+/// lists every controller a run needs.
+fn lists_all(controllers: &str) -> bool {
+    CONTROLLERS.iter().all(|c| controllers.split_whitespace().any(|listed| listed == *c))
+}
+
+/// Whether a `cgroup.procs` file lists any process.
+fn holds_processes(procs: &str) -> bool {
+    procs.lines().any(|line| !line.trim().is_empty())
+}
+
+/// The lines of `/proc/self/cgroup`, as (controllers, path) pairs.
+fn own_cgroups(text: &str) -> Vec<(&str, &str)> {
+    text.lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(3, ':');
+            Some((parts.nth(1)?, parts.next()?))
+        })
+        .collect()
+}
+
+/// The directories of the cgroup v1 memory, pids and cpu hierarchies that
+/// run cgroups are made in: `parent` in each, or else the module's own
+/// cgroup there (`own`, from `/proc/self/cgroup`); one per mount.
+fn legacy_dirs(mounts: &[Mount], own: &[(&str, &str)], parent: Option<&str>) -> Result<Vec<PathBuf>, CgroupError> {
+    let mut dirs = Vec::new();
+    for controller in CONTROLLERS {
+        let mount = mounts
+            .iter()
+            .find(|m| !m.unified && m.options.iter().any(|o| o == controller))
+            .ok_or(CgroupError::NoController(controller))?;
+        let path = match parent {
+            Some(parent) => parent,
+            None => {
+                own.iter()
+                    .find(|(controllers, _)| controllers.split(',').any(|c| c == controller))
+                    .ok_or(CgroupError::NoController(controller))?
+                    .1
+            }
+        };
+        let dir = directory(mount, path);
+        if !dirs.contains(&dir) {
+            dirs.push(dir);
+        }
+    }
+    Ok(dirs)
+}
+
+/// Checks that `dir`, a parent set for run cgroups, is a cgroup: a
+/// directory with a `cgroup.procs` file. (Whether it is writable shows
+/// when the trial run cgroup is made in it.)
+fn check_parent(dir: &Path) -> Result<(), CgroupError> {
+    let bad = |problem| CgroupError::BadParent { dir: dir.to_owned(), problem };
+    match fs::metadata(dir) {
+        Ok(metadata) if metadata.is_dir() => {}
+        Ok(_) => return Err(bad("is not a directory")),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Err(bad("does not exist")),
+        Err(error) => return Err(io_error("inspect", dir)(error)),
+    }
+    if !dir.join("cgroup.procs").is_file() {
+        return Err(bad("has no cgroup.procs: it is not a cgroup"));
+    }
+    Ok(())
 }
 
 impl Hierarchy {
-    /// Finds where run cgroups can be made: the module's own cgroup v2 when
-    /// it offers the memory, pids and cpu controllers (moving the module
-    /// into a leaf of its own to hand them down), else its own cgroups in
-    /// the v1 memory, pids and cpu hierarchies.
-    pub fn discover() -> Result<Self, CgroupError> {
+    /// Finds where run cgroups can be made. Without `parent`: the module's
+    /// own cgroup v2 when it offers the memory, pids and cpu controllers
+    /// (moving the module into a leaf of its own to hand them down), else
+    /// its own cgroups in the v1 memory, pids and cpu hierarchies. With
+    /// `parent` (a path as `/proc/self/cgroup` writes one): that cgroup
+    /// under the v2 mount when it offers the controllers there (taken as it
+    /// is: no process is moved), else under each of the v1 hierarchies'
+    /// mounts, where it must be a cgroup already.
+    pub fn discover(parent: Option<&str>) -> Result<Self, CgroupError> {
         let mounts = mounts(&read(Path::new("/proc/self/mountinfo"))?);
         let own = read(Path::new("/proc/self/cgroup"))?;
-        let own: Vec<(&str, &str)> = own
-            .lines()
-            .filter_map(|line| {
-                let mut parts = line.splitn(3, ':');
-                Some((parts.nth(1)?, parts.next()?))
-            })
-            .collect();
-        let unified_path = own.iter().find(|(controllers, _)| controllers.is_empty()).map(|(_, path)| *path);
+        let own = own_cgroups(&own);
+        let unified_path =
+            parent.or_else(|| own.iter().find(|(controllers, _)| controllers.is_empty()).map(|(_, path)| *path));
         if let (Some(mount), Some(path)) = (mounts.iter().find(|m| m.unified), unified_path) {
             let dir = directory(mount, path);
-            let offered = read(&dir.join("cgroup.controllers")).unwrap_or_default();
-            if CONTROLLERS.iter().all(|c| offered.split_whitespace().any(|o| o == *c)) {
-                return Self::delegate(dir);
+            if lists_all(&read(&dir.join("cgroup.controllers")).unwrap_or_default()) {
+                return if parent.is_some() { Self::adopt(dir) } else { Self::delegate(dir) };
             }
         }
-        let mut dirs = Vec::new();
-        for controller in CONTROLLERS {
-            let mount = mounts
-                .iter()
-                .find(|m| !m.unified && m.options.iter().any(|o| o == controller))
-                .ok_or(CgroupError::NoController(controller))?;
-            let (_, path) = own
-                .iter()
-                .find(|(controllers, _)| controllers.split(',').any(|c| c == controller))
-                .ok_or(CgroupError::NoController(controller))?;
-            let dir = directory(mount, path);
-            if !dirs.contains(&dir) {
-                dirs.push(dir);
-            }
+        let dirs = legacy_dirs(&mounts, &own, parent)?;
+        if parent.is_some() {
+            dirs.iter().try_for_each(|dir| check_parent(dir))?;
         }
         Ok(Self::Legacy(dirs))
     }
@@ -187,8 +249,7 @@ impl Hierarchy {
     /// and enables them.
     fn delegate(dir: PathBuf) -> Result<Self, CgroupError> {
         let subtree = dir.join("cgroup.subtree_control");
-        let enabled = read(&subtree)?;
-        if CONTROLLERS.iter().all(|c| enabled.split_whitespace().any(|e| e == *c)) {
+        if lists_all(&read(&subtree)?) {
             return Ok(Self::Unified(dir));
         }
         let leaf = dir.join(MODULE_LEAF);
@@ -199,6 +260,23 @@ impl Hierarchy {
         }
         write(&leaf.join("cgroup.procs"), "0")?;
         write(&subtree, &CONTROLLERS.map(|c| format!("+{c}")).join(" "))?;
+        Ok(Self::Unified(dir))
+    }
+
+    /// Takes `dir`, a parent set for run cgroups (cgroup v2), as it is:
+    /// moves no process, refuses it when it holds processes (a cgroup that
+    /// hands controllers down may hold none), and enables the controllers
+    /// in its `cgroup.subtree_control` unless they are.
+    fn adopt(dir: PathBuf) -> Result<Self, CgroupError> {
+        check_parent(&dir)?;
+        if holds_processes(&read(&dir.join("cgroup.procs"))?) {
+            let problem = "holds processes: under cgroup v2 the parent of run cgroups may hold none";
+            return Err(CgroupError::BadParent { dir, problem });
+        }
+        let subtree = dir.join("cgroup.subtree_control");
+        if !lists_all(&read(&subtree)?) {
+            write(&subtree, &CONTROLLERS.map(|c| format!("+{c}")).join(" "))?;
+        }
         Ok(Self::Unified(dir))
     }
 
@@ -409,5 +487,51 @@ mod tests {
         assert_eq!(directory(&found[0], "/a/b"), PathBuf::from("/sys/fs/cgroup/memory/a/b"));
         assert!(found[2].unified);
         assert_eq!(directory(&found[2], "/outer/module"), PathBuf::from("/sys/fs/cgroup/unified/module"));
+        assert_eq!(directory(&found[2], "/outer"), PathBuf::from("/sys/fs/cgroup/unified"));
+        assert_eq!(directory(&found[2], "/outerx/a"), PathBuf::from("/sys/fs/cgroup/unified/outerx/a"));
+    }
+
+    #[test]
+    fn a_parent_is_taken_in_each_v1_hierarchy_instead_of_the_own_cgroups() {
+        let mountinfo = "35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n\
+                         39 31 0:36 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n\
+                         32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct";
+        let found = mounts(mountinfo);
+        let own = own_cgroups("8:pids:/\n4:memory:/api/7\n2:cpu,cpuacct:/\n0::/");
+        let dirs = |parent| legacy_dirs(&found, &own, parent).unwrap();
+        let at = |dirs: [&str; 3]| dirs.map(PathBuf::from).to_vec();
+        assert_eq!(
+            dirs(None),
+            at(["/sys/fs/cgroup/memory/api/7", "/sys/fs/cgroup/pids/", "/sys/fs/cgroup/cpu,cpuacct/"])
+        );
+        assert_eq!(
+            dirs(Some("/system.slice/x")),
+            at([
+                "/sys/fs/cgroup/memory/system.slice/x",
+                "/sys/fs/cgroup/pids/system.slice/x",
+                "/sys/fs/cgroup/cpu,cpuacct/system.slice/x"
+            ])
+        );
+        let no_pids = mounts("35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory");
+        assert!(matches!(legacy_dirs(&no_pids, &own, Some("/x")), Err(CgroupError::NoController("pids"))));
+    }
+
+    #[test]
+    fn controllers_and_processes_of_a_v2_parent() {
+        assert!(lists_all("cpuset cpu io memory hugetlb pids rdma\n"));
+        assert!(!lists_all("cpu io pids\n") && !lists_all("") && !lists_all("memory pids cpuset"));
+        assert!(!holds_processes("") && !holds_processes("\n"));
+        assert!(holds_processes("4242\n"));
+    }
+
+    #[test]
+    fn a_parent_that_is_no_cgroup_is_named_with_what_is_wrong() {
+        let problem = |dir: &Path| match check_parent(dir) {
+            Err(CgroupError::BadParent { problem, .. }) => problem,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(problem(Path::new("/nonexistent/code_runner")), "does not exist");
+        assert_eq!(problem(Path::new("/proc/self/stat")), "is not a directory");
+        assert_eq!(problem(Path::new("/proc/self")), "has no cgroup.procs: it is not a cgroup");
     }
 }

@@ -21,7 +21,7 @@ mod tool;
 use module_sdk::{Module, Permission, RiskLevel, ServeConfig, Tool};
 
 pub use crate::files::OutputFile;
-pub use crate::sandbox::{Ran, Sandbox, SandboxError};
+pub use crate::sandbox::{ParentError, Ran, Sandbox, SandboxError};
 pub use crate::tool::{CodeOutput, ExecuteCode, Runner};
 
 use crate::settings::Settings;
@@ -47,11 +47,11 @@ pub fn module(settings: &Settings, runner: Runner) -> Module {
 }
 
 /// Checks the sandbox, then serves until SIGINT or SIGTERM (MCP on stdio
-/// with `--stdio`).
+/// with `--stdio`); fails at once when CODE_CGROUP_PARENT cannot hold run cgroups.
 pub async fn run(settings: Settings) -> Result<(), String> {
     let config = ServeConfig::from_env().map_err(|e| e.to_string())?;
     module_sdk::service::init_logging(config.log_format, settings.sdk.log_output());
-    let sandbox = Sandbox::new(&settings);
+    let sandbox = Sandbox::new(&settings).map_err(|e| e.to_string())?;
     let broken = sandbox.check().await.err();
     match &broken {
         None => tracing::info!("the sandbox works"),

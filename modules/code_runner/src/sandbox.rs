@@ -74,15 +74,21 @@ enum Totals {
 
 impl Totals {
     /// Finds a place for run cgroups, removes those a killed module left
-    /// there, and makes (and removes) one to be sure.
-    fn discover(settings: &Settings) -> Self {
+    /// there, and makes (and removes) one to be sure. When
+    /// CODE_CGROUP_PARENT is set, a place that fails is an error.
+    fn discover(settings: &Settings) -> Result<Self, ParentError> {
         let budget = settings.run_budget();
-        let found = Hierarchy::discover().and_then(|hierarchy| {
+        let parent = settings.cgroup_parent.as_deref();
+        let found = Hierarchy::discover(parent).and_then(|hierarchy| {
             hierarchy.remove_left_behind();
             drop(RunCgroup::create(&hierarchy, budget)?);
             Ok(hierarchy)
         });
-        match found {
+        let found = match (found, parent) {
+            (Err(source), Some(parent)) => return Err(ParentError { parent: parent.to_owned(), source }),
+            (found, _) => found,
+        };
+        Ok(match found {
             Ok(hierarchy) => {
                 tracing::info!(?hierarchy, "each run gets a cgroup of its own (memory, pids, cpu)");
                 Self::Cgroup(hierarchy, budget)
@@ -100,8 +106,19 @@ impl Totals {
                  or set CODE_PER_PROCESS_LIMITS_ONLY=true to accept limits per process only (a run may then \
                  use CODE_PROCESSES times each of them)"
             )),
-        }
+        })
     }
+}
+
+/// The cgroup CODE_CGROUP_PARENT names cannot hold run cgroups: the
+/// module does not start.
+#[derive(Debug, thiserror::Error)]
+#[error("CODE_CGROUP_PARENT={parent}: run cgroups cannot be made under it: {source}")]
+pub struct ParentError {
+    /// The setting's value.
+    parent: String,
+    /// What is wrong.
+    source: CgroupError,
 }
 
 /// Why a run did not happen.
@@ -145,16 +162,17 @@ pub struct Sandbox {
 impl Sandbox {
     /// The sandbox the settings describe; when the module runs as root, run
     /// slot `i` runs as user `CODE_SANDBOX_UID_BASE + i`. Finds where run
-    /// cgroups can be made (under cgroup v2, this may move the module into
-    /// a leaf cgroup of its own).
-    pub fn new(settings: &Settings) -> Self {
+    /// cgroups can be made (under cgroup v2 and without
+    /// CODE_CGROUP_PARENT, this may move the module into a leaf cgroup of
+    /// its own); fails only when CODE_CGROUP_PARENT cannot hold them.
+    pub fn new(settings: &Settings) -> Result<Self, ParentError> {
         let root = nix::unistd::Uid::effective().is_root();
-        let totals = Totals::discover(settings);
+        let totals = Totals::discover(settings)?;
         let mut limits = settings.limits();
         if let Totals::Cgroup(..) = totals {
             limits.processes = limits.processes.saturating_add(NPROC_ABOVE_PIDS_MAX);
         }
-        Self {
+        Ok(Self {
             bwrap: settings.bwrap.clone(),
             python: settings.python.clone(),
             limits,
@@ -167,7 +185,7 @@ impl Sandbox {
                 content_max_bytes: settings.file_content_max_bytes,
                 max_content_bytes: settings.files_max_content_bytes,
             },
-        }
+        })
     }
 
     /// Runs `code` with `stdin` for at most `timeout`, in run slot `slot`,
@@ -351,7 +369,7 @@ mod tests {
     #[test]
     fn the_code_is_one_argument_after_the_script() {
         let settings = Settings::try_parse_from(["code_runner"]).unwrap();
-        let args = Sandbox::new(&settings).arguments("print(1)");
+        let args = Sandbox::new(&settings).unwrap().arguments("print(1)");
         let script = args.iter().position(|arg| arg == SCRIPT).unwrap();
         assert_eq!(&args[script + 1..script + 4], ["sh", "/usr/bin/python3", "print(1)"]);
         assert_eq!(args[script + 5..], ["32", "16384", "65536"]);

@@ -81,6 +81,14 @@ pub struct Settings {
     #[arg(long, env = "CODE_PER_PROCESS_LIMITS_ONLY")]
     pub per_process_limits_only: bool,
 
+    /// The cgroup run cgroups are made under instead of the module's own,
+    /// as `/proc/self/cgroup` writes a path (`/code_runner`,
+    /// `/system.slice/x`): taken under each of the cgroup v1 memory, pids
+    /// and cpu hierarchies, or under cgroup v2. When it cannot hold them,
+    /// the module does not start.
+    #[arg(long, env = "CODE_CGROUP_PARENT", value_parser = cgroup_path)]
+    pub cgroup_parent: Option<String>,
+
     /// Files a process of a run may have open (RLIMIT_NOFILE).
     #[arg(long, env = "CODE_OPEN_FILES", default_value_t = 64, value_parser = clap::value_parser!(u64).range(16..))]
     pub open_files: u64,
@@ -130,6 +138,18 @@ pub struct Settings {
     pub sandbox_gid: u32,
 }
 
+/// A cgroup's path as `/proc/self/cgroup` writes it: absolute, with no
+/// `.` or `..` that could lead out of the hierarchy.
+fn cgroup_path(value: &str) -> Result<String, String> {
+    if !value.starts_with('/') {
+        return Err("a cgroup path starts with `/` (as in /proc/self/cgroup)".to_owned());
+    }
+    if value.split('/').any(|part| part == "." || part == "..") {
+        return Err("a cgroup path has no `.` or `..` parts".to_owned());
+    }
+    Ok(value.to_owned())
+}
+
 impl Settings {
     /// The resource limits every process of a run gets.
     pub fn limits(&self) -> Limits {
@@ -167,5 +187,17 @@ mod tests {
         assert!(Settings::try_parse_from(["code_runner", "--max-concurrent-runs", "0"]).is_err());
         assert_eq!(settings.run_budget(), RunBudget { memory_bytes: 1 << 30, processes: 64, cpus: 1 });
         assert!(!settings.per_process_limits_only);
+        assert_eq!(settings.cgroup_parent, None);
+    }
+
+    #[test]
+    fn a_cgroup_parent_is_an_absolute_path_that_stays_in_its_hierarchy() {
+        let parent = |value: &str| Settings::try_parse_from(["code_runner", "--cgroup-parent", value]);
+        for good in ["/", "/code_runner", "/system.slice/x.service", "/a..b/.c"] {
+            assert_eq!(parent(good).unwrap().cgroup_parent.as_deref(), Some(good));
+        }
+        for bad in ["", "code_runner", "/a/../b", "/..", "/a/./b"] {
+            assert!(parent(bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -1,7 +1,9 @@
 //! Whole-process tests: the real `code_runner` binary against hostile
 //! code (each time: the module answers, in about the run's timeout, and
-//! nothing the code started is left) and against honest code.
+//! nothing the code started is left), against honest code, and with run
+//! cgroups under a parent of the test's (CODE_CGROUP_PARENT).
 
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -349,4 +351,108 @@ async fn a_module_without_root_runs_code_in_the_sandbox_too() {
     assert!(health["error"].as_str().unwrap().contains("CODE_PER_PROCESS_LIMITS_ONLY"), "{health}");
     let refused = client.call(TOOL, json!({"code": "print(1)"}), Some("u")).await;
     assert_eq!(error_kind(&refused), "unavailable", "{refused}");
+}
+
+/// The hierarchies a cgroup path is taken in: the cgroup v1 mounts of the
+/// memory, pids and cpu controllers, or the cgroup v2 mount where there are none.
+fn cgroup_mounts() -> Vec<PathBuf> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let (mut legacy, mut unified) = (Vec::new(), Vec::new());
+    for line in mountinfo.lines() {
+        let Some((left, right)) = line.split_once(" - ") else { continue };
+        let point = PathBuf::from(left.split(' ').nth(4).unwrap());
+        let right: Vec<&str> = right.split(' ').collect();
+        let options = right.get(2).copied().unwrap_or_default();
+        match right[0] {
+            "cgroup" if options.split(',').any(|o| ["memory", "pids", "cpu"].contains(&o)) => legacy.push(point),
+            "cgroup2" => unified.push(point),
+            _ => {}
+        }
+    }
+    if legacy.is_empty() { unified } else { legacy }
+}
+
+/// A cgroup the test makes at `path` in each hierarchy, for
+/// CODE_CGROUP_PARENT; removed on drop, with any run cgroup left in it.
+struct TestParent {
+    path: String,
+    dirs: Vec<PathBuf>,
+}
+
+impl TestParent {
+    fn new(path: &str) -> Self {
+        let mut parent = Self { path: path.to_owned(), dirs: Vec::new() };
+        for mount in cgroup_mounts() {
+            let dir = mount.join(path.trim_start_matches('/'));
+            std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("a writable cgroup is needed: {}: {e}", dir.display()));
+            parent.dirs.push(dir);
+        }
+        assert!(!parent.dirs.is_empty(), "no cgroup hierarchy is mounted");
+        parent
+    }
+
+    /// The run cgroups in it, in every hierarchy.
+    fn runs(&self) -> Vec<PathBuf> {
+        let entries = self.dirs.iter().flat_map(|dir| std::fs::read_dir(dir).unwrap().flatten());
+        let runs = entries.filter(|entry| entry.file_name().to_string_lossy().starts_with("code_runner-run-"));
+        runs.map(|entry| entry.path()).collect()
+    }
+}
+
+impl Drop for TestParent {
+    fn drop(&mut self) {
+        for run in self.runs() {
+            let _ = std::fs::remove_dir(run);
+        }
+        for dir in &self.dirs {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+#[tokio::test]
+async fn run_cgroups_are_made_under_code_cgroup_parent() {
+    let parent = TestParent::new(&format!("/code_runner-test-parent-{}", std::process::id()));
+    // A run cgroup a killed module of this PID namespace left there (its
+    // PID is beyond any pid_max): swept at start.
+    let pidns = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata("/proc/self/ns/pid").unwrap());
+    let left: Vec<PathBuf> =
+        parent.dirs.iter().map(|dir| dir.join(format!("code_runner-run-{pidns}-{}-0-0", i32::MAX))).collect();
+    left.iter().for_each(|dir| std::fs::create_dir(dir).unwrap());
+    let mut runner = start_with(&[("CODE_CGROUP_PARENT", &parent.path), ("CODE_MEMORY_BYTES", "268435456")]);
+    assert_eq!(parent.runs(), Vec::<PathBuf>::new(), "the sweep at start left these");
+    let client = runner.client.clone();
+    let code = "import time\ntime.sleep(8)\nprint('slept')";
+    let sleeping =
+        tokio::spawn(
+            async move { client.call_ok(TOOL, json!({"code": code, "timeout_seconds": 30}), Some("u")).await },
+        );
+    // The run's cgroup, in each hierarchy, is under the parent, with the run's processes in it.
+    let started = Instant::now();
+    loop {
+        let runs = parent.runs();
+        let holding = |run: &PathBuf| !std::fs::read_to_string(run.join("cgroup.procs")).unwrap_or_default().is_empty();
+        if runs.len() == parent.dirs.len() && runs.iter().all(holding) {
+            break;
+        }
+        assert!(started.elapsed() < HANG_GUARD, "no run cgroup with processes under {:?}: {runs:?}", parent.dirs);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let slept = sleeping.await.unwrap();
+    assert_eq!(text(&slept, "stdout"), "slept\n", "{slept}");
+    assert_eq!(parent.runs(), Vec::<PathBuf>::new(), "the run's cgroups outlived it");
+    // 400 MiB, far below CODE_ADDRESS_SPACE_BYTES (1 GiB), over the run's 256 MiB.
+    let memory = runner.run("x = b'x' * (400 * 1024 * 1024)", 30).await;
+    assert_eq!(memory["signal"], 9, "{memory}");
+    assert_eq!(memory["exceeded_budgets"], json!(["CODE_MEMORY_BYTES"]), "{memory}");
+}
+
+#[test]
+fn a_missing_cgroup_parent_stops_start_up_naming_the_setting() {
+    let missing = format!("/code_runner-test-missing-{}", std::process::id());
+    let mut command = Command::new(env!("CARGO_BIN_EXE_code_runner"));
+    command.env("CODE_CGROUP_PARENT", &missing);
+    let stderr = Process::start_failing(command, 1);
+    assert!(stderr.contains(&format!("CODE_CGROUP_PARENT={missing}")), "{stderr}");
+    assert!(stderr.contains(&format!("{missing} does not exist")), "{stderr}");
 }
