@@ -5,9 +5,10 @@
 //!   written) only after its delivery, so nothing acknowledged is lost.
 //! - Firing: due runs are found through the `(status, next_run)` index and
 //!   *claimed* in one write transaction (`claimed_by`, `lease_until`), so
-//!   two processes on one file never fire the same run. A process that dies
-//!   between claim and acknowledgement leaves a lease that expires; the run
-//!   is then claimed and delivered again (at-least-once).
+//!   two processes on one file never fire the same run. The process
+//!   delivering a run renews its lease while the delivery lasts; one that
+//!   dies between claim and acknowledgement leaves a lease that expires; the
+//!   run is then claimed and delivered again (at-least-once).
 //! - Isolation: every statement of a tool names the caller's `user_id`.
 //! - Retention: a user keeps at most `user_max_finished` finished (done,
 //!   cancelled, failed) tasks; the transaction that finishes, cancels or
@@ -293,6 +294,21 @@ impl Store {
         })
     }
 
+    /// Extends to `lease_until` the claims `worker` still holds on the runs
+    /// of tasks `ids` (those it is delivering), so that no other process
+    /// takes one over while its delivery lasts; how many it still held.
+    pub fn renew(&self, worker: &str, ids: &[Uuid], lease_until: i64) -> Result<usize, StoreError> {
+        self.write(|tx| {
+            let mut statement =
+                tx.prepare_cached("UPDATE tasks SET lease_until = ?3 WHERE id = ?1 AND claimed_by = ?2")?;
+            let mut held = 0;
+            for id in ids {
+                held += statement.execute((id.to_string(), worker, lease_until))?;
+            }
+            Ok(held)
+        })
+    }
+
     /// Acknowledges the run of `task` claimed by `worker`: counts it, records
     /// its outcome, and sets the task's next run (`None`: no more runs, the
     /// task is done, or failed when a one-time task could not be delivered).
@@ -524,6 +540,22 @@ mod tests {
         let done = &store.list("u", None, 10, 0).unwrap().0[0];
         assert_eq!((done.status.as_str(), done.runs, done.next_run), ("done", 1, None));
         assert!(store.claim("c", 99_000, 100_000, 10).unwrap().is_empty(), "done tasks never fire");
+    }
+
+    #[test]
+    fn a_renewed_claim_is_not_taken_over_and_only_its_holder_renews_it() {
+        let (_dir, store) = store();
+        let task = store.add(reminder("u", 1_000), 0).unwrap();
+        let claimed = store.claim("a", 1_000, 5_000, 10).unwrap();
+        assert_eq!(store.renew("a", &[task.id], 9_000).unwrap(), 1);
+        assert!(store.claim("b", 6_000, 16_000, 10).unwrap().is_empty(), "renewed until 9 000");
+        assert_eq!(store.renew("b", &[task.id], 99_000).unwrap(), 0, "b holds no claim on it");
+        let taken_over = store.claim("b", 9_000, 19_000, 10).unwrap();
+        assert_eq!(taken_over.len(), 1, "a's renewed lease lapsed");
+        assert_eq!(store.renew("a", &[task.id], 29_000).unwrap(), 0, "a cannot take it back");
+        assert!(store.finish(&taken_over[0], "b", &Outcome::Delivered, None, 9_500).unwrap());
+        assert!(!store.finish(&claimed[0], "a", &Outcome::Delivered, None, 9_500).unwrap());
+        assert_eq!(store.renew("b", &[task.id], 39_000).unwrap(), 0, "an acknowledged run holds no claim");
     }
 
     #[test]
