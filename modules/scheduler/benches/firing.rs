@@ -86,7 +86,7 @@ async fn main() {
     let webhook = Webhook::new(format!("http://{address}/events"), "bench-secret", retry, timeout).unwrap();
     let limits = ClientLimits { total: timeout, connect: timeout, max_redirects: 0 };
     let client = GuardedClient::new(AddressPolicy::new(Vec::new()), limits, "bench").unwrap();
-    let firing = Firing {
+    let firing = Arc::new(Firing {
         store,
         webhook,
         client,
@@ -96,7 +96,7 @@ async fn main() {
         batch: u32::try_from(batch).unwrap_or(u32::MAX),
         poll: Duration::from_secs(1),
         wake: Arc::new(Notify::new()),
-    };
+    });
     let rss_before = rss_mib();
     let started = Instant::now();
     let mut fired = 0;

@@ -10,13 +10,14 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use futures::StreamExt;
 use guarded_http::header::{HeaderMap, HeaderName, HeaderValue};
 use guarded_http::{GuardedClient, GuardedRequest, read_capped};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use serde_json::{Map, Value, json};
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
+use uuid::Uuid;
 
 use crate::delivery::{Event, Webhook};
 use crate::schedule::Schedule;
@@ -47,43 +48,26 @@ pub struct Firing {
 }
 
 impl Firing {
-    /// Fires due runs until the process ends. Each run is delivered on a
-    /// task of its own, at most `batch` at once, and the loop claims more
-    /// as soon as a slot frees: a run whose `api_call` or delivery hangs (up
-    /// to its timeouts and retries) holds one slot, not every other run due
-    /// meanwhile. A run this process is still delivering when its lease
-    /// lapses is claimed again (which renews the lease) but not sent again.
+    /// Fires due runs until the process ends, one [tick](Self::fire_due)
+    /// after another. Each run is delivered on a task of its own, at most
+    /// `batch` at once, and the loop claims more as soon as a slot frees: a
+    /// run whose `api_call` or delivery hangs (up to its timeouts and
+    /// retries) holds one slot, not every other run due meanwhile. Every
+    /// tick renews the leases of the runs this process is delivering, free
+    /// slots or not, and while there are any it ticks at least three times
+    /// a lease, so no other process takes over a run still being delivered
+    /// here. A run whose lease lapsed anyway (the store failed meanwhile) is
+    /// claimed again but not sent again while its delivery lasts.
     pub async fn run(self) {
         let firing = Arc::new(self);
-        let slots = Arc::new(Semaphore::new(firing.batch as usize));
-        let in_flight = Arc::new(Mutex::new(HashSet::new()));
+        let in_flight = InFlight::new(firing.batch);
         loop {
-            let free = slots.available_permits();
-            let claimed = if free == 0 { Ok(Vec::new()) } else { firing.claim_due(free).await };
-            let sleep = match claimed {
+            let sleep = match firing.tick(&in_flight).await {
                 // Every slot is delivering; a run that ends rings the bell.
-                Ok(_) if free == 0 => firing.poll,
-                Ok(due) => {
-                    let claimed = due.len();
-                    for task in due {
-                        if !in_flight.lock().unwrap_or_else(PoisonError::into_inner).insert(task.id) {
-                            continue;
-                        }
-                        let Ok(slot) = slots.clone().acquire_owned().await else { return };
-                        let (firing, in_flight) = (firing.clone(), in_flight.clone());
-                        tokio::spawn(async move {
-                            let id = task.id;
-                            firing.fire(task).await;
-                            in_flight.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
-                            drop(slot);
-                            firing.wake.notify_one();
-                        });
-                    }
-                    if claimed >= free {
-                        continue;
-                    }
-                    firing.until_next_look().await
-                }
+                Ok(tick) if tick.free == 0 => firing.poll,
+                // Every free slot took a run: more may be due.
+                Ok(tick) if tick.claimed >= tick.free => continue,
+                Ok(_) => firing.until_next_look().await,
                 // Not at once: a store that fails now (a full disk, a lock
                 // held past the busy timeout) would fail again in a tight loop.
                 Err(error) => {
@@ -91,6 +75,7 @@ impl Firing {
                     firing.poll
                 }
             };
+            let sleep = if in_flight.is_empty() { sleep } else { sleep.min(firing.lease / 3) };
             tokio::select! {
                 () = tokio::time::sleep(sleep) => {}
                 () = firing.wake.notified() => {}
@@ -98,25 +83,51 @@ impl Firing {
         }
     }
 
-    /// Claims and delivers one batch of due runs, all of it before it
-    /// returns; how many.
-    pub async fn fire_due(&self) -> Result<usize, String> {
-        let due = self.claim_due(self.batch as usize).await?;
-        let count = due.len();
-        futures::stream::iter(due).for_each_concurrent(None, |task| self.fire(task)).await;
-        Ok(count)
+    /// One tick of [`Firing::run`] with slots of its own: claims up to
+    /// `batch` due runs and delivers them, all of it before it returns; how
+    /// many.
+    pub async fn fire_due(self: &Arc<Self>) -> Result<usize, String> {
+        let tick = self.tick(&InFlight::new(self.batch)).await?;
+        for delivery in tick.started {
+            delivery.await.map_err(|e| e.to_string())?;
+        }
+        Ok(tick.claimed)
     }
 
-    /// Claims up to `limit` due runs for this process.
-    async fn claim_due(&self, limit: usize) -> Result<Vec<Task>, String> {
+    /// One look at the database: renews the leases of the runs in
+    /// `in_flight`, claims as many due runs as it has free slots, and starts
+    /// delivering each on a task of its own (one already in flight is
+    /// skipped).
+    async fn tick(self: &Arc<Self>, in_flight: &InFlight) -> Result<Tick, String> {
+        let free = in_flight.free();
+        let delivering = in_flight.ids();
         let now = Timestamp::now().as_millisecond();
         let lease_until = now.saturating_add(i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX));
         let (store, worker) = (self.store.clone(), self.worker.clone());
-        let limit = u32::try_from(limit).unwrap_or(u32::MAX);
-        tokio::task::spawn_blocking(move || store.claim(&worker, now, lease_until, limit))
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())
+        let limit = u32::try_from(free).unwrap_or(u32::MAX);
+        let due = tokio::task::spawn_blocking(move || {
+            if !delivering.is_empty() {
+                store.renew(&worker, &delivering, lease_until)?;
+            }
+            if limit == 0 {
+                return Ok(Vec::new());
+            }
+            store.claim(&worker, now, lease_until, limit)
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+        let claimed = due.len();
+        let mut started = Vec::with_capacity(claimed);
+        for task in due {
+            let Some(delivering) = in_flight.start(task.id, self.wake.clone()).await else { continue };
+            let firing = self.clone();
+            started.push(tokio::spawn(async move {
+                firing.fire(task).await;
+                drop(delivering);
+            }));
+        }
+        Ok(Tick { free, claimed, started })
     }
 
     /// How long to sleep: until the next run, at most the poll interval.
@@ -209,6 +220,77 @@ impl Firing {
     }
 }
 
+/// What one tick did.
+struct Tick {
+    /// Free slots when it began.
+    free: usize,
+    /// Runs it claimed.
+    claimed: usize,
+    /// The deliveries it started.
+    started: Vec<JoinHandle<()>>,
+}
+
+/// The runs this process is delivering: at most `batch` at once, a slot
+/// each, and their task ids, whose leases each tick renews and which are
+/// not sent again while they are in flight.
+#[derive(Debug)]
+struct InFlight {
+    slots: Arc<Semaphore>,
+    ids: Arc<Mutex<HashSet<Uuid>>>,
+}
+
+impl InFlight {
+    fn new(batch: u32) -> Self {
+        Self { slots: Arc::new(Semaphore::new(batch as usize)), ids: Arc::default() }
+    }
+
+    /// Slots free now.
+    fn free(&self) -> usize {
+        self.slots.available_permits()
+    }
+
+    /// The runs in flight now.
+    fn ids(&self) -> Vec<Uuid> {
+        self.ids.lock().unwrap_or_else(PoisonError::into_inner).iter().copied().collect()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.ids.lock().unwrap_or_else(PoisonError::into_inner).is_empty()
+    }
+
+    /// Takes a slot for the run of task `id` (waiting for one); `None` when
+    /// that run is in flight already. Dropping what it gives rings `wake`.
+    async fn start(&self, id: Uuid, wake: Arc<Notify>) -> Option<Delivering> {
+        if !self.ids.lock().unwrap_or_else(PoisonError::into_inner).insert(id) {
+            return None;
+        }
+        let mut delivering = Delivering { id, ids: self.ids.clone(), slot: None, wake };
+        delivering.slot = Some(self.slots.clone().acquire_owned().await.ok()?);
+        Some(delivering)
+    }
+}
+
+/// One run in flight: its slot and its id in [`InFlight`], both given back
+/// when it is dropped, whether its delivery ended, panicked or was
+/// cancelled (else the run would stay in flight, never sent again, until a
+/// restart).
+#[derive(Debug)]
+struct Delivering {
+    id: Uuid,
+    ids: Arc<Mutex<HashSet<Uuid>>>,
+    slot: Option<OwnedSemaphorePermit>,
+    wake: Arc<Notify>,
+}
+
+impl Drop for Delivering {
+    fn drop(&mut self) {
+        self.ids.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.id);
+        // The slot before the bell, so that the loop it wakes sees it free.
+        drop(self.slot.take());
+        self.wake.notify_one();
+    }
+}
+
 /// The run after this one: for a recurring task the first after `now`
 /// (missed runs collapse into the one that just fired), within `max_runs`
 /// and `until`; `None` for a one-time reminder or a finished schedule.
@@ -226,7 +308,6 @@ pub fn next_run(task: &Task, now: Timestamp) -> Option<i64> {
 mod tests {
     use super::*;
     use crate::store::TaskSpec;
-    use uuid::Uuid;
 
     fn task(schedule: Option<&str>, runs: u32, max_runs: Option<u32>, until: Option<i64>) -> Task {
         Task {
@@ -248,6 +329,31 @@ mod tests {
             last_outcome: None,
             created_at: 0,
         }
+    }
+
+    #[tokio::test]
+    async fn a_delivery_that_panics_or_is_cancelled_gives_back_its_slot_and_its_run() {
+        let in_flight = InFlight::new(1);
+        let wake = Arc::new(Notify::new());
+        let id = Uuid::new_v4();
+        let delivering = in_flight.start(id, wake.clone()).await.unwrap();
+        assert!(in_flight.start(id, wake.clone()).await.is_none(), "a run in flight is not sent twice");
+        assert_eq!((in_flight.free(), in_flight.ids()), (0, vec![id]));
+        let panicked = tokio::spawn(async move {
+            let _delivering = delivering;
+            panic!("a delivery that panics");
+        });
+        assert!(panicked.await.unwrap_err().is_panic());
+        assert_eq!((in_flight.free(), in_flight.ids()), (1, vec![]), "freed by the panic");
+
+        let delivering = in_flight.start(id, wake.clone()).await.expect("its run can be sent again");
+        let hanging = tokio::spawn(async move {
+            let _delivering = delivering;
+            std::future::pending::<()>().await;
+        });
+        hanging.abort();
+        assert!(hanging.await.unwrap_err().is_cancelled());
+        assert_eq!((in_flight.free(), in_flight.ids()), (1, vec![]), "freed by the cancel");
     }
 
     #[test]

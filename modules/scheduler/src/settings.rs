@@ -61,8 +61,9 @@ pub struct Settings {
     pub delivery_timeout_seconds: u64,
 
     /// How long a process owns the runs it claimed, in seconds: a run whose
-    /// process died is fired again by another once this has passed. Keep it
-    /// longer than a delivery with all its retries.
+    /// process died is fired again by another once this has passed. The
+    /// process delivering a run renews its lease at least three times a
+    /// lease; keep it well above the busy timeout.
     #[arg(long, env = "SCHEDULER_LEASE_SECONDS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub lease_seconds: u64,
 

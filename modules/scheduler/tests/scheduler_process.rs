@@ -3,7 +3,7 @@
 //! between users, a receiver that is down for a while, SIGKILL with runs
 //! due during the downtime, the address guard of `api_call` tasks, a hanging
 //! `api_call` that holds back no other run, a delivery that outlasts its
-//! lease sent once, and the
+//! lease sent once and not taken over by a second process, and the
 //! warning that nothing fires without a delivery URL, and the error naming
 //! a database that cannot be created.
 
@@ -419,6 +419,43 @@ async fn a_delivery_that_outlasts_the_lease_is_not_sent_again_by_the_same_proces
     tokio::time::sleep(Duration::from_secs(5)).await;
     module.kill();
     assert_eq!(receiver.slow_hits.load(Ordering::SeqCst), 1);
+}
+
+// Multi-threaded: the receiver keeps answering while this thread blocks
+// in `start`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_delivery_outlasts_the_lease_is_not_taken_over_while_its_process_lives() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let (receiver, address) = Receiver::start().await;
+    let slow = format!("http://{address}/slow");
+    let env = [
+        ("DELIVERY_URL", slow.as_str()),
+        ("SCHEDULER_LEASE_SECONDS", "2"),
+        ("DELIVERY_TIMEOUT_SECONDS", "60"),
+        ("DELIVERY_MAX_ATTEMPTS", "1"),
+        ("SCHEDULER_BATCH", "1"),
+    ];
+    // One slot, held by the hanging delivery, and a poll interval far
+    // longer than the lease: the lease is renewed all the same.
+    let mut first = start(&db, None, &[env.as_slice(), &[("SCHEDULER_POLL_MS", "30000")]].concat());
+    ok(&first.client(), "u", "add_reminder", json!({"when": {"delay": "0s"}, "message": "once"})).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while receiver.slow_hits.load(Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "the run was never sent");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _second = start(&db, None, &env);
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(receiver.slow_hits.load(Ordering::SeqCst), 1, "the second process took over a run in flight");
+    // Once the first process is gone, its lease lapses and the second one
+    // takes the run over: it was looking all along.
+    first.kill();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while receiver.slow_hits.load(Ordering::SeqCst) < 2 {
+        assert!(Instant::now() < deadline, "the second process never took the run over");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test]
