@@ -375,7 +375,11 @@ async fn an_api_call_to_a_loopback_address_is_refused_unless_allowed() {
 async fn a_hanging_api_call_does_not_hold_back_another_users_reminder() {
     let dir = tempfile::tempdir().unwrap();
     let (receiver, address) = Receiver::start().await;
-    let module = start(&dir.path().join("s.db"), Some(address), &[("FETCH_ALLOW_NETWORKS", "127.0.0.1")]);
+    // The api_call hangs for 60 s: the reminder, due a second after it
+    // started hanging, has a minute to overtake it, and fails the wait
+    // below if it is queued behind it.
+    let env = [("FETCH_ALLOW_NETWORKS", "127.0.0.1"), ("DELIVERY_TIMEOUT_SECONDS", "60")];
+    let module = start(&dir.path().join("s.db"), Some(address), &env);
     let client = module.client();
     let slow = json!({
         "schedule": "every 1s",
@@ -390,13 +394,8 @@ async fn a_hanging_api_call_does_not_hold_back_another_users_reminder() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     ok(&client, "victim", "add_reminder", json!({"when": {"delay": "1s"}, "message": "on time"})).await;
-    let deliveries = receiver.wait_for(2, Duration::from_secs(20)).await;
-    let users: Vec<Value> = deliveries.iter().map(|d| d.event()["user_id"].clone()).collect();
-    assert_eq!(
-        users,
-        ["victim", "hostile"],
-        "the reminder came due while the api_call hung, and is not queued behind it"
-    );
+    let deliveries = receiver.wait_for(1, Duration::from_secs(30)).await;
+    assert_eq!(deliveries[0].event()["user_id"], "victim", "the reminder is not queued behind the api_call");
 }
 
 #[tokio::test]
