@@ -41,6 +41,7 @@ async fn main() {
     let due = due.min(tasks);
     let dir = tempfile::tempdir().unwrap();
     let limits = Limits {
+        max_tasks: u64::MAX,
         user_max_tasks: u64::MAX,
         user_max_finished: u64::MAX,
         list_max_bytes: u64::MAX,

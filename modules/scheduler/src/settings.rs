@@ -77,6 +77,10 @@ pub struct Settings {
     #[arg(long, env = "SCHEDULER_POLL_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(10..=600_000))]
     pub poll_ms: u64,
 
+    /// Most active tasks of all users together.
+    #[arg(long, env = "SCHEDULER_MAX_TASKS", default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_tasks: u64,
+
     /// Most active tasks one user may have.
     #[arg(long, env = "SCHEDULER_USER_MAX_TASKS", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
     pub user_max_tasks: u64,
@@ -120,9 +124,10 @@ pub struct Settings {
 }
 
 impl Settings {
-    /// The per-user limits these settings give.
+    /// The limits these settings give.
     pub fn limits(&self) -> Limits {
         Limits {
+            max_tasks: self.max_tasks,
             user_max_tasks: self.user_max_tasks,
             user_max_finished: self.user_max_finished,
             list_max_bytes: self.list_max_bytes,
@@ -181,6 +186,8 @@ mod tests {
         let settings = Settings::try_parse_from(["scheduler"]).unwrap();
         assert_eq!(settings.scheduler_db, PathBuf::from("./data/scheduler.db"));
         assert_eq!(settings.limits().min_interval, Duration::from_secs(60));
+        assert_eq!(settings.limits().max_tasks, 100_000);
+        assert!(Settings::try_parse_from(["scheduler", "--max-tasks", "0"]).is_err());
         assert!(settings.fetch_allow_networks.0.is_empty());
         assert!(Settings::try_parse_from(["scheduler", "--user-max-tasks", "0"]).is_err());
         assert!(Settings::try_parse_from(["scheduler", "--delivery-url", "ftp://x/"]).is_err());

@@ -66,9 +66,11 @@ CREATE INDEX tasks_finished ON tasks (user_id, finished_at) WHERE finished_at IS
 const TASK_COLUMNS: &str = "id, user_id, task_type, description, execution_data, schedule, timezone, status, next_run, \
      last_run, runs, max_runs, until, last_outcome, created_at";
 
-/// How much one user may schedule.
+/// How much one user, and all of them together, may schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
+    /// Most active tasks of all users together.
+    pub max_tasks: u64,
     /// Most active tasks per user.
     pub user_max_tasks: u64,
     /// Most finished (done, cancelled, failed) tasks kept per user.
@@ -106,6 +108,12 @@ pub enum StoreError {
     /// The caller already has as many active tasks as allowed.
     #[error("you already have {0} active tasks, the limit per user; cancel one with cancel_task first")]
     TooManyTasks(u64),
+    /// All users together already have as many active tasks as allowed.
+    #[error(
+        "the scheduler already holds {0} active tasks, its limit for all users together (SCHEDULER_MAX_TASKS); \
+         try again once some have run or been cancelled"
+    )]
+    Full(u64),
 }
 
 impl ToolErrorKind for StoreError {
@@ -113,7 +121,7 @@ impl ToolErrorKind for StoreError {
         match self {
             StoreError::NotFound(_) => ErrorKind::NotFound,
             StoreError::TooManyTasks(_) => ErrorKind::InvalidArguments,
-            StoreError::Sqlite(_) => ErrorKind::Unavailable,
+            StoreError::Sqlite(_) | StoreError::Full(_) => ErrorKind::Unavailable,
             StoreError::Directory { .. } | StoreError::TooNew(..) => ErrorKind::ExecutionFailed,
         }
     }
@@ -210,7 +218,8 @@ impl Store {
         self.limits
     }
 
-    /// Stores `task`, within the owner's task limit; the stored task.
+    /// Stores `task`, within the owner's task limit and that of all users
+    /// together; the stored task.
     pub fn add(&self, task: NewTask, now: i64) -> Result<Task, StoreError> {
         self.write(|tx| {
             let active: i64 = tx.query_row(
@@ -220,6 +229,12 @@ impl Store {
             )?;
             if u64::try_from(active).unwrap_or(0) >= self.limits.user_max_tasks {
                 return Err(StoreError::TooManyTasks(self.limits.user_max_tasks));
+            }
+            let everyone: i64 = tx
+                .prepare_cached("SELECT COUNT(*) FROM tasks WHERE status = 'active'")?
+                .query_row([], |row| row.get(0))?;
+            if u64::try_from(everyone).unwrap_or(0) >= self.limits.max_tasks {
+                return Err(StoreError::Full(self.limits.max_tasks));
             }
             let id = insert(&mut tx.prepare(INSERT_TASK)?, &task, now)?;
             self.prune_finished(tx, &task.spec.user_id, now)?;
@@ -495,6 +510,7 @@ mod tests {
     use serde_json::json;
 
     const LIMITS: Limits = Limits {
+        max_tasks: 1_000,
         user_max_tasks: 3,
         user_max_finished: 2,
         list_max_bytes: 1_000_000,
@@ -618,6 +634,26 @@ mod tests {
         }
         let error = store.add(reminder("alice", 1_000), 0).unwrap_err().to_string();
         assert!(error.contains("you already have 3 active tasks, the limit per user"), "{error}");
+    }
+
+    #[test]
+    fn no_user_adds_a_task_past_the_limit_of_all_users_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = Limits { max_tasks: 4, ..LIMITS };
+        let store = Store::open(&dir.path().join("s.db"), limits, Duration::from_secs(5)).unwrap();
+        let first = store.add(reminder("alice", 1_000), 0).unwrap();
+        for user in ["alice", "bob", "carol"] {
+            store.add(reminder(user, 1_000), 0).unwrap();
+        }
+        let error = store.add(reminder("dave", 1_000), 0).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Unavailable);
+        let message = error.to_string();
+        assert!(
+            message.contains("4 active tasks, its limit for all users together (SCHEDULER_MAX_TASKS)"),
+            "{message}"
+        );
+        store.cancel("alice", first.id, 0).unwrap();
+        store.add(reminder("dave", 1_000), 0).expect("a cancelled task does not count");
     }
 
     #[test]
