@@ -43,7 +43,7 @@ pub struct Firing {
     pub batch: u32,
     /// Longest sleep between looks.
     pub poll: Duration,
-    /// Rung when a task is added.
+    /// Rung when a task is added (and by the loop itself when a delivery ends).
     pub wake: Arc<Notify>,
 }
 
