@@ -374,6 +374,30 @@ async fn pending_approvals_have_a_budget_per_user() {
 }
 
 #[tokio::test]
+async fn one_user_deciding_their_own_approvals_cannot_fill_everyones_budget() {
+    let setup = Setup::on_each_store();
+    let budgets = [("MAX_PENDING_APPROVALS", "1"), ("MAX_APPROVALS_PER_USER", "3"), ("MAX_APPROVALS", "5")];
+    for settings in setup.each_store(&budgets) {
+        let orchestrator = setup.start(&settings).await;
+        // Ada asks and denies at once, again and again: each denial is kept (for late decisions' `409`).
+        for n in 0..3 {
+            let (_, pending) = request_transfer(&orchestrator, &format!("call_{n}")).await;
+            assert_eq!(decide(&orchestrator, &key("ada"), &pending["id"], "deny").await.0, 200);
+        }
+        let path = "/v1/tool-calls?format=openai&envelope=true";
+        let transfer = transfer_message("call_3", &json!({"to": "carol", "cents": 500}));
+        let (status, answer) = orchestrator.post_with(path, Some(&key("ada")), &transfer).await;
+        assert_eq!((status, &answer["pending_approvals"]), (200, &json!([])), "{answer}");
+        let refusal = answer["messages"][0]["content"].as_str().unwrap();
+        assert!(refusal.contains("MAX_APPROVALS_PER_USER"), "{settings:?}: {refusal}");
+        // The rest of MAX_APPROVALS is left for everyone else.
+        let (_, answer) = orchestrator.post_with(path, Some(&key("bob")), &transfer).await;
+        assert_eq!(answer["pending_approvals"].as_array().unwrap().len(), 1, "{settings:?}: {answer}");
+    }
+    assert_eq!(setup.calls.count(), 0);
+}
+
+#[tokio::test]
 async fn approvals_of_tools_an_identity_may_not_use_are_not_found() {
     let setup = Setup::new();
     let orchestrator = setup.start(&[("APPROVAL_FOR_DESTRUCTIVE", "true")]).await;

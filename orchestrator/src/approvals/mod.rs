@@ -62,6 +62,16 @@ pub enum ApprovalError {
         /// The budget.
         max: usize,
     },
+    /// The user has as many approvals kept (any state) as one user may.
+    #[error(
+        "user `{user}` already has {max} approvals kept (MAX_APPROVALS_PER_USER), pending, decided or expired; decided ones are dropped APPROVAL_EXPIRY_SECONDS after they expire"
+    )]
+    UserFull {
+        /// The user (empty for calls without one).
+        user: String,
+        /// The budget.
+        max: usize,
+    },
     /// The call's arguments are larger than an approval may hold.
     #[error(
         "the call's arguments (as JSON) and id are {bytes} bytes, more than the {max} an approval may hold (MAX_APPROVAL_ARGUMENT_BYTES)"
@@ -200,6 +210,10 @@ impl Approvals {
             Admission::TooManyPending => {
                 let user = caller.user_id.clone().unwrap_or_default();
                 return Err(ApprovalError::TooMany { user, max: self.settings.max_pending });
+            }
+            Admission::TooManyForUser => {
+                let user = caller.user_id.clone().unwrap_or_default();
+                return Err(ApprovalError::UserFull { user, max: self.settings.max_per_user });
             }
         }
         tracing::info!(approval = %approval.id, tool = %tool_name, user = ?approval.user_id, by = %identity.name, "approval pending");

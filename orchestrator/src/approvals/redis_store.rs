@@ -2,7 +2,8 @@
 //! one decision, `SET NX`), the index `approvals` (ids scored by the time
 //! they are dropped) and, per user, the pending ones
 //! (`approvals:pending:user:{user}`, ids scored by when they expire, in
-//! milliseconds), each expiring with the record; and, for
+//! milliseconds), and every kept one (`approvals:user:{user}`, ids scored
+//! by when they are dropped), each expiring with the record; and, for
 //! `MAX_APPROVAL_BYTES`, each counted approval's bytes (the hash
 //! `approvals:bytes`), their sum (`approvals:bytes:total`) and when each
 //! leaves the sum (`approvals:bytes:drop`, ids scored like the index), kept
@@ -43,6 +44,14 @@ fn pending_key(user: Option<&str>) -> String {
     }
 }
 
+/// The sorted set of every kept approval of `user` (or of calls without one), any state.
+fn user_key(user: Option<&str>) -> String {
+    match user {
+        Some(user) => format!("approvals:user:{user}"),
+        None => "approvals:none".to_owned(),
+    }
+}
+
 /// The counted bytes of each approval.
 const BYTES: &str = "approvals:bytes";
 /// The sum of [`BYTES`].
@@ -75,15 +84,16 @@ macro_rules! drop_lapsed_bytes {
 
 /// Stores a new pending approval if the budgets allow, in one step (Redis
 /// runs a script alone): drops the lapsed bytes ([`drop_lapsed_bytes`]),
-/// the lapsed ids of the index and of the user's pending set; then answers
-/// 1 when the index holds `max_total` ids, 2 when the user has
-/// `max_pending` pending ones, 3 when its bytes would take the sum past
-/// `max_total_bytes`, and otherwise stores the record, indexes it and
-/// counts its bytes (0). The pending set's TTL is only ever lengthened.
-/// KEYS: as [`drop_lapsed_bytes`]. ARGV: now (seconds), now
-/// (milliseconds), max_total, max_pending, id, drop_at (seconds),
-/// expires_at (milliseconds), the record's JSON, its TTL (seconds),
-/// max_total_bytes, its bytes.
+/// the lapsed ids of the index and of the user's pending and kept sets;
+/// then answers 1 when the index holds `max_total` ids, 2 when the user has
+/// `max_pending` pending ones, 4 when the user has `max_per_user` kept
+/// ones, 3 when its bytes would take the sum past `max_total_bytes`, and
+/// otherwise stores the record, indexes it and counts its bytes (0). The
+/// user's sets' TTLs are only ever lengthened.
+/// KEYS: as [`drop_lapsed_bytes`], then the user's kept set. ARGV: now
+/// (seconds), now (milliseconds), max_total, max_pending, id, drop_at
+/// (seconds), expires_at (milliseconds), the record's JSON, its TTL
+/// (seconds), max_total_bytes, its bytes, max_per_user.
 const INSERT: &str = concat!(
     drop_lapsed_bytes!(),
     r"
@@ -91,11 +101,15 @@ const INSERT: &str = concat!(
     if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 1 end
     redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[2])
     if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then return 2 end
+    redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', ARGV[1])
+    if redis.call('ZCARD', KEYS[7]) >= tonumber(ARGV[12]) then return 4 end
     if tonumber(redis.call('GET', KEYS[5]) or '0') + tonumber(ARGV[11]) > tonumber(ARGV[10]) then return 3 end
     redis.call('SET', KEYS[3], ARGV[8], 'EX', ARGV[9])
     redis.call('ZADD', KEYS[1], ARGV[6], ARGV[5])
     redis.call('ZADD', KEYS[2], ARGV[7], ARGV[5])
     if redis.call('TTL', KEYS[2]) < tonumber(ARGV[9]) then redis.call('EXPIRE', KEYS[2], ARGV[9]) end
+    redis.call('ZADD', KEYS[7], ARGV[6], ARGV[5])
+    if redis.call('TTL', KEYS[7]) < tonumber(ARGV[9]) then redis.call('EXPIRE', KEYS[7], ARGV[9]) end
     redis.call('HSET', KEYS[4], ARGV[5], ARGV[11])
     redis.call('INCRBY', KEYS[5], ARGV[11])
     redis.call('ZADD', KEYS[6], ARGV[6], ARGV[5])
@@ -107,9 +121,10 @@ const INSERT: &str = concat!(
 /// ([`drop_lapsed_bytes`]); answers 1 when its bytes are more than it
 /// counted before (nothing if it was not counted) and would take the sum
 /// past `max_total_bytes`; otherwise stores and indexes the record, takes a
-/// decided one out of its user's pending set, and counts its bytes instead
-/// of its former ones, until it is dropped (0).
-/// KEYS: as [`drop_lapsed_bytes`]. ARGV: now (seconds), id, drop_at
+/// decided one out of its user's pending set, moves its drop time in its
+/// user's kept set (if there), and counts its bytes instead of its former
+/// ones, until it is dropped (0).
+/// KEYS: as [`INSERT`]. ARGV: now (seconds), id, drop_at
 /// (seconds), the record's JSON, its TTL (seconds), max_total_bytes, its
 /// bytes, 1 when it is decided (0 when pending).
 const PUT: &str = concat!(
@@ -123,6 +138,7 @@ const PUT: &str = concat!(
     redis.call('SET', KEYS[3], ARGV[4], 'EX', ARGV[5])
     redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
     if ARGV[8] == '1' then redis.call('ZREM', KEYS[2], ARGV[2]) end
+    redis.call('ZADD', KEYS[7], 'XX', ARGV[3], ARGV[2])
     redis.call('HSET', KEYS[4], ARGV[2], ARGV[7])
     redis.call('INCRBY', KEYS[5], bytes - before)
     redis.call('ZADD', KEYS[6], ARGV[3], ARGV[2])
@@ -164,16 +180,18 @@ fn read_record(text: &str) -> serde_json::Result<Approval> {
 }
 
 /// `script` ([`INSERT`] or [`PUT`]) over the keys of [`drop_lapsed_bytes`]
-/// for `approval`, its arguments left to add.
+/// and the user's kept set for `approval`, its arguments left to add.
 fn storing<'a>(script: &'a Script, approval: &Approval) -> ScriptInvocation<'a> {
     let mut invocation = script.prepare_invoke();
+    let user = approval.user_id.as_deref();
     invocation
         .key(INDEX)
-        .key(pending_key(approval.user_id.as_deref()))
+        .key(pending_key(user))
         .key(record_key(&approval.id))
         .key(BYTES)
         .key(TOTAL_BYTES)
-        .key(BYTES_DROP);
+        .key(BYTES_DROP)
+        .key(user_key(user));
     invocation
 }
 
@@ -226,11 +244,13 @@ impl ApprovalStore for RedisStore {
                 .arg(text)
                 .arg(ttl(drop_at))
                 .arg(settings.max_total_bytes)
-                .arg(bytes);
+                .arg(bytes)
+                .arg(settings.max_per_user);
             Ok(match self.run(&invocation).await? {
                 0 => Admission::Stored,
                 1 => Admission::Full,
                 2 => Admission::TooManyPending,
+                4 => Admission::TooManyForUser,
                 _ => Admission::TooManyBytes,
             })
         }
@@ -330,7 +350,9 @@ impl ApprovalStore for RedisStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::approvals::store::tests::{approval, check_insert_budgets, check_put_budgets, put};
+    use crate::approvals::store::tests::{
+        approval, check_insert_budgets, check_per_user_budget, check_put_budgets, put,
+    };
     use module_sdk::contract::ToolResult;
     use serde_json::{Value, json};
     use std::time::Duration;
@@ -358,6 +380,12 @@ mod tests {
     async fn inserting_keeps_to_the_budgets() {
         let Some(redis) = test_support::RedisServer::start() else { return };
         check_insert_budgets(&RedisStore::new(&redis.url()).unwrap()).await;
+    }
+
+    #[tokio::test]
+    async fn one_user_keeps_at_most_their_share_of_approvals() {
+        let Some(redis) = test_support::RedisServer::start() else { return };
+        check_per_user_budget(&RedisStore::new(&redis.url()).unwrap()).await;
     }
 
     #[tokio::test]

@@ -38,6 +38,7 @@ pub fn error_answer(error: &ApprovalError) -> Response {
         ApprovalError::NotYours(_) => StatusCode::FORBIDDEN,
         ApprovalError::Conflict { .. } => StatusCode::CONFLICT,
         ApprovalError::TooMany { .. }
+        | ApprovalError::UserFull { .. }
         | ApprovalError::Full { .. }
         | ApprovalError::FullOfBytes { .. }
         | ApprovalError::NoRoomForReason { .. } => StatusCode::TOO_MANY_REQUESTS,

@@ -13,6 +13,8 @@ pub const DEFAULT_APPROVAL_EXPIRY_SECONDS: f64 = 3600.0;
 pub const DEFAULT_MAX_PENDING_APPROVALS: usize = 20;
 /// The default of `MAX_APPROVALS` (kept at once, every user and state).
 pub const DEFAULT_MAX_APPROVALS: usize = 10_000;
+/// The default of `MAX_APPROVALS_PER_USER` (kept at once, one user's, every state).
+pub const DEFAULT_MAX_APPROVALS_PER_USER: usize = 500;
 /// The default of `MAX_APPROVAL_ARGUMENT_BYTES`: 1 MiB (a `code_runner` call of
 /// `CODE_MAX_BYTES` of code and some `stdin` still waits for approval).
 pub const DEFAULT_MAX_APPROVAL_ARGUMENT_BYTES: usize = 1024 * 1024;
@@ -35,6 +37,10 @@ pub struct ApprovalSettings {
     pub max_pending: usize,
     /// `MAX_APPROVALS`: approvals kept at once (pending, decided and expired, every user).
     pub max_total: usize,
+    /// `MAX_APPROVALS_PER_USER`: approvals kept at once for one user
+    /// (pending, decided and expired), so no user can fill `MAX_APPROVALS`
+    /// alone by deciding their own calls as fast as they ask them.
+    pub max_per_user: usize,
     /// `MAX_APPROVAL_ARGUMENT_BYTES`: the largest arguments (as JSON) one approval may hold.
     pub max_argument_bytes: usize,
     /// `MAX_APPROVAL_BYTES`: the counted bytes of all the approvals kept at
@@ -52,6 +58,7 @@ impl Default for ApprovalSettings {
             destructive: false,
             max_pending: DEFAULT_MAX_PENDING_APPROVALS,
             max_total: DEFAULT_MAX_APPROVALS,
+            max_per_user: DEFAULT_MAX_APPROVALS_PER_USER,
             max_argument_bytes: DEFAULT_MAX_APPROVAL_ARGUMENT_BYTES,
             max_total_bytes: DEFAULT_MAX_APPROVAL_BYTES,
             max_reason_bytes: DEFAULT_MAX_APPROVAL_REASON_BYTES,
@@ -72,6 +79,8 @@ pub struct ApprovalFile {
     pub max_pending_approvals: Option<usize>,
     /// `max_approvals`.
     pub max_approvals: Option<usize>,
+    /// `max_approvals_per_user`.
+    pub max_approvals_per_user: Option<usize>,
     /// `max_approval_argument_bytes`.
     pub max_approval_argument_bytes: Option<usize>,
     /// `max_approval_bytes`.
@@ -109,6 +118,7 @@ impl ApprovalSettings {
         let count = |name, from_file, default| positive_count(env, name, from_file, default, "a positive number");
         let max_pending = count("MAX_PENDING_APPROVALS", file.max_pending_approvals, defaults.max_pending)?;
         let max_total = count("MAX_APPROVALS", file.max_approvals, defaults.max_total)?;
+        let max_per_user = count("MAX_APPROVALS_PER_USER", file.max_approvals_per_user, defaults.max_per_user)?;
         let max_argument_bytes =
             count("MAX_APPROVAL_ARGUMENT_BYTES", file.max_approval_argument_bytes, defaults.max_argument_bytes)?;
         let max_total_bytes = count("MAX_APPROVAL_BYTES", file.max_approval_bytes, defaults.max_total_bytes)?;
@@ -120,6 +130,7 @@ impl ApprovalSettings {
             destructive,
             max_pending,
             max_total,
+            max_per_user,
             max_argument_bytes,
             max_total_bytes,
             max_reason_bytes,
@@ -176,6 +187,7 @@ mod tests {
             ("APPROVAL_FOR_DESTRUCTIVE", "yes"),
             ("MAX_PENDING_APPROVALS", "0"),
             ("MAX_APPROVALS", "many"),
+            ("MAX_APPROVALS_PER_USER", "0"),
             ("MAX_APPROVAL_ARGUMENT_BYTES", "0"),
             ("MAX_APPROVAL_BYTES", "-1"),
             ("MAX_APPROVAL_REASON_BYTES", "0"),

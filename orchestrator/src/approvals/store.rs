@@ -36,6 +36,8 @@ pub enum Admission {
     Full,
     /// Its user has `MAX_PENDING_APPROVALS` pending approvals already.
     TooManyPending,
+    /// Its user has `MAX_APPROVALS_PER_USER` approvals kept already (any state).
+    TooManyForUser,
     /// Its counted bytes would take the approvals kept past `MAX_APPROVAL_BYTES`.
     TooManyBytes,
 }
@@ -119,14 +121,16 @@ impl ApprovalStore for MemoryStore {
     ) -> BoxFuture<'a, Result<Admission, StoreError>> {
         let mut entries = self.locked();
         let now = OffsetDateTime::now_utc();
+        let of_user = |entry: &&Entry| entry.approval.user_id == approval.user_id;
         let pending = || {
-            let of_user = |entry: &&Entry| entry.approval.user_id == approval.user_id;
             entries.values().filter(of_user).filter(|e| e.approval.status_at(now) == ApprovalStatus::Pending).count()
         };
         let admission = if entries.len() >= settings.max_total {
             Admission::Full
         } else if pending() >= settings.max_pending {
             Admission::TooManyPending
+        } else if entries.values().filter(of_user).count() >= settings.max_per_user {
+            Admission::TooManyForUser
         } else if kept_bytes(&entries).saturating_add(bytes) > settings.max_total_bytes {
             Admission::TooManyBytes
         } else {
@@ -284,6 +288,42 @@ pub(super) mod tests {
     #[tokio::test]
     async fn inserting_keeps_to_the_budgets() {
         check_insert_budgets(&MemoryStore::default()).await;
+    }
+
+    /// Checks the budget of one user's kept approvals in `store` (three,
+    /// two pending): deciding their own approvals does not let a user keep
+    /// more, another user is not held back, and a dropped one leaves room.
+    pub(crate) async fn check_per_user_budget(store: &dyn ApprovalStore) {
+        let settings = ApprovalSettings { max_pending: 2, max_per_user: 3, ..ApprovalSettings::default() };
+        assert_eq!(insert_many(store, Some("ada"), 2, &settings).await, [Admission::Stored; 2]);
+        for n in 0..2 {
+            let mut decided = store.get(&format!("Some(\"ada\")-{n}")).await.unwrap().unwrap();
+            decided.status = ApprovalStatus::Denied;
+            let drop_at = decided.expires_at + Duration::from_secs(60);
+            assert_eq!(store.put(&decided, 100, drop_at, &settings).await.unwrap(), Admission::Stored);
+        }
+        assert_eq!(insert_of(store, "third", "ada", &settings).await, Admission::Stored, "two decided, one pending");
+        let refused = insert_of(store, "fourth", "ada", &settings).await;
+        assert_eq!(refused, Admission::TooManyForUser, "decided ones still count");
+        assert_eq!(insert_of(store, "bob", "bob", &settings).await, Admission::Stored, "another user's own share");
+        // A lapsed approval (dropped by now) is not counted.
+        let lapsed = OffsetDateTime::now_utc() - Duration::from_secs(1);
+        let mut first = store.get("Some(\"ada\")-0").await.unwrap().unwrap();
+        first.status = ApprovalStatus::Denied;
+        assert_eq!(store.put(&first, 100, lapsed, &settings).await.unwrap(), Admission::Stored);
+        assert_eq!(insert_of(store, "fourth", "ada", &settings).await, Admission::Stored, "one of ada's was dropped");
+    }
+
+    /// Stores a new pending approval `id` of `user` in `store`, counted as 100 bytes.
+    async fn insert_of(store: &dyn ApprovalStore, id: &str, user: &str, settings: &ApprovalSettings) -> Admission {
+        let mut new = approval(id, Duration::from_secs(60));
+        new.user_id = Some(user.into());
+        store.insert(&new, 100, new.expires_at + Duration::from_secs(60), settings).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn one_user_keeps_at_most_their_share_of_approvals() {
+        check_per_user_budget(&MemoryStore::default()).await;
     }
 
     /// Stores a new pending approval `id` (ada's) in `store`, counted as `bytes`.
