@@ -41,6 +41,13 @@ async fn a_person_with_a_key_lists_tools_calls_one_and_approves_a_pending_call()
     let (status, answer) = orchestrator.post("/v1/tool-calls?format=openai&envelope=true", &message).await;
     assert_eq!(status, 200, "{answer}");
     let approval_id = answer["pending_approvals"][0]["id"].as_str().unwrap().to_owned();
+    // A hostile model's call whose arguments would read `"to": "carol"` reversed by a
+    // right-to-left override, with a zero-width space: the person sees every character.
+    let hostile = json!({"message": {"role": "assistant", "tool_calls": [{"id": "call_2", "type": "function",
+        "function": {"name": "bank__transfer", "arguments": "{\"to\": \"\\u202elorac\\u200b\", \"cents\": 7}"}}]}});
+    let (status, answer) = orchestrator.post("/v1/tool-calls?format=openai&envelope=true", &hostile).await;
+    assert_eq!(status, 200, "{answer}");
+    let hostile_id = answer["pending_approvals"][0]["id"].as_str().unwrap().to_owned();
 
     let browser = driver.session().await;
     browser.goto(&orchestrator.url).await.unwrap();
@@ -58,6 +65,10 @@ async fn a_person_with_a_key_lists_tools_calls_one_and_approves_a_pending_call()
     let tool = wait_for(&browser, ".tool[data-name='research.summarize_text']").await;
     assert!(tool.text().await.unwrap().contains("max_sentences"), "the schema is shown");
     wait_for(&browser, &format!(".approval[data-id='{approval_id}']")).await;
+    let shown = wait_for(&browser, &format!(".approval[data-id='{hostile_id}'] pre.arguments")).await;
+    let shown = shown.text().await.unwrap();
+    assert!(shown.contains(r#""to": "\u202elorac\u200b""#), "invisible characters are spelled out: {shown}");
+    assert!(!shown.contains(['\u{202e}', '\u{200b}']), "{shown}");
     screenshot(&browser, "2-tools-and-approvals").await;
 
     // The form generated from summarize_text's schema runs it.

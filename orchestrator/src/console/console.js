@@ -49,6 +49,17 @@ async function api(method, path, body) {
   return data;
 }
 
+// `text` with every invisible or direction-changing character (Unicode's
+// format and control characters but the line feed, line and paragraph
+// separators) written as `\uXXXX`: JSON.stringify leaves most of them as
+// they are, and a hostile model's arguments could otherwise show the
+// person who approves them other text than what runs (a right-to-left
+// override, a zero-width space).
+function visible(text) {
+  return String(text).replace(/[^\P{Cc}\n]|[\p{Cf}\u2028\u2029]/gu, (found) =>
+    Array.from({ length: found.length }, (_, i) => "\\u" + found.charCodeAt(i).toString(16).padStart(4, "0")).join(""));
+}
+
 function when(text) {
   if (!text) return "-";
   const date = new Date(text);
@@ -246,17 +257,17 @@ function approvalCard(approval) {
       const answer = await api("POST", "/approvals/" + encodeURIComponent(approval.id), { decision, reason: reason.value || undefined });
       outcome.hidden = false;
       outcome.dataset.status = answer.approval.status;
-      outcome.textContent = answer.approval.status + ": " + JSON.stringify(answer.result, null, 2);
+      outcome.textContent = answer.approval.status + ": " + visible(JSON.stringify(answer.result, null, 2));
       card.querySelectorAll("button").forEach((b) => { b.disabled = true; });
     } catch (error) {
       showError(error.message);
     }
   };
   const card = el("div", { class: "approval", "data-id": approval.id, "data-status": approval.status },
-    el("div", { class: "tool-head" }, el("span", { class: "tool-name" }, approval.tool_name),
+    el("div", { class: "tool-head" }, el("span", { class: "tool-name" }, visible(approval.tool_name)),
       el("span", { class: "badge warn" }, approval.status)),
-    el("div", { class: "hint" }, `for ${approval.user_id || "(no user)"}, asked by ${approval.requested_by} at ${when(approval.created_at)}; expires ${when(approval.expires_at)}`),
-    el("pre", {}, JSON.stringify(approval.arguments, null, 2)),
+    el("div", { class: "hint" }, visible(`for ${approval.user_id || "(no user)"}, asked by ${approval.requested_by}`) + ` at ${when(approval.created_at)}; expires ${when(approval.expires_at)}`),
+    el("pre", { class: "arguments" }, visible(JSON.stringify(approval.arguments, null, 2))),
     approval.status === "pending" ? el("div", { class: "actions" }, reason,
       el("button", { type: "button", class: "approve", onclick: () => decide("approve") }, "Approve"),
       el("button", { type: "button", class: "deny", onclick: () => decide("deny") }, "Deny")) : null,
