@@ -20,6 +20,7 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
+use unicode_general_category::{GeneralCategory, get_general_category};
 
 use crate::app::Orchestrator;
 use crate::approvals::{Approval, Decision, decide_to_the_end};
@@ -46,7 +47,7 @@ pub fn client_can_confirm(context: &RequestContext<RoleServer>) -> bool {
 
 /// The `input_required` result asking the user to confirm `approval`.
 pub fn ask(approval: &Approval) -> Result<CallToolResponse, ErrorData> {
-    let arguments = serde_json::to_string(&approval.arguments).unwrap_or_default();
+    let arguments = spelled_out(&serde_json::to_string(&approval.arguments).unwrap_or_default());
     let request = json!({
         "method": "elicitation/create",
         "params": {
@@ -70,6 +71,27 @@ pub fn ask(approval: &Approval) -> Result<CallToolResponse, ErrorData> {
         .map_err(|error| ErrorData::internal_error(format!("cannot build the confirmation form: {error}"), None))?;
     let requests = BTreeMap::from([(CONFIRMATION.to_owned(), request)]);
     Ok(InputRequiredResult::new(Some(requests), Some(approval.id.clone())).into())
+}
+
+/// `text` with every invisible or direction-changing character (Unicode's
+/// format and control characters, line and paragraph separators) spelled
+/// out as `\uXXXX`, as the console shows them: JSON leaves most as they are,
+/// and a model's arguments could otherwise show the person confirming them
+/// other text than what runs (a right-to-left override, a zero-width space).
+fn spelled_out(text: &str) -> String {
+    let mut shown = String::with_capacity(text.len());
+    for c in text.chars() {
+        let category = get_general_category(c);
+        use GeneralCategory::{Control, Format, LineSeparator, ParagraphSeparator};
+        if matches!(category, Format | Control | LineSeparator | ParagraphSeparator) {
+            for unit in c.encode_utf16(&mut [0; 2]) {
+                shown.push_str(&format!("\\u{unit:04x}"));
+            }
+        } else {
+            shown.push(c);
+        }
+    }
+    shown
 }
 
 /// The result of a call that waits for a person's approval, for a client
@@ -127,4 +149,41 @@ pub async fn resume(
         },
         Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_string())]),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approvals::{ApprovalStatus, record::Approval};
+    use module_sdk::Permission;
+    use time::OffsetDateTime;
+
+    #[test]
+    fn the_confirmation_spells_out_invisible_characters_of_the_arguments() {
+        let now = OffsetDateTime::now_utc();
+        let arguments = json!({"to": "\u{202e}lorac\u{200b}", "memo": "a\u{2028}b\u{85}\u{e0041}", "plain": "é 漢"});
+        let approval = Approval {
+            id: "a1".into(),
+            tool_name: "bank.transfer".into(),
+            arguments: arguments.as_object().unwrap().clone(),
+            user_id: Some("ada".into()),
+            permission: Permission::User,
+            modules: None,
+            requested_by: "key:ada".into(),
+            created_at: now,
+            expires_at: now,
+            status: ApprovalStatus::Pending,
+            decided_by: None,
+            decided_at: None,
+            reason: None,
+            result: None,
+            call: None,
+        };
+        let CallToolResponse::InputRequired(asked) = ask(&approval).unwrap() else { panic!("not a confirmation") };
+        let asked = serde_json::to_value(asked).unwrap();
+        let message = asked["inputRequests"][CONFIRMATION]["params"]["message"].as_str().unwrap().to_owned();
+        assert!(message.contains(r#""to":"\u202elorac\u200b""#), "{message}");
+        assert!(message.contains(r#""memo":"a\u2028b\u0085\udb40\udc41""#), "{message}");
+        assert!(message.contains("é 漢"), "{message}");
+    }
 }
