@@ -153,9 +153,10 @@ impl Orchestrator {
         })
     }
 
-    /// Loads what identities need before requests arrive (the JWKS).
+    /// Loads what identities need before requests arrive (the JWKS, fetched
+    /// within `DISCOVERY_TIMEOUT`).
     pub async fn start_identities(&self) -> Result<(), crate::identity::jwt::JwtError> {
-        self.identities.start(&self.client).await
+        self.identities.start(&self.client, self.config.discovery_timeout).await
     }
 
     /// The tools `caller` may use, in `format` (`raw`: the manifest form, each

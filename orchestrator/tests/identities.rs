@@ -220,6 +220,20 @@ async fn a_jwks_url_is_fetched_at_start_up() {
     assert_eq!(orchestrator.get_with("/modules", Some(&bad)).await.0, 401);
 }
 
+#[test]
+fn a_jwks_url_that_never_answers_stops_start_up_within_the_discovery_timeout() {
+    // It accepts connections and never answers one.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/.well-known/jwks.json", silent.local_addr().unwrap());
+    let held = std::thread::spawn(move || silent.incoming().take(1).collect::<Vec<_>>());
+    let mut command = std::process::Command::new(common::BINARY);
+    command.arg("serve").env_clear().env("PORT", "0").env("JWT_JWKS", &url).env("DISCOVERY_TIMEOUT", "1");
+    let output = test_support::Process::start_failing(command, 1);
+    assert!(output.contains(&format!("cannot load the JWKS from {url}")), "{output}");
+    assert!(output.contains("DISCOVERY_TIMEOUT (1 s)"), "{output}");
+    drop(held);
+}
+
 /// `POST path` with `headers` and no body (what a page's `no-cors` fetch
 /// sends), and `token` as the bearer: the status and the JSON answer.
 async fn post_from(

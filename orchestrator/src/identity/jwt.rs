@@ -85,8 +85,10 @@ impl JwtVerifier {
         &self.settings
     }
 
-    /// Reads or fetches the JWKS and makes it current.
-    pub async fn load(&self, client: &reqwest::Client) -> Result<(), JwtError> {
+    /// Reads or fetches the JWKS and makes it current; a fetch gives up after
+    /// `timeout` (`DISCOVERY_TIMEOUT`), so a JWKS URL that never answers can
+    /// hold neither start-up nor the refreshes after it.
+    pub async fn load(&self, client: &reqwest::Client, timeout: Duration) -> Result<(), JwtError> {
         let (name, text) = match &self.settings.jwks {
             JwksSource::File(path) => {
                 let name = path.display().to_string();
@@ -96,8 +98,15 @@ impl JwtVerifier {
                 (name, text)
             }
             JwksSource::Url(url) => {
-                let fail = |e: reqwest::Error| JwtError::Jwks { source_name: url.clone(), reason: e.to_string() };
-                let response = client.get(url).send().await.and_then(|r| r.error_for_status()).map_err(fail)?;
+                let fail = |e: reqwest::Error| JwtError::Jwks {
+                    source_name: url.clone(),
+                    reason: match e.is_timeout() {
+                        true => format!("no answer within DISCOVERY_TIMEOUT ({} s)", timeout.as_secs_f64()),
+                        false => e.to_string(),
+                    },
+                };
+                let request = client.get(url).timeout(timeout);
+                let response = request.send().await.and_then(|r| r.error_for_status()).map_err(fail)?;
                 (url.clone(), response.text().await.map_err(fail)?)
             }
         };
@@ -107,8 +116,9 @@ impl JwtVerifier {
         Ok(())
     }
 
-    /// Fetches a JWKS URL again every refresh interval (a file is read once).
-    pub fn spawn_refresh(self: &Arc<Self>, client: reqwest::Client) {
+    /// Fetches a JWKS URL again every refresh interval, each fetch within
+    /// `timeout` (a file is read once).
+    pub fn spawn_refresh(self: &Arc<Self>, client: reqwest::Client, timeout: Duration) {
         if !matches!(self.settings.jwks, JwksSource::Url(_)) {
             return;
         }
@@ -116,7 +126,7 @@ impl JwtVerifier {
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(verifier.settings.refresh).await;
-                if let Err(error) = verifier.load(&client).await {
+                if let Err(error) = verifier.load(&client, timeout).await {
                     tracing::warn!(%error, "keeping the previous JWKS");
                 }
             }

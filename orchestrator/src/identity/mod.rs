@@ -216,13 +216,14 @@ impl Identities {
         if self.required() { "identities" } else { "development (every request trusted)" }
     }
 
-    /// Loads the JWKS (when JWTs are configured) and keeps a JWKS URL fresh;
-    /// reads the revoked keys (with Redis) and keeps them fresh.
-    pub async fn start(&self, client: &reqwest::Client) -> Result<(), jwt::JwtError> {
+    /// Loads the JWKS (when JWTs are configured) and keeps a JWKS URL fresh,
+    /// each fetch within `timeout`; reads the revoked keys (with Redis) and
+    /// keeps them fresh.
+    pub async fn start(&self, client: &reqwest::Client, timeout: std::time::Duration) -> Result<(), jwt::JwtError> {
         self.revocations.start().await;
         if let Some(verifier) = &self.jwt {
-            verifier.load(client).await?;
-            verifier.spawn_refresh(client.clone());
+            verifier.load(client, timeout).await?;
+            verifier.spawn_refresh(client.clone(), timeout);
         }
         Ok(())
     }
