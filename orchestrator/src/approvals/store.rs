@@ -194,7 +194,7 @@ impl ApprovalStore for MemoryStore {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use super::*;
     use module_sdk::Permission;
     use std::time::Duration;

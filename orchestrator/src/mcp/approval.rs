@@ -153,31 +153,19 @@ pub async fn resume(
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
-    use crate::approvals::{ApprovalStatus, record::Approval};
-    use module_sdk::Permission;
-    use time::OffsetDateTime;
+    use crate::approvals::record::Approval;
+    use crate::approvals::store::tests::approval as pending_approval;
 
     #[test]
     fn the_confirmation_spells_out_invisible_characters_of_the_arguments() {
-        let now = OffsetDateTime::now_utc();
         let arguments = json!({"to": "\u{202e}lorac\u{200b}", "memo": "a\u{2028}b\u{85}\u{e0041}", "plain": "é 漢"});
         let approval = Approval {
-            id: "a1".into(),
             tool_name: "bank.transfer".into(),
             arguments: arguments.as_object().unwrap().clone(),
-            user_id: Some("ada".into()),
-            permission: Permission::User,
-            modules: None,
-            requested_by: "key:ada".into(),
-            created_at: now,
-            expires_at: now,
-            status: ApprovalStatus::Pending,
-            decided_by: None,
-            decided_at: None,
-            reason: None,
-            result: None,
-            call: None,
+            ..pending_approval("a1", Duration::ZERO)
         };
         let CallToolResponse::InputRequired(asked) = ask(&approval).unwrap() else { panic!("not a confirmation") };
         let asked = serde_json::to_value(asked).unwrap();
