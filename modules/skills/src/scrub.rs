@@ -21,10 +21,15 @@ const SHAPE_LOOKAHEAD_BYTES: usize = 4096;
 /// part stays (the `password=` of `password=hunter2`).
 static TOKEN_SHAPES: LazyLock<Vec<Regex>> = LazyLock::new(|| {
     [
-        // PEM private key blocks, whole; one without its END line (longer
-        // than the lookahead past a cut, or cut by the script) to the end of
-        // its base64 and header lines.
-        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----|[A-Za-z0-9+/=\s:,-]*)",
+        // PEM private key blocks, whole.
+        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----",
+        // A key's BEGIN line and the base64 and header (`Proc-Type: ...`)
+        // lines after it, for a block without its END line (longer than the
+        // lookahead past a cut, or cut by the script); within the whole
+        // block otherwise. Two shapes, not one alternation: that would look
+        // for an END line to the end of the text from every BEGIN line
+        // (quadratic on many of them).
+        r"(?m)-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:\r?\n(?:[A-Za-z-]+: [A-Za-z0-9,-]*|[A-Za-z0-9+/=]+)\r?$)*",
         // HTTP bearer tokens.
         r"(?i)(?P<keep>\bbearer\s+)[A-Za-z0-9\-._~+/]+=*",
         // AWS access key ids.
@@ -227,6 +232,19 @@ mod tests {
     }
 
     #[test]
+    fn many_key_lines_without_an_end_cost_linear_time() {
+        // 40,000 BEGIN lines without END: an alternation inside one shape
+        // scanned to the end from each (about 48 s for 1 MiB); here once.
+        // The watchdog only catches a hang: this takes milliseconds.
+        let output = "-----BEGIN PRIVATE KEY-----.".repeat(40_000);
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || done_tx.send(Scrubber::default().scrub(&output)));
+        let mut scrubbed = done_rx.recv_timeout(std::time::Duration::from_secs(60)).expect("scrubbed within a minute");
+        scrubbed.retain(|c| c != '.');
+        assert_eq!(scrubbed, REDACTED.repeat(40_000));
+    }
+
+    #[test]
     fn overlapping_secrets_go_whole() {
         let scrubber = Scrubber::new(["abcd1234".to_owned(), "1234wxyz".to_owned()]);
         assert_eq!(scrubber.scrub("x abcd1234wxyz y"), "x [redacted] y");
@@ -246,8 +264,13 @@ mod tests {
             ("gh ghp_abcdefghijklmnopqrstuvwxyz0123456789", "gh [redacted]"),
             ("k=sk-abcdefghijklmnopqrstuvwx", "k=[redacted]"),
             ("a\n-----BEGIN RSA PRIVATE KEY-----\nMIIE\nabc\n-----END RSA PRIVATE KEY-----\nb", "a\n[redacted]\nb"),
-            // No END line: the key's lines go, up to the first character no PEM line has.
-            ("a\n-----BEGIN PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nMIIE+/x=\n> b", "a\n[redacted]> b"),
+            // No END line: the key's lines go, up to the first line that is not base64 or a header.
+            ("a\n-----BEGIN PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nMIIE+/x=\n> b", "a\n[redacted]\n> b"),
+            // Text after a whole block stays, even text a PEM line could hold.
+            (
+                "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\nnext line\nword",
+                "[redacted]\nnext line\nword",
+            ),
         ];
         for (input, expected) in cases {
             assert_eq!(scrubber.scrub(input), expected, "{input}");
