@@ -4,11 +4,14 @@
 
 mod common;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::identities::{ISSUER_KEY, OTHER_KEY, TestKey, claims, hash_key, jwks_file, keys_file, now_plus, token};
 use common::modules::{approval_module, sdk_module};
 use common::{ModuleServer, OrchestratorProcess, free_port, module_services};
+use orchestrator::identity::jwt::MAX_JWKS_BYTES;
 use serde_json::{Value, json};
 
 const SERVICE_TOKEN: &str = "service-token-for-tests-0123456789";
@@ -232,6 +235,47 @@ fn a_jwks_url_that_never_answers_stops_start_up_within_the_discovery_timeout() {
     assert!(output.contains(&format!("cannot load the JWKS from {url}")), "{output}");
     assert!(output.contains("DISCOVERY_TIMEOUT (1 s)"), "{output}");
     drop(held);
+}
+
+/// A JWKS server at `/.well-known/jwks.json` answering the test keys' JWKS,
+/// padded past `MAX_JWKS_BYTES` with trailing whitespace (still a valid
+/// JWKS) while `oversized` is set: its URL and the switch.
+fn jwks_server(oversized: bool) -> (ModuleServer, String, Arc<AtomicBool>) {
+    let jwks = std::fs::read_to_string(jwks_file().path()).unwrap();
+    let padded = format!("{jwks}{}", " ".repeat(MAX_JWKS_BYTES));
+    let switch = Arc::new(AtomicBool::new(oversized));
+    let oversized = Arc::clone(&switch);
+    let answer = move || {
+        let body = if oversized.load(Ordering::SeqCst) { padded.clone() } else { jwks.clone() };
+        std::future::ready(body)
+    };
+    let issuer = ModuleServer::start(axum::Router::new().route("/.well-known/jwks.json", axum::routing::get(answer)));
+    let url = format!("{}/.well-known/jwks.json", issuer.url());
+    (issuer, url, switch)
+}
+
+#[test]
+fn a_jwks_url_answering_more_than_its_limit_stops_start_up() {
+    let (_issuer, url, _) = jwks_server(true);
+    let mut command = std::process::Command::new(common::BINARY);
+    command.arg("serve").env_clear().env("PORT", "0").env("JWT_JWKS", &url);
+    let output = test_support::Process::start_failing(command, 1);
+    assert!(output.contains(&format!("cannot load the JWKS from {url}")), "{output}");
+    assert!(output.contains(&format!("larger than {MAX_JWKS_BYTES} bytes")), "{output}");
+    assert!(output.contains("MAX_JWKS_BYTES"), "{output}");
+}
+
+#[tokio::test]
+async fn a_jwks_refresh_answering_more_than_its_limit_keeps_the_previous_keys() {
+    let (_issuer, url, oversized) = jwks_server(false);
+    let env = [("JWT_JWKS", url.as_str()), ("JWT_ALGORITHMS", "ES256"), ("JWT_JWKS_REFRESH_SECONDS", "1")];
+    let orchestrator = OrchestratorProcess::start(&env);
+    let good = token(ISSUER_KEY, &claims("ada", "user"));
+    assert_eq!(orchestrator.get_with("/modules", Some(&good)).await.0, 200);
+    oversized.store(true, Ordering::SeqCst);
+    let refused = |line: &str| line.contains("keeping the previous JWKS") && line.contains("MAX_JWKS_BYTES");
+    assert!(orchestrator.logged(refused), "{:?}", orchestrator.logs());
+    assert_eq!(orchestrator.get_with("/modules", Some(&good)).await.0, 200, "the previous keys still verify");
 }
 
 /// `POST path` with `headers` and no body (what a page's `no-cors` fetch

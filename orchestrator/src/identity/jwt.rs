@@ -6,9 +6,17 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use axum::body::Bytes;
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use module_sdk::service::BodyError;
 use serde_json::Value;
+
+use crate::bounded_body::read_bounded;
+
+/// The most bytes of a JWKS URL's answer read (fixed: a real key set is a
+/// few KiB); a larger one fails the fetch as an unreachable URL does.
+pub const MAX_JWKS_BYTES: usize = 1024 * 1024;
 
 /// Where the signing keys come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,15 +95,16 @@ impl JwtVerifier {
 
     /// Reads or fetches the JWKS and makes it current; a fetch gives up after
     /// `timeout` (`DISCOVERY_TIMEOUT`), so a JWKS URL that never answers can
-    /// hold neither start-up nor the refreshes after it.
+    /// hold neither start-up nor the refreshes after it, and reads at most
+    /// [`MAX_JWKS_BYTES`], so one that answers without end cannot fill memory.
     pub async fn load(&self, client: &reqwest::Client, timeout: Duration) -> Result<(), JwtError> {
-        let (name, text) = match &self.settings.jwks {
+        let (name, json) = match &self.settings.jwks {
             JwksSource::File(path) => {
                 let name = path.display().to_string();
-                let text = tokio::fs::read_to_string(path)
+                let json = tokio::fs::read(path)
                     .await
                     .map_err(|e| JwtError::Jwks { source_name: name.clone(), reason: e.to_string() })?;
-                (name, text)
+                (name, Bytes::from(json))
             }
             JwksSource::Url(url) => {
                 let fail = |e: reqwest::Error| JwtError::Jwks {
@@ -107,10 +116,17 @@ impl JwtVerifier {
                 };
                 let request = client.get(url).timeout(timeout);
                 let response = request.send().await.and_then(|r| r.error_for_status()).map_err(fail)?;
-                (url.clone(), response.text().await.map_err(fail)?)
+                let body = read_bounded(response, MAX_JWKS_BYTES, "MAX_JWKS_BYTES").await.map_err(|e| match e {
+                    BodyError::TooLarge { max, .. } => JwtError::Jwks {
+                        source_name: url.clone(),
+                        reason: format!("the JWKS is larger than {max} bytes, its fixed limit (MAX_JWKS_BYTES)"),
+                    },
+                    BodyError::Transport(e) => fail(e),
+                })?;
+                (url.clone(), body)
             }
         };
-        let set: JwkSet = serde_json::from_str(&text)
+        let set: JwkSet = serde_json::from_slice(&json)
             .map_err(|e| JwtError::Jwks { source_name: name, reason: format!("not a JWKS: {e}") })?;
         *self.keys.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(set);
         Ok(())
