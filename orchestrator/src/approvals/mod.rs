@@ -25,7 +25,7 @@ use crate::registry::RouteError;
 use record::json_bytes;
 pub use record::{Approval, ApprovalStatus, ProviderCall};
 pub use settings::ApprovalSettings;
-use store::{Admission, ApprovalStore, MemoryStore, StoreError};
+use store::{Admission, ApprovalStore, Claim, MemoryStore, StoreError};
 
 /// A person's decision on an approval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
@@ -272,8 +272,13 @@ impl Approvals {
         if approval.status != ApprovalStatus::Pending {
             return Err(ApprovalError::Conflict { id: id.to_owned(), status: approval.status.as_str() });
         }
-        if !self.store.claim(id, self.drop_at(&approval)).await? {
-            return Err(ApprovalError::Conflict { id: id.to_owned(), status: "already being decided" });
+        let status = match self.store.claim(&approval, self.drop_at(&approval)).await? {
+            Claim::Won => None,
+            Claim::Taken => Some("already being decided"),
+            Claim::Expired => Some(ApprovalStatus::Expired.as_str()),
+        };
+        if let Some(status) = status {
+            return Err(ApprovalError::Conflict { id: id.to_owned(), status });
         }
         approval.decided_by = Some(identity.name.clone());
         approval.decided_at = Some(OffsetDateTime::now_utc());

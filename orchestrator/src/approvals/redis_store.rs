@@ -22,7 +22,7 @@ use time::OffsetDateTime;
 use super::record::Approval;
 use super::record::ApprovalStatus;
 use super::settings::ApprovalSettings;
-use super::store::{Admission, ApprovalStore, StoreError};
+use super::store::{Admission, ApprovalStore, Claim, StoreError};
 use crate::redis_cache::connection_manager;
 
 /// The sorted set of approval ids.
@@ -322,14 +322,26 @@ impl ApprovalStore for RedisStore {
         .boxed()
     }
 
-    fn claim<'a>(&'a self, id: &'a str, drop_at: OffsetDateTime) -> BoxFuture<'a, Result<bool, StoreError>> {
+    fn claim<'a>(
+        &'a self,
+        approval: &'a Approval,
+        drop_at: OffsetDateTime,
+    ) -> BoxFuture<'a, Result<Claim, StoreError>> {
         async move {
             let mut connection = self.connection.clone();
             let options = redis::SetOptions::default()
                 .conditional_set(redis::ExistenceCheck::NX)
                 .with_expiration(redis::SetExpiry::EX(ttl(drop_at)));
-            let set: Option<String> = connection.set_options(claim_key(id), "1", options).await.map_err(unavailable)?;
-            Ok(set.is_some())
+            let key = claim_key(&approval.id);
+            let set: Option<String> = connection.set_options(key, "1", options).await.map_err(unavailable)?;
+            // Checked once Redis has answered, by the clock that set the
+            // expiry (not Redis's): no later than the claim was made. The
+            // claim is kept: an expired approval is never decided anyway.
+            Ok(match set {
+                None => Claim::Taken,
+                Some(_) if OffsetDateTime::now_utc() >= approval.expires_at => Claim::Expired,
+                Some(_) => Claim::Won,
+            })
         }
         .boxed()
     }
@@ -351,7 +363,7 @@ impl ApprovalStore for RedisStore {
 mod tests {
     use super::*;
     use crate::approvals::store::tests::{
-        approval, check_insert_budgets, check_per_user_budget, check_put_budgets, put,
+        approval, check_expired_claims, check_insert_budgets, check_per_user_budget, check_put_budgets, put,
     };
     use module_sdk::contract::ToolResult;
     use serde_json::{Value, json};
@@ -465,10 +477,17 @@ mod tests {
         let Some(redis) = test_support::RedisServer::start() else { return };
         let store = RedisStore::new(&redis.url()).unwrap();
         let drop_at = OffsetDateTime::now_utc() + Duration::from_secs(60);
-        assert!(store.claim("a", drop_at).await.unwrap());
-        assert!(!store.claim("a", drop_at).await.unwrap(), "a second claim loses");
+        let a = approval("a", Duration::from_secs(60));
+        assert_eq!(store.claim(&a, drop_at).await.unwrap(), Claim::Won);
+        assert_eq!(store.claim(&a, drop_at).await.unwrap(), Claim::Taken, "a second claim loses");
         store.release("a").await.unwrap();
-        assert!(store.claim("a", drop_at).await.unwrap(), "a released claim can be won again");
+        assert_eq!(store.claim(&a, drop_at).await.unwrap(), Claim::Won, "a released claim can be won again");
+    }
+
+    #[tokio::test]
+    async fn an_approval_expired_by_its_claim_cannot_be_claimed() {
+        let Some(redis) = test_support::RedisServer::start() else { return };
+        check_expired_claims(&RedisStore::new(&redis.url()).unwrap()).await;
     }
 
     #[tokio::test]

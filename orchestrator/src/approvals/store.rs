@@ -42,6 +42,17 @@ pub enum Admission {
     TooManyBytes,
 }
 
+/// What claiming an approval's one decision came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// This caller decides it.
+    Won,
+    /// Another caller claimed it first (or it is not kept).
+    Taken,
+    /// It had expired by the time of the claim: nobody may decide it.
+    Expired,
+}
+
 /// Approvals by id; a record is dropped at its `drop_at` time.
 pub trait ApprovalStore: Send + Sync {
     /// Stores the new pending `approval`, counted as `bytes` (against
@@ -70,9 +81,13 @@ pub trait ApprovalStore: Send + Sync {
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Approval>, StoreError>>;
     /// Every kept approval.
     fn list(&self) -> BoxFuture<'_, Result<Vec<Approval>, StoreError>>;
-    /// Claims the one decision of `id`: true for the first caller only,
-    /// across replicas, so an approval runs at most once.
-    fn claim<'a>(&'a self, id: &'a str, drop_at: OffsetDateTime) -> BoxFuture<'a, Result<bool, StoreError>>;
+    /// Claims the one decision of `approval` (until `drop_at`): won by the
+    /// first caller only, across replicas, so an approval runs at most once,
+    /// and only while it is pending: its expiry is checked once the claim is
+    /// made, so it cannot be decided after it expired, however long the
+    /// claim took.
+    fn claim<'a>(&'a self, approval: &'a Approval, drop_at: OffsetDateTime)
+    -> BoxFuture<'a, Result<Claim, StoreError>>;
     /// Gives up the claim of `id` when its decision could not be recorded
     /// and nothing ran, so it can be decided again.
     fn release<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>>;
@@ -170,15 +185,21 @@ impl ApprovalStore for MemoryStore {
         futures::future::ready(Ok(all)).boxed()
     }
 
-    fn claim<'a>(&'a self, id: &'a str, _drop_at: OffsetDateTime) -> BoxFuture<'a, Result<bool, StoreError>> {
-        let won = match self.locked().get_mut(id) {
+    fn claim<'a>(
+        &'a self,
+        approval: &'a Approval,
+        _drop_at: OffsetDateTime,
+    ) -> BoxFuture<'a, Result<Claim, StoreError>> {
+        let claim = match self.locked().get_mut(&approval.id) {
+            // Checked under the lock the claim is made with.
+            Some(entry) if !entry.claimed && OffsetDateTime::now_utc() >= approval.expires_at => Claim::Expired,
             Some(entry) if !entry.claimed => {
                 entry.claimed = true;
-                true
+                Claim::Won
             }
-            _ => false,
+            _ => Claim::Taken,
         };
-        futures::future::ready(Ok(won)).boxed()
+        futures::future::ready(Ok(claim)).boxed()
     }
 
     fn release<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
@@ -232,19 +253,39 @@ pub(crate) mod tests {
         let store = MemoryStore::default();
         let live = approval("live", Duration::from_secs(60));
         put(&store, &live, live.expires_at).await;
-        assert!(store.claim("live", live.expires_at).await.unwrap());
-        assert!(!store.claim("live", live.expires_at).await.unwrap(), "a second claim loses");
+        assert_eq!(store.claim(&live, live.expires_at).await.unwrap(), Claim::Won);
+        assert_eq!(store.claim(&live, live.expires_at).await.unwrap(), Claim::Taken, "a second claim loses");
         put(&store, &live, live.expires_at).await;
-        assert!(!store.claim("live", live.expires_at).await.unwrap(), "storing the decision keeps the claim");
-        assert!(!store.claim("unknown", live.expires_at).await.unwrap());
+        let again = store.claim(&live, live.expires_at).await.unwrap();
+        assert_eq!(again, Claim::Taken, "storing the decision keeps the claim");
+        let unknown = approval("unknown", Duration::from_secs(60));
+        assert_eq!(store.claim(&unknown, live.expires_at).await.unwrap(), Claim::Taken);
         store.release("live").await.unwrap();
-        assert!(store.claim("live", live.expires_at).await.unwrap(), "a released claim can be won again");
+        assert_eq!(store.claim(&live, live.expires_at).await.unwrap(), Claim::Won, "a released claim can be won again");
 
         let old = approval("old", Duration::ZERO);
         assert_eq!(old.status_at(OffsetDateTime::now_utc()), ApprovalStatus::Expired);
         put(&store, &old, OffsetDateTime::now_utc() - Duration::from_secs(1)).await;
         assert!(store.get("old").await.unwrap().is_none());
         assert_eq!(store.list().await.unwrap().len(), 1);
+    }
+
+    /// Checks that `store` lets nobody claim an approval that expired
+    /// before its claim (it is kept until after its expiry, as decided
+    /// ones are), and still lets one claim a pending one.
+    pub(crate) async fn check_expired_claims(store: &dyn ApprovalStore) {
+        let drop_at = OffsetDateTime::now_utc() + Duration::from_secs(60);
+        let late = approval("late", Duration::ZERO);
+        put(store, &late, drop_at).await;
+        assert_eq!(store.claim(&late, drop_at).await.unwrap(), Claim::Expired);
+        let live = approval("live", Duration::from_secs(60));
+        put(store, &live, drop_at).await;
+        assert_eq!(store.claim(&live, drop_at).await.unwrap(), Claim::Won);
+    }
+
+    #[tokio::test]
+    async fn an_approval_expired_by_its_claim_cannot_be_claimed() {
+        check_expired_claims(&MemoryStore::default()).await;
     }
 
     /// Inserts `count` pending approvals of `user` into `store` and returns
