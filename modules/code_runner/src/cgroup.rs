@@ -302,6 +302,15 @@ impl Hierarchy {
                 return;
             }
         };
+        if !run_name::proc_shows(own.pid) {
+            // A `/proc` of another PID namespace (not remounted after
+            // `unshare`) would show other processes under the names' PIDs.
+            tracing::warn!(
+                pid = own.pid,
+                "/proc does not show this process under its own PID (it belongs to another PID namespace); run cgroups a killed module left behind are not removed"
+            );
+            return;
+        }
         let (unified, parents) = self.parents();
         let mut found: Vec<(RunName, RunCgroup)> = Vec::new();
         for parent in parents {

@@ -125,6 +125,13 @@ fn seen_in(stat: &str) -> Seen {
     }
 }
 
+/// Whether the mounted `/proc` shows this process as `pid` (its PID in its
+/// own namespace): only then does `/proc/PID` name the processes of this
+/// PID namespace, as [`seen`] takes it to.
+pub fn proc_shows(pid: u32) -> bool {
+    std::fs::read_link("/proc/self").is_ok_and(|link| link.as_os_str() == pid.to_string().as_str())
+}
+
 /// What `/proc` (of this PID namespace) tells of process `pid` now.
 pub fn seen(pid: u32) -> Seen {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -153,6 +160,14 @@ mod tests {
     use super::*;
 
     const OWNER: Owner = Owner { pidns: 4_026_531_836, pid: 4242, start: 3_692_086 };
+
+    #[test]
+    fn proc_shows_this_process_under_its_own_pid_only() {
+        let pid = std::process::id();
+        assert!(proc_shows(pid));
+        assert!(!proc_shows(pid + 1));
+        assert!(!proc_shows(1));
+    }
 
     #[test]
     fn a_name_is_written_and_read_back() {
