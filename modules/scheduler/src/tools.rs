@@ -38,9 +38,11 @@ const LIST_MAX_LIMIT: u32 = 500;
 /// visited after that: `Schedule::interval_shorter_than`).
 const INTERVAL_CHECK_SPAN: Duration = Duration::from_secs(8 * 86_400);
 
-/// The most runs read for that check, all its windows together. Only an interval under 35 s could
-/// need more (8 days / 20,000), and runs of 5-field cron are a minute apart
-/// at least, while `every Ns` runs are evenly spaced.
+/// The most runs read for that check, all its windows together. The first
+/// eight days fit unless runs come under 35 s apart (8 days / 20,000; runs
+/// of 5-field cron are a minute apart at least, `every Ns` runs evenly
+/// spaced); a schedule running every few minutes uses it up after a few
+/// month ends, whose gaps are then the ones of every other day.
 const INTERVAL_CHECK_MAX_RUNS: usize = 20_000;
 
 /// How long the address check of a new `api_call` may wait for name resolution.

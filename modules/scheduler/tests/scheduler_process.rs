@@ -430,7 +430,9 @@ async fn a_run_whose_delivery_outlasts_the_lease_is_not_taken_over_while_its_pro
     let slow = format!("http://{address}/slow");
     let env = [
         ("DELIVERY_URL", slow.as_str()),
-        ("SCHEDULER_LEASE_SECONDS", "2"),
+        // Renewed every 2 s at most: a stall of the first process under 4 s
+        // (a loaded host) cannot let the lease lapse.
+        ("SCHEDULER_LEASE_SECONDS", "6"),
         ("DELIVERY_TIMEOUT_SECONDS", "60"),
         ("DELIVERY_MAX_ATTEMPTS", "1"),
         ("SCHEDULER_BATCH", "1"),
@@ -445,12 +447,13 @@ async fn a_run_whose_delivery_outlasts_the_lease_is_not_taken_over_while_its_pro
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let _second = start(&db, None, &env);
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    // Two and a half leases: without renewal the lease would have lapsed.
+    tokio::time::sleep(Duration::from_secs(15)).await;
     assert_eq!(receiver.slow_hits.load(Ordering::SeqCst), 1, "the second process took over a run in flight");
     // Once the first process is gone, its lease lapses and the second one
     // takes the run over: it was looking all along.
     first.kill();
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let deadline = Instant::now() + Duration::from_secs(30);
     while receiver.slow_hits.load(Ordering::SeqCst) < 2 {
         assert!(Instant::now() < deadline, "the second process never took the run over");
         tokio::time::sleep(Duration::from_millis(50)).await;
