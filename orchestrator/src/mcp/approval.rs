@@ -54,7 +54,9 @@ pub fn ask(approval: &Approval) -> Result<CallToolResponse, ErrorData> {
             "mode": "form",
             "message": format!(
                 "Run `{}` with {arguments}? It needs your approval (approval {}).",
-                approval.tool_name, approval.id
+                // Names are checked against the contract's pattern; spelled out all the same, as on the console.
+                spelled_out(&approval.tool_name),
+                approval.id
             ),
             "requestedSchema": {
                 "type": "object",
