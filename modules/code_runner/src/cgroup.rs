@@ -172,6 +172,11 @@ fn own_cgroups(text: &str) -> Vec<(&str, &str)> {
         .collect()
 }
 
+/// Whether a cgroup v1 hierarchy is mounted for each controller a run needs.
+fn has_legacy_hierarchies(mounts: &[Mount]) -> bool {
+    CONTROLLERS.iter().all(|controller| mounts.iter().any(|m| !m.unified && m.options.iter().any(|o| o == controller)))
+}
+
 /// The directories of the cgroup v1 memory, pids and cpu hierarchies that
 /// run cgroups are made in: `parent` in each, or else the module's own
 /// cgroup there (`own`, from `/proc/self/cgroup`); one per mount.
@@ -235,6 +240,12 @@ impl Hierarchy {
             let dir = directory(mount, path);
             if lists_all(&read(&dir.join("cgroup.controllers")).unwrap_or_default()) {
                 return if parent.is_some() { Self::adopt(dir) } else { Self::delegate(dir) };
+            }
+            if parent.is_some() && !has_legacy_hierarchies(&mounts) {
+                // No v1 hierarchy to look in: what is wrong is the v2 parent.
+                check_parent(&dir)?;
+                let problem = "does not offer the memory, pids and cpu controllers (its cgroup.controllers): enable them in its parent's cgroup.subtree_control";
+                return Err(CgroupError::BadParent { dir, problem });
             }
         }
         let dirs = legacy_dirs(&mounts, &own, parent)?;
@@ -523,6 +534,10 @@ mod tests {
         );
         let no_pids = mounts("35 31 0:32 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory");
         assert!(matches!(legacy_dirs(&no_pids, &own, Some("/x")), Err(CgroupError::NoController("pids"))));
+        assert!(has_legacy_hierarchies(&found));
+        assert!(!has_legacy_hierarchies(&no_pids));
+        let v2_only = mounts("29 23 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate");
+        assert!(!has_legacy_hierarchies(&v2_only), "a v2 parent's own problem is named");
     }
 
     #[test]
