@@ -44,7 +44,7 @@ async fn a_person_with_a_key_lists_tools_calls_one_and_approves_a_pending_call()
     // A hostile model's call whose arguments would read `"to": "carol"` reversed by a
     // right-to-left override, with a zero-width space: the person sees every character.
     let hostile = json!({"message": {"role": "assistant", "tool_calls": [{"id": "call_2", "type": "function",
-        "function": {"name": "bank__transfer", "arguments": "{\"to\": \"\\u202elorac\\u200b\", \"cents\": 7}"}}]}});
+        "function": {"name": "bank__transfer", "arguments": "{\"to\": \"\\u202elorac\\u200b\\u3164\", \"cents\": 7}"}}]}});
     let (status, answer) = orchestrator.post("/v1/tool-calls?format=openai&envelope=true", &hostile).await;
     assert_eq!(status, 200, "{answer}");
     let hostile_id = answer["pending_approvals"][0]["id"].as_str().unwrap().to_owned();
@@ -67,8 +67,8 @@ async fn a_person_with_a_key_lists_tools_calls_one_and_approves_a_pending_call()
     wait_for(&browser, &format!(".approval[data-id='{approval_id}']")).await;
     let shown = wait_for(&browser, &format!(".approval[data-id='{hostile_id}'] pre.arguments")).await;
     let shown = shown.text().await.unwrap();
-    assert!(shown.contains(r#""to": "\u202elorac\u200b""#), "invisible characters are spelled out: {shown}");
-    assert!(!shown.contains(['\u{202e}', '\u{200b}']), "{shown}");
+    assert!(shown.contains(r#""to": "\u202elorac\u200b\u3164""#), "invisible characters are spelled out: {shown}");
+    assert!(!shown.contains(['\u{202e}', '\u{200b}', '\u{3164}']), "{shown}");
     screenshot(&browser, "2-tools-and-approvals").await;
 
     // The form generated from summarize_text's schema runs it.

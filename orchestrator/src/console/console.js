@@ -51,12 +51,15 @@ async function api(method, path, body) {
 
 // `text` with every invisible or direction-changing character (Unicode's
 // format and control characters but the line feed, line and paragraph
-// separators) written as `\uXXXX`: JSON.stringify leaves most of them as
-// they are, and a hostile model's arguments could otherwise show the
-// person who approves them other text than what runs (a right-to-left
-// override, a zero-width space).
+// separators, and the letters, marks and symbols that show as nothing:
+// Hangul fillers, the braille blank, variation selectors, the combining
+// grapheme joiner; the same list as `spelled_out` in mcp/approval.rs)
+// written as `\uXXXX`: JSON.stringify leaves most of them as they are, and
+// a hostile model's arguments could otherwise show the person who approves
+// them other text than what runs (a right-to-left override, a zero-width
+// space) or hide data in characters that take no room.
 function visible(text) {
-  return String(text).replace(/[^\P{Cc}\n]|[\p{Cf}\u2028\u2029]/gu, (found) =>
+  return String(text).replace(/[^\P{Cc}\n]|[\p{Cf}\u2028\u2029\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u2800\u3164\ufe00-\ufe0f\uffa0\u{e0100}-\u{e01ef}]/gu, (found) =>
     Array.from({ length: found.length }, (_, i) => "\\u" + found.charCodeAt(i).toString(16).padStart(4, "0")).join(""));
 }
 

@@ -76,16 +76,18 @@ pub fn ask(approval: &Approval) -> Result<CallToolResponse, ErrorData> {
 }
 
 /// `text` with every invisible or direction-changing character (Unicode's
-/// format and control characters, line and paragraph separators) spelled
-/// out as `\uXXXX`, as the console shows them: JSON leaves most as they are,
-/// and a model's arguments could otherwise show the person confirming them
-/// other text than what runs (a right-to-left override, a zero-width space).
+/// format and control characters, line and paragraph separators, and
+/// [blank](is_blank) ones) spelled out as `\uXXXX`, as the console shows them
+/// (`visible` in console.js): JSON leaves most as they are, and a model's
+/// arguments could otherwise show the person confirming them other text
+/// than what runs (a right-to-left override, a zero-width space) or hide
+/// data in characters that take no room.
 fn spelled_out(text: &str) -> String {
     let mut shown = String::with_capacity(text.len());
     for c in text.chars() {
         let category = get_general_category(c);
         use GeneralCategory::{Control, Format, LineSeparator, ParagraphSeparator};
-        if matches!(category, Format | Control | LineSeparator | ParagraphSeparator) {
+        if matches!(category, Format | Control | LineSeparator | ParagraphSeparator) || is_blank(c) {
             for unit in c.encode_utf16(&mut [0; 2]) {
                 shown.push_str(&format!("\\u{unit:04x}"));
             }
@@ -94,6 +96,14 @@ fn spelled_out(text: &str) -> String {
         }
     }
     shown
+}
+
+/// Whether `c` is a letter, mark or symbol that shows as nothing: the
+/// combining grapheme joiner, Hangul fillers, invisible Khmer vowels,
+/// variation selectors, the braille blank.
+fn is_blank(c: char) -> bool {
+    matches!(c, '\u{34f}' | '\u{115f}' | '\u{1160}' | '\u{17b4}' | '\u{17b5}' | '\u{180b}'..='\u{180d}' | '\u{2800}'
+        | '\u{3164}' | '\u{fe00}'..='\u{fe0f}' | '\u{ffa0}' | '\u{e0100}'..='\u{e01ef}')
 }
 
 /// The result of a call that waits for a person's approval, for a client
@@ -163,7 +173,8 @@ mod tests {
 
     #[test]
     fn the_confirmation_spells_out_invisible_characters_of_the_arguments() {
-        let arguments = json!({"to": "\u{202e}lorac\u{200b}", "memo": "a\u{2028}b\u{85}\u{e0041}", "plain": "é 漢"});
+        let arguments = json!({"to": "\u{202e}lorac\u{200b}", "memo": "a\u{2028}b\u{85}\u{e0041}", "plain": "é 漢",
+            "blank": "\u{3164}\u{2800}x\u{fe0f}\u{e0101}"});
         let approval = Approval {
             tool_name: "bank.transfer".into(),
             arguments: arguments.as_object().unwrap().clone(),
@@ -175,5 +186,6 @@ mod tests {
         assert!(message.contains(r#""to":"\u202elorac\u200b""#), "{message}");
         assert!(message.contains(r#""memo":"a\u2028b\u0085\udb40\udc41""#), "{message}");
         assert!(message.contains("é 漢"), "{message}");
+        assert!(message.contains(r#""blank":"\u3164\u2800x\ufe0f\udb40\udd01""#), "{message}");
     }
 }
