@@ -157,6 +157,11 @@ fn lists_all(controllers: &str) -> bool {
     CONTROLLERS.iter().all(|c| controllers.split_whitespace().any(|listed| listed == *c))
 }
 
+/// Enables every controller a run needs in a `cgroup.subtree_control` file.
+fn enable_controllers(subtree: &Path) -> Result<(), CgroupError> {
+    write(subtree, &CONTROLLERS.map(|c| format!("+{c}")).join(" "))
+}
+
 /// Whether a `cgroup.procs` file lists any process.
 fn holds_processes(procs: &str) -> bool {
     procs.lines().any(|line| !line.trim().is_empty())
@@ -172,9 +177,14 @@ fn own_cgroups(text: &str) -> Vec<(&str, &str)> {
         .collect()
 }
 
+/// The cgroup v1 hierarchy of `controller`, if one is mounted.
+fn legacy_mount<'a>(mounts: &'a [Mount], controller: &str) -> Option<&'a Mount> {
+    mounts.iter().find(|mount| !mount.unified && mount.options.iter().any(|option| option == controller))
+}
+
 /// Whether a cgroup v1 hierarchy is mounted for each controller a run needs.
 fn has_legacy_hierarchies(mounts: &[Mount]) -> bool {
-    CONTROLLERS.iter().all(|controller| mounts.iter().any(|m| !m.unified && m.options.iter().any(|o| o == controller)))
+    CONTROLLERS.iter().all(|controller| legacy_mount(mounts, controller).is_some())
 }
 
 /// The directories of the cgroup v1 memory, pids and cpu hierarchies that
@@ -183,10 +193,7 @@ fn has_legacy_hierarchies(mounts: &[Mount]) -> bool {
 fn legacy_dirs(mounts: &[Mount], own: &[(&str, &str)], parent: Option<&str>) -> Result<Vec<PathBuf>, CgroupError> {
     let mut dirs = Vec::new();
     for controller in CONTROLLERS {
-        let mount = mounts
-            .iter()
-            .find(|m| !m.unified && m.options.iter().any(|o| o == controller))
-            .ok_or(CgroupError::NoController(controller))?;
+        let mount = legacy_mount(mounts, controller).ok_or(CgroupError::NoController(controller))?;
         let path = match parent {
             Some(parent) => parent,
             None => {
@@ -270,7 +277,7 @@ impl Hierarchy {
             return Err(io_error("create", &leaf)(error));
         }
         write(&leaf.join("cgroup.procs"), "0")?;
-        write(&subtree, &CONTROLLERS.map(|c| format!("+{c}")).join(" "))?;
+        enable_controllers(&subtree)?;
         Ok(Self::Unified(dir))
     }
 
@@ -286,7 +293,7 @@ impl Hierarchy {
         }
         let subtree = dir.join("cgroup.subtree_control");
         if !lists_all(&read(&subtree)?) {
-            write(&subtree, &CONTROLLERS.map(|c| format!("+{c}")).join(" "))?;
+            enable_controllers(&subtree)?;
         }
         Ok(Self::Unified(dir))
     }
