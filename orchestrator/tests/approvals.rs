@@ -398,6 +398,33 @@ async fn one_user_deciding_their_own_approvals_cannot_fill_everyones_budget() {
 }
 
 #[tokio::test]
+async fn one_user_deciding_their_own_large_calls_cannot_fill_everyones_bytes() {
+    let setup = Setup::on_each_store();
+    // A large transfer counts 2027 bytes (arguments and call id, as JSON)
+    // and 512 kept for its decision; denied, its reason and result instead
+    // (about 150): two fit in 5000, a third no longer does.
+    let budgets = [("MAX_APPROVAL_BYTES_PER_USER", "5000"), ("MAX_APPROVAL_BYTES", "10000")];
+    for settings in setup.each_store(&budgets) {
+        let orchestrator = setup.start(&settings).await;
+        // Ada asks and denies at once: each denial is kept (for late decisions' `409`), with its bytes.
+        for n in 0..2 {
+            let (_, pending) = request_transfer_of(&orchestrator, &format!("call_{n}"), &large_transfer()).await;
+            assert_eq!(decide(&orchestrator, &key("ada"), &pending["id"], "deny").await.0, 200);
+        }
+        let path = "/v1/tool-calls?format=openai&envelope=true";
+        let transfer = transfer_message("call_2", &large_transfer());
+        let (status, answer) = orchestrator.post_with(path, Some(&key("ada")), &transfer).await;
+        assert_eq!((status, &answer["pending_approvals"]), (200, &json!([])), "{answer}");
+        let refusal = answer["messages"][0]["content"].as_str().unwrap();
+        assert!(refusal.contains("(5000, MAX_APPROVAL_BYTES_PER_USER)"), "{settings:?}: {refusal}");
+        // The rest of MAX_APPROVAL_BYTES is left for everyone else.
+        let (_, answer) = orchestrator.post_with(path, Some(&key("bob")), &transfer).await;
+        assert_eq!(answer["pending_approvals"].as_array().unwrap().len(), 1, "{settings:?}: {answer}");
+    }
+    assert_eq!(setup.calls.count(), 0);
+}
+
+#[tokio::test]
 async fn approvals_of_tools_an_identity_may_not_use_are_not_found() {
     let setup = Setup::new();
     let orchestrator = setup.start(&[("APPROVAL_FOR_DESTRUCTIVE", "true")]).await;

@@ -90,6 +90,16 @@ pub enum ApprovalError {
         /// The budget.
         max: usize,
     },
+    /// The user's approvals kept (any state) hold as many bytes as one user's may.
+    #[error(
+        "user `{user}`'s approvals already hold as many bytes (arguments, reasons and results) as one user's may ({max}, MAX_APPROVAL_BYTES_PER_USER), pending, decided or expired; decided ones are dropped APPROVAL_EXPIRY_SECONDS after they expire"
+    )]
+    UserFullOfBytes {
+        /// The user (empty for calls without one).
+        user: String,
+        /// The budget.
+        max: usize,
+    },
     /// A decision's reason is longer than a decision may give.
     #[error("the decision's reason is {bytes} bytes, more than the {max} it may be (MAX_APPROVAL_REASON_BYTES)")]
     ReasonTooLong {
@@ -98,15 +108,20 @@ pub enum ApprovalError {
         /// The budget.
         max: usize,
     },
-    /// A decision's reason would take the approvals kept past their bytes.
+    /// A decision's reason would take the approvals kept (all, or its
+    /// user's) past their bytes.
     #[error(
-        "recording the decision of approval `{id}` with its reason of {bytes} bytes would take the orchestrator's approvals past the bytes they may hold ({max}, MAX_APPROVAL_BYTES); decide it without a reason (that always fits), or once older approvals are dropped"
+        "recording the decision of approval `{id}` with its reason of {bytes} bytes would take {whose} approvals past the bytes they may hold ({max}, {setting}); decide it without a reason (that always fits), or once older approvals are dropped"
     )]
     NoRoomForReason {
         /// The approval's id.
         id: String,
         /// The reason's size as stored (JSON).
         bytes: usize,
+        /// `the orchestrator's` or `its user's`.
+        whose: &'static str,
+        /// `MAX_APPROVAL_BYTES` or `MAX_APPROVAL_BYTES_PER_USER`.
+        setting: &'static str,
         /// The budget.
         max: usize,
     },
@@ -136,9 +151,19 @@ pub enum ApprovalError {
 /// its call's result is stored: room for the result of its decision, at
 /// least the largest a decision stores of its own (a denial's without a
 /// reason, [`unkept_result`]). So a decision without a reason always fits
-/// in `MAX_APPROVAL_BYTES`, however full, and a result that does not fit
-/// can always be replaced.
+/// in `MAX_APPROVAL_BYTES` and `MAX_APPROVAL_BYTES_PER_USER`, however full,
+/// and a result that does not fit can always be replaced.
 pub const DECISION_BYTES: usize = 512;
+
+/// A budget of approvals' bytes a store refused for.
+struct ByteBudget {
+    /// Whose approvals it bounds, as told: `the orchestrator's` or `its user's`.
+    whose: &'static str,
+    /// Its setting.
+    setting: &'static str,
+    /// Its value.
+    max: usize,
+}
 
 /// The approval store and policy of one orchestrator.
 pub struct Approvals {
@@ -214,6 +239,10 @@ impl Approvals {
             Admission::TooManyForUser => {
                 let user = caller.user_id.clone().unwrap_or_default();
                 return Err(ApprovalError::UserFull { user, max: self.settings.max_per_user });
+            }
+            Admission::TooManyBytesForUser => {
+                let user = caller.user_id.clone().unwrap_or_default();
+                return Err(ApprovalError::UserFullOfBytes { user, max: self.settings.max_bytes_per_user });
             }
         }
         tracing::info!(approval = %approval.id, tool = %tool_name, user = ?approval.user_id, by = %identity.name, "approval pending");
@@ -340,39 +369,64 @@ impl Approvals {
     }
 
     /// Stores the decision of `approval`, counted as `bytes`, or refuses it
-    /// when that would take the approvals kept past `MAX_APPROVAL_BYTES`
-    /// (only a reason can: see [`DECISION_BYTES`]).
+    /// when that would take the approvals kept past `MAX_APPROVAL_BYTES` or
+    /// its user's past `MAX_APPROVAL_BYTES_PER_USER` (only a reason can: see
+    /// [`DECISION_BYTES`]).
     async fn record(&self, approval: &Approval, bytes: usize) -> Result<(), ApprovalError> {
-        match self.store.put(approval, bytes, self.drop_at(approval), &self.settings).await? {
-            Admission::Stored => Ok(()),
-            _ => Err(ApprovalError::NoRoomForReason {
+        let admission = self.store.put(approval, bytes, self.drop_at(approval), &self.settings).await?;
+        match self.byte_budget(admission) {
+            None => Ok(()),
+            Some(ByteBudget { whose, setting, max }) => Err(ApprovalError::NoRoomForReason {
                 id: approval.id.clone(),
                 bytes: approval.reason.as_ref().map_or(0, json_bytes),
+                whose,
+                setting,
+                max,
+            }),
+        }
+    }
+
+    /// The budget of bytes `admission` of a stored approval was refused
+    /// for, if any (storing again is refused for nothing else).
+    fn byte_budget(&self, admission: Admission) -> Option<ByteBudget> {
+        match admission {
+            Admission::Stored => None,
+            Admission::TooManyBytesForUser => Some(ByteBudget {
+                whose: "its user's",
+                setting: "MAX_APPROVAL_BYTES_PER_USER",
+                max: self.settings.max_bytes_per_user,
+            }),
+            _ => Some(ByteBudget {
+                whose: "the orchestrator's",
+                setting: "MAX_APPROVAL_BYTES",
                 max: self.settings.max_total_bytes,
             }),
         }
     }
 
     /// Stores the approved call's `approval` with its result or, when that
-    /// would take the approvals kept past `MAX_APPROVAL_BYTES`, with
-    /// [`unkept_result`] in its place (which fits in the bytes it counted
-    /// while it ran). The call ran: its result goes to the one who approved
-    /// it whatever is stored, so a store that fails is logged, and the
-    /// approval stays `running` without the result.
+    /// would take the approvals kept past `MAX_APPROVAL_BYTES` or its
+    /// user's past `MAX_APPROVAL_BYTES_PER_USER`, with [`unkept_result`] in
+    /// its place (which fits in the bytes it counted while it ran). The call
+    /// ran: its result goes to the one who approved it whatever is stored,
+    /// so a store that fails is logged, and the approval stays `running`
+    /// without the result.
     async fn keep_result(&self, approval: &mut Approval) {
-        let (drop_at, max) = (self.drop_at(approval), self.settings.max_total_bytes);
+        let drop_at = self.drop_at(approval);
         let mut stored = self.store.put(approval, approval.counted_bytes(), drop_at, &self.settings).await;
-        if let Ok(Admission::TooManyBytes) = stored {
+        if let Some(ByteBudget { setting, max, .. }) = stored.as_ref().ok().and_then(|a| self.byte_budget(*a)) {
             let bytes = approval.result.as_ref().map_or(0, json_bytes);
-            tracing::warn!(approval = %approval.id, bytes, max, "an approved call's result is over MAX_APPROVAL_BYTES; its approval keeps an error in its place");
-            let result = approval.result.replace(unkept_result(&approval.tool_name, bytes, max));
+            tracing::warn!(approval = %approval.id, bytes, max, setting, "an approved call's result is over a budget of approvals' bytes; its approval keeps an error in its place");
+            let result = approval.result.replace(unkept_result(&approval.tool_name, bytes, setting, max));
             stored = self.store.put(approval, approval.counted_bytes(), drop_at, &self.settings).await;
             approval.result = result;
         }
-        let error = match stored {
-            Ok(Admission::Stored) => return,
+        let error = match stored.as_ref().map(|admission| self.byte_budget(*admission)) {
+            Ok(None) => return,
             // Only an approval no longer counted (dropped meanwhile) gets here.
-            Ok(_) => format!("not even its replacement fits in MAX_APPROVAL_BYTES ({max})"),
+            Ok(Some(ByteBudget { setting, max, .. })) => {
+                format!("not even its replacement fits in {setting} ({max})")
+            }
             Err(error) => error.to_string(),
         };
         tracing::error!(approval = %approval.id, %error, "an approved call ran, but its result could not be stored");
@@ -471,15 +525,16 @@ pub fn declined_result(tool_name: &str, reason: Option<&str>) -> ToolResult {
 }
 
 /// What an approval keeps in place of its approved call's result of `bytes`
-/// (as JSON) that would take the approvals kept past `MAX_APPROVAL_BYTES`
-/// (`max`): the answer to the decision carried the result itself.
-pub fn unkept_result(tool_name: &str, bytes: usize, max: usize) -> ToolResult {
+/// (as JSON) that would take the approvals kept past `setting`
+/// (`MAX_APPROVAL_BYTES` or `MAX_APPROVAL_BYTES_PER_USER`, of `max`): the
+/// answer to the decision carried the result itself.
+pub fn unkept_result(tool_name: &str, bytes: usize, setting: &str, max: usize) -> ToolResult {
     ToolResult::failure(
         tool_name,
         ErrorKind::ExecutionFailed,
         format!(
             "the call ran once, but its result ({bytes} bytes as JSON) would take the approvals kept past \
-             MAX_APPROVAL_BYTES ({max}), so it is not kept: only the answer to the decision carried it"
+             {setting} ({max}), so it is not kept: only the answer to the decision carried it"
         ),
     )
 }
@@ -506,7 +561,7 @@ mod tests {
     fn a_decision_without_a_reason_fits_in_the_bytes_counted_for_it() {
         // The longest tool name the contract allows: 40 characters, a dot, 40 more.
         let tool = format!("{}.{}", "m".repeat(40), "t".repeat(40));
-        let unkept = unkept_result(&tool, usize::MAX, usize::MAX);
+        let unkept = unkept_result(&tool, usize::MAX, "MAX_APPROVAL_BYTES_PER_USER", usize::MAX);
         assert!(json_bytes(&unkept) <= DECISION_BYTES, "{}", json_bytes(&unkept));
         assert!(json_bytes(&declined_result(&tool, None)) <= DECISION_BYTES);
         assert!(unkept.error.unwrap().contains(&format!("({} bytes as JSON) would", usize::MAX)));

@@ -8,7 +8,10 @@
 //! `approvals:bytes`), their sum (`approvals:bytes:total`) and when each
 //! leaves the sum (`approvals:bytes:drop`, ids scored like the index), kept
 //! by the two scripts that store alone: no other writer (an older replica,
-//! a person deleting the index) can leave bytes counted that are gone.
+//! a person deleting the index) can leave bytes counted that are gone. A
+//! user's bytes (for `MAX_APPROVAL_BYTES_PER_USER`) are the bytes counted of
+//! the ids of their kept set, summed by the same scripts, so they leave the
+//! sum with the approval as the store's do.
 
 use std::collections::HashMap;
 
@@ -82,18 +85,39 @@ macro_rules! drop_lapsed_bytes {
     };
 }
 
+/// Sets `user_bytes` to the counted bytes of the approvals of the user's
+/// kept set (`KEYS[7]`, its lapsed ids dropped) but the id `$own`: each
+/// one's bytes of the scripts' own hash, so the sum never drifts from what
+/// is counted in all. The set is bounded by `MAX_APPROVALS_PER_USER`.
+macro_rules! user_bytes {
+    ($own:literal) => {
+        concat!(
+            r"
+    redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', ARGV[1])
+    local user_bytes = 0
+    for _, id in ipairs(redis.call('ZRANGE', KEYS[7], 0, -1)) do
+        if id ~= ",
+            $own,
+            r" then user_bytes = user_bytes + tonumber(redis.call('HGET', KEYS[4], id) or '0') end
+    end
+"
+        )
+    };
+}
+
 /// Stores a new pending approval if the budgets allow, in one step (Redis
 /// runs a script alone): drops the lapsed bytes ([`drop_lapsed_bytes`]),
 /// the lapsed ids of the index and of the user's pending and kept sets;
 /// then answers 1 when the index holds `max_total` ids, 2 when the user has
 /// `max_pending` pending ones, 4 when the user has `max_per_user` kept
-/// ones, 3 when its bytes would take the sum past `max_total_bytes`, and
-/// otherwise stores the record, indexes it and counts its bytes (0). The
-/// user's sets' TTLs are only ever lengthened.
+/// ones, 3 when its bytes would take the sum past `max_total_bytes`, 5 when
+/// they would take the user's ([`user_bytes`]) past `max_bytes_per_user`,
+/// and otherwise stores the record, indexes it and counts its bytes (0).
+/// The user's sets' TTLs are only ever lengthened.
 /// KEYS: as [`drop_lapsed_bytes`], then the user's kept set. ARGV: now
 /// (seconds), now (milliseconds), max_total, max_pending, id, drop_at
 /// (seconds), expires_at (milliseconds), the record's JSON, its TTL
-/// (seconds), max_total_bytes, its bytes, max_per_user.
+/// (seconds), max_total_bytes, its bytes, max_per_user, max_bytes_per_user.
 const INSERT: &str = concat!(
     drop_lapsed_bytes!(),
     r"
@@ -101,9 +125,12 @@ const INSERT: &str = concat!(
     if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 1 end
     redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[2])
     if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then return 2 end
-    redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', ARGV[1])
+",
+    user_bytes!("ARGV[5]"),
+    r"
     if redis.call('ZCARD', KEYS[7]) >= tonumber(ARGV[12]) then return 4 end
     if tonumber(redis.call('GET', KEYS[5]) or '0') + tonumber(ARGV[11]) > tonumber(ARGV[10]) then return 3 end
+    if user_bytes + tonumber(ARGV[11]) > tonumber(ARGV[13]) then return 5 end
     redis.call('SET', KEYS[3], ARGV[8], 'EX', ARGV[9])
     redis.call('ZADD', KEYS[1], ARGV[6], ARGV[5])
     redis.call('ZADD', KEYS[2], ARGV[7], ARGV[5])
@@ -120,25 +147,31 @@ const INSERT: &str = concat!(
 /// Stores (or replaces) an approval, in one step: drops the lapsed bytes
 /// ([`drop_lapsed_bytes`]); answers 1 when its bytes are more than it
 /// counted before (nothing if it was not counted) and would take the sum
-/// past `max_total_bytes`; otherwise stores and indexes the record, takes a
-/// decided one out of its user's pending set, moves its drop time in its
-/// user's kept set (if there), and counts its bytes instead of its former
-/// ones, until it is dropped (0).
+/// past `max_total_bytes`, 2 when they would take its user's ([`user_bytes`])
+/// past `max_bytes_per_user`; otherwise stores and indexes the record,
+/// takes a decided one out of its user's pending set, adds it to its user's
+/// kept set (or moves its drop time there; one an older replica stored
+/// without adding it is counted from then on), lengthening the set's TTL
+/// to its own, and counts its bytes instead of its former ones, until it
+/// is dropped (0).
 /// KEYS: as [`INSERT`]. ARGV: now (seconds), id, drop_at
 /// (seconds), the record's JSON, its TTL (seconds), max_total_bytes, its
-/// bytes, 1 when it is decided (0 when pending).
+/// bytes, 1 when it is decided (0 when pending), max_bytes_per_user.
 const PUT: &str = concat!(
     drop_lapsed_bytes!(),
+    user_bytes!("ARGV[2]"),
     r"
     local before = tonumber(redis.call('HGET', KEYS[4], ARGV[2]) or '0')
     local bytes = tonumber(ARGV[7])
     if bytes > before and tonumber(redis.call('GET', KEYS[5]) or '0') - before + bytes > tonumber(ARGV[6]) then
         return 1
     end
+    if bytes > before and user_bytes + bytes > tonumber(ARGV[9]) then return 2 end
     redis.call('SET', KEYS[3], ARGV[4], 'EX', ARGV[5])
     redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
     if ARGV[8] == '1' then redis.call('ZREM', KEYS[2], ARGV[2]) end
-    redis.call('ZADD', KEYS[7], 'XX', ARGV[3], ARGV[2])
+    redis.call('ZADD', KEYS[7], ARGV[3], ARGV[2])
+    if redis.call('TTL', KEYS[7]) < tonumber(ARGV[5]) then redis.call('EXPIRE', KEYS[7], ARGV[5]) end
     redis.call('HSET', KEYS[4], ARGV[2], ARGV[7])
     redis.call('INCRBY', KEYS[5], bytes - before)
     redis.call('ZADD', KEYS[6], ARGV[3], ARGV[2])
@@ -245,12 +278,14 @@ impl ApprovalStore for RedisStore {
                 .arg(ttl(drop_at))
                 .arg(settings.max_total_bytes)
                 .arg(bytes)
-                .arg(settings.max_per_user);
+                .arg(settings.max_per_user)
+                .arg(settings.max_bytes_per_user);
             Ok(match self.run(&invocation).await? {
                 0 => Admission::Stored,
                 1 => Admission::Full,
                 2 => Admission::TooManyPending,
                 4 => Admission::TooManyForUser,
+                5 => Admission::TooManyBytesForUser,
                 _ => Admission::TooManyBytes,
             })
         }
@@ -275,8 +310,13 @@ impl ApprovalStore for RedisStore {
                 .arg(ttl(drop_at))
                 .arg(settings.max_total_bytes)
                 .arg(bytes)
-                .arg(u8::from(approval.status != ApprovalStatus::Pending));
-            Ok(if self.run(&invocation).await? == 0 { Admission::Stored } else { Admission::TooManyBytes })
+                .arg(u8::from(approval.status != ApprovalStatus::Pending))
+                .arg(settings.max_bytes_per_user);
+            Ok(match self.run(&invocation).await? {
+                0 => Admission::Stored,
+                2 => Admission::TooManyBytesForUser,
+                _ => Admission::TooManyBytes,
+            })
         }
         .boxed()
     }
@@ -363,7 +403,8 @@ impl ApprovalStore for RedisStore {
 mod tests {
     use super::*;
     use crate::approvals::store::tests::{
-        approval, check_expired_claims, check_insert_budgets, check_per_user_budget, check_put_budgets, put,
+        approval, check_expired_claims, check_insert_budgets, check_per_user_budget, check_per_user_bytes,
+        check_put_budgets, put,
     };
     use module_sdk::contract::ToolResult;
     use serde_json::{Value, json};
@@ -398,6 +439,33 @@ mod tests {
     async fn one_user_keeps_at_most_their_share_of_approvals() {
         let Some(redis) = test_support::RedisServer::start() else { return };
         check_per_user_budget(&RedisStore::new(&redis.url()).unwrap()).await;
+    }
+
+    #[tokio::test]
+    async fn one_user_keeps_at_most_their_share_of_bytes() {
+        let Some(redis) = test_support::RedisServer::start() else { return };
+        check_per_user_bytes(&RedisStore::new(&redis.url()).unwrap()).await;
+    }
+
+    #[tokio::test]
+    async fn an_approval_an_older_replica_kept_out_of_its_users_set_counts_once_stored_again() {
+        let Some(redis) = test_support::RedisServer::start() else { return };
+        let store = RedisStore::new(&redis.url()).unwrap();
+        let settings = ApprovalSettings { max_bytes_per_user: 1000, ..ApprovalSettings::default() };
+        let old = approval("old", Duration::from_secs(60));
+        let drop_at = old.expires_at + Duration::from_secs(60);
+        assert_eq!(store.insert(&old, 400, drop_at, &settings).await.unwrap(), Admission::Stored);
+        // An older replica stored it without adding it to ada's kept set.
+        let mut connection = store.connection.clone();
+        let _: () = connection.del(user_key(Some("ada"))).await.unwrap();
+        let mut decided = old.clone();
+        decided.status = ApprovalStatus::Denied;
+        assert_eq!(store.put(&decided, 600, drop_at, &settings).await.unwrap(), Admission::Stored);
+        let ttl: i64 = connection.ttl(user_key(Some("ada"))).await.unwrap();
+        assert!(ttl > 60, "the set lasts as long as the approval: {ttl}");
+        let next = approval("next", Duration::from_secs(60));
+        let refused = store.insert(&next, 401, next.expires_at, &settings).await.unwrap();
+        assert_eq!(refused, Admission::TooManyBytesForUser, "the decided approval's 600 bytes are ada's");
     }
 
     #[tokio::test]

@@ -39,6 +39,7 @@ pub fn error_answer(error: &ApprovalError) -> Response {
         ApprovalError::Conflict { .. } => StatusCode::CONFLICT,
         ApprovalError::TooMany { .. }
         | ApprovalError::UserFull { .. }
+        | ApprovalError::UserFullOfBytes { .. }
         | ApprovalError::Full { .. }
         | ApprovalError::FullOfBytes { .. }
         | ApprovalError::NoRoomForReason { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -95,7 +96,7 @@ pub(crate) async fn show(
     (status = 409, body = ErrorBody, description = "Not pending, or being decided by another request"),
     (status = 415, body = ErrorBody, description = "The body is not sent as `Content-Type: application/json`"),
     (status = 422, body = ErrorBody, description = "The body is not a decision, or its reason is over MAX_APPROVAL_REASON_BYTES"),
-    (status = 429, body = ErrorBody, description = "The decision's reason would take the approvals kept past MAX_APPROVAL_BYTES"),
+    (status = 429, body = ErrorBody, description = "The decision's reason would take the approvals kept past MAX_APPROVAL_BYTES, or its user's past MAX_APPROVAL_BYTES_PER_USER"),
     (status = 503, body = ErrorBody, description = "The approval store (Redis) failed")
 ))]
 pub(crate) async fn decide(

@@ -20,6 +20,9 @@ pub const DEFAULT_MAX_APPROVALS_PER_USER: usize = 500;
 pub const DEFAULT_MAX_APPROVAL_ARGUMENT_BYTES: usize = 1024 * 1024;
 /// The default of `MAX_APPROVAL_BYTES`: 64 MiB.
 pub const DEFAULT_MAX_APPROVAL_BYTES: usize = 64 * 1024 * 1024;
+/// The default of `MAX_APPROVAL_BYTES_PER_USER`: 8 MiB (or `MAX_APPROVAL_BYTES`
+/// when that is less), an eighth of the default `MAX_APPROVAL_BYTES`.
+pub const DEFAULT_MAX_APPROVAL_BYTES_PER_USER: usize = 8 * 1024 * 1024;
 /// The default of `MAX_APPROVAL_REASON_BYTES`: 4 KiB (a paragraph).
 pub const DEFAULT_MAX_APPROVAL_REASON_BYTES: usize = 4 * 1024;
 
@@ -46,6 +49,10 @@ pub struct ApprovalSettings {
     /// `MAX_APPROVAL_BYTES`: the counted bytes of all the approvals kept at
     /// once (see [`super::Approval::counted_bytes`]).
     pub max_total_bytes: usize,
+    /// `MAX_APPROVAL_BYTES_PER_USER`: the counted bytes of one user's
+    /// approvals kept at once (any state), so no user can fill
+    /// `MAX_APPROVAL_BYTES` alone; at most `MAX_APPROVAL_BYTES`.
+    pub max_bytes_per_user: usize,
     /// `MAX_APPROVAL_REASON_BYTES`: the longest reason a decision may give.
     pub max_reason_bytes: usize,
 }
@@ -61,6 +68,7 @@ impl Default for ApprovalSettings {
             max_per_user: DEFAULT_MAX_APPROVALS_PER_USER,
             max_argument_bytes: DEFAULT_MAX_APPROVAL_ARGUMENT_BYTES,
             max_total_bytes: DEFAULT_MAX_APPROVAL_BYTES,
+            max_bytes_per_user: DEFAULT_MAX_APPROVAL_BYTES_PER_USER,
             max_reason_bytes: DEFAULT_MAX_APPROVAL_REASON_BYTES,
         }
     }
@@ -85,6 +93,8 @@ pub struct ApprovalFile {
     pub max_approval_argument_bytes: Option<usize>,
     /// `max_approval_bytes`.
     pub max_approval_bytes: Option<usize>,
+    /// `max_approval_bytes_per_user`.
+    pub max_approval_bytes_per_user: Option<usize>,
     /// `max_approval_reason_bytes`.
     pub max_approval_reason_bytes: Option<usize>,
 }
@@ -122,6 +132,16 @@ impl ApprovalSettings {
         let max_argument_bytes =
             count("MAX_APPROVAL_ARGUMENT_BYTES", file.max_approval_argument_bytes, defaults.max_argument_bytes)?;
         let max_total_bytes = count("MAX_APPROVAL_BYTES", file.max_approval_bytes, defaults.max_total_bytes)?;
+        // By default no more than the store's, which a value set must not pass either.
+        let max_bytes_per_user = count(
+            "MAX_APPROVAL_BYTES_PER_USER",
+            file.max_approval_bytes_per_user,
+            defaults.max_bytes_per_user.min(max_total_bytes),
+        )?;
+        if max_bytes_per_user > max_total_bytes {
+            let reason = format!("expected at most MAX_APPROVAL_BYTES ({max_total_bytes})");
+            return Err(invalid("MAX_APPROVAL_BYTES_PER_USER", &max_bytes_per_user.to_string(), reason));
+        }
         let max_reason_bytes =
             count("MAX_APPROVAL_REASON_BYTES", file.max_approval_reason_bytes, defaults.max_reason_bytes)?;
         Ok(Self {
@@ -133,6 +153,7 @@ impl ApprovalSettings {
             max_per_user,
             max_argument_bytes,
             max_total_bytes,
+            max_bytes_per_user,
             max_reason_bytes,
         })
     }
@@ -190,10 +211,25 @@ mod tests {
             ("MAX_APPROVALS_PER_USER", "0"),
             ("MAX_APPROVAL_ARGUMENT_BYTES", "0"),
             ("MAX_APPROVAL_BYTES", "-1"),
+            ("MAX_APPROVAL_BYTES_PER_USER", "0"),
             ("MAX_APPROVAL_REASON_BYTES", "0"),
         ] {
             let error = read(&[(name, value)]).unwrap_err().to_string();
             assert!(error.contains(name), "{error}");
         }
+    }
+
+    #[test]
+    fn one_users_bytes_stay_within_the_stores() {
+        let small = read(&[("MAX_APPROVAL_BYTES", "1000")]).unwrap();
+        assert_eq!((small.max_total_bytes, small.max_bytes_per_user), (1000, 1000), "the default is lowered to it");
+        let set = read(&[("MAX_APPROVAL_BYTES", "1000"), ("MAX_APPROVAL_BYTES_PER_USER", "1000")]).unwrap();
+        assert_eq!(set.max_bytes_per_user, 1000);
+        let error = read(&[("MAX_APPROVAL_BYTES", "1000"), ("MAX_APPROVAL_BYTES_PER_USER", "1001")]).unwrap_err();
+        let error = error.to_string();
+        assert!(
+            error.contains("MAX_APPROVAL_BYTES_PER_USER") && error.contains("at most MAX_APPROVAL_BYTES (1000)"),
+            "{error}"
+        );
     }
 }

@@ -40,6 +40,9 @@ pub enum Admission {
     TooManyForUser,
     /// Its counted bytes would take the approvals kept past `MAX_APPROVAL_BYTES`.
     TooManyBytes,
+    /// Its counted bytes would take its user's approvals kept (any state)
+    /// past `MAX_APPROVAL_BYTES_PER_USER`.
+    TooManyBytesForUser,
 }
 
 /// What claiming an approval's one decision came to.
@@ -56,7 +59,7 @@ pub enum Claim {
 /// Approvals by id; a record is dropped at its `drop_at` time.
 pub trait ApprovalStore: Send + Sync {
     /// Stores the new pending `approval`, counted as `bytes` (against
-    /// `MAX_APPROVAL_BYTES`), until `drop_at` if the budgets of `settings`
+    /// `MAX_APPROVAL_BYTES` and its user's `MAX_APPROVAL_BYTES_PER_USER`), until `drop_at` if the budgets of `settings`
     /// allow it, counted in the same step as it is stored (on every
     /// replica), so calls asking at once cannot pass a budget together.
     fn insert<'a>(
@@ -67,9 +70,11 @@ pub trait ApprovalStore: Send + Sync {
         settings: &'a ApprovalSettings,
     ) -> BoxFuture<'a, Result<Admission, StoreError>>;
     /// Stores (or replaces) `approval` until `drop_at`, counted as `bytes`
-    /// instead of what it counted before, in the same step: refused
-    /// ([`Admission::TooManyBytes`]) only when it counts more than before and
-    /// that would take the approvals kept past `MAX_APPROVAL_BYTES`.
+    /// instead of what it counted before, in the same step: refused only
+    /// when it counts more than before and that would take the approvals
+    /// kept past `MAX_APPROVAL_BYTES` ([`Admission::TooManyBytes`]) or its
+    /// user's past `MAX_APPROVAL_BYTES_PER_USER`
+    /// ([`Admission::TooManyBytesForUser`]).
     fn put<'a>(
         &'a self,
         approval: &'a Approval,
@@ -106,9 +111,15 @@ struct Entry {
     bytes: usize,
 }
 
-/// The counted bytes of all `entries`.
-fn kept_bytes(entries: &HashMap<String, Entry>) -> usize {
-    entries.values().map(|entry| entry.bytes).sum()
+/// The counted bytes of all `entries`, and of those of `user` but `id`.
+fn kept_bytes(entries: &HashMap<String, Entry>, user: Option<&str>, id: &str) -> (usize, usize) {
+    let all = entries.values().map(|entry| entry.bytes).sum();
+    let users = entries
+        .iter()
+        .filter(|(kept, entry)| entry.approval.user_id.as_deref() == user && *kept != id)
+        .map(|(_, entry)| entry.bytes)
+        .sum();
+    (all, users)
 }
 
 /// Approvals of one process.
@@ -140,14 +151,17 @@ impl ApprovalStore for MemoryStore {
         let pending = || {
             entries.values().filter(of_user).filter(|e| e.approval.status_at(now) == ApprovalStatus::Pending).count()
         };
+        let (all_bytes, users_bytes) = kept_bytes(&entries, approval.user_id.as_deref(), &approval.id);
         let admission = if entries.len() >= settings.max_total {
             Admission::Full
         } else if pending() >= settings.max_pending {
             Admission::TooManyPending
         } else if entries.values().filter(of_user).count() >= settings.max_per_user {
             Admission::TooManyForUser
-        } else if kept_bytes(&entries).saturating_add(bytes) > settings.max_total_bytes {
+        } else if all_bytes.saturating_add(bytes) > settings.max_total_bytes {
             Admission::TooManyBytes
+        } else if users_bytes.saturating_add(bytes) > settings.max_bytes_per_user {
+            Admission::TooManyBytesForUser
         } else {
             let entry = Entry { approval: approval.clone(), drop_at, claimed: false, bytes };
             entries.insert(approval.id.clone(), entry);
@@ -165,9 +179,12 @@ impl ApprovalStore for MemoryStore {
     ) -> BoxFuture<'a, Result<Admission, StoreError>> {
         let mut entries = self.locked();
         let (claimed, before) = entries.get(&approval.id).map_or((false, 0), |entry| (entry.claimed, entry.bytes));
-        let others = kept_bytes(&entries) - before;
+        let (all_bytes, users_others) = kept_bytes(&entries, approval.user_id.as_deref(), &approval.id);
+        let others = all_bytes - before;
         let admission = if bytes > before && others.saturating_add(bytes) > settings.max_total_bytes {
             Admission::TooManyBytes
+        } else if bytes > before && users_others.saturating_add(bytes) > settings.max_bytes_per_user {
+            Admission::TooManyBytesForUser
         } else {
             entries.insert(approval.id.clone(), Entry { approval: approval.clone(), drop_at, claimed, bytes });
             Admission::Stored
@@ -343,23 +360,37 @@ pub(crate) mod tests {
             let drop_at = decided.expires_at + Duration::from_secs(60);
             assert_eq!(store.put(&decided, 100, drop_at, &settings).await.unwrap(), Admission::Stored);
         }
-        assert_eq!(insert_of(store, "third", "ada", &settings).await, Admission::Stored, "two decided, one pending");
-        let refused = insert_of(store, "fourth", "ada", &settings).await;
+        assert_eq!(
+            insert_of(store, "third", "ada", 100, &settings).await,
+            Admission::Stored,
+            "two decided, one pending"
+        );
+        let refused = insert_of(store, "fourth", "ada", 100, &settings).await;
         assert_eq!(refused, Admission::TooManyForUser, "decided ones still count");
-        assert_eq!(insert_of(store, "bob", "bob", &settings).await, Admission::Stored, "another user's own share");
+        assert_eq!(insert_of(store, "bob", "bob", 100, &settings).await, Admission::Stored, "another user's own share");
         // A lapsed approval (dropped by now) is not counted.
         let lapsed = OffsetDateTime::now_utc() - Duration::from_secs(1);
         let mut first = store.get("Some(\"ada\")-0").await.unwrap().unwrap();
         first.status = ApprovalStatus::Denied;
         assert_eq!(store.put(&first, 100, lapsed, &settings).await.unwrap(), Admission::Stored);
-        assert_eq!(insert_of(store, "fourth", "ada", &settings).await, Admission::Stored, "one of ada's was dropped");
+        assert_eq!(
+            insert_of(store, "fourth", "ada", 100, &settings).await,
+            Admission::Stored,
+            "one of ada's was dropped"
+        );
     }
 
-    /// Stores a new pending approval `id` of `user` in `store`, counted as 100 bytes.
-    async fn insert_of(store: &dyn ApprovalStore, id: &str, user: &str, settings: &ApprovalSettings) -> Admission {
+    /// Stores a new pending approval `id` of `user` in `store`, counted as `bytes`.
+    async fn insert_of(
+        store: &dyn ApprovalStore,
+        id: &str,
+        user: &str,
+        bytes: usize,
+        settings: &ApprovalSettings,
+    ) -> Admission {
         let mut new = approval(id, Duration::from_secs(60));
         new.user_id = Some(user.into());
-        store.insert(&new, 100, new.expires_at + Duration::from_secs(60), settings).await.unwrap()
+        store.insert(&new, bytes, new.expires_at + Duration::from_secs(60), settings).await.unwrap()
     }
 
     #[tokio::test]
@@ -369,8 +400,7 @@ pub(crate) mod tests {
 
     /// Stores a new pending approval `id` (ada's) in `store`, counted as `bytes`.
     async fn insert(store: &dyn ApprovalStore, id: &str, bytes: usize, settings: &ApprovalSettings) -> Admission {
-        let new = approval(id, Duration::from_secs(60));
-        store.insert(&new, bytes, new.expires_at + Duration::from_secs(60), settings).await.unwrap()
+        insert_of(store, id, "ada", bytes, settings).await
     }
 
     /// Stores approval `id` again (decided, with its result) in `store`,
@@ -416,5 +446,33 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn storing_again_counts_the_new_bytes_within_the_budget() {
         check_put_budgets(&MemoryStore::default()).await;
+    }
+
+    /// Checks the bytes one user's approvals may count in `store` (1000 of
+    /// 10000 in all), at insert and when a decision's bytes grow: ada's
+    /// decided ones still count, bob's share is his own, a decision counting
+    /// no more than before always fits, and a lapsed one leaves room.
+    pub(crate) async fn check_per_user_bytes(store: &dyn ApprovalStore) {
+        let settings =
+            ApprovalSettings { max_total_bytes: 10_000, max_bytes_per_user: 1000, ..ApprovalSettings::default() };
+        let later = OffsetDateTime::now_utc() + Duration::from_secs(120);
+        assert_eq!(insert(store, "a", 400, &settings).await, Admission::Stored);
+        assert_eq!(decide(store, "a", 600, later, &settings).await, Admission::Stored, "600 of ada's");
+        assert_eq!(insert(store, "b", 401, &settings).await, Admission::TooManyBytesForUser, "a's result counts");
+        assert_eq!(insert(store, "b", 400, &settings).await, Admission::Stored, "1000 of ada's");
+        assert_eq!(decide(store, "b", 401, later, &settings).await, Admission::TooManyBytesForUser);
+        assert_eq!(decide(store, "b", 400, later, &settings).await, Admission::Stored, "no more than before");
+        assert_eq!(insert_of(store, "bobs", "bob", 1000, &settings).await, Admission::Stored, "bob's own share");
+        assert_eq!(insert(store, "c", 1, &settings).await, Admission::TooManyBytesForUser);
+        // `a` lapses: its 600 bytes leave ada's sum.
+        let lapsed = OffsetDateTime::now_utc() - Duration::from_secs(1);
+        assert_eq!(decide(store, "a", 600, lapsed, &settings).await, Admission::Stored);
+        assert_eq!(insert(store, "c", 600, &settings).await, Admission::Stored);
+        assert_eq!(insert(store, "d", 1, &settings).await, Admission::TooManyBytesForUser);
+    }
+
+    #[tokio::test]
+    async fn one_user_keeps_at_most_their_share_of_bytes() {
+        check_per_user_bytes(&MemoryStore::default()).await;
     }
 }
