@@ -301,13 +301,14 @@ impl Approvals {
         if approval.status != ApprovalStatus::Pending {
             return Err(ApprovalError::Conflict { id: id.to_owned(), status: approval.status.as_str() });
         }
-        let status = match self.store.claim(&approval, self.drop_at(&approval)).await? {
-            Claim::Won => None,
-            Claim::Taken => Some("already being decided"),
-            Claim::Expired => Some(ApprovalStatus::Expired.as_str()),
-        };
-        if let Some(status) = status {
-            return Err(ApprovalError::Conflict { id: id.to_owned(), status });
+        if self.store.claim(&approval, self.drop_at(&approval)).await? == Claim::Taken {
+            return Err(ApprovalError::Conflict { id: id.to_owned(), status: "already being decided" });
+        }
+        // Checked once the claim is won (however long that took), by the
+        // clock that set the expiry: it was still pending when claimed.
+        if approval.status_at(OffsetDateTime::now_utc()) == ApprovalStatus::Expired {
+            let expired = ApprovalError::Conflict { id: id.to_owned(), status: ApprovalStatus::Expired.as_str() };
+            return Err(self.undecided(id, expired).await);
         }
         approval.decided_by = Some(identity.name.clone());
         approval.decided_at = Some(OffsetDateTime::now_utc());
@@ -432,9 +433,10 @@ impl Approvals {
         tracing::error!(approval = %approval.id, %error, "an approved call ran, but its result could not be stored");
     }
 
-    /// Gives up the claim of `id`, whose decision could not be recorded
-    /// (`error`) before anything ran, so it can be decided again rather
-    /// than refused as being decided until it expires; answers the error.
+    /// Gives up the claim of `id`, won but not decided (`error`: its
+    /// decision could not be recorded before anything ran, or it had
+    /// expired), so it can be decided again, or is refused as expired,
+    /// rather than as being decided until it is dropped; answers the error.
     async fn undecided(&self, id: &str, error: ApprovalError) -> ApprovalError {
         if let Err(release) = self.store.release(id).await {
             tracing::error!(approval = %id, error = %release, "the claim of an undecided approval could not be given up");
@@ -556,6 +558,100 @@ pub fn result_message(approval: &Approval) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
+    use futures::FutureExt;
+    use futures::future::BoxFuture;
+    use std::time::Duration;
+    use store::tests::{approval, put};
+
+    /// A store whose claims are made only once the approval has expired,
+    /// as a claim can take that long (a slow Redis, a paused process).
+    struct LateClaims(Arc<dyn ApprovalStore>);
+
+    impl ApprovalStore for LateClaims {
+        fn insert<'a>(
+            &'a self,
+            approval: &'a Approval,
+            bytes: usize,
+            drop_at: OffsetDateTime,
+            settings: &'a ApprovalSettings,
+        ) -> BoxFuture<'a, Result<Admission, StoreError>> {
+            self.0.insert(approval, bytes, drop_at, settings)
+        }
+
+        fn put<'a>(
+            &'a self,
+            approval: &'a Approval,
+            bytes: usize,
+            drop_at: OffsetDateTime,
+            settings: &'a ApprovalSettings,
+        ) -> BoxFuture<'a, Result<Admission, StoreError>> {
+            self.0.put(approval, bytes, drop_at, settings)
+        }
+
+        fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Approval>, StoreError>> {
+            self.0.get(id)
+        }
+
+        fn list(&self) -> BoxFuture<'_, Result<Vec<Approval>, StoreError>> {
+            self.0.list()
+        }
+
+        fn claim<'a>(
+            &'a self,
+            approval: &'a Approval,
+            drop_at: OffsetDateTime,
+        ) -> BoxFuture<'a, Result<Claim, StoreError>> {
+            async move {
+                let left = approval.expires_at - OffsetDateTime::now_utc();
+                tokio::time::sleep(Duration::try_from(left).unwrap_or_default()).await;
+                self.0.claim(approval, drop_at).await
+            }
+            .boxed()
+        }
+
+        fn release<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+            self.0.release(id)
+        }
+
+        fn kind(&self) -> &'static str {
+            self.0.kind()
+        }
+    }
+
+    /// Checks that an approval of `store` that expired by the time its
+    /// claim was won is not decided, and its claim is given up; a pending
+    /// one still is decided.
+    async fn check_expired_by_the_claim(store: Arc<dyn ApprovalStore>) {
+        // The executor of an orchestrator without modules: nothing is run.
+        let orchestrator = Orchestrator::new(Config::default()).unwrap();
+        let approvals = Approvals { store: Arc::new(LateClaims(Arc::clone(&store))), settings: Default::default() };
+        let identity = Identity::development();
+        let late = approval("late", Duration::from_millis(500));
+        let drop_at = late.expires_at + Duration::from_secs(60);
+        put(store.as_ref(), &late, drop_at).await;
+        let decided = approvals.decide(&identity, "late", Decision::Approve, None, &orchestrator.executor).await;
+        assert!(matches!(decided, Err(ApprovalError::Conflict { status: "expired", .. })), "{decided:?}");
+        assert_eq!(store.get("late").await.unwrap().unwrap().status, ApprovalStatus::Pending, "nothing recorded");
+        assert_eq!(store.claim(&late, drop_at).await.unwrap(), Claim::Won, "the claim was given up");
+
+        let live = approval("live", Duration::from_secs(60));
+        put(store.as_ref(), &live, drop_at).await;
+        let approvals = Approvals { store, settings: Default::default() };
+        let decided = approvals.decide(&identity, "live", Decision::Deny, None, &orchestrator.executor).await;
+        assert_eq!(decided.unwrap().status, ApprovalStatus::Denied);
+    }
+
+    #[tokio::test]
+    async fn an_approval_expired_by_its_claim_is_not_decided_in_memory() {
+        check_expired_by_the_claim(Arc::new(MemoryStore::default())).await;
+    }
+
+    #[tokio::test]
+    async fn an_approval_expired_by_its_claim_is_not_decided_in_redis() {
+        let Some(redis) = test_support::RedisServer::start() else { return };
+        check_expired_by_the_claim(Arc::new(redis_store::RedisStore::new(&redis.url()).unwrap())).await;
+    }
 
     #[test]
     fn a_decision_without_a_reason_fits_in_the_bytes_counted_for_it() {

@@ -48,12 +48,11 @@ pub enum Admission {
 /// What claiming an approval's one decision came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Claim {
-    /// This caller decides it.
+    /// This caller decides it (if it had not expired by then: see
+    /// [`super::Approvals::decide`]).
     Won,
     /// Another caller claimed it first (or it is not kept).
     Taken,
-    /// It had expired by the time of the claim: nobody may decide it.
-    Expired,
 }
 
 /// Approvals by id; a record is dropped at its `drop_at` time.
@@ -87,10 +86,9 @@ pub trait ApprovalStore: Send + Sync {
     /// Every kept approval.
     fn list(&self) -> BoxFuture<'_, Result<Vec<Approval>, StoreError>>;
     /// Claims the one decision of `approval` (until `drop_at`): won by the
-    /// first caller only, across replicas, so an approval runs at most once,
-    /// and only while it is pending: its expiry is checked once the claim is
-    /// made, so it cannot be decided after it expired, however long the
-    /// claim took.
+    /// first caller only, across replicas, so an approval runs at most once.
+    /// Whether it had expired by then is the caller's to check, once the
+    /// claim is won.
     fn claim<'a>(&'a self, approval: &'a Approval, drop_at: OffsetDateTime)
     -> BoxFuture<'a, Result<Claim, StoreError>>;
     /// Gives up the claim of `id` when its decision could not be recorded
@@ -208,8 +206,6 @@ impl ApprovalStore for MemoryStore {
         _drop_at: OffsetDateTime,
     ) -> BoxFuture<'a, Result<Claim, StoreError>> {
         let claim = match self.locked().get_mut(&approval.id) {
-            // Checked under the lock the claim is made with.
-            Some(entry) if !entry.claimed && OffsetDateTime::now_utc() >= approval.expires_at => Claim::Expired,
             Some(entry) if !entry.claimed => {
                 entry.claimed = true;
                 Claim::Won
@@ -285,24 +281,6 @@ pub(crate) mod tests {
         put(&store, &old, OffsetDateTime::now_utc() - Duration::from_secs(1)).await;
         assert!(store.get("old").await.unwrap().is_none());
         assert_eq!(store.list().await.unwrap().len(), 1);
-    }
-
-    /// Checks that `store` lets nobody claim an approval that expired
-    /// before its claim (it is kept until after its expiry, as decided
-    /// ones are), and still lets one claim a pending one.
-    pub(crate) async fn check_expired_claims(store: &dyn ApprovalStore) {
-        let drop_at = OffsetDateTime::now_utc() + Duration::from_secs(60);
-        let late = approval("late", Duration::ZERO);
-        put(store, &late, drop_at).await;
-        assert_eq!(store.claim(&late, drop_at).await.unwrap(), Claim::Expired);
-        let live = approval("live", Duration::from_secs(60));
-        put(store, &live, drop_at).await;
-        assert_eq!(store.claim(&live, drop_at).await.unwrap(), Claim::Won);
-    }
-
-    #[tokio::test]
-    async fn an_approval_expired_by_its_claim_cannot_be_claimed() {
-        check_expired_claims(&MemoryStore::default()).await;
     }
 
     /// Inserts `count` pending approvals of `user` into `store` and returns
