@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::identities::{TestKey, keys_file};
+use common::identities::{ISSUER_KEY, TestKey, claims, jwks_file, keys_file, now_plus, token};
 use common::modules::{Calls, approval_module, sdk_module, stalling_module};
 use common::{ModuleServer, OrchestratorProcess, module_services};
 use module_sdk::mcp::USER_ID_META_KEY;
@@ -338,18 +338,40 @@ async fn a_long_call_reports_progress_to_a_client_that_asks() {
     client.cancel().await.unwrap();
 }
 
-/// `method /mcp` with `key`'s API key, the headers a client sends plus
+/// Who sends a raw `/mcp` request: a test API key (by its id), or any bearer token (a JWT).
+#[derive(Clone, Copy)]
+enum Sender<'a> {
+    Key(&'static str),
+    Bearer(&'a str),
+}
+
+impl From<&'static str> for Sender<'_> {
+    fn from(id: &'static str) -> Self {
+        Self::Key(id)
+    }
+}
+
+impl Sender<'_> {
+    fn token(self) -> String {
+        match self {
+            Self::Key(id) => api_key(id),
+            Self::Bearer(token) => token.to_owned(),
+        }
+    }
+}
+
+/// `method /mcp` sent by `sender`, with the headers a client sends plus
 /// `headers`, and `body` if any: the response, its body unread.
-async fn mcp_raw(
+async fn mcp_raw<'a>(
     fleet: &Fleet,
     method: reqwest::Method,
-    key: &'static str,
+    sender: impl Into<Sender<'a>>,
     headers: &[(&str, &str)],
     body: Option<Value>,
 ) -> reqwest::Response {
     let mut request = reqwest::Client::new()
         .request(method, format!("{}/mcp", fleet.orchestrator.url))
-        .bearer_auth(api_key(key))
+        .bearer_auth(sender.into().token())
         .header("accept", "application/json, text/event-stream");
     if let Some(body) = body {
         request = request.json(&body);
@@ -366,13 +388,17 @@ async fn post_raw(fleet: &Fleet, headers: &[(&str, &str)], body: Value) -> (u16,
     (response.status().as_u16(), response.text().await.unwrap())
 }
 
-/// `initialize` as `key`, naming `version` in its params and its
+/// `initialize` sent by `sender`, naming `version` in its params and its
 /// `MCP-Protocol-Version` header: the status, and the session it opened.
-async fn initialize_raw(fleet: &Fleet, key: &'static str, version: &str) -> (u16, Option<String>, String) {
+async fn initialize_raw<'a>(
+    fleet: &Fleet,
+    sender: impl Into<Sender<'a>>,
+    version: &str,
+) -> (u16, Option<String>, String) {
     let params = json!({"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}});
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params});
     let headers = [("mcp-protocol-version", version)];
-    let response = mcp_raw(fleet, reqwest::Method::POST, key, &headers, Some(body)).await;
+    let response = mcp_raw(fleet, reqwest::Method::POST, sender, &headers, Some(body)).await;
     let session = response.headers().get("mcp-session-id").map(|id| id.to_str().unwrap().to_owned());
     (response.status().as_u16(), session, response.text().await.unwrap())
 }
@@ -497,29 +523,30 @@ async fn refused_initializes_log_no_errors() {
     assert!(errors.is_empty(), "refusals are no internal errors: {errors:#?}");
 }
 
-/// Opens a 2025-11-25 session as `key`, handshake and all: its id.
-async fn open_session(fleet: &Fleet, key: &'static str) -> String {
-    let (status, session, body) = initialize_raw(fleet, key, "2025-11-25").await;
+/// Opens a 2025-11-25 session sent by `sender`, handshake and all: its id.
+async fn open_session<'a>(fleet: &Fleet, sender: impl Into<Sender<'a>>) -> String {
+    let sender = sender.into();
+    let (status, session, body) = initialize_raw(fleet, sender, "2025-11-25").await;
     assert_eq!(status, 200, "{body}");
     let session = session.expect("a session was opened");
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     let headers = [("mcp-session-id", session.as_str()), ("mcp-protocol-version", "2025-11-25")];
-    let response = mcp_raw(fleet, reqwest::Method::POST, key, &headers, Some(initialized)).await;
+    let response = mcp_raw(fleet, reqwest::Method::POST, sender, &headers, Some(initialized)).await;
     assert_eq!(response.status(), 202);
     session
 }
 
-/// `GET /mcp` of `session` as `key`: the session's event stream, open while the response is kept.
-async fn get_stream(fleet: &Fleet, key: &'static str, session: &str) -> reqwest::Response {
+/// `GET /mcp` of `session` sent by `sender`: the session's event stream, open while the response is kept.
+async fn get_stream<'a>(fleet: &Fleet, sender: impl Into<Sender<'a>>, session: &str) -> reqwest::Response {
     let headers = [("mcp-session-id", session), ("mcp-protocol-version", "2025-11-25")];
-    mcp_raw(fleet, reqwest::Method::GET, key, &headers, None).await
+    mcp_raw(fleet, reqwest::Method::GET, sender, &headers, None).await
 }
 
-/// `tools/list` as `key` on `session`: the status and the answer.
-async fn list_in_session(fleet: &Fleet, key: &'static str, session: &str) -> (u16, String) {
+/// `tools/list` sent by `sender` on `session`: the status and the answer.
+async fn list_in_session<'a>(fleet: &Fleet, sender: impl Into<Sender<'a>>, session: &str) -> (u16, String) {
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}});
     let headers = [("mcp-session-id", session), ("mcp-protocol-version", "2025-11-25")];
-    let response = mcp_raw(fleet, reqwest::Method::POST, key, &headers, Some(list)).await;
+    let response = mcp_raw(fleet, reqwest::Method::POST, sender, &headers, Some(list)).await;
     (response.status().as_u16(), response.text().await.unwrap())
 }
 
@@ -544,6 +571,60 @@ async fn a_session_is_its_openers_and_to_anyone_else_does_not_exist() {
     let ended = mcp_raw(&fleet, reqwest::Method::DELETE, "ada", &[("mcp-session-id", &session)], None).await;
     assert_eq!(ended.status(), 202);
     assert_eq!(list_in_session(&fleet, "ada", &session).await.0, 404, "ended");
+}
+
+/// The status and body of `response`.
+async fn answer(response: reqwest::Response) -> (u16, String) {
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn a_session_is_bound_to_its_openers_grant_not_only_its_user() {
+    let jwks = jwks_file();
+    let fleet = Fleet::start(&[
+        ("JWT_JWKS", jwks.path().to_str().unwrap()),
+        ("JWT_ISSUER", "test-issuer"),
+        ("JWT_AUDIENCE", "orchestrator"),
+        ("JWT_ALGORITHMS", "ES256"),
+    ])
+    .await;
+    // Two JWTs of ada, both the identity `jwt:ada`: an admin's of every
+    // module, and a user's of `bank` only.
+    let broad = token(ISSUER_KEY, &claims("ada", "admin"));
+    let mut narrow = claims("ada", "user");
+    narrow["modules"] = json!(["bank"]);
+    let narrow = token(ISSUER_KEY, &narrow);
+    let session = open_session(&fleet, Sender::Bearer(&broad)).await;
+    let in_session = [("mcp-session-id", session.as_str()), ("mcp-protocol-version", "2025-11-25")];
+    // The broad token calls `slow__wait` (answered within a second), outside the narrow one's modules.
+    let wait =
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "slow__wait", "arguments": {}}});
+    let mut call = mcp_raw(&fleet, reqwest::Method::POST, Sender::Bearer(&broad), &in_session, Some(wait)).await;
+    assert_eq!(call.status(), 200);
+    // The call's stream opens with an event whose id a client resumes the stream by.
+    let first = String::from_utf8(call.chunk().await.unwrap().expect("the stream's first event").to_vec()).unwrap();
+    let event = first.lines().find_map(|line| line.strip_prefix("id: ")).expect("an event id").to_owned();
+
+    // The narrower token gets what it gets for a session that never was: it
+    // can neither use the session, nor take over the stream of the broad
+    // token's call (Last-Event-ID) and be given its answer, nor end it.
+    let used = list_in_session(&fleet, Sender::Bearer(&narrow), &session).await;
+    let resume = [in_session[0], in_session[1], ("last-event-id", event.as_str())];
+    let resumed = answer(mcp_raw(&fleet, reqwest::Method::GET, Sender::Bearer(&narrow), &resume, None).await).await;
+    let ended = answer(mcp_raw(&fleet, reqwest::Method::DELETE, Sender::Bearer(&narrow), &in_session, None).await);
+    let unknown = (404, r#"{"error":"no such MCP session: it has ended, or never was"}"#.to_owned());
+    assert_eq!([used, resumed, ended.await], [unknown.clone(), unknown.clone(), unknown]);
+    let rest = call.text().await.unwrap();
+    assert!(rest.contains(r#""id":3"#) && rest.contains("slow.wait"), "the call's answer reached its caller: {rest}");
+
+    // Another token with the same claims (a refreshed one) is the same grant: the session is its.
+    let mut refreshed = claims("ada", "admin");
+    refreshed["exp"] = json!(now_plus(1200));
+    let refreshed = token(ISSUER_KEY, &refreshed);
+    let (status, listed) = list_in_session(&fleet, Sender::Bearer(&refreshed), &session).await;
+    assert!(status == 200 && listed.contains("alpha__wipe"), "{status}: {listed}");
+    let ended = mcp_raw(&fleet, reqwest::Method::DELETE, Sender::Bearer(&refreshed), &in_session, None).await;
+    assert_eq!(ended.status(), 202);
 }
 
 /// A `GET /mcp` refused with `429`: its message.

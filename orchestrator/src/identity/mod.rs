@@ -10,6 +10,7 @@ pub mod revocations;
 pub mod routes;
 pub mod settings;
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use module_sdk::Permission;
@@ -48,6 +49,27 @@ pub struct Identity {
     pub permission: Permission,
     /// The modules it may use; `None` allows all.
     pub modules: Option<Vec<String>>,
+}
+
+/// All an identity carries that decides what it may see and call: its
+/// name, kind, user, permission and modules (as a set: their order and
+/// repeats decide nothing). Two JWTs of one user share the name
+/// `jwt:<user>` but, with different claims, not the grant; what is bound
+/// to whoever made it (an MCP session) is bound to this, not to the name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    name: String,
+    kind: IdentityKind,
+    user: KeyUser,
+    permission: Permission,
+    modules: Option<BTreeSet<String>>,
+}
+
+impl Grant {
+    /// The name of the identity it is the grant of.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
 }
 
 /// Why a request may not act as it asked.
@@ -124,6 +146,19 @@ impl Identity {
     /// permission, may send `"approved": true` for any user's call anyway).
     pub fn may_act_for(&self, user: Option<&str>) -> bool {
         self.is_operator() || (user.is_some() && user == self.own_user())
+    }
+
+    /// What it may see and call (see [`Grant`]).
+    pub fn grant(&self) -> Grant {
+        // Every field, so one added to the identity must be weighed here.
+        let Self { name, kind, user, permission, modules } = self;
+        Grant {
+            name: name.clone(),
+            kind: *kind,
+            user: user.clone(),
+            permission: *permission,
+            modules: modules.as_ref().map(|modules| modules.iter().cloned().collect()),
+        }
     }
 
     /// The widest caller it may be: its highest permission and its modules.
@@ -319,6 +354,24 @@ mod tests {
         assert!(key.may_act_for(Some("ada")) && !key.may_act_for(Some("bob")) && !key.may_act_for(None));
         let guest_service = Identity { user: KeyUser::Any, ..user_key(Permission::Guest, None) };
         assert!(guest_service.is_operator() && guest_service.may_act_for(Some("bob")));
+    }
+
+    #[test]
+    fn a_grant_is_all_that_decides_what_an_identity_may_do() {
+        let jwt = |permission, modules: &[&str]| Identity {
+            name: "jwt:ada".into(),
+            kind: IdentityKind::Jwt,
+            permission,
+            modules: Some(modules.iter().map(|m| (*m).to_owned()).collect()),
+            ..user_key(permission, None)
+        };
+        let broad = jwt(Permission::Admin, &["a", "b"]);
+        assert_eq!(broad.grant(), jwt(Permission::Admin, &["b", "a", "b"]).grant(), "order and repeats decide nothing");
+        assert_ne!(broad.grant(), jwt(Permission::User, &["a", "b"]).grant(), "a lower permission");
+        assert_ne!(broad.grant(), jwt(Permission::Admin, &["a"]).grant(), "fewer modules");
+        assert_ne!(broad.grant(), Identity { modules: None, ..broad.clone() }.grant(), "every module");
+        assert_ne!(broad.grant(), Identity { user: KeyUser::Named("bob".into()), ..broad.clone() }.grant());
+        assert_eq!(broad.grant().name(), "jwt:ada", "the name stays the user's");
     }
 
     #[test]

@@ -101,7 +101,7 @@ pub(crate) struct McpQuery {
         (status = 200, description = "The JSON-RPC answer: `application/json`, or `text/event-stream` when notifications come before it"),
         (status = 202, description = "A notification, accepted"),
         (status = 400, description = "An unknown `MCP-Protocol-Version`, headers that contradict the body, or a query that does not parse"),
-        (status = 404, body = module_sdk::contract::ErrorBody, description = "No session of this identity by that `Mcp-Session-Id`: it has ended, never was, or another identity opened it"),
+        (status = 404, body = module_sdk::contract::ErrorBody, description = "No session of this identity's grant by that `Mcp-Session-Id`: it has ended, never was, or another identity (or the same user with other JWT claims) opened it"),
         (status = 401, body = module_sdk::contract::ErrorBody, description = "No valid identity (bearer token, API key or JWT)"),
         (status = 403, description = "An `Origin` not in `MCP_ALLOWED_ORIGINS`, a `Host` not in `MCP_ALLOWED_HOSTS`, or a caller the identity may not act as"),
         (status = 406, description = "The client does not accept both `application/json` and `text/event-stream`"),
@@ -129,7 +129,7 @@ pub(crate) async fn serve_mcp(
         (status = 400, description = "No `Mcp-Session-Id`, or a query that does not parse"),
         (status = 401, body = module_sdk::contract::ErrorBody, description = "No valid identity (bearer token, API key or JWT)"),
         (status = 403, description = "A foreign `Origin` or `Host`, or a caller the identity may not act as"),
-        (status = 404, body = module_sdk::contract::ErrorBody, description = "No session of this identity by that `Mcp-Session-Id`: it has ended, never was, or another identity opened it"),
+        (status = 404, body = module_sdk::contract::ErrorBody, description = "No session of this identity's grant by that `Mcp-Session-Id`: it has ended, never was, or another identity (or the same user with other JWT claims) opened it"),
         (status = 406, description = "The client does not accept `text/event-stream`"),
         (status = 429, body = module_sdk::contract::ErrorBody, description = "MCP_MAX_STREAMS event streams are open, or MCP_MAX_STREAMS_PER_IDENTITY of this identity's")
     )
@@ -152,7 +152,7 @@ pub(crate) async fn open_stream(
         (status = 400, description = "No `Mcp-Session-Id`, or a query that does not parse"),
         (status = 401, body = module_sdk::contract::ErrorBody, description = "No valid identity (bearer token, API key or JWT)"),
         (status = 403, description = "A foreign `Origin` or `Host`, or a caller the identity may not act as"),
-        (status = 404, body = module_sdk::contract::ErrorBody, description = "No session of this identity by that `Mcp-Session-Id`: it has ended, never was, or another identity opened it")
+        (status = 404, body = module_sdk::contract::ErrorBody, description = "No session of this identity's grant by that `Mcp-Session-Id`: it has ended, never was, or another identity (or the same user with other JWT claims) opened it")
     )
 )]
 pub(crate) async fn close_session(
@@ -164,7 +164,7 @@ pub(crate) async fn close_session(
     handle(identity, endpoint, query, request).await
 }
 
-/// Any `/mcp` request: a session it names must be the identity's, a `GET`
+/// Any `/mcp` request: a session it names must be of the identity's grant, a `GET`
 /// (an event stream) is counted, a message that may open a session
 /// reserves one, and the caller put into its extensions, then the request
 /// handed to the MCP transport.
@@ -187,10 +187,10 @@ async fn handle(
         Ok(caller) => caller,
         Err(error) => return error_response(StatusCode::FORBIDDEN, error.to_string()),
     };
-    // A session is its opener's: to anyone else it does not exist.
+    // A session is its opener's grant's: to any other it does not exist.
     if let Some(session) = request.headers().get(SESSION_HEADER) {
         let id = session.to_str().unwrap_or_default();
-        if !endpoint.sessions.owned_by(id, &identity.name) {
+        if !endpoint.sessions.owned_by(id, &identity.grant()) {
             return error_response(StatusCode::NOT_FOUND, "no such MCP session: it has ended, or never was");
         }
     }

@@ -18,8 +18,9 @@
 //!   stream of 2025-11-25 sessions ([`http`]).
 //! - Sessions (every `initialize` opens one) are counted where rmcp makes
 //!   and ends them, at most `MCP_MAX_SESSIONS` and `MCP_MAX_SESSIONS_PER_IDENTITY`
-//!   of one identity's, and are their opener's: to
-//!   any other identity a session does not exist ([`sessions`]).
+//!   of one identity's, and are bound to their opener's grant: to any
+//!   other identity, or the same user's JWT with other claims, a session
+//!   does not exist ([`sessions`]).
 //! - Event streams (`GET /mcp`, `subscriptions/listen`) each hold a
 //!   connection while open, so they are counted, in all and per identity ([`streams`]).
 //! - Calls that run long send `notifications/progress` to a client that

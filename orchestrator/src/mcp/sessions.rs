@@ -17,10 +17,14 @@
 //!   error, so a refusal made inside rmcp would cost an `ERROR` line each,
 //!   a log flood any client could cause.
 //! - A session is its opener's (the MCP specification asks servers to bind
-//!   session ids to the user): the `/mcp` route answers a request naming it
-//!   from any other identity as one naming a session that does not exist,
-//!   `404`, so a session id that leaks lets no one else use, end or even
-//!   see that session.
+//!   session ids to the user): bound to the opener's whole
+//!   [`Grant`] (name, user, permission and modules), not only its name, as
+//!   every JWT of one user has the one name `jwt:<user>`. The `/mcp` route
+//!   answers a request naming it from any other grant, another identity or
+//!   a token of the same user with other claims, as one naming a session
+//!   that does not exist, `404`, so a session id that leaks lets no one
+//!   else use, end or even see that session, nor replay (`Last-Event-ID`)
+//!   the answers its opener was given.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -32,7 +36,7 @@ use rmcp::transport::streamable_http_server::session::local::{
 };
 use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId, SessionManager};
 
-use crate::identity::Identity;
+use crate::identity::{Grant, Identity};
 
 tokio::task_local! {
     /// The slot reserved for the session the `/mcp` request rmcp is
@@ -74,8 +78,8 @@ struct OpenSessions {
     total: usize,
     /// The sessions counted per capped identity; one with none has no entry.
     per_identity: HashMap<String, usize>,
-    /// The sessions rmcp keeps, and who opened each.
-    owners: HashMap<SessionId, String>,
+    /// The sessions rmcp keeps, and the grant of who opened each.
+    owners: HashMap<SessionId, Grant>,
 }
 
 impl OpenSessions {
@@ -100,8 +104,9 @@ impl OpenSessions {
 }
 
 /// rmcp's in-process sessions, at most `MCP_MAX_SESSIONS` and
-/// `MCP_MAX_SESSIONS_PER_IDENTITY` for one identity, each bound to the
-/// identity (its [`name`](crate::identity::Identity::name)) that opened it.
+/// `MCP_MAX_SESSIONS_PER_IDENTITY` for one identity (by its
+/// [`name`](crate::identity::Identity::name)), each bound to the grant of
+/// the identity that opened it.
 pub struct FleetSessions {
     local: LocalSessionManager,
     open: Mutex<OpenSessions>,
@@ -133,7 +138,7 @@ impl FleetSessions {
             return Err(SessionsRefused::IdentityFull(self.max_per_identity));
         }
         open.count(&identity.name, capped);
-        Ok(SessionSlot { sessions: Arc::clone(self), identity: identity.name.clone(), used: false })
+        Ok(SessionSlot { sessions: Arc::clone(self), grant: identity.grant(), used: false })
     }
 
     /// Runs `serve` (rmcp handling one request), so a session it opens
@@ -142,16 +147,17 @@ impl FleetSessions {
         OPENER.scope(Mutex::new(slot), serve).await
     }
 
-    /// Whether `id` names an open session that `identity` opened.
-    pub fn owned_by(&self, id: &str, identity: &str) -> bool {
-        self.lock().owners.get(id).is_some_and(|owner| owner == identity)
+    /// Whether `id` names an open session opened with `grant`.
+    pub fn owned_by(&self, id: &str, grant: &Grant) -> bool {
+        self.lock().owners.get(id).is_some_and(|owner| owner == grant)
     }
 }
 
 /// A session counted before rmcp creates it (see [`FleetSessions::reserve`]).
 pub struct SessionSlot {
     sessions: Arc<FleetSessions>,
-    identity: String,
+    /// The opener's grant, which the session is bound to.
+    grant: Grant,
     /// Whether a session was created in it, which then counts until it ends.
     used: bool,
 }
@@ -159,7 +165,7 @@ pub struct SessionSlot {
 impl Drop for SessionSlot {
     fn drop(&mut self) {
         if !self.used {
-            self.sessions.lock().uncount(&self.identity);
+            self.sessions.lock().uncount(self.grant.name());
         }
     }
 }
@@ -195,7 +201,7 @@ impl SessionManager for FleetSessions {
         let mut slot = slot.ok().flatten().ok_or(SessionsError::NoSlot)?;
         // Dropped unused (uncounted) if rmcp fails to create it.
         let (id, transport) = self.local.create_session().await?;
-        self.lock().owners.insert(id.clone(), slot.identity.clone());
+        self.lock().owners.insert(id.clone(), slot.grant.clone());
         slot.used = true;
         Ok((id, transport))
     }
@@ -214,7 +220,7 @@ impl SessionManager for FleetSessions {
         let closed = self.local.close_session(id).await;
         let mut open = self.lock();
         if let Some(owner) = open.owners.remove(id) {
-            open.uncount(&owner);
+            open.uncount(owner.name());
         }
         Ok(closed?)
     }
@@ -253,6 +259,8 @@ impl SessionManager for FleetSessions {
 
 #[cfg(test)]
 mod tests {
+    use module_sdk::Permission;
+
     use super::*;
 
     fn key(name: &str) -> Identity {
@@ -271,13 +279,15 @@ mod tests {
         let sessions = Arc::new(FleetSessions::new(1, 1));
         let (ada, bob) = (key("ada"), key("bob"));
         let id = open(&sessions, &ada).await.unwrap();
-        assert!(sessions.owned_by(&id, &ada.name));
-        assert!(!sessions.owned_by(&id, &bob.name), "bound to its opener");
+        assert!(sessions.owned_by(&id, &ada.grant()));
+        assert!(!sessions.owned_by(&id, &bob.grant()), "bound to its opener");
+        let narrower = Identity { permission: Permission::Guest, ..ada.clone() };
+        assert!(!sessions.owned_by(&id, &narrower.grant()), "bound to its opener's grant, not only its name");
         assert_eq!(open(&sessions, &bob).await.err(), Some(SessionsRefused::Full(1)), "MCP_MAX_SESSIONS is 1");
         sessions.close_session(&id).await.unwrap();
-        assert!(!sessions.owned_by(&id, &ada.name), "ended");
+        assert!(!sessions.owned_by(&id, &ada.grant()), "ended");
         let id = open(&sessions, &bob).await.unwrap();
-        assert!(sessions.owned_by(&id, &bob.name), "the ended session no longer counts");
+        assert!(sessions.owned_by(&id, &bob.grant()), "the ended session no longer counts");
         assert!(matches!(sessions.create_session().await, Err(SessionsError::NoSlot)));
         assert!(matches!(sessions.opening(None, sessions.create_session()).await, Err(SessionsError::NoSlot)));
     }
@@ -297,7 +307,8 @@ mod tests {
         let sessions = Arc::new(FleetSessions::new(4, 2));
         let (ada, bob, development) = (key("ada"), key("bob"), Identity::development());
         let first = open(&sessions, &ada).await.unwrap();
-        open(&sessions, &ada).await.unwrap();
+        // A grant of the same name (another JWT of one user) shares its share.
+        open(&sessions, &Identity { modules: Some(Vec::new()), ..ada.clone() }).await.unwrap();
         assert_eq!(open(&sessions, &ada).await.err(), Some(SessionsRefused::IdentityFull(2)), "ada's share is taken");
         open(&sessions, &bob).await.unwrap();
         sessions.close_session(&first).await.unwrap();
