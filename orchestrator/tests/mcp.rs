@@ -578,22 +578,32 @@ async fn answer(response: reqwest::Response) -> (u16, String) {
     (response.status().as_u16(), response.text().await.unwrap())
 }
 
-#[tokio::test]
-async fn a_session_is_bound_to_its_openers_grant_not_only_its_user() {
-    let jwks = jwks_file();
-    let fleet = Fleet::start(&[
+/// The settings verifying the test issuer's JWTs against `jwks`.
+fn jwt_settings(jwks: &tempfile::NamedTempFile) -> [(&'static str, &str); 4] {
+    [
         ("JWT_JWKS", jwks.path().to_str().unwrap()),
         ("JWT_ISSUER", "test-issuer"),
         ("JWT_AUDIENCE", "orchestrator"),
         ("JWT_ALGORITHMS", "ES256"),
-    ])
-    .await;
-    // Two JWTs of ada, both the identity `jwt:ada`: an admin's of every
-    // module, and a user's of `bank` only.
-    let broad = token(ISSUER_KEY, &claims("ada", "admin"));
+    ]
+}
+
+/// Three JWTs of ada, all the identity `jwt:ada`: an admin's of every
+/// module, a user's of `module` only, and the first one refreshed (the same
+/// claims, a later expiry).
+fn ada_jwts(module: &str) -> [String; 3] {
     let mut narrow = claims("ada", "user");
-    narrow["modules"] = json!(["bank"]);
-    let narrow = token(ISSUER_KEY, &narrow);
+    narrow["modules"] = json!([module]);
+    let mut refreshed = claims("ada", "admin");
+    refreshed["exp"] = json!(now_plus(1200));
+    [claims("ada", "admin"), narrow, refreshed].map(|claims| token(ISSUER_KEY, &claims))
+}
+
+#[tokio::test]
+async fn a_session_is_bound_to_its_openers_grant_not_only_its_user() {
+    let jwks = jwks_file();
+    let fleet = Fleet::start(&jwt_settings(&jwks)).await;
+    let [broad, narrow, refreshed] = ada_jwts("bank");
     let session = open_session(&fleet, Sender::Bearer(&broad)).await;
     let in_session = [("mcp-session-id", session.as_str()), ("mcp-protocol-version", "2025-11-25")];
     // The broad token calls `slow__wait` (answered within a second), outside the narrow one's modules.
@@ -618,9 +628,6 @@ async fn a_session_is_bound_to_its_openers_grant_not_only_its_user() {
     assert!(rest.contains(r#""id":3"#) && rest.contains("slow.wait"), "the call's answer reached its caller: {rest}");
 
     // Another token with the same claims (a refreshed one) is the same grant: the session is its.
-    let mut refreshed = claims("ada", "admin");
-    refreshed["exp"] = json!(now_plus(1200));
-    let refreshed = token(ISSUER_KEY, &refreshed);
     let (status, listed) = list_in_session(&fleet, Sender::Bearer(&refreshed), &session).await;
     assert!(status == 200 && listed.contains("alpha__wipe"), "{status}: {listed}");
     let ended = mcp_raw(&fleet, reqwest::Method::DELETE, Sender::Bearer(&refreshed), &in_session, None).await;
@@ -952,6 +959,29 @@ async fn a_task_runs_the_call_as_execute_would_and_only_its_owner_sees_it() {
     let line =
         metrics.lines().find(|line| line.starts_with(r#"tool_calls_total{tool="alpha.echo",outcome="success"}"#));
     assert_eq!(line.and_then(|line| line.split_whitespace().nth(1)), Some("3"), "tasks are counted as calls");
+}
+
+#[tokio::test]
+async fn a_task_is_its_owners_grant_not_every_token_of_its_user() {
+    let jwks = jwks_file();
+    let fleet = TaskFleet::start(&[jwt_settings(&jwks).as_slice(), &[("MCP_TASK_AFTER_SECONDS", "0")]].concat()).await;
+    let [broad, narrow, refreshed] = ada_jwts("held");
+    let broad = tasks_client(&fleet.orchestrator, &broad, recent()).await;
+    let narrow = tasks_client(&fleet.orchestrator, &narrow, recent()).await;
+    let refreshed = tasks_client(&fleet.orchestrator, &refreshed, recent()).await;
+    // The broad token's task runs `alpha__echo`, outside the narrow one's modules.
+    let id = start_task(&broad, "alpha__echo", json!({"text": "hi"})).await;
+    assert_eq!(poll_until(&broad, &id, |task| task.status().is_terminal()).await.status(), TaskStatus::Completed);
+    // The narrow token cannot see its answer, nor cancel it: to it the task does not exist.
+    let hidden = narrow.get_task(GetTaskParams::new(&id)).await.unwrap_err().to_string();
+    assert!(hidden.contains(&format!("no task `{id}`")), "{hidden}");
+    assert!(narrow.cancel_task(CancelTaskParams::new(&id)).await.is_err());
+    // A refreshed token with the same claims is the same grant: the task is its.
+    let done = refreshed.get_task(GetTaskParams::new(&id)).await.expect("the task").task;
+    assert_eq!(task_result(&done).structured_content, Some(json!({"text": "hi", "user_id": "ada"})));
+    for client in [broad, narrow, refreshed] {
+        client.cancel().await.unwrap();
+    }
 }
 
 #[tokio::test]

@@ -22,7 +22,7 @@ pub const MIN_KEY_LENGTH: usize = 32;
 const KEY_PREFIX: &str = "ok_";
 
 /// Who a key may act for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum KeyUser {
     /// Only this user.
     Named(String),

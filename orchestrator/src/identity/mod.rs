@@ -24,7 +24,7 @@ use revocations::{RevocationError, Revocations};
 pub use settings::IdentitySettings;
 
 /// How an identity was proven.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum IdentityKind {
     /// Nothing is configured: every request is trusted.
     Development,
@@ -55,8 +55,9 @@ pub struct Identity {
 /// name, kind, user, permission and modules (as a set: their order and
 /// repeats decide nothing). Two JWTs of one user share the name
 /// `jwt:<user>` but, with different claims, not the grant; what is bound
-/// to whoever made it (an MCP session) is bound to this, not to the name.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// to whoever made it (an MCP session, an MCP task) is bound to this, not
+/// to the name. Serialized as tasks shared through Redis keep it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Grant {
     name: String,
     kind: IdentityKind,

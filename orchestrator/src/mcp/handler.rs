@@ -45,9 +45,9 @@ pub struct McpCaller {
 }
 
 impl McpCaller {
-    /// Who owns the tasks this caller starts: its identity, acting for its user.
+    /// Who owns the tasks this caller starts: its identity's grant, acting for its user.
     fn task_owner(&self) -> TaskOwner {
-        TaskOwner { identity: self.identity.name.clone(), user_id: self.caller.user_id.clone() }
+        TaskOwner { grant: self.identity.grant(), user_id: self.caller.user_id.clone() }
     }
 
     /// This caller acting for the user a request's `_meta` names

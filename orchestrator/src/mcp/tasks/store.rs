@@ -19,6 +19,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use tokio::task::AbortHandle;
 
+use crate::identity::Grant;
 use crate::mcp::tasks::settings::TaskSettings;
 
 /// How often clients are asked to poll `tasks/get`.
@@ -27,13 +28,25 @@ pub const POLL_INTERVAL_MS: u64 = 1000;
 /// What a call ended with: its result, or the JSON-RPC error it failed with.
 pub type Answer = Result<CallToolResult, ErrorData>;
 
-/// Who may see and cancel a task: the identity that started it, acting for this user.
+/// Who may see and cancel a task: the identity that started it, with the
+/// same grant (another JWT of the same user with other claims is not it,
+/// or it could read the answers of tools outside its own grant), acting
+/// for this user.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TaskOwner {
-    /// The identity's name (`key:<id>`, `jwt:<user>`, `service-token`, `development`).
-    pub identity: String,
+    /// The grant of the identity (named `key:<id>`, `jwt:<user>`, `service-token`, `development`).
+    pub grant: Grant,
     /// The user the call was made for.
     pub user_id: Option<String>,
+}
+
+impl TaskOwner {
+    /// Whether `other` counts in the same `MCP_MAX_TASKS_PER_OWNER`: the
+    /// same identity name acting for the same user, whatever its grant, so
+    /// a user's JWTs share one budget.
+    fn shares_budget_with(&self, other: &Self) -> bool {
+        self.grant.name() == other.grant.name() && self.user_id == other.user_id
+    }
 }
 
 /// Why a task cannot be started or seen.
@@ -158,7 +171,7 @@ impl TaskStore {
         if inner.entries.len() >= self.settings.max_tasks {
             return Err(TaskError::Full { max: self.settings.max_tasks });
         }
-        let owned = inner.entries.values().filter(|entry| entry.owner == owner).count();
+        let owned = inner.entries.values().filter(|entry| entry.owner.shares_budget_with(&owner)).count();
         if owned >= self.settings.max_tasks_per_owner {
             return Err(TaskError::OwnerFull { max: self.settings.max_tasks_per_owner, ttl: self.ttl_seconds() });
         }
@@ -344,9 +357,10 @@ fn json_object(value: &impl Serialize) -> (JsonObject, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::identity::Identity;
 
     fn owner(name: &str) -> TaskOwner {
-        TaskOwner { identity: name.to_owned(), user_id: Some(name.to_owned()) }
+        TaskOwner { grant: Identity::user_key(name).grant(), user_id: Some(name.to_owned()) }
     }
 
     fn store(max_tasks: usize, per_owner: usize, results_bytes: usize) -> TaskStore {
@@ -382,8 +396,12 @@ mod tests {
         let stranger = store.get(&owner("bob"), &id).unwrap_err();
         assert_eq!(stranger, TaskError::NotFound { id: id.clone(), ttl: 600.0 });
         assert!(store.cancel(&owner("bob"), &id).is_err());
-        let same_identity_other_user = TaskOwner { identity: "ada".into(), user_id: Some("eve".into()) };
+        let same_identity_other_user = TaskOwner { user_id: Some("eve".into()), ..owner("ada") };
         assert!(store.get(&same_identity_other_user, &id).is_err());
+        let narrower = Identity { modules: Some(Vec::new()), ..Identity::user_key("ada") };
+        let same_name_other_grant = TaskOwner { grant: narrower.grant(), ..owner("ada") };
+        assert!(store.get(&same_name_other_grant, &id).is_err(), "the same name with another grant is not its owner");
+        assert!(store.cancel(&same_name_other_grant, &id).is_err());
 
         store.finish(&id, text("done"));
         let ended = store.get(&owner("ada"), &id).unwrap();
