@@ -116,43 +116,6 @@ async fn a_module_serves_mcp_on_stdio_when_started_with_the_flag() {
     client.cancel().await.unwrap();
 }
 
-/// A stdio line over `MAX_BODY_BYTES` is dropped unread, as `/mcp` refuses
-/// such a body, and the messages after it are answered.
-#[test]
-fn a_stdio_line_over_max_body_bytes_is_dropped_and_the_next_answered() {
-    use std::io::{BufRead, BufReader, Write};
-    let mut demo = Command::new(built_binary("examples/demo"))
-        .arg("--stdio")
-        .env_remove("SERVICE_AUTH_TOKEN")
-        .env("MAX_BODY_BYTES", "4096")
-        .env("RUST_LOG", "off")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let greet = |id: u32, name: String| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "greet", "arguments": {"name": name}}});
-    let messages = [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        // Under rmcp's own 16 MiB cap, over the module's 4096 bytes.
-        greet(2, "a".repeat(8000)),
-        greet(3, "Ann".to_owned()),
-    ];
-    let mut input = demo.stdin.take().unwrap();
-    for message in messages {
-        writeln!(input, "{message}").unwrap();
-    }
-    // Standard input closed: the module answers what it has read, then stops.
-    drop(input);
-    let ids: Vec<_> = BufReader::new(demo.stdout.take().unwrap())
-        .lines()
-        .map(|line| serde_json::from_str::<Value>(&line.unwrap()).unwrap()["id"].as_u64())
-        .collect();
-    assert_eq!(ids, [Some(1), Some(3)], "the line over MAX_BODY_BYTES is dropped and the next one answered");
-    assert!(demo.wait().unwrap().success());
-}
-
 /// A demo module on stdio with `env`, driven line by line: messages are
 /// written without waiting, answers read as they come.
 struct StdioDemo {
@@ -195,11 +158,16 @@ impl StdioDemo {
 
     /// Writes `messages`, reading nothing.
     fn write(&mut self, messages: &[Value]) {
+        for message in messages {
+            self.write_bytes(format!("{message}\n").as_bytes());
+        }
+    }
+
+    /// Writes `bytes` as they are, reading nothing.
+    fn write_bytes(&mut self, bytes: &[u8]) {
         use std::io::Write;
         let input = self.input.as_mut().unwrap();
-        for message in messages {
-            writeln!(input, "{message}").unwrap();
-        }
+        input.write_all(bytes).unwrap();
         input.flush().unwrap();
     }
 
@@ -225,6 +193,79 @@ impl Drop for StdioDemo {
 
 fn tools_call(id: u32, name: &str, arguments: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": arguments}})
+}
+
+/// `answer` is the JSON-RPC error `code` for a line whose request could not
+/// be told (no `id`: MCP's form of JSON-RPC's `"id": null`), with a message
+/// that says `why`.
+fn assert_refused(answer: &Value, code: i64, why: &str) {
+    assert_eq!(answer["jsonrpc"], "2.0", "{answer}");
+    assert_eq!(answer.get("id"), None, "{answer}");
+    assert_eq!(answer["error"]["code"], code, "{answer}");
+    assert!(answer["error"]["message"].as_str().unwrap().contains(why), "{answer}");
+}
+
+/// `levels` arrays inside one another around `1`.
+fn nested(levels: usize) -> String {
+    format!("{}1{}", "[".repeat(levels), "]".repeat(levels))
+}
+
+/// rmcp's own transport answers nothing to a line that is not UTF-8 or not
+/// JSON, or nests too deep to read, so the client would wait forever: each
+/// gets one parse error saying why, and the request after them is answered.
+#[test]
+fn each_stdio_line_that_cannot_be_read_gets_one_parse_error_and_the_next_is_answered() {
+    let mut demo = StdioDemo::start(&[]);
+    demo.write_bytes(b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"ping\xff\"}\n");
+    demo.write_bytes(b"{\"jsonrpc\": \"2.0\", \"id\": 2, \"method\": \n");
+    // Valid JSON past the depth budget, and no request in it.
+    demo.write_bytes(format!("{}\n", nested(200)).as_bytes());
+    demo.write(&[tools_call(3, "greet", json!({"name": "Ann"}))]);
+    assert_refused(&demo.answer(), -32700, "not valid UTF-8");
+    assert_refused(&demo.answer(), -32700, "not valid JSON");
+    assert_refused(&demo.answer(), -32700, "deeper than 127 levels");
+    let answer = demo.answer();
+    assert_eq!((&answer["id"], &answer["result"]["isError"]), (&json!(3), &json!(false)), "{answer}");
+    demo.close();
+}
+
+/// A request that nests too deep is otherwise readable JSON: its id is read
+/// (without nesting into the rest) and it is refused as that request, naming
+/// the depth budget, as `/mcp` refuses such a body.
+#[test]
+fn a_stdio_request_nesting_too_deep_is_refused_by_its_id() {
+    let mut demo = StdioDemo::start(&[]);
+    // serde_json's Value reads no deeper than 128 levels itself, so the deep part goes in as text.
+    let line = tools_call(4, "greet", json!({"name": "DEEP"})).to_string().replace("\"DEEP\"", &nested(200));
+    demo.write_bytes(format!("{line}\n").as_bytes());
+    demo.write(&[tools_call(5, "greet", json!({"name": "Ann"}))]);
+    let refusal = demo.answer();
+    assert_eq!(refusal["id"], 4, "{refusal}");
+    assert_eq!(refusal["error"]["code"], -32600, "{refusal}");
+    assert!(refusal["error"]["message"].as_str().unwrap().contains("deeper than 127 levels"), "{refusal}");
+    assert_eq!(demo.answer()["id"], 5);
+    demo.close();
+}
+
+/// A line over `MAX_BODY_BYTES` is refused as soon as it passes the limit,
+/// naming it, before the rest of it is even written (so the module does not
+/// hold the line to the end), its several MiB are skipped, and the request
+/// after it is answered: one answer for the line, however long.
+#[test]
+fn a_stdio_line_over_max_body_bytes_is_refused_before_its_end_and_the_next_answered() {
+    let mut demo = StdioDemo::start(&[("MAX_BODY_BYTES", "4096")]);
+    let start = tools_call(6, "greet", json!({"name": "a".repeat(64 * 1024)})).to_string();
+    demo.write_bytes(&start.as_bytes()[..60 * 1024]);
+    assert_refused(&demo.answer(), -32700, "longer than MAX_BODY_BYTES (4096 bytes)");
+    let rest = "a".repeat(1024 * 1024);
+    for _ in 0..8 {
+        demo.write_bytes(rest.as_bytes());
+    }
+    demo.write_bytes(b"\"}}}\n");
+    demo.write(&[tools_call(7, "greet", json!({"name": "Ann"}))]);
+    let answer = demo.answer();
+    assert_eq!((&answer["id"], &answer["result"]["isError"]), (&json!(7), &json!(false)), "{answer}");
+    demo.close();
 }
 
 /// A client writing many calls without reading the answers makes the module

@@ -11,6 +11,7 @@ mod pages;
 mod serialized;
 mod settings;
 mod stdio;
+mod stdio_lines;
 mod tools;
 
 pub use handler::USER_ID_META_KEY;

@@ -6,13 +6,13 @@ use std::ffi::OsStr;
 use std::sync::Arc;
 
 use rmcp::ServiceExt;
-use rmcp::transport::async_rw::AsyncRwTransport;
 
 use crate::config::ServeConfig;
 use crate::error::ServeError;
 use crate::logging::{LogOutput, init_logging};
 use crate::mcp::handler::ModuleMcp;
 use crate::mcp::in_flight::BoundedRequests;
+use crate::mcp::stdio_lines::StdioLines;
 use crate::module::Module;
 use crate::server::shutdown_signal;
 
@@ -59,10 +59,11 @@ impl SdkFlags {
 
 /// Serves `module` over stdio until the client closes standard input, or
 /// SIGINT or SIGTERM; then flushes its call spans (OTLP). A line (one
-/// message) longer than `MAX_BODY_BYTES` is dropped unread, as `/mcp`
-/// refuses such a body (rmcp's own cap would be 16 MiB), and no more lines
-/// are read while `MAX_CONNECTIONS` requests are unanswered, the most HTTP
-/// would serve at once (one per connection).
+/// message) longer than `MAX_BODY_BYTES` is skipped unread, as `/mcp`
+/// refuses such a body (rmcp's own cap would be 16 MiB), and answered with a
+/// JSON-RPC error, as is a line that is not a message ([`StdioLines`]); no
+/// more lines are read while `MAX_CONNECTIONS` requests are unanswered, the
+/// most HTTP would serve at once (one per connection).
 pub(crate) async fn serve_stdio(module: Module) -> Result<(), ServeError> {
     let config = ServeConfig::from_env()?;
     init_logging(config.log_format, LogOutput::Stderr);
@@ -75,7 +76,7 @@ pub(crate) async fn serve_stdio(module: Module) -> Result<(), ServeError> {
     let failed = |error: std::io::Error| ServeError::Io { address: "standard input/output".to_owned(), source: error };
     let running = ModuleMcp::new(service, config.mcp.page_size)
         .serve(BoundedRequests::new(
-            stdio_transport(config.limits.max_body_bytes.saturating_add(1)),
+            StdioLines::new(tokio::io::stdin(), tokio::io::stdout(), config.limits.max_body_bytes),
             config.limits.max_connections,
         ))
         .await
@@ -89,13 +90,6 @@ pub(crate) async fn serve_stdio(module: Module) -> Result<(), ServeError> {
     crate::otlp::shutdown().await;
     tracing::info!("module stopped");
     Ok(())
-}
-
-/// Standard input and output as an MCP transport whose lines hold at most
-/// `max_line_bytes`, counting the newline that ends one.
-fn stdio_transport(max_line_bytes: usize) -> AsyncRwTransport<rmcp::RoleServer, tokio::io::Stdin, tokio::io::Stdout> {
-    let (input, output) = rmcp::transport::stdio();
-    AsyncRwTransport::new_server(input, output).with_max_line_length(max_line_bytes)
 }
 
 #[cfg(test)]
