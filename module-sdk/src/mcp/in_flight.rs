@@ -9,16 +9,18 @@
 //! that frees a slot needs a line read from the client: a call ends within
 //! its tool's timeout and its answer goes out as the client reads. Only one
 //! request is read ahead while waiting for a slot, so the notifications
-//! before it (a cancellation among them) are always handled first.
+//! before it (a cancellation among them) are always handled first. A
+//! handler task that panics writes no answer either: the request carries a
+//! [`PanicRelease`] into it, which gives the slot back.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use rmcp::RoleServer;
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientNotification, ClientRequest, ErrorData, JsonRpcMessage, JsonRpcRequest, RequestId,
-    ServerJsonRpcMessage,
+    ClientJsonRpcMessage, ClientNotification, ClientRequest, ErrorData, GetExtensions, JsonRpcMessage, JsonRpcRequest,
+    RequestId, ServerJsonRpcMessage,
 };
 use rmcp::transport::Transport;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -30,15 +32,55 @@ pub(crate) struct BoundedRequests<T> {
     /// The request read from `inner` and not yet passed on: it waits for a
     /// slot here, so a `receive` dropped while waiting loses nothing.
     waiting: Option<JsonRpcRequest<ClientRequest>>,
-    /// The slot of each request passed on and not yet answered.
-    in_flight: HashMap<RequestId, OwnedSemaphorePermit>,
+    /// The slot of each request passed on and not yet answered, shared with
+    /// the [`PanicRelease`] each carries.
+    in_flight: Arc<Mutex<HashMap<RequestId, InFlight>>>,
+    /// The number of the next request passed on.
+    next_request: u64,
+}
+
+/// The slot of one request in flight.
+struct InFlight {
+    /// Which request of that id holds it (a cancelled request's id can come again).
+    request: u64,
+    _slot: OwnedSemaphorePermit,
+}
+
+/// Carried in a request's extensions into rmcp's handler task (which holds
+/// it to the end): dropped while that task panics (tokio drops a panicked
+/// task's future as the panic unwinds), it gives the request's slot back, as
+/// no answer will come to do so. Dropped otherwise, it does nothing.
+struct PanicRelease {
+    id: RequestId,
+    request: u64,
+    in_flight: Weak<Mutex<HashMap<RequestId, InFlight>>>,
+}
+
+impl Drop for PanicRelease {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let Some(in_flight) = self.in_flight.upgrade() else { return };
+        let mut in_flight = lock(&in_flight);
+        if in_flight.get(&self.id).is_some_and(|slot| slot.request == self.request) {
+            tracing::warn!(id = %self.id, "an MCP handler panicked without answering; its request's slot is given back");
+            in_flight.remove(&self.id);
+        }
+    }
+}
+
+/// The requests in flight; never held across an await, and still usable
+/// after a panic elsewhere.
+fn lock(in_flight: &Mutex<HashMap<RequestId, InFlight>>) -> MutexGuard<'_, HashMap<RequestId, InFlight>> {
+    in_flight.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl<T> BoundedRequests<T> {
     /// `inner`, passing on at most `limit` (at least 1) unanswered requests.
     pub(crate) fn new(inner: T, limit: usize) -> Self {
         let slots = Arc::new(Semaphore::new(limit.clamp(1, Semaphore::MAX_PERMITS)));
-        Self { inner, slots, waiting: None, in_flight: HashMap::new() }
+        Self { inner, slots, waiting: None, in_flight: Arc::default(), next_request: 0 }
     }
 }
 
@@ -67,7 +109,7 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for BoundedRequests<T> {
             JsonRpcMessage::Error(error) => error.id.as_ref(),
             JsonRpcMessage::Request(_) | JsonRpcMessage::Notification(_) => None,
         };
-        let slot = answered.and_then(|id| self.in_flight.remove(id));
+        let slot = answered.and_then(|id| lock(&self.in_flight).remove(id));
         let send = self.inner.send(item);
         async move {
             let sent = send.await;
@@ -86,7 +128,7 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for BoundedRequests<T> {
                         if let ClientNotification::CancelledNotification(cancelled) = &notification.notification
                             && let Some(id) = &cancelled.params.request_id
                         {
-                            self.in_flight.remove(id);
+                            lock(&self.in_flight).remove(id);
                         }
                         return Some(JsonRpcMessage::Notification(notification));
                     }
@@ -98,14 +140,24 @@ impl<T: Transport<RoleServer>> Transport<RoleServer> for BoundedRequests<T> {
             }
             // The semaphore is never closed.
             let slot = self.slots.clone().acquire_owned().await.ok()?;
-            let request = self.waiting.take()?;
-            match self.in_flight.entry(request.id.clone()) {
+            let mut request = self.waiting.take()?;
+            let number = self.next_request;
+            let refused = match lock(&self.in_flight).entry(request.id.clone()) {
                 Entry::Vacant(entry) => {
-                    entry.insert(slot);
-                    return Some(JsonRpcMessage::Request(request));
+                    entry.insert(InFlight { request: number, _slot: slot });
+                    None
                 }
-                Entry::Occupied(_) => self.refuse_duplicate(request.id, slot),
+                Entry::Occupied(_) => Some(slot),
+            };
+            if let Some(slot) = refused {
+                self.refuse_duplicate(request.id, slot);
+                continue;
             }
+            self.next_request += 1;
+            let release =
+                PanicRelease { id: request.id.clone(), request: number, in_flight: Arc::downgrade(&self.in_flight) };
+            request.request.extensions_mut().insert(Arc::new(release));
+            return Some(JsonRpcMessage::Request(request));
         }
     }
 
@@ -163,7 +215,7 @@ mod tests {
         let fourth =
             tokio::time::timeout(Duration::from_secs(10), transport.receive()).await.expect("a slot came back");
         assert_eq!(id_of(&fourth.unwrap()), number(4));
-        assert_eq!(transport.in_flight.len(), 2, "3 and 4");
+        assert_eq!(lock(&transport.in_flight).len(), 2, "3 and 4");
         drop(transport);
         let mut answers = BufReader::new(from_client).lines();
         let answer_2: Value = serde_json::from_str(&answers.next_line().await.unwrap().unwrap()).unwrap();
@@ -171,5 +223,52 @@ mod tests {
         let refusal: Value = serde_json::from_str(&answers.next_line().await.unwrap().unwrap()).unwrap();
         assert_eq!(refusal["id"], 3);
         assert!(refusal["error"]["message"].as_str().unwrap().contains("already in flight"), "{refusal}");
+    }
+
+    /// A server whose `tools/list` handler has a bug.
+    struct Panicky;
+
+    impl rmcp::ServerHandler for Panicky {
+        fn get_info(&self) -> rmcp::model::ServerConfig {
+            rmcp::model::ServerConfig::new(rmcp::model::ServerCapabilities::builder().enable_tools().build())
+        }
+
+        async fn list_tools(
+            &self,
+            _request: Option<rmcp::model::PaginatedRequestParams>,
+            _context: rmcp::service::RequestContext<RoleServer>,
+        ) -> Result<rmcp::model::ListToolsResult, ErrorData> {
+            tokio::task::yield_now().await;
+            panic!("a bug in the handler");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_handler_task_that_panics_gives_its_slot_back() {
+        use rmcp::ServiceExt;
+
+        let (server, client) = tokio::io::duplex(64 * 1024);
+        let (from_client, mut to_server) = tokio::io::split(client);
+        let (read, write) = tokio::io::split(server);
+        let transport = BoundedRequests::new(AsyncRwTransport::<RoleServer, _, _>::new(read, write), 1);
+        tokio::spawn(async move { Panicky.serve(transport).await.unwrap().waiting().await });
+        let lines = [
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        ];
+        let lines: Vec<String> = lines.iter().map(Value::to_string).chain([ping(2)]).collect();
+        to_server.write_all((lines.join("\n") + "\n").as_bytes()).await.unwrap();
+        let mut answers = BufReader::new(from_client).lines();
+        let mut next_id = async || {
+            let line = tokio::time::timeout(Duration::from_secs(10), answers.next_line()).await;
+            serde_json::from_str::<Value>(&line.expect("an answer: the one slot came back").unwrap().unwrap()).unwrap()
+                ["id"]
+                .clone()
+        };
+        assert_eq!(next_id().await, 0);
+        // tools/list's task panicked, answering nothing; its slot came back, so the ping was read.
+        assert_eq!(next_id().await, 2);
     }
 }
