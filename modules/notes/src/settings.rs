@@ -35,7 +35,8 @@ pub struct Settings {
     #[arg(long, env = "NOTES_USER_MAX_NOTES", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub user_max_notes: u64,
 
-    /// Most bytes of notes one user may keep, all notes together.
+    /// Most bytes of notes one user may keep, all notes together: their
+    /// content, tags and source.
     #[arg(long, env = "NOTES_USER_MAX_BYTES", default_value_t = 20 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..))]
     pub user_max_bytes: u64,
 

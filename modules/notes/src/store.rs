@@ -35,7 +35,8 @@ use crate::cursor::Cursor;
 use crate::note::{Note, SearchHit};
 
 /// The schema, one step per version; step `i` brings `user_version` from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE notes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     id TEXT NOT NULL UNIQUE,
@@ -93,7 +94,16 @@ CREATE TRIGGER notes_updated AFTER UPDATE OF content, tags ON notes BEGIN
     INSERT INTO note_tags (user_id, tag, seq) SELECT new.user_id, value, new.seq FROM json_each(new.tags);
     UPDATE usage SET bytes = bytes - old.size_bytes + new.size_bytes WHERE user_id = new.user_id;
 END;
-"#];
+"#,
+    r#"
+-- size_bytes counts the bytes of content, tags and source (it counted content only,
+-- so tags and source were stored beyond the quota); usage is summed again from it.
+UPDATE notes SET size_bytes = length(CAST(content AS BLOB)) + coalesce(length(CAST(source AS BLOB)), 0)
+    + (SELECT coalesce(sum(length(CAST(value AS BLOB))), 0) FROM json_each(notes.tags));
+DELETE FROM usage;
+INSERT INTO usage (user_id, notes, bytes) SELECT user_id, count(*), sum(size_bytes) FROM notes GROUP BY user_id;
+"#,
+];
 
 /// The columns of a note, in the order [`note_from_row`] reads them.
 const NOTE_COLUMNS: &str = "n.id, n.content, n.tags, n.source, n.created_at, n.updated_at";
@@ -123,7 +133,7 @@ pub struct Limits {
     pub note_max_bytes: u64,
     /// Most notes per user.
     pub user_max_notes: u64,
-    /// Most content bytes per user, all notes together.
+    /// Most bytes per user, all notes together: content, tags and source.
     pub user_max_bytes: u64,
 }
 
@@ -324,30 +334,36 @@ impl Store {
             return self.get(user_id, id);
         }
         self.write(|tx| {
-            let (old_size, mut content, mut tags) = tx
+            let (old_size, mut content, tags, source) = tx
                 .query_row(
-                    "SELECT size_bytes, content, tags FROM notes WHERE id = ?1 AND user_id = ?2",
+                    "SELECT size_bytes, content, tags, source FROM notes WHERE id = ?1 AND user_id = ?2",
                     (id.to_string(), user_id),
-                    |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?, row.get::<_, String>(2)?)),
+                    |row| {
+                        Ok((
+                            row.get::<_, i64>(0)?,
+                            row.get::<_, String>(1)?,
+                            row.get::<_, String>(2)?,
+                            row.get::<_, Option<String>>(3)?,
+                        ))
+                    },
                 )
                 .optional()?
                 .ok_or(StoreError::NotFound(id))?;
             if let Some(new_content) = change.content {
-                let size = byte_size(&new_content);
-                check_size(size, self.limits)?;
-                let (_, used) = usage(tx, user_id)?;
-                let grown = size.saturating_sub(old_size as u64);
-                if used + grown > self.limits.user_max_bytes {
-                    return Err(StoreError::QuotaExceeded { size: grown, used, limit: self.limits.user_max_bytes });
-                }
+                check_size(byte_size(&new_content), self.limits)?;
                 content = new_content;
             }
-            if let Some(new_tags) = change.tags {
-                tags = tags_json(&new_tags);
+            let tags = change.tags.unwrap_or_else(|| serde_json::from_str(&tags).unwrap_or_default());
+            let size = stored_bytes(&content, &tags, source.as_deref());
+            let grown = size.saturating_sub(old_size as u64);
+            let (_, used) = usage(tx, user_id)?;
+            // A change that does not grow the note is allowed even over the quota.
+            if grown > 0 && used + grown > self.limits.user_max_bytes {
+                return Err(StoreError::QuotaExceeded { size: grown, used, limit: self.limits.user_max_bytes });
             }
             tx.execute(
                 "UPDATE notes SET content = ?1, tags = ?2, size_bytes = ?3, updated_at = ?4 WHERE id = ?5 AND user_id = ?6",
-                (&content, &tags, byte_size(&content) as i64, now_micros(), id.to_string(), user_id),
+                (&content, tags_json(&tags), size as i64, now_micros(), id.to_string(), user_id),
             )?;
             find(tx, user_id, id)
         })
@@ -544,8 +560,8 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
 
 /// Inserts one note after checking the limits.
 fn insert(tx: &Transaction<'_>, user_id: &str, note: &NewNote, limits: Limits, now: i64) -> Result<Note, StoreError> {
-    let size = byte_size(&note.content);
-    check_size(size, limits)?;
+    check_size(byte_size(&note.content), limits)?;
+    let size = stored_bytes(&note.content, &note.tags, note.source.as_deref());
     let (count, used) = usage(tx, user_id)?;
     if count >= limits.user_max_notes {
         return Err(StoreError::TooManyNotes { limit: limits.user_max_notes });
@@ -631,6 +647,13 @@ fn tags_json(tags: &[String]) -> String {
 
 fn byte_size(content: &str) -> u64 {
     content.len() as u64
+}
+
+/// The bytes a note keeps, counted against its user's quota: its content,
+/// tags and source (the `size_bytes` migration 2 computes in SQL).
+fn stored_bytes(content: &str, tags: &[String], source: Option<&str>) -> u64 {
+    let tags: usize = tags.iter().map(String::len).sum();
+    (content.len() + tags + source.map_or(0, str::len)) as u64
 }
 
 fn now_micros() -> i64 {
@@ -824,6 +847,54 @@ mod tests {
     }
 
     #[test]
+    fn tags_and_source_count_against_the_quota() {
+        let (_dir, store) = store(Limits { note_max_bytes: 10, user_max_notes: 100, user_max_bytes: 20 });
+        let sourced = NewNote { content: "a".into(), tags: Vec::new(), source: Some("s".repeat(20)) };
+        let over = store.save("u", sourced).unwrap_err();
+        assert!(matches!(over, StoreError::QuotaExceeded { size: 21, used: 0, limit: 20 }), "{over}");
+        let saved = store.save("u", note("a", &["0123456789", "abcdefgh"])).unwrap();
+        let id = Uuid::parse_str(&saved.note_id).unwrap();
+        let retag =
+            |tags: &[&str]| NoteChange { content: None, tags: Some(tags.iter().map(|t| (*t).into()).collect()) };
+        store.update("u", id, retag(&["0123456789", "abcdefghi"])).unwrap();
+        let grown = store.update("u", id, retag(&["0123456789", "abcdefghij"])).unwrap_err();
+        assert!(matches!(grown, StoreError::QuotaExceeded { size: 1, used: 20, limit: 20 }), "{grown}");
+        let longer = NoteChange { content: Some("ab".into()), tags: None };
+        assert!(matches!(store.update("u", id, longer), Err(StoreError::QuotaExceeded { size: 1, .. })));
+        // Over a quota lowered since, a note can still shrink.
+        let lowered = Limits { user_max_bytes: 5, ..store.limits() };
+        let tight = Store::open(&store.path, lowered, Duration::from_secs(5)).unwrap();
+        tight.update("u", id, retag(&["0123456789"])).unwrap();
+        store.update("u", id, retag(&[])).unwrap();
+        assert_eq!(usage(&lock(&store.writer), "u").unwrap(), (1, 1));
+    }
+
+    #[test]
+    fn migrating_counts_the_tags_and_source_of_existing_notes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notes.db");
+        let store = Store::open(&path, LIMITS, Duration::from_secs(1)).unwrap();
+        let sourced =
+            NewNote { content: "abc".into(), tags: vec!["été".into(), "x".into()], source: Some("s\0s".into()) };
+        store.save("u", sourced).unwrap();
+        store.save("u", note("de", &[])).unwrap();
+        store.save("v", note("f", &["g"])).unwrap();
+        // The database as version 1 left it: content bytes only.
+        lock(&store.writer)
+            .execute_batch(
+                "UPDATE notes SET size_bytes = length(content);
+                 UPDATE usage SET bytes = (SELECT sum(size_bytes) FROM notes WHERE notes.user_id = usage.user_id);
+                 PRAGMA user_version = 1;",
+            )
+            .unwrap();
+        assert_eq!(usage(&lock(&store.writer), "u").unwrap(), (2, 5));
+        drop(store);
+        let store = Store::open(&path, LIMITS, Duration::from_secs(1)).unwrap();
+        assert_eq!(usage(&lock(&store.writer), "u").unwrap(), (2, 3 + 5 + 1 + 3 + 2));
+        assert_eq!(usage(&lock(&store.writer), "v").unwrap(), (1, 2));
+    }
+
+    #[test]
     fn updates_reindex_and_keep_created_at() {
         let (_dir, store) = store(LIMITS);
         let saved = store.save("u", note("old words", &["a"])).unwrap();
@@ -850,6 +921,6 @@ mod tests {
         lock(&store.writer).pragma_update(None, "user_version", 99).unwrap();
         drop(store);
         let refused = Store::open(&path, LIMITS, Duration::from_secs(1)).err().unwrap();
-        assert!(matches!(refused, StoreError::SchemaTooNew { found: 99, known: 1 }), "{refused}");
+        assert!(matches!(refused, StoreError::SchemaTooNew { found: 99, known: 2 }), "{refused}");
     }
 }

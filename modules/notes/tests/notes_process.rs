@@ -262,6 +262,12 @@ async fn limits_are_enforced_and_named() {
     let count = call(&client, "u", "save_note", json!({"content": "c"})).await;
     assert!(count["error"].as_str().unwrap().contains("3 notes, the limit per user"), "{count}");
     ok(&client, "someone else", "save_note", json!({"content": "c"})).await;
+    // Tags and source count against the quota too, not only the content.
+    let sourced = call(&client, "w", "save_note", json!({"content": "x", "source": "s".repeat(30)})).await;
+    assert!(sourced["error"].as_str().unwrap().contains("storing 31 more bytes"), "{sourced}");
+    let tagged =
+        call(&client, "w", "save_note", json!({"content": "x", "tags": ["t".repeat(15), "u".repeat(15)]})).await;
+    assert!(tagged["error"].as_str().unwrap().contains("storing 31 more bytes"), "{tagged}");
 
     let many_tags: Vec<String> = (0..17).map(|i| format!("t{i}")).collect();
     let tags = call(&client, "v", "save_note", json!({"content": "x", "tags": many_tags})).await;
