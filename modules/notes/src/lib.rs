@@ -38,3 +38,26 @@ pub fn module(settings: &Settings) -> Result<Module, PathSettingError> {
     .tool(tools::update_note)
     .tool(tools::delete_note))
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use module_sdk::Permission;
+
+    use super::*;
+
+    #[test]
+    fn only_saving_and_reading_are_guest_tools() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("notes.db");
+        let settings = Settings::try_parse_from(["notes", "--notes-db", db.to_str().unwrap()]).unwrap();
+        let client = module(&settings).unwrap().test_client().unwrap();
+        for tool in &client.manifest().tools {
+            let annotations = tool.annotations.as_ref().unwrap();
+            let erases = matches!(tool.name.as_str(), "notes.update_note" | "notes.delete_note");
+            assert_eq!(annotations.destructive, erases, "{}", tool.name);
+            let permission = if erases { Permission::User } else { Permission::Guest };
+            assert_eq!(tool.required_permission, permission, "{}", tool.name);
+        }
+    }
+}

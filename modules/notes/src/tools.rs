@@ -182,7 +182,9 @@ pub async fn list_notes(ctx: Context, args: ListNotes) -> Result<NoteList, ToolE
 
 /// Change one of the user's notes: its text, its tags, or both. Answers
 /// the note as it is now.
-#[tool(idempotent)]
+// Replacing a note's text erases what it said, as `delete_note` does: the
+// same permission and the `destructive` mark (for approvals).
+#[tool(permission = "user", destructive, idempotent)]
 pub async fn update_note(ctx: Context, args: UpdateNote) -> Result<Note, ToolError> {
     let user_id = ctx.require_user_id()?.to_owned();
     let id = parse_note_id(&args.note_id)?;
