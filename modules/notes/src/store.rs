@@ -2,7 +2,9 @@
 //!
 //! - Durability: WAL journal with `synchronous = FULL`, one transaction per
 //!   change, committed before the tool answers: a note acknowledged is a
-//!   note kept, even if the process is killed the next instant.
+//!   note kept, even if the process is killed the next instant. A change
+//!   whose call was given up while it waited for the write lock is rolled
+//!   back instead of written after its caller was told it timed out.
 //! - Isolation: every statement names the caller's `user_id`; a search
 //!   joins each full-text match to its note and keeps only the caller's.
 //!   The index also holds a per-user token, so a search walks the caller's
@@ -232,6 +234,9 @@ pub enum StoreError {
         /// The budget, in milliseconds.
         budget_ms: u128,
     },
+    /// The call was given up (its timeout passed) before its change was committed.
+    #[error("the call was given up before its change was written (the database was busy); nothing was changed")]
+    GivenUp,
     /// SQLite failed.
     #[error("the notes database failed: {0}")]
     Sqlite(#[from] rusqlite::Error),
@@ -242,7 +247,7 @@ impl ToolErrorKind for StoreError {
         match self {
             StoreError::NotFound(_) => ErrorKind::NotFound,
             StoreError::TooLarge { .. } => ErrorKind::InvalidArguments,
-            StoreError::SearchTooLong { .. } => ErrorKind::Timeout,
+            StoreError::SearchTooLong { .. } | StoreError::GivenUp => ErrorKind::Timeout,
             StoreError::TooManyNotes { .. }
             | StoreError::QuotaExceeded { .. }
             | StoreError::SchemaTooNew { .. }
@@ -307,33 +312,44 @@ impl Store {
         self.limits
     }
 
-    /// Stores `note` for `user_id`; the stored note.
-    pub fn save(&self, user_id: &str, note: NewNote) -> Result<Note, StoreError> {
-        self.write(|tx| insert(tx, user_id, &note, self.limits, now_micros()))
+    /// Stores `note` for `user_id`; the stored note. Nothing is stored once
+    /// `abandoned` says the call was given up (see [`StoreError::GivenUp`]).
+    pub fn save(&self, user_id: &str, note: NewNote, abandoned: impl Fn() -> bool) -> Result<Note, StoreError> {
+        self.write(abandoned, |tx| insert(tx, user_id, &note, self.limits, now_micros()))
     }
 
     /// Stores many notes for `user_id` in one transaction (all or none),
     /// with the same limits as [`Store::save`]; how many were stored. For
     /// imports and benchmarks, where one commit per note is too slow.
     pub fn import(&self, user_id: &str, notes: impl IntoIterator<Item = NewNote>) -> Result<usize, StoreError> {
-        self.write(|tx| {
-            let now = now_micros();
-            let mut count = 0;
-            for note in notes {
-                insert(tx, user_id, &note, self.limits, now)?;
-                count += 1;
-            }
-            Ok(count)
-        })
+        self.write(
+            || false,
+            |tx| {
+                let now = now_micros();
+                let mut count = 0;
+                for note in notes {
+                    insert(tx, user_id, &note, self.limits, now)?;
+                    count += 1;
+                }
+                Ok(count)
+            },
+        )
     }
 
     /// Changes `user_id`'s note `id`; the note as it is now. An empty
-    /// change leaves the note, `updated_at` included, as it was.
-    pub fn update(&self, user_id: &str, id: Uuid, change: NoteChange) -> Result<Note, StoreError> {
+    /// change leaves the note, `updated_at` included, as it was. Nothing is
+    /// changed once `abandoned` says the call was given up.
+    pub fn update(
+        &self,
+        user_id: &str,
+        id: Uuid,
+        change: NoteChange,
+        abandoned: impl Fn() -> bool,
+    ) -> Result<Note, StoreError> {
         if change == NoteChange::default() {
             return self.get(user_id, id);
         }
-        self.write(|tx| {
+        self.write(abandoned, |tx| {
             let (old_size, mut content, tags, source) = tx
                 .query_row(
                     "SELECT size_bytes, content, tags, source FROM notes WHERE id = ?1 AND user_id = ?2",
@@ -369,9 +385,10 @@ impl Store {
         })
     }
 
-    /// Deletes `user_id`'s note `id`; the note as it was.
-    pub fn delete(&self, user_id: &str, id: Uuid) -> Result<Note, StoreError> {
-        self.write(|tx| {
+    /// Deletes `user_id`'s note `id`; the note as it was. Nothing is deleted
+    /// once `abandoned` says the call was given up.
+    pub fn delete(&self, user_id: &str, id: Uuid, abandoned: impl Fn() -> bool) -> Result<Note, StoreError> {
+        self.write(abandoned, |tx| {
             let note = find(tx, user_id, id)?;
             tx.execute("DELETE FROM notes WHERE id = ?1 AND user_id = ?2", (id.to_string(), user_id))?;
             Ok(note)
@@ -461,11 +478,26 @@ impl Store {
         Ok(Page { notes: rows.into_iter().map(|(note, _, _)| note).collect(), next })
     }
 
-    /// Runs `work` in one immediate (write-locking) transaction, committed when it succeeds.
-    fn write<T>(&self, work: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
+    /// Runs `work` in one immediate (write-locking) transaction, committed
+    /// when it succeeds, unless `abandoned` says the call was given up:
+    /// checked once this store's writer is free (before waiting for
+    /// SQLite's lock) and just before the commit, when the change is rolled
+    /// back instead, so a call answered `timeout` while it waited for a lock
+    /// (behind other writes, or another process's) changes nothing.
+    fn write<T>(
+        &self,
+        abandoned: impl Fn() -> bool,
+        work: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         let mut conn = lock(&self.writer);
+        if abandoned() {
+            return Err(StoreError::GivenUp);
+        }
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let value = work(&tx)?;
+        if abandoned() {
+            return Err(StoreError::GivenUp);
+        }
         tx.commit()?;
         Ok(value)
     }
@@ -724,7 +756,7 @@ mod tests {
     #[test]
     fn a_read_that_panics_gives_back_its_connection_without_its_progress_handler() {
         let (_dir, store) = store(LIMITS);
-        let saved = store.save("alice", note("kept", &[])).unwrap();
+        let saved = store.save("alice", note("kept", &[]), || false).unwrap();
         let id = Uuid::parse_str(&saved.note_id).unwrap();
         let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             store.read(|conn| -> Result<(), StoreError> {
@@ -745,8 +777,8 @@ mod tests {
     #[test]
     fn notes_round_trip_and_are_found_by_words_in_any_case_or_accent() {
         let (_dir, store) = store(LIMITS);
-        let saved = store.save("alice", note("My sister's birthday is May 3", &["family"])).unwrap();
-        store.save("alice", note("Le café près de la gare ouvre à 7h", &[])).unwrap();
+        let saved = store.save("alice", note("My sister's birthday is May 3", &["family"]), || false).unwrap();
+        store.save("alice", note("Le café près de la gare ouvre à 7h", &[]), || false).unwrap();
         let id = Uuid::parse_str(&saved.note_id).unwrap();
         assert_eq!(store.get("alice", id).unwrap(), saved);
         assert_eq!(search(&store, "alice", "when is my SISTER's birthday?", &Filter::default()).len(), 1);
@@ -763,13 +795,13 @@ mod tests {
     #[test]
     fn other_users_notes_are_never_seen() {
         let (_dir, store) = store(LIMITS);
-        let bobs = store.save("bob", note("bob's secret plan", &["secret"])).unwrap();
-        store.save("alice", note("alice's plan", &["secret"])).unwrap();
+        let bobs = store.save("bob", note("bob's secret plan", &["secret"]), || false).unwrap();
+        store.save("alice", note("alice's plan", &["secret"]), || false).unwrap();
         assert_eq!(search(&store, "alice", "secret plan", &Filter::default()), ["alice's plan"]);
         let id = Uuid::parse_str(&bobs.note_id).unwrap();
         assert!(matches!(store.get("alice", id), Err(StoreError::NotFound(_))));
-        assert!(matches!(store.update("alice", id, NoteChange::default()), Err(StoreError::NotFound(_))));
-        assert!(matches!(store.delete("alice", id), Err(StoreError::NotFound(_))));
+        assert!(matches!(store.update("alice", id, NoteChange::default(), || false), Err(StoreError::NotFound(_))));
+        assert!(matches!(store.delete("alice", id, || false), Err(StoreError::NotFound(_))));
         let page = store.list("alice", &Filter { tags: vec!["secret".into()], since: None }, None, 10).unwrap();
         assert_eq!(page.notes.len(), 1);
         assert_eq!(store.get("bob", id).unwrap().content, "bob's secret plan");
@@ -779,10 +811,10 @@ mod tests {
     fn the_exact_phrase_ranks_above_a_shared_word() {
         let (_dir, store) = store(LIMITS);
         let phrase = "Remember: sister birthday on May 3, buy flowers before the weekend";
-        store.save("u", note("Birthday party at the office: birthday cake, birthday card", &[])).unwrap();
-        store.save("u", note("The sister of my friend Bob: her birthday is in June", &[])).unwrap();
-        store.save("u", note(phrase, &[])).unwrap();
-        store.save("u", note("Dentist on Friday", &[])).unwrap();
+        store.save("u", note("Birthday party at the office: birthday cake, birthday card", &[]), || false).unwrap();
+        store.save("u", note("The sister of my friend Bob: her birthday is in June", &[]), || false).unwrap();
+        store.save("u", note(phrase, &[]), || false).unwrap();
+        store.save("u", note("Dentist on Friday", &[]), || false).unwrap();
         let found = search(&store, "u", "sister birthday", &Filter::default());
         assert_eq!(found.len(), 3, "{found:?}");
         assert_eq!(found[0], phrase, "{found:?}");
@@ -792,9 +824,9 @@ mod tests {
     #[test]
     fn tags_and_time_filter_searches_and_listings() {
         let (_dir, store) = store(LIMITS);
-        store.save("u", note("plan one", &["work", "q3"])).unwrap();
+        store.save("u", note("plan one", &["work", "q3"]), || false).unwrap();
         let before = OffsetDateTime::now_utc();
-        store.save("u", note("plan two", &["work"])).unwrap();
+        store.save("u", note("plan two", &["work"]), || false).unwrap();
         let work = Filter { tags: vec!["work".into()], since: None };
         let both = Filter { tags: vec!["work".into(), "q3".into()], since: None };
         let recent = Filter { tags: Vec::new(), since: Some(before) };
@@ -808,7 +840,7 @@ mod tests {
     fn listings_page_newest_first_without_gaps_or_repeats() {
         let (_dir, store) = store(LIMITS);
         for i in 0..7 {
-            store.save("u", note(&format!("note {i}"), &[])).unwrap();
+            store.save("u", note(&format!("note {i}"), &[]), || false).unwrap();
         }
         let mut seen = Vec::new();
         let mut after = None;
@@ -827,45 +859,83 @@ mod tests {
     #[test]
     fn limits_hold_and_name_themselves() {
         let (_dir, store) = store(Limits { note_max_bytes: 10, user_max_notes: 2, user_max_bytes: 15 });
-        let big = store.save("u", note("12345678901", &[])).unwrap_err();
+        let big = store.save("u", note("12345678901", &[]), || false).unwrap_err();
         assert_eq!(
             big.to_string(),
             "the note is 11 bytes, more than the limit of 10 bytes per note; shorten it or split it"
         );
-        let first = store.save("u", note("1234567890", &[])).unwrap();
-        let over = store.save("u", note("123456", &[])).unwrap_err();
+        let first = store.save("u", note("1234567890", &[]), || false).unwrap();
+        let over = store.save("u", note("123456", &[]), || false).unwrap_err();
         assert!(over.to_string().contains("(10 of 15 bytes used)"), "{over}");
         let id = Uuid::parse_str(&first.note_id).unwrap();
         let grow = NoteChange { content: Some("12345678901".to_owned()), tags: None };
-        assert!(matches!(store.update("u", id, grow), Err(StoreError::TooLarge { .. })));
-        store.save("u", note("12345", &[])).unwrap();
-        let many = store.save("u", note("1", &[])).unwrap_err();
+        assert!(matches!(store.update("u", id, grow, || false), Err(StoreError::TooLarge { .. })));
+        store.save("u", note("12345", &[]), || false).unwrap();
+        let many = store.save("u", note("1", &[]), || false).unwrap_err();
         assert!(many.to_string().contains("2 notes, the limit per user"), "{many}");
-        store.delete("u", id).unwrap();
-        store.save("u", note("1234567890", &[])).unwrap();
-        store.save("other", note("1234567890", &[])).unwrap();
+        store.delete("u", id, || false).unwrap();
+        store.save("u", note("1234567890", &[]), || false).unwrap();
+        store.save("other", note("1234567890", &[]), || false).unwrap();
+    }
+
+    #[test]
+    fn a_change_given_up_while_it_waited_for_the_lock_is_not_written() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let (_dir, store) = store(LIMITS);
+        let kept = store.save("u", note("kept", &[]), || false).unwrap();
+        let id = Uuid::parse_str(&kept.note_id).unwrap();
+        // Another process holds the write lock; the calls wait for it, and
+        // are given up (their timeout passes) before it is released.
+        let other = Connection::open(&store.path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        // A call already given up does not wait for the lock at all.
+        let at_once = store.save("u", note("late", &[]), || true).unwrap_err();
+        assert!(matches!(at_once, StoreError::GivenUp), "{at_once}");
+        let given_up = AtomicBool::new(false);
+        let abandoned = || given_up.load(Ordering::SeqCst);
+        std::thread::scope(|scope| {
+            let calls = [
+                scope.spawn(|| store.save("u", note("late", &[]), abandoned).map(|_| ())),
+                scope.spawn(|| {
+                    store
+                        .update("u", id, NoteChange { content: Some("late".into()), tags: None }, abandoned)
+                        .map(|_| ())
+                }),
+                scope.spawn(|| store.delete("u", id, abandoned).map(|_| ())),
+            ];
+            std::thread::sleep(Duration::from_millis(100));
+            given_up.store(true, Ordering::SeqCst);
+            other.execute_batch("ROLLBACK").unwrap();
+            for call in calls {
+                let error = call.join().unwrap().unwrap_err();
+                assert!(matches!(error, StoreError::GivenUp), "{error}");
+                assert_eq!(error.kind(), ErrorKind::Timeout);
+            }
+        });
+        let page = store.list("u", &Filter::default(), None, 10).unwrap();
+        assert_eq!(page.notes, [kept], "nothing was written");
     }
 
     #[test]
     fn tags_and_source_count_against_the_quota() {
         let (_dir, store) = store(Limits { note_max_bytes: 10, user_max_notes: 100, user_max_bytes: 20 });
         let sourced = NewNote { content: "a".into(), tags: Vec::new(), source: Some("s".repeat(20)) };
-        let over = store.save("u", sourced).unwrap_err();
+        let over = store.save("u", sourced, || false).unwrap_err();
         assert!(matches!(over, StoreError::QuotaExceeded { size: 21, used: 0, limit: 20 }), "{over}");
-        let saved = store.save("u", note("a", &["0123456789", "abcdefgh"])).unwrap();
+        let saved = store.save("u", note("a", &["0123456789", "abcdefgh"]), || false).unwrap();
         let id = Uuid::parse_str(&saved.note_id).unwrap();
         let retag =
             |tags: &[&str]| NoteChange { content: None, tags: Some(tags.iter().map(|t| (*t).into()).collect()) };
-        store.update("u", id, retag(&["0123456789", "abcdefghi"])).unwrap();
-        let grown = store.update("u", id, retag(&["0123456789", "abcdefghij"])).unwrap_err();
+        store.update("u", id, retag(&["0123456789", "abcdefghi"]), || false).unwrap();
+        let grown = store.update("u", id, retag(&["0123456789", "abcdefghij"]), || false).unwrap_err();
         assert!(matches!(grown, StoreError::QuotaExceeded { size: 1, used: 20, limit: 20 }), "{grown}");
         let longer = NoteChange { content: Some("ab".into()), tags: None };
-        assert!(matches!(store.update("u", id, longer), Err(StoreError::QuotaExceeded { size: 1, .. })));
+        assert!(matches!(store.update("u", id, longer, || false), Err(StoreError::QuotaExceeded { size: 1, .. })));
         // Over a quota lowered since, a note can still shrink.
         let lowered = Limits { user_max_bytes: 5, ..store.limits() };
         let tight = Store::open(&store.path, lowered, Duration::from_secs(5)).unwrap();
-        tight.update("u", id, retag(&["0123456789"])).unwrap();
-        store.update("u", id, retag(&[])).unwrap();
+        tight.update("u", id, retag(&["0123456789"]), || false).unwrap();
+        store.update("u", id, retag(&[]), || false).unwrap();
         assert_eq!(usage(&lock(&store.writer), "u").unwrap(), (1, 1));
     }
 
@@ -876,9 +946,9 @@ mod tests {
         let store = Store::open(&path, LIMITS, Duration::from_secs(1)).unwrap();
         let sourced =
             NewNote { content: "abc".into(), tags: vec!["été".into(), "x".into()], source: Some("s\0s".into()) };
-        store.save("u", sourced).unwrap();
-        store.save("u", note("de", &[])).unwrap();
-        store.save("v", note("f", &["g"])).unwrap();
+        store.save("u", sourced, || false).unwrap();
+        store.save("u", note("de", &[]), || false).unwrap();
+        store.save("v", note("f", &["g"]), || false).unwrap();
         // The database as version 1 left it: content bytes only.
         lock(&store.writer)
             .execute_batch(
@@ -897,17 +967,17 @@ mod tests {
     #[test]
     fn updates_reindex_and_keep_created_at() {
         let (_dir, store) = store(LIMITS);
-        let saved = store.save("u", note("old words", &["a"])).unwrap();
+        let saved = store.save("u", note("old words", &["a"]), || false).unwrap();
         let id = Uuid::parse_str(&saved.note_id).unwrap();
         let change = NoteChange { content: Some("new words".into()), tags: Some(vec!["b".into()]) };
-        let updated = store.update("u", id, change).unwrap();
+        let updated = store.update("u", id, change, || false).unwrap();
         assert_eq!(updated.created_at, saved.created_at);
         assert!(updated.updated_at >= saved.updated_at);
         assert_eq!(updated.tags, ["b"]);
         assert!(search(&store, "u", "old", &Filter::default()).is_empty());
         assert_eq!(search(&store, "u", "new", &Filter::default()), ["new words"]);
         assert!(store.list("u", &Filter { tags: vec!["a".into()], since: None }, None, 5).unwrap().notes.is_empty());
-        store.delete("u", id).unwrap();
+        store.delete("u", id, || false).unwrap();
         assert!(search(&store, "u", "words", &Filter::default()).is_empty());
     }
 
@@ -915,7 +985,8 @@ mod tests {
     fn reopening_keeps_notes_and_a_newer_schema_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("notes.db");
-        let id = Store::open(&path, LIMITS, Duration::from_secs(1)).unwrap().save("u", note("kept", &[])).unwrap();
+        let id =
+            Store::open(&path, LIMITS, Duration::from_secs(1)).unwrap().save("u", note("kept", &[]), || false).unwrap();
         let store = Store::open(&path, LIMITS, Duration::from_secs(1)).unwrap();
         assert_eq!(store.get("u", Uuid::parse_str(&id.note_id).unwrap()).unwrap().content, "kept");
         lock(&store.writer).pragma_update(None, "user_version", 99).unwrap();

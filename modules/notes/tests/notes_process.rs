@@ -295,7 +295,8 @@ async fn a_search_past_its_time_budget_is_stopped_and_named() {
         source: None,
     });
     store.import("other", many).unwrap();
-    store.save("me", notes::store::NewNote { content: "alpha bravo".into(), tags: Vec::new(), source: None }).unwrap();
+    let mine = notes::store::NewNote { content: "alpha bravo".into(), tags: Vec::new(), source: None };
+    store.save("me", mine, || false).unwrap();
     drop(store);
     let pathological = json!({"query": "alph* brav* char* delt* echo* foxt* golf* hote*"});
 
@@ -314,6 +315,28 @@ async fn a_search_past_its_time_budget_is_stopped_and_named() {
     let nine = call(&client, "me", "search_notes", json!({"query": "al* br* ch* de* ec* fo* go* ho* in*"})).await;
     assert_eq!(error_kind(&nine), "invalid_arguments", "{nine}");
     assert!(nine["error"].as_str().unwrap().contains("at most 8 prefix searches"), "{nine}");
+}
+
+#[tokio::test]
+async fn a_save_answered_timeout_while_the_database_was_locked_is_not_written_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("notes.db");
+    // Statements wait for a lock longer than the tool's 30 s timeout.
+    let module = start(&db, &[("NOTES_BUSY_TIMEOUT_MS", "60000")]);
+    let client = module.client();
+    ok(&client, "u", "save_note", json!({"content": "before the lock"})).await;
+    // Another process holds the write lock until the save is answered.
+    let other = rusqlite::Connection::open(&db).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let late = call(&client, "u", "save_note", json!({"content": "answered timeout"})).await;
+    assert_eq!(error_kind(&late), "timeout", "{late}");
+    other.execute_batch("ROLLBACK").unwrap();
+    // Writes run one at a time: this one starts after the given-up save ended.
+    ok(&client, "u", "save_note", json!({"content": "after the lock"})).await;
+    let listed = ok(&client, "u", "list_notes", json!({})).await;
+    let contents: Vec<&str> =
+        listed["notes"].as_array().unwrap().iter().map(|n| n["content"].as_str().unwrap()).collect();
+    assert_eq!(contents, ["after the lock", "before the lock"], "a save answered timeout was not stored");
 }
 
 #[tokio::test]
