@@ -111,9 +111,10 @@ pub fn read_header(reader: &mut impl BufRead) -> Result<FileInfo, RecordError> {
     serde_json::from_slice(&header).map_err(|e| RecordError::BadHeader(e.to_string()))
 }
 
-/// Reads a whole record, verifying the content's size and checksum.
-pub fn read(reader: &mut impl BufRead) -> Result<(FileInfo, Vec<u8>), RecordError> {
-    let info = read_header(reader)?;
+/// Reads the content of the record whose header [`read_header`] gave as
+/// `info`, verifying its size and checksum; it holds at most
+/// `info.size_bytes` bytes, so the caller bounds it by checking that first.
+pub fn read_content(reader: &mut impl BufRead, info: &FileInfo) -> Result<Vec<u8>, RecordError> {
     let mut content = Vec::with_capacity(usize::try_from(info.size_bytes).unwrap_or(0).min(64 * 1024 * 1024));
     // One byte past the stated size is enough to tell that there is more.
     reader.take(info.size_bytes.saturating_add(1)).read_to_end(&mut content)?;
@@ -124,12 +125,19 @@ pub fn read(reader: &mut impl BufRead) -> Result<(FileInfo, Vec<u8>), RecordErro
     if sha256_hex(&content) != info.sha256 {
         return Err(RecordError::ChecksumMismatch);
     }
-    Ok((info, content))
+    Ok(content)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A whole record, as the store reads one.
+    fn read(reader: &mut impl BufRead) -> Result<(FileInfo, Vec<u8>), RecordError> {
+        let info = read_header(reader)?;
+        let content = read_content(reader, &info)?;
+        Ok((info, content))
+    }
 
     fn info(content: &[u8]) -> FileInfo {
         FileInfo {

@@ -31,7 +31,7 @@ use uuid::Uuid;
 
 use crate::areas::{AreaLocks, Usage};
 use crate::atomic;
-use crate::record::{self, FileInfo, FileKind, MAX_HEADER_BYTES, RecordError};
+use crate::record::{self, FileInfo, FileKind, RecordError};
 
 /// The directory under the root that holds the users' areas.
 const USERS_DIR: &str = "users";
@@ -71,6 +71,18 @@ pub enum StoreError {
     /// The file is larger than the per-file limit.
     #[error("the file is {size} bytes, more than the limit of {limit} bytes per file")]
     TooLarge {
+        /// The file's size.
+        size: u64,
+        /// The per-file limit.
+        limit: u64,
+    },
+    /// A stored file is larger than the per-file limit (lowered since).
+    #[error(
+        "file {id} is {size} bytes, more than FILE_MAX_BYTES ({limit} bytes), which was lowered after it was stored: it can be listed and deleted, and read once an operator raises FILE_MAX_BYTES"
+    )]
+    StoredOverLimit {
+        /// The file's id.
+        id: Uuid,
         /// The file's size.
         size: u64,
         /// The per-file limit.
@@ -116,6 +128,7 @@ impl ToolErrorKind for StoreError {
             StoreError::TooLarge { .. } => ErrorKind::InvalidArguments,
             StoreError::QuotaExceeded { .. }
             | StoreError::TooManyFiles(_)
+            | StoreError::StoredOverLimit { .. }
             | StoreError::Unsafe(_)
             | StoreError::Damaged { .. }
             | StoreError::Io(_) => ErrorKind::ExecutionFailed,
@@ -227,10 +240,14 @@ impl Store {
     /// The file `id` of `user_id`, with its content verified.
     pub fn read(&self, user_id: &str, id: Uuid) -> Result<(FileInfo, Vec<u8>), StoreError> {
         let dir = self.existing_area(user_id)?.ok_or(StoreError::NotFound(id))?;
-        let file = self.open_record(&dir, id)?;
-        let (info, content) =
-            record::read(&mut BufReader::new(file)).map_err(|source| StoreError::Damaged { id, source })?;
+        let mut reader = BufReader::new(self.open_record(&dir, id)?);
+        let info = record::read_header(&mut reader).map_err(|source| StoreError::Damaged { id, source })?;
         check_id(&info, id)?;
+        // The content is read into memory: no more than the per-file limit.
+        if info.size_bytes > self.limits.file_max_bytes {
+            return Err(StoreError::StoredOverLimit { id, size: info.size_bytes, limit: self.limits.file_max_bytes });
+        }
+        let content = record::read_content(&mut reader, &info).map_err(|source| StoreError::Damaged { id, source })?;
         Ok((info, content))
     }
 
@@ -288,7 +305,9 @@ impl Store {
     }
 
     /// Opens a record without following links or blocking on special files,
-    /// refusing anything but a regular file of plausible size.
+    /// refusing anything but a regular file. Its size is not checked here:
+    /// one stored before `FILE_MAX_BYTES` was lowered can still be listed
+    /// and deleted (only its header is read), just not read whole.
     fn open_record(&self, dir: &Path, id: Uuid) -> Result<File, StoreError> {
         let opened = OpenOptions::new()
             .read(true)
@@ -302,17 +321,8 @@ impl Store {
             }
             Err(e) => return Err(e.into()),
         };
-        let meta = file.metadata()?;
-        if !meta.is_file() {
+        if !file.metadata()?.is_file() {
             return Err(StoreError::Unsafe("the file's storage entry"));
-        }
-        let largest = self.limits.file_max_bytes + (MAX_HEADER_BYTES as u64) + 64;
-        if meta.len() > largest {
-            let source = RecordError::BadHeader(format!(
-                "the record is {} bytes, more than any file this store writes",
-                meta.len()
-            ));
-            return Err(StoreError::Damaged { id, source });
         }
         Ok(file)
     }
@@ -423,6 +433,22 @@ mod tests {
         // A new process counts the usage from disk.
         let reopened = Store::open(root.path(), LIMITS).unwrap();
         assert!(matches!(reopened.create("u", text("6", "")), Err(StoreError::TooManyFiles(4))));
+    }
+
+    #[test]
+    fn files_stored_under_a_larger_limit_stay_listed_and_deletable() {
+        let root = tempfile::tempdir().unwrap();
+        let roomy = Limits { file_max_bytes: 20_000, user_quota_bytes: 100_000, user_max_files: 4 };
+        let big = Store::open(root.path(), roomy).unwrap().create("u", text("big", &"x".repeat(20_000))).unwrap();
+        let id = Uuid::parse_str(&big.file_id).unwrap();
+        let store = Store::open(root.path(), LIMITS).unwrap();
+        assert_eq!(store.list("u").unwrap(), std::slice::from_ref(&big), "listed, so its bytes are shown as used");
+        let error = store.read("u", id).unwrap_err();
+        assert!(matches!(error, StoreError::StoredOverLimit { size: 20_000, limit: 100, .. }), "{error}");
+        assert!(!error.is_integrity_problem(), "a lowered setting is not damage");
+        assert!(error.to_string().contains("FILE_MAX_BYTES"), "{error}");
+        assert_eq!(store.delete("u", id).unwrap(), big, "the user can free the space");
+        store.create("u", text("small", &"x".repeat(100))).unwrap();
     }
 
     #[test]
