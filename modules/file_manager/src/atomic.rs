@@ -8,43 +8,69 @@
 //! only a temporary file, which [`remove_temporaries`] deletes at the next
 //! start.
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, Write};
-use std::path::Path;
+use std::os::fd::AsFd;
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags};
+use rustix::io::Errno;
+use uuid::Uuid;
+
+use crate::dirs;
 
 /// How temporary files start; final names never do.
 pub const TEMP_PREFIX: &str = ".tmp-";
 
-/// Creates `dir/name` holding `bytes`, atomically and durably; fails if
-/// `dir/name` exists.
-pub fn create_file(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
-    let mut temporary = tempfile::Builder::new().prefix(TEMP_PREFIX).tempfile_in(dir)?;
-    temporary.write_all(bytes)?;
-    temporary.as_file().sync_all()?;
-    temporary.persist_noclobber(dir.join(name)).map_err(|e| e.error)?;
+/// Creates `name` in the directory `dir` holding `bytes`, atomically and
+/// durably; fails if `name` exists. Every step is relative to `dir`, so
+/// the file lands in that directory whatever happens to its path.
+pub fn create_file(dir: impl AsFd, name: &str, bytes: &[u8]) -> io::Result<()> {
+    let dir = dir.as_fd();
+    let temporary = format!("{TEMP_PREFIX}{}", Uuid::new_v4().simple());
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut file = File::from(rustix::fs::openat(dir, temporary.as_str(), flags, Mode::RUSR | Mode::WUSR)?);
+    let written = file.write_all(bytes).and_then(|()| file.sync_all()).and_then(|()| persist(dir, &temporary, name));
+    if written.is_err() {
+        // Best effort: what is left is swept at the next start.
+        let _ = rustix::fs::unlinkat(dir, temporary.as_str(), AtFlags::empty());
+    }
+    written?;
     sync_dir(dir)
 }
 
-/// Removes `dir/name` durably.
-pub fn remove_file(dir: &Path, name: &str) -> io::Result<()> {
-    fs::remove_file(dir.join(name))?;
+/// Gives the temporary file its final name, never replacing a file: an
+/// atomic rename, or on file systems without `RENAME_NOREPLACE` a hard link
+/// and the temporary name's removal.
+fn persist(dir: impl AsFd, temporary: &str, name: &str) -> io::Result<()> {
+    let dir = dir.as_fd();
+    match rustix::fs::renameat_with(dir, temporary, dir, name, RenameFlags::NOREPLACE) {
+        Err(Errno::INVAL | Errno::NOSYS) => {
+            rustix::fs::linkat(dir, temporary, dir, name, AtFlags::empty())?;
+            Ok(rustix::fs::unlinkat(dir, temporary, AtFlags::empty())?)
+        }
+        renamed => Ok(renamed?),
+    }
+}
+
+/// Removes `name` from the directory `dir` durably.
+pub fn remove_file(dir: impl AsFd, name: &str) -> io::Result<()> {
+    rustix::fs::unlinkat(dir.as_fd(), name, AtFlags::empty())?;
     sync_dir(dir)
 }
 
 /// Flushes a directory's entries (new, renamed and removed names) to disk.
-pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
+pub fn sync_dir(dir: impl AsFd) -> io::Result<()> {
+    Ok(rustix::fs::fsync(dir)?)
 }
 
 /// Deletes the temporary files a crash left in `dir`; returns how many.
-pub fn remove_temporaries(dir: &Path) -> io::Result<usize> {
+pub fn remove_temporaries(dir: impl AsFd) -> io::Result<usize> {
+    let dir = dir.as_fd();
     let mut removed = 0;
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
-        let is_temporary = entry.file_name().to_str().is_some_and(|n| n.starts_with(TEMP_PREFIX));
-        // `file_type` does not follow links: a planted link is left alone.
-        if is_temporary && entry.file_type()?.is_file() {
-            fs::remove_file(entry.path())?;
+    for name in dirs::names(dir)? {
+        // Checked without following links: a planted link is left alone.
+        if name.starts_with(TEMP_PREFIX) && dirs::entry_of(dir, &name)?.0 == FileType::RegularFile {
+            rustix::fs::unlinkat(dir, name.as_str(), AtFlags::empty())?;
             removed += 1;
         }
     }
@@ -57,18 +83,20 @@ pub fn remove_temporaries(dir: &Path) -> io::Result<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn files_are_created_whole_and_never_replaced() {
         let dir = tempfile::tempdir().unwrap();
-        create_file(dir.path(), "a", b"first").unwrap();
+        let fd = dirs::open(dir.path()).unwrap();
+        create_file(&fd, "a", b"first").unwrap();
         assert_eq!(fs::read(dir.path().join("a")).unwrap(), b"first");
-        let error = create_file(dir.path(), "a", b"second").unwrap_err();
+        let error = create_file(&fd, "a", b"second").unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::AlreadyExists);
         assert_eq!(fs::read(dir.path().join("a")).unwrap(), b"first");
         let names: Vec<_> = fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, ["a"], "no temporary file is left behind");
-        remove_file(dir.path(), "a").unwrap();
+        remove_file(&fd, "a").unwrap();
         assert!(!dir.path().join("a").exists());
     }
 
@@ -79,7 +107,7 @@ mod tests {
         fs::write(dir.path().join("kept"), b"whole").unwrap();
         let outside = tempfile::NamedTempFile::new().unwrap();
         std::os::unix::fs::symlink(outside.path(), dir.path().join(format!("{TEMP_PREFIX}link"))).unwrap();
-        assert_eq!(remove_temporaries(dir.path()).unwrap(), 1);
+        assert_eq!(remove_temporaries(dirs::open(dir.path()).unwrap()).unwrap(), 1);
         assert!(dir.path().join("kept").exists());
         assert!(outside.path().exists(), "a link's target is never touched");
     }

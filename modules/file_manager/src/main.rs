@@ -8,6 +8,7 @@
 mod areas;
 mod atomic;
 mod content;
+mod dirs;
 mod names;
 mod record;
 mod settings;

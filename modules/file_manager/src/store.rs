@@ -10,19 +10,22 @@
 //! store opens. One module process owns a root at a time.
 //!
 //! Nothing under the root is trusted to be what the module made: a
-//! symbolic link or special file planted in place of a user directory or a
-//! record is refused (directories are checked with `symlink_metadata`,
-//! records are opened with `O_NOFOLLOW | O_NONBLOCK` and checked to be
-//! regular files), never followed.
+//! symbolic link or special file planted in place of the users directory,
+//! a user directory or a record is refused, never followed. The users
+//! directory is opened once, each call opens its user's directory inside
+//! it, and every record is reached relative to that open directory (see
+//! [`crate::dirs`]), all with `O_NOFOLLOW`; so a name swapped for a link
+//! after it was checked redirects nothing. Records are also opened with
+//! `O_NONBLOCK` and checked to be regular files.
 //!
 //! Writes of one user are serialized by a per-user lock (see
 //! [`crate::areas`]) so that the size and count limits hold under
 //! concurrent calls; reads need no lock.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, BufReader};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::os::fd::OwnedFd;
+use std::path::Path;
 
 use module_sdk::{ErrorKind, ToolErrorKind};
 use time::OffsetDateTime;
@@ -30,8 +33,8 @@ use time::format_description::well_known::Rfc3339;
 use uuid::Uuid;
 
 use crate::areas::{AreaLocks, Usage};
-use crate::atomic;
 use crate::record::{self, FileInfo, FileKind, RecordError};
+use crate::{atomic, dirs};
 
 /// The directory under the root that holds the users' areas.
 const USERS_DIR: &str = "users";
@@ -147,7 +150,8 @@ impl StoreError {
 /// The storage of all users' files.
 #[derive(Debug)]
 pub struct Store {
-    users_dir: PathBuf,
+    /// The users directory, held open.
+    users: OwnedFd,
     limits: Limits,
     areas: AreaLocks,
 }
@@ -158,17 +162,18 @@ impl Store {
     pub fn open(root: &Path, limits: Limits) -> Result<Self, StoreError> {
         fs::create_dir_all(root)?;
         let root = root.canonicalize()?;
-        let users_dir = root.join(USERS_DIR);
-        match fs::symlink_metadata(&users_dir) {
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => return Err(StoreError::Unsafe("the users directory")),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                fs::create_dir(&users_dir)?;
-                atomic::sync_dir(&root)?;
+        let root_dir = dirs::open(&root)?;
+        let users = match dirs::open_child(&root_dir, USERS_DIR) {
+            Ok(Some(users)) => users,
+            Ok(None) => {
+                dirs::create_child(&root_dir, USERS_DIR)?;
+                atomic::sync_dir(&root_dir)?;
+                dirs::open_child(&root_dir, USERS_DIR)?.ok_or(StoreError::Unsafe("the users directory"))?
             }
+            Err(e) if dirs::is_not_a_directory(&e) => return Err(StoreError::Unsafe("the users directory")),
             Err(e) => return Err(e.into()),
-        }
-        let store = Self { users_dir, limits, areas: AreaLocks::default() };
+        };
+        let store = Self { users, limits, areas: AreaLocks::default() };
         store.remove_temporaries()?;
         Ok(store)
     }
@@ -180,12 +185,14 @@ impl Store {
 
     fn remove_temporaries(&self) -> Result<(), StoreError> {
         let mut removed = 0;
-        for entry in fs::read_dir(&self.users_dir)? {
-            let entry = entry?;
-            if entry.file_type()?.is_dir() {
-                removed += atomic::remove_temporaries(&entry.path())?;
-            } else {
-                tracing::warn!(entry = ?entry.file_name(), "skipping a non-directory in the users directory");
+        for name in dirs::names(&self.users)? {
+            match dirs::open_child(&self.users, &name) {
+                Ok(Some(area)) => removed += atomic::remove_temporaries(&area)?,
+                Ok(None) => {}
+                Err(e) if dirs::is_not_a_directory(&e) => {
+                    tracing::warn!(entry = name, "skipping a non-directory in the users directory");
+                }
+                Err(e) => return Err(e.into()),
             }
         }
         if removed > 0 {
@@ -255,9 +262,8 @@ impl Store {
     pub fn list(&self, user_id: &str) -> Result<Vec<FileInfo>, StoreError> {
         let Some(dir) = self.existing_area(user_id)? else { return Ok(Vec::new()) };
         let mut files = Vec::new();
-        for entry in fs::read_dir(&dir)? {
-            let entry = entry?;
-            let Some(id) = entry.file_name().to_str().and_then(record_id) else { continue };
+        for name in dirs::names(&dir)? {
+            let Some(id) = record_id(&name) else { continue };
             match self.open_record(&dir, id).and_then(|file| header_of(file, id)) {
                 Ok(info) => files.push(info),
                 Err(error) => tracing::warn!(file_id = %id, %error, "skipping an unreadable record"),
@@ -283,42 +289,32 @@ impl Store {
     }
 
     /// The user's directory when it exists, checked to be a real directory.
-    fn existing_area(&self, user_id: &str) -> Result<Option<PathBuf>, StoreError> {
-        let dir = self.users_dir.join(area_name(user_id));
-        match fs::symlink_metadata(&dir) {
-            Ok(meta) if meta.is_dir() => Ok(Some(dir)),
-            Ok(_) => Err(StoreError::Unsafe("your storage area")),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e.into()),
+    fn existing_area(&self, user_id: &str) -> Result<Option<OwnedFd>, StoreError> {
+        match dirs::open_child(&self.users, &area_name(user_id)) {
+            Err(e) if dirs::is_not_a_directory(&e) => Err(StoreError::Unsafe("your storage area")),
+            opened => Ok(opened?),
         }
     }
 
     /// The user's directory, created (durably) when missing.
-    fn area_for_writing(&self, user_id: &str) -> Result<PathBuf, StoreError> {
+    fn area_for_writing(&self, user_id: &str) -> Result<OwnedFd, StoreError> {
         if let Some(dir) = self.existing_area(user_id)? {
             return Ok(dir);
         }
-        let dir = self.users_dir.join(area_name(user_id));
-        fs::create_dir(&dir)?;
-        atomic::sync_dir(&self.users_dir)?;
-        Ok(dir)
+        dirs::create_child(&self.users, &area_name(user_id))?;
+        atomic::sync_dir(&self.users)?;
+        self.existing_area(user_id)?.ok_or(StoreError::Unsafe("your storage area"))
     }
 
     /// Opens a record without following links or blocking on special files,
     /// refusing anything but a regular file. Its size is not checked here:
     /// one stored before `FILE_MAX_BYTES` was lowered can still be listed
     /// and deleted (only its header is read), just not read whole.
-    fn open_record(&self, dir: &Path, id: Uuid) -> Result<File, StoreError> {
-        let opened = OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(dir.join(record_name(id)));
-        let file = match opened {
+    fn open_record(&self, dir: &OwnedFd, id: Uuid) -> Result<File, StoreError> {
+        let file = match dirs::open_file(dir, &record_name(id)) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(StoreError::NotFound(id)),
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                return Err(StoreError::Unsafe("the file's storage entry"));
-            }
+            Err(e) if dirs::is_link(&e) => return Err(StoreError::Unsafe("the file's storage entry")),
             Err(e) => return Err(e.into()),
         };
         if !file.metadata()?.is_file() {
@@ -328,15 +324,14 @@ impl Store {
     }
 
     /// A user's usage, counted from the records on disk.
-    fn usage_of(&self, dir: &Path) -> Result<Usage, StoreError> {
+    fn usage_of(&self, dir: &OwnedFd) -> Result<Usage, StoreError> {
         let mut usage = Usage::default();
-        for entry in fs::read_dir(dir)? {
-            let entry = entry?;
-            let Some(id) = entry.file_name().to_str().and_then(record_id) else { continue };
+        for name in dirs::names(dir)? {
+            let Some(id) = record_id(&name) else { continue };
             // An unreadable record still takes space; count it at its size on disk.
             let size = match self.open_record(dir, id).and_then(|file| header_of(file, id)) {
                 Ok(info) => info.size_bytes,
-                Err(_) => entry.metadata()?.len(),
+                Err(_) => dirs::entry_of(dir, &name)?.1,
             };
             usage.bytes += size;
             usage.files += 1;
@@ -381,6 +376,7 @@ fn check_id(info: &FileInfo, id: Uuid) -> Result<(), StoreError> {
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
+    use std::path::PathBuf;
 
     const LIMITS: Limits = Limits { file_max_bytes: 100, user_quota_bytes: 250, user_max_files: 4 };
 
@@ -473,6 +469,22 @@ mod tests {
         assert!(matches!(store.list("mallory"), Err(StoreError::Unsafe(_))));
         assert!(matches!(store.create("mallory", text("x", "x")), Err(StoreError::Unsafe(_))));
         assert!(matches!(store.read("mallory", id), Err(StoreError::Unsafe(_))));
+    }
+
+    #[test]
+    fn directories_swapped_for_links_after_opening_redirect_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let store = Store::open(root.path(), LIMITS).unwrap();
+        let first = store.create("u", text("a", "first")).unwrap();
+        // The users directory, checked at opening, replaced by a link.
+        fs::rename(root.path().join(USERS_DIR), root.path().join("moved")).unwrap();
+        symlink(outside.path(), root.path().join(USERS_DIR)).unwrap();
+        let second = store.create("u", text("b", "second")).unwrap();
+        store.create("newcomer", text("c", "third")).unwrap();
+        assert_eq!(store.list("u").unwrap(), [first, second]);
+        assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0, "nothing was written through the link");
+        assert_eq!(fs::read_dir(root.path().join("moved")).unwrap().count(), 2);
     }
 
     #[test]
