@@ -14,6 +14,7 @@ mod record;
 mod settings;
 mod store;
 mod tools;
+mod total;
 
 use std::process::ExitCode;
 

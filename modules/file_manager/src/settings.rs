@@ -38,6 +38,12 @@ pub struct Settings {
     /// Most files one user may keep.
     #[arg(long, env = "USER_MAX_FILES", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub user_max_files: u64,
+
+    /// Most bytes all users' files may take together on disk (each file
+    /// and each user's directory counted in whole 4 KiB blocks), whatever
+    /// the number of users.
+    #[arg(long, env = "STORE_MAX_BYTES", default_value_t = 8 * 1024 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    pub store_max_bytes: u64,
 }
 
 impl Settings {
@@ -47,6 +53,7 @@ impl Settings {
             file_max_bytes: self.file_max_bytes,
             user_quota_bytes: self.user_quota_bytes,
             user_max_files: self.user_max_files,
+            store_max_bytes: self.store_max_bytes,
         }
     }
 }

@@ -34,6 +34,7 @@ use uuid::Uuid;
 
 use crate::areas::{AreaLocks, Usage};
 use crate::record::{self, FileInfo, FileKind, RecordError};
+use crate::total::{self, Full, StoredBytes};
 use crate::{atomic, dirs};
 
 /// The directory under the root that holds the users' areas.
@@ -50,6 +51,9 @@ pub struct Limits {
     pub user_quota_bytes: u64,
     /// Most files per user.
     pub user_max_files: u64,
+    /// Most bytes of all users' records and directories together, on
+    /// disk, counted in whole blocks.
+    pub store_max_bytes: u64,
 }
 
 /// A file to store.
@@ -103,6 +107,16 @@ pub enum StoreError {
         /// The per-user quota.
         quota: u64,
     },
+    /// All users' files together take as many bytes as allowed.
+    #[error(
+        "the file store is full: all users' files take {used} of the {limit} bytes STORE_MAX_BYTES allows; an operator must raise STORE_MAX_BYTES or make room"
+    )]
+    StoreFull {
+        /// Bytes the records take.
+        used: u64,
+        /// `STORE_MAX_BYTES`.
+        limit: u64,
+    },
     /// The user has as many files as allowed.
     #[error("you already have {0} files, the most allowed; delete files to make room")]
     TooManyFiles(u64),
@@ -131,11 +145,18 @@ impl ToolErrorKind for StoreError {
             StoreError::TooLarge { .. } => ErrorKind::InvalidArguments,
             StoreError::QuotaExceeded { .. }
             | StoreError::TooManyFiles(_)
+            | StoreError::StoreFull { .. }
             | StoreError::StoredOverLimit { .. }
             | StoreError::Unsafe(_)
             | StoreError::Damaged { .. }
             | StoreError::Io(_) => ErrorKind::ExecutionFailed,
         }
+    }
+}
+
+impl From<Full> for StoreError {
+    fn from(full: Full) -> Self {
+        StoreError::StoreFull { used: full.used, limit: full.limit }
     }
 }
 
@@ -154,11 +175,13 @@ pub struct Store {
     users: OwnedFd,
     limits: Limits,
     areas: AreaLocks,
+    /// Bytes of all users' records.
+    stored: StoredBytes,
 }
 
 impl Store {
-    /// Opens (creating when missing) the store at `root`, and removes the
-    /// temporary files an earlier crash left.
+    /// Opens (creating when missing) the store at `root`, removes the
+    /// temporary files an earlier crash left and counts the bytes stored.
     pub fn open(root: &Path, limits: Limits) -> Result<Self, StoreError> {
         fs::create_dir_all(root)?;
         let root = root.canonicalize()?;
@@ -173,32 +196,13 @@ impl Store {
             Err(e) if dirs::is_not_a_directory(&e) => return Err(StoreError::Unsafe("the users directory")),
             Err(e) => return Err(e.into()),
         };
-        let store = Self { users, limits, areas: AreaLocks::default() };
-        store.remove_temporaries()?;
-        Ok(store)
+        let used = sweep_and_measure(&users)?;
+        Ok(Self { users, limits, areas: AreaLocks::default(), stored: StoredBytes::new(used, limits.store_max_bytes) })
     }
 
     /// The limits this store enforces.
     pub fn limits(&self) -> Limits {
         self.limits
-    }
-
-    fn remove_temporaries(&self) -> Result<(), StoreError> {
-        let mut removed = 0;
-        for name in dirs::names(&self.users)? {
-            match dirs::open_child(&self.users, &name) {
-                Ok(Some(area)) => removed += atomic::remove_temporaries(&area)?,
-                Ok(None) => {}
-                Err(e) if dirs::is_not_a_directory(&e) => {
-                    tracing::warn!(entry = name, "skipping a non-directory in the users directory");
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-        if removed > 0 {
-            tracing::info!(removed, "removed temporary files left by an interrupted write");
-        }
-        Ok(())
     }
 
     /// Stores `file` for `user_id` under a new id, within the limits.
@@ -239,7 +243,10 @@ impl Store {
             sha256: record::sha256_hex(&file.content),
             created_at: OffsetDateTime::now_utc().format(&Rfc3339).expect("the current time always formats"),
         };
-        atomic::create_file(&dir, &record_name(id), &record::encode(&info, &file.content))?;
+        let record = record::encode(&info, &file.content);
+        let reserved = self.stored.reserve(total::charge(record.len() as u64))?;
+        atomic::create_file(&dir, &record_name(id), &record)?;
+        reserved.keep();
         *usage = Some(Usage { bytes: current.bytes + size, files: current.files + 1 });
         Ok(info)
     }
@@ -278,8 +285,11 @@ impl Store {
         self.areas.with_area(&area_name(user_id), |usage| {
             let dir = self.existing_area(user_id)?.ok_or(StoreError::NotFound(id))?;
             // Opening first proves it is a regular record of this user, not a link.
-            let info = header_of(self.open_record(&dir, id)?, id)?;
+            let file = self.open_record(&dir, id)?;
+            let on_disk = file.metadata()?.len();
+            let info = header_of(file, id)?;
             atomic::remove_file(&dir, &record_name(id))?;
+            self.stored.release(total::charge(on_disk));
             if let Some(current) = usage.as_mut() {
                 current.bytes = current.bytes.saturating_sub(info.size_bytes);
                 current.files = current.files.saturating_sub(1);
@@ -301,7 +311,10 @@ impl Store {
         if let Some(dir) = self.existing_area(user_id)? {
             return Ok(dir);
         }
+        // Kept for good: areas are never removed.
+        let reserved = self.stored.reserve(total::BLOCK)?;
         dirs::create_child(&self.users, &area_name(user_id))?;
+        reserved.keep();
         atomic::sync_dir(&self.users)?;
         self.existing_area(user_id)?.ok_or(StoreError::Unsafe("your storage area"))
     }
@@ -338,6 +351,32 @@ impl Store {
         }
         Ok(usage)
     }
+}
+
+/// Removes the temporary files an earlier crash left in every user's area;
+/// the bytes the areas and their records take, as [`total`] counts them.
+fn sweep_and_measure(users: &OwnedFd) -> Result<u64, StoreError> {
+    let (mut removed, mut used) = (0, 0);
+    for name in dirs::names(users)? {
+        match dirs::open_child(users, &name) {
+            Ok(Some(area)) => {
+                removed += atomic::remove_temporaries(&area)?;
+                used += total::BLOCK;
+                for record in dirs::names(&area)?.iter().filter(|name| record_id(name).is_some()) {
+                    used += total::charge(dirs::entry_of(&area, record)?.1);
+                }
+            }
+            Ok(None) => {}
+            Err(e) if dirs::is_not_a_directory(&e) => {
+                tracing::warn!(entry = name, "skipping a non-directory in the users directory");
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if removed > 0 {
+        tracing::info!(removed, "removed temporary files left by an interrupted write");
+    }
+    Ok(used)
 }
 
 /// The directory name of a user's area: the hex SHA-256 of the user id.
@@ -378,7 +417,8 @@ mod tests {
     use std::os::unix::fs::symlink;
     use std::path::PathBuf;
 
-    const LIMITS: Limits = Limits { file_max_bytes: 100, user_quota_bytes: 250, user_max_files: 4 };
+    const LIMITS: Limits =
+        Limits { file_max_bytes: 100, user_quota_bytes: 250, user_max_files: 4, store_max_bytes: 100_000 };
 
     fn text(name: &str, content: &str) -> NewFile {
         NewFile {
@@ -434,7 +474,7 @@ mod tests {
     #[test]
     fn files_stored_under_a_larger_limit_stay_listed_and_deletable() {
         let root = tempfile::tempdir().unwrap();
-        let roomy = Limits { file_max_bytes: 20_000, user_quota_bytes: 100_000, user_max_files: 4 };
+        let roomy = Limits { file_max_bytes: 20_000, user_quota_bytes: 100_000, ..LIMITS };
         let big = Store::open(root.path(), roomy).unwrap().create("u", text("big", &"x".repeat(20_000))).unwrap();
         let id = Uuid::parse_str(&big.file_id).unwrap();
         let store = Store::open(root.path(), LIMITS).unwrap();
@@ -445,6 +485,35 @@ mod tests {
         assert!(error.to_string().contains("FILE_MAX_BYTES"), "{error}");
         assert_eq!(store.delete("u", id).unwrap(), big, "the user can free the space");
         store.create("u", text("small", &"x".repeat(100))).unwrap();
+    }
+
+    #[test]
+    fn all_users_together_stay_within_the_store_limit() {
+        let root = tempfile::tempdir().unwrap();
+        // Each user takes a block for the directory and one for the record.
+        let limits = Limits { store_max_bytes: 8 * total::BLOCK + 100, ..LIMITS };
+        let store = Store::open(root.path(), limits).unwrap();
+        let mut stored = Vec::new();
+        let mut refused = None;
+        for user in 0..10 {
+            match store.create(&format!("user-{user}"), text("f", &"x".repeat(100))) {
+                Ok(info) if refused.is_none() => stored.push(info),
+                Ok(info) => panic!("stored after a refusal: {info:?}"),
+                Err(error) => refused = Some(error),
+            }
+        }
+        let full = refused.expect("the store filled up");
+        assert!(matches!(full, StoreError::StoreFull { used: 32_768, limit: 32_868 }), "{full}");
+        assert!(full.to_string().contains("STORE_MAX_BYTES"), "{full}");
+        assert_eq!(stored.len(), 4, "small files are counted as the blocks they take");
+        let areas: Vec<_> = fs::read_dir(root.path().join(USERS_DIR)).unwrap().map(|e| e.unwrap().path()).collect();
+        assert_eq!(areas.len(), stored.len(), "a refused user gets no directory");
+
+        // A new process counts the stored bytes from disk; a deletion makes room.
+        let reopened = Store::open(root.path(), limits).unwrap();
+        assert!(matches!(reopened.create("newcomer", text("f", &"x".repeat(100))), Err(StoreError::StoreFull { .. })));
+        reopened.delete("user-0", Uuid::parse_str(&stored[0].file_id).unwrap()).unwrap();
+        reopened.create("user-0", text("f", &"x".repeat(100))).unwrap();
     }
 
     #[test]
