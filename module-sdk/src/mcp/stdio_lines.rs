@@ -89,7 +89,17 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> StdioLines<R, W> {
     async fn read_line(&mut self) -> Line {
         loop {
             let available = match self.read.fill_buf().await {
-                Ok([]) => return Line::End,
+                Ok([]) if self.line.is_empty() || self.skipping => return Line::End,
+                // The last line, without a newline, is read as if it had one (as rmcp's
+                // transport did); over the limit by its missing newline's byte, it is too long.
+                Ok([]) if self.line.len() >= self.max_line_bytes => {
+                    self.line.clear();
+                    return Line::TooLong;
+                }
+                Ok([]) => {
+                    self.line.extend_from_slice(b"\n");
+                    return Line::Whole;
+                }
                 Ok(available) => available,
                 Err(error) => {
                     tracing::warn!(%error, "could not read standard input");
@@ -254,6 +264,34 @@ mod tests {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
     use super::*;
+
+    #[tokio::test]
+    async fn a_last_line_without_its_newline_is_read() {
+        for (last, answers) in [(r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#.to_owned(), 0), ("x".repeat(1001), 1)] {
+            let (server, client) = tokio::io::duplex(64 * 1024);
+            let (from_client, mut to_server) = tokio::io::split(client);
+            let (read, write) = tokio::io::split(server);
+            let mut transport = StdioLines::new(read, write, 1000);
+            to_server.write_all(last.as_bytes()).await.unwrap();
+            to_server.shutdown().await.unwrap();
+            if answers == 0 {
+                let Some(rmcp::model::JsonRpcMessage::Request(request)) = transport.receive().await else {
+                    panic!("the last line was not read as a request")
+                };
+                assert_eq!(request.id, RequestId::Number(7));
+            }
+            assert!(transport.receive().await.is_none(), "then the input ends");
+            drop(transport);
+            drop(to_server);
+            let mut lines = tokio::io::BufReader::new(from_client).lines();
+            let mut written = Vec::new();
+            while let Some(line) = lines.next_line().await.unwrap() {
+                written.push(line);
+            }
+            assert_eq!(written.len(), answers, "{written:?}");
+            assert!(written.iter().all(|line| line.contains("MAX_BODY_BYTES")), "{written:?}");
+        }
+    }
 
     #[tokio::test]
     async fn a_long_line_is_skipped_as_it_comes_and_answered_once() {
