@@ -33,9 +33,10 @@ use time::format_description::well_known::Rfc3339;
 use uuid::Uuid;
 
 use crate::areas::{AreaLocks, Usage};
+use crate::atomic::{self, ChangeError};
+use crate::dirs;
 use crate::record::{self, FileInfo, FileKind, RecordError};
 use crate::total::{self, Full, StoredBytes};
-use crate::{atomic, dirs};
 
 /// The directory under the root that holds the users' areas.
 const USERS_DIR: &str = "users";
@@ -245,7 +246,7 @@ impl Store {
         };
         let record = record::encode(&info, &file.content);
         let reserved = self.stored.reserve(total::charge(record.len() as u64))?;
-        atomic::create_file(&dir, &record_name(id), &record)?;
+        made(atomic::create_file(&dir, &record_name(id), &record), id)?;
         reserved.keep();
         *usage = Some(Usage { bytes: current.bytes + size, files: current.files + 1 });
         Ok(info)
@@ -288,7 +289,7 @@ impl Store {
             let file = self.open_record(&dir, id)?;
             let on_disk = file.metadata()?.len();
             let info = header_of(file, id)?;
-            atomic::remove_file(&dir, &record_name(id))?;
+            made(atomic::remove_file(&dir, &record_name(id)), id)?;
             self.stored.release(total::charge(on_disk));
             if let Some(current) = usage.as_mut() {
                 current.bytes = current.bytes.saturating_sub(info.size_bytes);
@@ -377,6 +378,20 @@ fn sweep_and_measure(users: &OwnedFd) -> Result<u64, StoreError> {
         tracing::info!(removed, "removed temporary files left by an interrupted write");
     }
     Ok(used)
+}
+
+/// Whether a change was made. One made but not flushed to disk is logged
+/// and treated as made: every later call sees it and counts it (a crash
+/// may still undo it; the count made at the next start follows the disk).
+fn made(result: Result<(), ChangeError>, id: Uuid) -> io::Result<()> {
+    match result {
+        Ok(()) => Ok(()),
+        Err(ChangeError::NotFlushed(error)) => {
+            tracing::warn!(file_id = %id, %error, "a file's change could not be flushed to disk; a crash may undo it");
+            Ok(())
+        }
+        Err(ChangeError::NotMade(error)) => Err(error),
+    }
 }
 
 /// The directory name of a user's area: the hex SHA-256 of the user id.
