@@ -39,6 +39,17 @@ pub fn create_child(parent: impl AsFd, name: &str) -> io::Result<()> {
     Ok(rustix::fs::mkdirat(parent, name, Mode::RWXU)?)
 }
 
+/// Removes the directory `name` inside `parent` if it is empty; whether
+/// it was (`false`: it holds entries). A link is never removed: that is an
+/// error for which [`is_not_a_directory`] holds.
+pub fn remove_empty_child(parent: impl AsFd, name: &str) -> io::Result<bool> {
+    match rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR) {
+        Ok(()) => Ok(true),
+        Err(Errno::NOTEMPTY | Errno::EXIST) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Whether `error` says an entry opened as a directory is a link or not a
 /// directory at all.
 pub fn is_not_a_directory(error: &io::Error) -> bool {
@@ -105,6 +116,14 @@ mod tests {
         assert_eq!(listed, ["file", "link", "real"]);
         assert_eq!(entry_of(&dir, "file").unwrap(), (FileType::RegularFile, 1));
         assert_eq!(entry_of(&dir, "link").unwrap().0, FileType::Symlink);
+
+        create_child(&dir, "empty").unwrap();
+        assert!(remove_empty_child(&dir, "empty").unwrap());
+        assert!(!root.path().join("empty").exists());
+        fs::write(root.path().join("real/kept"), "x").unwrap();
+        assert!(!remove_empty_child(&dir, "real").unwrap(), "a directory with entries stays");
+        assert!(is_not_a_directory(&remove_empty_child(&dir, "link").unwrap_err()));
+        assert!(outside.path().exists() && root.path().join("link").exists(), "a link is not removed");
     }
 
     #[test]

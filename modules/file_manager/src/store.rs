@@ -20,7 +20,8 @@
 //!
 //! Writes of one user are serialized by a per-user lock (see
 //! [`crate::areas`]) so that the size and count limits hold under
-//! concurrent calls; reads need no lock.
+//! concurrent calls, and so that no write lands in a user's directory
+//! while it is removed with the user's last record; reads need no lock.
 
 use std::fs::{self, File};
 use std::io::{self, BufReader};
@@ -215,7 +216,9 @@ impl Store {
         self.areas.with_area(&area_name(user_id), |usage| self.create_locked(user_id, file, size, usage))
     }
 
-    /// [`Store::create`] once the user's lock is held.
+    /// [`Store::create`] once the user's lock is held: every limit is
+    /// checked, and the record's space (with the directory's, for a user's
+    /// first file) reserved, before anything is created.
     fn create_locked(
         &self,
         user_id: &str,
@@ -223,10 +226,11 @@ impl Store {
         size: u64,
         usage: &mut Option<Usage>,
     ) -> Result<FileInfo, StoreError> {
-        let dir = self.area_for_writing(user_id)?;
-        let current = match *usage {
-            Some(current) => current,
-            None => self.usage_of(&dir)?,
+        let area = self.existing_area(user_id)?;
+        let current = match (*usage, &area) {
+            (Some(current), _) => current,
+            (None, Some(dir)) => self.usage_of(dir)?,
+            (None, None) => Usage::default(),
         };
         if current.files >= self.limits.user_max_files {
             return Err(StoreError::TooManyFiles(self.limits.user_max_files));
@@ -245,11 +249,44 @@ impl Store {
             created_at: OffsetDateTime::now_utc().format(&Rfc3339).expect("the current time always formats"),
         };
         let record = record::encode(&info, &file.content);
-        let reserved = self.stored.reserve(total::charge(record.len() as u64))?;
-        made(atomic::create_file(&dir, &record_name(id), &record), id)?;
-        reserved.keep();
+        let record_charge = total::charge(record.len() as u64);
+        match area {
+            Some(dir) => {
+                let reserved = self.stored.reserve(record_charge)?;
+                made(atomic::create_file(&dir, &record_name(id), &record), id)?;
+                reserved.keep();
+            }
+            None => {
+                let reserved = self.stored.reserve(total::BLOCK + record_charge)?;
+                if let Err(error) = self.create_first_record(user_id, id, &record) {
+                    // The directory, if it could not be removed again, stays counted.
+                    if matches!(self.existing_area(user_id), Ok(Some(_))) {
+                        reserved.keep();
+                        self.stored.release(record_charge);
+                    }
+                    return Err(error);
+                }
+                reserved.keep();
+            }
+        }
         *usage = Some(Usage { bytes: current.bytes + size, files: current.files + 1 });
         Ok(info)
+    }
+
+    /// Creates the user's directory (durably) and the record `id` in it;
+    /// on failure removes the directory again when it is empty.
+    fn create_first_record(&self, user_id: &str, id: Uuid, record: &[u8]) -> Result<(), StoreError> {
+        let name = area_name(user_id);
+        dirs::create_child(&self.users, &name)?;
+        let written = atomic::sync_dir(&self.users).map_err(StoreError::from).and_then(|()| {
+            let dir = self.existing_area(user_id)?.ok_or(StoreError::Unsafe("your storage area"))?;
+            Ok(made(atomic::create_file(&dir, &record_name(id), record), id)?)
+        });
+        if written.is_err() {
+            // Its block is the caller's to give back.
+            self.remove_area_if_empty(&name);
+        }
+        written
     }
 
     /// The file `id` of `user_id`, with its content verified.
@@ -281,9 +318,12 @@ impl Store {
         Ok(files)
     }
 
-    /// Deletes the file `id` of `user_id`; returns what it was.
+    /// Deletes the file `id` of `user_id`; returns what it was. The user's
+    /// directory goes with the last file, so users who no longer store
+    /// anything take no space.
     pub fn delete(&self, user_id: &str, id: Uuid) -> Result<FileInfo, StoreError> {
-        self.areas.with_area(&area_name(user_id), |usage| {
+        let name = area_name(user_id);
+        self.areas.with_area(&name, |usage| {
             let dir = self.existing_area(user_id)?.ok_or(StoreError::NotFound(id))?;
             // Opening first proves it is a regular record of this user, not a link.
             let file = self.open_record(&dir, id)?;
@@ -294,6 +334,10 @@ impl Store {
             if let Some(current) = usage.as_mut() {
                 current.bytes = current.bytes.saturating_sub(info.size_bytes);
                 current.files = current.files.saturating_sub(1);
+            }
+            // The user's lock, held here, keeps creates out of the directory.
+            if self.remove_area_if_empty(&name) {
+                self.stored.release(total::BLOCK);
             }
             Ok(info)
         })
@@ -307,17 +351,23 @@ impl Store {
         }
     }
 
-    /// The user's directory, created (durably) when missing.
-    fn area_for_writing(&self, user_id: &str) -> Result<OwnedFd, StoreError> {
-        if let Some(dir) = self.existing_area(user_id)? {
-            return Ok(dir);
+    /// Removes the user's directory `name` (durably) when it holds nothing;
+    /// whether it did. One that stays (holding entries, or on an error,
+    /// logged) stays counted. Called with the user's lock held.
+    fn remove_area_if_empty(&self, name: &str) -> bool {
+        match dirs::remove_empty_child(&self.users, name) {
+            Ok(removed) => {
+                if removed && let Err(error) = atomic::sync_dir(&self.users) {
+                    tracing::warn!(%error, "removed a user directory but could not flush the users directory to disk");
+                }
+                removed
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+            Err(error) => {
+                tracing::warn!(%error, "could not remove an empty user directory");
+                false
+            }
         }
-        // Kept for good: areas are never removed.
-        let reserved = self.stored.reserve(total::BLOCK)?;
-        dirs::create_child(&self.users, &area_name(user_id))?;
-        reserved.keep();
-        atomic::sync_dir(&self.users)?;
-        self.existing_area(user_id)?.ok_or(StoreError::Unsafe("your storage area"))
     }
 
     /// Opens a record without following links or blocking on special files,
@@ -354,16 +404,22 @@ impl Store {
     }
 }
 
-/// Removes the temporary files an earlier crash left in every user's area;
-/// the bytes the areas and their records take, as [`total`] counts them.
+/// Removes the temporary files an earlier crash left in every user's area,
+/// and the areas left empty; the bytes the other areas and their records
+/// take, as [`total`] counts them.
 fn sweep_and_measure(users: &OwnedFd) -> Result<u64, StoreError> {
-    let (mut removed, mut used) = (0, 0);
+    let (mut removed, mut emptied, mut used) = (0, 0, 0);
     for name in dirs::names(users)? {
         match dirs::open_child(users, &name) {
             Ok(Some(area)) => {
                 removed += atomic::remove_temporaries(&area)?;
+                let entries = dirs::names(&area)?;
+                if entries.is_empty() && dirs::remove_empty_child(users, &name)? {
+                    emptied += 1;
+                    continue;
+                }
                 used += total::BLOCK;
-                for record in dirs::names(&area)?.iter().filter(|name| record_id(name).is_some()) {
+                for record in entries.iter().filter(|name| record_id(name).is_some()) {
                     used += total::charge(dirs::entry_of(&area, record)?.1);
                 }
             }
@@ -376,6 +432,10 @@ fn sweep_and_measure(users: &OwnedFd) -> Result<u64, StoreError> {
     }
     if removed > 0 {
         tracing::info!(removed, "removed temporary files left by an interrupted write");
+    }
+    if emptied > 0 {
+        atomic::sync_dir(users)?;
+        tracing::info!(emptied, "removed empty user directories");
     }
     Ok(used)
 }
@@ -529,6 +589,73 @@ mod tests {
         assert!(matches!(reopened.create("newcomer", text("f", &"x".repeat(100))), Err(StoreError::StoreFull { .. })));
         reopened.delete("user-0", Uuid::parse_str(&stored[0].file_id).unwrap()).unwrap();
         reopened.create("user-0", text("f", &"x".repeat(100))).unwrap();
+    }
+
+    #[test]
+    fn directories_of_users_without_files_take_no_space() {
+        let root = tempfile::tempdir().unwrap();
+        let users_dir = root.path().join(USERS_DIR);
+        let limits = Limits { store_max_bytes: 8 * total::BLOCK + 100, ..LIMITS };
+        let store = Store::open(root.path(), limits).unwrap();
+        // Many more users than directories fit in the limit, each gone again.
+        for user in 0..100 {
+            let user = format!("passing-{user}");
+            let info = store.create(&user, text("f", "x")).unwrap();
+            store.delete(&user, Uuid::parse_str(&info.file_id).unwrap()).unwrap();
+        }
+        assert_eq!(fs::read_dir(&users_dir).unwrap().count(), 0, "no directory is left behind");
+
+        // The whole limit is still there: 4 + 3 blocks, each user's directory and records.
+        let a: Vec<_> = (0..3).map(|_| store.create("a", text("f", "x")).unwrap()).collect();
+        for _ in 0..2 {
+            store.create("b", text("f", "x")).unwrap();
+        }
+        // One block left: a record fits, a new user's directory and record do not.
+        let full = store.create("newcomer", text("f", "x")).unwrap_err();
+        assert!(matches!(full, StoreError::StoreFull { used: 28_672, .. }), "{full}");
+        assert_eq!(fs::read_dir(&users_dir).unwrap().count(), 2, "a refused user gets no directory");
+        let refused = Limits { user_quota_bytes: 0, ..limits };
+        let error = Store::open(root.path(), refused).unwrap().create("newcomer", text("f", "x")).unwrap_err();
+        assert!(matches!(error, StoreError::QuotaExceeded { .. }), "{error}");
+        assert_eq!(fs::read_dir(&users_dir).unwrap().count(), 2, "nor does a user over the quota");
+        store.create("b", text("f", "x")).unwrap();
+
+        // An empty directory left behind is removed at start, not counted.
+        fs::create_dir(users_dir.join(area_name("ghost"))).unwrap();
+        let reopened = Store::open(root.path(), limits).unwrap();
+        assert_eq!(fs::read_dir(&users_dir).unwrap().count(), 2);
+        let full = reopened.create("newcomer", text("f", "x")).unwrap_err();
+        assert!(matches!(full, StoreError::StoreFull { used: 32_768, .. }), "{full}");
+        // A user's last deletion frees the directory's block with the records'.
+        for info in &a {
+            reopened.delete("a", Uuid::parse_str(&info.file_id).unwrap()).unwrap();
+        }
+        for _ in 0..3 {
+            reopened.create("newcomer", text("f", "x")).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_users_directory_is_never_removed_under_a_concurrent_write() {
+        let root = tempfile::tempdir().unwrap();
+        let limits = Limits { store_max_bytes: 4 * total::BLOCK, ..LIMITS };
+        let store = Store::open(root.path(), limits).unwrap();
+        let barrier = std::sync::Barrier::new(3);
+        std::thread::scope(|scope| {
+            for _ in 0..3 {
+                scope.spawn(|| {
+                    barrier.wait();
+                    for _ in 0..200 {
+                        let info = store.create("u", text("f", "x")).unwrap();
+                        store.delete("u", Uuid::parse_str(&info.file_id).unwrap()).unwrap();
+                    }
+                });
+            }
+        });
+        assert_eq!(fs::read_dir(root.path().join(USERS_DIR)).unwrap().count(), 0);
+        for _ in 0..3 {
+            store.create("v", text("f", "x")).unwrap();
+        }
     }
 
     #[test]

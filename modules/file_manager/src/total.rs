@@ -5,7 +5,9 @@
 //!
 //! Counted from the records' sizes on disk when the store opens, then kept
 //! up to date by each write (which reserves its bytes before writing) and
-//! each deletion. Each record and each user's directory is counted in
+//! each deletion. A user's directory is counted only while it exists, and
+//! it goes with the user's last record, so users who no longer store
+//! anything take nothing. Each record and each user's directory is counted in
 //! whole [`BLOCK`]s, as a file system allocates them: otherwise a great
 //! many users with one empty file each would take some thirty times the
 //! bytes counted.
