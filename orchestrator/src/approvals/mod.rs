@@ -74,13 +74,15 @@ pub enum ApprovalError {
     },
     /// The call's arguments are larger than an approval may hold.
     #[error(
-        "the call's arguments (as JSON) and id are {bytes} bytes, more than the {max} an approval may hold (MAX_APPROVAL_ARGUMENT_BYTES)"
+        "the call's arguments (as JSON) and id are {bytes} bytes, more than the {max} an approval may hold ({budget})"
     )]
     TooLarge {
         /// The arguments' size.
         bytes: usize,
-        /// The budget.
+        /// The most an approval's arguments may have.
         max: usize,
+        /// The setting that decides `max`.
+        budget: &'static str,
     },
     /// The approvals kept hold as many bytes as they may.
     #[error(
@@ -224,8 +226,19 @@ impl Approvals {
         };
         // Undecided, it counts its arguments and the provider call's id.
         let bytes = approval.counted_bytes();
-        if bytes > self.settings.max_argument_bytes {
-            return Err(ApprovalError::TooLarge { bytes, max: self.settings.max_argument_bytes });
+        // A byte budget smaller than the arguments' would refuse the call as
+        // if full however empty: named here, as what no approval may pass.
+        let arguments = (self.settings.max_argument_bytes, "MAX_APPROVAL_ARGUMENT_BYTES");
+        let user = self.settings.max_bytes_per_user.saturating_sub(DECISION_BYTES);
+        let total = self.settings.max_total_bytes.saturating_sub(DECISION_BYTES);
+        let (max, budget) = [
+            (user, "MAX_APPROVAL_BYTES_PER_USER, less 512 kept for the decision"),
+            (total, "MAX_APPROVAL_BYTES, less 512 kept for the decision"),
+        ]
+        .into_iter()
+        .fold(arguments, |smallest, next| if next.0 < smallest.0 { next } else { smallest });
+        if bytes > max {
+            return Err(ApprovalError::TooLarge { bytes, max, budget });
         }
         let counted = bytes + DECISION_BYTES;
         match self.store.insert(&approval, counted, self.drop_at(&approval), &self.settings).await? {
@@ -561,6 +574,7 @@ mod tests {
     use crate::config::Config;
     use futures::FutureExt;
     use futures::future::BoxFuture;
+    use module_sdk::Permission;
     use std::time::Duration;
     use store::tests::{approval, put};
 
@@ -651,6 +665,19 @@ mod tests {
     async fn an_approval_expired_by_its_claim_is_not_decided_in_redis() {
         let Some(redis) = test_support::RedisServer::start() else { return };
         check_expired_by_the_claim(Arc::new(redis_store::RedisStore::new(&redis.url()).unwrap())).await;
+    }
+
+    #[tokio::test]
+    async fn arguments_no_byte_budget_could_hold_are_refused_naming_the_smallest() {
+        let settings = ApprovalSettings { max_bytes_per_user: 1000, ..Default::default() };
+        let approvals = Approvals { store: Arc::new(MemoryStore::default()), settings };
+        let caller = Caller { user_id: Some("ada".into()), permission: Permission::User, modules: None };
+        let arguments = |size: usize| Map::from_iter([("text".to_owned(), Value::String("x".repeat(size)))]);
+        let identity = Identity::development();
+        let refused = approvals.request(&identity, &caller, "bank.transfer", arguments(600), None).await;
+        let Err(ApprovalError::TooLarge { max: 488, budget, .. }) = refused else { panic!("{refused:?}") };
+        assert!(budget.starts_with("MAX_APPROVAL_BYTES_PER_USER"), "{budget}");
+        approvals.request(&identity, &caller, "bank.transfer", arguments(400), None).await.unwrap();
     }
 
     #[test]
