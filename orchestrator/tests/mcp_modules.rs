@@ -6,7 +6,8 @@
 //! own `/mcp` (with the `rmcp` client), while the contract tests still pass
 //! on the module's own `/execute`. Then what can go wrong: the server going
 //! away (and coming back), dying during a call, restarted into a process
-//! that never answers the handshake, a server that never answers, a
+//! that never answers the handshake, a server that never answers, a stdio
+//! server's environment (its `env` and the basic variables, no secrets), a
 //! `tools/list` over `MAX_MANIFEST_BYTES`; and with a server
 //! written by hand, `notifications/tools/list_changed` and a call that
 //! never ends.
@@ -243,6 +244,39 @@ async fn a_stdio_server_from_the_toml_file_is_started_restarted_and_shown() {
     while std::fs::read_to_string(format!("/proc/{server}/stat")).is_ok_and(|stat| !stat.contains(") Z ")) {
         assert!(Instant::now() < deadline, "the stdio server {server} outlived the orchestrator");
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_server_gets_its_env_and_the_basic_variables_not_the_orchestrators_secrets() {
+    let demo = built_binary("examples/demo");
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().join("env");
+    let script = format!("env > {seen:?}; exec {demo:?} --stdio");
+    let config = format!(
+        "[module_services.local]\ncommand = [\"sh\", \"-c\", {script:?}]\nenv = {{ GIVEN = \"to the server\" }}\npermission = \"guest\"\n"
+    );
+    let file = dir.path().join("orchestrator.toml");
+    std::fs::write(&file, config).unwrap();
+    let orchestrator = OrchestratorProcess::start(&[
+        ("PORT", "0"),
+        ("ORCHESTRATOR_CONFIG", file.to_str().unwrap()),
+        ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        ("HOME", dir.path().to_str().unwrap()),
+        ("SERVICE_AUTH_TOKEN", "the-fleets-module-token"),
+        ("CLOUD_SECRET_KEY", "in-the-orchestrators-environment"),
+    ]);
+    orchestrator.wait_for_module("local", "up", Duration::from_secs(20)).await;
+    wait_for_success(&orchestrator, "local.greet", Duration::from_secs(5)).await;
+
+    let env = std::fs::read_to_string(&seen).unwrap();
+    let names: Vec<&str> = env.lines().filter_map(|line| line.split_once('=').map(|(name, _)| name)).collect();
+    for kept in ["PATH=/usr/local/bin:/usr/bin:/bin", &format!("HOME={}", dir.path().display()), "GIVEN=to the server"]
+    {
+        assert!(env.lines().any(|line| line == kept), "{kept} missing from the server's environment: {names:?}");
+    }
+    for secret in ["SERVICE_AUTH_TOKEN", "CLOUD_SECRET_KEY", "ORCHESTRATOR_CONFIG", "PORT"] {
+        assert!(!names.contains(&secret), "{secret} leaked to the server: {names:?}");
     }
 }
 

@@ -28,6 +28,13 @@ use super::rediscovery::Changes;
 use super::server_requests::{EndReason, ServerRequestBudget};
 use super::settings::McpTransport;
 
+/// What a stdio server's child keeps of the orchestrator's environment,
+/// besides its table's `env`: the list the official MCP SDKs' stdio clients
+/// pass (from sudo's). Nothing else: the orchestrator's own secrets
+/// (`SERVICE_AUTH_TOKEN`, `ORCHESTRATOR_API_TOKEN`, `REDIS_URL`, the other
+/// servers' tokens in `MODULE_SERVICES`) stay with it.
+const INHERITED_ENV: [&str; 6] = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
+
 /// Asks for the module to be discovered again on each `notifications/tools/list_changed`.
 #[derive(Debug, Clone)]
 pub struct ListChanges {
@@ -116,6 +123,8 @@ pub async fn connect(
             let (program, arguments) = command.split_first().ok_or("no command to run")?;
             let mut child = tokio::process::Command::new(program)
                 .args(arguments)
+                .env_clear()
+                .envs(INHERITED_ENV.iter().filter_map(|name| Some((name, std::env::var_os(name)?))))
                 .envs(env)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
