@@ -410,11 +410,16 @@ impl Approvals {
                 setting: "MAX_APPROVAL_BYTES_PER_USER",
                 max: self.settings.max_bytes_per_user,
             }),
-            _ => Some(ByteBudget {
-                whose: "the orchestrator's",
-                setting: "MAX_APPROVAL_BYTES",
-                max: self.settings.max_total_bytes,
-            }),
+            // `put` counts bytes only and never answers the three counts;
+            // were it to, the approval was refused, so it is not taken as
+            // stored. Listed, not `_`, so a new refusal gets its own name.
+            Admission::TooManyBytes | Admission::Full | Admission::TooManyPending | Admission::TooManyForUser => {
+                Some(ByteBudget {
+                    whose: "the orchestrator's",
+                    setting: "MAX_APPROVAL_BYTES",
+                    max: self.settings.max_total_bytes,
+                })
+            }
         }
     }
 
