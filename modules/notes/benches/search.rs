@@ -96,7 +96,12 @@ fn main() {
     let searches = setting("NOTES_BENCH_SEARCHES", 500).max(1);
     let dir = tempfile::tempdir().expect("a temporary directory");
     let path = dir.path().join("notes.db");
-    let limits = Limits { note_max_bytes: 1 << 20, user_max_notes: u64::MAX >> 1, user_max_bytes: u64::MAX >> 1 };
+    let limits = Limits {
+        note_max_bytes: 1 << 20,
+        user_max_notes: u64::MAX >> 1,
+        user_max_bytes: u64::MAX >> 1,
+        store_max_bytes: u64::MAX >> 1,
+    };
     let store = Store::open(&path, limits, Duration::from_secs(30)).expect("the store opens");
     let mut rng = StdRng::seed_from_u64(7);
     let words = vocabulary(&mut rng);

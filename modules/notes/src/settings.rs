@@ -40,6 +40,12 @@ pub struct Settings {
     #[arg(long, env = "NOTES_USER_MAX_BYTES", default_value_t = 20 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..))]
     pub user_max_bytes: u64,
 
+    /// Most bytes of all users' notes together: each note's content, tags,
+    /// source and user id, and 256 bytes for its row and index entries
+    /// (user ids are open-ended, so the number of users is not a bound).
+    #[arg(long, env = "NOTES_STORE_MAX_BYTES", default_value_t = 1024 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    pub store_max_bytes: u64,
+
     /// How long a database statement waits for a lock held by another
     /// connection, in milliseconds.
     #[arg(long, env = "NOTES_BUSY_TIMEOUT_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
@@ -58,6 +64,7 @@ impl Settings {
             note_max_bytes: self.note_max_bytes,
             user_max_notes: self.user_max_notes,
             user_max_bytes: self.user_max_bytes,
+            store_max_bytes: self.store_max_bytes,
         }
     }
 
@@ -81,6 +88,7 @@ mod tests {
         let settings = Settings::try_parse_from(["notes"]).unwrap();
         assert_eq!(settings.notes_db, PathBuf::from("./data/notes.db"));
         assert_eq!(settings.limits().note_max_bytes, 16 * 1024);
+        assert_eq!(settings.limits().store_max_bytes, 1 << 30);
         assert_eq!(settings.busy_timeout(), Duration::from_secs(5));
         assert_eq!(settings.search_budget(), crate::store::DEFAULT_SEARCH_BUDGET);
         assert!(Settings::try_parse_from(["notes", "--user-max-notes", "0"]).is_err());

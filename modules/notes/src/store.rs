@@ -10,7 +10,8 @@
 //!   The index also holds a per-user token, so a search walks the caller's
 //!   part of the index rather than every user's.
 //! - Limits: per-user counts and bytes are kept in a `usage` table by
-//!   triggers and checked inside the writing transaction, so concurrent
+//!   triggers, all users' in `store_usage` (summed from `usage` by more
+//!   triggers), and checked inside the writing transaction, so concurrent
 //!   saves cannot overshoot them.
 //! - Schema: migrations numbered by `PRAGMA user_version`, applied at open.
 //!
@@ -105,6 +106,39 @@ UPDATE notes SET size_bytes = length(CAST(content AS BLOB)) + coalesce(length(CA
 DELETE FROM usage;
 INSERT INTO usage (user_id, notes, bytes) SELECT user_id, count(*), sum(size_bytes) FROM notes GROUP BY user_id;
 "#,
+    r#"
+-- All users' notes together, for NOTES_STORE_MAX_BYTES: kept from usage by triggers,
+-- counting each note's size_bytes and its user id (its row holds it). A user with no
+-- notes left loses their usage row, so user ids no longer in use take nothing.
+DELETE FROM usage WHERE notes = 0;
+CREATE TABLE store_usage (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    notes INTEGER NOT NULL,
+    bytes INTEGER NOT NULL           -- size_bytes and user id bytes of every note
+);
+INSERT INTO store_usage (id, notes, bytes)
+    SELECT 1, coalesce(sum(notes), 0), coalesce(sum(bytes + notes * length(CAST(user_id AS BLOB))), 0) FROM usage;
+
+CREATE TRIGGER usage_inserted AFTER INSERT ON usage BEGIN
+    UPDATE store_usage SET notes = notes + new.notes,
+        bytes = bytes + new.bytes + new.notes * length(CAST(new.user_id AS BLOB));
+END;
+
+CREATE TRIGGER usage_updated AFTER UPDATE ON usage BEGIN
+    UPDATE store_usage SET notes = notes - old.notes + new.notes,
+        bytes = bytes - old.bytes - old.notes * length(CAST(old.user_id AS BLOB))
+            + new.bytes + new.notes * length(CAST(new.user_id AS BLOB));
+END;
+
+CREATE TRIGGER usage_deleted AFTER DELETE ON usage BEGIN
+    UPDATE store_usage SET notes = notes - old.notes,
+        bytes = bytes - old.bytes - old.notes * length(CAST(old.user_id AS BLOB));
+END;
+
+CREATE TRIGGER usage_emptied AFTER UPDATE OF notes ON usage WHEN new.notes = 0 BEGIN
+    DELETE FROM usage WHERE user_id = new.user_id;
+END;
+"#,
 ];
 
 /// The columns of a note, in the order [`note_from_row`] reads them.
@@ -128,7 +162,12 @@ pub const DEFAULT_SEARCH_BUDGET: Duration = Duration::from_secs(5);
 /// SQLite virtual-machine steps between two checks of a search's deadline.
 const STEPS_BETWEEN_CHECKS: i32 = 100;
 
-/// How much one user may keep.
+/// What each note is counted for against `NOTES_STORE_MAX_BYTES` besides
+/// its size and its user id: about what SQLite keeps for its row and its
+/// index entries, so many small notes cannot grow the file far past it.
+pub const NOTE_ROW_BYTES: u64 = 256;
+
+/// How much one user, and all users together, may keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Largest note content, in bytes (UTF-8).
@@ -137,6 +176,9 @@ pub struct Limits {
     pub user_max_notes: u64,
     /// Most bytes per user, all notes together: content, tags and source.
     pub user_max_bytes: u64,
+    /// Most bytes of all users' notes together: each note's content, tags,
+    /// source and user id, and [`NOTE_ROW_BYTES`].
+    pub store_max_bytes: u64,
 }
 
 /// A note to store; its tags are already normalized.
@@ -209,6 +251,18 @@ pub enum StoreError {
         /// The per-user byte limit.
         limit: u64,
     },
+    /// All users' notes together would pass `NOTES_STORE_MAX_BYTES`.
+    #[error(
+        "storing {size} more bytes would take all users' notes past NOTES_STORE_MAX_BYTES ({used} of {limit} bytes used); delete notes you no longer need, or ask the operator to raise the setting"
+    )]
+    StoreFull {
+        /// The bytes to add, as counted against the setting.
+        size: u64,
+        /// Bytes of all users' notes now.
+        used: u64,
+        /// The setting.
+        limit: u64,
+    },
     /// The database was written by a newer version of this module.
     #[error("the database has schema version {found}, newer than this module's {known}; run a newer module")]
     SchemaTooNew {
@@ -250,6 +304,7 @@ impl ToolErrorKind for StoreError {
             StoreError::SearchTooLong { .. } | StoreError::GivenUp => ErrorKind::Timeout,
             StoreError::TooManyNotes { .. }
             | StoreError::QuotaExceeded { .. }
+            | StoreError::StoreFull { .. }
             | StoreError::SchemaTooNew { .. }
             | StoreError::Directory { .. }
             | StoreError::Sqlite(_) => ErrorKind::ExecutionFailed,
@@ -376,6 +431,9 @@ impl Store {
             // A change that does not grow the note is allowed even over the quota.
             if grown > 0 && used + grown > self.limits.user_max_bytes {
                 return Err(StoreError::QuotaExceeded { size: grown, used, limit: self.limits.user_max_bytes });
+            }
+            if grown > 0 {
+                check_store_room(tx, grown, self.limits)?;
             }
             tx.execute(
                 "UPDATE notes SET content = ?1, tags = ?2, size_bytes = ?3, updated_at = ?4 WHERE id = ?5 AND user_id = ?6",
@@ -601,6 +659,7 @@ fn insert(tx: &Transaction<'_>, user_id: &str, note: &NewNote, limits: Limits, n
     if used + size > limits.user_max_bytes {
         return Err(StoreError::QuotaExceeded { size, used, limit: limits.user_max_bytes });
     }
+    check_store_room(tx, size + user_id.len() as u64 + NOTE_ROW_BYTES, limits)?;
     let id = Uuid::new_v4();
     let mut statement = tx.prepare_cached(
         "INSERT INTO notes (id, user_id, owner, content, tags, source, size_bytes, created_at, updated_at)
@@ -643,6 +702,24 @@ fn usage(conn: &Connection, user_id: &str) -> Result<(u64, u64), StoreError> {
         .query_row([user_id], |row| Ok((row.get::<_, i64>(0)? as u64, row.get::<_, i64>(1)? as u64)))
         .optional()?;
     Ok(found.unwrap_or((0, 0)))
+}
+
+/// Refuses `size` more bytes that would take all users' notes past
+/// `NOTES_STORE_MAX_BYTES`.
+fn check_store_room(conn: &Connection, size: u64, limits: Limits) -> Result<(), StoreError> {
+    let used = store_usage(conn)?;
+    if used + size > limits.store_max_bytes {
+        return Err(StoreError::StoreFull { size, used, limit: limits.store_max_bytes });
+    }
+    Ok(())
+}
+
+/// All users' notes' bytes as counted against `NOTES_STORE_MAX_BYTES`.
+fn store_usage(conn: &Connection) -> Result<u64, StoreError> {
+    let (notes, bytes) = conn
+        .prepare_cached("SELECT notes, bytes FROM store_usage")?
+        .query_row([], |row| Ok((row.get::<_, i64>(0)? as u64, row.get::<_, i64>(1)? as u64)))?;
+    Ok(bytes + notes * NOTE_ROW_BYTES)
 }
 
 fn check_size(size: u64, limits: Limits) -> Result<(), StoreError> {
@@ -715,7 +792,8 @@ mod tests {
     use super::*;
     use crate::query::fts_query;
 
-    const LIMITS: Limits = Limits { note_max_bytes: 1000, user_max_notes: 100, user_max_bytes: 10_000 };
+    const LIMITS: Limits =
+        Limits { note_max_bytes: 1000, user_max_notes: 100, user_max_bytes: 10_000, store_max_bytes: 1 << 30 };
 
     fn store(limits: Limits) -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().unwrap();
@@ -858,7 +936,7 @@ mod tests {
 
     #[test]
     fn limits_hold_and_name_themselves() {
-        let (_dir, store) = store(Limits { note_max_bytes: 10, user_max_notes: 2, user_max_bytes: 15 });
+        let (_dir, store) = store(Limits { note_max_bytes: 10, user_max_notes: 2, user_max_bytes: 15, ..LIMITS });
         let big = store.save("u", note("12345678901", &[]), || false).unwrap_err();
         assert_eq!(
             big.to_string(),
@@ -876,6 +954,33 @@ mod tests {
         store.delete("u", id, || false).unwrap();
         store.save("u", note("1234567890", &[]), || false).unwrap();
         store.save("other", note("1234567890", &[]), || false).unwrap();
+    }
+
+    #[test]
+    fn all_users_notes_together_stay_within_the_store_limit() {
+        // A 10-byte note of a 1-byte user id is counted as 10 + 1 + NOTE_ROW_BYTES.
+        let one = 10 + 1 + NOTE_ROW_BYTES;
+        let (_dir, store) = store(Limits { note_max_bytes: 100, store_max_bytes: 2 * one + 60, ..LIMITS });
+        let a = store.save("a", note("0123456789", &[]), || false).unwrap();
+        let b = store.save("b", note("0123456789", &[]), || false).unwrap();
+        for user in ["a", "b", "c"] {
+            let full = store.save(user, note("0123456789", &[]), || false).unwrap_err();
+            assert!(
+                matches!(full, StoreError::StoreFull { size, used, limit } if size == one && used == 2 * one && limit == 2 * one + 60),
+                "{full}"
+            );
+            assert!(full.to_string().contains("NOTES_STORE_MAX_BYTES"), "{full}");
+        }
+        let a_id = Uuid::parse_str(&a.note_id).unwrap();
+        let grow = |by: usize| NoteChange { content: Some("x".repeat(10 + by)), tags: None };
+        assert!(matches!(store.update("a", a_id, grow(61), || false), Err(StoreError::StoreFull { size: 61, .. })));
+        store.update("a", a_id, grow(60), || false).unwrap();
+        store.update("a", a_id, grow(0), || false).unwrap();
+        store.delete("b", Uuid::parse_str(&b.note_id).unwrap(), || false).unwrap();
+        store.save("c", note("0123456789", &[]), || false).unwrap();
+        assert_eq!(store_usage(&lock(&store.writer)).unwrap(), 2 * one, "b's note and user id left the count");
+        let users: i64 = lock(&store.writer).query_row("SELECT count(*) FROM usage", [], |row| row.get(0)).unwrap();
+        assert_eq!(users, 2, "a user with no notes left keeps no usage row");
     }
 
     #[test]
@@ -918,7 +1023,7 @@ mod tests {
 
     #[test]
     fn tags_and_source_count_against_the_quota() {
-        let (_dir, store) = store(Limits { note_max_bytes: 10, user_max_notes: 100, user_max_bytes: 20 });
+        let (_dir, store) = store(Limits { note_max_bytes: 10, user_max_notes: 100, user_max_bytes: 20, ..LIMITS });
         let sourced = NewNote { content: "a".into(), tags: Vec::new(), source: Some("s".repeat(20)) };
         let over = store.save("u", sourced, || false).unwrap_err();
         assert!(matches!(over, StoreError::QuotaExceeded { size: 21, used: 0, limit: 20 }), "{over}");
@@ -940,7 +1045,7 @@ mod tests {
     }
 
     #[test]
-    fn migrating_counts_the_tags_and_source_of_existing_notes() {
+    fn migrating_counts_the_tags_and_source_of_existing_notes_and_all_users_notes() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("notes.db");
         let store = Store::open(&path, LIMITS, Duration::from_secs(1)).unwrap();
@@ -949,10 +1054,15 @@ mod tests {
         store.save("u", sourced, || false).unwrap();
         store.save("u", note("de", &[]), || false).unwrap();
         store.save("v", note("f", &["g"]), || false).unwrap();
-        // The database as version 1 left it: content bytes only.
+        // The database as version 1 left it: content bytes only, no store_usage.
         lock(&store.writer)
             .execute_batch(
-                "UPDATE notes SET size_bytes = length(content);
+                "DROP TABLE store_usage;
+                 DROP TRIGGER usage_inserted;
+                 DROP TRIGGER usage_updated;
+                 DROP TRIGGER usage_deleted;
+                 DROP TRIGGER usage_emptied;
+                 UPDATE notes SET size_bytes = length(content);
                  UPDATE usage SET bytes = (SELECT sum(size_bytes) FROM notes WHERE notes.user_id = usage.user_id);
                  PRAGMA user_version = 1;",
             )
@@ -962,6 +1072,8 @@ mod tests {
         let store = Store::open(&path, LIMITS, Duration::from_secs(1)).unwrap();
         assert_eq!(usage(&lock(&store.writer), "u").unwrap(), (2, 3 + 5 + 1 + 3 + 2));
         assert_eq!(usage(&lock(&store.writer), "v").unwrap(), (1, 2));
+        // Every note counted with its user id and NOTE_ROW_BYTES.
+        assert_eq!(store_usage(&lock(&store.writer)).unwrap(), 14 + 2 + 2 + 1 + 3 * NOTE_ROW_BYTES);
     }
 
     #[test]
@@ -992,6 +1104,6 @@ mod tests {
         lock(&store.writer).pragma_update(None, "user_version", 99).unwrap();
         drop(store);
         let refused = Store::open(&path, LIMITS, Duration::from_secs(1)).err().unwrap();
-        assert!(matches!(refused, StoreError::SchemaTooNew { found: 99, known: 2 }), "{refused}");
+        assert!(matches!(refused, StoreError::SchemaTooNew { found: 99, known: 3 }), "{refused}");
     }
 }

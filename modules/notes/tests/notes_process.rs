@@ -1,7 +1,7 @@
 //! The notes binary as a process, over HTTP: round trips, isolation
-//! between users, hostile search text, ranking, limits, and a SIGKILL in
-//! the middle of many saves, and the error naming a database that cannot
-//! be created.
+//! between users, hostile search text, ranking, limits (per user and of
+//! all users together), a SIGKILL in the middle of many saves, and the
+//! error naming a database that cannot be created.
 
 use std::path::Path;
 use std::process::Command;
@@ -281,12 +281,33 @@ async fn limits_are_enforced_and_named() {
 }
 
 #[tokio::test]
+async fn all_users_notes_together_are_bounded_by_the_store_setting() {
+    let dir = tempfile::tempdir().unwrap();
+    // A 1-byte note of a 1-byte user id counts 1 + 1 + 256 bytes: two fit, not three.
+    let module = start(&dir.path().join("notes.db"), &[("NOTES_STORE_MAX_BYTES", "600")]);
+    let client = module.client();
+    let kept = ok(&client, "a", "save_note", json!({"content": "x"})).await;
+    ok(&client, "b", "save_note", json!({"content": "x"})).await;
+    let full = call(&client, "c", "save_note", json!({"content": "x"})).await;
+    assert_eq!(error_kind(&full), "execution_failed");
+    let message = full["error"].as_str().unwrap();
+    assert!(message.contains("past NOTES_STORE_MAX_BYTES (516 of 600 bytes used)"), "{full}");
+    ok(&client, "a", "delete_note", json!({"note_id": kept["note_id"]})).await;
+    ok(&client, "c", "save_note", json!({"content": "x"})).await;
+}
+
+#[tokio::test]
 async fn a_search_past_its_time_budget_is_stopped_and_named() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("notes.db");
     // Another user's many notes, each with its own words, written straight
     // into the database: a prefix of those words walks all of them.
-    let roomy = notes::store::Limits { note_max_bytes: 1 << 20, user_max_notes: 1 << 20, user_max_bytes: 1 << 40 };
+    let roomy = notes::store::Limits {
+        note_max_bytes: 1 << 20,
+        user_max_notes: 1 << 20,
+        user_max_bytes: 1 << 40,
+        store_max_bytes: 1 << 40,
+    };
     let store = notes::store::Store::open(&db, roomy, Duration::from_secs(5)).unwrap();
     let words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"];
     let many = (0..20_000).map(|i| notes::store::NewNote {
