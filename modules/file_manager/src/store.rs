@@ -258,9 +258,9 @@ impl Store {
             }
             None => {
                 let reserved = self.stored.reserve(total::BLOCK + record_charge)?;
-                if let Err(error) = self.create_first_record(user_id, id, &record) {
+                if let Err(FirstRecordFailed { error, area_stays }) = self.create_first_record(user_id, id, &record) {
                     // The directory, if it could not be removed again, stays counted.
-                    if matches!(self.existing_area(user_id), Ok(Some(_))) {
+                    if area_stays {
                         reserved.keep();
                         self.stored.release(record_charge);
                     }
@@ -274,19 +274,18 @@ impl Store {
     }
 
     /// Creates the user's directory (durably) and the record `id` in it;
-    /// on failure removes the directory again when it is empty.
-    fn create_first_record(&self, user_id: &str, id: Uuid, record: &[u8]) -> Result<(), StoreError> {
+    /// on failure removes the directory again when it is empty, and tells
+    /// whether it stayed.
+    fn create_first_record(&self, user_id: &str, id: Uuid, record: &[u8]) -> Result<(), FirstRecordFailed> {
         let name = area_name(user_id);
-        dirs::create_child(&self.users, &name)?;
+        if let Err(error) = dirs::create_child(&self.users, &name) {
+            return Err(FirstRecordFailed { error: error.into(), area_stays: false });
+        }
         let written = atomic::sync_dir(&self.users).map_err(StoreError::from).and_then(|()| {
             let dir = self.existing_area(user_id)?.ok_or(StoreError::Unsafe("your storage area"))?;
             Ok(made(atomic::create_file(&dir, &record_name(id), record), id)?)
         });
-        if written.is_err() {
-            // Its block is the caller's to give back.
-            self.remove_area_if_empty(&name);
-        }
-        written
+        written.map_err(|error| FirstRecordFailed { error, area_stays: !self.remove_area_if_empty(&name) })
     }
 
     /// The file `id` of `user_id`, with its content verified.
@@ -352,8 +351,9 @@ impl Store {
     }
 
     /// Removes the user's directory `name` (durably) when it holds nothing;
-    /// whether it did. One that stays (holding entries, or on an error,
-    /// logged) stays counted. Called with the user's lock held.
+    /// whether it is gone (removed, or found gone already). One that stays
+    /// (holding entries, or on an error, logged) stays counted. Called with
+    /// the user's lock held.
     fn remove_area_if_empty(&self, name: &str) -> bool {
         match dirs::remove_empty_child(&self.users, name) {
             Ok(removed) => {
@@ -362,7 +362,7 @@ impl Store {
                 }
                 removed
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => true,
             Err(error) => {
                 tracing::warn!(%error, "could not remove an empty user directory");
                 false
@@ -438,6 +438,13 @@ fn sweep_and_measure(users: &OwnedFd) -> Result<u64, StoreError> {
         tracing::info!(emptied, "removed empty user directories");
     }
     Ok(used)
+}
+
+/// A user's first record not made: why, and whether the directory made
+/// for it stayed (it could not be removed again), taking its block.
+struct FirstRecordFailed {
+    error: StoreError,
+    area_stays: bool,
 }
 
 /// Whether a change was made. One made but not flushed to disk is logged
