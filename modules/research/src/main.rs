@@ -25,7 +25,7 @@ use module_sdk::Module;
 use crate::fetcher::{FetchLimits, Fetcher};
 use crate::search::Searx;
 use crate::settings::Settings;
-use crate::webpage::TreeLimit;
+use crate::webpage::{LayoutSlots, TreeLimit};
 
 /// The research module with its clients built from `settings`.
 fn module(settings: &Settings) -> Result<Module, reqwest::Error> {
@@ -50,6 +50,7 @@ fn module(settings: &Settings) -> Result<Module, reqwest::Error> {
     .state(searx)
     .state(fetcher)
     .state(TreeLimit { max_nodes: usize::try_from(settings.html_max_nodes).unwrap_or(usize::MAX) })
+    .state(LayoutSlots::per_cpu())
     .tool(search::web_search)
     .tool(search::news_search)
     .tool(webpage::fetch_webpage)

@@ -1,10 +1,12 @@
 //! The `fetch_webpage` tool: a page's title, readable text and links.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use module_sdk::{Context, ToolError, tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
 
 use crate::bounded_tree::TreeBudget;
 use crate::charset;
@@ -26,6 +28,19 @@ const MAX_CONTENT_TYPE_CHARS: usize = 256;
 pub struct TreeLimit {
     /// Most elements and comments; past them the page is read as text only.
     pub max_nodes: usize,
+}
+
+/// How many pages are turned into text at once: one per CPU. Laying a page
+/// out is CPU work and costs up to about 80 MiB (see `HTML_MAX_NODES`), so
+/// more at once would only multiply the memory; further calls wait.
+#[derive(Debug, Clone)]
+pub struct LayoutSlots(Arc<Semaphore>);
+
+impl LayoutSlots {
+    /// One slot per CPU the process may use.
+    pub fn per_cpu() -> Self {
+        Self(Arc::new(Semaphore::new(std::thread::available_parallelism().map_or(1, std::num::NonZero::get))))
+    }
 }
 
 /// Arguments of `fetch_webpage`.
@@ -79,6 +94,7 @@ pub struct WebPage {
 pub async fn fetch_webpage(ctx: Context, args: FetchWebpage) -> Result<WebPage, ToolError> {
     let fetcher = ctx.state::<Fetcher>()?;
     let tree_limit = *ctx.state::<TreeLimit>()?;
+    let slots = ctx.state::<LayoutSlots>()?;
     let budget = ctx.remaining().saturating_sub(ANSWER_MARGIN);
     let fetched = fetcher.fetch(&args.url, budget).await.map_err(tool_error)?;
     let max_chars = usize::try_from(args.max_chars).unwrap_or(usize::MAX);
@@ -86,11 +102,29 @@ pub async fn fetch_webpage(ctx: Context, args: FetchWebpage) -> Result<WebPage, 
         max_nodes: tree_limit.max_nodes,
         deadline: ctx.deadline().into_std().checked_sub(PARSE_MARGIN).unwrap_or_else(Instant::now),
     };
-    // Parsing a large page is CPU work; keep it off the async workers. The
-    // tree's budget ends it by the call's deadline.
-    tokio::task::spawn_blocking(move || to_web_page(fetched, max_chars, tree_budget))
+    // Parsing a large page is CPU work; keep it off the async workers, one
+    // page per CPU at a time (the slot goes with the work, which a call
+    // that ends early does not stop). The tree's budget ends it by the
+    // call's deadline.
+    let slot = tokio::time::timeout_at(tree_budget.deadline.into(), slots.0.clone().acquire_owned())
         .await
-        .map_err(|e| ToolError::execution_failed(format!("turning the page into text failed: {e}")))
+        .ok()
+        .and_then(Result::ok)
+        .ok_or_else(busy)?;
+    tokio::task::spawn_blocking(move || {
+        let page = to_web_page(fetched, max_chars, tree_budget);
+        drop(slot);
+        page
+    })
+    .await
+    .map_err(|e| ToolError::execution_failed(format!("turning the page into text failed: {e}")))
+}
+
+/// The error of a call that found no layout slot before its deadline.
+fn busy() -> ToolError {
+    ToolError::timeout(
+        "the page was fetched, but the module was turning other pages into text (one per CPU at a time) until this call's deadline; try again",
+    )
 }
 
 /// Decodes the body and extracts its readable parts.

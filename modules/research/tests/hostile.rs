@@ -66,3 +66,23 @@ async fn a_large_page_within_the_node_budget_is_laid_out_within_the_memory_budge
     // 24,000 elements: about the largest ordinary page the default budget lays out.
     fetch_hostile(&fixture, "/paragraphs/24000", None).await;
 }
+
+#[tokio::test]
+async fn pages_are_laid_out_one_per_cpu_so_concurrent_calls_do_not_multiply_the_memory() {
+    let fixture = Fixture::start().await;
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let mut module = ModuleProcess::start(BINARY, &[("FETCH_ALLOW_NETWORKS", "127.0.0.1")]);
+    let url = fixture.url("/paragraphs/24000");
+    // Each of these pages alone costs most of RSS_BUDGET_BYTES (about 460
+    // MiB for eight at once on two CPUs when they were all laid out together).
+    let calls = (0..6 * cpus).map(|_| module.call("fetch_webpage", json!({"url": url, "max_chars": 200})));
+    let results = futures::future::join_all(calls).await;
+    for result in &results {
+        assert_eq!(result["success"], true, "{result}");
+    }
+    let peak = module.process().peak_rss_bytes();
+    // One page per CPU, plus room for the allocator's per-thread arenas.
+    let budget = RSS_BUDGET_BYTES * u64::try_from(cpus).unwrap() + 64 * 1024 * 1024;
+    println!("{} calls on {cpus} CPUs: peak RSS {} MiB", results.len(), peak / (1024 * 1024));
+    assert!(peak < budget, "peak RSS {peak} bytes is over {budget}: pages were laid out more than one per CPU at once");
+}
