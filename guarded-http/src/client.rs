@@ -2,6 +2,7 @@
 //! permitted addresses (checked on every redirect hop, connections pinned
 //! to the checked addresses), bounded in time, redirects and bytes.
 
+use std::borrow::Cow;
 use std::error::Error as _;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -16,6 +17,10 @@ use url::{Host, Url};
 
 use crate::address_policy::AddressPolicy;
 use crate::guarded_resolver::{BlockedHost, GuardedResolver};
+
+/// Most characters of a URL quoted in an error: a redirect's `Location`
+/// can be as long as the server's headers, and an error goes to a model.
+const MAX_SHOWN_URL_CHARS: usize = 2048;
 
 /// How far the client may go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +63,7 @@ pub enum GuardedError {
     #[error("only http and https URLs can be fetched, not `{0}:` URLs")]
     UnsupportedScheme(String),
     /// The address is internal and not allowed.
-    #[error("refused to fetch {url}: {reason}")]
+    #[error("refused to fetch {}: {reason}", shown_url(.url))]
     Refused {
         /// The URL that was refused (the start or a redirect target).
         url: Url,
@@ -69,7 +74,7 @@ pub enum GuardedError {
     #[error("the page did not load within {0} seconds")]
     TimedOut(u64),
     /// The server could not be reached.
-    #[error("could not connect to {url}: {detail}")]
+    #[error("could not connect to {}: {detail}", shown_url(.url))]
     Unreachable {
         /// The URL being fetched.
         url: Url,
@@ -80,10 +85,10 @@ pub enum GuardedError {
     #[error("gave up after {0} redirects; fetch the final address directly")]
     TooManyRedirects(u8),
     /// A redirect had no usable `Location`.
-    #[error("{0} redirected without a valid Location header")]
+    #[error("{} redirected without a valid Location header", shown_url(.0))]
     BadRedirect(Url),
     /// The connection broke while the body was read.
-    #[error("reading {url} failed: {detail}")]
+    #[error("reading {} failed: {detail}", shown_url(.url))]
     Transfer {
         /// The URL being fetched.
         url: Url,
@@ -210,7 +215,8 @@ impl GuardedClient {
         if error.is_timeout() {
             return GuardedError::TimedOut(self.limits.total.as_secs());
         }
-        GuardedError::Unreachable { url: url.clone(), detail: error_chain(&error) }
+        // The error's own text repeats the URL, which the message names once.
+        GuardedError::Unreachable { url: url.clone(), detail: error_chain(&error.without_url()) }
     }
 }
 
@@ -234,7 +240,15 @@ fn transfer_error(url: &Url, error: reqwest::Error) -> GuardedError {
     if error.is_timeout() {
         GuardedError::TimedOut(0)
     } else {
-        GuardedError::Transfer { url: url.clone(), detail: error_chain(&error) }
+        GuardedError::Transfer { url: url.clone(), detail: error_chain(&error.without_url()) }
+    }
+}
+
+/// `url` as an error quotes it: cut at 2048 characters, with `…` when cut.
+pub fn shown_url(url: &Url) -> Cow<'_, str> {
+    match url.as_str().char_indices().nth(MAX_SHOWN_URL_CHARS) {
+        Some((end, _)) => Cow::Owned(format!("{}…", &url.as_str()[..end])),
+        None => Cow::Borrowed(url.as_str()),
     }
 }
 
@@ -275,6 +289,20 @@ mod tests {
         }
         assert!(client.preflight("https://example.org/a").await.is_ok());
         assert!(super::tests::client(&["127.0.0.0/8", "::1/128"]).preflight("http://localhost:9/").await.is_ok());
+    }
+
+    #[test]
+    fn errors_quote_long_urls_cut() {
+        let long = Url::parse(&format!("https://example.org/{}", "é".repeat(5000))).unwrap();
+        let error = GuardedError::Refused { url: long, reason: "10.0.0.1 is in the private range".into() }.to_string();
+        assert!(error.starts_with("refused to fetch https://example.org/%C3%A9"), "{error}");
+        assert!(error.ends_with("…: 10.0.0.1 is in the private range"), "{error}");
+        assert_eq!(
+            error.chars().count(),
+            "refused to fetch ".len() + MAX_SHOWN_URL_CHARS + "…: 10.0.0.1 is in the private range".chars().count()
+        );
+        let short = Url::parse("https://example.org/a").unwrap();
+        assert_eq!(shown_url(&short), "https://example.org/a");
     }
 
     #[tokio::test]

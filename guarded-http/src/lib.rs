@@ -14,7 +14,7 @@ mod client;
 mod guarded_resolver;
 
 pub use address_policy::{AddressPolicy, BlockedAddress, parse_networks};
-pub use client::{ClientLimits, GuardedClient, GuardedError, GuardedRequest, read_capped};
+pub use client::{ClientLimits, GuardedClient, GuardedError, GuardedRequest, read_capped, shown_url};
 pub use guarded_resolver::{BlockedHost, GuardedResolver};
 pub use reqwest::{Method, Response, StatusCode, header};
 pub use url::Url;

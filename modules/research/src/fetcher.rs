@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use guarded_http::header::{ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_TYPE, HeaderMap, HeaderValue};
 use guarded_http::{
-    AddressPolicy, ClientLimits, GuardedClient, GuardedError, GuardedRequest, StatusCode, Url, read_capped,
+    AddressPolicy, ClientLimits, GuardedClient, GuardedError, GuardedRequest, StatusCode, Url, read_capped, shown_url,
 };
 
 /// What the fetcher asks servers for.
@@ -72,7 +72,7 @@ pub enum FetchError {
     #[error("the page did not load within {0} seconds")]
     TimedOut(u64),
     /// The server answered with an error status.
-    #[error("{url} answered HTTP {status}")]
+    #[error("{} answered HTTP {status}", shown_url(.url))]
     Status {
         /// The URL being fetched.
         url: Url,

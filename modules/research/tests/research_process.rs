@@ -6,7 +6,7 @@ mod support;
 use std::sync::atomic::Ordering;
 
 use serde_json::json;
-use support::fixture::Fixture;
+use support::fixture::{Fixture, LONG_PATH_CHARS};
 use support::process::ModuleProcess;
 use test_support::error_kind;
 
@@ -175,6 +175,24 @@ async fn redirects_to_internal_addresses_are_refused_before_connecting() {
     let to_file = module.call("fetch_webpage", json!({"url": fixture.url("/to-file")})).await;
     assert_eq!(error_kind(&to_file), "invalid_arguments", "{to_file}");
     assert_eq!(fixture.secret_hits.load(Ordering::SeqCst), 0, "no refused target was ever requested");
+}
+
+#[tokio::test]
+async fn errors_quote_a_long_redirect_target_cut() {
+    let fixture = Fixture::start().await;
+    let module = start(&fixture);
+    for (path, kind, reason) in [
+        ("/to-long-private", "permission_denied", "127.0.0.2 is in the loopback range"),
+        ("/to-long-missing", "not_found", "answered HTTP 404"),
+        ("/to-long-closed", "unavailable", "Connection refused"),
+    ] {
+        let result = module.call("fetch_webpage", json!({"url": fixture.url(path)})).await;
+        assert_eq!(error_kind(&result), kind, "{path}: {result}");
+        let error = result["error"].as_str().unwrap();
+        assert!(error.contains(reason), "{path}: the reason is kept: {error}");
+        assert!(error.contains("aaaa…"), "{path}: the URL is shown cut: {error}");
+        assert!(error.len() < 3000, "{path}: the error does not carry the {LONG_PATH_CHARS}-character URL: {error}");
+    }
 }
 
 #[tokio::test]

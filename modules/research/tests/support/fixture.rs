@@ -14,6 +14,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::json;
 
+/// Characters of the path of the long redirect targets: far more than any
+/// error may quote.
+pub const LONG_PATH_CHARS: usize = 50_000;
+
 /// The fixture server, running on the test's runtime.
 pub struct Fixture {
     /// Where it listens.
@@ -55,6 +59,17 @@ impl Fixture {
                 get(|State(s): State<Shared>| async move { redirect(&format!("http://[::1]:{}/secret", s.port)) }),
             )
             .route("/to-file", get(|| async { redirect("file:///etc/passwd") }))
+            .route(
+                "/to-long-private",
+                get(|State(s): State<Shared>| async move {
+                    redirect(&format!("http://127.0.0.2:{}/{}", s.port, "a".repeat(LONG_PATH_CHARS)))
+                }),
+            )
+            .route("/to-long-missing", get(|| async { redirect(&format!("/missing/{}", "a".repeat(LONG_PATH_CHARS))) }))
+            .route(
+                "/to-long-closed",
+                get(|| async { redirect(&format!("http://127.0.0.1:1/{}", "a".repeat(LONG_PATH_CHARS))) }),
+            )
             .route(
                 "/secret",
                 get(|State(s): State<Shared>| async move {
