@@ -73,6 +73,9 @@ pub enum GuardedError {
     /// The request took longer than its budget.
     #[error("the page did not load within {0} seconds")]
     TimedOut(u64),
+    /// A connection could not be made within its budget.
+    #[error("could not connect to {} within {} seconds", shown_url(.0), .1)]
+    ConnectTimedOut(Url, u64),
     /// The server could not be reached.
     #[error("could not connect to {}: {detail}", shown_url(.url))]
     Unreachable {
@@ -211,6 +214,9 @@ impl GuardedClient {
                 return GuardedError::Refused { url: url.clone(), reason: blocked.to_string() };
             }
             source = cause.source();
+        }
+        if error.is_timeout() && error.is_connect() {
+            return GuardedError::ConnectTimedOut(url.clone(), self.limits.connect.as_secs());
         }
         if error.is_timeout() {
             return GuardedError::TimedOut(self.limits.total.as_secs());

@@ -64,13 +64,19 @@ pub struct Fetched {
 /// Why a fetch failed; every message is meant for the model.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
-    /// The request itself failed: a bad or refused URL, a timeout, an
-    /// unreachable server, too many redirects, a broken transfer.
+    /// The request itself failed: a bad or refused URL, an unreachable
+    /// server, a bad redirect, a broken transfer.
     #[error(transparent)]
-    Request(#[from] GuardedError),
+    Request(GuardedError),
     /// The fetch took longer than its budget.
-    #[error("the page did not load within {0} seconds")]
+    #[error("the page did not load within {0} seconds (FETCH_TIMEOUT_SECONDS)")]
     TimedOut(u64),
+    /// No connection to the page's server could be made in time.
+    #[error("could not connect to {} within {} seconds (FETCH_CONNECT_TIMEOUT_SECONDS)", shown_url(.0), .1)]
+    ConnectTimedOut(Url, u64),
+    /// The redirect chain is longer than allowed.
+    #[error("gave up after {0} redirects, the most FETCH_MAX_REDIRECTS allows; fetch the final address directly")]
+    TooManyRedirects(u8),
     /// The server answered with an error status.
     #[error("{} answered HTTP {status}", shown_url(.url))]
     Status {
@@ -138,6 +144,18 @@ impl Fetcher {
             read => read.map_err(FetchError::from),
         }?;
         Ok(Fetched { url, status, content_type, kind, body, truncated })
+    }
+}
+
+impl From<GuardedError> for FetchError {
+    /// The client's errors, those of this module's budgets named for them.
+    fn from(error: GuardedError) -> Self {
+        match error {
+            GuardedError::TimedOut(seconds) => Self::TimedOut(seconds),
+            GuardedError::ConnectTimedOut(url, seconds) => Self::ConnectTimedOut(url, seconds),
+            GuardedError::TooManyRedirects(redirects) => Self::TooManyRedirects(redirects),
+            other => Self::Request(other),
+        }
     }
 }
 

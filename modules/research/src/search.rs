@@ -88,7 +88,7 @@ pub enum SearchError {
     )]
     NotConfigured,
     /// SearxNG did not answer in time.
-    #[error("the search engine did not answer within {0} seconds; try again later")]
+    #[error("the search engine did not answer within {0} seconds (SEARCH_TIMEOUT_SECONDS); try again later")]
     TimedOut(u64),
     /// SearxNG could not be reached; the message leaves its address out
     /// (the address and the connection error go to the log).

@@ -199,7 +199,11 @@ fn tool_error(error: FetchError) -> ToolError {
             ToolError::invalid_arguments(message)
         }
         FetchError::Request(GuardedError::Refused { .. }) => ToolError::permission_denied(message),
-        FetchError::TimedOut(_) | FetchError::Request(GuardedError::TimedOut(_)) => ToolError::timeout(message),
+        FetchError::TimedOut(_)
+        | FetchError::ConnectTimedOut(..)
+        | FetchError::Request(GuardedError::TimedOut(_) | GuardedError::ConnectTimedOut(..)) => {
+            ToolError::timeout(message)
+        }
         FetchError::Request(GuardedError::Unreachable { .. }) => ToolError::unavailable(message),
         FetchError::Status { status, .. } if status.as_u16() == 404 || status.as_u16() == 410 => {
             ToolError::not_found(message)
@@ -209,6 +213,7 @@ fn tool_error(error: FetchError) -> ToolError {
         | FetchError::Request(
             GuardedError::TooManyRedirects(_) | GuardedError::BadRedirect(_) | GuardedError::Transfer { .. },
         )
+        | FetchError::TooManyRedirects(_)
         | FetchError::Encoded(_)
         | FetchError::UnsupportedContentType(_) => ToolError::execution_failed(message),
     }

@@ -226,12 +226,16 @@ async fn huge_slow_and_odd_pages_are_bounded() {
         let started = std::time::Instant::now();
         let result = module.call("fetch_webpage", json!({"url": fixture.url(path)})).await;
         assert_eq!(error_kind(&result), "timeout", "{path}: {result}");
+        assert!(result["error"].as_str().unwrap().contains("within 2 seconds (FETCH_TIMEOUT_SECONDS)"), "{result}");
         assert!(started.elapsed().as_secs() < 10, "{path} gave up after FETCH_TIMEOUT_SECONDS, not the fixture's 30 s");
     }
 
     let looping = module.call("fetch_webpage", json!({"url": fixture.url("/loop")})).await;
     assert_eq!(error_kind(&looping), "execution_failed");
-    assert!(looping["error"].as_str().unwrap().contains("after 3 redirects"), "{looping}");
+    assert!(
+        looping["error"].as_str().unwrap().contains("after 3 redirects, the most FETCH_MAX_REDIRECTS"),
+        "{looping}"
+    );
     let image = module.call("fetch_webpage", json!({"url": fixture.url("/image.png")})).await;
     assert!(image["error"].as_str().unwrap().contains("image/png"), "{image}");
     let gzip = module.call("fetch_webpage", json!({"url": fixture.url("/gzip")})).await;
@@ -239,6 +243,40 @@ async fn huge_slow_and_odd_pages_are_bounded() {
     assert!(gzip["error"].as_str().unwrap().contains("Content-Encoding `gzip`"), "{gzip}");
     let missing = module.call("fetch_webpage", json!({"url": fixture.url("/missing")})).await;
     assert_eq!(error_kind(&missing), "not_found", "{missing}");
+}
+
+#[tokio::test]
+async fn a_server_that_never_accepts_is_given_up_on_naming_the_connect_timeout() {
+    // A listener with a backlog of one, filled: further connections hang.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = socket.listen(0).unwrap();
+    let address = listener.local_addr().unwrap();
+    let _queued = std::net::TcpStream::connect(address).unwrap();
+    let module = ModuleProcess::start(
+        BINARY,
+        &[
+            ("FETCH_ALLOW_NETWORKS", "127.0.0.1"),
+            ("FETCH_CONNECT_TIMEOUT_SECONDS", "1"),
+            ("FETCH_TIMEOUT_SECONDS", "30"),
+        ],
+    );
+    let started = std::time::Instant::now();
+    let result = module.call("fetch_webpage", json!({"url": format!("http://{address}/")})).await;
+    assert_eq!(error_kind(&result), "timeout", "{result}");
+    let error = result["error"].as_str().unwrap();
+    assert!(error.contains("within 1 seconds (FETCH_CONNECT_TIMEOUT_SECONDS)"), "{result}");
+    assert!(started.elapsed().as_secs() < 20, "given up after the connect timeout, not the fetch timeout");
+}
+
+#[tokio::test]
+async fn a_slow_search_engine_is_given_up_on_naming_the_search_timeout() {
+    let fixture = Fixture::start().await;
+    let base = fixture.url("/slow-searx/");
+    let module = ModuleProcess::start(BINARY, &[("SEARXNG_URL", &base), ("SEARCH_TIMEOUT_SECONDS", "1")]);
+    let result = module.call("web_search", json!({"query": "anything"})).await;
+    assert_eq!(error_kind(&result), "timeout", "{result}");
+    assert!(result["error"].as_str().unwrap().contains("within 1 seconds (SEARCH_TIMEOUT_SECONDS)"), "{result}");
 }
 
 #[tokio::test]

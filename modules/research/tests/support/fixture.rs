@@ -86,6 +86,13 @@ impl Fixture {
                 }),
             )
             .route("/stall", get(stall))
+            .route(
+                "/slow-searx/search",
+                get(|| async {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                    "too late"
+                }),
+            )
             .route("/search", get(search))
             .route("/endless/search", get(endless_search))
             .route("/long-title-and-links", get(long_title_and_links))
