@@ -11,7 +11,9 @@
 
 use std::time::Duration;
 
-use guarded_http::header::{ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_TYPE, HeaderMap, HeaderValue};
+use guarded_http::header::{
+    ACCEPT, ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_TYPE, HeaderMap, HeaderValue, TRANSFER_ENCODING,
+};
 use guarded_http::{
     AddressPolicy, ClientLimits, GuardedClient, GuardedError, GuardedRequest, StatusCode, Url, read_capped, shown_url,
 };
@@ -85,11 +87,12 @@ pub enum FetchError {
         /// The status it answered.
         status: StatusCode,
     },
-    /// The body is sent compressed or otherwise encoded.
+    /// The body is sent compressed or otherwise encoded: the header that
+    /// says so and the coding.
     #[error(
-        "the page was sent with Content-Encoding `{0}` although an unencoded page was asked for; this module reads only unencoded pages"
+        "the page was sent with {0} `{1}` although an unencoded page was asked for; this module reads only unencoded pages"
     )]
-    Encoded(String),
+    Encoded(&'static str, String),
     /// The body is not text.
     #[error("the page is `{0}`, which is not text or HTML")]
     UnsupportedContentType(String),
@@ -132,11 +135,8 @@ impl Fetcher {
         }
         let content_type: Option<mime::Mime> =
             response.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
-        if let Some(encoding) = response.headers().get(CONTENT_ENCODING)
-            && !String::from_utf8_lossy(encoding.as_bytes()).trim().eq_ignore_ascii_case("identity")
-        {
-            let shown = String::from_utf8_lossy(encoding.as_bytes()).chars().take(MAX_ENCODING_CHARS).collect();
-            return Err(FetchError::Encoded(shown));
+        if let Some((header, coding)) = body_coding(response.headers()) {
+            return Err(FetchError::Encoded(header, coding));
         }
         let kind = body_kind(content_type.as_ref())?;
         let (body, truncated) = match read_capped(&url, response, self.max_bytes).await {
@@ -157,6 +157,25 @@ impl From<GuardedError> for FetchError {
             other => Self::Request(other),
         }
     }
+}
+
+/// The first coding of the body that leaves its bytes other than the page's
+/// (a `Content-Encoding` but `identity`, a `Transfer-Encoding` but `chunked`
+/// framing, which the client removes), with the header that names it.
+fn body_coding(headers: &HeaderMap) -> Option<(&'static str, String)> {
+    let codings = [
+        (CONTENT_ENCODING, "Content-Encoding", &["identity"][..]),
+        (TRANSFER_ENCODING, "Transfer-Encoding", &["identity", "chunked"][..]),
+    ];
+    codings.into_iter().find_map(|(name, shown, unchanged)| {
+        let values =
+            headers.get_all(name).into_iter().map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
+        let codings: Vec<String> = values
+            .flat_map(|value| value.split(',').map(|c| c.trim().to_ascii_lowercase()).collect::<Vec<_>>())
+            .collect();
+        let coding = codings.into_iter().find(|c| !c.is_empty() && !unchanged.contains(&c.as_str()))?;
+        Some((shown, coding.chars().take(MAX_ENCODING_CHARS).collect()))
+    })
 }
 
 /// HTML unless the server says it is some other text; other types refused.
@@ -205,6 +224,22 @@ mod tests {
             let error = fetcher.fetch(url, Duration::from_secs(5)).await.unwrap_err().to_string();
             assert!(error.contains(expected), "{url}: {error}");
         }
+    }
+
+    #[test]
+    fn codings_that_change_the_bytes_are_found() {
+        let headers = |pairs: &[(&str, &str)]| {
+            HeaderMap::from_iter(pairs.iter().map(|(n, v)| (n.parse().unwrap(), HeaderValue::from_str(v).unwrap())))
+        };
+        assert_eq!(body_coding(&headers(&[])), None);
+        assert_eq!(body_coding(&headers(&[("content-encoding", "Identity"), ("transfer-encoding", "chunked")])), None);
+        assert_eq!(body_coding(&headers(&[("content-encoding", "GZIP")])), Some(("Content-Encoding", "gzip".into())));
+        assert_eq!(
+            body_coding(&headers(&[("transfer-encoding", "gzip, chunked")])),
+            Some(("Transfer-Encoding", "gzip".into()))
+        );
+        let two = headers(&[("content-encoding", "identity"), ("content-encoding", "br")]);
+        assert_eq!(body_coding(&two), Some(("Content-Encoding", "br".into())), "every header line counts");
     }
 
     #[test]

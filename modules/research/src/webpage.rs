@@ -214,7 +214,7 @@ fn tool_error(error: FetchError) -> ToolError {
             GuardedError::TooManyRedirects(_) | GuardedError::BadRedirect(_) | GuardedError::Transfer { .. },
         )
         | FetchError::TooManyRedirects(_)
-        | FetchError::Encoded(_)
+        | FetchError::Encoded(..)
         | FetchError::UnsupportedContentType(_) => ToolError::execution_failed(message),
     }
 }

@@ -280,6 +280,28 @@ async fn a_slow_search_engine_is_given_up_on_naming_the_search_timeout() {
 }
 
 #[tokio::test]
+async fn a_body_compressed_as_a_transfer_coding_is_refused_not_read_as_text() {
+    // hyper removes the chunked framing and hands on the gzip bytes inside.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut request = [0_u8; 4096];
+        let _ = stream.read(&mut request).await.unwrap();
+        // gzip of `<p>hello</p>`, in one chunk.
+        let gzip: &[u8] = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03\xb3\x29\xb0\xcb\x48\xcd\xc9\xc9\xb7\xd1\x2f\xb0\x03\x00\x44\xfb\xae\xd2\x0c\x00\x00\x00";
+        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ntransfer-encoding: gzip, chunked\r\n\r\n";
+        let chunk = [format!("{:x}\r\n", gzip.len()).as_bytes(), gzip, b"\r\n0\r\n\r\n"].concat();
+        stream.write_all(&[head.as_bytes(), &chunk].concat()).await.unwrap();
+    });
+    let module = ModuleProcess::start(BINARY, &[("FETCH_ALLOW_NETWORKS", "127.0.0.1")]);
+    let result = module.call("fetch_webpage", json!({"url": format!("http://{address}/")})).await;
+    assert_eq!(error_kind(&result), "execution_failed", "compressed bytes are not returned as text: {result}");
+    assert!(result["error"].as_str().unwrap().contains("Transfer-Encoding `gzip`"), "{result}");
+}
+
+#[tokio::test]
 async fn summaries_over_http() {
     let fixture = Fixture::start().await;
     let module = start(&fixture);
