@@ -94,6 +94,10 @@ pub enum SearchError {
     /// (the address and the connection error go to the log).
     #[error("the search service is not reachable; try again later")]
     Unreachable,
+    /// SearxNG's answer broke off while it was read; the message leaves
+    /// its address out (the cause, which names it, goes to the log).
+    #[error("the search service's answer broke off; try again later")]
+    BrokenOff,
     /// SearxNG refused the JSON format (it is off in its default settings).
     #[error(
         "the search engine refused JSON answers (HTTP 403); enable the json format in SearxNG's settings.yml (search.formats)"
@@ -178,7 +182,10 @@ impl Searx {
             Ok((_, true)) => return Err(SearchError::TooLarge(self.max_bytes)),
             Ok((body, false)) => body,
             Err(GuardedError::TimedOut(_)) => return Err(SearchError::TimedOut(self.timeout.as_secs())),
-            Err(error) => return Err(SearchError::BadAnswer(error.to_string())),
+            Err(error) => {
+                tracing::warn!(cause = %error, "the search service's answer broke off");
+                return Err(SearchError::BrokenOff);
+            }
         };
         let answer: SearxAnswer = serde_json::from_slice(&body).map_err(|e| SearchError::BadAnswer(e.to_string()))?;
         Ok(answer.results.into_iter().filter_map(hit).take(max_results).collect())
@@ -215,9 +222,10 @@ async fn run(ctx: Context, args: Search, category: Category) -> Result<SearchRes
     let results = searx.search(query, category, usize::from(args.max_results)).await.map_err(|error| {
         let message = error.to_string();
         match error {
-            SearchError::NotConfigured | SearchError::Unreachable | SearchError::JsonDisabled => {
-                ToolError::unavailable(message)
-            }
+            SearchError::NotConfigured
+            | SearchError::Unreachable
+            | SearchError::BrokenOff
+            | SearchError::JsonDisabled => ToolError::unavailable(message),
             SearchError::Status(status) if status.is_server_error() => ToolError::unavailable(message),
             SearchError::TimedOut(_) => ToolError::timeout(message),
             SearchError::Status(_) | SearchError::TooLarge(_) | SearchError::BadAnswer(_) => {

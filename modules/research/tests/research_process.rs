@@ -95,6 +95,20 @@ async fn an_unreachable_search_service_is_not_named_to_the_caller() {
 }
 
 #[tokio::test]
+async fn a_search_answer_that_breaks_off_does_not_name_the_service() {
+    let fixture = Fixture::start().await;
+    let base = fixture.url("/broken-searx/");
+    let mut module = ModuleProcess::start(BINARY, &[("SEARXNG_URL", &base)]);
+    let result = module.call("web_search", json!({"query": "anything"})).await;
+    assert_eq!(error_kind(&result), "unavailable", "{result}");
+    let error = result["error"].as_str().unwrap();
+    assert!(error.contains("answer broke off"), "{result}");
+    assert!(!error.contains("broken-searx") && !error.contains(&fixture.address.to_string()), "no address: {error}");
+    let logged = module.process().wait_for_log("broken-searx", std::time::Duration::from_secs(5));
+    assert!(logged, "the operator's log names the address: {:?}", module.process().logs());
+}
+
+#[tokio::test]
 async fn an_endless_search_answer_stops_at_its_byte_budget() {
     let fixture = Fixture::start().await;
     let base = fixture.url("/endless/");

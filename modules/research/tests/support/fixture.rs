@@ -95,6 +95,7 @@ impl Fixture {
             )
             .route("/search", get(search))
             .route("/endless/search", get(endless_search))
+            .route("/broken-searx/search", get(broken_search))
             .route("/long-title-and-links", get(long_title_and_links))
             .route("/gzip", get(gzip))
             .route("/formatting/{repetitions}", get(formatting))
@@ -202,6 +203,18 @@ async fn endless_search() -> Response {
     let spaces = Bytes::from(" ".repeat(64 * 1024));
     let rest = futures::stream::repeat_with(move || Ok::<_, std::io::Error>(spaces.clone()));
     ([(header::CONTENT_TYPE, "application/json")], Body::from_stream(futures::StreamExt::chain(first, rest)))
+        .into_response()
+}
+
+/// A search answer that breaks off after its first bytes.
+async fn broken_search() -> Response {
+    let first = futures::stream::once(async { Ok::<_, std::io::Error>(Bytes::from_static(b"{\"results\": [")) });
+    let broken = futures::stream::once(async {
+        // After the head and the first bytes have gone out.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        Err(std::io::Error::other("the connection broke"))
+    });
+    ([(header::CONTENT_TYPE, "application/json")], Body::from_stream(futures::StreamExt::chain(first, broken)))
         .into_response()
 }
 
