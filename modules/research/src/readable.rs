@@ -27,8 +27,9 @@ const MAX_LINK_TEXT_CHARS: usize = 200;
 /// Most characters of a link's URL; longer links are left out (a cut URL
 /// would point elsewhere); the page's own address is cut at it.
 pub(crate) const MAX_URL_CHARS: usize = 2048;
-/// Most characters of the title; a longer one is cut.
-const MAX_TITLE_CHARS: usize = 300;
+/// Most characters of the title (of a page or a search result); a longer
+/// one is cut.
+pub(crate) const MAX_TITLE_CHARS: usize = 300;
 
 /// A link found on a page.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]

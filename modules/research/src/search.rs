@@ -18,6 +18,7 @@ use url::Url;
 
 use module_sdk::error_chain;
 
+use crate::readable::{MAX_TITLE_CHARS, MAX_URL_CHARS};
 use crate::text::collapse_whitespace;
 
 /// Most characters of a result's snippet.
@@ -201,11 +202,21 @@ impl Searx {
     }
 }
 
-/// A result worth returning: it has an http(s) URL; text is tidied and cut.
+/// A result worth returning: it has an http(s) URL of at most
+/// [`MAX_URL_CHARS`] (a cut one would point elsewhere); text is tidied and
+/// cut, so no answer of an engine can flood the model.
 fn hit(result: SearxResult) -> Option<SearchHit> {
-    let url = Url::parse(result.url?.trim()).ok().filter(|u| matches!(u.scheme(), "http" | "https"))?;
-    let title =
-        result.title.map(|t| collapse_whitespace(&t)).filter(|t| !t.is_empty()).unwrap_or_else(|| url.to_string());
+    let url = Url::parse(result.url?.trim())
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u.as_str().len() <= MAX_URL_CHARS)?;
+    let title = result
+        .title
+        .map(|t| collapse_whitespace(&t))
+        .filter(|t| !t.is_empty())
+        .unwrap_or_else(|| url.to_string())
+        .chars()
+        .take(MAX_TITLE_CHARS)
+        .collect();
     let snippet =
         collapse_whitespace(result.content.as_deref().unwrap_or_default()).chars().take(MAX_SNIPPET_CHARS).collect();
     let published_date = result.published_date.map(|d| d.trim().to_owned()).filter(|d| !d.is_empty());
@@ -277,5 +288,8 @@ mod tests {
         assert_eq!(tidy.snippet.chars().count(), MAX_SNIPPET_CHARS);
         assert_eq!(tidy.published_date, None);
         assert_eq!(hit(result("https://example.org/b", "")).unwrap().title, "https://example.org/b");
+        let long_title = hit(result("https://example.org/c", &"t".repeat(5000))).unwrap();
+        assert_eq!(long_title.title.chars().count(), MAX_TITLE_CHARS);
+        assert!(hit(result(&format!("https://example.org/{}", "u".repeat(3000)), "t")).is_none(), "too long a URL");
     }
 }
