@@ -59,8 +59,8 @@ pub struct Settings {
     #[arg(long, env = "SKILL_FILE_MAX_BYTES", default_value_t = 256 * 1024, value_parser = clap::value_parser!(u64).range(1..))]
     pub skill_file_max_bytes: u64,
 
-    /// How long changes under SKILLS_DIR must settle before the tools are
-    /// reloaded, in milliseconds.
+    /// How long the module waits after a change under SKILLS_DIR before it
+    /// reloads the tools (changes meanwhile join that reload), in milliseconds.
     #[arg(long, env = "SKILLS_WATCH_DEBOUNCE_MS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(10..=60_000))]
     pub watch_debounce_ms: u64,
 }

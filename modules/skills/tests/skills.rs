@@ -314,6 +314,27 @@ async fn changes_under_skills_dir_reach_the_manifest_without_a_restart() {
     assert_eq!(module.pid(), pid);
 }
 
+/// How many times the module has logged loading its skills.
+fn loads(module: &Process) -> usize {
+    module.logs().iter().filter(|line| line.contains("skills loaded")).count()
+}
+
+#[tokio::test]
+async fn reading_the_skill_files_does_not_trigger_another_reload() {
+    let (dir, module) = start();
+    // One change, so at least one reload has read every SKILL.toml again.
+    let skill =
+        "[skill]\nname = \"later\"\n[[tools]]\nname = \"hello\"\ndescription = \"Hi.\"\ncommand = \"echo hi\"\n";
+    write(dir.path(), "later/SKILL.toml", skill);
+    manifest_within_two_seconds(&module, |m| tool_names(m).contains(&"skills.later_hello".to_owned())).await;
+    // Ten debounce periods (100 ms here) to settle, then as many again to
+    // see whether the module's own reading of the files keeps reloading.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let settled = loads(&module);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(loads(&module), settled, "the module reloaded without a change: {:#?}", module.logs());
+}
+
 #[test]
 fn a_missing_skills_directory_is_named_by_its_absolute_path_and_setting() {
     let dir = tempfile::tempdir().unwrap();
