@@ -56,6 +56,6 @@ async fn run(settings: Settings) -> Result<(), String> {
             .map_err(|e| e.to_string());
     }
     let live = LiveRouter::new(&settings, config)?;
-    let _watcher = watch::watch(settings, live.clone())?;
+    watch::watch(settings, live.clone())?;
     live.serve().await.map_err(|e| e.to_string())
 }

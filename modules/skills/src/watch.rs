@@ -1,6 +1,8 @@
 //! Watching `SKILLS_DIR`: changes, debounced, reload the tool set.
 
-use std::path::Path;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use notify::event::{AccessKind, AccessMode};
 use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher as _};
@@ -10,19 +12,17 @@ use crate::catalog::SKILL_FILE;
 use crate::serve::LiveRouter;
 use crate::settings::Settings;
 
-/// The watcher; dropping it stops the watching.
-pub type Watcher = RecommendedWatcher;
-
-/// Watches `settings.skills_dir` (recursively) and reloads `live` at most
-/// once per debounce period while changes come in.
-pub fn watch(settings: Settings, live: LiveRouter) -> Result<Watcher, String> {
+/// Watches `settings.skills_dir` and its skill directories, and reloads
+/// `live` at most once per debounce period while changes come in; for the
+/// life of the process.
+pub fn watch(settings: Settings, live: LiveRouter) -> Result<(), String> {
     // One pending reload at most: a change seen while one is pending is in it.
     let (changed, mut changes) = mpsc::channel::<()>(1);
-    let watched = settings.skills_dir.canonicalize().unwrap_or_else(|_| settings.skills_dir.clone());
-    let root = watched.clone();
+    let root = settings.skills_dir.canonicalize().unwrap_or_else(|_| settings.skills_dir.clone());
+    let events_root = root.clone();
     let mut watcher = notify::recommended_watcher(move |result: notify::Result<Event>| match result {
         Ok(event) => {
-            if changes_the_catalog(&root, &event) {
+            if changes_the_catalog(&events_root, &event) {
                 let _ = changed.try_send(());
             }
         }
@@ -30,20 +30,64 @@ pub fn watch(settings: Settings, live: LiveRouter) -> Result<Watcher, String> {
     })
     .map_err(|error| format!("cannot watch: {error}"))?;
     watcher
-        .watch(&watched, RecursiveMode::Recursive)
+        .watch(&root, RecursiveMode::NonRecursive)
         .map_err(|error| format!("cannot watch {}: {error}", settings.skills_dir.display()))?;
+    let mut watched = Watched { watcher, root, skills: BTreeSet::new() };
+    watched.sync();
+    let watched = Arc::new(Mutex::new(watched));
     tokio::spawn(async move {
         while changes.recv().await.is_some() {
             // The rest of the burst, before the files are read.
             tokio::time::sleep(settings.debounce()).await;
             let _ = changes.try_recv();
-            let settings = settings.clone();
-            let live = live.clone();
-            // Reading files and building schemas is blocking work.
-            let _ = tokio::task::spawn_blocking(move || live.reload(&settings)).await;
+            let (settings, live, watched) = (settings.clone(), live.clone(), watched.clone());
+            // Listing directories, reading files and building schemas is blocking work.
+            let _ = tokio::task::spawn_blocking(move || {
+                // Before the files are read: a SKILL.toml written into a new
+                // skill directory after this is seen by its watch.
+                watched.lock().unwrap_or_else(PoisonError::into_inner).sync();
+                live.reload(&settings);
+            })
+            .await;
         }
     });
-    Ok(watcher)
+    Ok(())
+}
+
+/// The directories watched, each without what is below it: `SKILLS_DIR`,
+/// for skill directories coming and going, and every directory in it, for
+/// its `SKILL.toml`. Not recursive: a skill's own tree (a virtualenv,
+/// `node_modules`, what its scripts write) would cost an inotify watch per
+/// directory, out of a budget shared by every process of the user.
+struct Watched {
+    watcher: RecommendedWatcher,
+    root: PathBuf,
+    skills: BTreeSet<PathBuf>,
+}
+
+impl Watched {
+    /// Watches every directory now in the root, and no longer those gone.
+    fn sync(&mut self) {
+        let now: BTreeSet<PathBuf> = match std::fs::read_dir(&self.root) {
+            Ok(entries) => entries.filter_map(Result::ok).map(|entry| entry.path()).filter(|p| p.is_dir()).collect(),
+            Err(_) => BTreeSet::new(),
+        };
+        for gone in self.skills.difference(&now) {
+            let _ = self.watcher.unwatch(gone);
+        }
+        let mut watched = BTreeSet::new();
+        for directory in now {
+            if !self.skills.contains(&directory)
+                && let Err(error) = self.watcher.watch(&directory, RecursiveMode::NonRecursive)
+            {
+                // Left out, so that the next reload tries again.
+                tracing::warn!(%error, directory = %directory.display(), "cannot watch a skill directory: a change to its SKILL.toml is seen at the next reload");
+                continue;
+            }
+            watched.insert(directory);
+        }
+        self.skills = watched;
+    }
 }
 
 /// Whether `event` can change the tool set: anything but a read (an open,

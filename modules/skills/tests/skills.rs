@@ -335,6 +335,40 @@ async fn reading_the_skill_files_does_not_trigger_another_reload() {
     assert_eq!(loads(&module), settled, "the module reloaded without a change: {:#?}", module.logs());
 }
 
+/// How many inotify watches the process `pid` holds.
+fn inotify_watches(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target.as_os_str() == "anon_inode:inotify"))
+        .map(|fd| {
+            let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", fd.file_name().display())).unwrap();
+            info.lines().filter(|line| line.starts_with("inotify wd:")).count()
+        })
+        .sum()
+}
+
+#[tokio::test]
+async fn directories_inside_a_skill_cost_no_watches() {
+    let (dir, module) = start();
+    let before = inotify_watches(module.pid());
+    assert!(before > 0, "the module watches nothing");
+    // A virtualenv, a cache a script fills: a tree of its own.
+    for n in 0..200 {
+        std::fs::create_dir_all(dir.path().join(format!("probe/cache/{n}/sub"))).unwrap();
+    }
+    // Time for a recursive watcher to add its watches.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(inotify_watches(module.pid()), before, "a watch per directory of the skill's own tree");
+    // Skill directories are still watched, the new ones too.
+    let skill =
+        "[skill]\nname = \"later\"\n[[tools]]\nname = \"hello\"\ndescription = \"Hi.\"\ncommand = \"echo hi\"\n";
+    write(dir.path(), "later/SKILL.toml", skill);
+    manifest_within_two_seconds(&module, |m| tool_names(m).contains(&"skills.later_hello".to_owned())).await;
+    write(dir.path(), "later/SKILL.toml", &skill.replace("name = \"hello\"", "name = \"bye\""));
+    manifest_within_two_seconds(&module, |m| tool_names(m).contains(&"skills.later_bye".to_owned())).await;
+}
+
 #[test]
 fn a_missing_skills_directory_is_named_by_its_absolute_path_and_setting() {
     let dir = tempfile::tempdir().unwrap();
