@@ -18,6 +18,10 @@ const STDERR_TAIL_CHARS: usize = 600;
 /// `E2BIG`: the arguments together exceed what `execve` accepts.
 const E2BIG: i32 = 7;
 
+/// `ENFILE` and `EMFILE`: no file descriptor left (the system's, the
+/// module's) for the script's pipes.
+const NO_DESCRIPTOR: [i32; 2] = [23, 24];
+
 /// `SIGXCPU`: the CPU-seconds limit was reached.
 const SIGXCPU: i32 = 24;
 
@@ -58,6 +62,13 @@ pub async fn run(tool: &SkillTool, arguments: Map<String, Value>) -> Result<Skil
         RunError::Spawn { source, .. } if source.raw_os_error() == Some(E2BIG) => ToolError::invalid_arguments(
             "the arguments together are longer than the kernel accepts for one command line; send shorter values",
         ),
+        RunError::Spawn { source, .. } if source.raw_os_error().is_some_and(|code| NO_DESCRIPTOR.contains(&code)) => {
+            ToolError::unavailable(format!(
+                "the module has no file descriptor left to start the script ({source}): each call in flight holds about \
+                 four (its connection, two pipes, the process); try again later, and lower MAX_CONNECTIONS or raise \
+                 the module's open-file limit (ulimit -n)"
+            ))
+        }
         _ => ToolError::execution_failed(tool.scrubber.scrub(&error.to_string())),
     })?;
     let cap = tool.max_output_bytes;

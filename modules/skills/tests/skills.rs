@@ -369,6 +369,34 @@ async fn directories_inside_a_skill_cost_no_watches() {
     manifest_within_two_seconds(&module, |m| tool_names(m).contains(&"skills.later_bye".to_owned())).await;
 }
 
+#[tokio::test]
+async fn a_module_out_of_descriptors_says_which_budget_to_change() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "probe/SKILL.toml", PROBE_SKILL);
+    write(dir.path(), "probe/scripts/sleeper.sh", "sleep 30 &\necho $! > child.pid\nwait\n");
+    // A soft limit that a dozen calls in flight go over (the hard one stays,
+    // so the scripts' own SKILL_OPEN_FILES can still be set).
+    let mut command = Command::new("sh");
+    command
+        .args(["-c", "ulimit -Sn 40 && exec \"$0\"", env!("CARGO_BIN_EXE_skills")])
+        .env("SKILLS_DIR", dir.path())
+        .env("SKILLS_TEST_SECRET", SECRET);
+    let module = Process::start(command);
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..16 {
+        let client = module.client();
+        calls.spawn(async move { client.try_call("skills.probe_sleeper", json!({}), None).await.ok() });
+    }
+    let answers: Vec<Value> = calls.join_all().await.into_iter().flatten().collect();
+    let refused: Vec<&Value> = answers.iter().filter(|a| a["error_kind"] == "unavailable").collect();
+    assert!(!refused.is_empty(), "no call ran out of descriptors: {answers:#?}");
+    for answer in refused {
+        let error = answer["error"].as_str().unwrap();
+        assert!(error.contains("MAX_CONNECTIONS") && error.contains("ulimit -n"), "{error}");
+    }
+    assert!(answers.iter().all(|a| a["error_kind"] != "execution_failed"), "{answers:#?}");
+}
+
 #[test]
 fn a_missing_skills_directory_is_named_by_its_absolute_path_and_setting() {
     let dir = tempfile::tempdir().unwrap();
