@@ -11,12 +11,16 @@ use serde_json::{Map, Value};
 
 use crate::arguments::as_word;
 use crate::catalog::SkillTool;
+use crate::settings::over_own_hard_limits;
 
 /// Characters of stderr's end quoted in an error.
 const STDERR_TAIL_CHARS: usize = 600;
 
 /// `E2BIG`: the arguments together exceed what `execve` accepts.
 const E2BIG: i32 = 7;
+
+/// `EPERM`: a resource limit could not be set before exec.
+const EPERM: i32 = 1;
 
 /// `ENFILE` and `EMFILE`: no file descriptor left (the system's, the
 /// module's) for the script's pipes.
@@ -58,19 +62,7 @@ pub async fn run(tool: &SkillTool, arguments: Map<String, Value>) -> Result<Skil
     for (name, value) in &tool.env {
         run = run.env(name, value);
     }
-    let outcome = run.run().await.map_err(|error| match &error {
-        RunError::Spawn { source, .. } if source.raw_os_error() == Some(E2BIG) => ToolError::invalid_arguments(
-            "the arguments together are longer than the kernel accepts for one command line; send shorter values",
-        ),
-        RunError::Spawn { source, .. } if source.raw_os_error().is_some_and(|code| NO_DESCRIPTOR.contains(&code)) => {
-            ToolError::unavailable(format!(
-                "the module has no file descriptor left to start the script ({source}): each call in flight holds about \
-                 four (its connection, two pipes, the process); try again later, and lower MAX_CONNECTIONS or raise \
-                 the module's open-file limit (ulimit -n)"
-            ))
-        }
-        _ => ToolError::execution_failed(tool.scrubber.scrub(&error.to_string())),
-    })?;
+    let outcome = run.run().await.map_err(|error| run_error(tool, &error))?;
     let cap = tool.max_output_bytes;
     let (stdout, stdout_cut) = tool.scrubber.scrub_capped(&outcome.stdout.bytes, outcome.stdout.cut, cap);
     let (stderr, stderr_cut) = tool.scrubber.scrub_capped(&outcome.stderr.bytes, outcome.stderr.cut, cap);
@@ -96,6 +88,31 @@ pub async fn run(tool: &SkillTool, arguments: Map<String, Value>) -> Result<Skil
         Exit::Signal(signal) => Err(ToolError::execution_failed(format!(
             "the script was ended by signal {signal} (a resource limit, or a crash){tail}"
         ))),
+    }
+}
+
+/// The tool error of a script that could not be run.
+fn run_error(tool: &SkillTool, error: &RunError) -> ToolError {
+    let RunError::Spawn { source, .. } = error else {
+        return ToolError::execution_failed(tool.scrubber.scrub(&error.to_string()));
+    };
+    match source.raw_os_error() {
+        Some(E2BIG) => ToolError::invalid_arguments(
+            "the arguments together are longer than the kernel accepts for one command line; send shorter values",
+        ),
+        Some(code) if NO_DESCRIPTOR.contains(&code) => ToolError::unavailable(format!(
+            "the module has no file descriptor left to start the script ({source}): each call in flight holds about \
+             four (its connection, two pipes, the process); try again later, and lower MAX_CONNECTIONS or raise the \
+             module's open-file limit (ulimit -n)"
+        )),
+        Some(EPERM) if !over_own_hard_limits(&tool.limits).is_empty() => {
+            let settings = over_own_hard_limits(&tool.limits).join(", ");
+            ToolError::unavailable(format!(
+                "the script's resource limits could not be set ({source}): {settings} above the module's own hard \
+                 limit (ulimit -H), which it may not raise; lower {settings} or raise the module's limit"
+            ))
+        }
+        _ => ToolError::execution_failed(tool.scrubber.scrub(&error.to_string())),
     }
 }
 

@@ -83,6 +83,24 @@ impl Settings {
     }
 }
 
+/// The settings whose script limit in `limits` is above this process's own
+/// hard limit: unless the module may raise its hard limits
+/// (`CAP_SYS_RESOURCE`, and never past `fs.nr_open` for open files), no
+/// script can start under them.
+pub fn over_own_hard_limits(limits: &Limits) -> Vec<&'static str> {
+    use rustix::process::{Resource, getrlimit};
+    [
+        ("SKILL_CPU_SECONDS", Resource::Cpu, limits.cpu_seconds),
+        ("SKILL_ADDRESS_SPACE_BYTES", Resource::As, limits.address_space_bytes),
+        ("SKILL_OPEN_FILES", Resource::Nofile, limits.open_files),
+        ("SKILL_PROCESSES", Resource::Nproc, limits.processes),
+    ]
+    .into_iter()
+    .filter(|(_, resource, value)| getrlimit(*resource).maximum.is_some_and(|hard| *value > hard))
+    .map(|(name, ..)| name)
+    .collect()
+}
+
 fn positive_seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(seconds) if seconds > 0.0 && seconds <= 86_400.0 => Ok(seconds),

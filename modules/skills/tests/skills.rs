@@ -397,6 +397,20 @@ async fn a_module_out_of_descriptors_says_which_budget_to_change() {
     assert!(answers.iter().all(|a| a["error_kind"] != "execution_failed"), "{answers:#?}");
 }
 
+#[tokio::test]
+async fn a_script_limit_the_module_cannot_give_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "probe/SKILL.toml", PROBE_SKILL);
+    let mut command = Command::new(env!("CARGO_BIN_EXE_skills"));
+    // Above any hard limit, and above fs.nr_open, which no privilege passes.
+    command.env("SKILLS_DIR", dir.path()).env("SKILL_OPEN_FILES", (1_u64 << 40).to_string());
+    let module = Process::start(command);
+    let answer = module.client().call("skills.probe_sort", json!({"file": "SKILL.toml"}), None).await;
+    assert_eq!(answer["error_kind"], "unavailable", "{answer}");
+    let error = answer["error"].as_str().unwrap();
+    assert!(error.contains("SKILL_OPEN_FILES above the module's own hard limit"), "{error}");
+}
+
 #[test]
 fn a_missing_skills_directory_is_named_by_its_absolute_path_and_setting() {
     let dir = tempfile::tempdir().unwrap();
