@@ -44,6 +44,8 @@ pub struct SkillTool {
     pub arguments: Vec<Argument>,
     /// The skill's directory, where the command runs.
     pub directory: PathBuf,
+    /// Its SKILL.toml, relative to `SKILLS_DIR`, as problems name it.
+    pub file: String,
     /// The allow-listed environment.
     pub env: Vec<(String, String)>,
     /// Cleans its output of the skill's secrets and known token shapes.
@@ -195,7 +197,13 @@ fn load_skill(
         let place = Some(entry.span());
         let tool = tool_from_entry(&source, header, entry.get_ref(), settings, &mut warnings)
             .map_err(|reason| source.problem(place.clone(), reason))?;
-        tools.push(SkillTool { directory: directory.clone(), env: env.clone(), scrubber: scrubber.clone(), ..tool });
+        tools.push(SkillTool {
+            directory: directory.clone(),
+            file: shown.display().to_string(),
+            env: env.clone(),
+            scrubber: scrubber.clone(),
+            ..tool
+        });
     }
     let summary = SkillSummary {
         name: header.name.get_ref().clone(),
@@ -331,6 +339,7 @@ fn tool_from_entry(
         template,
         arguments,
         directory: PathBuf::new(),
+        file: String::new(),
         env: Vec::new(),
         scrubber: Scrubber::default(),
         timeout: Duration::from_secs_f64(timeout_seconds),

@@ -62,7 +62,7 @@ pub async fn run(tool: &SkillTool, arguments: Map<String, Value>) -> Result<Skil
     for (name, value) in &tool.env {
         run = run.env(name, value);
     }
-    let outcome = run.run().await.map_err(|error| run_error(tool, &error))?;
+    let outcome = run.run().await.map_err(|error| run_error(tool, program, &error))?;
     let cap = tool.max_output_bytes;
     let (stdout, stdout_cut) = tool.scrubber.scrub_capped(&outcome.stdout.bytes, outcome.stdout.cut, cap);
     let (stderr, stderr_cut) = tool.scrubber.scrub_capped(&outcome.stderr.bytes, outcome.stderr.cut, cap);
@@ -91,10 +91,14 @@ pub async fn run(tool: &SkillTool, arguments: Map<String, Value>) -> Result<Skil
     }
 }
 
-/// The tool error of a script that could not be run.
-fn run_error(tool: &SkillTool, error: &RunError) -> ToolError {
-    let RunError::Spawn { source, .. } = error else {
-        return ToolError::execution_failed(tool.scrubber.scrub(&error.to_string()));
+/// The tool error of a script that could not be run; `program` is named
+/// as the template writes it, not by its path on the host.
+fn run_error(tool: &SkillTool, program: &str, error: &RunError) -> ToolError {
+    let source = match error {
+        RunError::Spawn { source, .. } => source,
+        RunError::Wait { source, .. } => {
+            return ToolError::execution_failed(tool.scrubber.scrub(&format!("lost track of `{program}`: {source}")));
+        }
     };
     match source.raw_os_error() {
         Some(E2BIG) => ToolError::invalid_arguments(
@@ -112,7 +116,7 @@ fn run_error(tool: &SkillTool, error: &RunError) -> ToolError {
                  limit (ulimit -H), which it may not raise; lower {settings} or raise the module's limit"
             ))
         }
-        _ => ToolError::execution_failed(tool.scrubber.scrub(&error.to_string())),
+        _ => ToolError::execution_failed(tool.scrubber.scrub(&format!("cannot start `{program}`: {source}"))),
     }
 }
 

@@ -76,7 +76,7 @@ pub fn module(catalog: Catalog) -> Module {
     let mut accepted = Vec::new();
     for tool in tools {
         let name = tool.name.clone();
-        let directory = tool.directory.display().to_string();
+        let file = tool.file.clone();
         let sdk_tool = sdk_tool(tool);
         match Module::new(MODULE_NAME, MODULE_DESCRIPTION).tool(sdk_tool.clone()).build() {
             Ok(_) => accepted.push(sdk_tool),
@@ -86,7 +86,7 @@ pub fn module(catalog: Catalog) -> Module {
                     skill.tools.retain(|t| *t != full);
                 }
                 let reason = format!("tool `{full}` refused by the contract check: {error}");
-                problems.push(Problem { file: directory, line: 0, column: 0, reason });
+                problems.push(Problem { file, line: 0, column: 0, reason });
             }
         }
     }

@@ -75,6 +75,17 @@ max_output_bytes = 40
 pad = { type = "integer", description = "Dots before the secret." }
 
 [[tools]]
+name = "missing"
+description = "A script that is not there."
+command = "scripts/missing.sh"
+
+[[tools]]
+name = "instant"
+description = "A timeout the contract refuses (it rounds to 0)."
+command = "true"
+timeout_seconds = 1e-300
+
+[[tools]]
 name = "fail"
 description = "Fail with a message on stderr."
 command = "python3 -c 'import sys; sys.exit(\"went wrong: password=hunter22\")'"
@@ -409,6 +420,24 @@ async fn a_script_limit_the_module_cannot_give_is_named() {
     assert_eq!(answer["error_kind"], "unavailable", "{answer}");
     let error = answer["error"].as_str().unwrap();
     assert!(error.contains("SKILL_OPEN_FILES above the module's own hard limit"), "{error}");
+}
+
+#[tokio::test]
+async fn no_answer_names_the_host_path_of_a_skill() {
+    let (dir, module) = start();
+    let client = module.client();
+    let host = dir.path().display().to_string();
+    let missing = client.call("skills.probe_missing", json!({}), None).await;
+    assert_eq!(missing["error_kind"], "execution_failed", "{missing}");
+    assert!(missing["error"].as_str().unwrap().starts_with("cannot start `scripts/missing.sh`: "), "{missing}");
+    let listed = client.call("skills.list_skills", json!({}), None).await;
+    let refused = listed["result"]["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["reason"].as_str().unwrap().contains("skills.probe_instant"));
+    assert_eq!(refused.expect("the refused tool is a problem")["file"], "probe/SKILL.toml", "{listed}");
+    assert!(!missing.to_string().contains(&host) && !listed.to_string().contains(&host), "{missing} {listed}");
 }
 
 #[test]
