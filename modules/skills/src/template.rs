@@ -187,6 +187,8 @@ impl CommandTemplate {
         for word in &self.words {
             let mut text = String::new();
             let mut complete = true;
+            // The placeholder with the longest value, named when the word is too long.
+            let mut longest: (&str, usize) = ("", 0);
             for piece in &word.0 {
                 match piece {
                     Piece::Text(literal) => text.push_str(literal),
@@ -200,7 +202,12 @@ impl CommandTemplate {
                         {
                             return Err(ValueError::LeadingDash(name.clone()));
                         }
-                        Some(value) => text.push_str(&value),
+                        Some(value) => {
+                            if value.len() >= longest.1 {
+                                longest = (name, value.len());
+                            }
+                            text.push_str(&value);
+                        }
                         None => complete = false,
                     },
                 }
@@ -213,8 +220,7 @@ impl CommandTemplate {
                 continue;
             }
             if text.len() > MAX_ARGUMENT_BYTES {
-                let name = word.placeholders().next().unwrap_or_default().to_owned();
-                return Err(ValueError::TooLong { name, bytes: text.len() });
+                return Err(ValueError::TooLong { name: longest.0.to_owned(), bytes: text.len() });
             }
             previous_was_flag = word.is_flag();
             options_ended |= word.is_end_of_options();
@@ -300,5 +306,10 @@ mod tests {
         assert_eq!(error, ValueError::TooLong { name: "v".into(), bytes: MAX_ARGUMENT_BYTES + 1 });
         assert!(error.to_string().contains("131071 bytes per argument"), "{error}");
         assert!(template.argv(|_| Some("a".repeat(MAX_ARGUMENT_BYTES - 4)), |_| false).is_ok());
+        // Two values in one word: the long one is named.
+        let pair = CommandTemplate::parse("echo {short}{long}").unwrap();
+        let value = |name: &str| Some(if name == "long" { "b".repeat(MAX_ARGUMENT_BYTES) } else { "a".into() });
+        let error = pair.argv(value, |_| false).unwrap_err();
+        assert_eq!(error, ValueError::TooLong { name: "long".into(), bytes: MAX_ARGUMENT_BYTES + 1 });
     }
 }
