@@ -2,6 +2,7 @@
 //! tools; a broken file is skipped with a reason, never stopping the others.
 
 use std::collections::BTreeSet;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -171,16 +172,23 @@ fn load_skill(
     shown: &Path,
     settings: &Settings,
 ) -> Result<(SkillSummary, Vec<SkillTool>, Vec<Problem>), Problem> {
-    let too_big = |size: u64| {
-        let limit = settings.skill_file_max_bytes;
-        unplaced(shown, format!("is {size} bytes, over the limit of {limit} bytes (SKILL_FILE_MAX_BYTES)"))
-    };
-    match std::fs::metadata(file) {
-        Ok(meta) if meta.len() > settings.skill_file_max_bytes => return Err(too_big(meta.len())),
-        Ok(_) => {}
-        Err(error) => return Err(unplaced(shown, format!("cannot read: {error}"))),
+    let limit = settings.skill_file_max_bytes;
+    let too_big =
+        |size: String| unplaced(shown, format!("is {size}, over the limit of {limit} bytes (SKILL_FILE_MAX_BYTES)"));
+    let cannot_read = |error: std::io::Error| unplaced(shown, format!("cannot read: {error}"));
+    let opened = std::fs::File::open(file).map_err(cannot_read)?;
+    let size = opened.metadata().map_err(cannot_read)?.len();
+    if size > limit {
+        return Err(too_big(format!("{size} bytes")));
     }
-    let text = std::fs::read_to_string(file).map_err(|error| unplaced(shown, format!("cannot read: {error}")))?;
+    // No further than the limit, whatever the size said: a file that grows
+    // while it is read, one whose size is 0 (/proc), a device.
+    let mut bytes = Vec::new();
+    opened.take(limit.saturating_add(1)).read_to_end(&mut bytes).map_err(cannot_read)?;
+    if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > limit {
+        return Err(too_big(format!("more than {limit} bytes")));
+    }
+    let text = String::from_utf8(bytes).map_err(|error| unplaced(shown, format!("cannot read: {error}")))?;
     let source = Source::new(shown, &text);
     let parsed = source.parse()?;
     let directory = file.parent().expect("a SKILL.toml is inside a directory").to_path_buf();
@@ -431,6 +439,18 @@ mod tests {
         assert!(find("already taken").contains("c_same"));
         find("d_syntax/SKILL.toml:1:");
         assert_eq!(catalog.skills.len(), 2, "the colliding skill is listed, without tools");
+    }
+
+    #[test]
+    fn a_skill_file_is_read_no_further_than_its_limit_whatever_its_size_says() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("proc")).unwrap();
+        // A file of size 0 with more than 100 bytes in it.
+        std::os::unix::fs::symlink("/proc/self/status", root.path().join("proc").join(SKILL_FILE)).unwrap();
+        let arguments = ["skills", "--skills-dir", root.path().to_str().unwrap(), "--skill-file-max-bytes", "100"];
+        let catalog = Catalog::discover(&Settings::try_parse_from(arguments).unwrap());
+        let reason = &catalog.problems[0].reason;
+        assert_eq!(reason, "is more than 100 bytes, over the limit of 100 bytes (SKILL_FILE_MAX_BYTES)");
     }
 
     #[test]
