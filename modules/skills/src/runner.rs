@@ -34,7 +34,7 @@ const SIGXCPU: i32 = 24;
 pub struct SkillOutput {
     /// The exit code (0).
     pub exit_code: i32,
-    /// Standard output: parsed when it is JSON, else the text.
+    /// Standard output: parsed when it is JSON and was not cut, else the text.
     pub stdout: Value,
     /// Standard error, as text.
     pub stderr: String,
@@ -76,7 +76,13 @@ pub async fn run(tool: &SkillTool, arguments: Map<String, Value>) -> Result<Skil
     match outcome.exit {
         Exit::Code(0) => Ok(SkillOutput {
             exit_code: 0,
-            stdout: serde_json::from_str(&stdout).unwrap_or(Value::String(stdout)),
+            // Cut output is no longer the script's JSON, even when it parses
+            // (a long number cut short is another number).
+            stdout: if stdout_cut {
+                Value::String(stdout)
+            } else {
+                serde_json::from_str(&stdout).unwrap_or(Value::String(stdout))
+            },
             stderr,
             truncated: stdout_cut || stderr_cut,
         }),

@@ -75,6 +75,12 @@ max_output_bytes = 40
 pad = { type = "integer", description = "Dots before the secret." }
 
 [[tools]]
+name = "digits"
+description = "Print a long number; cut at 40 bytes."
+command = "python3 -c 'print(\"7\" * 100)'"
+max_output_bytes = 40
+
+[[tools]]
 name = "missing"
 description = "A script that is not there."
 command = "scripts/missing.sh"
@@ -256,6 +262,14 @@ async fn fifty_megabytes_of_output_are_cut() {
     assert_eq!(result["success"], true, "{}", &result.to_string()[..result.to_string().len().min(300)]);
     assert_eq!(result["result"]["truncated"], true);
     assert!(result["result"]["stdout"].as_str().unwrap().chars().count() <= 1000);
+}
+
+#[tokio::test]
+async fn output_cut_short_is_text_even_when_it_parses_as_json() {
+    let (_dir, module) = start();
+    let result = module.client().call_ok("skills.probe_digits", json!({}), None).await;
+    assert_eq!(result["stdout"], "7".repeat(40), "{result}");
+    assert_eq!(result["truncated"], true, "{result}");
 }
 
 #[tokio::test]
