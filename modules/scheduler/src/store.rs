@@ -106,7 +106,9 @@ pub enum StoreError {
     #[error("no task {0} of yours; list_tasks shows your task ids")]
     NotFound(Uuid),
     /// The caller already has as many active tasks as allowed.
-    #[error("you already have {0} active tasks, the limit per user; cancel one with cancel_task first")]
+    #[error(
+        "you already have {0} active tasks, the limit per user (SCHEDULER_USER_MAX_TASKS); cancel one with cancel_task first"
+    )]
     TooManyTasks(u64),
     /// All users together already have as many active tasks as allowed.
     #[error(
@@ -633,7 +635,10 @@ mod tests {
             store.add(reminder("alice", 1_000), 0).unwrap();
         }
         let error = store.add(reminder("alice", 1_000), 0).unwrap_err().to_string();
-        assert!(error.contains("you already have 3 active tasks, the limit per user"), "{error}");
+        assert!(
+            error.contains("you already have 3 active tasks, the limit per user (SCHEDULER_USER_MAX_TASKS)"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -219,7 +219,7 @@ pub async fn add_reminder(ctx: Context, args: AddReminder) -> Result<ReminderAdd
     };
     check_ahead(due, now, limits.max_ahead)?;
     let message = args.message;
-    check_data_size(message.len() as u64, limits.max_data_bytes)?;
+    check_data_size("message", message.len() as u64, limits.max_data_bytes)?;
     let execution_data = ExecutionData::Reminder { message: message.clone() };
     let spec = TaskSpec {
         user_id,
@@ -265,7 +265,7 @@ pub async fn add_recurring_task(ctx: Context, args: AddRecurringTask) -> Result<
     };
     check_ahead(first, now, limits.max_ahead)?;
     let data_size = serde_json::to_vec(&args.execution_data).map_or(u64::MAX, |bytes| bytes.len() as u64);
-    check_data_size(data_size, limits.max_data_bytes)?;
+    check_data_size("execution_data", data_size, limits.max_data_bytes)?;
     if let ExecutionData::ApiCall { url, .. } = &args.execution_data {
         preflight(&scheduler.client, url).await?;
     }
@@ -383,7 +383,8 @@ async fn check_interval(
     match too_short {
         None => Ok(()),
         Some(gap) => Err(ToolError::invalid_arguments(format!(
-            "arguments.schedule runs every {} seconds at times; the shortest interval allowed is {} seconds",
+            "arguments.schedule runs every {} seconds at times; the shortest interval allowed is {} seconds \
+             (SCHEDULER_MIN_INTERVAL_SECONDS)",
             gap.as_secs(),
             shortest.as_secs()
         ))),
@@ -432,17 +433,18 @@ fn check_ahead(due: i64, now: Timestamp, max_ahead: Duration) -> Result<(), Tool
     let limit = now.checked_add((max_ahead.as_secs() as i64).seconds()).map_or(i64::MAX, |t| t.as_millisecond());
     if due > limit {
         return Err(ToolError::invalid_arguments(format!(
-            "the first run would be more than {} days ahead, the limit; schedule something sooner",
+            "the first run would be more than {} days ahead, the limit (SCHEDULER_MAX_AHEAD_DAYS); schedule something sooner",
             max_ahead.as_secs() / 86_400
         )));
     }
     Ok(())
 }
 
-fn check_data_size(size: u64, limit: u64) -> Result<(), ToolError> {
+/// Refuses `argument` (`message` or `execution_data`) of `size` bytes when it is over the limit.
+fn check_data_size(argument: &str, size: u64, limit: u64) -> Result<(), ToolError> {
     if size > limit {
         return Err(ToolError::invalid_arguments(format!(
-            "arguments.execution_data is {size} bytes of JSON, more than the limit of {limit} bytes per task"
+            "arguments.{argument} is {size} bytes, more than the limit of {limit} bytes per task (SCHEDULER_MAX_DATA_BYTES)"
         )));
     }
     Ok(())
@@ -477,6 +479,22 @@ mod tests {
         assert!(parse_delay("5y").is_err());
     }
 
+    #[test]
+    fn a_task_over_a_budget_is_refused_naming_the_argument_and_the_setting() {
+        let message = check_data_size("message", 2_000, 1_000).unwrap_err().to_string();
+        assert!(
+            message.contains(
+                "arguments.message is 2000 bytes, more than the limit of 1000 bytes per task (SCHEDULER_MAX_DATA_BYTES)"
+            ),
+            "{message}"
+        );
+        assert!(check_data_size("execution_data", 1_000, 1_000).is_ok());
+        let now = Timestamp::now();
+        let day = Duration::from_secs(86_400);
+        let far = check_ahead(now.as_millisecond() + 2 * 86_400_000, now, day).unwrap_err().to_string();
+        assert!(far.contains("more than 1 days ahead, the limit (SCHEDULER_MAX_AHEAD_DAYS)"), "{far}");
+    }
+
     #[tokio::test]
     async fn the_interval_check_leaves_the_async_worker_free_and_answers_as_before() {
         // A run every minute: eight days of them, over ten thousand, to read.
@@ -486,6 +504,10 @@ mod tests {
         assert!(futures::poll!(check.as_mut()).is_pending(), "the check yields while it reads the runs elsewhere");
         check.await.unwrap();
         let refused = check_interval(schedule, TimeZone::UTC, now, Duration::from_secs(120)).await.unwrap_err();
-        assert!(refused.to_string().contains("runs every 60 seconds at times; the shortest interval allowed is 120"));
+        let refused = refused.to_string();
+        assert!(
+            refused.contains("runs every 60 seconds at times; the shortest interval allowed is 120 seconds (SCHEDULER_MIN_INTERVAL_SECONDS)"),
+            "{refused}"
+        );
     }
 }

@@ -463,7 +463,12 @@ async fn a_run_whose_delivery_outlasts_the_lease_is_not_taken_over_while_its_pro
 #[tokio::test]
 async fn hostile_and_odd_arguments_get_clear_errors_and_never_a_crash() {
     let dir = tempfile::tempdir().unwrap();
-    let module = start(&dir.path().join("s.db"), None, &[("SCHEDULER_USER_MAX_TASKS", "2")]);
+    let env = [
+        ("SCHEDULER_USER_MAX_TASKS", "2"),
+        ("SCHEDULER_MAX_DATA_BYTES", "100"),
+        ("SCHEDULER_MIN_INTERVAL_SECONDS", "120"),
+    ];
+    let module = start(&dir.path().join("s.db"), None, &env);
     let client = module.client();
     let past =
         ok(&client, "u", "add_reminder", json!({"when": {"at": "2020-01-01T00:00:00Z"}, "message": "late"})).await;
@@ -491,9 +496,30 @@ async fn hostile_and_odd_arguments_get_clear_errors_and_never_a_crash() {
     assert_eq!(error_kind(&huge), "invalid_arguments");
     ok(&client, "u", "add_reminder", json!({"when": {"delay": "1m"}, "message": "second"})).await;
     let third = call(&client, "u", "add_reminder", json!({"when": {"delay": "1m"}, "message": "third"})).await;
-    assert!(third["error"].as_str().unwrap().contains("2 active tasks, the limit per user"), "{third}");
+    // Every budget's error names its setting.
+    assert!(
+        third["error"].as_str().unwrap().contains("2 active tasks, the limit per user (SCHEDULER_USER_MAX_TASKS)"),
+        "{third}"
+    );
     let far = call(&client, "v", "add_reminder", json!({"when": {"delay": "999999d"}, "message": "x"})).await;
-    assert!(far["error"].as_str().unwrap().contains("days ahead, the limit"), "{far}");
+    assert!(far["error"].as_str().unwrap().contains("days ahead, the limit (SCHEDULER_MAX_AHEAD_DAYS)"), "{far}");
+    let long = call(&client, "v", "add_reminder", json!({"when": {"delay": "1m"}, "message": "x".repeat(101)})).await;
+    let expected =
+        "arguments.message is 101 bytes, more than the limit of 100 bytes per task (SCHEDULER_MAX_DATA_BYTES)";
+    assert!(long["error"].as_str().unwrap().contains(expected), "{long}");
+    let prompt = json!({"task_type": "agent_task", "prompt": "p".repeat(100)});
+    let big = call(
+        &client,
+        "v",
+        "add_recurring_task",
+        json!({"schedule": "daily 9am", "description": "x", "execution_data": prompt}),
+    )
+    .await;
+    assert!(big["error"].as_str().unwrap().contains("bytes per task (SCHEDULER_MAX_DATA_BYTES)"), "{big}");
+    let minutely = json!({"schedule": "every 1m", "description": "x", "execution_data": {"task_type": "reminder", "message": "x"}});
+    let often = call(&client, "v", "add_recurring_task", minutely).await;
+    let expected = "the shortest interval allowed is 120 seconds (SCHEDULER_MIN_INTERVAL_SECONDS)";
+    assert!(often["error"].as_str().unwrap().contains(expected), "{often}");
     let not_an_id = call(&client, "u", "cancel_task", json!({"task_id": "../../etc/passwd"})).await;
     assert_eq!(error_kind(&not_an_id), "not_found");
 }
