@@ -83,6 +83,12 @@ impl Firing {
         }
     }
 
+    /// Starts [`Firing::run`] on a task of its own; [`Running::stop`] ends it.
+    pub fn start(self) -> Running {
+        let (store, worker) = (self.store.clone(), self.worker.clone());
+        Running { store, worker, task: tokio::spawn(self.run()) }
+    }
+
     /// One tick of [`Firing::run`] with slots of its own: claims up to
     /// `batch` due runs and delivers them, all of it before it returns; how
     /// many.
@@ -217,6 +223,33 @@ impl Firing {
             Ok(Err(error)) => json!({"error": error.to_string()}),
             Err(_) => json!({"error": format!("the request took longer than {} seconds", budget.as_secs())}),
         }
+    }
+}
+
+/// A firing loop started by [`Firing::start`].
+#[derive(Debug)]
+pub struct Running {
+    store: Arc<Store>,
+    worker: String,
+    task: JoinHandle<()>,
+}
+
+impl Running {
+    /// Stops the loop (the process is stopping) and gives back the claims
+    /// on the runs it was delivering, so that the process started next, or
+    /// another on the same database, sends them at once rather than after
+    /// `SCHEDULER_LEASE_SECONDS`; how many. A delivery still in flight ends
+    /// with the process; a run it had sent is sent again, with the same
+    /// `webhook-id`.
+    pub async fn stop(self) -> Result<usize, String> {
+        self.task.abort();
+        // Cancelled, or it panicked: either way it claims no more.
+        let _ = self.task.await;
+        let Self { store, worker, .. } = self;
+        tokio::task::spawn_blocking(move || store.release(&worker))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
     }
 }
 

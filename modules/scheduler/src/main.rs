@@ -19,11 +19,20 @@ async fn main() -> ExitCode {
         let config = ServeConfig::from_env().map_err(|e| e.to_string())?;
         module_sdk::service::init_logging(config.log_format, settings.sdk.log_output());
         let (module, firing) = scheduler::module(&settings)?;
-        match firing {
-            Some(firing) => drop(tokio::spawn(firing.run())),
-            None => tracing::warn!("DELIVERY_URL is not set: tasks are kept but not fired until it is"),
+        let firing = firing.map(scheduler::firing::Firing::start);
+        if firing.is_none() {
+            tracing::warn!("DELIVERY_URL is not set: tasks are kept but not fired until it is");
         }
-        module.serve().await.map_err(|e| e.to_string())
+        let served = module.serve().await.map_err(|e| e.to_string());
+        if let Some(firing) = firing {
+            match firing.stop().await {
+                Ok(released) => tracing::info!(released, "stopped firing; runs in flight are due again"),
+                Err(error) => {
+                    tracing::error!(%error, "could not give back the runs in flight; they fire once their lease lapses")
+                }
+            }
+        }
+        served
     })
     .await
 }

@@ -326,6 +326,16 @@ impl Store {
         })
     }
 
+    /// Gives back every claim `worker` holds, so that its runs are due at
+    /// once again (for a process that stops: the one started next, or
+    /// another on the same database, sends them without waiting for the
+    /// lease to lapse); how many it held.
+    pub fn release(&self, worker: &str) -> Result<usize, StoreError> {
+        self.write(|tx| {
+            Ok(tx.execute("UPDATE tasks SET claimed_by = NULL, lease_until = NULL WHERE claimed_by = ?1", [worker])?)
+        })
+    }
+
     /// Acknowledges the run of `task` claimed by `worker`: counts it, records
     /// its outcome, and sets the task's next run (`None`: no more runs, the
     /// task is done, or failed when a one-time task could not be delivered).
@@ -558,6 +568,19 @@ mod tests {
         let done = &store.list("u", None, 10, 0).unwrap().0[0];
         assert_eq!((done.status.as_str(), done.runs, done.next_run), ("done", 1, None));
         assert!(store.claim("c", 99_000, 100_000, 10).unwrap().is_empty(), "done tasks never fire");
+    }
+
+    #[test]
+    fn a_released_claim_is_due_at_once_and_only_its_holders_claims_are_released() {
+        let (_dir, store) = store();
+        let mine = store.add(reminder("u", 1_000), 0).unwrap();
+        store.claim("a", 1_000, 600_000, 1).unwrap();
+        store.add(reminder("u", 1_000), 0).unwrap();
+        store.claim("b", 1_000, 600_000, 1).unwrap();
+        assert_eq!(store.release("a").unwrap(), 1);
+        let retaken = store.claim("c", 2_000, 600_000, 10).unwrap();
+        assert_eq!(retaken.iter().map(|t| t.id).collect::<Vec<_>>(), [mine.id], "b's claim holds");
+        assert_eq!(store.release("a").unwrap(), 0);
     }
 
     #[test]

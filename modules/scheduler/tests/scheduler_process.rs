@@ -3,7 +3,8 @@
 //! between users, a receiver that is down for a while, SIGKILL with runs
 //! due during the downtime, the address guard of `api_call` tasks, a hanging
 //! `api_call` that holds back no other run, a delivery that outlasts its
-//! lease sent once and not taken over by a second process, and the
+//! lease sent once and not taken over by a second process, a run in flight
+//! at a SIGTERM sent at once by the restarted process, and the
 //! warning that nothing fires without a delivery URL, and the error naming
 //! a database that cannot be created.
 
@@ -458,6 +459,31 @@ async fn a_run_whose_delivery_outlasts_the_lease_is_not_taken_over_while_its_pro
         assert!(Instant::now() < deadline, "the second process never took the run over");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+// Multi-threaded: the receiver keeps answering while this thread blocks
+// in `terminate` and `start`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_in_flight_when_the_process_is_stopped_is_sent_at_once_after_the_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let (receiver, address) = Receiver::start().await;
+    // The default lease of ten minutes: only a claim given back at the stop
+    // lets the restarted process send the run within the test.
+    let slow = format!("http://{address}/slow");
+    let mut first = start(&db, None, &[("DELIVERY_URL", slow.as_str()), ("DELIVERY_TIMEOUT_SECONDS", "60")]);
+    let added =
+        ok(&first.client(), "u", "add_reminder", json!({"when": {"delay": "0s"}, "message": "in flight"})).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while receiver.slow_hits.load(Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "the run was never sent");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let status = first.terminate();
+    assert!(status.success(), "SIGTERM: {status}");
+    let _second = start(&db, Some(address), &[]);
+    let deliveries = receiver.wait_for(1, Duration::from_secs(10)).await;
+    assert_eq!(deliveries[0].event()["task_id"], added["task_id"], "{deliveries:?}");
 }
 
 #[tokio::test]
