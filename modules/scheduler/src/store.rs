@@ -110,6 +110,12 @@ pub enum StoreError {
         "you already have {0} active tasks, the limit per user (SCHEDULER_USER_MAX_TASKS); cancel one with cancel_task first"
     )]
     TooManyTasks(u64),
+    /// Another connection or process held the database's lock for longer
+    /// than the busy timeout (in milliseconds).
+    #[error(
+        "the database stayed locked by another process for over {0} ms (SCHEDULER_BUSY_TIMEOUT_MS); try again shortly"
+    )]
+    Busy(u128),
     /// All users together already have as many active tasks as allowed.
     #[error(
         "the scheduler already holds {0} active tasks, its limit for all users together (SCHEDULER_MAX_TASKS); \
@@ -123,7 +129,7 @@ impl ToolErrorKind for StoreError {
         match self {
             StoreError::NotFound(_) => ErrorKind::NotFound,
             StoreError::TooManyTasks(_) => ErrorKind::InvalidArguments,
-            StoreError::Sqlite(_) | StoreError::Full(_) => ErrorKind::Unavailable,
+            StoreError::Sqlite(_) | StoreError::Busy(_) | StoreError::Full(_) => ErrorKind::Unavailable,
             StoreError::Directory { .. } | StoreError::TooNew(..) => ErrorKind::ExecutionFailed,
         }
     }
@@ -195,6 +201,7 @@ pub enum Outcome {
 pub struct Store {
     conn: Mutex<Connection>,
     limits: Limits,
+    busy_timeout: Duration,
 }
 
 impl Store {
@@ -212,7 +219,7 @@ impl Store {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         migrate(&mut conn)?;
-        Ok(Self { conn: Mutex::new(conn), limits })
+        Ok(Self { conn: Mutex::new(conn), limits, busy_timeout })
     }
 
     /// The limits this store enforces.
@@ -267,17 +274,18 @@ impl Store {
         limit: u32,
         skip: u32,
     ) -> Result<(Vec<Task>, u64), StoreError> {
-        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut statement = conn.prepare_cached(&format!(
-            "SELECT {TASK_COLUMNS} FROM tasks WHERE user_id = ?1 AND (?2 IS NULL OR status = ?2)
-             ORDER BY created_at DESC, id DESC LIMIT ?3 OFFSET ?4"
-        ))?;
-        let tasks =
-            statement.query_map((user_id, status, limit, skip), task_from_row)?.collect::<Result<Vec<_>, _>>()?;
-        let total: i64 = conn
-            .prepare_cached("SELECT COUNT(*) FROM tasks WHERE user_id = ?1 AND (?2 IS NULL OR status = ?2)")?
-            .query_row((user_id, status), |row| row.get(0))?;
-        Ok((tasks, u64::try_from(total).unwrap_or(0)))
+        self.read(|conn| {
+            let mut statement = conn.prepare_cached(&format!(
+                "SELECT {TASK_COLUMNS} FROM tasks WHERE user_id = ?1 AND (?2 IS NULL OR status = ?2)
+                 ORDER BY created_at DESC, id DESC LIMIT ?3 OFFSET ?4"
+            ))?;
+            let tasks =
+                statement.query_map((user_id, status, limit, skip), task_from_row)?.collect::<Result<Vec<_>, _>>()?;
+            let total: i64 = conn
+                .prepare_cached("SELECT COUNT(*) FROM tasks WHERE user_id = ?1 AND (?2 IS NULL OR status = ?2)")?
+                .query_row((user_id, status), |row| row.get(0))?;
+            Ok((tasks, u64::try_from(total).unwrap_or(0)))
+        })
     }
 
     /// Cancels the caller's task `id` at `now` (no further runs); the task
@@ -385,17 +393,18 @@ impl Store {
     /// another process holds is not due for this one until its lease lapses,
     /// so it must not wake the loop before then.
     pub fn next_wake(&self, now: i64) -> Result<Option<i64>, StoreError> {
-        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-        let unheld: Option<i64> = conn
-            .prepare_cached(
-                "SELECT next_run FROM tasks WHERE status = 'active' AND next_run IS NOT NULL
-                   AND (lease_until IS NULL OR lease_until <= ?1)
-                 ORDER BY next_run LIMIT 1",
-            )?
-            .query_row([now], |row| row.get(0))
-            .optional()?;
-        let lapse: Option<i64> = conn.prepare_cached(EARLIEST_LAPSE)?.query_row([now], |row| row.get(0))?;
-        Ok(unheld.into_iter().chain(lapse).min())
+        self.read(|conn| {
+            let unheld: Option<i64> = conn
+                .prepare_cached(
+                    "SELECT next_run FROM tasks WHERE status = 'active' AND next_run IS NOT NULL
+                       AND (lease_until IS NULL OR lease_until <= ?1)
+                     ORDER BY next_run LIMIT 1",
+                )?
+                .query_row([now], |row| row.get(0))
+                .optional()?;
+            let lapse: Option<i64> = conn.prepare_cached(EARLIEST_LAPSE)?.query_row([now], |row| row.get(0))?;
+            Ok(unheld.into_iter().chain(lapse).min())
+        })
     }
 
     /// Deletes `user_id`'s finished tasks beyond the newest
@@ -418,11 +427,29 @@ impl Store {
 
     /// Runs `work` in one immediate write transaction, committed when it succeeds.
     fn write<T>(&self, work: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        self.read(|conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let value = work(&tx)?;
+            tx.commit()?;
+            Ok(value)
+        })
+    }
+
+    /// Runs `work` on the connection; a lock it waited for past the busy
+    /// timeout is answered as [`StoreError::Busy`], naming the setting.
+    fn read<T>(&self, work: impl FnOnce(&mut Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
         let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let value = work(&tx)?;
-        tx.commit()?;
-        Ok(value)
+        work(&mut conn).map_err(|error| match error {
+            StoreError::Sqlite(sqlite)
+                if matches!(
+                    sqlite.sqlite_error_code(),
+                    Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+                ) =>
+            {
+                StoreError::Busy(self.busy_timeout.as_millis())
+            }
+            other => other,
+        })
     }
 }
 
@@ -581,6 +608,21 @@ mod tests {
         let retaken = store.claim("c", 2_000, 600_000, 10).unwrap();
         assert_eq!(retaken.iter().map(|t| t.id).collect::<Vec<_>>(), [mine.id], "b's claim holds");
         assert_eq!(store.release("a").unwrap(), 0);
+    }
+
+    #[test]
+    fn a_lock_held_past_the_busy_timeout_is_named_by_its_setting() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let store = Store::open(&path, LIMITS, Duration::from_millis(50)).unwrap();
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let error = store.add(reminder("u", 1_000), 0).unwrap_err();
+        assert_eq!(error.kind(), ErrorKind::Unavailable);
+        let message = error.to_string();
+        assert!(message.contains("locked by another process for over 50 ms (SCHEDULER_BUSY_TIMEOUT_MS)"), "{message}");
+        other.execute_batch("COMMIT").unwrap();
+        store.add(reminder("u", 1_000), 0).expect("the lock is free again");
     }
 
     #[test]
