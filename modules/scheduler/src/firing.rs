@@ -57,8 +57,10 @@ impl Firing {
     /// slots or not, and while there are any it ticks at least three times
     /// a lease, so no other process takes over a run still being delivered
     /// here. A run whose lease lapsed anyway (the store failed meanwhile) is
-    /// claimed again but not sent again while its delivery lasts.
-    pub async fn run(self) {
+    /// claimed again but not sent again while its delivery lasts. It returns
+    /// when `stop` is rung, between two ticks (never inside one, so no claim
+    /// is written after it returned).
+    pub async fn run(self, stop: Arc<Notify>) {
         let firing = Arc::new(self);
         let in_flight = InFlight::new(firing.batch);
         loop {
@@ -79,14 +81,15 @@ impl Firing {
             tokio::select! {
                 () = tokio::time::sleep(sleep) => {}
                 () = firing.wake.notified() => {}
+                () = stop.notified() => return,
             }
         }
     }
 
     /// Starts [`Firing::run`] on a task of its own; [`Running::stop`] ends it.
     pub fn start(self) -> Running {
-        let (store, worker) = (self.store.clone(), self.worker.clone());
-        Running { store, worker, task: tokio::spawn(self.run()) }
+        let (store, worker, stop) = (self.store.clone(), self.worker.clone(), Arc::new(Notify::new()));
+        Running { store, worker, task: tokio::spawn(self.run(stop.clone())), stop }
     }
 
     /// One tick of [`Firing::run`] with slots of its own: claims up to
@@ -232,6 +235,7 @@ pub struct Running {
     store: Arc<Store>,
     worker: String,
     task: JoinHandle<()>,
+    stop: Arc<Notify>,
 }
 
 impl Running {
@@ -242,8 +246,10 @@ impl Running {
     /// with the process; a run it had sent is sent again, with the same
     /// `webhook-id`.
     pub async fn stop(self) -> Result<usize, String> {
-        self.task.abort();
-        // Cancelled, or it panicked: either way it claims no more.
+        // Rung before it waits (a permit is kept): the loop ends after the
+        // tick it is in, whose claims the release below then gives back.
+        self.stop.notify_one();
+        // Ended, or it panicked: either way it claims no more.
         let _ = self.task.await;
         let Self { store, worker, .. } = self;
         tokio::task::spawn_blocking(move || store.release(&worker))
