@@ -39,6 +39,11 @@ const MODULE_LEAF: &str = "code_runner-module";
 /// (and [`Hierarchy::remove_left_behind`] all it found, together).
 const REMOVE_ATTEMPTS: u32 = 100;
 
+/// How long a run's cgroups that could not be removed at once (a call
+/// given up mid-run, processes slow to exit) are still tried in the
+/// background, with pauses growing to a second.
+const REMOVE_IN_BACKGROUND: Duration = Duration::from_secs(600);
+
 /// Numbers run cgroups, so that no two runs share a name.
 static NEXT_RUN: AtomicU64 = AtomicU64::new(0);
 
@@ -478,7 +483,8 @@ impl RunCgroup {
 
     /// Kills every process still in the run's cgroups (descendants that
     /// escaped the process tree included) and removes the cgroups, waiting
-    /// for the processes to exit.
+    /// for the processes to exit; what is still there after
+    /// [`REMOVE_ATTEMPTS`] tries is left to the background (see `Drop`).
     pub async fn remove(mut self) {
         for _ in 0..REMOVE_ATTEMPTS {
             if self.try_remove() {
@@ -486,14 +492,43 @@ impl RunCgroup {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        tracing::warn!(cgroups = ?self.dirs, "a run's cgroup could not be removed; its processes were killed");
+    }
+
+    /// Tries to remove the cgroups `dirs` for [`REMOVE_IN_BACKGROUND`]:
+    /// the processes of a run with many files may take seconds to exit.
+    /// (Not a method: a task dropped before its first poll, at shutdown,
+    /// drops plain paths, and no `Drop` spawns another.)
+    async fn remove_in_background(unified: bool, dirs: Vec<PathBuf>) {
+        let mut cgroup = Self { unified, dirs };
+        let started = tokio::time::Instant::now();
+        let mut pause = Duration::from_millis(10);
+        while started.elapsed() < REMOVE_IN_BACKGROUND {
+            if cgroup.try_remove() {
+                return;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_secs(1));
+        }
+        tracing::warn!(cgroups = ?cgroup.dirs, "a run's cgroup could not be removed; its processes were killed");
+        cgroup.dirs.clear();
     }
 }
 
 impl Drop for RunCgroup {
+    /// A run given up mid-way (its call dropped), or one whose processes
+    /// are slow to exit: the processes are killed now and the cgroups
+    /// removed by a background task once they are gone, so that no empty
+    /// run cgroup stays behind for the module's lifetime.
     fn drop(&mut self) {
-        if !self.dirs.is_empty() && !self.try_remove() {
-            tracing::warn!(cgroups = ?self.dirs, "a run's cgroup is left behind");
+        if self.dirs.is_empty() || self.try_remove() {
+            return;
+        }
+        let dirs = std::mem::take(&mut self.dirs);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(Self::remove_in_background(self.unified, dirs));
+            }
+            Err(_) => tracing::warn!(cgroups = ?dirs, "a run's cgroup is left behind"),
         }
     }
 }

@@ -456,3 +456,31 @@ fn a_missing_cgroup_parent_stops_start_up_naming_the_setting() {
     assert!(stderr.contains(&format!("CODE_CGROUP_PARENT={missing}")), "{stderr}");
     assert!(stderr.contains(&format!("{missing} does not exist")), "{stderr}");
 }
+
+#[tokio::test]
+async fn a_call_given_up_mid_run_leaves_no_run_cgroup() {
+    let parent = TestParent::new(&format!("/code_runner-test-given-up-{}", std::process::id()));
+    let runner = start_with(&[("CODE_CGROUP_PARENT", &parent.path)]);
+    // Children that hold memory take a moment to exit once killed: the run's
+    // cgroups cannot be removed at the instant the call is dropped.
+    let code = "import os, time\nfor _ in range(30):\n    if os.fork() == 0:\n        block = bytearray(20 * 1024 * 1024)\n        for i in range(0, len(block), 4096):\n            block[i] = 1\n        time.sleep(600)\n        os._exit(0)\ntime.sleep(600)";
+    let call = runner.client.call(TOOL, json!({"code": code, "timeout_seconds": 60}), Some("u"));
+    let populated = async {
+        let procs = |run: &PathBuf| std::fs::read_to_string(run.join("cgroup.procs")).unwrap_or_default();
+        while !parent.runs().iter().any(|run| procs(run).lines().count() > 30) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::select! {
+        answer = call => panic!("the run ended by itself: {answer}"),
+        () = populated => {}
+        () = tokio::time::sleep(HANG_GUARD) => panic!("the run's children did not start: {:?}", parent.runs()),
+    }
+    // The call was dropped with its connection: the module gives the run up.
+    let started = Instant::now();
+    while !parent.runs().is_empty() {
+        assert!(started.elapsed() < HANG_GUARD, "the given-up run's cgroups stay: {:?}", parent.runs());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(runner.client.health().await["status"], "ok");
+}
