@@ -1,5 +1,6 @@
 //! Run a program from an argv, contained: a cleared environment plus an
-//! allow-list, stdin closed (or given bytes), its own process group,
+//! allow-list, stdin closed (or given bytes), no descriptor of the caller's
+//! but the pipes it is given, its own process group,
 //! resource limits (and optionally another user and cgroups to join) set before exec, a
 //! wall-clock timeout that kills the whole group and every descendant
 //! still attached to the tree, and stdout/stderr (and optionally
@@ -27,6 +28,7 @@
 //! at the timeout.
 
 mod cgroup;
+mod descriptors;
 mod group;
 mod limits;
 mod orphans;

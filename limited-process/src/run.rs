@@ -12,11 +12,12 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::cgroup::join_before_exec;
+use crate::descriptors::close_from_on_exec;
 use crate::group::{ProcessGroupGuard, kill_group};
 use crate::limits::{Limits, apply_before_exec};
 use crate::orphans::{adopt_orphans_below, kill_orphans, spawn_registered};
 use crate::output::{Captured, read_capped};
-use crate::side_output::pipe_to_fd3;
+use crate::side_output::{SIDE_OUTPUT_FD, pipe_to_fd3};
 use crate::tree::{kill_descendants, wait_exited};
 
 /// How long the output readers may still run after the process group is
@@ -206,6 +207,8 @@ impl Run {
             Some(_) => Some(pipe_to_fd3(&mut command).map_err(spawn_error)?),
             None => None,
         };
+        // After descriptor 3 is placed: nothing above the program's own pipes is passed on.
+        close_from_on_exec(&mut command, if side_pipe.is_some() { SIDE_OUTPUT_FD + 1 } else { SIDE_OUTPUT_FD });
         let mut command = tokio::process::Command::from(command);
         command.kill_on_drop(true);
         let started = Instant::now();
@@ -429,6 +432,29 @@ mod tests {
         // time after the program ended is one grace (two would be sequential).
         let draining = elapsed.saturating_sub(outcome.duration);
         assert!(draining < DRAIN_GRACE * 2, "{draining:?} after the program ended");
+    }
+
+    /// A descriptor of this process without close-on-exec, as a launcher
+    /// leaves one (`exec prog 9<>file`).
+    #[allow(unsafe_code)]
+    fn inheritable(file: &std::fs::File) -> i32 {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(file);
+        // SAFETY: `fd` is open for as long as `file` lives; only its flags change.
+        assert_eq!(unsafe { libc::fcntl(fd, libc::F_SETFD, 0) }, 0);
+        fd
+    }
+
+    #[tokio::test]
+    async fn descriptors_the_caller_inherited_are_not_passed_on() {
+        let file = std::fs::File::open("/dev/null").unwrap();
+        let fd = inheritable(&file);
+        let probe = format!("[ -e /proc/self/fd/{fd} ] && echo open || echo closed; echo side >&3");
+        let outcome = sh(&probe).run().await.unwrap();
+        assert_eq!(outcome.stdout.bytes, b"closed\n", "descriptor {fd}");
+        let with_side = sh(&probe).side_output(100).run().await.unwrap();
+        assert_eq!(with_side.stdout.bytes, b"closed\n", "descriptor {fd}");
+        assert_eq!(with_side.side_output.bytes, b"side\n", "descriptor 3 is kept");
+        drop(file);
     }
 
     #[tokio::test]

@@ -484,3 +484,32 @@ async fn a_call_given_up_mid_run_leaves_no_run_cgroup() {
     }
     assert_eq!(runner.client.health().await["status"], "ok");
 }
+
+#[tokio::test]
+async fn a_descriptor_the_module_inherited_does_not_reach_the_code() {
+    // The module started as a launcher may leave it (`exec module 9<>file`):
+    // a host file open for writing on descriptor 9, without close-on-exec.
+    let host_file = std::env::temp_dir().join(format!("code_runner-inherited-{}", std::process::id()));
+    std::fs::write(&host_file, "").unwrap();
+    let mut command = Command::new("/bin/sh");
+    command
+        .args(["-c", r#"exec "$0" 9<>"$1""#, env!("CARGO_BIN_EXE_code_runner")])
+        .arg(&host_file)
+        .env("CODE_SANDBOX_UID_BASE", NEXT_UID_BASE.fetch_add(16, Ordering::Relaxed).to_string())
+        .env("SERVICE_AUTH_TOKEN", TOKEN);
+    let process = Process::start(command);
+    let mut runner = Runner { client: process.client().with_token(TOKEN), process };
+    let code = "import os
+try:
+    os.write(9, b'escaped')
+    print('WRITTEN')
+except OSError as error:
+    print('DENIED', error.errno)
+print(sorted(int(fd) for fd in os.listdir('/proc/self/fd')))";
+    let result = runner.run(code, 10).await;
+    let written = std::fs::read_to_string(&host_file).unwrap();
+    std::fs::remove_file(&host_file).unwrap();
+    assert_eq!(written, "", "the code wrote a host file: {result}");
+    // stdin, stdout, stderr, and the directory being listed.
+    assert_eq!(text(&result, "stdout"), "DENIED 9\n[0, 1, 2, 3]\n", "{result}");
+}
