@@ -280,6 +280,12 @@ async fn honest_programs_get_their_answers() {
     );
     assert_eq!(made["files_truncated"], false);
 
+    // 40 threads, below CODE_PROCESSES (64): the address space limit per
+    // process (CODE_ADDRESS_SPACE_BYTES) must not be what stops them.
+    let threads = "import threading\nstop = threading.Event()\nthreads = [threading.Thread(target=stop.wait) for _ in range(40)]\nfor t in threads:\n    t.start()\nstop.set()\nprint(len(threads), 'threads')";
+    let pool = runner.run(threads, 10).await;
+    assert_eq!(text(&pool, "stdout"), "40 threads\n", "{pool}");
+
     let silent = runner.run("pass", 10).await;
     assert_eq!((silent["exit_code"].clone(), silent["files"].clone()), (json!(0), json!([])));
 }
