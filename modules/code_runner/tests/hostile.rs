@@ -286,6 +286,11 @@ async fn honest_programs_get_their_answers() {
     let pool = runner.run(threads, 10).await;
     assert_eq!(text(&pool, "stdout"), "40 threads\n", "{pool}");
 
+    // Deeper than the lister can walk: the files cannot all be listed, and the answer says so.
+    let deep = "import os\nfor _ in range(1100):\n    os.mkdir('d')\n    os.chdir('d')\nopen('leaf', 'w').write('x')";
+    let nested = runner.run(deep, 10).await;
+    assert_eq!((nested["exit_code"].clone(), nested["files_truncated"].clone()), (json!(0), json!(true)), "{nested}");
+
     let silent = runner.run("pass", 10).await;
     assert_eq!((silent["exit_code"].clone(), silent["files"].clone()), (json!(0), json!([])));
 }
