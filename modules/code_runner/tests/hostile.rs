@@ -524,3 +524,15 @@ print(sorted(int(fd) for fd in os.listdir('/proc/self/fd')))";
     // stdin, stdout, stderr, and the directory being listed.
     assert_eq!(text(&result, "stdout"), "DENIED 9\n[0, 1, 2, 3]\n", "{result}");
 }
+
+#[tokio::test]
+async fn a_flood_of_empty_files_meets_the_runs_memory() {
+    // No tmpfs size bounds empty files; the kernel memory of each (inode,
+    // dentry) is charged to the run's memory cgroup.
+    let mut runner = start_with(&[("CODE_MEMORY_BYTES", "67108864")]);
+    let flood =
+        "import os\nn = 0\nwhile True:\n    os.close(os.open(f'/tmp/{n}', os.O_CREAT | os.O_WRONLY))\n    n += 1";
+    let result = runner.run(flood, 30).await;
+    assert_eq!(result["timed_out"], false, "{result}");
+    assert_eq!(result["exceeded_budgets"], json!(["CODE_MEMORY_BYTES"]), "{result}");
+}
