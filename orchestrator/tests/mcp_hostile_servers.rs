@@ -17,8 +17,8 @@ use common::{ModuleServer, OrchestratorProcess};
 use futures::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use test_support::built_binary;
 use test_support::process_tree::descendants;
+use test_support::built_binary;
 
 /// What a hand-written server saw of the orchestrator.
 #[derive(Default)]
@@ -304,6 +304,28 @@ async fn tools_list_pages_that_loop_are_refused_as_a_loop() {
     let error = status["last_error"].as_str().unwrap();
     assert!(error.contains("cursor") && error.contains("\"again\"") && !error.contains("within"), "{status}");
     assert!(seen.lists.load(Ordering::SeqCst) >= 2, "the first page, then the repeated cursor's");
+}
+
+/// `first`, to be kept for a day (`ttlMs`); `first` and `second` when asked again.
+fn cacheable_then_changed(_params: &Value, seen: &Seen) -> Value {
+    match seen.lists.load(Ordering::SeqCst) {
+        1 => json!({"tools": [tool("first")], "ttlMs": 86_400_000}),
+        _ => json!({"tools": [tool("first"), tool("second")]}),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tools_list_ttl_does_not_keep_the_server_from_being_asked_again() {
+    let (server, seen) =
+        start(Behaviour { list: cacheable_then_changed, events: quiet, hold_answers: false, hold_lists: false });
+    let orchestrator = orchestrator_for(&server.url(), &[("REFRESH_INTERVAL", "1")]);
+    orchestrator.wait_for_module("hostile", "up", Duration::from_secs(20)).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while orchestrator.tool_names("permission=user").await != ["hostile.first", "hostile.second"] {
+        let lists = seen.lists.load(Ordering::SeqCst);
+        assert!(Instant::now() < deadline, "a cached tools/list page was used: {lists} tools/list reached the server");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Whether process `pid` still runs (exists and is no zombie).

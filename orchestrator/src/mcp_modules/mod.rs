@@ -32,6 +32,7 @@ use module_sdk::contract::{ModuleManifest, ToolCall, ToolResult};
 use module_sdk::mcp::USER_ID_META_KEY;
 use rmcp::ServiceError;
 use rmcp::model::{CallToolRequestParams, PaginatedRequestParams};
+use rmcp::service::ClientCacheConfig;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
@@ -300,6 +301,10 @@ impl McpServer {
                 ));
             }
         };
+        // rmcp would keep every `tools/list` page with a `ttlMs` (up to 512 of
+        // them, for a day, before `MAX_MANIFEST_BYTES` counts them) and answer
+        // a failed tools/list with the stale page: each discovery asks the server.
+        connection.service.peer().set_response_cache_config(ClientCacheConfig::disabled()).await;
         tracing::info!(module = %self.module, "MCP session opened");
         let connection = Arc::new(connection);
         // The count of failures and the next attempt's time stay until the session has lasted (`Session::end`).
