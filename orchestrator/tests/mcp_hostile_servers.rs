@@ -18,7 +18,7 @@ use futures::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use test_support::process_tree::descendants;
-use test_support::built_binary;
+use test_support::{built_binary, error_kind};
 
 /// What a hand-written server saw of the orchestrator.
 #[derive(Default)]
@@ -50,6 +50,9 @@ fn tool(name: &str) -> Value {
     json!({"name": name, "description": "A tool.", "inputSchema": {"type": "object"}})
 }
 
+/// The size of the text `tools/call` of a tool named `big` answers.
+const BIG_ANSWER_BYTES: usize = 200_000;
+
 /// `{"tools": [first]}`.
 fn one_tool(_params: &Value, _seen: &Seen) -> Value {
     json!({"tools": [tool("first")]})
@@ -80,6 +83,9 @@ fn start(behaviour: Behaviour) -> (ModuleServer, Arc<Seen>) {
                         std::future::pending::<()>().await;
                     }
                     (behaviour.list)(&request["params"], &seen)
+                }
+                Some("tools/call") if request["params"]["name"] == "big" => {
+                    json!({"content": [{"type": "text", "text": "x".repeat(BIG_ANSWER_BYTES)}]})
                 }
                 Some("tools/call") => json!({"content": [{"type": "text", "text": "done"}]}),
                 Some(_) => return StatusCode::ACCEPTED.into_response(),
@@ -304,6 +310,25 @@ async fn tools_list_pages_that_loop_are_refused_as_a_loop() {
     let error = status["last_error"].as_str().unwrap();
     assert!(error.contains("cursor") && error.contains("\"again\"") && !error.contains("within"), "{status}");
     assert!(seen.lists.load(Ordering::SeqCst) >= 2, "the first page, then the repeated cursor's");
+}
+
+/// `first`, and `big` whose answer is [`BIG_ANSWER_BYTES`] long.
+fn first_and_big(_params: &Value, _seen: &Seen) -> Value {
+    json!({"tools": [tool("first"), tool("big")]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_too_large_to_read_fails_the_call_naming_the_budget_and_keeps_the_session() {
+    let (server, _) = start(Behaviour { list: first_and_big, events: quiet, hold_answers: false, hold_lists: false });
+    let limits = [("MAX_ANSWER_BYTES", "100000"), ("MAX_MANIFEST_BYTES", "100000")];
+    let orchestrator = orchestrator_for(&server.url(), &limits);
+    orchestrator.wait_for_module("hostile", "up", Duration::from_secs(20)).await;
+    let call = |tool: &str| json!({"tool_name": tool, "arguments": {}, "user_permission": "user"});
+    let big = orchestrator.execute(call("hostile.big")).await;
+    assert_eq!(error_kind(&big), "execution_failed", "{big}");
+    assert!(big["error"].as_str().unwrap().contains("MAX_ANSWER_BYTES (100000)"), "{big}");
+    let done = orchestrator.execute(call("hostile.first")).await;
+    assert_eq!(done["result"], "done", "the session is kept: {done}");
 }
 
 /// `first`, to be kept for a day (`ttlMs`); `first` and `second` when asked again.

@@ -17,6 +17,7 @@ use std::time::Duration;
 use reqwest::header::{HeaderName, HeaderValue};
 use reqwest_mcp::StatusCode;
 use reqwest_mcp::redirect::{Attempt, Policy};
+use rmcp::ServiceError;
 use rmcp::model::ClientJsonRpcMessage;
 use rmcp::service::ClientInitializeError;
 use rmcp::transport::common::client_side_sse::{BoxedSseResponse, ExponentialBackoff, SseRetryPolicy};
@@ -79,6 +80,13 @@ pub fn handshake_error(error: &ClientInitializeError) -> String {
         }
     }
     text
+}
+
+/// Whether `error` is a message the session refused to read for its size
+/// (rmcp's `ResponseBodyTooLarge`): the session itself is still usable.
+pub fn is_too_large(error: &ServiceError) -> bool {
+    std::iter::successors(Some(error as &(dyn std::error::Error + 'static)), |error| error.source())
+        .any(|error| matches!(error.downcast_ref::<Failure>(), Some(StreamableHttpError::ResponseBodyTooLarge { .. })))
 }
 
 /// Follows a `307` or `308` to the same origin (the method and body kept),

@@ -250,10 +250,10 @@ impl McpServer {
         match session.service.call_tool(params).await {
             Ok(answer) => results::tool_result(name, answer, self.max_answer_bytes),
             Err(error) => {
-                if !matches!(error, ServiceError::McpError(_) | ServiceError::Timeout { .. }) {
+                if !results::keeps_session(&error) {
                     self.forget(&session).await;
                 }
-                let mut result = results::failure(&self.module, name, &error);
+                let mut result = results::failure(&self.module, name, &error, self.max_answer_bytes);
                 result.error = result.error.map(|message| with_end_reason(&session, self.settings.redact(&message)));
                 result
             }

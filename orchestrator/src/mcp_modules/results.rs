@@ -10,6 +10,8 @@ use rmcp::ServiceError;
 use rmcp::model::{CallToolResult, ErrorCode};
 use serde_json::Value;
 
+use super::http_client::is_too_large;
+
 /// The most characters of a failing tool's text kept in its error message.
 const MAX_ERROR_CHARS: usize = 2000;
 
@@ -46,9 +48,27 @@ fn texts(answer: &CallToolResult) -> Option<String> {
     (!texts.is_empty()).then(|| texts.join("\n"))
 }
 
-/// The ToolResult of `tool_name` whose call to module `module` failed with `error`.
-pub fn failure(module: &str, tool_name: &str, error: &ServiceError) -> ToolResult {
+/// Whether the session that answered a call with `error` can still be used:
+/// the server answered (an error, or something other than a tool result),
+/// the call ran out of time, or its answer was too large to read.
+pub fn keeps_session(error: &ServiceError) -> bool {
+    matches!(error, ServiceError::McpError(_) | ServiceError::Timeout { .. } | ServiceError::UnexpectedResponse)
+        || is_too_large(error)
+}
+
+/// The ToolResult of `tool_name` whose call to module `module` failed with
+/// `error`; an answer too large to read names `max_answer_bytes`
+/// (`MAX_ANSWER_BYTES`).
+pub fn failure(module: &str, tool_name: &str, error: &ServiceError, max_answer_bytes: usize) -> ToolResult {
     let (kind, message) = match error {
+        _ if is_too_large(error) => (
+            ErrorKind::ExecutionFailed,
+            format!("module `{module}` sent an answer over MAX_ANSWER_BYTES ({max_answer_bytes}); it was not read"),
+        ),
+        ServiceError::UnexpectedResponse => (
+            ErrorKind::ExecutionFailed,
+            format!("module `{module}` answered with something other than a tool result (such as a request for input)"),
+        ),
         ServiceError::McpError(data) if data.code == ErrorCode::INVALID_PARAMS => {
             (ErrorKind::InvalidArguments, format!("module `{module}` refused the call: {}", data.message))
         }
@@ -98,9 +118,17 @@ mod tests {
             (Some(ErrorKind::ExecutionFailed), Some("no such issue"))
         );
         let invalid = ServiceError::McpError(ErrorData::invalid_params("missing `name`", None));
-        assert_eq!(failure("m", "m.t", &invalid).error_kind, Some(ErrorKind::InvalidArguments));
+        assert_eq!(failure("m", "m.t", &invalid, 100).error_kind, Some(ErrorKind::InvalidArguments));
         let timeout = ServiceError::Timeout { timeout: std::time::Duration::from_secs(2) };
-        assert_eq!(failure("m", "m.t", &timeout).error_kind, Some(ErrorKind::Timeout));
-        assert_eq!(failure("m", "m.t", &ServiceError::TransportClosed).error_kind, Some(ErrorKind::Unavailable));
+        assert_eq!(failure("m", "m.t", &timeout, 100).error_kind, Some(ErrorKind::Timeout));
+        assert_eq!(failure("m", "m.t", &ServiceError::TransportClosed, 100).error_kind, Some(ErrorKind::Unavailable));
+        assert!(keeps_session(&timeout) && !keeps_session(&ServiceError::TransportClosed));
+    }
+
+    #[test]
+    fn an_answer_that_is_no_tool_result_fails_the_call_and_keeps_the_session() {
+        let unexpected = ServiceError::UnexpectedResponse;
+        assert_eq!(failure("m", "m.t", &unexpected, 100).error_kind, Some(ErrorKind::ExecutionFailed));
+        assert!(keeps_session(&unexpected));
     }
 }
