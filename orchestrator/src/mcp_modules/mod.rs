@@ -186,8 +186,7 @@ impl McpServer {
             {
                 Ok(page) => page,
                 Err(error) => {
-                    let reason =
-                        self.settings.redact(&format!("tools/list failed: {}", module_sdk::error_chain(&error)));
+                    let reason = list_failure(&self.settings, &error);
                     if !matches!(error, ServiceError::McpError(_)) {
                         self.forget(&session).await;
                         let reason = with_end_reason(&session, reason);
@@ -328,6 +327,12 @@ impl McpServer {
     }
 }
 
+/// Why discovery failed when `tools/list` of the server configured as
+/// `settings` failed with `error`: redacted, shortened.
+fn list_failure(settings: &McpServerSettings, error: &ServiceError) -> String {
+    results::shortened(&settings.redact(&format!("tools/list failed: {}", module_sdk::error_chain(error))))
+}
+
 /// `message`, with why the orchestrator ended `connection`'s session, if it did.
 fn with_end_reason(connection: &Connection, message: String) -> String {
     match connection.end_reason() {
@@ -339,6 +344,16 @@ fn with_end_reason(connection: &Connection, message: String) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_tools_list_error_is_shortened() {
+        let (_, servers) =
+            settings::read_modules(BTreeMap::from([("gh".to_owned(), Value::from("mcp+http://127.0.0.1:1/mcp"))]))
+                .unwrap();
+        let error = ServiceError::McpError(rmcp::model::ErrorData::internal_error("e".repeat(10_000), None));
+        let reason = list_failure(&servers["gh"], &error);
+        assert!(reason.starts_with("tools/list failed") && reason.chars().count() < 10_000, "{reason}");
+    }
 
     #[test]
     fn a_session_that_ends_soon_keeps_the_backoff_and_a_lasting_one_resets_it() {

@@ -21,11 +21,7 @@ const MAX_ERROR_CHARS: usize = 2000;
 pub fn tool_result(tool_name: &str, answer: CallToolResult, max_answer_bytes: usize) -> ToolResult {
     if answer.is_error == Some(true) {
         let text = texts(&answer).unwrap_or_else(|| "the MCP tool failed without saying why".to_owned());
-        return ToolResult::failure(
-            tool_name,
-            ErrorKind::ExecutionFailed,
-            text.chars().take(MAX_ERROR_CHARS).collect::<String>(),
-        );
+        return ToolResult::failure(tool_name, ErrorKind::ExecutionFailed, shortened(&text));
     }
     let result = match answer.structured_content {
         Some(structured) => structured,
@@ -40,6 +36,12 @@ pub fn tool_result(tool_name: &str, answer: CallToolResult, max_answer_bytes: us
         return ToolResult::failure(tool_name, ErrorKind::ExecutionFailed, message);
     }
     ToolResult::success(tool_name, result)
+}
+
+/// `text` (a server's words, in an error message) cut to its first
+/// [`MAX_ERROR_CHARS`] characters.
+pub fn shortened(text: &str) -> String {
+    text.chars().take(MAX_ERROR_CHARS).collect()
 }
 
 /// The text blocks of `answer`, joined by new lines; `None` when it has none.
@@ -87,7 +89,7 @@ pub fn failure(module: &str, tool_name: &str, error: &ServiceError, max_answer_b
             format!("the MCP server of module `{module}` cannot be reached: {}", module_sdk::error_chain(other)),
         ),
     };
-    ToolResult::failure(tool_name, kind, message)
+    ToolResult::failure(tool_name, kind, shortened(&message))
 }
 
 #[cfg(test)]
@@ -123,6 +125,13 @@ mod tests {
         assert_eq!(failure("m", "m.t", &timeout, 100).error_kind, Some(ErrorKind::Timeout));
         assert_eq!(failure("m", "m.t", &ServiceError::TransportClosed, 100).error_kind, Some(ErrorKind::Unavailable));
         assert!(keeps_session(&timeout) && !keeps_session(&ServiceError::TransportClosed));
+    }
+
+    #[test]
+    fn a_long_server_error_is_shortened() {
+        let long = ServiceError::McpError(ErrorData::internal_error("e".repeat(3 * MAX_ERROR_CHARS), None));
+        let failed = failure("m", "m.t", &long, 100);
+        assert_eq!(failed.error.unwrap().chars().count(), MAX_ERROR_CHARS);
     }
 
     #[test]
