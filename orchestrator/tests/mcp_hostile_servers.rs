@@ -50,6 +50,9 @@ fn tool(name: &str) -> Value {
     json!({"name": name, "description": "A tool.", "inputSchema": {"type": "object"}})
 }
 
+/// The size of the instructions every hand-written server gives.
+const INSTRUCTIONS_BYTES: usize = 3000;
+
 /// The size of the text `tools/call` of a tool named `big` answers.
 const BIG_ANSWER_BYTES: usize = 200_000;
 
@@ -76,7 +79,8 @@ fn start(behaviour: Behaviour) -> (ModuleServer, Arc<Seen>) {
                 Some("initialize") => json!({
                     "protocolVersion": "2025-11-25",
                     "capabilities": {"tools": {"listChanged": true}},
-                    "serverInfo": {"name": "hostile", "version": "1.0.0"}
+                    "serverInfo": {"name": "hostile", "version": "1.0.0"},
+                    "instructions": "i".repeat(INSTRUCTIONS_BYTES)
                 }),
                 Some("tools/list") => {
                     if seen.lists.fetch_add(1, Ordering::SeqCst) > 0 && behaviour.hold_lists {
@@ -351,6 +355,14 @@ async fn a_tools_list_ttl_does_not_keep_the_server_from_being_asked_again() {
         assert!(Instant::now() < deadline, "a cached tools/list page was used: {lists} tools/list reached the server");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instructions_that_describe_the_module_count_in_its_manifest_budget() {
+    let (server, _) = start(Behaviour { list: one_tool, events: quiet, hold_answers: false, hold_lists: false });
+    let orchestrator = orchestrator_for(&server.url(), &[("MAX_MANIFEST_BYTES", "2000")]);
+    let status = orchestrator.wait_for_module("hostile", "down", Duration::from_secs(20)).await;
+    assert!(status["last_error"].as_str().unwrap().contains("MAX_MANIFEST_BYTES (2000)"), "{status}");
 }
 
 /// Whether process `pid` still runs (exists and is no zombie).

@@ -1,5 +1,6 @@
 //! MCP servers as modules of the fleet: the orchestrator is their MCP client.
 //! Discovery lists a server's tools (every page, within `MAX_MANIFEST_BYTES`
+//! with the server's instructions when they describe the module,
 //! and `DISCOVERY_TIMEOUT`, a cursor given twice refused as a loop) as a manifest that is then checked and cached
 //! like any module's; a call goes to `tools/call` and comes back as a
 //! ToolResult; `notifications/tools/list_changed` discovers the module
@@ -174,8 +175,11 @@ impl McpServer {
         let session =
             self.open().await.map_err(|reason| DiscoveryError::Unreachable { url: url.to_owned(), reason })?;
         let mut tools = Vec::new();
-        // The tools' JSON and the cursors: the cursors are kept to find a loop.
-        let mut bytes = 0usize;
+        let info = session.service.peer_info();
+        // The server's instructions (when they are the module's description),
+        // the tools' JSON and the cursors: the cursors are kept to find a loop.
+        let instructions = info.as_deref().and_then(|info| info.instructions.as_deref());
+        let mut bytes = instructions.filter(|_| self.settings.description.is_none()).map_or(0, str::len);
         let mut cursors = HashSet::new();
         let mut cursor = None;
         loop {
@@ -215,7 +219,6 @@ impl McpServer {
                 None => break,
             }
         }
-        let info = session.service.peer_info();
         Ok(manifest::manifest_of(&self.module, &self.settings, info.as_deref(), tools))
     }
 
