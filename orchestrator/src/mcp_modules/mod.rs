@@ -24,8 +24,8 @@ pub mod server_requests;
 pub mod settings;
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use module_sdk::ErrorKind;
@@ -91,6 +91,7 @@ impl McpServers {
                     http: http.clone(),
                     changes: Arc::clone(&changes),
                     session: tokio::sync::Mutex::default(),
+                    listed: std::sync::Mutex::default(),
                 };
                 (name.clone(), server)
             })
@@ -129,6 +130,9 @@ pub struct McpServer {
     http: reqwest_mcp::Client,
     changes: Arc<Changes>,
     session: tokio::sync::Mutex<Session>,
+    /// The server's name of each tool its last `tools/list` listed, by its
+    /// name in the fleet (after `module.`): a call goes to the tool listed.
+    listed: std::sync::Mutex<BTreeMap<String, String>>,
 }
 
 /// The open session, and when the next one may be opened.
@@ -219,6 +223,8 @@ impl McpServer {
                 None => break,
             }
         }
+        let names = tools.iter().map(|tool| (self.settings.exposed_name(&tool.name).to_owned(), tool.name.to_string()));
+        *self.listed.lock().unwrap_or_else(PoisonError::into_inner) = names.collect();
         Ok(manifest::manifest_of(&self.module, &self.settings, info.as_deref(), tools))
     }
 
@@ -244,8 +250,14 @@ impl McpServer {
             }
         };
         let exposed = name.split_once('.').map_or(name, |(_, tool)| tool);
-        let mut params = CallToolRequestParams::new(self.settings.server_name(exposed).to_owned())
-            .with_arguments(call.arguments.clone());
+        let listed = self.listed.lock().unwrap_or_else(PoisonError::into_inner).get(exposed).cloned();
+        let Some(server_name) = listed else {
+            self.changes.mark(&self.module);
+            let message =
+                format!("the MCP server of module `{}` did not list `{exposed}` when last asked", self.module);
+            return ToolResult::failure(name, ErrorKind::UnknownTool, message);
+        };
+        let mut params = CallToolRequestParams::new(server_name).with_arguments(call.arguments.clone());
         if let Some(user) = &call.user_id {
             params.meta = Some(Map::from_iter([(USER_ID_META_KEY.to_owned(), Value::from(user.as_str()))]).into());
         }

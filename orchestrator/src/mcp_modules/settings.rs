@@ -131,14 +131,6 @@ impl McpServerSettings {
     pub fn redact(&self, text: &str) -> String {
         self.redactions().iter().fold(text.to_owned(), |text, (secret, shown)| text.replace(secret, shown))
     }
-
-    /// The server's name of the tool the fleet calls `exposed` (after `module.`).
-    pub fn server_name<'a>(&'a self, exposed: &'a str) -> &'a str {
-        self.tools
-            .iter()
-            .find(|(_, o)| o.name.as_deref() == Some(exposed))
-            .map_or(exposed, |(server_name, _)| server_name.as_str())
-    }
 }
 
 /// The table form of an MCP server entry, as written.
@@ -294,10 +286,7 @@ mod tests {
         );
         let files = &servers["files"];
         assert_eq!(files.permission, Permission::Admin);
-        assert_eq!(
-            (files.exposed_name("delete-file"), files.server_name("delete_file")),
-            ("delete_file", "delete-file")
-        );
+        assert_eq!(files.exposed_name("delete-file"), "delete_file");
         assert_eq!(files.exposed_name("read_file"), "read_file");
     }
 
