@@ -384,6 +384,21 @@ async fn a_call_goes_to_the_tool_listed_not_to_an_unlisted_one_renamed_alike() {
     assert_eq!(done["result"], "done", "the call went to the tool whose permission was checked: {done}");
 }
 
+/// One tool whose description is [`BIG_ANSWER_BYTES`] long.
+fn huge_page(_params: &Value, _seen: &Seen) -> Value {
+    json!({"tools": [{"name": "first", "description": "d".repeat(BIG_ANSWER_BYTES), "inputSchema": {}}]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tools_list_page_too_large_to_read_names_the_manifest_budget() {
+    let (server, _) = start(Behaviour { list: huge_page, events: quiet, hold_answers: false, hold_lists: false });
+    let limits = [("MAX_ANSWER_BYTES", "100000"), ("MAX_MANIFEST_BYTES", "100000")];
+    let orchestrator = orchestrator_for(&server.url(), &limits);
+    let status = orchestrator.wait_for_module("hostile", "down", Duration::from_secs(20)).await;
+    let error = status["last_error"].as_str().unwrap();
+    assert!(error.contains("its tools/list is over MAX_MANIFEST_BYTES (100000)"), "{status}");
+}
+
 /// Whether process `pid` still runs (exists and is no zombie).
 fn running(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))

@@ -193,6 +193,11 @@ impl McpServer {
                 .await
             {
                 Ok(page) => page,
+                // Refused unread, the session still usable.
+                Err(error) if http_client::is_too_large(&error) => {
+                    let reason = over_manifest_budget(self.max_manifest_bytes);
+                    return Err(DiscoveryError::NotAManifest { url: url.to_owned(), reason });
+                }
                 Err(error) => {
                     let reason = list_failure(&self.settings, &error);
                     if !matches!(error, ServiceError::McpError(_)) {
@@ -206,7 +211,7 @@ impl McpServer {
             let listed = serde_json::to_vec(&page.tools).map_or(usize::MAX, |page| page.len());
             bytes = bytes.saturating_add(listed).saturating_add(page.next_cursor.as_ref().map_or(0, String::len));
             if bytes > self.max_manifest_bytes {
-                let reason = format!("its tools/list is over MAX_MANIFEST_BYTES ({})", self.max_manifest_bytes);
+                let reason = over_manifest_budget(self.max_manifest_bytes);
                 return Err(DiscoveryError::NotAManifest { url: url.to_owned(), reason });
             }
             tools.extend(page.tools);
@@ -340,6 +345,11 @@ impl McpServer {
             self.changes.mark(&self.module);
         }
     }
+}
+
+/// Why discovery failed when the tools listed took more than `max_manifest_bytes`.
+fn over_manifest_budget(max_manifest_bytes: usize) -> String {
+    format!("its tools/list is over MAX_MANIFEST_BYTES ({max_manifest_bytes})")
 }
 
 /// Why discovery failed when `tools/list` of the server configured as
