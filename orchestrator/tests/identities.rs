@@ -216,7 +216,11 @@ async fn a_jwks_url_is_fetched_at_start_up() {
             .route("/.well-known/jwks.json", axum::routing::get(move || std::future::ready(jwks.clone()))),
     );
     let url = format!("{}/.well-known/jwks.json", issuer.url());
-    let orchestrator = OrchestratorProcess::start(&[("JWT_JWKS", url.as_str()), ("JWT_ALGORITHMS", "ES256")]);
+    let orchestrator = OrchestratorProcess::start(&[
+        ("JWT_JWKS", url.as_str()),
+        ("JWT_AUDIENCE", "orchestrator"),
+        ("JWT_ALGORITHMS", "ES256"),
+    ]);
     let good = token(ISSUER_KEY, &claims("ada", "user"));
     assert_eq!(orchestrator.get_with("/modules", Some(&good)).await.0, 200);
     let bad = token(OTHER_KEY, &claims("ada", "user"));
@@ -230,7 +234,8 @@ fn a_jwks_url_that_never_answers_stops_start_up_within_the_discovery_timeout() {
     let url = format!("http://{}/.well-known/jwks.json", silent.local_addr().unwrap());
     let held = std::thread::spawn(move || silent.incoming().take(1).collect::<Vec<_>>());
     let mut command = std::process::Command::new(common::BINARY);
-    command.arg("serve").env_clear().env("PORT", "0").env("JWT_JWKS", &url).env("DISCOVERY_TIMEOUT", "1");
+    command.arg("serve").env_clear().env("PORT", "0").env("JWT_JWKS", &url).env("JWT_AUDIENCE", "orchestrator");
+    command.env("DISCOVERY_TIMEOUT", "1");
     let output = test_support::Process::start_failing(command, 1);
     assert!(output.contains(&format!("cannot load the JWKS from {url}")), "{output}");
     assert!(output.contains("DISCOVERY_TIMEOUT (1 s)"), "{output}");
@@ -258,7 +263,7 @@ fn jwks_server(oversized: bool) -> (ModuleServer, String, Arc<AtomicBool>) {
 fn a_jwks_url_answering_more_than_its_limit_stops_start_up() {
     let (_issuer, url, _) = jwks_server(true);
     let mut command = std::process::Command::new(common::BINARY);
-    command.arg("serve").env_clear().env("PORT", "0").env("JWT_JWKS", &url);
+    command.arg("serve").env_clear().env("PORT", "0").env("JWT_JWKS", &url).env("JWT_AUDIENCE", "orchestrator");
     let output = test_support::Process::start_failing(command, 1);
     assert!(output.contains(&format!("cannot load the JWKS from {url}")), "{output}");
     assert!(output.contains(&format!("larger than {MAX_JWKS_BYTES} bytes")), "{output}");
@@ -268,7 +273,12 @@ fn a_jwks_url_answering_more_than_its_limit_stops_start_up() {
 #[tokio::test]
 async fn a_jwks_refresh_answering_more_than_its_limit_keeps_the_previous_keys() {
     let (_issuer, url, oversized) = jwks_server(false);
-    let env = [("JWT_JWKS", url.as_str()), ("JWT_ALGORITHMS", "ES256"), ("JWT_JWKS_REFRESH_SECONDS", "1")];
+    let env = [
+        ("JWT_JWKS", url.as_str()),
+        ("JWT_AUDIENCE", "orchestrator"),
+        ("JWT_ALGORITHMS", "ES256"),
+        ("JWT_JWKS_REFRESH_SECONDS", "1"),
+    ];
     let orchestrator = OrchestratorProcess::start(&env);
     let good = token(ISSUER_KEY, &claims("ada", "user"));
     assert_eq!(orchestrator.get_with("/modules", Some(&good)).await.0, 200);

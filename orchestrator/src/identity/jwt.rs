@@ -34,8 +34,9 @@ pub struct JwtSettings {
     pub jwks: JwksSource,
     /// `JWT_ISSUER`: the required `iss`, when set.
     pub issuer: Option<String>,
-    /// `JWT_AUDIENCE`: the required `aud`, when set.
-    pub audience: Option<String>,
+    /// `JWT_AUDIENCE`: the required `aud` (always set: without it any token
+    /// the issuer signed for any other application would be accepted).
+    pub audience: String,
     /// `JWT_ALGORITHMS`: the accepted `alg` values (never `none`).
     pub algorithms: Vec<Algorithm>,
     /// `JWT_USER_CLAIM`: the claim naming the user (default `sub`).
@@ -177,13 +178,8 @@ impl JwtVerifier {
             validation.set_issuer(&[issuer]);
             required.push("iss");
         }
-        match &self.settings.audience {
-            Some(audience) => {
-                validation.set_audience(&[audience]);
-                required.push("aud");
-            }
-            None => validation.validate_aud = false,
-        }
+        validation.set_audience(&[&self.settings.audience]);
+        required.push("aud");
         validation.set_required_spec_claims(&required);
         let claims = jsonwebtoken::decode::<Value>(token, &key, &validation).map_err(invalid)?.claims;
         self.claims(&claims)

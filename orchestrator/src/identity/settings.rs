@@ -108,10 +108,20 @@ impl IdentitySettings {
                     file.jwt_jwks_refresh_seconds,
                     DEFAULT_JWKS_REFRESH_SECONDS,
                 )?;
+                let audience = text("JWT_AUDIENCE", file.jwt_audience).ok_or_else(|| {
+                    invalid(
+                        "JWT_AUDIENCE",
+                        "",
+                        "required with JWT_JWKS: without it a token the issuer signed for any other \
+                         application (an ID token of another app on the same Google, Keycloak or Auth0) \
+                         would be accepted; set it to this orchestrator's client id or audience"
+                            .into(),
+                    )
+                })?;
                 Some(JwtSettings {
                     jwks: source,
                     issuer: text("JWT_ISSUER", file.jwt_issuer),
-                    audience: text("JWT_AUDIENCE", file.jwt_audience),
+                    audience,
                     algorithms,
                     user_claim: text("JWT_USER_CLAIM", file.jwt_user_claim).unwrap_or_else(|| "sub".into()),
                     permission_claim: text("JWT_PERMISSION_CLAIM", file.jwt_permission_claim)
@@ -183,13 +193,21 @@ mod tests {
 
     #[test]
     fn jwt_settings_have_defaults_and_refuse_none() {
-        let settings = read(&[("JWT_JWKS", "https://id.example/jwks.json")]).unwrap();
+        let settings = read(&[("JWT_JWKS", "https://id.example/jwks.json"), ("JWT_AUDIENCE", "orch")]).unwrap();
         let jwt = settings.jwt.unwrap();
         assert_eq!(jwt.algorithms, [Algorithm::RS256, Algorithm::ES256]);
         assert_eq!((jwt.user_claim.as_str(), jwt.refresh), ("sub", Duration::from_secs(300)));
-        let error = read(&[("JWT_JWKS", "/k.json"), ("JWT_ALGORITHMS", "none")]).unwrap_err().to_string();
+        let error = read(&[("JWT_JWKS", "/k.json"), ("JWT_AUDIENCE", "orch"), ("JWT_ALGORITHMS", "none")])
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("JWT_ALGORITHMS"), "{error}");
         assert!(read(&[]).unwrap().jwt.is_none());
+    }
+
+    #[test]
+    fn a_jwks_without_an_audience_is_refused() {
+        let error = read(&[("JWT_JWKS", "https://id.example/jwks.json")]).unwrap_err().to_string();
+        assert!(error.contains("JWT_AUDIENCE") && error.contains("required with JWT_JWKS"), "{error}");
     }
 
     #[test]
