@@ -83,20 +83,20 @@ pub struct Orchestrator {
     listings: ListingCache,
     /// The search index of the tools and the `tools__search` meta-tool.
     pub tool_search: ToolSearch,
-    /// The pooled client, also for fetching a JWKS.
-    client: reqwest::Client,
+    /// The client fetching a JWKS URL (no redirects followed).
+    jwks_client: reqwest::Client,
 }
 
 impl Orchestrator {
     /// Builds an orchestrator from `config`; nothing is contacted yet.
     pub fn new(config: Config) -> Result<Self, BuildError> {
         let config = Arc::new(config);
-        // A pooled client for discovery and the JWKS; routed calls go through
+        // A pooled client for discovery; routed calls go through
         // the lighter `ModuleClient`, MCP servers over HTTP through rmcp's own
         // reqwest (`mcp_modules::http_client`). Modules are internal services:
         // none of these sends their traffic through a proxy. Idle connections
         // are dropped sooner than any module drops them (see MODULE_IDLE_TIMEOUT).
-        // All three trust the same roots: Mozilla's and TLS_EXTRA_ROOTS.
+        // All of them trust the same roots: Mozilla's and TLS_EXTRA_ROOTS.
         let tls = crate::tls::client_config(&config.tls_extra_roots)?;
         let client = reqwest::Client::builder()
             .use_preconfigured_tls(tls.clone())
@@ -106,6 +106,7 @@ impl Orchestrator {
             .tcp_nodelay(true)
             .http1_only()
             .build()?;
+        let jwks_client = crate::identity::jwt::jwks_client(tls.clone())?;
         let cache: Arc<dyn ManifestCache> = match &config.redis_url {
             Some(url) => Arc::new(RedisCache::new(url)?),
             None => Arc::new(MemoryCache::default()),
@@ -114,7 +115,7 @@ impl Orchestrator {
             Registry::new(
                 &config.module_services,
                 cache,
-                client.clone(),
+                client,
                 config.service_auth_token.clone(),
                 config.discovery_timeout,
                 config.budgets,
@@ -149,14 +150,14 @@ impl Orchestrator {
             converted,
             listings,
             tool_search,
-            client,
+            jwks_client,
         })
     }
 
     /// Loads what identities need before requests arrive (the JWKS, fetched
     /// within `DISCOVERY_TIMEOUT`).
     pub async fn start_identities(&self) -> Result<(), crate::identity::jwt::JwtError> {
-        self.identities.start(&self.client, self.config.discovery_timeout).await
+        self.identities.start(&self.jwks_client, self.config.discovery_timeout).await
     }
 
     /// The tools `caller` may use, in `format` (`raw`: the manifest form, each

@@ -228,6 +228,31 @@ async fn a_jwks_url_is_fetched_at_start_up() {
 }
 
 #[test]
+fn a_jwks_url_that_redirects_is_not_followed() {
+    let jwks = std::fs::read_to_string(jwks_file().path()).unwrap();
+    let issuer = ModuleServer::start(
+        axum::Router::new()
+            .route("/moved", axum::routing::get(|| std::future::ready(axum::response::Redirect::temporary("/keys"))))
+            .route("/keys", axum::routing::get(move || std::future::ready(jwks.clone()))),
+    );
+    let url = format!("{}/moved", issuer.url());
+    let mut command = std::process::Command::new(common::BINARY);
+    command.arg("serve").env_clear().env("PORT", "0").env("JWT_JWKS", &url).env("JWT_AUDIENCE", "orchestrator");
+    let output = test_support::Process::start_failing(command, 1);
+    assert!(output.contains(&format!("cannot load the JWKS from {url}")), "{output}");
+    assert!(output.contains("redirects (status 307, to /keys)"), "{output}");
+}
+
+#[test]
+fn an_http_jwks_url_off_this_machine_stops_start_up() {
+    let mut command = std::process::Command::new(common::BINARY);
+    let url = "http://id.example/.well-known/jwks.json";
+    command.arg("serve").env_clear().env("PORT", "0").env("JWT_JWKS", url).env("JWT_AUDIENCE", "orchestrator");
+    let output = test_support::Process::start_failing(command, 2);
+    assert!(output.contains("invalid JWT_JWKS") && output.contains("loopback"), "{output}");
+}
+
+#[test]
 fn a_jwks_url_that_never_answers_stops_start_up_within_the_discovery_timeout() {
     // It accepts connections and never answers one.
     let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

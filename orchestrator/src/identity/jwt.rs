@@ -23,8 +23,21 @@ pub const MAX_JWKS_BYTES: usize = 1024 * 1024;
 pub enum JwksSource {
     /// A JWKS file, read at start-up.
     File(PathBuf),
-    /// An http(s) URL, fetched at start-up and on every refresh.
+    /// An `https://` URL (`http://` only on a loopback host), fetched at
+    /// start-up and on every refresh.
     Url(String),
+}
+
+/// The client fetching a JWKS URL: the orchestrator's trusted roots, no
+/// proxy, and no redirects (a redirect fails the fetch: following one could
+/// hand the signing keys to whoever answers it, over plain http even).
+pub fn jwks_client(tls: rustls::ClientConfig) -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .use_preconfigured_tls(tls)
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .http1_only()
+        .build()
 }
 
 /// The JWT settings (`JWT_*`).
@@ -117,6 +130,18 @@ impl JwtVerifier {
                 };
                 let request = client.get(url).timeout(timeout);
                 let response = request.send().await.and_then(|r| r.error_for_status()).map_err(fail)?;
+                if response.status().is_redirection() {
+                    let to = response.headers().get(reqwest::header::LOCATION).and_then(|v| v.to_str().ok());
+                    return Err(JwtError::Jwks {
+                        source_name: url.clone(),
+                        reason: format!(
+                            "it redirects (status {}, to {}); a JWKS URL's redirects are not followed: \
+                             set JWT_JWKS to the final https:// URL",
+                            response.status().as_u16(),
+                            to.unwrap_or("nowhere given")
+                        ),
+                    });
+                }
                 let body = read_bounded(response, MAX_JWKS_BYTES, "MAX_JWKS_BYTES").await.map_err(|e| match e {
                     BodyError::TooLarge { max, .. } => JwtError::Jwks {
                         source_name: url.clone(),

@@ -94,7 +94,17 @@ impl IdentitySettings {
             None => None,
             Some(jwks) => {
                 let source = if jwks.starts_with("http://") || jwks.starts_with("https://") {
-                    url::Url::parse(&jwks).map_err(|e| invalid("JWT_JWKS", &jwks, format!("not a URL ({e})")))?;
+                    let url =
+                        url::Url::parse(&jwks).map_err(|e| invalid("JWT_JWKS", &jwks, format!("not a URL ({e})")))?;
+                    if url.scheme() == "http" && !is_loopback(&url) {
+                        return Err(invalid(
+                            "JWT_JWKS",
+                            &jwks,
+                            "an http:// JWKS URL is accepted only on a loopback host (127.0.0.0/8, ::1, \
+                             localhost): anyone on the path could serve their own keys; use https://"
+                                .into(),
+                        ));
+                    }
                     JwksSource::Url(jwks)
                 } else {
                     JwksSource::File(PathBuf::from(jwks))
@@ -139,6 +149,16 @@ impl IdentitySettings {
             DEFAULT_REVOCATION_REFRESH_SECONDS,
         )?;
         Ok(Self { api_keys, revocation_refresh, jwt })
+    }
+}
+
+/// Whether `url`'s host is this machine: `localhost`, 127.0.0.0/8 or `::1`.
+fn is_loopback(url: &url::Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
     }
 }
 
@@ -208,6 +228,19 @@ mod tests {
     fn a_jwks_without_an_audience_is_refused() {
         let error = read(&[("JWT_JWKS", "https://id.example/jwks.json")]).unwrap_err().to_string();
         assert!(error.contains("JWT_AUDIENCE") && error.contains("required with JWT_JWKS"), "{error}");
+    }
+
+    #[test]
+    fn an_http_jwks_url_is_accepted_on_a_loopback_host_only() {
+        for url in
+            ["http://127.0.0.1:8080/jwks", "http://localhost/jwks", "http://[::1]:9/jwks", "https://id.example/j"]
+        {
+            assert!(read(&[("JWT_JWKS", url), ("JWT_AUDIENCE", "orch")]).is_ok(), "{url}");
+        }
+        for url in ["http://id.example/jwks", "http://10.0.0.1/jwks", "http://127.0.0.1.example/jwks"] {
+            let error = read(&[("JWT_JWKS", url), ("JWT_AUDIENCE", "orch")]).unwrap_err().to_string();
+            assert!(error.contains("JWT_JWKS") && error.contains("loopback"), "{url}: {error}");
+        }
     }
 
     #[test]
