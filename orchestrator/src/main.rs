@@ -230,8 +230,8 @@ fn hash_key(generate: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// `revoke-key` (`revoke`) or `restore-key`: the key id added to or
-/// removed from the revoked keys in REDIS_URL.
+/// `revoke-key` (`revoke`) or `restore-key`: the key id, one of the
+/// configuration's keys, added to or removed from the revoked keys in REDIS_URL.
 async fn change_revocation(orchestrator: &Orchestrator, key_id: &str, revoke: bool) -> ExitCode {
     let key_id = key_id.trim();
     if key_id.is_empty() {
@@ -239,9 +239,12 @@ async fn change_revocation(orchestrator: &Orchestrator, key_id: &str, revoke: bo
         return ExitCode::from(2);
     }
     let identities = &orchestrator.identities;
-    let keys = &orchestrator.config.identities.api_keys;
-    if !keys.is_empty() && !keys.iter().any(|key| key.id == key_id) {
-        eprintln!("orchestrator: note: `{key_id}` is not a key of this configuration (other replicas may have it)");
+    if identities.key(key_id).is_none() {
+        eprintln!(
+            "orchestrator: `{key_id}` is not the id of an API key of this configuration: run the command with the \
+             orchestrators' [[api_keys]] (the same --config or API_KEYS_FILE), and check the id"
+        );
+        return ExitCode::from(2);
     }
     match (identities.set_revoked(key_id, revoke).await, revoke) {
         (Ok(true), true) => println!("revoked API key `{key_id}` (added to {REVOKED_KEYS})"),

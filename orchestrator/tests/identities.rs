@@ -363,6 +363,46 @@ async fn state_changing_requests_from_other_sites_are_refused_in_every_mode() {
 }
 
 #[tokio::test]
+async fn only_known_keys_of_at_most_the_callers_permission_are_revoked_or_restored() {
+    // No REDIS_URL: a request that passes every check gets 409.
+    let keys = [
+        TestKey::new("ada", "ada", "user"),
+        TestKey::new("root", "root", "admin"),
+        TestKey::new("boss", "boss", "owner"),
+    ];
+    let (orchestrator, _keys, [_, admin, owner]) = start_with_keys(&[], keys, &[]).await;
+    for action in ["revoke", "restore"] {
+        let path = |id: &str| format!("/api-keys/{id}/{action}");
+        let (status, answer) = post_from(&orchestrator, &path("adaa"), Some(&admin), &[]).await;
+        assert_eq!(status, 404, "{action} of a typo: {answer}");
+        assert!(answer["error"].as_str().unwrap().contains("`adaa`"), "{answer}");
+        let (status, answer) = post_from(&orchestrator, &path("boss"), Some(&admin), &[]).await;
+        assert_eq!(status, 403, "an admin, {action} of an owner key: {answer}");
+        assert!(answer["error"].as_str().unwrap().contains("permission owner"), "{answer}");
+        assert_eq!(post_from(&orchestrator, &path("ada"), Some(&admin), &[]).await.0, 409, "{action}");
+        assert_eq!(post_from(&orchestrator, &path("root"), Some(&admin), &[]).await.0, 409, "{action}");
+        assert_eq!(post_from(&orchestrator, &path("boss"), Some(&owner), &[]).await.0, 409, "{action}");
+    }
+}
+
+#[test]
+fn the_key_commands_refuse_an_id_that_is_not_a_configured_key() {
+    let keys = keys_file(&[TestKey::new("ada-laptop", "ada", "user")]);
+    for command in ["revoke-key", "restore-key"] {
+        let output = std::process::Command::new(common::BINARY)
+            .args([command, "ada-laptp"])
+            .env_clear()
+            .env("REDIS_URL", "redis://127.0.0.1:1")
+            .env("API_KEYS_FILE", keys.path())
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{command}");
+        let said = String::from_utf8_lossy(&output.stderr);
+        assert!(said.contains("`ada-laptp` is not the id of an API key"), "{command}: {said}");
+    }
+}
+
+#[tokio::test]
 async fn development_mode_revokes_no_keys_on_the_redis_it_shares() {
     let Some(redis) = test_support::RedisServer::start() else { return };
     let redis_url = redis.url();
@@ -373,10 +413,12 @@ async fn development_mode_revokes_no_keys_on_the_redis_it_shares() {
         assert!(answer["error"].as_str().unwrap().contains("development mode"), "{answer}");
     }
     // The command line, run by whoever runs the orchestrators, still can.
+    let keys = keys_file(&[TestKey::new("bob-user", "bob", "user")]);
     let output = std::process::Command::new(common::BINARY)
         .args(["revoke-key", "bob-user"])
         .env_clear()
         .env("REDIS_URL", &redis_url)
+        .env("API_KEYS_FILE", keys.path())
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));

@@ -366,9 +366,14 @@ async fn an_approval_requested_on_one_replica_is_decided_on_another() {
 }
 
 /// `orchestrator <command> <key_id>` run as the operator would, on `redis_url`: its output.
-fn key_command(command: &str, key_id: &str, redis_url: &str) -> String {
-    let output =
-        Command::new(common::BINARY).args([command, key_id]).env_clear().env("REDIS_URL", redis_url).output().unwrap();
+fn key_command(command: &str, key_id: &str, redis_url: &str, keys_path: &str) -> String {
+    let output = Command::new(common::BINARY)
+        .args([command, key_id])
+        .env_clear()
+        .env("REDIS_URL", redis_url)
+        .env("API_KEYS_FILE", keys_path)
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(output.status.success(), "{command} failed: {stdout}{}", String::from_utf8_lossy(&output.stderr));
     stdout
@@ -416,7 +421,7 @@ async fn a_key_revoked_with_the_command_is_refused_by_every_replica() {
     }
     let (_, unknown) = replicas[0].get_with("/tools", Some("ok_not_a_key_of_this_orchestrator_at_all")).await;
 
-    let said = key_command("revoke-key", ada.id, &redis_url);
+    let said = key_command("revoke-key", ada.id, &redis_url, keys_path);
     assert!(said.contains("revoked API key `ada-laptop`"), "{said}");
     wait_for_status(&replicas, &ada.key, 401).await;
     for replica in &replicas {
@@ -425,7 +430,7 @@ async fn a_key_revoked_with_the_command_is_refused_by_every_replica() {
         assert_eq!(replica.get_with("/tools", Some(&bob.key)).await.0, 200, "other keys still work");
     }
 
-    let said = key_command("restore-key", ada.id, &redis_url);
+    let said = key_command("restore-key", ada.id, &redis_url, keys_path);
     assert!(said.contains("restored API key `ada-laptop`"), "{said}");
     wait_for_status(&replicas, &ada.key, 200).await;
 
@@ -445,7 +450,13 @@ async fn a_key_revoked_with_the_command_is_refused_by_every_replica() {
 
 #[test]
 fn revoke_key_without_redis_says_how_to_revoke() {
-    let output = Command::new(common::BINARY).args(["revoke-key", "ada-laptop"]).env_clear().output().unwrap();
+    let file = keys_file(&[TestKey::new("ada-laptop", "ada", "user")]);
+    let output = Command::new(common::BINARY)
+        .args(["revoke-key", "ada-laptop"])
+        .env_clear()
+        .env("API_KEYS_FILE", file.path())
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(2));
     let said = String::from_utf8_lossy(&output.stderr);
     assert!(said.contains("REDIS_URL is not set") && said.contains("API_KEYS_FILE"), "{said}");

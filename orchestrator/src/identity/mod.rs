@@ -241,6 +241,11 @@ impl Identities {
         self.api_token.is_some() || !self.keys.is_empty() || self.jwt.is_some()
     }
 
+    /// The configured API key (`[[api_keys]]` or `API_KEYS_FILE`) named `id`.
+    pub fn key(&self, id: &str) -> Option<&ApiKey> {
+        self.keys.iter().find(|key| key.id == id)
+    }
+
     /// Revokes (`revoked`) or restores the API key `id` on every orchestrator
     /// sharing this one's Redis; `false` when it already was so.
     pub async fn set_revoked(&self, id: &str, revoked: bool) -> Result<bool, RevocationError> {

@@ -27,7 +27,8 @@ pub fn routes() -> Router<AppState> {
     security((), ("bearer" = [])), responses(
     (status = 200, body = Object, description = "`{\"key_id\", \"revoked\": true, \"changed\": false when it already was}`"),
     (status = 401, body = ErrorBody, description = "No valid identity"),
-    (status = 403, body = ErrorBody, description = "Not an admin or owner identity, or development mode"),
+    (status = 403, body = ErrorBody, description = "Not an admin or owner identity, a key of a higher permission than the caller's, or development mode"),
+    (status = 404, body = ErrorBody, description = "No key of this orchestrator has this id"),
     (status = 409, body = ErrorBody, description = "No REDIS_URL: revoke by editing the keys file"),
     (status = 503, body = ErrorBody, description = "Redis could not be reached")
 ))]
@@ -45,7 +46,8 @@ pub(crate) async fn revoke(
     security((), ("bearer" = [])), responses(
     (status = 200, body = Object, description = "`{\"key_id\", \"revoked\": false, \"changed\": false when it was not revoked}`"),
     (status = 401, body = ErrorBody, description = "No valid identity"),
-    (status = 403, body = ErrorBody, description = "Not an admin or owner identity, or development mode"),
+    (status = 403, body = ErrorBody, description = "Not an admin or owner identity, a key of a higher permission than the caller's, or development mode"),
+    (status = 404, body = ErrorBody, description = "No key of this orchestrator has this id"),
     (status = 409, body = ErrorBody, description = "No REDIS_URL: revoke by editing the keys file"),
     (status = 503, body = ErrorBody, description = "Redis could not be reached")
 ))]
@@ -57,7 +59,8 @@ pub(crate) async fn restore(
     set_revoked(&identity, &state, &id, false).await
 }
 
-/// Revokes or restores key `id` for `identity`: an admin or owner, never
+/// Revokes or restores key `id` for `identity`: an admin or owner of at
+/// least the key's permission, the key one of this orchestrator's, never
 /// development mode, which trusts whoever asks and has no keys of its own,
 /// while the Redis it shares may hold the revocations of production
 /// orchestrators.
@@ -71,6 +74,24 @@ async fn set_revoked(identity: &super::Identity, state: &AppState, id: &str, rev
     }
     if !identity.is_admin() {
         return error_response(StatusCode::FORBIDDEN, "only admin and owner identities may revoke or restore API keys");
+    }
+    // Only a configured key: a typo would otherwise answer `changed: true`
+    // while the real key stays live, and fill the set every replica reads.
+    let Some(key) = state.orchestrator.identities.key(id) else {
+        return error_response(
+            StatusCode::NOT_FOUND,
+            format!("`{id}` is not the id of an API key of this orchestrator ([[api_keys]] / API_KEYS_FILE)"),
+        );
+    };
+    if key.permission > identity.permission {
+        return error_response(
+            StatusCode::FORBIDDEN,
+            format!(
+                "API key `{id}` has permission {}, above this identity's {}: only an identity of at least the \
+                 key's permission may revoke or restore it",
+                key.permission, identity.permission
+            ),
+        );
     }
     match state.orchestrator.identities.set_revoked(id, revoked).await {
         Ok(changed) => {
