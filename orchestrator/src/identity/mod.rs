@@ -214,7 +214,10 @@ pub enum AuthError {
 
 /// Every way this orchestrator proves identities.
 pub struct Identities {
-    api_token: Option<String>,
+    /// The SHA-256 of `ORCHESTRATOR_API_TOKEN`: a presented token's digest is
+    /// compared with it, one length against the same, so how long the
+    /// comparison takes tells nothing of the token's length.
+    api_token: Option<[u8; 32]>,
     keys: Vec<ApiKey>,
     revocations: Arc<Revocations>,
     jwt: Option<Arc<JwtVerifier>>,
@@ -229,7 +232,7 @@ impl Identities {
         redis_url: Option<&str>,
     ) -> Result<Self, RevocationError> {
         Ok(Self {
-            api_token,
+            api_token: api_token.as_deref().map(keys::digest),
             keys: settings.api_keys.clone(),
             revocations: Arc::new(Revocations::new(redis_url, settings.revocation_refresh)?),
             jwt: settings.jwt.clone().map(|jwt| Arc::new(JwtVerifier::new(jwt))),
@@ -278,8 +281,8 @@ impl Identities {
             return Ok(Identity::development());
         }
         let token = token.ok_or(AuthError::Missing)?;
-        let service =
-            self.api_token.as_deref().is_some_and(|expected| bool::from(token.as_bytes().ct_eq(expected.as_bytes())));
+        let presented = keys::digest(token);
+        let service = self.api_token.is_some_and(|expected| bool::from(expected.ct_eq(&presented)));
         let key = keys::find(&self.keys, token);
         if service {
             return Ok(Identity::trusted("service-token", IdentityKind::ServiceToken));
@@ -408,6 +411,9 @@ mod tests {
         assert_eq!(identities.authenticate(Some("nope")), Err(AuthError::Unknown));
         assert_eq!(identities.authenticate(None), Err(AuthError::Missing));
         assert_eq!(identities.authenticate(Some("service")).unwrap().kind, IdentityKind::ServiceToken);
+        for near in ["servic", "service!", "Service", ""] {
+            assert_eq!(identities.authenticate(Some(near)), Err(AuthError::Unknown), "{near:?}");
+        }
         let open = Identities::new(None, &IdentitySettings::default(), None).unwrap();
         assert_eq!(open.authenticate(None).unwrap().kind, IdentityKind::Development);
     }
