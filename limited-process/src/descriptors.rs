@@ -9,10 +9,12 @@ use std::os::unix::process::CommandExt;
 use nix::sys::resource::{Resource, getrlimit};
 
 /// Makes every descriptor from `first` up close on exec in `command`'s
-/// child, right before exec; register it after any closure that places a
-/// descriptor the program should keep (below `first`).
+/// child, right before exec (after its stdin, stdout and stderr are set
+/// up); register it after any closure that places a descriptor the
+/// program should keep (below `first`). [`crate::Run`] does it for every
+/// run; a caller spawning a `Command` of its own uses it with `first` 3.
 #[allow(unsafe_code)]
-pub(crate) fn close_from_on_exec(command: &mut std::process::Command, first: i32) {
+pub fn close_from_on_exec(command: &mut std::process::Command, first: i32) {
     // Where the fallback stops: descriptors at or above the limit cannot be
     // opened (one opened before the limit was lowered is missed).
     let bound = getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(soft, _)| i32::try_from(soft).unwrap_or(i32::MAX));

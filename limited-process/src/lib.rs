@@ -37,6 +37,7 @@ mod run;
 mod side_output;
 mod tree;
 
+pub use descriptors::close_from_on_exec;
 pub use group::ProcessGroupGuard;
 pub use limits::Limits;
 pub use orphans::become_subreaper;

@@ -7,7 +7,8 @@
 //! on the module's own `/execute`. Then what can go wrong: the server going
 //! away (and coming back), dying during a call, restarted into a process
 //! that never answers the handshake, a server that never answers, a stdio
-//! server's environment (its `env` and the basic variables, no secrets), a
+//! server's environment (its `env` and the basic variables, no secrets, no
+//! inherited descriptor), a
 //! `tools/list` over `MAX_MANIFEST_BYTES`; and with a server
 //! written by hand, `notifications/tools/list_changed` and a call that
 //! never ends.
@@ -248,24 +249,31 @@ async fn a_stdio_server_from_the_toml_file_is_started_restarted_and_shown() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stdio_server_gets_its_env_and_the_basic_variables_not_the_orchestrators_secrets() {
+async fn a_stdio_server_gets_its_env_and_the_basic_variables_not_the_orchestrators_secrets_or_descriptors() {
     let demo = built_binary("examples/demo");
     let dir = tempfile::tempdir().unwrap();
     let seen = dir.path().join("env");
-    let script = format!("env > {seen:?}; exec {demo:?} --stdio");
+    let script =
+        format!("env > {seen:?}; if [ -e /proc/$$/fd/9 ]; then echo HELD_FD=9 >> {seen:?}; fi; exec {demo:?} --stdio");
     let config = format!(
         "[module_services.local]\ncommand = [\"sh\", \"-c\", {script:?}]\nenv = {{ GIVEN = \"to the server\" }}\npermission = \"guest\"\n"
     );
     let file = dir.path().join("orchestrator.toml");
     std::fs::write(&file, config).unwrap();
-    let orchestrator = OrchestratorProcess::start(&[
-        ("PORT", "0"),
-        ("ORCHESTRATOR_CONFIG", file.to_str().unwrap()),
-        ("PATH", "/usr/local/bin:/usr/bin:/bin"),
-        ("HOME", dir.path().to_str().unwrap()),
-        ("SERVICE_AUTH_TOKEN", "the-fleets-module-token"),
-        ("CLOUD_SECRET_KEY", "in-the-orchestrators-environment"),
-    ]);
+    // The orchestrator inherits descriptor 9 without close-on-exec, as from a launcher.
+    let held = dir.path().join("held");
+    let launcher = format!("exec \"$0\" \"$@\" 9>>{held:?}");
+    let orchestrator = OrchestratorProcess::start_under(
+        &["sh", "-c", &launcher],
+        &[
+            ("PORT", "0"),
+            ("ORCHESTRATOR_CONFIG", file.to_str().unwrap()),
+            ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+            ("HOME", dir.path().to_str().unwrap()),
+            ("SERVICE_AUTH_TOKEN", "the-fleets-module-token"),
+            ("CLOUD_SECRET_KEY", "in-the-orchestrators-environment"),
+        ],
+    );
     orchestrator.wait_for_module("local", "up", Duration::from_secs(20)).await;
     wait_for_success(&orchestrator, "local.greet", Duration::from_secs(5)).await;
 
@@ -275,7 +283,7 @@ async fn a_stdio_server_gets_its_env_and_the_basic_variables_not_the_orchestrato
     {
         assert!(env.lines().any(|line| line == kept), "{kept} missing from the server's environment: {names:?}");
     }
-    for secret in ["SERVICE_AUTH_TOKEN", "CLOUD_SECRET_KEY", "ORCHESTRATOR_CONFIG", "PORT"] {
+    for secret in ["SERVICE_AUTH_TOKEN", "CLOUD_SECRET_KEY", "ORCHESTRATOR_CONFIG", "PORT", "HELD_FD"] {
         assert!(!names.contains(&secret), "{secret} leaked to the server: {names:?}");
     }
 }

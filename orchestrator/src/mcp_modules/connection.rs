@@ -121,7 +121,10 @@ pub async fn connect(
         }
         McpTransport::Stdio { command, env } => {
             let (program, arguments) = command.split_first().ok_or("no command to run")?;
-            let mut child = tokio::process::Command::new(program)
+            let mut command = tokio::process::Command::new(program);
+            // Only its stdin, stdout and stderr: no descriptor the orchestrator inherited.
+            limited_process::close_from_on_exec(command.as_std_mut(), 3);
+            let mut child = command
                 .args(arguments)
                 .env_clear()
                 .envs(INHERITED_ENV.iter().filter_map(|name| Some((name, std::env::var_os(name)?))))
