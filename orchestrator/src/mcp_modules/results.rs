@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::http_client::is_too_large;
 
 /// The most characters of a failing tool's text kept in its error message.
-const MAX_ERROR_CHARS: usize = 2000;
+pub const MAX_ERROR_CHARS: usize = 2000;
 
 /// The ToolResult of `tool_name` answered with `answer`, failing with
 /// `execution_failed` when its result takes more than `max_answer_bytes`
