@@ -255,12 +255,26 @@ impl McpServer {
             }
         };
         let exposed = name.split_once('.').map_or(name, |(_, tool)| tool);
-        let listed = self.listed.lock().unwrap_or_else(PoisonError::into_inner).get(exposed).cloned();
-        let Some(server_name) = listed else {
-            self.changes.mark(&self.module);
-            let message =
-                format!("the MCP server of module `{}` did not list `{exposed}` when last asked", self.module);
-            return ToolResult::failure(name, ErrorKind::UnknownTool, message);
+        let server_name = match self.listed_name(exposed) {
+            Some(server_name) => server_name,
+            // Not listed by this replica yet: the manifest in use came from
+            // the cache or another replica, or the tool is new. Listed now,
+            // so the call still goes only to a tool the server lists.
+            None => {
+                let module = format!("the MCP server of module `{}`", self.module);
+                if let Err(error) = self.list_tools(&module).await {
+                    let message = format!("cannot tell which tool `{exposed}` is: {error}");
+                    return ToolResult::failure(name, ErrorKind::Unavailable, message);
+                }
+                match self.listed_name(exposed) {
+                    Some(server_name) => server_name,
+                    None => {
+                        self.changes.mark(&self.module);
+                        let message = format!("{module} does not list `{exposed}`");
+                        return ToolResult::failure(name, ErrorKind::UnknownTool, message);
+                    }
+                }
+            }
         };
         let mut params = CallToolRequestParams::new(server_name).with_arguments(call.arguments.clone());
         if let Some(user) = &call.user_id {
@@ -277,6 +291,12 @@ impl McpServer {
                 result
             }
         }
+    }
+
+    /// The server's name of the tool `exposed` (its name in the fleet), as
+    /// this replica's last `tools/list` listed it.
+    fn listed_name(&self, exposed: &str) -> Option<String> {
+        self.listed.lock().unwrap_or_else(PoisonError::into_inner).get(exposed).cloned()
     }
 
     /// The open session, or a new one when none is open and the last
@@ -377,7 +397,8 @@ mod tests {
                 .unwrap();
         let error = ServiceError::McpError(rmcp::model::ErrorData::internal_error("e".repeat(10_000), None));
         let reason = list_failure(&servers["gh"], &error);
-        assert!(reason.starts_with("tools/list failed") && reason.chars().count() < 10_000, "{reason}");
+        assert!(reason.starts_with("tools/list failed"), "{reason}");
+        assert_eq!(reason.chars().count(), results::MAX_ERROR_CHARS);
     }
 
     #[test]
