@@ -957,6 +957,19 @@ mod tests {
     }
 
     #[test]
+    fn one_users_notes_are_counted_together_and_leave_the_count_one_by_one() {
+        let one = 10 + 1 + NOTE_ROW_BYTES;
+        let (_dir, store) = store(LIMITS);
+        let first = store.save("a", note("0123456789", &[]), || false).unwrap();
+        let second = store.save("a", note("9876543210", &[]), || false).unwrap();
+        assert_eq!(store_usage(&lock(&store.writer)).unwrap(), 2 * one, "the second note of a user is counted");
+        store.delete("a", Uuid::parse_str(&first.note_id).unwrap(), || false).unwrap();
+        assert_eq!(store_usage(&lock(&store.writer)).unwrap(), one);
+        store.delete("a", Uuid::parse_str(&second.note_id).unwrap(), || false).unwrap();
+        assert_eq!(store_usage(&lock(&store.writer)).unwrap(), 0);
+    }
+
+    #[test]
     fn all_users_notes_together_stay_within_the_store_limit() {
         // A 10-byte note of a 1-byte user id is counted as 10 + 1 + NOTE_ROW_BYTES.
         let one = 10 + 1 + NOTE_ROW_BYTES;
