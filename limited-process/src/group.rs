@@ -47,8 +47,20 @@ impl Drop for ProcessGroupGuard {
 
 /// SIGKILL to every process of the group; a group already gone is fine.
 pub(crate) fn kill_group(group: Option<Pid>) {
+    signal_group(group, Signal::SIGKILL);
+}
+
+/// Stops every process of `group` (a no-op for `None`), so none runs while
+/// the tree below it is killed: a shell waiting for a child killed first
+/// cannot exit on its own, with a status of its choosing, before it is
+/// killed too.
+pub(crate) fn stop_group(group: Option<Pid>) {
+    signal_group(group, Signal::SIGSTOP);
+}
+
+fn signal_group(group: Option<Pid>, signal: Signal) {
     if let Some(group) = group {
-        let _ = killpg(group, Signal::SIGKILL);
+        let _ = killpg(group, signal);
     }
 }
 

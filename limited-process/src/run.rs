@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 
 use crate::cgroup::join_before_exec;
 use crate::descriptors::close_from_on_exec;
-use crate::group::{ProcessGroupGuard, kill_group};
+use crate::group::{ProcessGroupGuard, kill_group, stop_group};
 use crate::limits::{Limits, apply_before_exec};
 use crate::orphans::{adopt_orphans_below, kill_orphans, spawn_registered};
 use crate::output::{Captured, read_capped};
@@ -237,6 +237,7 @@ impl Run {
         let (status, timed_out) = match tokio::time::timeout(self.timeout, child.wait()).await {
             Ok(status) => (status.map_err(|source| RunError::Wait { program: program.clone(), source })?, false),
             Err(_elapsed) => {
+                stop_group(group);
                 let killed = group.map(kill_descendants).unwrap_or_default();
                 kill_group(group);
                 let status = child.wait().await.map_err(|source| RunError::Wait { program, source })?;
@@ -326,7 +327,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let pid_file = dir.join("child.pid");
         let script = format!("sleep 30 & echo $! > {}; wait", pid_file.display());
-        let outcome = sh(&script).timeout(Duration::from_millis(500)).run().await.unwrap();
+        // Long enough for the shell to start and write the pid on a loaded machine.
+        let outcome = sh(&script).timeout(Duration::from_secs(2)).run().await.unwrap();
         assert!(outcome.timed_out);
         assert_eq!(outcome.exit, Exit::Signal(9));
         assert!(outcome.duration < Duration::from_secs(5));
