@@ -240,6 +240,9 @@ impl Run {
                 stop_group(group);
                 let killed = group.map(kill_descendants).unwrap_or_default();
                 kill_group(group);
+                // The program itself too: it may have moved to another group
+                // of this session (`setpgid`), which the group's kill misses.
+                let _ = child.start_kill();
                 let status = child.wait().await.map_err(|source| RunError::Wait { program, source })?;
                 wait_exited(&killed, DRAIN_GRACE).await;
                 (status, true)
@@ -338,6 +341,17 @@ mod tests {
         let zombie = std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|s| s.contains(") Z"));
         assert!(!alive || zombie, "the background child {child} survived");
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_timeout_kills_a_program_that_left_its_group() {
+        // The program joins the test's own process group (in the same session).
+        let script = "import os, time; os.setpgid(0, os.getpgid(os.getppid())); time.sleep(30)";
+        let run = Run::new("/usr/bin/python3", ["-c", script]).timeout(Duration::from_millis(500));
+        let outcome = run.run().await.unwrap();
+        assert!(outcome.timed_out);
+        assert_eq!(outcome.exit, Exit::Signal(9));
+        assert!(outcome.duration < Duration::from_secs(10), "{:?}: the run waited for the program", outcome.duration);
     }
 
     #[tokio::test]
