@@ -5,6 +5,7 @@ use std::path::Path;
 
 use limited_process::{Exit, Run, RunError};
 use module_sdk::ToolError;
+use rustix::io::Errno;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -15,16 +16,6 @@ use crate::settings::over_own_hard_limits;
 
 /// Characters of stderr's end quoted in an error.
 const STDERR_TAIL_CHARS: usize = 600;
-
-/// `E2BIG`: the arguments together exceed what `execve` accepts.
-const E2BIG: i32 = 7;
-
-/// `EPERM`: a resource limit could not be set before exec.
-const EPERM: i32 = 1;
-
-/// `ENFILE` and `EMFILE`: no file descriptor left (the system's, the
-/// module's) for the script's pipes.
-const NO_DESCRIPTOR: [i32; 2] = [23, 24];
 
 /// `SIGXCPU`: the CPU-seconds limit was reached.
 const SIGXCPU: i32 = 24;
@@ -106,16 +97,19 @@ fn run_error(tool: &SkillTool, program: &str, error: &RunError) -> ToolError {
             return ToolError::execution_failed(tool.scrubber.scrub(&format!("lost track of `{program}`: {source}")));
         }
     };
-    match source.raw_os_error() {
-        Some(E2BIG) => ToolError::invalid_arguments(
+    match source.raw_os_error().map(Errno::from_raw_os_error) {
+        // The arguments together exceed what `execve` accepts.
+        Some(Errno::TOOBIG) => ToolError::invalid_arguments(
             "the arguments together are longer than the kernel accepts for one command line; send shorter values",
         ),
-        Some(code) if NO_DESCRIPTOR.contains(&code) => ToolError::unavailable(format!(
+        // No file descriptor left (the system's, the module's) for the script's pipes.
+        Some(Errno::NFILE | Errno::MFILE) => ToolError::unavailable(format!(
             "the module has no file descriptor left to start the script ({source}): each call in flight holds about \
              four (its connection, two pipes, the process); try again later, and lower MAX_CONNECTIONS or raise the \
              module's open-file limit (ulimit -n)"
         )),
-        Some(EPERM) if !over_own_hard_limits(&tool.limits).is_empty() => {
+        // A resource limit could not be set before exec.
+        Some(Errno::PERM) if !over_own_hard_limits(&tool.limits).is_empty() => {
             let settings = over_own_hard_limits(&tool.limits).join(", ");
             ToolError::unavailable(format!(
                 "the script's resource limits could not be set ({source}): {settings} above the module's own hard \
