@@ -84,6 +84,12 @@ struct Slot {
     url: Arc<str>,
     execute_url: Arc<str>,
     record: RwLock<Record>,
+    /// How many discoveries of this module have started: each one's number.
+    fetches_started: AtomicU64,
+    /// The number of the newest discovery whose outcome was taken; held
+    /// while an outcome is taken (cached and recorded), so an older fetch
+    /// that ends after a newer one cannot put its manifest back.
+    newest_taken: tokio::sync::Mutex<u64>,
 }
 
 impl Slot {
@@ -143,6 +149,8 @@ impl Registry {
                     url: Arc::from(url.as_str()),
                     execute_url: Arc::from(format!("{url}/execute")),
                     record: RwLock::default(),
+                    fetches_started: AtomicU64::new(0),
+                    newest_taken: tokio::sync::Mutex::new(0),
                 };
                 (name.clone(), slot)
             })
@@ -260,11 +268,14 @@ impl Registry {
 
     /// Fetches, checks and caches `name`'s manifest; on failure the module
     /// keeps the manifest it had (or gets one from the cache) and the error
-    /// is recorded.
+    /// is recorded. Of discoveries of one module that overlap (the periodic
+    /// one, `POST /refresh-tools`, an MCP server's change notice), the
+    /// outcome of the one started last wins whichever ends last.
     pub async fn discover(&self, name: &str) -> Result<(), DiscoveryError> {
         let Some(slot) = self.modules.get(name) else {
             return Err(DiscoveryError::NotConfigured(name.to_owned()));
         };
+        let number = slot.fetches_started.fetch_add(1, Ordering::Relaxed) + 1;
         let started = Instant::now();
         let fetched = match self.mcp.get(name) {
             Some(server) => server.fetch_manifest(&slot.url, self.discovery_timeout).await,
@@ -275,6 +286,12 @@ impl Registry {
             }
         };
         let checked = fetched.and_then(|manifest| self.check(name, manifest).map_err(DiscoveryError::from));
+        let mut newest_taken = slot.newest_taken.lock().await;
+        if *newest_taken > number {
+            tracing::debug!(module = name, "a discovery started later has ended first; this one's outcome is dropped");
+            return checked.map(drop);
+        }
+        *newest_taken = number;
         match checked {
             Ok(manifest) => {
                 tracing::info!(
@@ -306,6 +323,7 @@ impl Registry {
                     record.last_error = Some(error.to_string());
                 }
                 self.publish();
+                drop(newest_taken);
                 // Another replica may have reached it and cached its manifest.
                 self.load_from_cache(name).await;
                 Err(error)
@@ -591,5 +609,53 @@ mod tests {
         // Adopting an equal manifest keeps the generation.
         assert!(registry.adopt_cached("files").await);
         assert_eq!(registry.snapshot().generation(), changed.generation());
+    }
+
+    #[tokio::test]
+    async fn of_two_overlapping_discoveries_the_one_started_last_wins() {
+        use std::sync::atomic::AtomicUsize;
+        // The first fetch of /manifest is answered late with the old tools,
+        // the second at once with the new ones.
+        let fetches = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&fetches);
+        let app = axum::Router::new().route(
+            "/manifest",
+            axum::routing::get(move || {
+                let counted = Arc::clone(&counted);
+                async move {
+                    if counted.fetch_add(1, Ordering::SeqCst) == 0 {
+                        tokio::time::sleep(Duration::from_millis(400)).await;
+                        return axum::Json(manifest("files", &[("read", "guest"), ("delete", "admin")]));
+                    }
+                    axum::Json(manifest("files", &[("read", "guest")]))
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let cache = Arc::new(MemoryCache::default());
+        let modules = BTreeMap::from([("files".to_owned(), url)]);
+        let registry = Arc::new(Registry::new(
+            &modules,
+            cache.clone(),
+            reqwest::Client::new(),
+            None,
+            Duration::from_secs(5),
+            Budgets::default(),
+        ));
+        let older = tokio::spawn({
+            let registry = Arc::clone(&registry);
+            async move { registry.discover("files").await }
+        });
+        while fetches.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        registry.discover("files").await.unwrap();
+        older.await.unwrap().unwrap();
+        let names: Vec<_> =
+            registry.snapshot().tools_for(&Caller::new(Some("owner"), None)).map(|t| t.tool.name.clone()).collect();
+        assert_eq!(names, ["files.read"]);
+        assert_eq!(cache.load("files").await.unwrap().unwrap().tools.len(), 1);
     }
 }
