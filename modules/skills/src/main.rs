@@ -8,6 +8,7 @@
 
 mod arguments;
 mod catalog;
+mod followed;
 mod runner;
 mod scrub;
 mod serve;

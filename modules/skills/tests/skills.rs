@@ -496,3 +496,123 @@ async fn a_broken_skill_file_beside_a_good_one_leaves_the_good_one_served() {
     let logged = module.logs().into_iter().find(|line| line.contains("SKILL.toml problem")).expect("a logged problem");
     assert!(logged.contains("broken/SKILL.toml") && logged.contains("\"line\":4"), "{logged}");
 }
+
+/// A SKILL.toml of the skill `name` with one tool `tool` (`echo tool`).
+fn one_tool_skill(name: &str, tool: &str) -> String {
+    format!(
+        "[skill]\nname = \"{name}\"\n[[tools]]\nname = \"{tool}\"\ndescription = \"Say it.\"\ncommand = \"echo {tool}\"\n"
+    )
+}
+
+/// The module serving `skills_dir`, with a short debounce.
+fn serve(skills_dir: &Path) -> Process {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_skills"));
+    command.env("SKILLS_DIR", skills_dir).env("SKILLS_WATCH_DEBOUNCE_MS", "100");
+    Process::start(command)
+}
+
+/// Replaces the symlink `link` with one to `target` the way `ln -sfn` and
+/// kubelet do: a new link beside it, renamed over it.
+fn swap_symlink(link: &Path, target: &str) {
+    let temporary = link.with_file_name(format!("{}_tmp", link.file_name().unwrap().to_str().unwrap()));
+    std::os::unix::fs::symlink(target, &temporary).unwrap();
+    std::fs::rename(&temporary, link).unwrap();
+}
+
+/// One kubelet update of a ConfigMap volume at `volume` whose keys are
+/// `files` (path in the volume, `(skill, tool)` of its SKILL.toml): the
+/// files in a new timestamped directory, `..data` swapped to it, a link
+/// into `..data` for each new top-level name, the previous directory removed.
+fn kubelet_update(volume: &Path, version: &str, files: &[(&str, (&str, &str))]) {
+    let previous = std::fs::read_link(volume.join("..data")).ok();
+    let timestamped = format!("..2026_11_27_08_00_00.{version}");
+    for (path, (skill, tool)) in files {
+        write(volume, &format!("{timestamped}/{path}"), &one_tool_skill(skill, tool));
+    }
+    swap_symlink(&volume.join("..data"), &timestamped);
+    for (path, _) in files {
+        let top = path.split('/').next().unwrap();
+        if std::fs::symlink_metadata(volume.join(top)).is_err() {
+            std::os::unix::fs::symlink(format!("..data/{top}"), volume.join(top)).unwrap();
+        }
+    }
+    if let Some(previous) = previous {
+        std::fs::remove_dir_all(volume.join(previous)).unwrap();
+    }
+}
+
+/// A manifest test: whether it lists `tool`.
+fn has(tool: &'static str) -> impl Fn(&Value) -> bool {
+    move |manifest| tool_names(manifest).contains(&tool.to_owned())
+}
+
+#[tokio::test]
+async fn a_kubernetes_config_map_update_reaches_the_manifest_without_a_restart() {
+    // SKILLS_DIR is the volume: each skill directory is a link into `..data`.
+    let dir = tempfile::tempdir().unwrap();
+    let volume = dir.path().join("skills");
+    std::fs::create_dir(&volume).unwrap();
+    kubelet_update(&volume, "1", &[("weather/SKILL.toml", ("weather", "now"))]);
+    let module = serve(&volume);
+    manifest_within_two_seconds(&module, has("skills.weather_now")).await;
+    kubelet_update(&volume, "2", &[("weather/SKILL.toml", ("weather", "today"))]);
+    manifest_within_two_seconds(&module, has("skills.weather_today")).await;
+    // Again: the watches follow the second swap too, and a key added.
+    let files = [("weather/SKILL.toml", ("weather", "tomorrow")), ("news/SKILL.toml", ("news", "latest"))];
+    kubelet_update(&volume, "3", &files);
+    let manifest = manifest_within_two_seconds(&module, has("skills.news_latest")).await;
+    assert!(has("skills.weather_tomorrow")(&manifest) && !has("skills.weather_today")(&manifest), "{manifest}");
+}
+
+#[tokio::test]
+async fn a_skills_dir_inside_a_kubernetes_config_map_follows_its_updates() {
+    // SKILLS_DIR is a directory of the volume: itself a link into `..data`,
+    // to a directory the next update removes.
+    let dir = tempfile::tempdir().unwrap();
+    let volume = dir.path().join("config");
+    std::fs::create_dir(&volume).unwrap();
+    kubelet_update(&volume, "1", &[("skills/weather/SKILL.toml", ("weather", "now"))]);
+    let module = serve(&volume.join("skills"));
+    manifest_within_two_seconds(&module, has("skills.weather_now")).await;
+    kubelet_update(&volume, "2", &[("skills/weather/SKILL.toml", ("weather", "today"))]);
+    manifest_within_two_seconds(&module, has("skills.weather_today")).await;
+    let files =
+        [("skills/weather/SKILL.toml", ("weather", "tomorrow")), ("skills/news/SKILL.toml", ("news", "latest"))];
+    kubelet_update(&volume, "3", &files);
+    let manifest = manifest_within_two_seconds(&module, has("skills.news_latest")).await;
+    assert!(has("skills.weather_tomorrow")(&manifest) && !has("skills.weather_today")(&manifest), "{manifest}");
+}
+
+#[tokio::test]
+async fn a_skills_dir_symlink_swapped_to_another_release_is_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "releases/1/hello/SKILL.toml", &one_tool_skill("hello", "one"));
+    write(dir.path(), "releases/2/hello/SKILL.toml", &one_tool_skill("hello", "two"));
+    let link = dir.path().join("skills");
+    std::os::unix::fs::symlink("releases/1", &link).unwrap();
+    let module = serve(&link);
+    manifest_within_two_seconds(&module, has("skills.hello_one")).await;
+    swap_symlink(&link, "releases/2");
+    manifest_within_two_seconds(&module, has("skills.hello_two")).await;
+    // The new release is watched: its changes are seen.
+    write(dir.path(), "releases/2/hello/SKILL.toml", &one_tool_skill("hello", "three"));
+    manifest_within_two_seconds(&module, has("skills.hello_three")).await;
+    write(dir.path(), "releases/2/added/SKILL.toml", &one_tool_skill("added", "new"));
+    manifest_within_two_seconds(&module, has("skills.added_new")).await;
+}
+
+#[tokio::test]
+async fn a_skills_dir_replaced_by_renames_is_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let skills = dir.path().join("skills");
+    write(&skills, "hello/SKILL.toml", &one_tool_skill("hello", "one"));
+    let module = serve(&skills);
+    manifest_within_two_seconds(&module, has("skills.hello_one")).await;
+    // A new copy put in place: the old one moved aside, the new one renamed in.
+    write(dir.path(), "next/hello/SKILL.toml", &one_tool_skill("hello", "two"));
+    std::fs::rename(&skills, dir.path().join("previous")).unwrap();
+    std::fs::rename(dir.path().join("next"), &skills).unwrap();
+    manifest_within_two_seconds(&module, has("skills.hello_two")).await;
+    write(&skills, "hello/SKILL.toml", &one_tool_skill("hello", "three"));
+    manifest_within_two_seconds(&module, has("skills.hello_three")).await;
+}
