@@ -98,7 +98,7 @@ impl Catalog {
     pub fn discover_logged(settings: &Settings) -> Self {
         let catalog = Self::discover(settings);
         for problem in &catalog.problems {
-            tracing::warn!(file = %problem.file, line = problem.line, column = problem.column, reason = %problem.reason, "SKILL.toml problem");
+            problem.log();
         }
         tracing::info!(
             skills = catalog.skills.len(),
@@ -132,12 +132,36 @@ impl Catalog {
         };
         files.sort();
         let mut taken: BTreeSet<String> = BTreeSet::from([LIST_TOOL.to_owned()]);
+        let max_tools = usize::try_from(settings.max_tools).unwrap_or(usize::MAX);
+        let mut full = false;
         for file in files {
             // Shown relative to SKILLS_DIR: a model calling `list_skills`
             // has no business with the host's directory layout.
             let shown = file.strip_prefix(&root).unwrap_or(&file);
+            if full {
+                catalog.problems.push(unplaced(shown, over_the_cap("SKILLS_MAX_TOOLS", settings.max_tools)));
+                continue;
+            }
             match load_skill(&file, shown, settings) {
                 Ok((mut summary, tools, warnings)) => {
+                    // Its tools that would be served (a name taken is not).
+                    let new = tools
+                        .iter()
+                        .map(|tool| tool.name.as_str())
+                        .filter(|name| !taken.contains(*name))
+                        .collect::<BTreeSet<&str>>()
+                        .len();
+                    if catalog.tools.len() + new > max_tools {
+                        let reason = format!(
+                            "not loaded: its {} tools would make {}, over SKILLS_MAX_TOOLS ({max_tools}), the most \
+                             tools the module serves; raise it, or move skills out of SKILLS_DIR",
+                            new,
+                            catalog.tools.len() + new
+                        );
+                        catalog.problems.push(unplaced(shown, reason));
+                        full = true;
+                        continue;
+                    }
                     catalog.problems.extend(warnings);
                     for tool in tools {
                         if taken.insert(tool.name.clone()) {
@@ -158,6 +182,15 @@ impl Catalog {
         }
         catalog
     }
+}
+
+/// Why a skill after the one that did not fit under the budget `setting`
+/// (of `max`) is not loaded.
+pub fn over_the_cap(setting: &str, max: u64) -> String {
+    format!(
+        "not loaded: an earlier skill (in directory-name order) did not fit under {setting} ({max}), so no later one \
+         is; raise it, or move skills out of SKILLS_DIR"
+    )
 }
 
 fn unplaced(file: &Path, reason: String) -> Problem {
@@ -451,6 +484,35 @@ mod tests {
         let catalog = Catalog::discover(&Settings::try_parse_from(arguments).unwrap());
         let reason = &catalog.problems[0].reason;
         assert_eq!(reason, "is more than 100 bytes, over the limit of 100 bytes (SKILL_FILE_MAX_BYTES)");
+    }
+
+    #[test]
+    fn skills_past_the_tool_cap_are_reported_and_the_earlier_ones_served() {
+        let root = tempfile::tempdir().unwrap();
+        let skill = |name: &str, tools: usize| {
+            let mut text = format!("[skill]\nname = \"{name}\"\n");
+            for n in 0..tools {
+                text.push_str(&format!("[[tools]]\nname = \"t{n}\"\ndescription = \"T.\"\ncommand = \"true\"\n"));
+            }
+            text
+        };
+        write(root.path(), "a", &skill("a", 2));
+        write(root.path(), "b", &skill("b", 2));
+        write(root.path(), "c", &skill("c", 1));
+        write(root.path(), "d", &skill("d", 1));
+        let arguments = ["skills", "--skills-dir", root.path().to_str().unwrap(), "--max-tools", "4"];
+        let catalog = Catalog::discover(&Settings::try_parse_from(arguments).unwrap());
+        let names: Vec<&str> = catalog.tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["a_t0", "a_t1", "b_t0", "b_t1"]);
+        assert_eq!(catalog.skills.len(), 2);
+        let problems: Vec<String> = catalog.problems.iter().map(ToString::to_string).collect();
+        assert_eq!(problems.len(), 2, "{problems:#?}");
+        assert!(
+            problems[0].starts_with("c/SKILL.toml") && problems[0].contains("would make 5, over SKILLS_MAX_TOOLS (4)")
+        );
+        assert!(
+            problems[1].starts_with("d/SKILL.toml") && problems[1].contains("did not fit under SKILLS_MAX_TOOLS (4)")
+        );
     }
 
     #[test]

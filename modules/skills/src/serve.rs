@@ -78,5 +78,7 @@ async fn forward(State(live): State<LiveRouter>, request: Request) -> Response {
 
 /// The SDK router of the catalog under `SKILLS_DIR` now; its problems are logged.
 fn build(settings: &Settings, config: &ServeConfig) -> Result<Router, String> {
-    module(Catalog::discover_logged(settings)).router(config).map_err(|error| error.to_string())
+    module(Catalog::discover_logged(settings), settings.max_manifest_bytes)
+        .router(config)
+        .map_err(|error| error.to_string())
 }

@@ -59,6 +59,19 @@ pub struct Settings {
     #[arg(long, env = "SKILL_FILE_MAX_BYTES", default_value_t = 256 * 1024, value_parser = clap::value_parser!(u64).range(1..))]
     pub skill_file_max_bytes: u64,
 
+    /// The most skill tools served: skills load in directory-name order
+    /// until one would pass it; that one and every later one are reported,
+    /// not loaded.
+    #[arg(long, env = "SKILLS_MAX_TOOLS", default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub max_tools: u64,
+
+    /// The most bytes the skill tools' manifest entries (JSON) may take
+    /// together, kept under the orchestrator's MAX_MANIFEST_BYTES (4 MiB by
+    /// default): skills load in directory-name order until one would pass
+    /// it; that one and every later one are reported, not loaded.
+    #[arg(long, env = "SKILLS_MAX_MANIFEST_BYTES", default_value_t = 2 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_manifest_bytes: u64,
+
     /// How long the module waits after a change under SKILLS_DIR before it
     /// reloads the tools (changes meanwhile join that reload), in milliseconds.
     #[arg(long, env = "SKILLS_WATCH_DEBOUNCE_MS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(10..=60_000))]

@@ -125,6 +125,13 @@ pub struct Problem {
     pub reason: String,
 }
 
+impl Problem {
+    /// Logs it, at `warn`.
+    pub fn log(&self) {
+        tracing::warn!(file = %self.file, line = self.line, column = self.column, reason = %self.reason, "SKILL.toml problem");
+    }
+}
+
 impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}:{}:{}: {}", self.file, self.line, self.column, self.reason)

@@ -616,3 +616,33 @@ async fn a_skills_dir_replaced_by_renames_is_followed() {
     write(&skills, "hello/SKILL.toml", &one_tool_skill("hello", "three"));
     manifest_within_two_seconds(&module, has("skills.hello_three")).await;
 }
+
+/// Serves three one-tool skills under `setting=value`: only the first two
+/// are served, the third is a problem naming the setting. Their manifest.
+async fn served_under(dir: &Path, setting: &str, value: &str) -> Value {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_skills"));
+    command.env("SKILLS_DIR", dir).env(setting, value);
+    let module = Process::start(command);
+    let client = module.client();
+    let manifest = client.manifest().await;
+    assert_eq!(tool_names(&manifest), ["skills.list_skills", "skills.a_t", "skills.b_t"], "{setting}");
+    let listed = client.call_ok("skills.list_skills", json!({}), None).await;
+    let problem = &listed["problems"][0];
+    assert_eq!(problem["file"], "c/SKILL.toml", "{listed}");
+    assert!(problem["reason"].as_str().unwrap().contains(&format!("over {setting} ({value})")), "{listed}");
+    assert!(module.logs().iter().any(|line| line.contains("SKILL.toml problem") && line.contains(setting)));
+    manifest
+}
+
+#[tokio::test]
+async fn skills_past_the_caps_are_problems_naming_the_setting_and_the_rest_is_served() {
+    let dir = tempfile::tempdir().unwrap();
+    for skill in ["a", "b", "c"] {
+        write(dir.path(), &format!("{skill}/SKILL.toml"), &one_tool_skill(skill, "t"));
+    }
+    let manifest = served_under(dir.path(), "SKILLS_MAX_TOOLS", "2").await;
+    // Room for the entries of `a` and `b` (each counted as `[entry]`), not `c`'s.
+    let tools = manifest["tools"].as_array().unwrap();
+    let budget: usize = tools[1..].iter().map(|tool| serde_json::to_vec(&[tool]).unwrap().len()).sum::<usize>() + 1;
+    served_under(dir.path(), "SKILLS_MAX_MANIFEST_BYTES", &budget.to_string()).await;
+}
