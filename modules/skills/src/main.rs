@@ -14,6 +14,7 @@ mod scrub;
 mod serve;
 mod settings;
 mod skill_file;
+mod slots;
 mod template;
 mod tools;
 mod watch;
@@ -50,7 +51,7 @@ async fn run(settings: Settings) -> Result<(), String> {
         // One MCP session over stdio: the tools found now, no reload (MCP
         // clients that start a module list its tools once).
         tracing::info!("serving MCP on stdio: changes under SKILLS_DIR need a restart");
-        return tools::module(Catalog::discover_logged(&settings), settings.max_manifest_bytes)
+        return tools::module(Catalog::discover_logged(&settings), settings.max_manifest_bytes, settings.run_slots())
             .sdk_flags(settings.sdk)
             .serve()
             .await

@@ -9,10 +9,12 @@ use rustix::io::Errno;
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Map, Value};
+use tokio::time::Instant;
 
 use crate::arguments::as_word;
 use crate::catalog::SkillTool;
 use crate::settings::over_own_hard_limits;
+use crate::slots::RunSlots;
 
 /// Characters of stderr's end quoted in an error.
 const STDERR_TAIL_CHARS: usize = 600;
@@ -34,8 +36,9 @@ pub struct SkillOutput {
     pub truncated: bool,
 }
 
-/// Runs `tool` with the validated `arguments`.
-pub async fn run(tool: &SkillTool, arguments: Map<String, Value>) -> Result<SkillOutput, ToolError> {
+/// Runs `tool` with the validated `arguments` in one of `slots`, waiting
+/// for one within the tool's timeout.
+pub async fn run(tool: &SkillTool, arguments: Map<String, Value>, slots: &RunSlots) -> Result<SkillOutput, ToolError> {
     let argv = tool
         .template
         .argv(
@@ -44,10 +47,13 @@ pub async fn run(tool: &SkillTool, arguments: Map<String, Value>) -> Result<Skil
         )
         .map_err(|error| ToolError::invalid_arguments(error.to_string()))?;
     let (program, args) = argv.split_first().expect("a template has a program word");
+    // The wait for a slot is part of the tool's timeout.
+    let deadline = Instant::now() + process_timeout(tool.timeout);
+    let _slot = slots.take(deadline, tool.timeout).await?;
     let mut run = Run::new(program_path(&tool.directory, program), args)
         .current_dir(&tool.directory)
         .limits(tool.limits)
-        .timeout(process_timeout(tool.timeout))
+        .timeout(deadline.saturating_duration_since(Instant::now()))
         // Read past the cap so a secret the cap would split is scrubbed whole.
         .max_output_bytes(tool.max_output_bytes.saturating_add(tool.scrubber.lookahead_bytes()));
     for (name, value) in &tool.env {

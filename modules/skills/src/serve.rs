@@ -13,6 +13,7 @@ use tower::ServiceExt;
 
 use crate::catalog::Catalog;
 use crate::settings::Settings;
+use crate::slots::RunSlots;
 use crate::tools::module;
 
 /// The module's current router, replaced whole on every reload.
@@ -20,19 +21,22 @@ use crate::tools::module;
 pub struct LiveRouter {
     current: Arc<RwLock<Router>>,
     config: Arc<ServeConfig>,
+    /// Shared by every router, so a reload does not reset the count.
+    slots: RunSlots,
 }
 
 impl LiveRouter {
     /// A router for the catalog found now.
     pub fn new(settings: &Settings, config: ServeConfig) -> Result<Self, String> {
-        let router = build(settings, &config)?;
-        Ok(Self { current: Arc::new(RwLock::new(router)), config: Arc::new(config) })
+        let slots = settings.run_slots();
+        let router = build(settings, &config, &slots)?;
+        Ok(Self { current: Arc::new(RwLock::new(router)), config: Arc::new(config), slots })
     }
 
     /// Reads `SKILLS_DIR` again and swaps the new tool set in; when the new
     /// set cannot be built, the old one keeps serving.
     pub fn reload(&self, settings: &Settings) {
-        match build(settings, &self.config) {
+        match build(settings, &self.config, &self.slots) {
             Ok(router) => *self.current.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = router,
             Err(error) => tracing::error!(%error, "skills not reloaded; the previous tools keep serving"),
         }
@@ -77,8 +81,8 @@ async fn forward(State(live): State<LiveRouter>, request: Request) -> Response {
 }
 
 /// The SDK router of the catalog under `SKILLS_DIR` now; its problems are logged.
-fn build(settings: &Settings, config: &ServeConfig) -> Result<Router, String> {
-    module(Catalog::discover_logged(settings), settings.max_manifest_bytes)
+fn build(settings: &Settings, config: &ServeConfig, slots: &RunSlots) -> Result<Router, String> {
+    module(Catalog::discover_logged(settings), settings.max_manifest_bytes, slots.clone())
         .router(config)
         .map_err(|error| error.to_string())
 }

@@ -9,6 +9,8 @@ use clap::Parser;
 use limited_process::Limits;
 use module_sdk::{PathSetting, PathUse};
 
+use crate::slots::RunSlots;
+
 /// `SKILLS_DIR`, for its errors.
 pub const SKILLS_DIR: PathSetting =
     PathSetting { name: "SKILLS_DIR", what: "the skills directory", usage: PathUse::ReadDirectory };
@@ -72,6 +74,11 @@ pub struct Settings {
     #[arg(long, env = "SKILLS_MAX_MANIFEST_BYTES", default_value_t = 2 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1024..))]
     pub max_manifest_bytes: u64,
 
+    /// Scripts running at once, all tools together; a call finding every
+    /// slot taken waits for one within its tool's timeout.
+    #[arg(long, env = "SKILLS_MAX_CONCURRENT_RUNS", default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub max_concurrent_runs: u64,
+
     /// How long the module waits after a change under SKILLS_DIR before it
     /// reloads the tools (changes meanwhile join that reload), in milliseconds.
     #[arg(long, env = "SKILLS_WATCH_DEBOUNCE_MS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(10..=60_000))]
@@ -88,6 +95,11 @@ impl Settings {
             processes: self.processes,
             file_size_bytes: None,
         }
+    }
+
+    /// The script slots `max_concurrent_runs` allows.
+    pub fn run_slots(&self) -> RunSlots {
+        RunSlots::new(usize::try_from(self.max_concurrent_runs).unwrap_or(usize::MAX))
     }
 
     /// The reload debounce.

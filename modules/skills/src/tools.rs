@@ -12,6 +12,7 @@ use crate::arguments::input_schema;
 use crate::catalog::{Catalog, SkillSummary, SkillTool, over_the_cap};
 use crate::runner::{SkillOutput, run};
 use crate::skill_file::Problem;
+use crate::slots::RunSlots;
 
 /// The module's name, the prefix of every tool.
 pub const MODULE_NAME: &str = "skills";
@@ -48,9 +49,9 @@ fn sdk_tool(tool: SkillTool) -> Tool {
     let (timeout, permission) = (tool.timeout, tool.permission);
     let flags = (tool.read_only, tool.destructive, tool.requires_approval);
     let tool = Arc::new(tool);
-    let handler = move |_ctx: Context, arguments: Map<String, Value>| {
+    let handler = move |ctx: Context, arguments: Map<String, Value>| {
         let tool = tool.clone();
-        async move { run(&tool, arguments).await }
+        async move { run(&tool, arguments, &*ctx.state::<RunSlots>()?).await }
     };
     let mut sdk_tool = Tool::new::<_, Map<String, Value>, SkillOutput>(name, description, handler)
         .input_schema(schema)
@@ -73,8 +74,8 @@ fn sdk_tool(tool: SkillTool) -> Tool {
 /// taking the others down. Skills are taken whole, in the catalog's order,
 /// while their tools' manifest entries fit in `max_manifest_bytes`
 /// (`SKILLS_MAX_MANIFEST_BYTES`) together; the first that does not, and
-/// every later one, are problems instead.
-pub fn module(catalog: Catalog, max_manifest_bytes: u64) -> Module {
+/// every later one, are problems instead. Scripts run in `slots`.
+pub fn module(catalog: Catalog, max_manifest_bytes: u64, slots: RunSlots) -> Module {
     let Catalog { tools, mut skills, mut problems } = catalog;
     // The catalog's own problems are logged by its discovery.
     let logged = problems.len();
@@ -134,8 +135,11 @@ pub fn module(catalog: Catalog, max_manifest_bytes: u64) -> Module {
         problem.log();
     }
     let list = SkillList { skills, problems };
-    let mut module =
-        Module::new(MODULE_NAME, MODULE_DESCRIPTION).version(env!("CARGO_PKG_VERSION")).tool(list_skills).state(list);
+    let mut module = Module::new(MODULE_NAME, MODULE_DESCRIPTION)
+        .version(env!("CARGO_PKG_VERSION"))
+        .tool(list_skills)
+        .state(list)
+        .state(slots);
     for tool in accepted {
         module = module.tool(tool);
     }
@@ -165,13 +169,14 @@ mod tests {
         let catalog = Catalog::discover(&settings);
         // What the module counts for a tool: its manifest entry, as served.
         let measure = |tool: &SkillTool| {
-            let client = module(Catalog { tools: vec![tool.clone()], ..Catalog::default() }, u64::MAX);
+            let client =
+                module(Catalog { tools: vec![tool.clone()], ..Catalog::default() }, u64::MAX, RunSlots::new(1));
             let client = client.test_client().unwrap();
             u64::try_from(serde_json::to_vec(&client.manifest().tools[1..]).unwrap().len()).unwrap()
         };
         // Room for `a` and `b`, not for `c` (nor for `d`, were `c` left out).
         let budget = measure(&catalog.tools[0]) + measure(&catalog.tools[1]) + 1;
-        let client = module(catalog, budget).test_client().unwrap();
+        let client = module(catalog, budget, RunSlots::new(1)).test_client().unwrap();
         let names: Vec<&str> = client.manifest().tools.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, ["skills.list_skills", "skills.a_t", "skills.b_t"]);
         let listed = client.call("list_skills", json!({})).await.result;

@@ -222,7 +222,7 @@ async fn a_script_past_its_timeout_is_killed_with_its_children() {
 }
 
 /// The running processes whose command line is `sleep <seconds>`.
-fn sleepers(seconds: u32) -> Vec<u32> {
+fn sleepers(seconds: &str) -> Vec<u32> {
     let wanted = format!("sleep\0{seconds}\0");
     let running = |pid: &u32| {
         std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -244,10 +244,10 @@ async fn background_processes_that_left_the_group_do_not_outlive_a_normal_exit()
     let result = module.client().call("skills.probe_escaper", json!({"seconds": seconds}), None).await;
     assert_eq!(result["result"]["stdout"], "left\n", "{result}");
     let deadline = Instant::now() + Duration::from_secs(2);
-    let mut left = sleepers(seconds);
+    let mut left = sleepers(&seconds.to_string());
     while !left.is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
-        left = sleepers(seconds);
+        left = sleepers(&seconds.to_string());
     }
     for pid in &left {
         let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
@@ -645,4 +645,38 @@ async fn skills_past_the_caps_are_problems_naming_the_setting_and_the_rest_is_se
     let tools = manifest["tools"].as_array().unwrap();
     let budget: usize = tools[1..].iter().map(|tool| serde_json::to_vec(&[tool]).unwrap().len()).sum::<usize>() + 1;
     served_under(dir.path(), "SKILLS_MAX_MANIFEST_BYTES", &budget.to_string()).await;
+}
+
+#[tokio::test]
+async fn scripts_past_the_concurrent_runs_cap_wait_for_a_slot_within_their_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let skill = "[skill]\nname = \"slow\"\n\
+        [[tools]]\nname = \"hold\"\ndescription = \"Sleep.\"\ncommand = \"sleep {duration}\"\n\
+        [tools.args]\nduration = \"Seconds.\"\n\
+        [[tools]]\nname = \"quick\"\ndescription = \"Say hi, within a second.\"\ncommand = \"echo hi\"\ntimeout_seconds = 1\n\
+        [[tools]]\nname = \"patient\"\ndescription = \"Say hi.\"\ncommand = \"echo hi\"\n";
+    write(dir.path(), "slow/SKILL.toml", skill);
+    let mut command = Command::new(env!("CARGO_BIN_EXE_skills"));
+    command.env("SKILLS_DIR", dir.path()).env("SKILLS_MAX_CONCURRENT_RUNS", "1");
+    let module = Process::start(command);
+    // About four seconds, written as no other process on the machine would.
+    let duration = format!("4.{:09}", std::process::id());
+    let client = module.client();
+    let hold = tokio::spawn(async move { client.call("skills.slow_hold", json!({"duration": duration}), None).await });
+    let duration = format!("4.{:09}", std::process::id());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while sleepers(&duration).is_empty() {
+        assert!(Instant::now() < deadline, "the first script did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The one slot is taken: a call whose timeout passes first runs nothing.
+    let client = module.client();
+    let patient = tokio::spawn(async move { client.call("skills.slow_patient", json!({}), None).await });
+    let refused = module.client().call("skills.slow_quick", json!({}), None).await;
+    assert_eq!(refused["error_kind"], "unavailable", "{refused}");
+    assert!(refused["error"].as_str().unwrap().contains("(SKILLS_MAX_CONCURRENT_RUNS)"), "{refused}");
+    assert_eq!(hold.await.unwrap()["success"], true);
+    // One whose timeout is longer waited for the slot and ran.
+    assert_eq!(patient.await.unwrap()["result"]["stdout"], "hi\n");
+    assert_eq!(module.client().call("skills.slow_quick", json!({}), None).await["result"]["stdout"], "hi\n");
 }
