@@ -367,6 +367,7 @@ mod tests {
             runs,
             last_outcome: None,
             created_at: 0,
+            unreadable: None,
         }
     }
 

@@ -10,6 +10,7 @@
 
 pub mod delivery;
 pub mod firing;
+pub mod row;
 pub mod schedule;
 pub mod settings;
 pub mod store;

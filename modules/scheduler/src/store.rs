@@ -14,6 +14,8 @@
 //!   cancelled, failed) tasks; the transaction that finishes, cancels or
 //!   adds one deletes the oldest beyond that (but not one a live claim
 //!   still holds: it goes once its lease lapses).
+//! - Unreadable rows (an older version's, a hand edit's) are marked failed
+//!   when they come due and otherwise left as they are (see [`crate::row`]).
 //! - Schema: migrations numbered by `PRAGMA user_version`, applied at open.
 //!
 //! All methods block: call them off the async workers.
@@ -23,9 +25,12 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use module_sdk::{ErrorKind, ToolErrorKind};
-use rusqlite::{Connection, OptionalExtension, Row, Statement, Transaction, TransactionBehavior};
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{Connection, OptionalExtension, Statement, Transaction, TransactionBehavior};
 use serde_json::Value;
 use uuid::Uuid;
+
+use crate::row::{TASK_COLUMNS, task_from_row};
 
 /// The schema, one step per version; step `i` brings `user_version` from `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -61,10 +66,6 @@ UPDATE tasks SET finished_at = COALESCE(last_run, created_at) WHERE status <> 'a
 CREATE INDEX tasks_finished ON tasks (user_id, finished_at) WHERE finished_at IS NOT NULL;
 "#,
 ];
-
-/// The columns of a task, in the order [`task_from_row`] reads them.
-const TASK_COLUMNS: &str = "id, user_id, task_type, description, execution_data, schedule, timezone, status, next_run, \
-     last_run, runs, max_runs, until, last_outcome, created_at";
 
 /// How much one user, and all of them together, may schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,6 +186,16 @@ pub struct Task {
     pub last_outcome: Option<String>,
     /// When it was created.
     pub created_at: i64,
+    /// Why its stored row cannot be fired (a value an older version or a
+    /// hand edit left that no longer parses); `None` for a sound task.
+    pub unreadable: Option<String>,
+}
+
+impl Task {
+    /// How an unreadable task's outcome is written and shown.
+    pub fn unreadable_outcome(why: &str) -> String {
+        format!("failed: the stored task cannot be read ({why}); it is kept as it is for an operator to repair")
+    }
 }
 
 /// How a fired run ended.
@@ -304,18 +315,36 @@ impl Store {
     }
 
     /// Claims up to `limit` runs due at `now` for `worker`, until `lease_until`:
-    /// runs nobody holds, or whose holder's lease has lapsed.
+    /// runs nobody holds, or whose holder's lease has lapsed. A task whose
+    /// stored row cannot be read ([`Task::unreadable`]: it is due, or active
+    /// without a next run that is a time) is not returned but marked failed
+    /// with the reason, in the same transaction, so it neither stops the
+    /// other runs nor is claimed again; the rest of its row is left as it
+    /// is, and no retention deletes it.
     pub fn claim(&self, worker: &str, now: i64, lease_until: i64, limit: u32) -> Result<Vec<Task>, StoreError> {
         self.write(|tx| {
             let mut statement = tx.prepare_cached(&format!(
                 "UPDATE tasks SET claimed_by = ?1, lease_until = ?2
-                 WHERE id IN (SELECT id FROM tasks WHERE status = 'active' AND next_run <= ?3
-                                AND (lease_until IS NULL OR lease_until <= ?3)
-                              ORDER BY next_run LIMIT ?4)
+                 WHERE id IN (SELECT id FROM (SELECT id FROM tasks WHERE status = 'active' AND next_run <= ?3
+                                               AND (lease_until IS NULL OR lease_until <= ?3)
+                                             ORDER BY next_run LIMIT ?4)
+                              UNION ALL
+                              SELECT id FROM ({UNTIMED_ACTIVE} LIMIT ?4))
                  RETURNING {TASK_COLUMNS}"
             ))?;
-            let claimed = statement.query_map((worker, lease_until, now, limit), task_from_row)?;
-            claimed.collect::<Result<Vec<_>, _>>().map_err(StoreError::from)
+            let claimed = statement
+                .query_map((worker, lease_until, now, limit), |row| {
+                    Ok((row.get::<_, SqlValue>(0)?, task_from_row(row)?))
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut due = Vec::with_capacity(claimed.len());
+            for (key, task) in claimed {
+                match &task.unreadable {
+                    None => due.push(task),
+                    Some(why) => mark_unreadable(tx, &key, &task, why)?,
+                }
+            }
+            Ok(due)
         })
     }
 
@@ -396,7 +425,10 @@ impl Store {
         self.read(|conn| {
             let unheld: Option<i64> = conn
                 .prepare_cached(
-                    "SELECT next_run FROM tasks WHERE status = 'active' AND next_run IS NOT NULL
+                    // A next run that is not a whole number (a hand edit) is
+                    // due now: the claim marks its task failed.
+                    "SELECT CASE typeof(next_run) WHEN 'integer' THEN next_run ELSE ?1 END
+                     FROM tasks WHERE status = 'active' AND next_run IS NOT NULL
                        AND (lease_until IS NULL OR lease_until <= ?1)
                      ORDER BY next_run LIMIT 1",
                 )?
@@ -453,10 +485,29 @@ impl Store {
     }
 }
 
+/// The active tasks whose next run is not a number (a hand edit), each
+/// found by the index: NULL sorts before every number, text and blobs
+/// after, from `''` on.
+const UNTIMED_ACTIVE: &str = "SELECT id FROM tasks WHERE status = 'active' AND next_run IS NULL
+     UNION ALL SELECT id FROM tasks WHERE status = 'active' AND next_run >= ''";
+
 /// The earliest lapse after `?1` of a claim on an active task. The unary `+`
 /// keeps the planner off `tasks_due` (by `status` it would read every active
 /// task) and on `tasks_held`, which holds only the few claimed ones.
 const EARLIEST_LAPSE: &str = "SELECT MIN(lease_until) FROM tasks WHERE lease_until > ?1 AND +status = 'active'";
+
+/// Marks failed, with the reason, the claimed task whose row (with the key
+/// `key`) cannot be read, and logs it: once, as a failed task is never
+/// claimed again. Only its status, outcome and claim are written.
+fn mark_unreadable(tx: &Transaction<'_>, key: &SqlValue, task: &Task, why: &str) -> Result<(), StoreError> {
+    tracing::error!(task = ?key, user = %task.spec.user_id, reason = %why,
+        "a stored task cannot be read; it is marked failed and kept for an operator to repair");
+    tx.prepare_cached(
+        "UPDATE tasks SET status = 'failed', last_outcome = ?2, claimed_by = NULL, lease_until = NULL WHERE id = ?1",
+    )?
+    .execute((key, Task::unreadable_outcome(why)))?;
+    Ok(())
+}
 
 /// How an outcome is written in `last_outcome`.
 fn outcome_text(outcome: &Outcome) -> String {
@@ -499,31 +550,6 @@ fn get(tx: &Transaction<'_>, user_id: &str, id: Uuid) -> Result<Task, StoreError
     )
     .optional()?
     .ok_or(StoreError::NotFound(id))
-}
-
-fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
-    let id: String = row.get(0)?;
-    let data: String = row.get(4)?;
-    Ok(Task {
-        id: Uuid::parse_str(&id)
-            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, e.into()))?,
-        spec: TaskSpec {
-            user_id: row.get(1)?,
-            task_type: row.get(2)?,
-            description: row.get(3)?,
-            execution_data: serde_json::from_str(&data).unwrap_or(Value::Null),
-            schedule: row.get(5)?,
-            timezone: row.get(6)?,
-            max_runs: row.get(11)?,
-            until: row.get(12)?,
-        },
-        status: row.get(7)?,
-        next_run: row.get(8)?,
-        last_run: row.get(9)?,
-        runs: row.get(10)?,
-        last_outcome: row.get(13)?,
-        created_at: row.get(14)?,
-    })
 }
 
 /// Brings the schema to the newest version, one migration per transaction.
@@ -626,6 +652,49 @@ mod tests {
     }
 
     #[test]
+    fn an_unreadable_row_is_marked_failed_and_kept_while_every_other_task_fires() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let store = Store::open(&path, LIMITS, Duration::from_secs(5)).unwrap();
+        let sound = store.add(reminder("alice", 1_000), 0).unwrap();
+        // What an older version or a hand edit may leave, one kind per user;
+        // each is named in the reason.
+        let edits = [
+            ("schedule = 'every other tuesday'", "schedule"),
+            ("timezone = 'Mars/Olympus_Mons'", "timezone"),
+            ("execution_data = '{\"task_type\": \"reminder\", \"text\": \"x\"}'", "execution_data"),
+            ("execution_data = '{not json'", "execution_data"),
+            ("runs = 'many'", "runs"),
+            ("max_runs = -1", "max_runs"),
+            ("next_run = 'soon'", "next_run"),
+            ("next_run = NULL", "next_run"),
+            ("id = 'not-a-uuid'", "not-a-uuid"),
+        ];
+        let hand = Connection::open(&path).unwrap();
+        for (n, (edit, _)) in edits.iter().enumerate() {
+            let task = store.add(reminder(&format!("bob{n}"), 500), 0).unwrap();
+            hand.execute(&format!("UPDATE tasks SET {edit} WHERE id = ?1"), [task.id.to_string()]).unwrap();
+        }
+        let claimed = store.claim("w", 1_000, 9_000, 20).unwrap();
+        assert_eq!(claimed.iter().map(|t| t.id).collect::<Vec<_>>(), [sound.id], "the sound task fires");
+        for (n, (_, named)) in edits.iter().enumerate() {
+            let (tasks, total) = store.list(&format!("bob{n}"), None, 10, 0).unwrap();
+            assert_eq!((total, tasks[0].status.as_str()), (1, "failed"), "{named}");
+            let outcome = tasks[0].last_outcome.as_deref().unwrap_or_default();
+            assert!(
+                outcome.starts_with("failed: the stored task cannot be read (") && outcome.contains(named),
+                "{outcome}"
+            );
+        }
+        assert!(store.claim("w", 2_000, 9_000, 20).unwrap().is_empty(), "marked once, never claimed again");
+        assert!(store.finish(&claimed[0], "w", &Outcome::Delivered, None, 1_000).unwrap());
+        let rows: i64 = hand.query_row("SELECT COUNT(*) FROM tasks", [], |row| row.get(0)).unwrap();
+        assert_eq!(rows, 1 + edits.len() as i64, "every row is kept");
+        let runs: String = hand.query_row("SELECT runs FROM tasks WHERE user_id = 'bob4'", [], |r| r.get(0)).unwrap();
+        assert_eq!(runs, "many", "the bad value is left for an operator to see");
+    }
+
+    #[test]
     fn a_renewed_claim_is_not_taken_over_and_only_its_holder_renews_it() {
         let (_dir, store) = store();
         let task = store.add(reminder("u", 1_000), 0).unwrap();
@@ -657,6 +726,18 @@ mod tests {
         let retaken = store.claim("w", 5_000, 9_000, 10).unwrap();
         store.finish(&retaken[0], "w", &Outcome::Delivered, None, 5_000).unwrap();
         assert_eq!(store.next_wake(5_000).unwrap(), None, "nothing left to run");
+    }
+
+    #[test]
+    fn active_tasks_without_a_time_are_found_through_the_index() {
+        let (_dir, store) = store();
+        let conn = store.conn.lock().unwrap();
+        let mut statement = conn.prepare(&format!("EXPLAIN QUERY PLAN {UNTIMED_ACTIVE}")).unwrap();
+        let plan: Vec<String> = statement.query_map([], |row| row.get(3)).unwrap().map(Result::unwrap).collect();
+        let searches: Vec<&String> =
+            plan.iter().filter(|step| step.contains("tasks_due (status=? AND next_run")).collect();
+        assert_eq!(searches.len(), 2, "{plan:?}");
+        assert!(plan.iter().all(|step| !step.contains("SCAN")), "{plan:?}");
     }
 
     #[test]

@@ -131,13 +131,15 @@ impl TaskView {
             task_type: spec.task_type,
             description: spec.description,
             schedule: spec.schedule,
-            status: task.status,
+            // An unreadable task cannot fire: failed, with the reason, even
+            // before it comes due and the firing loop marks it so.
+            status: if task.unreadable.is_some() { "failed".to_owned() } else { task.status },
             next_run: show(task.next_run),
             last_run: show(task.last_run),
             runs: task.runs,
             max_runs: spec.max_runs,
             until: show(spec.until),
-            last_outcome: task.last_outcome,
+            last_outcome: task.unreadable.as_deref().map(Task::unreadable_outcome).or(task.last_outcome),
             execution_data: spec.execution_data,
             created_at: rfc3339(task.created_at, &zone),
             timezone: spec.timezone,
@@ -166,6 +168,35 @@ mod tests {
             serde_json::from_value(json!({"task_type": "api_call", "url": "https://example.com/"})).unwrap();
         assert_eq!(call.task_type(), "api_call");
         assert!(serde_json::from_value::<ExecutionData>(json!({"task_type": "reminder", "prompt": "x"})).is_err());
+    }
+
+    #[test]
+    fn an_unreadable_task_is_shown_failed_with_the_reason_before_it_comes_due() {
+        let spec = crate::store::TaskSpec {
+            user_id: "u".into(),
+            task_type: "reminder".into(),
+            description: "d".into(),
+            execution_data: json!("{not json"),
+            schedule: Some("every other tuesday".into()),
+            timezone: "UTC".into(),
+            max_runs: None,
+            until: None,
+        };
+        let task = Task {
+            id: uuid::Uuid::nil(),
+            spec,
+            status: "active".into(),
+            next_run: Some(1_000),
+            last_run: None,
+            runs: 0,
+            last_outcome: Some("delivered".into()),
+            created_at: 0,
+            unreadable: Some("schedule: cannot read it".into()),
+        };
+        let view = TaskView::of(task);
+        assert_eq!(view.status, "failed");
+        let outcome = view.last_outcome.unwrap_or_default();
+        assert!(outcome.contains("cannot be read (schedule: cannot read it)"), "{outcome}");
     }
 
     #[test]

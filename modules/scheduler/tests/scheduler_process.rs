@@ -4,7 +4,8 @@
 //! due during the downtime, the address guard of `api_call` tasks, a hanging
 //! `api_call` that holds back no other run, a delivery that outlasts its
 //! lease sent once and not taken over by a second process, a run in flight
-//! at a SIGTERM sent at once by the restarted process, and the
+//! at a SIGTERM sent at once by the restarted process, rows that no longer
+//! parse shown failed while the other tasks fire, and the
 //! warning that nothing fires without a delivery URL, and the error naming
 //! a database that cannot be created.
 
@@ -174,6 +175,41 @@ async fn a_two_second_reminder_is_delivered_once_with_a_valid_signature() {
     let task = &listed["tasks"][0];
     assert_eq!((task["status"].as_str(), task["runs"].as_u64()), (Some("done"), Some(1)), "{task}");
     assert_eq!(task["last_outcome"], "delivered");
+}
+
+#[tokio::test]
+async fn a_task_whose_stored_row_no_longer_parses_fails_visibly_and_every_other_task_fires() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let (receiver, address) = Receiver::start().await;
+    let module = start(&db, Some(address), &[]);
+    let client = module.client();
+    // Rows as a hand edit or an older version may leave them, due at once:
+    // a count that is text (this stopped every claim), a time zone that is gone.
+    let hand = rusqlite::Connection::open(&db).unwrap();
+    hand.busy_timeout(Duration::from_secs(5)).unwrap();
+    for (user, edit) in [("bob", "runs = 'many'"), ("carol", "timezone = 'Mars/Olympus_Mons'")] {
+        let added = ok(&client, user, "add_reminder", json!({"when": {"delay": "1h"}, "message": "later"})).await;
+        let id = added["task_id"].as_str().unwrap();
+        hand.execute(&format!("UPDATE tasks SET {edit}, next_run = 0 WHERE id = ?1"), [id]).unwrap();
+    }
+    ok(&client, "alice", "add_reminder", json!({"when": {"delay": "1s"}, "message": "call mom"})).await;
+    let deliveries = receiver.wait_for(1, Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(receiver.deliveries().len(), 1, "{deliveries:?}");
+    assert_eq!(deliveries[0].event()["user_id"], "alice");
+    for (user, named) in [("bob", "runs is the text \"many\""), ("carol", "timezone:")] {
+        let listed = ok(&client, user, "list_tasks", json!({})).await;
+        let task = &listed["tasks"][0];
+        assert_eq!(task["status"], "failed", "{task}");
+        let outcome = task["last_outcome"].as_str().unwrap_or_default();
+        assert!(
+            outcome.starts_with("failed: the stored task cannot be read (") && outcome.contains(named),
+            "{outcome}"
+        );
+    }
+    let rows: i64 = hand.query_row("SELECT COUNT(*) FROM tasks", [], |row| row.get(0)).unwrap();
+    assert_eq!(rows, 3, "the unreadable rows are kept");
 }
 
 #[tokio::test]

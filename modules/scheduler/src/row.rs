@@ -1,0 +1,162 @@
+//! Reading a stored task, whatever an older version or a hand edit left
+//! in its row.
+//!
+//! A row is always read: a value of the wrong type, a schedule, time zone
+//! or `execution_data` that no longer parses is not an error of the whole
+//! query (one bad row would stop every claim, and every `list_tasks` of its
+//! owner) but the task's [`Task::unreadable`], the reason it cannot be
+//! fired. The store marks such a task failed when it comes due and leaves
+//! its row for an operator.
+
+use rusqlite::Row;
+use rusqlite::types::ValueRef;
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::schedule::{Schedule, time_zone};
+use crate::store::{Task, TaskSpec};
+use crate::task::ExecutionData;
+
+/// The columns of a task, in the order [`task_from_row`] reads them.
+pub const TASK_COLUMNS: &str = "id, user_id, task_type, description, execution_data, schedule, timezone, status, \
+     next_run, last_run, runs, max_runs, until, last_outcome, created_at";
+
+/// Most characters of a stored value quoted in a reason.
+const SHOWN_CHARS: usize = 60;
+
+/// The task in `row` (selected as [`TASK_COLUMNS`]); the only error is a
+/// column that is not there. Every value that cannot be read is replaced by
+/// an empty one and named in [`Task::unreadable`].
+pub fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
+    row.get_ref(14)?;
+    let mut read = Reader { row, problems: Vec::new() };
+    let id = read.text(0, "id");
+    let id = Uuid::parse_str(&id).unwrap_or_else(|_| {
+        read.problems.push(format!("id {:?} is not a UUID", shown(&id)));
+        Uuid::nil()
+    });
+    let user_id = read.text(1, "user_id");
+    let task_type = read.text(2, "task_type");
+    let description = read.text(3, "description");
+    let data = read.text(4, "execution_data");
+    let schedule = read.optional_text(5, "schedule");
+    let timezone = read.text(6, "timezone");
+    let status = read.text(7, "status");
+    let next_run = read.integer(8, "next_run");
+    let last_run = read.integer(9, "last_run");
+    let runs = read.count(10, "runs").unwrap_or(0);
+    let max_runs = read.count(11, "max_runs");
+    let until = read.integer(12, "until");
+    let last_outcome = read.optional_text(13, "last_outcome");
+    let created_at = read.integer(14, "created_at").unwrap_or(0);
+    if status == "active" && matches!(read.value(8), ValueRef::Null) {
+        read.problems.push("next_run is empty (NULL) in an active task".to_owned());
+    }
+    match serde_json::from_str::<ExecutionData>(&data) {
+        Ok(parsed) if parsed.task_type() == task_type => {}
+        Ok(parsed) => read.problems.push(format!(
+            "execution_data is a {} but task_type is {:?}",
+            parsed.task_type(),
+            shown(&task_type)
+        )),
+        Err(error) => read.problems.push(format!("execution_data does not parse: {error}")),
+    }
+    if let Some(Err(error)) = schedule.as_deref().map(Schedule::from_normalized) {
+        read.problems.push(format!("schedule: {error}"));
+    }
+    if let Err(error) = time_zone(&timezone) {
+        read.problems.push(format!("timezone: {error}"));
+    }
+    let unreadable = (!read.problems.is_empty()).then(|| read.problems.join("; "));
+    Ok(Task {
+        id,
+        spec: TaskSpec {
+            user_id,
+            task_type,
+            description,
+            // Shown as it is stored when it is not JSON, for whoever repairs it.
+            execution_data: serde_json::from_str(&data).unwrap_or(Value::String(data)),
+            schedule,
+            timezone,
+            max_runs,
+            until,
+        },
+        status,
+        next_run,
+        last_run,
+        runs,
+        last_outcome,
+        created_at,
+        unreadable,
+    })
+}
+
+/// Reads the columns of one row, noting each value of the wrong type.
+struct Reader<'r, 's> {
+    row: &'r Row<'s>,
+    problems: Vec<String>,
+}
+
+impl Reader<'_, '_> {
+    /// The value of column `index` (all are there: [`task_from_row`] checked the last one).
+    fn value(&self, index: usize) -> ValueRef<'_> {
+        self.row.get_ref(index).unwrap_or(ValueRef::Null)
+    }
+
+    /// A text column; numbers are read as their text.
+    fn text(&mut self, index: usize, name: &str) -> String {
+        self.optional_text(index, name).unwrap_or_else(|| {
+            self.problems.push(format!("{name} is empty (NULL)"));
+            String::new()
+        })
+    }
+
+    /// A text column that may be NULL.
+    fn optional_text(&mut self, index: usize, name: &str) -> Option<String> {
+        match self.value(index) {
+            ValueRef::Null => None,
+            ValueRef::Text(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
+            ValueRef::Integer(n) => Some(n.to_string()),
+            ValueRef::Real(x) => Some(x.to_string()),
+            ValueRef::Blob(bytes) => {
+                self.problems.push(format!("{name} is a blob of {} bytes, not text", bytes.len()));
+                Some(String::new())
+            }
+        }
+    }
+
+    /// A whole-number column that may be NULL.
+    fn integer(&mut self, index: usize, name: &str) -> Option<i64> {
+        match self.value(index) {
+            ValueRef::Null => None,
+            ValueRef::Integer(n) => Some(n),
+            other => {
+                let problem = format!("{name} is {}, not a whole number", described(other));
+                self.problems.push(problem);
+                None
+            }
+        }
+    }
+
+    /// A count (0 to 2^32 - 1) that may be NULL.
+    fn count(&mut self, index: usize, name: &str) -> Option<u32> {
+        let n = self.integer(index, name)?;
+        u32::try_from(n).map_err(|_| self.problems.push(format!("{name} is {n}, not a count"))).ok()
+    }
+}
+
+/// A stored value as a reason shows it: its type and the start of it.
+fn described(value: ValueRef<'_>) -> String {
+    match value {
+        ValueRef::Null => "NULL".to_owned(),
+        ValueRef::Integer(n) => n.to_string(),
+        ValueRef::Real(x) => format!("the real number {x}"),
+        ValueRef::Text(bytes) => format!("the text {:?}", shown(&String::from_utf8_lossy(bytes))),
+        ValueRef::Blob(bytes) => format!("a blob of {} bytes", bytes.len()),
+    }
+}
+
+/// At most [`SHOWN_CHARS`] characters of `text`.
+fn shown(text: &str) -> String {
+    text.chars().take(SHOWN_CHARS).collect()
+}
