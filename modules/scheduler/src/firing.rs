@@ -4,7 +4,9 @@
 //! A recurring task's next run is the first one after *now*, so a task that
 //! missed several runs while the module was down fires once and resumes its
 //! schedule. The loop sleeps until the next run is due (at most the poll
-//! interval) and wakes early when a task is added.
+//! interval) and wakes early when a task is added. At start, and whenever
+//! the wall clock goes back, it brings back the leases and next runs a
+//! clock set ahead left far out ([`Store::rewind`]).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -63,7 +65,11 @@ impl Firing {
     pub async fn run(self, stop: Arc<Notify>) {
         let firing = Arc::new(self);
         let in_flight = InFlight::new(firing.batch);
+        let mut clock = ClockWatch::default();
         loop {
+            if clock.went_back(Timestamp::now().as_millisecond()) && !firing.rewind().await {
+                clock = ClockWatch::default();
+            }
             let sleep = match firing.tick(&in_flight).await {
                 // Every slot is delivering; a run that ends rings the bell.
                 Ok(tick) if tick.free == 0 => firing.poll,
@@ -137,6 +143,30 @@ impl Firing {
             }));
         }
         Ok(Tick { free, claimed, started })
+    }
+
+    /// [`Store::rewind`] at now (the clock went back, or the loop starts):
+    /// leases and recurring next runs a clock set ahead left far out are
+    /// brought back. False when the store failed (to try again next look).
+    async fn rewind(&self) -> bool {
+        let store = self.store.clone();
+        let now = Timestamp::now().as_millisecond();
+        let lease_until = now.saturating_add(i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX));
+        let rewound = tokio::task::spawn_blocking(move || store.rewind(now, lease_until))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|rewound| rewound.map_err(|e| e.to_string()));
+        match rewound {
+            Ok((0, 0)) => true,
+            Ok((leases, next_runs)) => {
+                tracing::warn!(leases, next_runs, "the clock was ahead: leases and next runs set from now");
+                true
+            }
+            Err(error) => {
+                tracing::error!(%error, "could not check the times a clock set ahead left; trying again");
+                false
+            }
+        }
     }
 
     /// How long to sleep: until the next run, at most the poll interval.
@@ -330,6 +360,28 @@ impl Drop for Delivering {
     }
 }
 
+/// How far back the wall clock may step (NTP corrects small errors) before
+/// the loop looks for what a clock set ahead left ([`Store::rewind`]).
+const CLOCK_BACK_MARGIN_MS: i64 = 1_000;
+
+/// Notices the wall clock going back: the loop's memory of the latest
+/// time it saw.
+#[derive(Debug, Default)]
+struct ClockWatch {
+    latest: Option<i64>,
+}
+
+impl ClockWatch {
+    /// True at the first look, and when `now` is more than
+    /// [`CLOCK_BACK_MARGIN_MS`] before the latest time seen (which `now`
+    /// then replaces).
+    fn went_back(&mut self, now: i64) -> bool {
+        let back = self.latest.is_none_or(|latest| now < latest.saturating_sub(CLOCK_BACK_MARGIN_MS));
+        self.latest = Some(if back { now } else { self.latest.map_or(now, |latest| latest.max(now)) });
+        back
+    }
+}
+
 /// The run after this one: for a recurring task the first after `now`
 /// (missed runs collapse into the one that just fired), within `max_runs`
 /// and `until`; `None` for a one-time reminder or a finished schedule.
@@ -394,6 +446,19 @@ mod tests {
         hanging.abort();
         assert!(hanging.await.unwrap_err().is_cancelled());
         assert_eq!((in_flight.free(), in_flight.ids()), (1, vec![]), "freed by the cancel");
+    }
+
+    #[test]
+    fn the_clock_is_seen_going_back_at_the_first_look_and_past_the_margin_only() {
+        let mut clock = ClockWatch::default();
+        assert!(clock.went_back(10_000), "the first look checks");
+        assert!(!clock.went_back(50_000));
+        assert!(!clock.went_back(49_000), "within the margin");
+        assert!(!clock.went_back(50_500));
+        assert!(clock.went_back(48_999), "more than the margin before the latest, 50 500");
+        assert!(!clock.went_back(48_999), "the new latest");
+        assert!(!clock.went_back(100_000_000_000), "forward is not back");
+        assert!(clock.went_back(60_000), "back from far ahead");
     }
 
     #[test]

@@ -31,6 +31,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::row::{TASK_COLUMNS, task_from_row};
+use crate::schedule::{Schedule, time_zone};
 
 /// The schema, one step per version; step `i` brings `user_version` from `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -439,6 +440,52 @@ impl Store {
         })
     }
 
+    /// Undoes what a wall clock set far ahead and then put back left
+    /// behind, as seen at `now` (for a process whose clock just went back,
+    /// and at start): a lease beyond `lease_until` (now plus the lease, the
+    /// furthest a claim made at `now` reaches) is cut to it, so the run is
+    /// not held for the length of the jump; and a recurring task's next run
+    /// later than its schedule's first run after `now` (the next run is
+    /// always the first after the time it was computed, so only a clock
+    /// ahead of `now` puts it later) is brought back to it. One-time
+    /// reminders keep their time: an absolute time cannot be told from a
+    /// delay added to a wrong clock. How many leases and next runs changed.
+    pub fn rewind(&self, now: i64, lease_until: i64) -> Result<(usize, usize), StoreError> {
+        self.write(|tx| {
+            let leases = tx.execute("UPDATE tasks SET lease_until = ?1 WHERE lease_until > ?1", [lease_until])?;
+            // The few columns needed, not whole tasks: there may be many.
+            let ahead = tx
+                .prepare(
+                    "SELECT id, next_run, schedule, timezone FROM tasks
+                     WHERE status = 'active' AND next_run > ?1 AND schedule IS NOT NULL",
+                )?
+                .query_map([now], |row| {
+                    Ok((
+                        row.get::<_, SqlValue>(0)?,
+                        row.get::<_, i64>(1).ok(),
+                        row.get::<_, String>(2).ok(),
+                        row.get::<_, String>(3).ok(),
+                    ))
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            let Ok(now) = jiff::Timestamp::from_millisecond(now) else { return Ok((leases, 0)) };
+            let mut update = tx.prepare("UPDATE tasks SET next_run = ?2 WHERE id = ?1")?;
+            let mut next_runs = 0;
+            for (key, stored, schedule, zone) in ahead {
+                // A row that cannot be read is the claim's to mark (see `claim`).
+                let (Some(stored), Some(schedule), Some(zone)) = (stored, schedule, zone) else { continue };
+                let (Ok(schedule), Ok(zone)) = (Schedule::from_normalized(&schedule), time_zone(&zone)) else {
+                    continue;
+                };
+                let Ok(first) = schedule.next_after(now, &zone) else { continue };
+                if first.as_millisecond() < stored {
+                    next_runs += update.execute((key, first.as_millisecond()))?;
+                }
+            }
+            Ok((leases, next_runs))
+        })
+    }
+
     /// Deletes `user_id`'s finished tasks beyond the newest
     /// `user_max_finished` (by when they finished). One a process still
     /// holds a claim on at `now` (cancelled while firing) is left until it
@@ -692,6 +739,34 @@ mod tests {
         assert_eq!(rows, 1 + edits.len() as i64, "every row is kept");
         let runs: String = hand.query_row("SELECT runs FROM tasks WHERE user_id = 'bob4'", [], |r| r.get(0)).unwrap();
         assert_eq!(runs, "many", "the bad value is left for an operator to see");
+    }
+
+    #[test]
+    fn a_clock_put_back_brings_far_leases_and_recurring_next_runs_back_to_now() {
+        let (_dir, store) = store();
+        const HOUR: i64 = 3_600_000;
+        // At 00:30 after a clock that read a year ahead: its leases and the
+        // next runs it computed are a year out.
+        let (now, year) = (HOUR / 2, 365 * 24 * HOUR);
+        let mut hourly = reminder("u", year + HOUR);
+        hourly.spec.schedule = Some("0 * * * *".into());
+        let ahead = store.add(hourly.clone(), 0).unwrap();
+        hourly.next_run = HOUR;
+        let on_time = store.add(hourly, 0).unwrap();
+        let held = store.add(reminder("v", 0), 0).unwrap();
+        assert_eq!(store.claim("gone", 0, year, 10).unwrap().len(), 1);
+        let later = store.add(reminder("v", year), 0).unwrap();
+        assert_eq!(store.rewind(now, now + 600_000).unwrap(), (1, 1));
+        let next_run = |user: &str, id: Uuid| {
+            store.list(user, None, 10, 0).unwrap().0.into_iter().find(|t| t.id == id).unwrap().next_run
+        };
+        assert_eq!(next_run("u", ahead.id), Some(HOUR), "the first run after now");
+        assert_eq!(next_run("u", on_time.id), Some(HOUR), "untouched");
+        assert_eq!(next_run("v", later.id), Some(year), "a one-time reminder keeps its time");
+        assert!(store.claim("w", now + 599_999, now + 1_200_000, 10).unwrap().is_empty(), "the lease holds");
+        let retaken = store.claim("w", now + 600_000, now + 1_200_000, 10).unwrap();
+        assert_eq!(retaken.iter().map(|t| t.id).collect::<Vec<_>>(), [held.id], "a lease from now, not a year");
+        assert_eq!(store.rewind(now + 600_000, now + 1_200_000).unwrap(), (0, 0), "nothing left ahead");
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! `api_call` that holds back no other run, a delivery that outlasts its
 //! lease sent once and not taken over by a second process, a run in flight
 //! at a SIGTERM sent at once by the restarted process, rows that no longer
-//! parse shown failed while the other tasks fire, and the
+//! parse shown failed while the other tasks fire, a restart after the
+//! clock went back firing what a clock a year ahead put off, and the
 //! warning that nothing fires without a delivery URL, and the error naming
 //! a database that cannot be created.
 
@@ -210,6 +211,39 @@ async fn a_task_whose_stored_row_no_longer_parses_fails_visibly_and_every_other_
     }
     let rows: i64 = hand.query_row("SELECT COUNT(*) FROM tasks", [], |row| row.get(0)).unwrap();
     assert_eq!(rows, 3, "the unreadable rows are kept");
+}
+
+// Multi-threaded: the receiver takes deliveries while this thread blocks in `start`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_started_after_the_clock_went_back_fires_what_a_clock_a_year_ahead_put_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let (receiver, address) = Receiver::start().await;
+    let lease = [("SCHEDULER_LEASE_SECONDS", "2")];
+    let mut first = start(&db, None, &lease);
+    let client = first.client();
+    let recurring = ok(
+        &client,
+        "u",
+        "add_recurring_task",
+        json!({"schedule": "every 1s", "description": "tick", "execution_data": {"task_type": "reminder", "message": "tick"}}),
+    )
+    .await;
+    let held = ok(&client, "u", "add_reminder", json!({"when": {"delay": "0s"}, "message": "held"})).await;
+    first.kill();
+    // As a clock a year ahead leaves them: the next run it computed, and
+    // the claim of a process that died then.
+    let year_ahead = jiff::Timestamp::now().as_millisecond() + 365 * 86_400_000;
+    let hand = rusqlite::Connection::open(&db).unwrap();
+    let ids = [recurring["task_id"].as_str().unwrap(), held["task_id"].as_str().unwrap()];
+    hand.execute("UPDATE tasks SET next_run = ?1 WHERE id = ?2", (year_ahead, ids[0])).unwrap();
+    hand.execute("UPDATE tasks SET claimed_by = 'gone', lease_until = ?1 WHERE id = ?2", (year_ahead, ids[1])).unwrap();
+    let _second = start(&db, Some(address), &lease);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ids.iter().any(|id| receiver.deliveries().iter().all(|d| d.event()["task_id"] != *id)) {
+        assert!(Instant::now() < deadline, "not both delivered: {:?}", receiver.deliveries());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test]
