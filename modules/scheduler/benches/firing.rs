@@ -44,6 +44,7 @@ async fn main() {
         max_tasks: u64::MAX,
         user_max_tasks: u64::MAX,
         user_max_finished: u64::MAX,
+        max_finished: u64::MAX,
         list_max_bytes: u64::MAX,
         min_interval: Duration::from_secs(1),
         max_data_bytes: 16 * 1024,

@@ -90,6 +90,11 @@ pub struct Settings {
     #[arg(long, env = "SCHEDULER_USER_MAX_FINISHED", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
     pub user_max_finished: u64,
 
+    /// Most finished tasks kept of all users together (user ids are
+    /// open-ended); the oldest beyond it are deleted, whoever's they are.
+    #[arg(long, env = "SCHEDULER_MAX_FINISHED", default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_finished: u64,
+
     /// Most bytes of tasks (as JSON) one `list_tasks` answer carries; the
     /// newest tasks that fit are shown.
     #[arg(long, env = "SCHEDULER_LIST_MAX_BYTES", default_value_t = 1_048_576, value_parser = clap::value_parser!(u64).range(65_536..=4_194_304))]
@@ -130,6 +135,7 @@ impl Settings {
             max_tasks: self.max_tasks,
             user_max_tasks: self.user_max_tasks,
             user_max_finished: self.user_max_finished,
+            max_finished: self.max_finished,
             list_max_bytes: self.list_max_bytes,
             min_interval: Duration::from_secs(self.min_interval_seconds),
             max_data_bytes: self.max_data_bytes,
@@ -188,6 +194,8 @@ mod tests {
         assert_eq!(settings.limits().min_interval, Duration::from_secs(60));
         assert_eq!(settings.limits().max_tasks, 100_000);
         assert!(Settings::try_parse_from(["scheduler", "--max-tasks", "0"]).is_err());
+        assert_eq!(settings.limits().max_finished, 100_000);
+        assert!(Settings::try_parse_from(["scheduler", "--max-finished", "0"]).is_err());
         assert!(settings.fetch_allow_networks.0.is_empty());
         assert!(Settings::try_parse_from(["scheduler", "--user-max-tasks", "0"]).is_err());
         assert!(Settings::try_parse_from(["scheduler", "--delivery-url", "ftp://x/"]).is_err());

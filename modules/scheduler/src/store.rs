@@ -12,8 +12,9 @@
 //! - Isolation: every statement of a tool names the caller's `user_id`.
 //! - Retention: a user keeps at most `user_max_finished` finished (done,
 //!   cancelled, failed) tasks; the transaction that finishes, cancels or
-//!   adds one deletes the oldest beyond that (but not one a live claim
-//!   still holds: it goes once its lease lapses).
+//!   adds one deletes the oldest beyond that, and the oldest of all users
+//!   beyond `max_finished` (counted by triggers), but not one a live claim
+//!   still holds: it goes once its lease lapses.
 //! - Unreadable rows (an older version's, a hand edit's) are marked failed
 //!   when they come due and otherwise left as they are (see [`crate::row`]).
 //! - Schema: migrations numbered by `PRAGMA user_version`, applied at open.
@@ -66,6 +67,30 @@ ALTER TABLE tasks ADD COLUMN finished_at INTEGER;  -- when it stopped being acti
 UPDATE tasks SET finished_at = COALESCE(last_run, created_at) WHERE status <> 'active';
 CREATE INDEX tasks_finished ON tasks (user_id, finished_at) WHERE finished_at IS NOT NULL;
 "#,
+    r#"
+-- All users' finished tasks together, for SCHEDULER_MAX_FINISHED (user ids are open-ended):
+-- counted by triggers as finished_at is set and cleared, so the check scans nothing, and
+-- the oldest are found by the index on finished_at alone.
+CREATE TABLE finished_count (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    tasks INTEGER NOT NULL
+);
+INSERT INTO finished_count (id, tasks) SELECT 1, count(*) FROM tasks WHERE finished_at IS NOT NULL;
+CREATE INDEX tasks_finished_all ON tasks (finished_at) WHERE finished_at IS NOT NULL;
+
+CREATE TRIGGER task_inserted_finished AFTER INSERT ON tasks WHEN new.finished_at IS NOT NULL BEGIN
+    UPDATE finished_count SET tasks = tasks + 1;
+END;
+
+CREATE TRIGGER task_deleted_finished AFTER DELETE ON tasks WHEN old.finished_at IS NOT NULL BEGIN
+    UPDATE finished_count SET tasks = tasks - 1;
+END;
+
+CREATE TRIGGER task_finished_changed AFTER UPDATE OF finished_at ON tasks
+    WHEN (old.finished_at IS NULL) <> (new.finished_at IS NULL) BEGIN
+    UPDATE finished_count SET tasks = tasks + (new.finished_at IS NOT NULL) - (old.finished_at IS NOT NULL);
+END;
+"#,
 ];
 
 /// How much one user, and all of them together, may schedule.
@@ -77,6 +102,8 @@ pub struct Limits {
     pub user_max_tasks: u64,
     /// Most finished (done, cancelled, failed) tasks kept per user.
     pub user_max_finished: u64,
+    /// Most finished tasks kept of all users together.
+    pub max_finished: u64,
     /// Most bytes of tasks (as JSON) one `list_tasks` answer carries.
     pub list_max_bytes: u64,
     /// Shortest time between two runs of a recurring task.
@@ -487,11 +514,12 @@ impl Store {
     }
 
     /// Deletes `user_id`'s finished tasks beyond the newest
-    /// `user_max_finished` (by when they finished). One a process still
-    /// holds a claim on at `now` (cancelled while firing) is left until it
-    /// is acknowledged; once that claim's lease has lapsed (the process
-    /// died) it goes too, as nobody will acknowledge it and a finished task
-    /// is never claimed again.
+    /// `user_max_finished` (by when they finished), then all users' beyond
+    /// the newest `max_finished`. One a process still holds a claim on at
+    /// `now` (cancelled while firing) is left until it is acknowledged;
+    /// once that claim's lease has lapsed (the process died) it goes too,
+    /// as nobody will acknowledge it and a finished task is never claimed
+    /// again.
     fn prune_finished(&self, tx: &Transaction<'_>, user_id: &str, now: i64) -> Result<(), StoreError> {
         let keep = i64::try_from(self.limits.user_max_finished).unwrap_or(i64::MAX);
         tx.prepare_cached(
@@ -501,6 +529,11 @@ impl Store {
                               ORDER BY finished_at DESC, id DESC LIMIT ?2)",
         )?
         .execute((user_id, keep, now))?;
+        let finished: i64 = tx.prepare_cached("SELECT tasks FROM finished_count")?.query_row([], |row| row.get(0))?;
+        let excess = finished.saturating_sub(i64::try_from(self.limits.max_finished).unwrap_or(i64::MAX));
+        if excess > 0 {
+            tx.prepare_cached(OLDEST_FINISHED_DELETED)?.execute((excess, now))?;
+        }
         Ok(())
     }
 
@@ -537,6 +570,12 @@ impl Store {
 /// after, from `''` on.
 const UNTIMED_ACTIVE: &str = "SELECT id FROM tasks WHERE status = 'active' AND next_run IS NULL
      UNION ALL SELECT id FROM tasks WHERE status = 'active' AND next_run >= ''";
+
+/// Deletes the `?1` oldest finished tasks of all users no live claim (at
+/// `?2`) holds, found by `tasks_finished_all`.
+const OLDEST_FINISHED_DELETED: &str =
+    "DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE finished_at IS NOT NULL
+     AND (claimed_by IS NULL OR lease_until <= ?2) ORDER BY finished_at, id LIMIT ?1)";
 
 /// The earliest lapse after `?1` of a claim on an active task. The unary `+`
 /// keeps the planner off `tasks_due` (by `status` it would read every active
@@ -625,6 +664,7 @@ mod tests {
         max_tasks: 1_000,
         user_max_tasks: 3,
         user_max_finished: 2,
+        max_finished: 1_000,
         list_max_bytes: 1_000_000,
         min_interval: Duration::from_secs(60),
         max_data_bytes: 1024,
@@ -909,6 +949,73 @@ mod tests {
         let (cancelled_left, _) = store.list("u", Some("cancelled"), 100, 0).unwrap();
         assert_eq!(cancelled_left.iter().map(|t| t.id).collect::<Vec<_>>(), [cancelled[4]]);
         assert_eq!(store.list("other", None, 100, 0).unwrap().0[0].id, other.id, "another user's tasks are untouched");
+    }
+
+    /// The finished tasks as `finished_count` has them, and as counted.
+    fn finished_counts(path: &Path) -> (i64, i64) {
+        let conn = Connection::open(path).unwrap();
+        let kept = conn.query_row("SELECT tasks FROM finished_count", [], |row| row.get(0)).unwrap();
+        let counted =
+            conn.query_row("SELECT COUNT(*) FROM tasks WHERE finished_at IS NOT NULL", [], |row| row.get(0)).unwrap();
+        (kept, counted)
+    }
+
+    #[test]
+    fn no_more_finished_tasks_than_the_limit_of_all_users_together_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let store = Store::open(&path, Limits { max_finished: 3, ..LIMITS }, Duration::from_secs(5)).unwrap();
+        // Cancelled while its run is held until 50 000: kept while the claim holds.
+        let held = store.add(reminder("held", 1_000), 0).unwrap();
+        assert_eq!(store.claim("w", 1_000, 50_000, 10).unwrap().len(), 1);
+        store.cancel("held", held.id, 1).unwrap();
+        for (n, user) in ["a", "b", "c", "d", "e"].into_iter().enumerate() {
+            let task = store.add(reminder(user, 1_000_000), 10).unwrap();
+            store.cancel(user, task.id, 10 + n as i64).unwrap();
+        }
+        let kept = |user: &str| store.list(user, None, 10, 0).unwrap().1;
+        assert_eq!(["held", "a", "b", "c", "d", "e"].map(kept), [1, 0, 0, 0, 1, 1], "the oldest of all users go");
+        assert_eq!(finished_counts(&path), (3, 3));
+        // Once its lease lapsed, the next finished task pushes it out too.
+        let task = store.add(reminder("f", 1_000_000), 60_000).unwrap();
+        store.cancel("f", task.id, 60_000).unwrap();
+        assert_eq!(["held", "c", "d", "e", "f"].map(kept), [0, 0, 1, 1, 1]);
+        assert_eq!(finished_counts(&path), (3, 3));
+        // A done run and a hand-deleted row are counted too.
+        let due = store.add(reminder("g", 500), 60_000).unwrap();
+        let claimed = store.claim("w", 60_000, 70_000, 10).unwrap();
+        assert_eq!(claimed.iter().map(|t| t.id).collect::<Vec<_>>(), [due.id]);
+        store.finish(&claimed[0], "w", &Outcome::Delivered, None, 60_001).unwrap();
+        assert_eq!(["d", "e", "f", "g"].map(kept), [0, 1, 1, 1]);
+        Connection::open(&path).unwrap().execute("DELETE FROM tasks WHERE user_id = 'e'", []).unwrap();
+        assert_eq!(finished_counts(&path), (2, 2));
+        let conn = store.conn.lock().unwrap();
+        let mut statement = conn.prepare(&format!("EXPLAIN QUERY PLAN {OLDEST_FINISHED_DELETED}")).unwrap();
+        let steps: Vec<String> = statement.query_map([1, 0], |row| row.get(3)).unwrap().map(Result::unwrap).collect();
+        assert!(steps.iter().any(|step| step.contains("tasks_finished_all")), "{steps:?}");
+    }
+
+    #[test]
+    fn a_database_of_the_previous_schema_gets_its_finished_tasks_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let store = Store::open(&path, LIMITS, Duration::from_secs(5)).unwrap();
+        for user in ["a", "b"] {
+            let task = store.add(reminder(user, 1_000_000), 0).unwrap();
+            store.cancel(user, task.id, 1).unwrap();
+        }
+        store.add(reminder("a", 1_000_000), 0).unwrap();
+        drop(store);
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch(
+                "DROP TRIGGER task_inserted_finished; DROP TRIGGER task_deleted_finished;
+                 DROP TRIGGER task_finished_changed; DROP TABLE finished_count; DROP INDEX tasks_finished_all;
+                 PRAGMA user_version = 3;",
+            )
+            .unwrap();
+        Store::open(&path, LIMITS, Duration::from_secs(5)).unwrap();
+        assert_eq!(finished_counts(&path), (2, 2));
     }
 
     /// A task of user `u` cancelled at `cancelled_at` while `dead` holds
