@@ -114,6 +114,11 @@ impl Fetcher {
         Ok(Self { client, max_bytes: limits.max_bytes })
     }
 
+    /// The longest a whole fetch may take (`FETCH_TIMEOUT_SECONDS`).
+    pub fn total(&self) -> Duration {
+        self.client.limits().total
+    }
+
     /// Fetches `url`, giving up after `budget` or the configured total
     /// timeout, whichever is shorter.
     pub async fn fetch(&self, url: &str, budget: Duration) -> Result<Fetched, FetchError> {

@@ -14,6 +14,7 @@ mod settings;
 mod skim;
 mod summarize;
 mod text;
+mod turns;
 mod webpage;
 
 use std::process::ExitCode;
@@ -25,7 +26,8 @@ use module_sdk::Module;
 use crate::fetcher::{FetchLimits, Fetcher};
 use crate::search::Searx;
 use crate::settings::Settings;
-use crate::webpage::{LayoutSlots, TreeLimit};
+use crate::turns::Turns;
+use crate::webpage::{FetchSlots, LayoutSlots, TreeLimit};
 
 /// The research module with its clients built from `settings`.
 fn module(settings: &Settings) -> Result<Module, reqwest::Error> {
@@ -51,6 +53,7 @@ fn module(settings: &Settings) -> Result<Module, reqwest::Error> {
     .state(fetcher)
     .state(TreeLimit { max_nodes: usize::try_from(settings.html_max_nodes).unwrap_or(usize::MAX) })
     .state(LayoutSlots::per_cpu())
+    .state(FetchSlots(Turns::new(usize::try_from(settings.fetch_max_concurrent_pages).unwrap_or(usize::MAX))))
     .tool(search::web_search)
     .tool(search::news_search)
     .tool(webpage::fetch_webpage)

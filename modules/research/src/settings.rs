@@ -45,6 +45,14 @@ pub struct Settings {
     #[arg(long, env = "FETCH_MAX_BYTES", default_value_t = 2 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1024..=64 * 1024 * 1024))]
     pub fetch_max_bytes: u64,
 
+    /// Most pages fetched at once: a call holds its turn from before its
+    /// request until its page is turned into text, so page bodies in memory
+    /// stay within this many times `FETCH_MAX_BYTES`. Further calls wait; one
+    /// that gets no turn while a whole fetch still fits in its deadline
+    /// fails with `timeout` naming this setting.
+    #[arg(long, env = "FETCH_MAX_CONCURRENT_PAGES", default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pub fetch_max_concurrent_pages: u64,
+
     /// Most redirects followed for one fetch.
     #[arg(long, env = "FETCH_MAX_REDIRECTS", default_value_t = 5, value_parser = clap::value_parser!(u8).range(0..=20))]
     pub fetch_max_redirects: u8,

@@ -1,17 +1,16 @@
 //! The `fetch_webpage` tool: a page's title, readable text and links.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use module_sdk::{Context, ToolError, tool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tokio::sync::Semaphore;
 
 use crate::bounded_tree::TreeBudget;
 use crate::charset;
 use crate::fetcher::{BodyKind, FetchError, Fetched, Fetcher};
 use crate::readable::{Link, MAX_URL_CHARS, readable};
+use crate::turns::Turns;
 use guarded_http::GuardedError;
 
 /// Time kept back from the call's deadline to turn the page into text and
@@ -34,14 +33,22 @@ pub struct TreeLimit {
 /// out is CPU work and costs up to about 80 MiB (see `HTML_MAX_NODES`), so
 /// more at once would only multiply the memory; further calls wait.
 #[derive(Debug, Clone)]
-pub struct LayoutSlots(Arc<Semaphore>);
+pub struct LayoutSlots(pub Turns);
 
 impl LayoutSlots {
     /// One slot per CPU the process may use.
     pub fn per_cpu() -> Self {
-        Self(Arc::new(Semaphore::new(std::thread::available_parallelism().map_or(1, std::num::NonZero::get))))
+        Self(Turns::new(std::thread::available_parallelism().map_or(1, std::num::NonZero::get)))
     }
 }
+
+/// How many pages are fetched and held at once (the module's
+/// `FETCH_MAX_CONCURRENT_PAGES`): a call holds its turn from before its
+/// request until its page has been turned into text, so the bodies in
+/// memory, read or waiting for a layout slot, stay within this many times
+/// `FETCH_MAX_BYTES`; further calls wait.
+#[derive(Debug, Clone)]
+pub struct FetchSlots(pub Turns);
 
 /// Arguments of `fetch_webpage`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -95,6 +102,12 @@ pub async fn fetch_webpage(ctx: Context, args: FetchWebpage) -> Result<WebPage, 
     let fetcher = ctx.state::<Fetcher>()?;
     let tree_limit = *ctx.state::<TreeLimit>()?;
     let slots = ctx.state::<LayoutSlots>()?;
+    let fetch_slots = ctx.state::<FetchSlots>()?;
+    // A call waits for its turn only while a whole fetch still fits before
+    // its deadline, so a fetch's timeout always means FETCH_TIMEOUT_SECONDS.
+    let last_start =
+        ctx.deadline().into_std().checked_sub(ANSWER_MARGIN + fetcher.total()).unwrap_or_else(Instant::now);
+    let fetch_turn = fetch_slots.0.wait_until(last_start).await.ok_or_else(|| no_fetch_turn(fetch_slots.0.count()))?;
     let budget = ctx.remaining().saturating_sub(ANSWER_MARGIN);
     let fetched = fetcher.fetch(&args.url, budget).await.map_err(tool_error)?;
     let max_chars = usize::try_from(args.max_chars).unwrap_or(usize::MAX);
@@ -106,14 +119,10 @@ pub async fn fetch_webpage(ctx: Context, args: FetchWebpage) -> Result<WebPage, 
     // page per CPU at a time (the slot goes with the work, which a call
     // that ends early does not stop). The tree's budget ends it by the
     // call's deadline.
-    let slot = tokio::time::timeout_at(tree_budget.deadline.into(), slots.0.clone().acquire_owned())
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .ok_or_else(busy)?;
+    let slot = slots.0.wait_until(tree_budget.deadline).await.ok_or_else(busy)?;
     tokio::task::spawn_blocking(move || {
         let page = to_web_page(fetched, max_chars, tree_budget);
-        drop(slot);
+        drop((slot, fetch_turn));
         page
     })
     .await
@@ -125,6 +134,14 @@ fn busy() -> ToolError {
     ToolError::timeout(
         "the page was fetched, but the module was turning other pages into text (one per CPU at a time) until this call's deadline; try again",
     )
+}
+
+/// The error of a call that found no fetch turn while a whole fetch still
+/// fitted before its deadline.
+fn no_fetch_turn(count: usize) -> ToolError {
+    ToolError::timeout(format!(
+        "the module was busy fetching {count} other pages, the most it fetches at once (FETCH_MAX_CONCURRENT_PAGES), for as long as this call could wait and still give the page its whole FETCH_TIMEOUT_SECONDS; try again"
+    ))
 }
 
 /// Decodes the body and extracts its readable parts.
@@ -277,6 +294,69 @@ mod tests {
         assert!(page.truncated);
         let type_only = to_web_page(fetched(&format!("text/{}", "x".repeat(1000)), b"short", false), 1000, budget());
         assert!(type_only.truncated, "a cut media type alone sets truncated");
+    }
+
+    /// A server on a free loopback port answering a short page; its URL.
+    async fn page_server() -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let app = axum::Router::new()
+            .route("/", axum::routing::get(|| async { axum::response::Html("<p>A short page.</p>") }));
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        url
+    }
+
+    /// A client of `fetch_webpage` with a 4 s timeout (a 1 s fetch fits
+    /// before its deadline only in its first second), fetching from
+    /// 127.0.0.1 with these turns.
+    fn client(layout: &LayoutSlots, fetch: &FetchSlots) -> module_sdk::TestClient {
+        let policy = guarded_http::AddressPolicy::new(vec!["127.0.0.1/32".parse().unwrap()]);
+        let limits = crate::fetcher::FetchLimits {
+            total: Duration::from_secs(1),
+            connect: Duration::from_secs(1),
+            max_bytes: 4096,
+            max_redirects: 0,
+        };
+        module_sdk::Module::new("research", "Fetching pages, for tests.")
+            .state(Fetcher::new(policy, limits).unwrap())
+            .state(TreeLimit { max_nodes: 1000 })
+            .state(layout.clone())
+            .state(fetch.clone())
+            .tool(fetch_webpage().timeout(Duration::from_secs(4)))
+            .test_client()
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_call_without_a_fetch_turn_while_a_fetch_fits_times_out_naming_the_setting() {
+        let url = page_server().await;
+        let (layout, fetch) = (LayoutSlots(Turns::new(1)), FetchSlots(Turns::new(1)));
+        let client = client(&layout, &fetch);
+        let held = fetch.0.wait_until(Instant::now()).await.unwrap();
+        let started = Instant::now();
+        let result = client.call("fetch_webpage", serde_json::json!({"url": url})).await;
+        assert_eq!(result.error_kind, Some(module_sdk::ErrorKind::Timeout), "{result:?}");
+        let error = result.error.unwrap();
+        assert!(error.contains("fetching 1 other pages") && error.contains("(FETCH_MAX_CONCURRENT_PAGES)"), "{error}");
+        assert!(started.elapsed() < Duration::from_secs(3), "given up once a whole fetch no longer fitted");
+        drop(held);
+        let result = client.call("fetch_webpage", serde_json::json!({"url": url})).await;
+        assert!(result.success, "with the turn given back the page is fetched: {result:?}");
+    }
+
+    #[tokio::test]
+    async fn a_call_without_a_layout_turn_before_its_deadline_times_out_and_gives_its_fetch_turn_back() {
+        let url = page_server().await;
+        let (layout, fetch) = (LayoutSlots(Turns::new(1)), FetchSlots(Turns::new(1)));
+        let client = client(&layout, &fetch);
+        let held = layout.0.wait_until(Instant::now()).await.unwrap();
+        let result = client.call("fetch_webpage", serde_json::json!({"url": url})).await;
+        assert_eq!(result.error_kind, Some(module_sdk::ErrorKind::Timeout), "{result:?}");
+        assert!(result.error.as_deref().unwrap().contains("turning other pages into text"), "{result:?}");
+        assert!(fetch.0.wait_until(Instant::now()).await.is_some(), "the failed call gave its fetch turn back");
+        drop(held);
+        let result = client.call("fetch_webpage", serde_json::json!({"url": url})).await;
+        assert_eq!(result.result["text"], "A short page.", "{result:?}");
     }
 
     #[test]

@@ -260,6 +260,20 @@ async fn huge_slow_and_odd_pages_are_bounded() {
 }
 
 #[tokio::test]
+async fn pages_beyond_fetch_max_concurrent_pages_wait_their_turn_instead_of_failing() {
+    let fixture = Fixture::start().await;
+    let module =
+        ModuleProcess::start(BINARY, &[("FETCH_ALLOW_NETWORKS", "127.0.0.1"), ("FETCH_MAX_CONCURRENT_PAGES", "2")]);
+    let url = fixture.url("/counted");
+    let results = futures::future::join_all((0..8).map(|_| module.call("fetch_webpage", json!({"url": url})))).await;
+    for result in &results {
+        assert_eq!(result["result"]["text"], "Counted.", "{result}");
+    }
+    let most = fixture.most_counted_at_once.load(Ordering::SeqCst);
+    assert!(most <= 2, "{most} pages were fetched at once, more than FETCH_MAX_CONCURRENT_PAGES");
+}
+
+#[tokio::test]
 async fn a_server_that_never_accepts_is_given_up_on_naming_the_connect_timeout() {
     // A listener with a backlog of one, filled: further connections hang.
     let socket = tokio::net::TcpSocket::new_v4().unwrap();

@@ -24,6 +24,8 @@ pub struct Fixture {
     pub address: SocketAddr,
     /// How many requests reached `/secret`; a refused redirect must leave it at 0.
     pub secret_hits: Arc<AtomicUsize>,
+    /// The most requests `/counted` was answering at one time.
+    pub most_counted_at_once: Arc<AtomicUsize>,
 }
 
 impl Fixture {
@@ -32,7 +34,13 @@ impl Fixture {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let secret_hits = Arc::new(AtomicUsize::new(0));
-        let state = Shared { port: address.port(), secret_hits: secret_hits.clone() };
+        let most_counted_at_once = Arc::new(AtomicUsize::new(0));
+        let state = Shared {
+            port: address.port(),
+            secret_hits: secret_hits.clone(),
+            counted_now: Arc::new(AtomicUsize::new(0)),
+            most_counted_at_once: most_counted_at_once.clone(),
+        };
         let app = Router::new()
             .route("/page.html", get(page))
             .route("/latin1.html", get(latin1))
@@ -77,6 +85,7 @@ impl Fixture {
                     "TOP SECRET"
                 }),
             )
+            .route("/counted", get(counted))
             .route("/huge", get(huge))
             .route(
                 "/slow",
@@ -104,7 +113,7 @@ impl Fixture {
             .route("/paragraphs/{count}", get(paragraphs))
             .with_state(state);
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        Self { address, secret_hits }
+        Self { address, secret_hits, most_counted_at_once }
     }
 
     /// `http://127.0.0.1:<port><path>`.
@@ -117,6 +126,8 @@ impl Fixture {
 struct Shared {
     port: u16,
     secret_hits: Arc<AtomicUsize>,
+    counted_now: Arc<AtomicUsize>,
+    most_counted_at_once: Arc<AtomicUsize>,
 }
 
 fn redirect(location: &str) -> Response {
@@ -137,6 +148,16 @@ async fn page() -> Response {
 async fn latin1() -> Response {
     let body: &[u8] = b"<title>Caf\xe9</title><p>Cr\xe8me br\xfbl\xe9e</p>";
     ([(header::CONTENT_TYPE, "text/html; charset=ISO-8859-1")], body).into_response()
+}
+
+/// A short page answered after 300 ms, counting the requests it answers
+/// at one time.
+async fn counted(State(s): State<Shared>) -> Response {
+    let now = s.counted_now.fetch_add(1, Ordering::SeqCst) + 1;
+    s.most_counted_at_once.fetch_max(now, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    s.counted_now.fetch_sub(1, Ordering::SeqCst);
+    html("<p>Counted.</p>".to_owned())
 }
 
 /// An endless page.
