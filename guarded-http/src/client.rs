@@ -22,6 +22,10 @@ use crate::guarded_resolver::{BlockedHost, GuardedResolver};
 /// can be as long as the server's headers, and an error goes to a model.
 const MAX_SHOWN_URL_CHARS: usize = 2048;
 
+/// Most bytes of a URL the HTTP library can request (`http::Uri` holds at
+/// most `u16::MAX - 1`); a redirect to a longer one cannot be followed.
+const MAX_REQUEST_URL_BYTES: usize = u16::MAX as usize - 1;
+
 /// How far the client may go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientLimits {
@@ -90,6 +94,17 @@ pub enum GuardedError {
     /// A redirect had no usable `Location`.
     #[error("{} redirected without a valid Location header", shown_url(.0))]
     BadRedirect(Url),
+    /// A redirect's target is longer than any request can carry.
+    #[error(
+        "{} redirected to an address of {length} bytes, longer than the {MAX_REQUEST_URL_BYTES} an HTTP request can carry; the redirect cannot be followed",
+        shown_url(.url)
+    )]
+    RedirectTooLong {
+        /// The URL that redirected.
+        url: Url,
+        /// The target's length in bytes.
+        length: usize,
+    },
     /// The connection broke while the body was read.
     #[error("reading {} failed: {detail}", shown_url(.url))]
     Transfer {
@@ -154,6 +169,9 @@ impl GuardedClient {
             }
             let location = response.headers().get(LOCATION).and_then(|v| v.to_str().ok());
             let next = location.and_then(|l| url.join(l).ok()).ok_or_else(|| GuardedError::BadRedirect(url.clone()))?;
+            if next.as_str().len() > MAX_REQUEST_URL_BYTES {
+                return Err(GuardedError::RedirectTooLong { url, length: next.as_str().len() });
+            }
             if !matches!(response.status(), StatusCode::TEMPORARY_REDIRECT | StatusCode::PERMANENT_REDIRECT)
                 && method != Method::HEAD
             {

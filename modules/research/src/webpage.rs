@@ -228,7 +228,10 @@ fn tool_error(error: FetchError) -> ToolError {
         FetchError::Status { status, .. } if status.is_server_error() => ToolError::unavailable(message),
         FetchError::Status { .. }
         | FetchError::Request(
-            GuardedError::TooManyRedirects(_) | GuardedError::BadRedirect(_) | GuardedError::Transfer { .. },
+            GuardedError::TooManyRedirects(_)
+            | GuardedError::BadRedirect(_)
+            | GuardedError::RedirectTooLong { .. }
+            | GuardedError::Transfer { .. },
         )
         | FetchError::TooManyRedirects(_)
         | FetchError::Encoded(..)

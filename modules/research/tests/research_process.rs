@@ -210,6 +210,18 @@ async fn errors_quote_a_long_redirect_target_cut() {
 }
 
 #[tokio::test]
+async fn a_redirect_to_an_address_over_64_kb_is_refused_saying_so() {
+    let fixture = Fixture::start().await;
+    let module = start(&fixture);
+    let result = module.call("fetch_webpage", json!({"url": fixture.url("/to-over-64k")})).await;
+    assert_eq!(error_kind(&result), "execution_failed", "{result}");
+    let error = result["error"].as_str().unwrap();
+    let length = fixture.url("/page.html?").len() + 70_000;
+    assert!(error.contains(&format!("redirected to an address of {length} bytes, longer than the 65534")), "{error}");
+    assert!(error.len() < 3000, "the error does not carry the long address: {error}");
+}
+
+#[tokio::test]
 async fn without_an_allow_list_the_local_server_is_out_of_reach() {
     let fixture = Fixture::start().await;
     let mut module = ModuleProcess::start(BINARY, &[("RUST_LOG", "warn,guarded_http=info")]);

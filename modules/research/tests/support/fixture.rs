@@ -74,6 +74,7 @@ impl Fixture {
                 }),
             )
             .route("/to-long-missing", get(|| async { redirect(&format!("/missing/{}", "a".repeat(LONG_PATH_CHARS))) }))
+            .route("/to-over-64k", get(|| async { redirect(&format!("/page.html?{}", "a".repeat(70_000))) }))
             .route(
                 "/to-long-closed",
                 get(|| async { redirect(&format!("http://127.0.0.1:1/{}", "a".repeat(LONG_PATH_CHARS))) }),
