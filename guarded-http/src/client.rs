@@ -16,6 +16,7 @@ use reqwest::{Method, Response, StatusCode};
 use url::{Host, Url};
 
 use crate::address_policy::AddressPolicy;
+use crate::bad_ports::bad_port;
 use crate::guarded_resolver::{BlockedHost, GuardedResolver};
 
 /// Most characters of a URL quoted in an error: a redirect's `Location`
@@ -205,8 +206,8 @@ impl GuardedClient {
         Ok(parsed)
     }
 
-    /// Refuses other schemes and IP-literal hosts outside the policy
-    /// (host names are checked by the resolver when connecting).
+    /// Refuses other schemes, IP-literal hosts outside the policy (host
+    /// names are checked by the resolver when connecting) and bad ports.
     fn check(&self, url: &Url) -> Result<(), GuardedError> {
         if !matches!(url.scheme(), "http" | "https") {
             return Err(GuardedError::UnsupportedScheme(url.scheme().to_owned()));
@@ -217,9 +218,12 @@ impl GuardedClient {
             Some(Host::Domain(_)) => None,
             None => return Err(GuardedError::Refused { url: url.clone(), reason: "the URL has no host".into() }),
         };
-        match literal.map(|ip| self.policy.check(ip)) {
-            Some(Err(blocked)) => Err(GuardedError::Refused { url: url.clone(), reason: blocked.to_string() }),
-            _ => Ok(()),
+        if let Some(Err(blocked)) = literal.map(|ip| self.policy.check(ip)) {
+            return Err(GuardedError::Refused { url: url.clone(), reason: blocked.to_string() });
+        }
+        match bad_port(url) {
+            Some(reason) => Err(GuardedError::Refused { url: url.clone(), reason }),
+            None => Ok(()),
         }
     }
 
@@ -298,7 +302,8 @@ mod tests {
             ("http://2130706433/", "127.0.0.1 is in the loopback range"),
             ("http://0x7f.1/", "127.0.0.1 is in the loopback range"),
             ("http://0/", "0.0.0.0 is in the unspecified"),
-            ("http://localhost:9/", "localhost resolves only to internal or reserved addresses"),
+            ("http://localhost:8/", "localhost resolves only to internal or reserved addresses"),
+            ("http://example.org:25/", "port 25 (smtp) is one of the Fetch standard's bad ports"),
         ] {
             let error = client.send(GuardedRequest::get(url, HeaderMap::new())).await.unwrap_err().to_string();
             assert!(error.contains(expected), "{url}: {error}");
@@ -308,11 +313,13 @@ mod tests {
     #[tokio::test]
     async fn preflight_refuses_what_send_would_refuse() {
         let client = client(&[]);
-        for url in ["http://127.0.0.1:9/", "http://localhost/x", "ftp://example.org/"] {
+        for url in ["http://127.0.0.1:9/", "http://localhost/x", "ftp://example.org/", "http://example.org:6667/"] {
             assert!(client.preflight(url).await.is_err(), "{url}");
         }
         assert!(client.preflight("https://example.org/a").await.is_ok());
-        assert!(super::tests::client(&["127.0.0.0/8", "::1/128"]).preflight("http://localhost:9/").await.is_ok());
+        let allowing_loopback = super::tests::client(&["127.0.0.0/8", "::1/128"]);
+        assert!(allowing_loopback.preflight("http://localhost:8/").await.is_ok());
+        assert!(allowing_loopback.preflight("http://127.0.0.1:25/").await.is_err(), "a bad port even where allowed");
     }
 
     #[test]

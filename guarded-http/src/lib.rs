@@ -7,9 +7,11 @@
 //! - [`GuardedResolver`]: name resolution that hands the HTTP client only
 //!   permitted addresses, so the address checked is the address connected to.
 //! - [`GuardedClient`]: a reqwest client built on that resolver, following
-//!   redirects itself (each hop checked), bounded in time, redirects and bytes.
+//!   redirects itself (each hop checked), bounded in time, redirects and bytes,
+//!   refusing the ports browsers refuse (the Fetch standard's bad ports).
 
 mod address_policy;
+mod bad_ports;
 mod client;
 mod guarded_resolver;
 

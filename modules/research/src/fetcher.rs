@@ -224,7 +224,7 @@ mod tests {
         for (url, expected) in [
             ("file:///etc/passwd", "only http and https"),
             ("http://127.0.0.1:9/", "127.0.0.1 is in the loopback range"),
-            ("http://localhost:9/", "localhost resolves only to internal or reserved addresses"),
+            ("http://localhost:8/", "localhost resolves only to internal or reserved addresses"),
         ] {
             let error = fetcher.fetch(url, Duration::from_secs(5)).await.unwrap_err().to_string();
             assert!(error.contains(expected), "{url}: {error}");

@@ -186,6 +186,9 @@ async fn redirects_to_internal_addresses_are_refused_before_connecting() {
         assert_eq!(error_kind(&result), "permission_denied", "{path}: {result}");
         assert!(result["error"].as_str().unwrap().contains(refused), "{path}: {result}");
     }
+    let to_smtp = module.call("fetch_webpage", json!({"url": fixture.url("/to-smtp")})).await;
+    assert_eq!(error_kind(&to_smtp), "permission_denied", "an allowed address, but a bad port: {to_smtp}");
+    assert!(to_smtp["error"].as_str().unwrap().contains("port 25 (smtp) is one of the Fetch standard's bad ports"));
     let to_file = module.call("fetch_webpage", json!({"url": fixture.url("/to-file")})).await;
     assert_eq!(error_kind(&to_file), "invalid_arguments", "{to_file}");
     assert_eq!(fixture.secret_hits.load(Ordering::SeqCst), 0, "no refused target was ever requested");

@@ -37,6 +37,7 @@ impl Fixture {
         let most_counted_at_once = Arc::new(AtomicUsize::new(0));
         let state = Shared {
             port: address.port(),
+            closed_port: std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port(),
             secret_hits: secret_hits.clone(),
             counted_now: Arc::new(AtomicUsize::new(0)),
             most_counted_at_once: most_counted_at_once.clone(),
@@ -67,6 +68,7 @@ impl Fixture {
                 get(|State(s): State<Shared>| async move { redirect(&format!("http://[::1]:{}/secret", s.port)) }),
             )
             .route("/to-file", get(|| async { redirect("file:///etc/passwd") }))
+            .route("/to-smtp", get(|| async { redirect("http://127.0.0.1:25/") }))
             .route(
                 "/to-long-private",
                 get(|State(s): State<Shared>| async move {
@@ -77,7 +79,9 @@ impl Fixture {
             .route("/to-over-64k", get(|| async { redirect(&format!("/page.html?{}", "a".repeat(70_000))) }))
             .route(
                 "/to-long-closed",
-                get(|| async { redirect(&format!("http://127.0.0.1:1/{}", "a".repeat(LONG_PATH_CHARS))) }),
+                get(|State(s): State<Shared>| async move {
+                    redirect(&format!("http://127.0.0.1:{}/{}", s.closed_port, "a".repeat(LONG_PATH_CHARS)))
+                }),
             )
             .route(
                 "/secret",
@@ -126,6 +130,8 @@ impl Fixture {
 #[derive(Clone)]
 struct Shared {
     port: u16,
+    /// A loopback port nothing listens on (bound once, then closed).
+    closed_port: u16,
     secret_hits: Arc<AtomicUsize>,
     counted_now: Arc<AtomicUsize>,
     most_counted_at_once: Arc<AtomicUsize>,
