@@ -33,7 +33,7 @@ pub struct TreeLimit {
 /// out is CPU work and costs up to about 80 MiB (see `HTML_MAX_NODES`), so
 /// more at once would only multiply the memory; further calls wait.
 #[derive(Debug, Clone)]
-pub struct LayoutSlots(pub Turns);
+pub struct LayoutSlots(Turns);
 
 impl LayoutSlots {
     /// One slot per CPU the process may use.
