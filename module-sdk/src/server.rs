@@ -202,9 +202,13 @@ pub fn body_refused(status: StatusCode, detail: String) -> Response {
     error_response(status, detail)
 }
 
-/// A request body sent as JSON, read whole: a `POST` with another
-/// `Content-Type` is refused with `415` (see [`RequireJsonLayer`] for why),
-/// one over `MAX_BODY_BYTES` with `413`, one that cannot be read with `400`.
+/// A request body read whole as JSON: one over `MAX_BODY_BYTES` is refused
+/// with `413`, one that cannot be read with `400`. In development mode (no
+/// `SERVICE_AUTH_TOKEN`) a `POST` with another `Content-Type` is refused
+/// with `415` (see [`RequireJsonLayer`] for why); with a token it is read
+/// all the same, as the contract wants a `200` for every well-formed call
+/// (`curl -d` sends a form's type), and a page on another site cannot send
+/// the `Authorization` header without the preflight a browser asks first.
 /// The module's routes that take a body use it instead of a router layer.
 pub(crate) struct JsonBody(pub(crate) Bytes);
 
@@ -212,7 +216,9 @@ impl FromRequest<AppState> for JsonBody {
     type Rejection = Response;
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self, Self::Rejection> {
-        if let Some(refusal) = json_content_type_refusal(&request) {
+        if state.auth_token.is_none()
+            && let Some(refusal) = json_content_type_refusal(&request)
+        {
             return Err(refusal);
         }
         request_body(request.into_body(), state.max_body_bytes).await.map(Self)
@@ -280,7 +286,7 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
         (status = 400, body = ErrorBody, description = "The body is not JSON or not a ToolCall"),
         (status = 401, body = ErrorBody),
         (status = 413, body = ErrorBody, description = "The body is over the module's limit"),
-        (status = 415, body = ErrorBody, description = "The body is not sent as `Content-Type: application/json`")
+        (status = 415, body = ErrorBody, description = "Development mode only (no `SERVICE_AUTH_TOKEN`): the body is not sent as `Content-Type: application/json`")
     )
 )]
 pub(crate) async fn execute(
@@ -463,6 +469,33 @@ mod tests {
         let (status, answer) = post(&router, "/execute", Some("application/json"), failing).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
         assert!(answer.contains("could not be read: reset"), "{answer}");
+    }
+
+    #[tokio::test]
+    async fn with_a_token_execute_reads_a_call_of_any_content_type_and_mcp_still_wants_json() {
+        let config = ServeConfig { auth_token: Some("t0ken".into()), ..ServeConfig::default() };
+        let router = Module::new("m", "A module.").tool(hello).router(&config).unwrap();
+        let call = r#"{"tool_name":"m.hello","arguments":{}}"#;
+        for content_type in [Some("text/plain"), Some("application/x-www-form-urlencoded"), None] {
+            let request = axum::http::Request::post("/execute").header(header::AUTHORIZATION, "Bearer t0ken");
+            let request = match content_type {
+                Some(content_type) => request.header(header::CONTENT_TYPE, content_type),
+                None => request,
+            };
+            let response = router.clone().oneshot(request.body(Body::from(call)).unwrap()).await.unwrap();
+            let status = response.status();
+            let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+            let answer = String::from_utf8_lossy(&body);
+            assert_eq!(status, StatusCode::OK, "{content_type:?}: {answer}");
+            assert!(answer.contains(r#""result":"hello""#), "{content_type:?}: {answer}");
+        }
+        let request = axum::http::Request::post("/mcp")
+            .header(header::AUTHORIZATION, "Bearer t0ken")
+            .header(header::CONTENT_TYPE, "text/plain")
+            .body(Body::from(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#))
+            .unwrap();
+        let response = router.clone().oneshot(request).await.unwrap();
+        assert_eq!(response.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
     }
 
     #[test]

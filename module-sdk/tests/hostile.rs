@@ -1,6 +1,7 @@
 //! Hostile requests against a real module process (the SDK's demo module):
 //! each gets the budget's error, the process stays up, and its peak
-//! resident memory stays within budget. Cross-site form posts get `415`,
+//! resident memory stays within budget. Cross-site form posts get `415`
+//! (in development mode: with a token `/execute` reads them),
 //! bodies past `MAX_BODY_BYTES` get `413` whatever their framing or
 //! `Expect`, idle connections past `MAX_CONNECTIONS` wait and are served,
 //! clients that pipeline requests and never read their answers are closed,
