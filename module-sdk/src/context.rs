@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ToolError;
+use crate::module::{PANIC_ANSWER, log_panic};
 
 /// Typed values a module shares with all its handlers (a database handle, a
 /// config, an HTTP client), one per type.
@@ -119,6 +120,8 @@ impl Context {
     /// Runs blocking work (a database query, a walk of the file system) with
     /// the module state `S` on tokio's blocking threads, so the async workers
     /// stay free; the work's error converts to a [`ToolError`] as `?` would.
+    /// A panic in the work is answered as a panic of the handler is: its
+    /// text logged at error level, the caller told only that the tool failed.
     ///
     /// ```
     /// # use module_sdk::{Context, ToolError};
@@ -143,7 +146,17 @@ impl Context {
         E: Into<ToolError> + Send + 'static,
     {
         let state = self.state::<S>()?;
-        tokio::task::spawn_blocking(move || work(&state)).await?.map_err(Into::into)
+        match tokio::task::spawn_blocking(move || work(&state)).await {
+            Ok(outcome) => outcome.map_err(Into::into),
+            Err(error) => match error.try_into_panic() {
+                // As a panic of the handler itself: the text is logged, not told.
+                Ok(payload) => {
+                    log_panic(self.tool_name(), payload.as_ref(), "blocking work of a tool panicked");
+                    Err(ToolError::execution_failed(PANIC_ANSWER))
+                }
+                Err(error) => Err(error.into()),
+            },
+        }
     }
 }
 

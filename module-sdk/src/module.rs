@@ -341,13 +341,8 @@ impl ModuleService {
             Ok(Ok(Ok(result))) => Answer::success(tool_name, result),
             Ok(Ok(Err(error))) => Answer::failure(tool_name, error.kind(), error.message()),
             Ok(Err(panic)) => {
-                let detail = panic_message(panic.as_ref());
-                tracing::error!(tool = %tool_name, panic = %detail, "tool handler panicked");
-                Answer::failure(
-                    tool_name,
-                    ErrorKind::ExecutionFailed,
-                    "the tool failed with an internal error; the module is still running, and the call can be retried or reported",
-                )
+                log_panic(&tool_name, panic.as_ref(), "tool handler panicked");
+                Answer::failure(tool_name, ErrorKind::ExecutionFailed, PANIC_ANSWER)
             }
             Err(_elapsed) => {
                 let message = format!(
@@ -442,6 +437,17 @@ pub(crate) fn read_back(raw: &RawValue) -> Result<Value, String> {
 }
 
 /// The text of a panic payload, when it has one.
+/// What the caller (a model) is told of a panic in a tool's handler or in
+/// its [`Context::blocking`] work; the panic's own text goes to the log
+/// ([`log_panic`]), as it is written for the module's developers.
+pub(crate) const PANIC_ANSWER: &str =
+    "the tool failed with an internal error; the module is still running, and the call can be retried or reported";
+
+/// Logs a panic of `tool`'s code at error level, with its payload's text.
+pub(crate) fn log_panic(tool: &str, payload: &(dyn std::any::Any + Send), what: &str) {
+    tracing::error!(tool = %tool, panic = %panic_message(payload), "{what}");
+}
+
 fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()
@@ -620,6 +626,20 @@ mod tests {
             assert_eq!(written, serde_json::to_string(&answer).unwrap());
             assert_eq!(written, serde_json::to_string(&answer.into_tool_result()).unwrap());
         }
+    }
+
+    /// Panics in its blocking work.
+    #[tool]
+    async fn blocking_panic(ctx: Context, _args: serde_json::Map<String, serde_json::Value>) -> Result<u8, ToolError> {
+        ctx.blocking(|_: &Prefix| -> Result<u8, ToolError> { panic!("secret detail of the module") }).await
+    }
+
+    #[tokio::test]
+    async fn a_panic_in_blocking_work_is_answered_as_a_handler_panic_without_its_text() {
+        let client = module().tool(blocking_panic).test_client().unwrap();
+        let result = client.call("blocking_panic", json!({})).await;
+        assert_eq!(result.error_kind, Some(ErrorKind::ExecutionFailed));
+        assert_eq!(result.error.as_deref(), Some(PANIC_ANSWER));
     }
 
     #[tokio::test]
