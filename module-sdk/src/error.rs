@@ -215,7 +215,9 @@ fn author_hint(error: &ManifestError) -> &'static str {
         ManifestError::DuplicateTool(_) => "register the second one under a different name with `.name(\"...\")`",
         ManifestError::BadSchema { .. } => "a tool's arguments must be a struct (a JSON object)",
         ManifestError::BadTimeout { .. } => "use a positive, finite timeout",
-        ManifestError::ParametersDisagree(_) => "the SDK derives both from one type; please report this",
+        ManifestError::ParametersDisagree(_) | ManifestError::DuplicateParameter { .. } => {
+            "the SDK derives both from one type; please report this"
+        }
         ManifestError::SchemaOverBudget { .. } => "make the arguments' types smaller or less deeply nested",
     }
 }

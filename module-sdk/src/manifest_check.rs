@@ -54,6 +54,14 @@ pub enum ManifestError {
         /// The budget it exceeds.
         source: SchemaBudgetError,
     },
+    /// Two of a tool's `parameters` share a name (one property of `input_schema`).
+    #[error("tool `{tool}` lists parameter `{parameter}` twice")]
+    DuplicateParameter {
+        /// The tool's name.
+        tool: String,
+        /// The parameter's name.
+        parameter: String,
+    },
     /// `parameters` and `input_schema` name different properties or requirements.
     #[error("tool `{0}`: parameters and input_schema disagree on the property names or the required set")]
     ParametersDisagree(String),
@@ -103,17 +111,25 @@ pub fn check_manifest_within(manifest: &mut ModuleManifest, budget: &SchemaBudge
         if let Some(seconds) = tool.timeout_seconds.filter(|s| !(s.is_finite() && *s > 0.0)) {
             return Err(ManifestError::BadTimeout { tool: name, seconds });
         }
+        let mut parameter_names = HashSet::new();
+        if let Some(twice) = tool.parameters.iter().find(|p| !parameter_names.insert(p.name.as_str())) {
+            return Err(ManifestError::DuplicateParameter { tool: name, parameter: twice.name.clone() });
+        }
+        let over_budget = |source| ManifestError::SchemaOverBudget { tool: name.clone(), source };
         match &tool.input_schema {
-            None => tool.input_schema = Some(schema_from_parameters(&tool.parameters)),
+            // Built from `parameters`, it costs what they send: the same budget.
+            None => {
+                let schema = schema_from_parameters(&tool.parameters);
+                budget.check(&schema).map_err(over_budget)?;
+                tool.input_schema = Some(schema);
+            }
             Some(schema) => {
                 let bad = |reason: String| ManifestError::BadSchema { tool: name.clone(), reason };
                 if !is_object_schema(schema) {
                     let found = schema.get("type").map_or_else(|| "no type".to_owned(), |t| format!("type {t}"));
                     return Err(bad(format!("its root is not `\"type\": \"object\"` (found {found})")));
                 }
-                budget
-                    .check(schema)
-                    .map_err(|source| ManifestError::SchemaOverBudget { tool: name.clone(), source })?;
+                budget.check(schema).map_err(over_budget)?;
                 let outside = unresolved_references(schema);
                 if !outside.is_empty() {
                     return Err(bad(format!("references that do not resolve inside it: {}", outside.join(", "))));
@@ -219,6 +235,39 @@ mod tests {
             let error = checked(value).unwrap_err().to_string();
             assert!(error.contains(expected), "expected `{expected}` in `{error}`");
         }
+    }
+
+    #[test]
+    fn a_schema_built_from_parameters_is_held_to_the_budget() {
+        let mut value = good();
+        let parameter = value["tools"][0]["parameters"][0].clone();
+        let parameters: Vec<Value> = (0..5)
+            .map(|i| {
+                let mut parameter = parameter.clone();
+                parameter["name"] = json!(format!("p{i}"));
+                parameter
+            })
+            .collect();
+        value["tools"][0]["parameters"] = json!(parameters);
+        let mut manifest: ModuleManifest = serde_json::from_value(value).unwrap();
+        let budget = SchemaBudget { max_nodes: 4, ..SchemaBudget::default() };
+        let error = check_manifest_within(&mut manifest.clone(), &budget).unwrap_err().to_string();
+        assert!(error.contains("tool `notes.add` has an input_schema over budget"), "{error}");
+        assert!(error.contains("MAX_SCHEMA_NODES"), "{error}");
+        check_manifest_within(&mut manifest, &SchemaBudget { max_nodes: 6, ..budget }).unwrap();
+    }
+
+    #[test]
+    fn a_parameter_listed_twice_is_refused() {
+        let mut value = good();
+        let parameter = value["tools"][0]["parameters"][0].clone();
+        value["tools"][0]["parameters"].as_array_mut().unwrap().push(parameter);
+        let error = checked(value.clone()).unwrap_err().to_string();
+        assert_eq!(error, "tool `notes.add` lists parameter `text` twice");
+        // Also beside a schema: `parameters` is a view of its properties, each once.
+        value["tools"][0]["input_schema"] =
+            json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]});
+        assert_eq!(checked(value).unwrap_err().to_string(), "tool `notes.add` lists parameter `text` twice");
     }
 
     #[test]
