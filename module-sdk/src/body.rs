@@ -54,14 +54,27 @@ where
             None if joined.is_empty() => first = Some(chunk),
             None => joined.extend_from_slice(&chunk),
             Some(previous) => {
-                // Reserve what is declared (never more than the budget).
-                joined.reserve(declared.map_or(length, |declared| declared as usize));
+                joined.reserve(first_reservation(declared, length));
                 joined.extend_from_slice(&previous);
                 joined.extend_from_slice(&chunk);
             }
         }
     }
     Ok(first.unwrap_or_else(|| Bytes::from(joined)))
+}
+
+/// The most reserved for a body beyond twice what has arrived when the
+/// second piece comes: a client may declare the whole budget and send two
+/// bytes, so what it declared is believed only this far ahead of what it sent.
+const RESERVE_AHEAD: usize = 64 * 1024;
+
+/// What to reserve when the second piece of a body arrives, `received`
+/// bytes in: what is declared (never more than the budget) as long as it is
+/// within twice what arrived or [`RESERVE_AHEAD`]; past that the buffer grows
+/// as the body comes.
+fn first_reservation(declared: Option<u64>, received: usize) -> usize {
+    let believed = received.saturating_mul(2).max(RESERVE_AHEAD);
+    declared.map_or(received, |declared| usize::try_from(declared).unwrap_or(usize::MAX).min(believed))
 }
 
 #[cfg(test)]
@@ -75,6 +88,28 @@ mod tests {
         pieces: &[&'static str],
     ) -> StreamBody<impl futures::Stream<Item = Result<Frame<Bytes>, std::io::Error>>> {
         StreamBody::new(stream::iter(pieces.iter().map(|piece| Ok(Frame::data(Bytes::from_static(piece.as_bytes()))))))
+    }
+
+    #[test]
+    fn a_declared_length_is_reserved_only_a_bounded_way_ahead_of_what_arrived() {
+        let budget = 2 * 1024 * 1024;
+        assert_eq!(first_reservation(Some(budget), 2), RESERVE_AHEAD);
+        assert_eq!(first_reservation(Some(budget), 100_000), 200_000);
+        assert_eq!(first_reservation(Some(300), 2), 300);
+        assert_eq!(first_reservation(None, 10), 10);
+    }
+
+    #[tokio::test]
+    async fn a_body_longer_than_the_first_reservation_is_read_whole() {
+        let piece = "x".repeat(RESERVE_AHEAD);
+        let pieces = [
+            Ok::<_, std::io::Error>(Frame::data(Bytes::from("ab"))),
+            Ok(Frame::data(Bytes::from(piece.clone()))),
+            Ok(Frame::data(Bytes::from(piece))),
+        ];
+        let body = StreamBody::new(stream::iter(pieces));
+        let read = read_body(body, 4 * RESERVE_AHEAD, "MAX").await.unwrap();
+        assert_eq!(read.len(), 2 + 2 * RESERVE_AHEAD);
     }
 
     #[tokio::test]
