@@ -4,6 +4,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
+use crate::blocking_limit::DEFAULT_MAX_BLOCKING_CALLS;
 use crate::error::ServeError;
 use crate::listener::ServerLimits;
 use crate::mcp::McpSettings;
@@ -38,6 +39,9 @@ pub struct ServeConfig {
     pub log_format: LogFormat,
     /// `MCP_ALLOWED_ORIGINS`, `MCP_ALLOWED_HOSTS`, `MCP_PAGE_SIZE`: how `/mcp` answers.
     pub mcp: McpSettings,
+    /// `MAX_BLOCKING_CALLS`: how many pieces of `Context::blocking` work
+    /// run at once, default [`DEFAULT_MAX_BLOCKING_CALLS`].
+    pub max_blocking_calls: usize,
 }
 
 impl Default for ServeConfig {
@@ -49,6 +53,7 @@ impl Default for ServeConfig {
             limits: ServerLimits::default(),
             log_format: LogFormat::Text,
             mcp: McpSettings::default(),
+            max_blocking_calls: DEFAULT_MAX_BLOCKING_CALLS,
         }
     }
 }
@@ -112,7 +117,8 @@ impl ServeConfig {
             Some(other) => return Err(invalid("LOG_FORMAT", other.to_owned(), "expected `text` or `json`")),
         };
         let mcp = McpSettings::from_lookup(&lookup)?;
-        Ok(Self { host, port, auth_token: get("SERVICE_AUTH_TOKEN"), limits, log_format, mcp })
+        let max_blocking_calls = count("MAX_BLOCKING_CALLS", "calls", defaults.max_blocking_calls)?;
+        Ok(Self { host, port, auth_token: get("SERVICE_AUTH_TOKEN"), limits, log_format, mcp, max_blocking_calls })
     }
 }
 
@@ -152,6 +158,7 @@ mod tests {
             ("BODY_READ_TIMEOUT_SECONDS", "86400.5"),
             ("MAX_CONNECTIONS", "0"),
             ("MAX_CONNECTIONS", "many"),
+            ("MAX_BLOCKING_CALLS", "0"),
         ] {
             let error = read(&[(name, bad)]).unwrap_err().to_string();
             assert!(error.contains(name) && error.contains(bad), "{error}");
@@ -182,6 +189,7 @@ mod tests {
             max_connections: 7,
         };
         assert_eq!(config.limits, expected);
+        assert_eq!(read(&[("MAX_BLOCKING_CALLS", "3")]).unwrap().max_blocking_calls, 3);
         assert!(read(&[("LOG_FORMAT", "xml")]).is_err());
     }
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::blocking_limit::BlockingLimit;
 use crate::error::ToolError;
 use crate::module::{PANIC_ANSWER, log_panic};
 
@@ -27,6 +28,14 @@ impl StateMap {
     }
 }
 
+/// What every call of a module shares: its typed state and the bound on
+/// its blocking work.
+#[derive(Default)]
+pub(crate) struct ModuleShared {
+    pub(crate) state: StateMap,
+    pub(crate) blocking: BlockingLimit,
+}
+
 /// The per-call context handed to every tool handler.
 ///
 /// Everything in it comes from the orchestrator or the module itself, never
@@ -42,7 +51,7 @@ struct CallScope {
     /// Made on first use (most handlers never ask for it), or cancelled
     /// when the call ends while someone may still ask ([`CancelOnDrop`]).
     cancellation: OnceLock<CancellationToken>,
-    state: Arc<StateMap>,
+    shared: Arc<ModuleShared>,
 }
 
 /// Cancels a call's [`Context::cancellation`] when dropped: when the call
@@ -61,8 +70,13 @@ impl Drop for CancelOnDrop {
 }
 
 impl Context {
-    pub(crate) fn new(tool_name: Arc<str>, user_id: Option<String>, deadline: Instant, state: Arc<StateMap>) -> Self {
-        Self(Arc::new(CallScope { tool_name, user_id, deadline, cancellation: OnceLock::new(), state }))
+    pub(crate) fn new(
+        tool_name: Arc<str>,
+        user_id: Option<String>,
+        deadline: Instant,
+        shared: Arc<ModuleShared>,
+    ) -> Self {
+        Self(Arc::new(CallScope { tool_name, user_id, deadline, cancellation: OnceLock::new(), shared }))
     }
 
     /// A guard that cancels this call's [`Context::cancellation`] when dropped.
@@ -109,7 +123,7 @@ impl Context {
 
     /// The module state of type `T` registered with `Module::state`.
     pub fn state<T: Send + Sync + 'static>(&self) -> Result<Arc<T>, ToolError> {
-        self.0.state.get::<T>().ok_or_else(|| {
+        self.0.shared.state.get::<T>().ok_or_else(|| {
             ToolError::execution_failed(format!(
                 "module state `{}` was not registered: call `.state(...)` on the Module",
                 type_name::<T>()
@@ -122,6 +136,13 @@ impl Context {
     /// stay free; the work's error converts to a [`ToolError`] as `?` would.
     /// A panic in the work is answered as a panic of the handler is: its
     /// text logged at error level, the caller told only that the tool failed.
+    ///
+    /// The work runs to its end even when the call times out or its caller
+    /// goes away first (a thread cannot be stopped from outside; check
+    /// [`Context::cancellation`] in long work). So that such work cannot pile
+    /// up, at most `MAX_BLOCKING_CALLS` pieces of a module's work run at
+    /// once: a call waits for one to end, and one that waits past its
+    /// deadline gets an `unavailable` error naming the setting.
     ///
     /// ```
     /// # use module_sdk::{Context, ToolError};
@@ -146,7 +167,13 @@ impl Context {
         E: Into<ToolError> + Send + 'static,
     {
         let state = self.state::<S>()?;
-        match tokio::task::spawn_blocking(move || work(&state)).await {
+        let permit = self.0.shared.blocking.permit(self.0.deadline).await?;
+        let work = move || {
+            // Given back when the work ends, whenever its call did.
+            let _permit = permit;
+            work(&state)
+        };
+        match tokio::task::spawn_blocking(work).await {
             Ok(outcome) => outcome.map_err(Into::into),
             Err(error) => match error.try_into_panic() {
                 // As a panic of the handler itself: the text is logged, not told.

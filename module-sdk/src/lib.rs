@@ -43,6 +43,7 @@ extern crate self as module_sdk;
 
 mod arguments;
 mod auth;
+mod blocking_limit;
 mod body;
 mod config;
 mod connection_watch;
@@ -72,6 +73,7 @@ mod validate;
 
 // What a tool author uses; the wire types are in `contract`, the plumbing
 // that the orchestrator reuses in `service`.
+pub use blocking_limit::DEFAULT_MAX_BLOCKING_CALLS;
 pub use config::{LogFormat, ServeConfig};
 pub use context::Context;
 pub use contract::{ErrorKind, Permission, RiskLevel};

@@ -15,7 +15,8 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use crate::arguments::InPlaceValue;
-use crate::context::{Context, StateMap};
+use crate::blocking_limit::{BlockingLimit, DEFAULT_MAX_BLOCKING_CALLS};
+use crate::context::{Context, ModuleShared, StateMap};
 use crate::contract::{
     CONTRACT_VERSION, ErrorKind, ModuleManifest, ToolCall, ToolDefinition, ToolResult, check_manifest,
 };
@@ -92,6 +93,12 @@ impl Module {
     /// Checks the definition against the contract and compiles every
     /// tool's argument validator.
     pub fn build(self) -> Result<ModuleService, ModuleError> {
+        self.build_limited(DEFAULT_MAX_BLOCKING_CALLS)
+    }
+
+    /// [`Module::build`] with at most `max_blocking_calls` pieces of
+    /// [`Context::blocking`] work running at once (`MAX_BLOCKING_CALLS`).
+    pub(crate) fn build_limited(self, max_blocking_calls: usize) -> Result<ModuleService, ModuleError> {
         let metrics = CallMetrics::new();
         let mut tools = HashMap::with_capacity(self.tools.len());
         let mut definitions = Vec::with_capacity(self.tools.len());
@@ -111,7 +118,8 @@ impl Module {
         // The orchestrator's own check: what passes here, it accepts.
         check_manifest(&mut manifest)?;
         let unknown_tool = metrics.tool(UNKNOWN_TOOL_LABEL);
-        Ok(ModuleService { manifest, tools, state: Arc::new(self.state), metrics, unknown_tool })
+        let shared = Arc::new(ModuleShared { state: self.state, blocking: BlockingLimit::new(max_blocking_calls) });
+        Ok(ModuleService { manifest, tools, shared, metrics, unknown_tool })
     }
 }
 
@@ -269,7 +277,8 @@ impl From<ToolCall> for Call<'static> {
 pub struct ModuleService {
     manifest: ModuleManifest,
     tools: HashMap<String, RegisteredTool>,
-    state: Arc<StateMap>,
+    /// The state and blocking-work bound every call's [`Context`] shares.
+    shared: Arc<ModuleShared>,
     metrics: CallMetrics,
     /// Where calls to tools the module does not have are counted.
     unknown_tool: ToolMetrics,
@@ -323,7 +332,7 @@ impl ModuleService {
         };
         // The call's timeout counts from its arrival: no clock read of its own.
         let deadline = deadline_after(started, tool.timeout);
-        let ctx = Context::new(tool.name.clone(), user_id, deadline, self.state.clone());
+        let ctx = Context::new(tool.name.clone(), user_id, deadline, self.shared.clone());
         // Cancelled when this call ends for any reason, including the caller
         // going away (the future is then dropped).
         let _cancel_on_exit = ctx.cancel_on_drop();
@@ -640,6 +649,39 @@ mod tests {
         let result = client.call("blocking_panic", json!({})).await;
         assert_eq!(result.error_kind, Some(ErrorKind::ExecutionFailed));
         assert_eq!(result.error.as_deref(), Some(PANIC_ANSWER));
+    }
+
+    /// Where [`held`]'s blocking work waits: a message for each piece to end.
+    struct Gate(std::sync::Mutex<std::sync::mpsc::Receiver<()>>);
+
+    /// Blocks until the gate lets it through.
+    #[tool(timeout_seconds = 0.3)]
+    async fn held(ctx: Context, _args: serde_json::Map<String, serde_json::Value>) -> Result<u8, ToolError> {
+        ctx.blocking(|gate: &Gate| {
+            let gate = gate.0.lock().map_err(|_| ToolError::execution_failed("poisoned"))?;
+            gate.recv_timeout(Duration::from_secs(20)).map_err(|_| ToolError::execution_failed("never let through"))?;
+            Ok::<_, ToolError>(1)
+        })
+        .await
+    }
+
+    #[tokio::test]
+    async fn blocking_work_past_its_call_keeps_its_permit_and_a_call_left_without_one_is_unavailable() {
+        let (open, gate) = std::sync::mpsc::channel();
+        let module = Module::new("m", "x").tool(held).state(Gate(std::sync::Mutex::new(gate)));
+        let service = module.build_limited(1).unwrap();
+        let call = || ToolCall { tool_name: "m.held".into(), arguments: serde_json::Map::new(), user_id: None };
+        let first = service.execute(call()).await;
+        assert_eq!(first.error_kind, Some(ErrorKind::Timeout), "{first:?}");
+        // The first call's work runs on past its timeout, holding the only permit.
+        let second = service.execute(call()).await;
+        assert_eq!(second.error_kind, Some(ErrorKind::Unavailable), "{second:?}");
+        assert!(second.error.unwrap().contains("(1 at once, MAX_BLOCKING_CALLS)"));
+        // Once it ends, its permit is back.
+        open.send(()).unwrap();
+        open.send(()).unwrap();
+        let third = service.execute(call()).await;
+        assert_eq!(third.result, json!(1), "{third:?}");
     }
 
     #[tokio::test]

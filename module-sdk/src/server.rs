@@ -55,13 +55,13 @@ pub(crate) struct ServerState {
 impl Module {
     /// The module's axum router, for embedding it or serving it yourself.
     pub fn router(self, config: &ServeConfig) -> Result<Router, ModuleError> {
-        Ok(router(Arc::new(self.build()?), config))
+        Ok(router(Arc::new(self.build_limited(config.max_blocking_calls)?), config))
     }
 
     /// Serves the module with settings from the environment (`HOST`, `PORT`,
     /// `SERVICE_AUTH_TOKEN`, `LOG_FORMAT` and the [`ServerLimits`](crate::ServerLimits):
     /// `MAX_BODY_BYTES`, `HEADER_READ_TIMEOUT_SECONDS`, `BODY_READ_TIMEOUT_SECONDS`,
-    /// `MAX_CONNECTIONS`) until SIGINT or SIGTERM; calls in flight then finish
+    /// `MAX_CONNECTIONS`; and `MAX_BLOCKING_CALLS`) until SIGINT or SIGTERM; calls in flight then finish
     /// before it returns. With `--stdio` (in the flags given to
     /// [`Module::sdk_flags`], else on the command line), it serves MCP on
     /// standard input and output instead.
@@ -71,7 +71,7 @@ impl Module {
         }
         let config = ServeConfig::from_env()?;
         init_logging(config.log_format, LogOutput::Stdout);
-        let service = Arc::new(self.build()?);
+        let service = Arc::new(self.build_limited(config.max_blocking_calls)?);
         let address = SocketAddr::new(config.host, config.port);
         let io_error = |source| ServeError::Io { address: address.to_string(), source };
         let listener = TcpListener::bind(address).await.map_err(io_error)?;

@@ -67,7 +67,7 @@ impl SdkFlags {
 pub(crate) async fn serve_stdio(module: Module) -> Result<(), ServeError> {
     let config = ServeConfig::from_env()?;
     init_logging(config.log_format, LogOutput::Stderr);
-    let service = Arc::new(module.build()?);
+    let service = Arc::new(module.build_limited(config.max_blocking_calls)?);
     tracing::info!(
         module = %service.manifest().module_name,
         tools = service.manifest().tools.len(),
