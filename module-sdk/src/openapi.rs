@@ -1,5 +1,6 @@
 //! The OpenAPI 3.1 document served at `/openapi.json`: the real routes and
-//! bodies, plus each tool's argument schema as a named component.
+//! bodies, plus, in development mode, each tool's argument schema as a
+//! named component.
 
 use serde_json::Value;
 use utoipa::OpenApi;
@@ -18,8 +19,11 @@ use crate::contract::ModuleManifest;
 ))]
 struct ModuleApi;
 
-/// The document for the module described by `manifest`.
-pub fn openapi_document(manifest: &ModuleManifest) -> Value {
+/// The document for the module described by `manifest`; with
+/// `tool_schemas`, each tool's `input_schema` as the component
+/// `<tool>.arguments`. The document is served without the token, so a
+/// module with one leaves them out: they are the manifest's, which needs it.
+pub fn openapi_document(manifest: &ModuleManifest, tool_schemas: bool) -> Value {
     let mut doc = ModuleApi::openapi();
     doc.info.title = format!("{} module", manifest.module_name);
     doc.info.description = Some(manifest.description.clone());
@@ -32,7 +36,7 @@ pub fn openapi_document(manifest: &ModuleManifest) -> Value {
         .pointer_mut("/components/schemas")
         .and_then(Value::as_object_mut)
         .expect("the document has component schemas");
-    for tool in &manifest.tools {
+    for tool in manifest.tools.iter().filter(|_| tool_schemas) {
         if let Some(schema) = &tool.input_schema {
             let component = format!("{}.arguments", tool.name);
             let mut schema = schema.clone();

@@ -95,7 +95,8 @@ impl Module {
 pub(crate) fn router(service: Arc<ModuleService>, config: &ServeConfig) -> Router {
     let manifest_json = Bytes::from(serde_json::to_vec(service.manifest()).expect("a manifest always serializes"));
     let openapi_json = Bytes::from(
-        serde_json::to_vec(&openapi_document(service.manifest())).expect("an OpenAPI document always serializes"),
+        serde_json::to_vec(&openapi_document(service.manifest(), config.auth_token.is_none()))
+            .expect("an OpenAPI document always serializes"),
     );
     let mcp = mcp_endpoint(service.clone(), config);
     let auth_token = config.auth_token.as_deref().map(Arc::from);
@@ -496,6 +497,22 @@ mod tests {
             .unwrap();
         let response = router.clone().oneshot(request).await.unwrap();
         assert_eq!(response.status(), StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    }
+
+    #[tokio::test]
+    async fn the_open_document_has_the_tools_schemas_only_without_a_token() {
+        for (token, listed) in [(None, true), (Some("t0ken".to_owned()), false)] {
+            let config = ServeConfig { auth_token: token, ..ServeConfig::default() };
+            let router = Module::new("m", "A module.").tool(hello).router(&config).unwrap();
+            let request = axum::http::Request::get("/openapi.json").body(Body::empty()).unwrap();
+            let response = router.oneshot(request).await.unwrap();
+            assert_eq!(response.status(), StatusCode::OK);
+            let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+            let document: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let schemas = &document["components"]["schemas"];
+            assert!(schemas["ToolCall"].is_object(), "{schemas}");
+            assert_eq!(schemas["m.hello.arguments"].is_object(), listed, "{schemas}");
+        }
     }
 
     #[test]
