@@ -208,8 +208,10 @@ async fn clients_that_never_read_their_answers_do_not_hold_the_slots() {
             std::future::pending::<()>().await;
         }));
     }
-    // Served once the stalled answers are given up on and their slots free.
-    let health = tokio::time::timeout(Duration::from_secs(20), demo.client().health()).await;
+    // Served once the stalled answers are given up on and their slots free
+    // (within seconds; the wait is long because filling the buffers first
+    // takes tens of thousands of answers, slow on a loaded machine).
+    let health = tokio::time::timeout(Duration::from_secs(60), demo.client().health()).await;
     if health.is_err() {
         eprintln!("LOGS {:#?}", demo.logs());
     }
