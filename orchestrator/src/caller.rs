@@ -20,20 +20,61 @@ pub struct CallerFields {
     pub modules: Option<Vec<String>>,
 }
 
+/// The most names a request's `modules` list may hold (fixed): a caller's
+/// modules are kept with each approval it asks for.
+pub const MAX_CALLER_MODULES: usize = 1024;
+
+/// The longest name a request's `modules` list may hold (fixed): the
+/// contract's longest module name (`^[a-z][a-z0-9_]{0,39}$`).
+pub const MAX_MODULE_NAME_BYTES: usize = 40;
+
+/// Why a request's `modules` list is refused (over a fixed budget).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModulesError {
+    /// More names than [`MAX_CALLER_MODULES`].
+    #[error("`modules` lists {count} names, more than MAX_CALLER_MODULES ({max})")]
+    TooMany {
+        /// The names listed.
+        count: usize,
+        /// The budget.
+        max: usize,
+    },
+    /// A name longer than [`MAX_MODULE_NAME_BYTES`].
+    #[error("`modules` lists a name of {bytes} bytes, longer than any module's may be (MAX_MODULE_NAME_BYTES, {max})")]
+    NameTooLong {
+        /// The name's size, trimmed.
+        bytes: usize,
+        /// The budget.
+        max: usize,
+    },
+}
+
 impl CallerFields {
     /// The caller these fields describe; module names are trimmed, as in
-    /// the `modules=` list of `GET /tools`.
-    pub fn into_caller(self) -> Caller {
+    /// the `modules=` list of `GET /tools`, and refused past
+    /// [`MAX_CALLER_MODULES`] and [`MAX_MODULE_NAME_BYTES`].
+    pub fn into_caller(self) -> Result<Caller, ModulesError> {
         self.into_caller_with_default(Permission::Guest)
     }
 
     /// [`Self::into_caller`], with `default` when no permission is named.
-    pub fn into_caller_with_default(self, default: Permission) -> Caller {
-        let modules = self.modules.map(|names| {
-            names.iter().map(|name| name.trim()).filter(|name| !name.is_empty()).map(str::to_owned).collect()
-        });
+    pub fn into_caller_with_default(self, default: Permission) -> Result<Caller, ModulesError> {
+        let modules = match self.modules {
+            Some(names) if names.len() > MAX_CALLER_MODULES => {
+                return Err(ModulesError::TooMany { count: names.len(), max: MAX_CALLER_MODULES });
+            }
+            Some(names) => {
+                let names: Vec<String> =
+                    names.iter().map(|name| name.trim()).filter(|name| !name.is_empty()).map(str::to_owned).collect();
+                if let Some(long) = names.iter().find(|name| name.len() > MAX_MODULE_NAME_BYTES) {
+                    return Err(ModulesError::NameTooLong { bytes: long.len(), max: MAX_MODULE_NAME_BYTES });
+                }
+                Some(names)
+            }
+            None => None,
+        };
         let permission = self.user_permission.as_deref().map_or(default, Permission::for_caller);
-        Caller { user_id: self.user_id, permission, modules }
+        Ok(Caller { user_id: self.user_id, permission, modules })
     }
 }
 
@@ -104,10 +145,25 @@ mod tests {
             serde_json::json!({"user_id": "ada", "user_permission": "user", "modules": [" m ", ""]}),
         )
         .unwrap();
-        let caller = fields.into_caller();
+        let caller = fields.into_caller().unwrap();
         assert_eq!(caller.user_id.as_deref(), Some("ada"));
         assert_eq!(caller.permission, Permission::User);
         assert_eq!(caller.modules, Some(vec!["m".to_owned()]));
-        assert_eq!(CallerFields::default().into_caller(), Caller::new(None, None));
+        assert_eq!(CallerFields::default().into_caller(), Ok(Caller::new(None, None)));
+    }
+
+    #[test]
+    fn module_lists_past_their_budgets_are_refused_naming_them() {
+        let modules = |names: Vec<String>| CallerFields { modules: Some(names), ..CallerFields::default() };
+        let longest = format!(" {} ", "m".repeat(MAX_MODULE_NAME_BYTES));
+        assert!(modules(vec![longest; MAX_CALLER_MODULES]).into_caller().is_ok(), "trimmed, at the budgets");
+        let error = modules(vec!["m".into(); MAX_CALLER_MODULES + 1]).into_caller().unwrap_err();
+        assert_eq!(error, ModulesError::TooMany { count: MAX_CALLER_MODULES + 1, max: MAX_CALLER_MODULES });
+        assert!(error.to_string().contains("MAX_CALLER_MODULES"), "{error}");
+        let error = modules(vec!["m".repeat(MAX_MODULE_NAME_BYTES + 1)]).into_caller().unwrap_err();
+        assert!(
+            error.to_string().contains("41 bytes") && error.to_string().contains("MAX_MODULE_NAME_BYTES, 40"),
+            "{error}"
+        );
     }
 }

@@ -216,7 +216,7 @@ pub(crate) async fn tools(
     };
     let caller = match identity.caller(fields) {
         Ok(caller) => caller,
-        Err(error) => return error_response(StatusCode::FORBIDDEN, error.to_string()),
+        Err(error) => return error_response(error.status(), error.to_string()),
     };
     let body = match (query.query, query.limit) {
         (None, None) => {
@@ -288,7 +288,7 @@ pub(crate) async fn execute(
     // would otherwise move a copy of it (callgrind: ~10 000 instructions of memcpy a call).
     match Box::pin(state.orchestrator.execute_answer(&identity, request)).await {
         Ok(answer) => json_bytes(answer.into_body()),
-        Err(error) => error_response(StatusCode::FORBIDDEN, error.to_string()),
+        Err(error) => error_response(error.status(), error.to_string()),
     }
 }
 
@@ -337,7 +337,7 @@ pub(crate) async fn tool_calls(
     };
     match run_tool_calls(&state.orchestrator, &identity, format, request).await {
         Ok(answer) => crate::approvals::routes::tool_calls_answer(answer, query.envelope),
-        Err(error @ ToolCallsError::Access(_)) => error_response(StatusCode::FORBIDDEN, error.to_string()),
+        Err(ToolCallsError::Access(error)) => error_response(error.status(), error.to_string()),
         Err(error) => error_response(StatusCode::UNPROCESSABLE_ENTITY, error.to_string()),
     }
 }

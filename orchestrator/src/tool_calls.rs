@@ -33,7 +33,8 @@ pub enum ToolCallsError {
     /// The message is not in the provider's shape (`422`).
     #[error(transparent)]
     Provider(#[from] ProviderError),
-    /// The identity may not act as the request asks (`403`).
+    /// The identity may not act as the request asks (`403`), or its
+    /// `modules` list is over a budget (`400`): see [`AccessError::status`].
     #[error(transparent)]
     Access(#[from] AccessError),
     /// The message holds more calls than `MAX_CALLS_PER_MESSAGE` (`422`); none was run.

@@ -400,10 +400,11 @@ async fn one_user_deciding_their_own_approvals_cannot_fill_everyones_budget() {
 #[tokio::test]
 async fn one_user_deciding_their_own_large_calls_cannot_fill_everyones_bytes() {
     let setup = Setup::on_each_store();
-    // A large transfer counts 2027 bytes (arguments and call id, as JSON)
-    // and 512 kept for its decision; denied, its reason and result instead
-    // (about 150): two fit in 5000, a third no longer does.
-    let budgets = [("MAX_APPROVAL_BYTES_PER_USER", "5000"), ("MAX_APPROVAL_BYTES", "10000")];
+    // A large transfer counts 2175 bytes (as JSON: 2019 of arguments, 156
+    // of the rest kept: ids, caller, provider call) and 512 kept for its
+    // decision; denied, its reason and result instead (about 160): two fit
+    // in 6000, a third no longer does.
+    let budgets = [("MAX_APPROVAL_BYTES_PER_USER", "6000"), ("MAX_APPROVAL_BYTES", "10000")];
     for settings in setup.each_store(&budgets) {
         let orchestrator = setup.start(&settings).await;
         // Ada asks and denies at once: each denial is kept (for late decisions' `409`), with its bytes.
@@ -416,7 +417,7 @@ async fn one_user_deciding_their_own_large_calls_cannot_fill_everyones_bytes() {
         let (status, answer) = orchestrator.post_with(path, Some(&key("ada")), &transfer).await;
         assert_eq!((status, &answer["pending_approvals"]), (200, &json!([])), "{answer}");
         let refusal = answer["messages"][0]["content"].as_str().unwrap();
-        assert!(refusal.contains("(5000, MAX_APPROVAL_BYTES_PER_USER)"), "{settings:?}: {refusal}");
+        assert!(refusal.contains("(6000, MAX_APPROVAL_BYTES_PER_USER)"), "{settings:?}: {refusal}");
         // The rest of MAX_APPROVAL_BYTES is left for everyone else.
         let (_, answer) = orchestrator.post_with(path, Some(&key("bob")), &transfer).await;
         assert_eq!(answer["pending_approvals"].as_array().unwrap().len(), 1, "{settings:?}: {answer}");
@@ -509,9 +510,10 @@ async fn a_message_of_many_gated_calls_keeps_to_the_approval_budgets() {
 #[tokio::test]
 async fn approvals_have_a_byte_budget_each_and_in_all() {
     let setup = Setup::on_each_store();
-    // Each transfer of `many_transfers(8)` is 24 bytes of arguments, an
-    // 8-byte call id (as JSON) and 512 kept for its decision: four fit in 2176.
-    let budgets = [("MAX_APPROVAL_ARGUMENT_BYTES", "50"), ("MAX_APPROVAL_BYTES", "2176")];
+    // Each transfer of `many_transfers(8)` counts 180 bytes as JSON (24 of
+    // arguments, 6 of its call id, 150 of the rest kept: its own id, the
+    // caller, the provider call) and 512 kept for its decision: four fit in 2768.
+    let budgets = [("MAX_APPROVAL_ARGUMENT_BYTES", "200"), ("MAX_APPROVAL_BYTES", "2768")];
     for settings in setup.each_store(&budgets) {
         let orchestrator = setup.start(&settings).await;
         let path = "/v1/tool-calls?format=openai&envelope=true";
@@ -519,14 +521,14 @@ async fn approvals_have_a_byte_budget_each_and_in_all() {
         let (status, answer) = orchestrator.post_with(path, Some(&key("ada")), &large).await;
         assert_eq!((status, &answer["pending_approvals"]), (200, &json!([])), "{answer}");
         let refusal = answer["messages"][0]["content"].as_str().unwrap();
-        // 59 bytes of arguments and a 12-byte id (as JSON).
-        assert!(refusal.contains("MAX_APPROVAL_ARGUMENT_BYTES") && refusal.contains("71 bytes"), "{refusal}");
+        // 59 bytes of arguments, a 10-character call id and the 150 of the rest (as JSON).
+        assert!(refusal.contains("MAX_APPROVAL_ARGUMENT_BYTES") && refusal.contains("219 bytes"), "{refusal}");
         // A small call with a made-up id as long as a message may be.
         let long_id = transfer_message(&"c".repeat(60), &json!({"to": "carol", "cents": 1}));
         let (_, answer) = orchestrator.post_with(path, Some(&key("ada")), &long_id).await;
         assert_eq!(answer["pending_approvals"], json!([]), "{answer}");
         let refusal = answer["messages"][0]["content"].as_str().unwrap();
-        assert!(refusal.contains("MAX_APPROVAL_ARGUMENT_BYTES") && refusal.contains("86 bytes"), "{refusal}");
+        assert!(refusal.contains("MAX_APPROVAL_ARGUMENT_BYTES") && refusal.contains("234 bytes"), "{refusal}");
 
         let (_, answer) = orchestrator.post_with(path, Some(&key("ada")), &many_transfers(8)).await;
         assert_eq!(answer["pending_approvals"].as_array().unwrap().len(), 4, "{settings:?}: {answer}");
@@ -537,8 +539,8 @@ async fn approvals_have_a_byte_budget_each_and_in_all() {
     assert_eq!(setup.calls.count(), 0);
 }
 
-/// Ada's model asks for a small transfer (24 bytes of arguments, a 12-byte
-/// call id as JSON): the pending approval, or `None` when it is refused for
+/// Ada's model asks for a small transfer (184 bytes as JSON: 24 of
+/// arguments, a 10-character call id, 150 of the rest): the pending approval, or `None` when it is refused for
 /// `MAX_APPROVAL_BYTES`.
 async fn small_transfer(orchestrator: &OrchestratorProcess) -> Option<Value> {
     let path = "/v1/tool-calls?format=openai&envelope=true";
@@ -561,14 +563,15 @@ fn large_transfer() -> Value {
 #[tokio::test]
 async fn an_approved_calls_result_counts_against_the_byte_budget_until_it_is_dropped() {
     let setup = Setup::on_each_store();
-    // The large transfer counts 2029 bytes (arguments and call id, as
-    // JSON), 16 of its reason and, approved, 2102 of its result (which
-    // echoes the name): 4147. A small transfer (36, and 512 kept for its
-    // decision) still fits, a second one no longer does. The expiry leaves
+    // The large transfer counts 2177 bytes (as JSON: 2019 of arguments, 158
+    // of the rest kept: ids, caller, provider call), 12 more of its reason
+    // and, approved, 2098 more of its result (which echoes the name): 4287.
+    // A small transfer (184, and 512 kept for its decision) still fits, a
+    // second one no longer does. The expiry leaves
     // seconds to spare on a loaded machine: the large one is dropped about
     // 20 s after it was asked (Redis rounds the time down to the second),
     // the first small one about 25 s after.
-    let budgets = [("MAX_APPROVAL_BYTES", "5000"), ("APPROVAL_EXPIRY_SECONDS", "10")];
+    let budgets = [("MAX_APPROVAL_BYTES", "5300"), ("APPROVAL_EXPIRY_SECONDS", "10")];
     for settings in setup.each_store(&budgets) {
         let orchestrator = setup.start(&settings).await;
         let (_, pending) = request_transfer_of(&orchestrator, "call_big", &large_transfer()).await;
@@ -599,8 +602,8 @@ async fn an_approved_calls_result_counts_against_the_byte_budget_until_it_is_dro
 #[tokio::test]
 async fn a_result_over_the_byte_budget_is_answered_but_kept_as_an_error_naming_it() {
     let setup = Setup::on_each_store();
-    // The large transfer fits pending (2029 bytes and 512 kept for its
-    // decision), but not with its result (4147 in all).
+    // The large transfer fits pending (2177 bytes and 512 kept for its
+    // decision), but not with its result (4287 in all).
     let budgets = [("MAX_APPROVAL_BYTES", "3000")];
     for settings in setup.each_store(&budgets) {
         let orchestrator = setup.start(&settings).await;
@@ -628,9 +631,10 @@ async fn a_result_over_the_byte_budget_is_answered_but_kept_as_an_error_naming_i
 #[tokio::test]
 async fn a_reason_longer_than_its_budget_or_than_room_left_is_refused_and_nothing_runs() {
     let setup = Setup::on_each_store();
-    // Two transfers fill the budget: 26 bytes of arguments, an 8-byte call
-    // id (as JSON) and 512 kept for the decision each.
-    let budgets = [("MAX_APPROVAL_REASON_BYTES", "100"), ("MAX_APPROVAL_BYTES", "1092")];
+    // Two transfers fill the budget: 182 bytes as JSON (26 of arguments, 6
+    // of the call id, 150 of the rest kept: ids, caller, provider call) and
+    // 512 kept for the decision each.
+    let budgets = [("MAX_APPROVAL_REASON_BYTES", "100"), ("MAX_APPROVAL_BYTES", "1388")];
     for settings in setup.each_store(&budgets) {
         let orchestrator = setup.start(&settings).await;
         let calls = setup.calls.count();

@@ -72,9 +72,9 @@ pub enum ApprovalError {
         /// The budget.
         max: usize,
     },
-    /// The call's arguments are larger than an approval may hold.
+    /// The call's arguments (with its caller and ids) are larger than an approval may hold.
     #[error(
-        "the call's arguments (as JSON) and id are {bytes} bytes, more than the {max} an approval may hold ({budget})"
+        "the call's arguments, caller (user, permission, modules) and ids, as JSON, are {bytes} bytes, more than the {max} an approval may hold ({budget})"
     )]
     TooLarge {
         /// The arguments' size.
@@ -86,7 +86,7 @@ pub enum ApprovalError {
     },
     /// The approvals kept hold as many bytes as they may.
     #[error(
-        "the orchestrator's approvals already hold as many bytes (arguments, reasons and results) as they may ({max}, MAX_APPROVAL_BYTES); decide pending ones or wait for old ones to expire"
+        "the orchestrator's approvals already hold as many bytes (arguments, callers, reasons and results) as they may ({max}, MAX_APPROVAL_BYTES); decide pending ones or wait for old ones to expire"
     )]
     FullOfBytes {
         /// The budget.
@@ -94,7 +94,7 @@ pub enum ApprovalError {
     },
     /// The user's approvals kept (any state) hold as many bytes as one user's may.
     #[error(
-        "user `{user}`'s approvals already hold as many bytes (arguments, reasons and results) as one user's may ({max}, MAX_APPROVAL_BYTES_PER_USER), pending, decided or expired; decided ones are dropped APPROVAL_EXPIRY_SECONDS after they expire"
+        "user `{user}`'s approvals already hold as many bytes (arguments, callers, reasons and results) as one user's may ({max}, MAX_APPROVAL_BYTES_PER_USER), pending, decided or expired; decided ones are dropped APPROVAL_EXPIRY_SECONDS after they expire"
     )]
     UserFullOfBytes {
         /// The user (empty for calls without one).
@@ -224,7 +224,7 @@ impl Approvals {
             result: None,
             call,
         };
-        // Undecided, it counts its arguments and the provider call's id.
+        // Undecided, it counts its arguments, caller, asker and provider call.
         let bytes = approval.counted_bytes();
         // A byte budget smaller than the arguments' would refuse the call as
         // if full however empty: named here, as what no approval may pass.
@@ -682,7 +682,23 @@ mod tests {
         let refused = approvals.request(&identity, &caller, "bank.transfer", arguments(600), None).await;
         let Err(ApprovalError::TooLarge { max: 488, budget, .. }) = refused else { panic!("{refused:?}") };
         assert!(budget.starts_with("MAX_APPROVAL_BYTES_PER_USER"), "{budget}");
-        approvals.request(&identity, &caller, "bank.transfer", arguments(400), None).await.unwrap();
+        approvals.request(&identity, &caller, "bank.transfer", arguments(300), None).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_callers_modules_count_against_the_byte_budgets() {
+        let settings = ApprovalSettings { max_bytes_per_user: 4000, ..Default::default() };
+        let approvals = Approvals { store: Arc::new(MemoryStore::default()), settings };
+        let caller = |modules: usize| Caller {
+            user_id: Some("ada".into()),
+            permission: Permission::User,
+            modules: Some(vec!["m".repeat(40); modules]),
+        };
+        let identity = Identity::development();
+        let refused = approvals.request(&identity, &caller(100), "bank.transfer", Map::new(), None).await;
+        let Err(ApprovalError::TooLarge { bytes, budget, .. }) = refused else { panic!("{refused:?}") };
+        assert!(bytes > 100 * 40 && budget.starts_with("MAX_APPROVAL_BYTES_PER_USER"), "{bytes} {budget}");
+        approvals.request(&identity, &caller(10), "bank.transfer", Map::new(), None).await.unwrap();
     }
 
     #[test]

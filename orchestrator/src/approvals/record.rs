@@ -126,15 +126,41 @@ impl Approval {
         self
     }
 
-    /// Its bytes counted against `MAX_APPROVAL_BYTES`: what others wrote
-    /// into it, as JSON (escaped as stored): its arguments and result, the
-    /// provider call's id and the decision's reason (the rest is the
-    /// orchestrator's own or a name it checked).
+    /// Its bytes counted against `MAX_APPROVAL_BYTES`: everything it
+    /// stores as JSON (escaped as stored), but what a decision adds of the
+    /// orchestrator's own (its status, time and decider's name), which
+    /// [`super::DECISION_BYTES`] covers: its arguments and result, the
+    /// caller it runs as (user, permission, modules), who asked, the
+    /// provider call and the decision's reason.
     pub fn counted_bytes(&self) -> usize {
-        json_bytes(&self.arguments)
-            + self.call.as_ref().map_or(0, |call| json_bytes(&call.call_id))
-            + self.reason.as_ref().map_or(0, json_bytes)
-            + self.result.as_ref().map_or(0, json_bytes)
+        // Every field named, so one added to the record must be weighed here.
+        let Self {
+            id,
+            tool_name,
+            arguments,
+            user_id,
+            permission,
+            modules,
+            requested_by,
+            created_at: _,
+            expires_at: _,
+            status: _,
+            decided_by: _,
+            decided_at: _,
+            reason,
+            result,
+            call,
+        } = self;
+        json_bytes(id)
+            + json_bytes(tool_name)
+            + json_bytes(arguments)
+            + json_bytes(user_id)
+            + json_bytes(permission)
+            + json_bytes(modules)
+            + json_bytes(requested_by)
+            + json_bytes(reason)
+            + json_bytes(result)
+            + json_bytes(call)
     }
 
     /// The caller the stored call runs as.
@@ -156,11 +182,27 @@ mod tests {
 
     #[test]
     fn text_is_counted_as_stored_escaped_not_as_given() {
-        let mut counted = approval("a", Duration::from_secs(60));
+        let plain = approval("a", Duration::from_secs(60));
+        let mut counted = plain.clone();
         let control = "\u{1}".repeat(100);
         counted.reason = Some(control.clone());
         counted.call = Some(ProviderCall { format: "openai".into(), call_id: control, provider_name: "m__t".into() });
-        // `{}` of arguments, and each text's 100 characters as `\u0001` in quotes.
-        assert_eq!(counted.counted_bytes(), 2 + 2 * (100 * 6 + 2));
+        // Each text's 100 characters as `\u0001`, in place of `null`.
+        let call = r#"{"format":"openai","call_id":"","provider_name":"m__t"}"#.len();
+        assert_eq!(counted.counted_bytes() - plain.counted_bytes(), (100 * 6 + 2 - 4) + (call + 100 * 6 - 4));
+    }
+
+    #[test]
+    fn the_caller_and_who_asked_are_counted() {
+        let plain = approval("a", Duration::from_secs(60));
+        let modules = vec!["m".repeat(1000); 10];
+        let big = Approval {
+            modules: Some(modules.clone()),
+            user_id: Some("u".repeat(500)),
+            requested_by: "k".repeat(300),
+            ..plain.clone()
+        };
+        let grown = json_bytes(&modules) - 4 + (500 - 3) + (300 - "key:ada".len());
+        assert_eq!(big.counted_bytes() - plain.counted_bytes(), grown);
     }
 }

@@ -17,7 +17,9 @@ use module_sdk::Permission;
 use subtle::ConstantTimeEq;
 use time::OffsetDateTime;
 
-use crate::caller::{Caller, CallerFields};
+use axum::http::StatusCode;
+
+use crate::caller::{Caller, CallerFields, ModulesError};
 use jwt::JwtVerifier;
 use keys::{ApiKey, KeyUser};
 use revocations::{RevocationError, Revocations};
@@ -84,6 +86,20 @@ pub enum AccessError {
         /// The user the request named.
         asked: String,
     },
+    /// The request's `modules` list is over a budget.
+    #[error(transparent)]
+    Modules(#[from] ModulesError),
+}
+
+impl AccessError {
+    /// The HTTP status it is answered with: `400` for a list over a
+    /// budget, `403` for what the identity may not do.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::OtherUser { .. } => StatusCode::FORBIDDEN,
+            Self::Modules(_) => StatusCode::BAD_REQUEST,
+        }
+    }
 }
 
 impl Identity {
@@ -176,7 +192,7 @@ impl Identity {
         let requested = fields.into_caller_with_default(match self.kind {
             IdentityKind::Development | IdentityKind::ServiceToken => Permission::Guest,
             IdentityKind::ApiKey | IdentityKind::Jwt => self.permission,
-        });
+        })?;
         let user_id = match (&self.user, requested.user_id) {
             (KeyUser::Any, asked) => asked,
             (KeyUser::Named(own), Some(asked)) if &asked != own => {

@@ -185,7 +185,7 @@ async fn handle(
     };
     let caller = match identity.caller(fields) {
         Ok(caller) => caller,
-        Err(error) => return error_response(StatusCode::FORBIDDEN, error.to_string()),
+        Err(error) => return error_response(error.status(), error.to_string()),
     };
     // A session is its opener's grant's: to any other it does not exist.
     if let Some(session) = request.headers().get(SESSION_HEADER) {
