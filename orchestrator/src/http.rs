@@ -28,6 +28,7 @@ use crate::listing_cache::ListingVariant;
 use crate::providers::{CallFormat, ToolFormat};
 use crate::registry::{ModuleState, ModuleStatus};
 use crate::request_checks;
+use crate::same_origin::{AllowedHosts, SameOriginLayer};
 use crate::tool_calls::{ToolCallsError, ToolCallsRequest, run_tool_calls};
 
 /// What every handler shares.
@@ -53,15 +54,30 @@ pub fn router(
     orchestrator: Arc<Orchestrator>,
 ) -> impl Service<Request, Response = Response, Error = Infallible, Future: Send> + Clone + Send + Sync + 'static {
     let body_limit = orchestrator.config.limits.max_body_bytes;
+    let allowed_hosts = allowed_hosts(&orchestrator);
     let execute = execute.with_state(AppState { orchestrator: Arc::clone(&orchestrator) });
     // `/execute` reads its body within the limit itself (`JsonBody`); the
     // other routes' extractors take it from the request's extensions.
     let others = tower::ServiceBuilder::new().layer(DefaultBodyLimit::max(body_limit)).service(routes(orchestrator));
     tower::ServiceBuilder::new()
-        .layer(crate::same_origin::SameOriginLayer)
+        .layer(SameOriginLayer(allowed_hosts))
         .layer(module_sdk::service::RequireJsonLayer)
         .layer(crate::trace::KeepRequestTraceLayer)
         .service(ExecuteFirst { execute, others })
+}
+
+/// The hosts browsers' state-changing requests must name (see
+/// [`crate::same_origin`]): `MCP_ALLOWED_HOSTS` when set; else, in
+/// development mode, the loopback names and the `HOST` address; else any.
+fn allowed_hosts(orchestrator: &Orchestrator) -> AllowedHosts {
+    let listed = &orchestrator.config.mcp.transport.allowed_hosts;
+    if !listed.is_empty() {
+        AllowedHosts::new(listed.iter().map(String::as_str))
+    } else if orchestrator.identities.required() {
+        AllowedHosts::default()
+    } else {
+        AllowedHosts::development(orchestrator.config.host)
+    }
 }
 
 /// `POST /execute`, the request an agent makes for every tool call, handed

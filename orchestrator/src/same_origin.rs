@@ -12,12 +12,24 @@
 //! `Sec-Fetch-Site` header (every current browser sends it) must be
 //! `same-origin` or `none` (typed by the person); without it, an `Origin`
 //! header, when there is one, must name the request's own `Host`.
+//!
+//! That does not stop DNS rebinding: a page whose own name was made to
+//! resolve to the orchestrator's address is the same origin to the browser.
+//! So, given a list of allowed hosts ([`AllowedHosts`]: `MCP_ALLOWED_HOSTS`,
+//! or in development mode the loopback names and the listening address), a
+//! state-changing request a browser made (one with `Origin` or
+//! `Sec-Fetch-Site`) must also name one of them in its `Host`. Clients that
+//! are not browsers are not held to it: rebinding needs a browser, and they
+//! can send any `Host` anyway.
 
 use std::future::{Ready, ready};
+use std::net::IpAddr;
+use std::sync::Arc;
 use std::task::Poll;
 
 use axum::http::header::{HOST, ORIGIN};
-use axum::http::{HeaderMap, Method, Request, StatusCode};
+use axum::http::uri::Authority;
+use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode};
 use axum::response::Response;
 use futures::future::Either;
 use module_sdk::service::error_response;
@@ -26,23 +38,77 @@ use tower::{Layer, Service};
 /// The header a browser tells the relation of the page to the target with.
 const SEC_FETCH_SITE: &str = "sec-fetch-site";
 
-/// Refuses state-changing requests from other sites with `403` and a JSON
-/// error (see the module's documentation); the request otherwise goes on to
-/// the inner service's own future, with nothing boxed or cloned.
-#[derive(Debug, Clone, Copy)]
-pub struct SameOriginLayer;
+/// The host names (with a port, or any port) a browser's state-changing
+/// request must name in its `Host`; empty allows any.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AllowedHosts(Arc<[(String, Option<u16>)]>);
+
+impl AllowedHosts {
+    /// `hosts` as listed (`MCP_ALLOWED_HOSTS`: `name`, `name:port`,
+    /// `[::1]:port`); empty allows any host.
+    pub fn new<'a>(hosts: impl IntoIterator<Item = &'a str>) -> Self {
+        Self(hosts.into_iter().filter_map(authority).collect())
+    }
+
+    /// The hosts of development mode: the loopback names, and `listening`
+    /// (the `HOST` address) unless it is every address (`0.0.0.0`, `::`).
+    pub fn development(listening: IpAddr) -> Self {
+        let own = match listening {
+            IpAddr::V6(v6) if !listening.is_unspecified() => Some(format!("[{v6}]")),
+            IpAddr::V4(v4) if !listening.is_unspecified() => Some(v4.to_string()),
+            _ => None,
+        };
+        let loopback = ["localhost", "127.0.0.1", "[::1]"].map(str::to_owned);
+        Self::new(loopback.iter().chain(own.as_ref()).map(String::as_str))
+    }
+
+    /// Whether `host` (a `Host` header) is allowed: any when the list is
+    /// empty, else one whose name (in any case) and port, if it names one, match.
+    fn allow(&self, host: Option<&HeaderValue>) -> bool {
+        if self.0.is_empty() {
+            return true;
+        }
+        let Some((name, port)) = host.and_then(|host| host.to_str().ok()).and_then(authority) else { return false };
+        self.0.iter().any(|(allowed, allowed_port)| {
+            *allowed == name && allowed_port.is_none_or(|allowed_port| port == Some(allowed_port))
+        })
+    }
+}
+
+/// The lower-case host name (IPv6 without brackets) and the port of
+/// `text` (`name[:port]`; the whole text when it is no authority, `::1`),
+/// as rmcp reads `MCP_ALLOWED_HOSTS` for `/mcp`.
+fn authority(text: &str) -> Option<(String, Option<u16>)> {
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    let (host, port) = match Authority::try_from(text) {
+        Ok(parsed) => (parsed.host().to_owned(), parsed.port_u16()),
+        Err(_) => (text.to_owned(), None),
+    };
+    Some((host.trim_matches(['[', ']']).to_ascii_lowercase(), port))
+}
+
+/// Refuses state-changing requests from other sites, and browsers'
+/// state-changing requests naming a host not in its [`AllowedHosts`], with
+/// `403` and a JSON error (see the module's documentation); the request
+/// otherwise goes on to the inner service's own future, with nothing boxed
+/// or cloned.
+#[derive(Debug, Clone, Default)]
+pub struct SameOriginLayer(pub AllowedHosts);
 
 impl<S> Layer<S> for SameOriginLayer {
     type Service = SameOrigin<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        SameOrigin(inner)
+        SameOrigin(inner, self.0.clone())
     }
 }
 
 /// The service of [`SameOriginLayer`].
 #[derive(Debug, Clone)]
-pub struct SameOrigin<S>(S);
+pub struct SameOrigin<S>(S, AllowedHosts);
 
 impl<S, B> Service<Request<B>> for SameOrigin<S>
 where
@@ -57,7 +123,7 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        match cross_site_refusal(request.method(), request.uri().path(), request.headers()) {
+        match cross_site_refusal(request.method(), request.uri().path(), request.headers(), &self.1) {
             Some(refusal) => Either::Right(ready(Ok(refusal))),
             None => Either::Left(self.0.call(request)),
         }
@@ -65,10 +131,22 @@ where
 }
 
 /// The `403` for a request that may change something and comes from a page
-/// of another origin; `None` when it may go on.
-fn cross_site_refusal(method: &Method, path: &str, headers: &HeaderMap) -> Option<Response> {
+/// of another origin, or from a browser naming a host `hosts` does not
+/// allow; `None` when it may go on.
+fn cross_site_refusal(method: &Method, path: &str, headers: &HeaderMap, hosts: &AllowedHosts) -> Option<Response> {
     if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) || path == "/mcp" {
         return None;
+    }
+    let from_browser = headers.contains_key(SEC_FETCH_SITE) || headers.contains_key(ORIGIN);
+    if from_browser && !hosts.allow(headers.get(HOST)) {
+        let host = headers.get(HOST).map_or("(none)", |host| host.to_str().unwrap_or("(not text)"));
+        let message = format!(
+            "request refused: `Host: {host}` is not a host this orchestrator answers browsers' changes for \
+             (MCP_ALLOWED_HOSTS; in development mode, by default, localhost, 127.0.0.1, [::1] and its HOST \
+             address), so a page of another site that made its own name resolve to this address (DNS rebinding) \
+             cannot drive it; open the console at one of those, or list the host in MCP_ALLOWED_HOSTS"
+        );
+        return Some(error_response(StatusCode::FORBIDDEN, message));
     }
     let from = match headers.get(SEC_FETCH_SITE) {
         Some(site) if site == "same-origin" || site == "none" => return None,
@@ -100,12 +178,43 @@ fn names_host(origin: &[u8], host: &[u8]) -> bool {
 mod tests {
     use super::*;
 
-    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         pairs.iter().map(|(name, value)| (name.parse().unwrap(), value.parse().unwrap())).collect()
     }
 
     fn refused(method: Method, path: &str, pairs: &[(&'static str, &'static str)]) -> bool {
-        cross_site_refusal(&method, path, &headers(pairs)).is_some()
+        cross_site_refusal(&method, path, &headers(pairs), &AllowedHosts::default()).is_some()
+    }
+
+    fn refused_by(hosts: &AllowedHosts, method: Method, pairs: &[(&str, &str)]) -> bool {
+        cross_site_refusal(&method, "/approvals/x", &headers(pairs), hosts).is_some()
+    }
+
+    #[test]
+    fn a_rebinding_page_is_refused_by_the_hosts_of_development_mode() {
+        let hosts = AllowedHosts::development("192.168.1.5".parse().unwrap());
+        let rebound = [("host", "evil.example:8080"), ("origin", "http://evil.example:8080")];
+        // The browser sees its own origin: same-origin by both headers.
+        assert!(refused_by(&hosts, Method::POST, &rebound));
+        assert!(refused_by(&hosts, Method::POST, &[("host", "evil.example"), ("sec-fetch-site", "same-origin")]));
+        assert!(refused_by(&hosts, Method::POST, &[("sec-fetch-site", "same-origin")]), "no Host");
+        for own in ["localhost:8080", "LOCALHOST", "127.0.0.1:1", "[::1]:8080", "192.168.1.5:8080"] {
+            let origin = format!("http://{own}");
+            assert!(!refused_by(&hosts, Method::POST, &[("host", own), ("origin", &origin)]), "{own}");
+            assert!(!refused_by(&hosts, Method::DELETE, &[("host", own), ("sec-fetch-site", "same-origin")]));
+        }
+        // Clients that are not browsers, and reads.
+        assert!(!refused_by(&hosts, Method::POST, &[("host", "orchestrator:8080")]));
+        assert!(!refused_by(&hosts, Method::GET, &rebound));
+        // Listening on every address adds none; a list with ports holds to them.
+        let every = AllowedHosts::development("0.0.0.0".parse().unwrap());
+        assert!(refused_by(&every, Method::POST, &[("host", "0.0.0.0:8080"), ("sec-fetch-site", "same-origin")]));
+        let listed = AllowedHosts::new(["orch.example:8443", " app.example ", "::1", ""]);
+        assert!(!refused_by(&listed, Method::POST, &[("host", "[::1]:9"), ("sec-fetch-site", "none")]));
+        assert!(!refused_by(&listed, Method::POST, &[("host", "orch.example:8443"), ("sec-fetch-site", "none")]));
+        assert!(refused_by(&listed, Method::POST, &[("host", "orch.example:8080"), ("sec-fetch-site", "none")]));
+        assert!(!refused_by(&listed, Method::POST, &[("host", "App.Example:1"), ("sec-fetch-site", "none")]));
+        assert!(AllowedHosts::new([]).allow(None), "an empty list allows any host");
     }
 
     #[test]

@@ -363,6 +363,44 @@ async fn state_changing_requests_from_other_sites_are_refused_in_every_mode() {
 }
 
 #[tokio::test]
+async fn a_dns_rebinding_page_cannot_change_anything_in_development_mode() {
+    let development = OrchestratorProcess::start(&[]);
+    let port = development.address().port();
+    // The page's own name, made to resolve to the orchestrator: the same
+    // origin to the browser, by either header.
+    let (host, origin) = (format!("evil.example:{port}"), format!("http://evil.example:{port}"));
+    let rebound =
+        [[("host", host.as_str()), ("origin", origin.as_str())], [("host", &host), ("sec-fetch-site", "same-origin")]];
+    for path in ["/refresh-tools", "/execute", "/approvals/x"] {
+        for headers in &rebound {
+            let (status, answer) = post_from(&development, path, None, headers).await;
+            assert_eq!(status, 403, "{path} with {headers:?}: {answer}");
+            let error = answer["error"].as_str().unwrap();
+            assert!(error.contains(&format!("`Host: {host}`")) && error.contains("MCP_ALLOWED_HOSTS"), "{error}");
+        }
+    }
+    let (own, own_origin) = (format!("localhost:{port}"), format!("http://localhost:{port}"));
+    let (status, answer) =
+        post_from(&development, "/refresh-tools", None, &[("host", &own), ("origin", &own_origin)]).await;
+    assert_eq!(status, 200, "the console opened at localhost: {answer}");
+    let (status, answer) = post_from(&development, "/refresh-tools", None, &[("host", &host)]).await;
+    assert_eq!(status, 200, "a client that is no browser: {answer}");
+
+    // A host listed in MCP_ALLOWED_HOSTS is served; with identities, any is.
+    let listed = OrchestratorProcess::start(&[("MCP_ALLOWED_HOSTS", "evil.example")]);
+    let port = listed.address().port();
+    let (host, origin) = (format!("evil.example:{port}"), format!("http://evil.example:{port}"));
+    let (status, answer) = post_from(&listed, "/refresh-tools", None, &[("host", &host), ("origin", &origin)]).await;
+    assert_eq!(status, 200, "{answer}");
+    let with_token = OrchestratorProcess::start(&[("ORCHESTRATOR_API_TOKEN", SERVICE_TOKEN)]);
+    let port = with_token.address().port();
+    let (host, origin) = (format!("evil.example:{port}"), format!("http://evil.example:{port}"));
+    let headers = [("host", host.as_str()), ("origin", origin.as_str())];
+    let (status, answer) = post_from(&with_token, "/refresh-tools", Some(SERVICE_TOKEN), &headers).await;
+    assert_eq!(status, 200, "{answer}");
+}
+
+#[tokio::test]
 async fn only_known_keys_of_at_most_the_callers_permission_are_revoked_or_restored() {
     // No REDIS_URL: a request that passes every check gets 409.
     let keys = [
