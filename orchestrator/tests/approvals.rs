@@ -50,6 +50,7 @@ impl Setup {
             TestKey::new("root", "root", "admin"),
             TestKey { modules: Some(&["other"]), ..TestKey::new("root-other", "root", "admin") },
             TestKey { modules: Some(&["other"]), ..TestKey::new("ada-other", "ada", "user") },
+            TestKey::new("ada-guest", "ada", "guest"),
         ]);
         let keys_path = keys.path().to_str().unwrap().to_owned();
         Self { _module: module, _keys: keys, calls, services, keys_path, redis: None }
@@ -463,6 +464,31 @@ async fn approvals_of_tools_an_identity_may_not_use_are_not_found() {
     let (_, listed) = orchestrator.get_with("/approvals", Some(&key("ada"))).await;
     assert_eq!(listed["approvals"].as_array().unwrap().len(), 1, "ada's key still sees her transfer: {listed}");
     let (status, decided) = decide(&orchestrator, &key("root"), &wipe["id"], "approve").await;
+    assert_eq!((status, &decided["result"]["success"]), (200, &json!(true)), "{decided}");
+    assert_eq!(setup.calls.count(), 1);
+}
+
+#[tokio::test]
+async fn a_lower_key_of_the_same_user_cannot_decide_what_a_higher_one_asked() {
+    let setup = Setup::new();
+    let orchestrator = setup.start(&[]).await;
+    // `transfer` needs only `guest`; the service asks it for ada as `owner`,
+    // the permission it would run with once approved.
+    let owner = json!({"tool_name": "bank.transfer", "arguments": {"to": "carol", "cents": 500},
+                       "user_id": "ada", "user_permission": "owner"});
+    let (_, result) = orchestrator.post_with("/execute", Some(SERVICE_TOKEN), &owner).await;
+    assert!(result["error"].as_str().unwrap().contains("approval"), "{result}");
+    let (_, listed) = orchestrator.get_with("/approvals", Some(SERVICE_TOKEN)).await;
+    let id = listed["approvals"][0]["id"].clone();
+    assert_eq!(listed["approvals"][0]["permission"], "owner", "{listed}");
+    for who in ["ada-guest", "ada"] {
+        let (status, answer) = decide(&orchestrator, &key(who), &id, "approve").await;
+        assert_eq!(status, 404, "{who} decides {answer}");
+        let (_, listed) = orchestrator.get_with("/approvals", Some(&key(who))).await;
+        assert_eq!(listed["approvals"], json!([]), "{who} lists {listed}");
+    }
+    assert_eq!(setup.calls.count(), 0, "nothing ran as owner");
+    let (status, decided) = decide(&orchestrator, SERVICE_TOKEN, &id, "approve").await;
     assert_eq!((status, &decided["result"]["success"]), (200, &json!(true)), "{decided}");
     assert_eq!(setup.calls.count(), 1);
 }

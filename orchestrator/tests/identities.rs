@@ -532,7 +532,7 @@ async fn why_a_module_was_never_reached_is_told_to_operators_only() {
 async fn a_service_key_decides_the_approvals_of_tools_it_may_use_itself() {
     let (bank, calls) = approval_module("bank");
     let bank = ModuleServer::sdk(bank);
-    let keys = [TestKey::new("bob", "bob", "user"), TestKey::new("backend", "any", "guest")];
+    let keys = [TestKey::new("bob", "bob", "user"), TestKey::new("backend", "any", "user")];
     let extra = [("APPROVAL_FOR_DESTRUCTIVE", "true")];
     let (orchestrator, _keys, [bob, backend]) = start_with_keys(&[("bank", bank.url())], keys, &extra).await;
 
@@ -549,9 +549,9 @@ async fn a_service_key_decides_the_approvals_of_tools_it_may_use_itself() {
     };
     let (transfer_id, wipe_id) = (id_of("bank.transfer"), id_of("bank.wipe"));
 
-    // A `guest` service key could send `"approved": true` for bob's transfer
-    // itself, so it may decide bob's approval of it; the wipe, beyond its
-    // permission, it neither sees nor decides.
+    // A `user` service key could send `"approved": true` for bob's transfer
+    // (asked as `user`) itself, so it may decide bob's approval of it; the
+    // wipe, beyond its permission, it neither sees nor decides.
     let (_, listed) = orchestrator.get_with("/approvals", Some(&backend)).await;
     let ids: Vec<&Value> = listed["approvals"].as_array().unwrap().iter().map(|a| &a["id"]).collect();
     assert_eq!(ids, [&transfer_id], "{listed}");

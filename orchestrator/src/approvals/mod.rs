@@ -470,20 +470,23 @@ fn may_see(identity: &Identity, approval: &Approval, executor: &Executor) -> boo
 }
 
 /// Whether `identity`, as a caller at its own ceiling, may use the
-/// approval's tool, by the check routing makes: the module among the
-/// identity's modules and the tool's required permission within its cap.
-/// A tool that does not route now (its module down or gone) needs the
-/// module allowed and a cap of at least the permission the call was asked
-/// with (never below what the tool required then).
+/// approval's tool as the approval runs it: a cap of at least the
+/// permission the call was asked with (the call runs with it, so a user's
+/// guest key cannot approve what their owner key asked), and, by the check
+/// routing makes, the module among the identity's modules and the tool's
+/// required permission within its cap. A tool that does not route now (its
+/// module down or gone) needs the module allowed (the permission asked was
+/// never below what the tool required then).
 fn may_use_tool(identity: &Identity, approval: &Approval, executor: &Executor) -> bool {
     let ceiling = identity.ceiling();
-    match executor.route(&approval.tool_name) {
-        Ok(route) => ceiling.may_use(&route.module, route.tool()),
-        Err(_) => {
-            let module = approval.tool_name.split_once('.').map(|(module, _)| module);
-            module.is_some_and(|module| ceiling.allows_module(module)) && ceiling.permission.allows(approval.permission)
+    ceiling.permission.allows(approval.permission)
+        && match executor.route(&approval.tool_name) {
+            Ok(route) => ceiling.may_use(&route.module, route.tool()),
+            Err(_) => {
+                let module = approval.tool_name.split_once('.').map(|(module, _)| module);
+                module.is_some_and(|module| ceiling.allows_module(module))
+            }
         }
-    }
 }
 
 /// Decides approval `id` for `identity` (as [`Approvals::decide`]) in a
