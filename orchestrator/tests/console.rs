@@ -42,9 +42,10 @@ async fn a_person_with_a_key_lists_tools_calls_one_and_approves_a_pending_call()
     assert_eq!(status, 200, "{answer}");
     let approval_id = answer["pending_approvals"][0]["id"].as_str().unwrap().to_owned();
     // A hostile model's call whose arguments would read `"to": "carol"` reversed by a
-    // right-to-left override, with a zero-width space: the person sees every character.
+    // right-to-left override, with a zero-width space: the person sees every character,
+    // and the exact amount (past 2^53, which a JavaScript number would round).
     let hostile = json!({"message": {"role": "assistant", "tool_calls": [{"id": "call_2", "type": "function",
-        "function": {"name": "bank__transfer", "arguments": "{\"to\": \"\\u202elorac\\u200b\\u3164\", \"cents\": 7}"}}]}});
+        "function": {"name": "bank__transfer", "arguments": "{\"to\": \"\\u202elorac\\u200b\\u3164\", \"cents\": 9007199254740993}"}}]}});
     let (status, answer) = orchestrator.post("/v1/tool-calls?format=openai&envelope=true", &hostile).await;
     assert_eq!(status, 200, "{answer}");
     let hostile_id = answer["pending_approvals"][0]["id"].as_str().unwrap().to_owned();
@@ -69,6 +70,7 @@ async fn a_person_with_a_key_lists_tools_calls_one_and_approves_a_pending_call()
     let shown = shown.text().await.unwrap();
     assert!(shown.contains(r#""to": "\u202elorac\u200b\u3164""#), "invisible characters are spelled out: {shown}");
     assert!(!shown.contains(['\u{202e}', '\u{200b}', '\u{3164}']), "{shown}");
+    assert!(shown.contains(r#""cents": 9007199254740993"#), "the exact integer, not 2^53: {shown}");
     screenshot(&browser, "2-tools-and-approvals").await;
 
     // The form generated from summarize_text's schema runs it.

@@ -7,7 +7,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use module_sdk::contract::ErrorBody;
 use module_sdk::service::error_response;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{Approval, ApprovalError, Decision, decide_to_the_end, result_message};
@@ -53,21 +53,42 @@ pub fn error_answer(error: &ApprovalError) -> Response {
 
 /// The caller's approvals (every user's for admins and services), newest first.
 #[utoipa::path(get, path = "/approvals", security((), ("bearer" = [])), responses(
-    (status = 200, body = Object, description = "`{\"approvals\": [Approval]}`"),
+    (status = 200, body = Object, description = "`{\"approvals\": [Approval]}`, each with `arguments_json`, its arguments as JSON text"),
     (status = 401, body = ErrorBody, description = "No valid identity"),
     (status = 503, body = ErrorBody, description = "The approval store (Redis) failed")
 ))]
 pub(crate) async fn list(Authorized(identity): Authorized, State(state): State<AppState>) -> Response {
     match state.orchestrator.approvals.list_for(&identity, &state.orchestrator.executor).await {
-        Ok(approvals) => Json(json!({ "approvals": approvals })).into_response(),
+        Ok(approvals) => {
+            let shown: Vec<Shown<'_>> = approvals.iter().map(Shown::new).collect();
+            Json(json!({ "approvals": shown })).into_response()
+        }
         Err(error) => error_answer(&error),
+    }
+}
+
+/// An approval as it is shown, with its arguments also as JSON text: a
+/// page reading them as JavaScript numbers would show integers past 2^53
+/// rounded, not the exact ones that run.
+#[derive(Serialize)]
+struct Shown<'a> {
+    #[serde(flatten)]
+    approval: &'a Approval,
+    /// The arguments as JSON text (indented), exactly as they run.
+    arguments_json: String,
+}
+
+impl<'a> Shown<'a> {
+    fn new(approval: &'a Approval) -> Self {
+        let arguments_json = serde_json::to_string_pretty(&approval.arguments).unwrap_or_default();
+        Self { approval, arguments_json }
     }
 }
 
 /// One approval.
 #[utoipa::path(get, path = "/approvals/{id}", params(("id" = String, Path, description = "The approval's id")),
     security((), ("bearer" = [])), responses(
-    (status = 200, body = Approval),
+    (status = 200, body = Approval, description = "The approval, with `arguments_json`, its arguments as JSON text"),
     (status = 401, body = ErrorBody, description = "No valid identity"),
     (status = 403, body = ErrorBody, description = "Another user's approval"),
     (status = 404, body = ErrorBody, description = "No such approval, or one of a tool this identity may not use"),
@@ -79,7 +100,7 @@ pub(crate) async fn show(
     Path(id): Path<String>,
 ) -> Response {
     match state.orchestrator.approvals.get_for(&identity, &id, &state.orchestrator.executor).await {
-        Ok(approval) => Json(approval).into_response(),
+        Ok(approval) => Json(Shown::new(&approval)).into_response(),
         Err(error) => error_answer(&error),
     }
 }
@@ -130,4 +151,23 @@ pub fn tool_calls_answer(answer: crate::tool_calls::ToolCallsAnswer, envelope: b
         response.headers_mut().insert("pending-approvals", value);
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approvals::store::tests::approval;
+    use std::time::Duration;
+
+    #[test]
+    fn arguments_are_shown_as_the_exact_json_that_runs() {
+        let mut waiting = approval("a", Duration::from_secs(60));
+        let arguments = json!({"cents": 9_007_199_254_740_993_u64, "to": "carol"});
+        waiting.arguments = arguments.as_object().unwrap().clone();
+        let shown = serde_json::to_value(Shown::new(&waiting)).unwrap();
+        let text = shown["arguments_json"].as_str().unwrap();
+        assert!(text.contains("\"cents\": 9007199254740993"), "{text}");
+        assert_eq!(shown["arguments"], arguments, "the approval's own fields are kept");
+        assert_eq!(shown["id"], "a");
+    }
 }

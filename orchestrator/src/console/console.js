@@ -270,7 +270,8 @@ function approvalCard(approval) {
     el("div", { class: "tool-head" }, el("span", { class: "tool-name" }, visible(approval.tool_name)),
       el("span", { class: "badge warn" }, approval.status)),
     el("div", { class: "hint" }, visible(`for ${approval.user_id || "(no user)"}, asked by ${approval.requested_by}`) + ` at ${when(approval.created_at)}; expires ${when(approval.expires_at)}`),
-    el("pre", { class: "arguments" }, visible(JSON.stringify(approval.arguments, null, 2))),
+    // The server's JSON text: parsed here, integers past 2^53 would show rounded.
+    el("pre", { class: "arguments" }, visible(approval.arguments_json)),
     approval.status === "pending" ? el("div", { class: "actions" }, reason,
       el("button", { type: "button", class: "approve", onclick: () => decide("approve") }, "Approve"),
       el("button", { type: "button", class: "deny", onclick: () => decide("deny") }, "Deny")) : null,
