@@ -264,10 +264,12 @@ impl Approvals {
 
     /// The approvals `identity` may see, newest first: its user's (every
     /// user's for admins and services), of the tools it may use itself.
+    /// Only its user's are read from the store unless it sees every user's.
     pub async fn list_for(&self, identity: &Identity, executor: &Executor) -> Result<Vec<Approval>, ApprovalError> {
+        let only_user = if identity.is_operator() { None } else { identity.own_user() };
         let mut visible: Vec<Approval> = self
             .store
-            .list()
+            .list(only_user)
             .await?
             .into_iter()
             .filter(|a| may_see(identity, a, executor))
@@ -615,8 +617,8 @@ mod tests {
             self.0.get(id)
         }
 
-        fn list(&self) -> BoxFuture<'_, Result<Vec<Approval>, StoreError>> {
-            self.0.list()
+        fn list<'a>(&'a self, user: Option<&'a str>) -> BoxFuture<'a, Result<Vec<Approval>, StoreError>> {
+            self.0.list(user)
         }
 
         fn claim<'a>(

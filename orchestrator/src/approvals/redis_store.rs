@@ -333,12 +333,15 @@ impl ApprovalStore for RedisStore {
         .boxed()
     }
 
-    fn list(&self) -> BoxFuture<'_, Result<Vec<Approval>, StoreError>> {
+    fn list<'a>(&'a self, user: Option<&'a str>) -> BoxFuture<'a, Result<Vec<Approval>, StoreError>> {
         async move {
             let mut connection = self.connection.clone();
             // Lapsed ids are left for the storing script to drop, with their bytes.
             let now = OffsetDateTime::now_utc().unix_timestamp();
-            let ids: Vec<String> = connection.zrangebyscore(INDEX, format!("({now}"), "+inf").await.map_err(unavailable)?;
+            // A user's kept set is scored as the index is, by when each is dropped.
+            let index = user.map_or_else(|| INDEX.to_owned(), |user| user_key(Some(user)));
+            let ids: Vec<String> =
+                connection.zrangebyscore(index, format!("({now}"), "+inf").await.map_err(unavailable)?;
             if ids.is_empty() {
                 return Ok(Vec::new());
             }
@@ -396,7 +399,8 @@ impl ApprovalStore for RedisStore {
 mod tests {
     use super::*;
     use crate::approvals::store::tests::{
-        approval, check_insert_budgets, check_per_user_budget, check_per_user_bytes, check_put_budgets, put,
+        approval, check_insert_budgets, check_listing_by_user, check_per_user_budget, check_per_user_bytes,
+        check_put_budgets, put,
     };
     use module_sdk::contract::ToolResult;
     use serde_json::{Value, json};
@@ -431,6 +435,12 @@ mod tests {
     async fn one_user_keeps_at_most_their_share_of_approvals() {
         let Some(redis) = test_support::RedisServer::start() else { return };
         check_per_user_budget(&RedisStore::new(&redis.url()).unwrap()).await;
+    }
+
+    #[tokio::test]
+    async fn a_users_listing_reads_only_their_approvals() {
+        let Some(redis) = test_support::RedisServer::start() else { return };
+        check_listing_by_user(&RedisStore::new(&redis.url()).unwrap()).await;
     }
 
     #[tokio::test]
@@ -515,7 +525,7 @@ mod tests {
             // A restarted server, or `SCRIPT FLUSH`, has forgotten them: the next calls answer NOSCRIPT.
             let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut connection).await.unwrap();
         }
-        assert_eq!(store.list().await.unwrap().len(), 3);
+        assert_eq!(store.list(None).await.unwrap().len(), 3);
         let stats: String = redis::cmd("INFO").arg("commandstats").query_async(&mut connection).await.unwrap();
         // `cmdstat_evalsha:calls=8,usec=...,failed_calls=4`: a count of the command's, 0 if it never ran.
         let count = |command: &str, field: &str| {
@@ -554,10 +564,10 @@ mod tests {
         put(&store, &broken, broken.expires_at).await;
         let mut connection = store.connection.clone();
         let _: () = connection.set(record_key("broken"), "{\"id\": \"broken\", \"arguments\": [").await.unwrap();
-        assert_eq!(store.list().await.unwrap(), vec![kept]);
+        assert_eq!(store.list(None).await.unwrap(), vec![kept]);
         assert!(matches!(store.get("broken").await, Err(StoreError::Corrupt { .. })));
         broken.status = crate::approvals::ApprovalStatus::Denied;
         put(&store, &broken, broken.expires_at).await;
-        assert_eq!(store.list().await.unwrap().len(), 2, "a record written again is read again");
+        assert_eq!(store.list(None).await.unwrap().len(), 2, "a record written again is read again");
     }
 }

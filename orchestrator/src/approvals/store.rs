@@ -83,8 +83,9 @@ pub trait ApprovalStore: Send + Sync {
     ) -> BoxFuture<'a, Result<Admission, StoreError>>;
     /// The approval `id`, if kept.
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Approval>, StoreError>>;
-    /// Every kept approval.
-    fn list(&self) -> BoxFuture<'_, Result<Vec<Approval>, StoreError>>;
+    /// The kept approvals of `user` (the calls for that user id), or
+    /// every kept approval when `user` is `None`; only those are read.
+    fn list<'a>(&'a self, user: Option<&'a str>) -> BoxFuture<'a, Result<Vec<Approval>, StoreError>>;
     /// Claims the one decision of `approval` (until `drop_at`): won by the
     /// first caller only, across replicas, so an approval runs at most once.
     /// Whether it had expired by then is the caller's to check, once the
@@ -195,9 +196,14 @@ impl ApprovalStore for MemoryStore {
         futures::future::ready(Ok(found)).boxed()
     }
 
-    fn list(&self) -> BoxFuture<'_, Result<Vec<Approval>, StoreError>> {
-        let all = self.locked().values().map(|entry| entry.approval.clone()).collect();
-        futures::future::ready(Ok(all)).boxed()
+    fn list<'a>(&'a self, user: Option<&'a str>) -> BoxFuture<'a, Result<Vec<Approval>, StoreError>> {
+        let listed = self
+            .locked()
+            .values()
+            .filter(|entry| user.is_none_or(|user| entry.approval.user_id.as_deref() == Some(user)))
+            .map(|entry| entry.approval.clone())
+            .collect();
+        futures::future::ready(Ok(listed)).boxed()
     }
 
     fn claim<'a>(
@@ -280,7 +286,31 @@ pub(crate) mod tests {
         assert_eq!(old.status_at(OffsetDateTime::now_utc()), ApprovalStatus::Expired);
         put(&store, &old, OffsetDateTime::now_utc() - Duration::from_secs(1)).await;
         assert!(store.get("old").await.unwrap().is_none());
-        assert_eq!(store.list().await.unwrap().len(), 1);
+        assert_eq!(store.list(None).await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_users_listing_reads_only_their_approvals_in_memory() {
+        check_listing_by_user(&MemoryStore::default()).await;
+    }
+
+    /// Checks that `store` lists a user's approvals alone, and every
+    /// user's (and those without one) when no user is named.
+    pub(crate) async fn check_listing_by_user(store: &dyn ApprovalStore) {
+        let settings = ApprovalSettings::default();
+        insert_many(store, Some("ada"), 2, &settings).await;
+        insert_many(store, Some("bob"), 3, &settings).await;
+        insert_many(store, None, 1, &settings).await;
+        let users = |listed: Vec<Approval>| {
+            let mut users: Vec<Option<String>> = listed.into_iter().map(|a| a.user_id).collect();
+            users.sort();
+            users
+        };
+        let ada = Some("ada".to_owned());
+        assert_eq!(users(store.list(Some("ada")).await.unwrap()), [ada.clone(), ada.clone()]);
+        assert_eq!(store.list(Some("carol")).await.unwrap(), []);
+        let bob = Some("bob".to_owned());
+        assert_eq!(users(store.list(None).await.unwrap()), [None, ada.clone(), ada, bob.clone(), bob.clone(), bob]);
     }
 
     /// Inserts `count` pending approvals of `user` into `store` and returns
