@@ -435,3 +435,50 @@ async fn what_a_stdio_server_starts_dies_with_the_orchestrator() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// A stdio MCP server in `sh` (2025-11-25): tools `big`, whose answer is a
+/// line of about [`BIG_ANSWER_BYTES`] with its top-level `id` last (and a
+/// nested `id` first), and `small`; it says `hello from the child` on
+/// standard error as it starts.
+fn big_answer_over_stdio() -> String {
+    let reply = |id_first: bool, result: &str| {
+        let (head, tail) = if id_first { (r#""id":'"$id"',"#, "") } else { ("", r#","id":'"$id"'"#) };
+        format!(r#"printf '%s\n' '{{"jsonrpc":"2.0",{head}"result":{result}{tail}}}'"#)
+    };
+    let initialize = reply(
+        true,
+        r#"{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}"#,
+    );
+    let tool = |name: &str| format!(r#"{{"name":"{name}","inputSchema":{{"type":"object"}}}}"#);
+    let list = reply(true, &format!(r#"{{"tools":[{},{}]}}"#, tool("big"), tool("small")));
+    let big = reply(false, r#"{"structuredContent":{"id":1},"content":[{"type":"text","text":"'"$big"'"}]}"#);
+    let small = reply(true, r#"{"content":[{"type":"text","text":"done"}]}"#);
+    format!(
+        r#"echo 'hello from the child' >&2
+big=$(head -c {BIG_ANSWER_BYTES} /dev/zero | tr '\0' x)
+while IFS= read -r line; do
+  id=$(printf '%s\n' "$line" | sed -n 's/^.*"id":\([0-9][0-9]*\).*$/\1/p')
+  case "$line" in
+    *'"method":"initialize"'*) {initialize} ;;
+    *'"method":"tools/list"'*) {list} ;;
+    *'"name":"big"'*) {big} ;;
+    *'"method":"tools/call"'*) {small} ;;
+  esac
+done"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_answer_too_long_to_read_fails_its_call_naming_the_budget_and_keeps_the_session() {
+    let command = ["sh", "-c", &big_answer_over_stdio()];
+    let services = json!({"local": {"command": command, "permission": "guest", "timeout_seconds": 10}}).to_string();
+    let limits = [("MAX_ANSWER_BYTES", "100000"), ("MAX_MANIFEST_BYTES", "100000")];
+    let orchestrator = OrchestratorProcess::start(&[&[("MODULE_SERVICES", services.as_str())][..], &limits].concat());
+    orchestrator.wait_for_module("local", "up", Duration::from_secs(20)).await;
+    let call = |tool: &str| json!({"tool_name": tool, "arguments": {}, "user_permission": "user"});
+    let big = orchestrator.execute(call("local.big")).await;
+    assert_eq!(error_kind(&big), "execution_failed", "{big}");
+    assert!(big["error"].as_str().unwrap().contains("MAX_ANSWER_BYTES (100000)"), "{big}");
+    let done = orchestrator.execute(call("local.small")).await;
+    assert_eq!(done["result"], "done", "the session is kept: {done}");
+}

@@ -7,6 +7,8 @@ mod direct;
 mod handler;
 pub(crate) mod http;
 mod in_flight;
+mod line_reader;
+mod message_head;
 mod pages;
 mod serialized;
 mod settings;
@@ -16,6 +18,8 @@ mod tools;
 
 pub use handler::USER_ID_META_KEY;
 pub use http::transport_config;
+pub use line_reader::{Line, LineReader};
+pub use message_head::{HeadScan, MAX_ID_BYTES, MessageHead};
 pub use pages::page_range;
 pub use settings::{DEFAULT_MCP_PAGE_SIZE, McpSettings};
 pub(crate) use stdio::serve_stdio;

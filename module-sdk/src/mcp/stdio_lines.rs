@@ -5,8 +5,9 @@
 //! would wait forever for its request;
 //! here each such line gets a JSON-RPC error naming what is wrong (with
 //! no `id`, which could not be read: MCP's form of JSON-RPC's `"id": null`),
-//! and the lines after it are read on. A line that is a message is read by
-//! rmcp's codec, as rmcp's transport reads it.
+//! and the lines after it are read on (by [`LineReader`], which the
+//! orchestrator's client of stdio servers shares). A line that is a message
+//! is read by rmcp's codec, as rmcp's transport reads it.
 
 use std::sync::Arc;
 
@@ -17,23 +18,16 @@ use rmcp::transport::Transport;
 use rmcp::transport::async_rw::{JsonRpcMessageCodec, JsonRpcMessageCodecError, TransportWriter};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::Mutex;
-use tokio_util::bytes::BytesMut;
 use tokio_util::codec::{Decoder, FramedWrite};
 
+use super::line_reader::{Line, LineReader};
 use crate::json_depth::{nests_too_deep, too_deep_message};
 
 /// A transport reading one message a line from `R` and writing answers to `W`.
 pub(crate) struct StdioLines<R, W> {
-    read: BufReader<R>,
-    /// The line being read; never more than `max_line_bytes`.
-    line: BytesMut,
-    /// The longest line read, its newline included.
-    max_line_bytes: usize,
-    /// Set once a line over the limit was refused, until its newline: the
-    /// rest of it is skipped as it comes, never held.
-    skipping: bool,
+    lines: LineReader<R>,
     decoder: JsonRpcMessageCodec<ClientJsonRpcMessage>,
     write: Arc<Mutex<Option<TransportWriter<RoleServer, W>>>>,
     /// The answer to the last line that could not be read, written before
@@ -50,16 +44,6 @@ enum Refusal {
     Unflushed,
 }
 
-/// What reading a line found.
-enum Line {
-    /// A line, its newline included, is in `line`.
-    Whole,
-    /// The line is longer than the limit; what remains of it is skipped.
-    TooLong,
-    /// Standard input closed (or failed).
-    End,
-}
-
 /// The members of an unreadable line that say which request it is; any
 /// other member is skipped without nesting into it.
 #[derive(Deserialize)]
@@ -73,64 +57,20 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> StdioLines<R, W> {
     /// `max_message_bytes` (its newline not counted) is refused unread.
     pub(crate) fn new(read: R, write: W, max_message_bytes: usize) -> Self {
         Self {
-            read: BufReader::new(read),
-            line: BytesMut::new(),
-            max_line_bytes: max_message_bytes.saturating_add(1),
-            skipping: false,
+            lines: LineReader::new(read, max_message_bytes),
             decoder: JsonRpcMessageCodec::default(),
             write: Arc::new(Mutex::new(Some(FramedWrite::new(write, JsonRpcMessageCodec::default())))),
             refusal: None,
         }
     }
 
-    /// Reads the next line into `line`, up to the limit. Cancel-safe: bytes
-    /// are taken from the reader only as they are kept or skipped, with no
-    /// wait in between, so a read dropped midway resumes where it stopped.
-    async fn read_line(&mut self) -> Line {
-        loop {
-            let available = match self.read.fill_buf().await {
-                Ok([]) if self.line.is_empty() || self.skipping => return Line::End,
-                // The last line, without a newline, is read as if it had one (as rmcp's
-                // transport did); over the limit by its missing newline's byte, it is too long.
-                Ok([]) if self.line.len() >= self.max_line_bytes => {
-                    self.line.clear();
-                    return Line::TooLong;
-                }
-                Ok([]) => {
-                    self.line.extend_from_slice(b"\n");
-                    return Line::Whole;
-                }
-                Ok(available) => available,
-                Err(error) => {
-                    tracing::warn!(%error, "could not read standard input");
-                    return Line::End;
-                }
-            };
-            let newline = available.iter().position(|byte| *byte == b'\n');
-            let taken = newline.map_or(available.len(), |at| at + 1);
-            let over = !self.skipping && self.line.len().saturating_add(taken) > self.max_line_bytes;
-            if !self.skipping && !over {
-                self.line.extend_from_slice(&available[..taken]);
-            }
-            self.read.consume(taken);
-            if over {
-                self.line.clear();
-                self.skipping = newline.is_none();
-                return Line::TooLong;
-            }
-            if newline.is_some() && !std::mem::take(&mut self.skipping) {
-                return Line::Whole;
-            }
-        }
-    }
-
     /// The message on the whole line in `line` (`None` for a blank line or
     /// a notification rmcp ignores), or the answer to a line that is none.
     fn read_message(&mut self) -> Result<Option<ClientJsonRpcMessage>, Box<JsonRpcError>> {
-        let text = self.line.strip_suffix(b"\n").unwrap_or(&self.line);
+        let text = self.lines.line.strip_suffix(b"\n").unwrap_or(&self.lines.line);
         let text = text.strip_suffix(b"\r").unwrap_or(text);
         if text.is_empty() {
-            self.line.clear();
+            self.lines.line.clear();
             return Ok(None);
         }
         if std::str::from_utf8(text).is_err() {
@@ -149,12 +89,12 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> StdioLines<R, W> {
         // rmcp's codec below reads it alike, but consumes the line: parsed
         // here first, the line is still there to find the id of one that fails.
         if let Ok(message) = serde_json::from_slice(text) {
-            self.line.clear();
+            self.lines.line.clear();
             return Ok(Some(message));
         }
         let id = request_id(text);
         // A byte order mark, or a notification rmcp ignores (`Ok(None)`).
-        match self.decoder.decode(&mut self.line) {
+        match self.decoder.decode(&mut self.lines.line) {
             Ok(message) => Ok(message),
             Err(JsonRpcMessageCodecError::Serde(error)) if error.is_syntax() || error.is_eof() => {
                 Err(refusal(None, ErrorData::parse_error(format!("the line is not valid JSON: {error}"), None)))
@@ -228,25 +168,25 @@ where
                 tracing::debug!(%error, "could not answer a line that is not a message");
                 return None;
             }
-            let answer = match self.read_line().await {
+            let answer = match self.lines.read_line().await {
                 Line::End => return None,
                 Line::Whole => match self.read_message() {
                     Ok(Some(message)) => return Some(message),
                     Ok(None) => continue,
                     Err(answer) => answer,
                 },
-                Line::TooLong => refusal(
+                Line::TooLong(_) => refusal(
                     None,
                     ErrorData::parse_error(
                         format!(
                             "the line is longer than MAX_BODY_BYTES ({} bytes), the longest message this module reads; it was skipped unread",
-                            self.max_line_bytes - 1
+                            self.lines.max_message_bytes()
                         ),
                         None,
                     ),
                 ),
             };
-            self.line.clear();
+            self.lines.line.clear();
             tracing::debug!(?answer, "answering a line that is not a message");
             self.refusal = Some(Refusal::Unwritten(answer));
         }
@@ -315,7 +255,11 @@ mod tests {
             other => panic!("not a request: {other:?}"),
         };
         assert_eq!(id(transport.receive().await), RequestId::Number(1));
-        assert!(transport.line.capacity() < 64 * 1024, "{} bytes held for a line", transport.line.capacity());
+        assert!(
+            transport.lines.line.capacity() < 64 * 1024,
+            "{} bytes held for a line",
+            transport.lines.line.capacity()
+        );
         assert_eq!(id(transport.receive().await), RequestId::Number(3));
         drop(writing.await.unwrap());
         drop(transport);

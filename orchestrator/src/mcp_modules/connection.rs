@@ -4,7 +4,8 @@
 //! to a child process on stdio that dies with the session, with whatever it
 //! started (it leads a process group of its own, killed with the tree
 //! below it: `sh -c` or `npx` start the real server as a grandchild).
-//! Every message read is bounded, and so
+//! Every message read is bounded (over stdio by [`super::stdio_client`],
+//! which fails the request whose answer is too long instead of dropping it), and so
 //! are the server's own requests waiting for an answer
 //! (`MAX_MCP_SERVER_REQUESTS`, see [`super::server_requests`]); a
 //! `notifications/tools/list_changed` asks for the module to be discovered
@@ -19,14 +20,15 @@ use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::handler::client::ClientHandler;
 use rmcp::service::{MaybeSendFuture, NotificationContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceExt};
+use tokio::sync::watch;
 
 use super::http_client::{self, SessionClient};
 use super::rediscovery::Changes;
 use super::server_requests::{EndReason, ServerRequestBudget};
 use super::settings::McpTransport;
+use super::stdio_client::StdioClient;
 
 /// What a stdio server's child keeps of the orchestrator's environment,
 /// besides its table's `env`: the list the official MCP SDKs' stdio clients
@@ -74,7 +76,8 @@ impl Connection {
     }
 
     /// Why the orchestrator ended the session, if it did (the server went
-    /// over `MAX_MCP_SERVER_REQUESTS`).
+    /// over `MAX_MCP_SERVER_REQUESTS`, or sent a stdio line over the message
+    /// limit whose id could not be read).
     pub fn end_reason(&self) -> Option<String> {
         self.ended.borrow().clone()
     }
@@ -114,7 +117,8 @@ pub async fn connect(
             }
             config.retry_config = http_client::reconnect_policy();
             let transport = StreamableHttpClientTransport::with_client(SessionClient::new(http.clone()), config);
-            let transport = ServerRequestBudget::new(transport, module, max_server_requests, on_end);
+            let transport =
+                ServerRequestBudget::new(transport, module, max_server_requests, watch::Sender::new(None), on_end);
             let ended = transport.end_reason();
             let service = handler.serve(transport).await.map_err(|e| http_client::handshake_error(&e))?;
             Ok(Connection { service, ended, _group: None, _child: None })
@@ -141,8 +145,9 @@ pub async fn connect(
             let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
                 return Err("the child's stdin and stdout were not piped".to_owned());
             };
-            let transport = AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(max_message_bytes);
-            let transport = ServerRequestBudget::new(transport, module, max_server_requests, on_end);
+            let ending = watch::Sender::new(None);
+            let transport = StdioClient::new(module, stdout, stdin, max_message_bytes, ending.clone());
+            let transport = ServerRequestBudget::new(transport, module, max_server_requests, ending, on_end);
             let ended = transport.end_reason();
             let service = handler.serve(transport).await.map_err(|e| module_sdk::error_chain(&e))?;
             Ok(Connection { service, ended, _group: Some(group), _child: Some(child) })

@@ -22,6 +22,7 @@ pub mod rediscovery;
 pub mod results;
 pub mod server_requests;
 pub mod settings;
+pub mod stdio_client;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -194,7 +195,7 @@ impl McpServer {
             {
                 Ok(page) => page,
                 // Refused unread, the session still usable.
-                Err(error) if http_client::is_too_large(&error) => {
+                Err(error) if results::is_too_large(&error) => {
                     let reason = over_manifest_budget(self.max_manifest_bytes);
                     return Err(DiscoveryError::NotAManifest { url: url.to_owned(), reason });
                 }

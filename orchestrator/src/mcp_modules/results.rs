@@ -10,7 +10,7 @@ use rmcp::ServiceError;
 use rmcp::model::{CallToolResult, ErrorCode};
 use serde_json::Value;
 
-use super::http_client::is_too_large;
+use super::{http_client, stdio_client};
 
 /// The most characters of a failing tool's text kept in its error message.
 pub const MAX_ERROR_CHARS: usize = 2000;
@@ -48,6 +48,12 @@ pub fn shortened(text: &str) -> String {
 fn texts(answer: &CallToolResult) -> Option<String> {
     let texts: Vec<&str> = answer.content.iter().filter_map(|block| block.as_text()).map(|t| t.text.as_str()).collect();
     (!texts.is_empty()).then(|| texts.join("\n"))
+}
+
+/// Whether `error` is an answer the session refused to read for its size,
+/// over HTTP or stdio: the session is still usable.
+pub fn is_too_large(error: &ServiceError) -> bool {
+    http_client::is_too_large(error) || stdio_client::is_too_long(error)
 }
 
 /// Whether the session that answered a call with `error` can still be used:
@@ -125,6 +131,15 @@ mod tests {
         assert_eq!(failure("m", "m.t", &timeout, 100).error_kind, Some(ErrorKind::Timeout));
         assert_eq!(failure("m", "m.t", &ServiceError::TransportClosed, 100).error_kind, Some(ErrorKind::Unavailable));
         assert!(keeps_session(&timeout) && !keeps_session(&ServiceError::TransportClosed));
+    }
+
+    #[test]
+    fn a_stdio_answer_too_long_to_read_names_the_budget_and_keeps_the_session() {
+        let skipped = ServiceError::McpError(stdio_client::too_long_error(5000));
+        let failed = failure("m", "m.t", &skipped, 100);
+        assert_eq!(failed.error_kind, Some(ErrorKind::ExecutionFailed));
+        assert!(failed.error.unwrap().contains("MAX_ANSWER_BYTES (100)"));
+        assert!(keeps_session(&skipped) && is_too_large(&skipped));
     }
 
     #[test]

@@ -47,15 +47,22 @@ pub struct ServerRequestBudget<T> {
 impl<T> ServerRequestBudget<T> {
     /// `inner`, the transport to the server of `module`, allowing it at most
     /// `max` unanswered requests (`MAX_MCP_SERVER_REQUESTS`); past them
-    /// `on_end` is called.
-    pub fn new(inner: T, module: &str, max: usize, on_end: impl FnOnce() + Send + 'static) -> Self {
+    /// the reason goes to `ended` (shared with a transport that can end the
+    /// session too) and `on_end` is called.
+    pub fn new(
+        inner: T,
+        module: &str,
+        max: usize,
+        ended: watch::Sender<Option<String>>,
+        on_end: impl FnOnce() + Send + 'static,
+    ) -> Self {
         Self {
             inner: Some(inner),
             module: module.to_owned(),
             max,
             unanswered: Arc::default(),
             cancel_drops_answer: false,
-            ended: watch::Sender::new(None),
+            ended,
             on_end: Some(Box::new(on_end)),
         }
     }
@@ -225,7 +232,9 @@ mod tests {
         let (called, sent) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicUsize::new(0)));
         let flag = Arc::clone(&called);
         let transport = Scripted { incoming: incoming.into(), sent: Arc::clone(&sent), hang };
-        let budget = ServerRequestBudget::new(transport, "m", 2, move || flag.store(true, Ordering::SeqCst));
+        let budget = ServerRequestBudget::new(transport, "m", 2, watch::Sender::new(None), move || {
+            flag.store(true, Ordering::SeqCst)
+        });
         (budget, called, sent)
     }
 
