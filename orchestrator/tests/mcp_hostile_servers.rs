@@ -482,3 +482,17 @@ async fn a_stdio_answer_too_long_to_read_fails_its_call_naming_the_budget_and_ke
     let done = orchestrator.execute(call("local.small")).await;
     assert_eq!(done["result"], "done", "the session is kept: {done}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_servers_standard_error_is_logged_in_an_event_naming_the_module() {
+    let command = ["sh", "-c", &big_answer_over_stdio()];
+    let services = json!({"local": {"command": command, "permission": "guest"}}).to_string();
+    let orchestrator = OrchestratorProcess::start(&[("MODULE_SERVICES", services.as_str())]);
+    orchestrator.wait_for_module("local", "up", Duration::from_secs(20)).await;
+    let logged = orchestrator.logged(|line| {
+        serde_json::from_str::<Value>(line).is_ok_and(|event| {
+            event.to_string().contains("hello from the child") && event.to_string().contains(r#""module":"local""#)
+        })
+    });
+    assert!(logged, "no log event with the child's line and the module: {:?}", orchestrator.logs());
+}

@@ -3,7 +3,8 @@
 //! stream reopened at most once a second: see [`super::http_client`]), or
 //! to a child process on stdio that dies with the session, with whatever it
 //! started (it leads a process group of its own, killed with the tree
-//! below it: `sh -c` or `npx` start the real server as a grandchild).
+//! below it: `sh -c` or `npx` start the real server as a grandchild), its
+//! standard error logged line by line ([`super::child_stderr`]).
 //! Every message read is bounded (over stdio by [`super::stdio_client`],
 //! which fails the request whose answer is too long instead of dropping it), and so
 //! are the server's own requests waiting for an answer
@@ -24,6 +25,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{RoleClient, ServiceExt};
 use tokio::sync::watch;
 
+use super::child_stderr;
 use super::http_client::{self, SessionClient};
 use super::rediscovery::Changes;
 use super::server_requests::{EndReason, ServerRequestBudget};
@@ -135,16 +137,20 @@ pub async fn connect(
                 .envs(env)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
+                .stderr(Stdio::piped())
                 .process_group(0)
                 .kill_on_drop(true)
                 .spawn()
                 .map_err(|e| format!("cannot start `{program}`: {e}"))?;
             // Dropped before `child`, here too when the handshake fails or takes too long.
             let group = ProcessGroupGuard::new(child.id());
-            let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
-                return Err("the child's stdin and stdout were not piped".to_owned());
+            let (Some(stdout), Some(stdin), Some(stderr)) =
+                (child.stdout.take(), child.stdin.take(), child.stderr.take())
+            else {
+                return Err("the child's stdin, stdout and stderr were not piped".to_owned());
             };
+            // Read to its end (the child's tree gone), each line logged naming the module.
+            tokio::spawn(child_stderr::log_lines(module.to_owned(), stderr));
             let ending = watch::Sender::new(None);
             let transport = StdioClient::new(module, stdout, stdin, max_message_bytes, ending.clone());
             let transport = ServerRequestBudget::new(transport, module, max_server_requests, ending, on_end);

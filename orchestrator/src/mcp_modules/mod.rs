@@ -15,6 +15,7 @@
 //! `MAX_MCP_SERVER_REQUESTS` requests of its own unanswered loses its
 //! session ([`server_requests`]), which counts as a failure too.
 
+pub mod child_stderr;
 pub mod connection;
 pub mod http_client;
 pub mod manifest;
