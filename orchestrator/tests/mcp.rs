@@ -42,6 +42,7 @@ struct Fleet {
     _alpha: ModuleServer,
     _bank: ModuleServer,
     slow: ModuleServer,
+    slow_calls: Calls,
     _keys: tempfile::NamedTempFile,
     alpha_calls: Calls,
     bank_calls: Calls,
@@ -54,7 +55,8 @@ impl Fleet {
         let alpha = ModuleServer::sdk(alpha);
         let (bank, bank_calls) = approval_module("bank");
         let bank = ModuleServer::sdk(bank);
-        let slow = ModuleServer::start(stalling_module("slow").0);
+        let (slow, slow_calls) = stalling_module("slow");
+        let slow = ModuleServer::start(slow);
         let services = module_services(&[("alpha", alpha.url()), ("bank", bank.url()), ("slow", slow.url())]);
         let keys = keys_file(&[TestKey::new("ada", "ada", "user"), TestKey::new("root", "root", "admin")]);
         let mut env = vec![
@@ -68,7 +70,7 @@ impl Fleet {
         for module in ["alpha", "bank", "slow"] {
             orchestrator.wait_for_module(module, "up", Duration::from_secs(10)).await;
         }
-        Self { _alpha: alpha, _bank: bank, slow, _keys: keys, alpha_calls, bank_calls, orchestrator }
+        Self { _alpha: alpha, _bank: bank, slow, slow_calls, _keys: keys, alpha_calls, bank_calls, orchestrator }
     }
 
     /// An MCP client with `handler` of `/mcp{query}`, sending `key`'s API key.
@@ -534,6 +536,35 @@ async fn open_session<'a>(fleet: &Fleet, sender: impl Into<Sender<'a>>) -> Strin
     let response = mcp_raw(fleet, reqwest::Method::POST, sender, &headers, Some(initialized)).await;
     assert_eq!(response.status(), 202);
     session
+}
+
+/// `tools/call` of `tool` (no arguments) with id `id`, posted by ada in `session`: the response, its stream unread.
+async fn call_in_session(fleet: &Fleet, session: &str, id: u64, tool: &str) -> reqwest::Response {
+    let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": {}}});
+    let headers = [("mcp-session-id", session), ("mcp-protocol-version", "2025-11-25")];
+    mcp_raw(fleet, reqwest::Method::POST, "ada", &headers, Some(call)).await
+}
+
+#[tokio::test]
+async fn a_session_call_whose_client_went_away_is_cancelled() {
+    // One call at a time to a module: a call left running would keep the next one out.
+    let fleet = Fleet::start(&[("MAX_CONCURRENT_CALLS_PER_MODULE", "1")]).await;
+    let session = open_session(&fleet, "ada").await;
+    // `slow__stall` would hold the module's one slot for its 30 s timeout;
+    // its client goes away once the module has it.
+    let stall = call_in_session(&fleet, &session, 3, "slow__stall").await;
+    assert_eq!(stall.status(), 200);
+    let started = tokio::time::Instant::now();
+    while fleet.slow_calls.count() == 0 {
+        assert!(started.elapsed() < Duration::from_secs(10), "the call never reached the module");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(stall);
+    // `slow__wait` waits at most its 1 s for the slot, then for the module.
+    let answer = call_in_session(&fleet, &session, 4, "slow__wait").await.text().await.unwrap();
+    assert!(answer.contains(r#""id":4"#), "{answer}");
+    assert!(!answer.contains("MAX_CONCURRENT_CALLS_PER_MODULE"), "the abandoned call still held the slot: {answer}");
+    assert_eq!(fleet.slow_calls.count(), 2, "both calls reached the module, one after the other");
 }
 
 /// `GET /mcp` of `session` sent by `sender`: the session's event stream, open while the response is kept.

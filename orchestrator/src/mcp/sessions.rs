@@ -37,6 +37,7 @@ use rmcp::transport::streamable_http_server::session::local::{
 use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId, SessionManager};
 
 use crate::identity::{Grant, Identity};
+use crate::mcp::cancel_on_drop::CancelOnDrop;
 
 tokio::task_local! {
     /// The slot reserved for the session the `/mcp` request rmcp is
@@ -234,7 +235,12 @@ impl SessionManager for FleetSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        Ok(self.local.create_stream(id, message).await?)
+        let request = match &message {
+            ClientJsonRpcMessage::Request(request) => Some(request.id.clone()),
+            _ => None,
+        };
+        let session = self.local.sessions.read().await.get(id).cloned();
+        Ok(CancelOnDrop::new(self.local.create_stream(id, message).await?, session, request))
     }
 
     async fn accept_message(&self, id: &SessionId, message: ClientJsonRpcMessage) -> Result<(), Self::Error> {
