@@ -567,6 +567,24 @@ async fn a_session_call_whose_client_went_away_is_cancelled() {
     assert_eq!(fleet.slow_calls.count(), 2, "both calls reached the module, one after the other");
 }
 
+#[tokio::test]
+async fn a_cancelled_calls_stream_is_not_kept_for_resuming() {
+    let fleet = Fleet::start(&[]).await;
+    let session = open_session(&fleet, "ada").await;
+    let headers = [("mcp-session-id", session.as_str()), ("mcp-protocol-version", "2025-11-25")];
+    let mut stall = call_in_session(&fleet, &session, 3, "slow__stall").await;
+    let first = String::from_utf8(stall.chunk().await.unwrap().expect("the stream's first event").to_vec()).unwrap();
+    let event = first.lines().find_map(|line| line.strip_prefix("id: ")).expect("an event id").to_owned();
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}});
+    assert_eq!(mcp_raw(&fleet, reqwest::Method::POST, "ada", &headers, Some(cancel)).await.status(), 202);
+    // rmcp kept a cancelled call's stream, up to 16 events, for 60 s to be
+    // resumed: one session cancelling calls at a high rate grew memory so.
+    let resume = [headers[0], headers[1], ("last-event-id", event.as_str())];
+    let (status, replayed) = answer(mcp_raw(&fleet, reqwest::Method::GET, "ada", &resume, None).await).await;
+    assert_eq!((status, replayed.as_str()), (200, ""), "the cancelled call's stream was kept");
+    drop(stall);
+}
+
 /// `GET /mcp` of `session` sent by `sender`: the session's event stream, open while the response is kept.
 async fn get_stream<'a>(fleet: &Fleet, sender: impl Into<Sender<'a>>, session: &str) -> reqwest::Response {
     let headers = [("mcp-session-id", session), ("mcp-protocol-version", "2025-11-25")];

@@ -28,6 +28,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use futures::Stream;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
@@ -118,7 +119,15 @@ pub struct FleetSessions {
 impl FleetSessions {
     /// No session yet; at most `max_sessions` at once, `max_per_identity` of one identity.
     pub fn new(max_sessions: usize, max_per_identity: usize) -> Self {
-        Self { local: LocalSessionManager::default(), open: Mutex::default(), max_sessions, max_per_identity }
+        let mut local = LocalSessionManager::default();
+        // rmcp would keep the stream of every request its client cancelled
+        // (up to 16 events each) for 60 s, with no bound on their number,
+        // for a resume by `Last-Event-ID`: a session cancelling calls at a
+        // high rate (closing their streams, see `CancelOnDrop`) would grow
+        // memory by rate x 60 s x size. None is kept (an answered
+        // request's stream rmcp drops at once).
+        local.session_config.completed_cache_ttl = Duration::ZERO;
+        Self { local, open: Mutex::default(), max_sessions, max_per_identity }
     }
 
     fn lock(&self) -> MutexGuard<'_, OpenSessions> {
