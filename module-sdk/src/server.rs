@@ -3,7 +3,7 @@
 
 use std::future::{Ready, ready};
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::Poll;
 
 use axum::Router;
@@ -17,6 +17,7 @@ use futures::future::Either;
 use serde::Deserialize;
 use serde_json::error::Category;
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 use tower::{Layer, Service};
 
 use crate::arguments::InPlaceValue;
@@ -408,7 +409,18 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
         #[cfg(not(unix))]
         let _ = tokio::signal::ctrl_c().await;
         tracing::info!("shutdown signal received; finishing calls in flight");
+        stopping().cancel();
     }
+}
+
+/// Cancelled once a [`shutdown_signal`] has resolved: what would hold its
+/// response open for as long as the client keeps it (an MCP event stream:
+/// `GET /mcp`, `subscriptions/listen`) ends then, as calls in flight do
+/// when they finish, so the server's wait for its connections to close
+/// ends too. A signal is the process's, so this token is too.
+pub fn stopping() -> CancellationToken {
+    static STOPPING: OnceLock<CancellationToken> = OnceLock::new();
+    STOPPING.get_or_init(CancellationToken::new).clone()
 }
 
 /// Resolves when `signal` arrives; never, when its handler could not be set.

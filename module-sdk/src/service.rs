@@ -20,7 +20,7 @@ pub use crate::metrics::{
 };
 pub use crate::openapi::openapi_document;
 pub use crate::server::{
-    RequireJson, RequireJsonLayer, body_refused, error_response, json_bytes, request_body, shutdown_signal,
+    RequireJson, RequireJsonLayer, body_refused, error_response, json_bytes, request_body, shutdown_signal, stopping,
 };
 pub use crate::serving_threads::{ServingThreads, serving_thread};
 pub use crate::trace_context::{TRACEPARENT, TraceParent};

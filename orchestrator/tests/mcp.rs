@@ -591,6 +591,20 @@ async fn get_stream<'a>(fleet: &Fleet, sender: impl Into<Sender<'a>>, session: &
     mcp_raw(fleet, reqwest::Method::GET, sender, &headers, None).await
 }
 
+#[tokio::test]
+async fn sigterm_ends_open_event_streams_and_the_process() {
+    let mut fleet = Fleet::start(&[]).await;
+    let session = open_session(&fleet, "ada").await;
+    let stream = get_stream(&fleet, "ada", &session).await;
+    assert_eq!(stream.status(), 200);
+    // The stream, kept open by its client, would keep the stop waiting until
+    // `terminate` kills the process after 10 s; ended, the process exits by itself.
+    let status = fleet.orchestrator.terminate();
+    assert!(status.success(), "the orchestrator did not stop by itself: {status:?}");
+    assert!(fleet.orchestrator.logged(|line| line.contains("orchestrator stopped")));
+    drop(stream);
+}
+
 /// `tools/list` sent by `sender` on `session`: the status and the answer.
 async fn list_in_session<'a>(fleet: &Fleet, sender: impl Into<Sender<'a>>, session: &str) -> (u16, String) {
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}});

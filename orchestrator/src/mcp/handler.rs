@@ -270,14 +270,20 @@ impl ServerHandler for FleetMcp {
     /// listening. The stream counts in `MCP_MAX_STREAMS` and
     /// `MCP_MAX_STREAMS_PER_IDENTITY`; past either it is ended at once with a
     /// JSON-RPC error naming the budget (rmcp has acknowledged it by then).
+    /// When the server stops (SIGTERM) the stream ends with the final result
+    /// (graceful teardown), as the server waits for its connections to close.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         let identity = &Self::caller(context.request_context())?.identity;
         let _stream = self
             .streams
             .open(identity)
             .map_err(|refused| ErrorData::new(ErrorCode::INVALID_REQUEST, refused.to_string(), None))?;
+        let stopping = module_sdk::service::stopping();
         if context.accepted().tools_list_changed != Some(true) {
-            context.cancelled().await;
+            tokio::select! {
+                () = context.cancelled() => {}
+                () = stopping.cancelled() => {}
+            }
             return Ok(());
         }
         let generations = self.orchestrator.registry.subscribe();
@@ -285,6 +291,7 @@ impl ServerHandler for FleetMcp {
         tokio::select! {
             () = Self::forward_changes(generations, || async { sink.notify_tool_list_changed().await.is_ok() }) => {}
             () = context.cancelled() => {}
+            () = stopping.cancelled() => {}
         }
         Ok(())
     }

@@ -17,7 +17,7 @@ use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Extension, Router};
-use http_body_util::BodyExt;
+use futures::StreamExt;
 use module_sdk::service::{error_response, request_body};
 use rmcp::transport::StreamableHttpService;
 use serde::Deserialize;
@@ -58,12 +58,15 @@ impl McpEndpoint {
     }
 }
 
-/// `response` holding `permit` until its body ends or is dropped (its client went away).
+/// The event stream `response` holding `permit` until its body ends or is
+/// dropped (its client went away), ended when the server stops (SIGTERM),
+/// which otherwise waits for its client to close it.
 fn holding(response: Response, permit: StreamPermit) -> Response {
+    let stopped = module_sdk::service::stopping().cancelled_owned();
     response.map(|body| {
-        Body::new(body.map_frame(move |frame| {
+        Body::from_stream(body.into_data_stream().take_until(stopped).map(move |chunk| {
             let _held = &permit;
-            frame
+            chunk
         }))
     })
 }
