@@ -568,6 +568,18 @@ async fn a_session_call_whose_client_went_away_is_cancelled() {
 }
 
 #[tokio::test]
+async fn a_session_with_a_call_running_is_not_idle() {
+    // Sessions idle for a second end; `slow__stall` runs 3 s (its timeout), sending nothing meanwhile.
+    let fleet = Fleet::start(&[("MCP_SESSION_IDLE_SECONDS", "1"), ("DEFAULT_TOOL_TIMEOUT", "3")]).await;
+    let session = open_session(&fleet, "ada").await;
+    let answer = call_in_session(&fleet, &session, 3, "slow__stall").await.text().await.unwrap();
+    assert!(answer.contains(r#""id":3"#) && answer.contains("isError"), "the session ended mid-call: {answer}");
+    // Without a call running, the session ends after its idle second.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(list_in_session(&fleet, "ada", &session).await.0, 404, "the idle session was kept");
+}
+
+#[tokio::test]
 async fn a_cancelled_calls_stream_is_not_kept_for_resuming() {
     let fleet = Fleet::start(&[]).await;
     let session = open_session(&fleet, "ada").await;

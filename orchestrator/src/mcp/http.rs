@@ -6,7 +6,8 @@
 //! [`FleetSessions`], at most `MCP_MAX_SESSIONS`, `MCP_MAX_SESSIONS_PER_IDENTITY`
 //! of one identity's), so it can keep
 //! `GET /mcp` open and be told when the tool list changes; sessions are
-//! kept in this process only, and end after 5 idle minutes.
+//! kept in this process only, and end after `MCP_SESSION_IDLE_SECONDS`
+//! (5 minutes) without a message or a call running.
 
 use std::sync::Arc;
 
@@ -52,7 +53,11 @@ impl McpEndpoint {
             .with_legacy_session_mode(true);
         let streams = StreamBudget::new(settings.max_streams, settings.max_streams_per_identity);
         let server = FleetMcp::new(Arc::clone(orchestrator), Arc::clone(&streams));
-        let sessions = Arc::new(FleetSessions::new(settings.max_sessions, settings.max_sessions_per_identity));
+        let sessions = Arc::new(FleetSessions::new(
+            settings.max_sessions,
+            settings.max_sessions_per_identity,
+            settings.session_idle,
+        ));
         let service = StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), transport);
         Self { service, sessions, streams, max_body_bytes: config.limits.max_body_bytes }
     }

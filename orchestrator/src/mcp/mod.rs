@@ -33,6 +33,7 @@ pub mod approval;
 pub mod cancel_on_drop;
 pub mod handler;
 pub mod http;
+pub mod keep_alive;
 pub mod progress;
 pub mod sessions;
 pub mod settings;

@@ -39,6 +39,7 @@ use rmcp::transport::streamable_http_server::session::{ServerSseMessage, Session
 
 use crate::identity::{Grant, Identity};
 use crate::mcp::cancel_on_drop::CancelOnDrop;
+use crate::mcp::keep_alive::KeptAlive;
 
 tokio::task_local! {
     /// The slot reserved for the session the `/mcp` request rmcp is
@@ -117,9 +118,11 @@ pub struct FleetSessions {
 }
 
 impl FleetSessions {
-    /// No session yet; at most `max_sessions` at once, `max_per_identity` of one identity.
-    pub fn new(max_sessions: usize, max_per_identity: usize) -> Self {
+    /// No session yet; at most `max_sessions` at once, `max_per_identity` of
+    /// one identity, each ended after `idle` without a message or a call running.
+    pub fn new(max_sessions: usize, max_per_identity: usize, idle: Duration) -> Self {
         let mut local = LocalSessionManager::default();
+        local.session_config.keep_alive = Some(idle);
         // rmcp would keep the stream of every request its client cancelled
         // (up to 16 events each) for 60 s, with no bound on their number,
         // for a resume by `Last-Event-ID`: a session cancelling calls at a
@@ -249,7 +252,11 @@ impl SessionManager for FleetSessions {
             _ => None,
         };
         let session = self.local.sessions.read().await.get(id).cloned();
-        Ok(CancelOnDrop::new(self.local.create_stream(id, message).await?, session, request))
+        let stream = self.local.create_stream(id, message).await?;
+        // A call runs without a message for as long as its tool takes: its session is not idle meanwhile.
+        let every = self.local.session_config.keep_alive.map(|idle| idle / 2);
+        let stream = KeptAlive::new(stream, session.clone().filter(|_| request.is_some()), every);
+        Ok(CancelOnDrop::new(stream, session, request))
     }
 
     async fn accept_message(&self, id: &SessionId, message: ClientJsonRpcMessage) -> Result<(), Self::Error> {
@@ -291,7 +298,7 @@ mod tests {
 
     #[tokio::test]
     async fn sessions_are_counted_until_they_end_and_are_their_openers() {
-        let sessions = Arc::new(FleetSessions::new(1, 1));
+        let sessions = Arc::new(FleetSessions::new(1, 1, Duration::from_secs(300)));
         let (ada, bob) = (key("ada"), key("bob"));
         let id = open(&sessions, &ada).await.unwrap();
         assert!(sessions.owned_by(&id, &ada.grant()));
@@ -309,7 +316,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_slot_counts_until_used_or_dropped() {
-        let sessions = Arc::new(FleetSessions::new(1, 1));
+        let sessions = Arc::new(FleetSessions::new(1, 1, Duration::from_secs(300)));
         let slot = sessions.reserve(&key("ada")).unwrap();
         assert_eq!(sessions.reserve(&key("bob")).err(), Some(SessionsRefused::Full(1)), "the slot counts");
         drop(slot);
@@ -319,7 +326,7 @@ mod tests {
 
     #[tokio::test]
     async fn one_identity_keeps_its_share_and_development_mode_only_the_total() {
-        let sessions = Arc::new(FleetSessions::new(4, 2));
+        let sessions = Arc::new(FleetSessions::new(4, 2, Duration::from_secs(300)));
         let (ada, bob, development) = (key("ada"), key("bob"), Identity::development());
         let first = open(&sessions, &ada).await.unwrap();
         // A grant of the same name (another JWT of one user) shares its share.

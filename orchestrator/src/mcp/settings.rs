@@ -26,6 +26,8 @@ pub const DEFAULT_STREAMS_SHARE_OF_CONNECTIONS: usize = 4;
 pub const DEFAULT_MAX_STREAMS_PER_IDENTITY: usize = 16;
 /// The default `MCP_PROGRESS_INTERVAL_SECONDS`.
 pub const DEFAULT_PROGRESS_INTERVAL_SECONDS: f64 = 5.0;
+/// The default `MCP_SESSION_IDLE_SECONDS`: rmcp's own, 5 minutes.
+pub const DEFAULT_SESSION_IDLE_SECONDS: f64 = 300.0;
 
 /// How the orchestrator answers MCP clients at `/mcp`.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +52,9 @@ pub struct McpEndpointSettings {
     /// running sends `notifications/progress` to a client that gave a
     /// `progressToken` (default 5 s).
     pub progress_interval: Duration,
+    /// `MCP_SESSION_IDLE_SECONDS`: how long a 2025-11-25 session is kept
+    /// without a message either way and with no call running (default 5 minutes).
+    pub session_idle: Duration,
     /// `MCP_MAX_TASKS`, `MCP_MAX_TASKS_PER_OWNER`, `MCP_TASK_TTL_SECONDS`,
     /// `MCP_TASK_AFTER_SECONDS`, `MCP_TASK_RESULTS_BYTES`: MCP tasks.
     pub tasks: TaskSettings,
@@ -64,6 +69,7 @@ impl Default for McpEndpointSettings {
             max_streams: DEFAULT_MAX_CONNECTIONS / DEFAULT_STREAMS_SHARE_OF_CONNECTIONS,
             max_streams_per_identity: DEFAULT_MAX_STREAMS_PER_IDENTITY,
             progress_interval: Duration::from_secs_f64(DEFAULT_PROGRESS_INTERVAL_SECONDS),
+            session_idle: Duration::from_secs_f64(DEFAULT_SESSION_IDLE_SECONDS),
             tasks: TaskSettings::default(),
         }
     }
@@ -88,6 +94,8 @@ pub struct McpEndpointFile {
     pub mcp_max_streams_per_identity: Option<usize>,
     /// `mcp_progress_interval_seconds`.
     pub mcp_progress_interval_seconds: Option<f64>,
+    /// `mcp_session_idle_seconds`.
+    pub mcp_session_idle_seconds: Option<f64>,
     /// `mcp_max_tasks`.
     pub mcp_max_tasks: Option<usize>,
     /// `mcp_max_tasks_per_owner`.
@@ -112,6 +120,7 @@ impl McpEndpointFile {
             "MCP_MAX_STREAMS" => self.mcp_max_streams.map(|n| n.to_string()),
             "MCP_MAX_STREAMS_PER_IDENTITY" => self.mcp_max_streams_per_identity.map(|n| n.to_string()),
             "MCP_PROGRESS_INTERVAL_SECONDS" => self.mcp_progress_interval_seconds.map(|s| s.to_string()),
+            "MCP_SESSION_IDLE_SECONDS" => self.mcp_session_idle_seconds.map(|s| s.to_string()),
             "MCP_MAX_TASKS" => self.mcp_max_tasks.map(|n| n.to_string()),
             "MCP_MAX_TASKS_PER_OWNER" => self.mcp_max_tasks_per_owner.map(|n| n.to_string()),
             "MCP_TASK_TTL_SECONDS" => self.mcp_task_ttl_seconds.map(|s| s.to_string()),
@@ -165,6 +174,7 @@ impl McpEndpointSettings {
         )?;
         let progress_interval =
             seconds_at_least(&env, "MCP_PROGRESS_INTERVAL_SECONDS", DEFAULT_PROGRESS_INTERVAL_SECONDS, 0.1)?;
+        let session_idle = seconds_at_least(&env, "MCP_SESSION_IDLE_SECONDS", DEFAULT_SESSION_IDLE_SECONDS, 1.0)?;
         let tasks = TaskSettings::read(&env)?;
         Ok(Self {
             transport,
@@ -173,6 +183,7 @@ impl McpEndpointSettings {
             max_streams,
             max_streams_per_identity,
             progress_interval,
+            session_idle,
             tasks,
         })
     }
@@ -234,17 +245,20 @@ mod tests {
             ("MCP_MAX_SESSIONS_PER_IDENTITY", "1"),
             ("MCP_MAX_STREAMS_PER_IDENTITY", "2"),
             ("MCP_PROGRESS_INTERVAL_SECONDS", "0.5"),
+            ("MCP_SESSION_IDLE_SECONDS", "60"),
         ])
         .unwrap();
         assert_eq!(settings.transport.allowed_origins, ["http://localhost:*"]);
         assert_eq!((settings.max_sessions, settings.progress_interval), (3, Duration::from_millis(500)));
         assert_eq!((settings.max_sessions_per_identity, settings.max_streams_per_identity), (1, 2));
+        assert_eq!(settings.session_idle, Duration::from_secs(60));
         for (name, bad) in [
             ("MCP_MAX_SESSIONS", "0"),
             ("MCP_MAX_SESSIONS_PER_IDENTITY", "0"),
             ("MCP_MAX_STREAMS", "0"),
             ("MCP_MAX_STREAMS_PER_IDENTITY", "none"),
             ("MCP_PROGRESS_INTERVAL_SECONDS", "0"),
+            ("MCP_SESSION_IDLE_SECONDS", "0.5"),
             ("MCP_PAGE_SIZE", "none"),
         ] {
             let error = read(&[(name, bad)]).unwrap_err().to_string();
