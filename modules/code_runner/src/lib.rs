@@ -14,6 +14,7 @@ pub mod settings;
 mod admission;
 mod cgroup;
 mod files;
+mod run_user;
 mod sandbox;
 mod serve;
 mod tool;

@@ -14,6 +14,7 @@ use std::time::Duration;
 use limited_process::{Limits, Outcome, Run, RunError};
 
 use crate::cgroup::{CgroupError, Exceeded, Hierarchy, RunBudget, RunCgroup};
+use crate::run_user;
 use crate::settings::Settings;
 
 /// The working directory inside the sandbox (also `HOME`).
@@ -217,6 +218,22 @@ impl Sandbox {
             cgroup.remove().await;
         }
         Ok(Ran { outcome: outcome?, exceeded })
+    }
+
+    /// Waits at most `wait` until the processes of run slot `slot`'s
+    /// previous run are gone (when runs have a user per slot), so a run is
+    /// never charged for another's leftovers.
+    pub async fn wait_for_clean_slot(&self, slot: u32, wait: Duration) -> Result<(), SandboxError> {
+        let Some((base, _)) = self.users else { return Ok(()) };
+        let uid = base.saturating_add(slot);
+        if run_user::wait_until_gone(uid, wait).await {
+            return Ok(());
+        }
+        Err(SandboxError::Unavailable(format!(
+            "the processes of the previous run as sandbox user {uid} (CODE_SANDBOX_UID_BASE + slot {slot}) did not exit \
+             within the queue wait ({} s, CODE_QUEUE_WAIT_SECONDS); try again later",
+            wait.as_secs_f64()
+        )))
     }
 
     /// The contained process that runs `code` with `stdin` for at most

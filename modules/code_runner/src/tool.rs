@@ -108,7 +108,13 @@ impl Runner {
             .timeout_seconds
             .unwrap_or(self.settings.default_timeout_seconds)
             .clamp(1, self.settings.max_timeout_seconds);
+        let queue_deadline = tokio::time::Instant::now() + self.settings.queue_wait();
         let turn = self.admission.enter(user.unwrap_or(""), self.settings.queue_wait()).await?;
+        let wait_left = queue_deadline.saturating_duration_since(tokio::time::Instant::now());
+        self.sandbox
+            .wait_for_clean_slot(turn.slot(), wait_left)
+            .await
+            .map_err(|error| ToolError::unavailable(error.to_string()))?;
         let ran = self.sandbox.execute(&args.code, args.stdin.as_deref(), Duration::from_secs(timeout), turn.slot());
         let Ran { outcome, exceeded } = ran.await.map_err(|error| match error {
             SandboxError::Run(_) => ToolError::execution_failed(error.to_string()),
