@@ -219,6 +219,7 @@ fn author_hint(error: &ManifestError) -> &'static str {
             "the SDK derives both from one type; please report this"
         }
         ManifestError::SchemaOverBudget { .. } => "make the arguments' types smaller or less deeply nested",
+        ManifestError::BadPattern { .. } => "use a shorter `pattern` without lookaround or backreferences",
     }
 }
 

@@ -7,11 +7,13 @@ use std::collections::HashSet;
 
 use crate::contract::{ModuleManifest, ToolParameter, is_valid_name};
 use crate::schema::{is_object_schema, parameters_of, schema_from_parameters, unresolved_references};
+use crate::validate::{MAX_PATTERN_COMPILED_BYTES, check_pattern};
 
 #[path = "schema_budget.rs"]
 mod schema_budget;
 pub use schema_budget::{
-    DEFAULT_MAX_SCHEMA_BYTES, DEFAULT_MAX_SCHEMA_DEPTH, DEFAULT_MAX_SCHEMA_NODES, SchemaBudget, SchemaBudgetError,
+    DEFAULT_MAX_SCHEMA_BYTES, DEFAULT_MAX_SCHEMA_DEPTH, DEFAULT_MAX_SCHEMA_NODES, DEFAULT_MAX_SCHEMA_PATTERNS,
+    SchemaBudget, SchemaBudgetError,
 };
 
 /// Why a manifest breaks the contract; the message names the module or tool
@@ -62,6 +64,19 @@ pub enum ManifestError {
         /// The parameter's name.
         parameter: String,
     },
+    /// A pattern of `input_schema` does not compile for the linear-time
+    /// regex engine within its size (lookaround and backreferences never do).
+    #[error(
+        "tool `{tool}` has an input_schema pattern that does not compile for the linear-time regex engine \
+         within {MAX_PATTERN_COMPILED_BYTES} bytes, the fixed size of each of MAX_SCHEMA_PATTERNS \
+         (lookaround and backreferences are not supported): {reason}"
+    )]
+    BadPattern {
+        /// The tool's name.
+        tool: String,
+        /// The engine's reason, naming the pattern.
+        reason: String,
+    },
     /// `parameters` and `input_schema` name different properties or requirements.
     #[error("tool `{0}`: parameters and input_schema disagree on the property names or the required set")]
     ParametersDisagree(String),
@@ -76,7 +91,8 @@ pub enum ManifestError {
 }
 
 /// Checks `manifest` against the contract's rules, with every tool's
-/// `input_schema` within the default [`SchemaBudget`], and fills in every
+/// `input_schema` within the default [`SchemaBudget`] and every pattern
+/// compiled once (so a module's validators compile), and fills in every
 /// tool's `input_schema` that a base-fields-only module left out (built from
 /// its `parameters`).
 pub fn check_manifest(manifest: &mut ModuleManifest) -> Result<(), ManifestError> {
@@ -96,6 +112,7 @@ pub fn check_manifest_within(manifest: &mut ModuleManifest, budget: &SchemaBudge
         return Err(ManifestError::NoTools(module));
     }
     let mut seen = HashSet::new();
+    let mut patterns = HashSet::new();
     for tool in &mut manifest.tools {
         let name = tool.name.clone();
         let suffix = name.strip_prefix(&module).and_then(|rest| rest.strip_prefix('.'));
@@ -129,7 +146,11 @@ pub fn check_manifest_within(manifest: &mut ModuleManifest, budget: &SchemaBudge
                     let found = schema.get("type").map_or_else(|| "no type".to_owned(), |t| format!("type {t}"));
                     return Err(bad(format!("its root is not `\"type\": \"object\"` (found {found})")));
                 }
-                budget.check(schema).map_err(over_budget)?;
+                let new_patterns = budget.check_sharing(schema, &mut patterns).map_err(over_budget)?;
+                for pattern in new_patterns {
+                    check_pattern(pattern)
+                        .map_err(|reason| ManifestError::BadPattern { tool: name.clone(), reason })?;
+                }
                 let outside = unresolved_references(schema);
                 if !outside.is_empty() {
                     return Err(bad(format!("references that do not resolve inside it: {}", outside.join(", "))));
@@ -268,6 +289,29 @@ mod tests {
         value["tools"][0]["input_schema"] =
             json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]});
         assert_eq!(checked(value).unwrap_err().to_string(), "tool `notes.add` lists parameter `text` twice");
+    }
+
+    #[test]
+    fn patterns_are_counted_and_compiled_over_the_whole_manifest() {
+        let with_pattern = |tool: usize, pattern: &str| {
+            json!({"name": format!("notes.t{tool}"), "description": "T.", "parameters": [], "required_permission": "user",
+                "input_schema": {"type": "object", "properties": {"a": {"type": "string", "pattern": pattern}}}})
+        };
+        let mut value = good();
+        value["tools"] = (0..=DEFAULT_MAX_SCHEMA_PATTERNS).map(|i| with_pattern(i, &format!("^a{i}$"))).collect();
+        let error = checked(value.clone()).unwrap_err().to_string();
+        assert!(error.contains(&format!("tool `notes.t{DEFAULT_MAX_SCHEMA_PATTERNS}`")), "{error}");
+        assert!(error.contains("MAX_SCHEMA_PATTERNS"), "{error}");
+        value["tools"].as_array_mut().unwrap().pop();
+        assert!(checked(value).is_ok());
+        let mut value = good();
+        value["tools"] = json!([with_pattern(0, "^a$"), with_pattern(1, "^(?:(a|(?=a)a)*c|a*b)$")]);
+        let error = checked(value).unwrap_err().to_string();
+        assert!(error.starts_with("tool `notes.t1` has an input_schema pattern that does not compile"), "{error}");
+        assert!(error.contains("MAX_SCHEMA_PATTERNS") && error.contains("(?=a)"), "{error}");
+        let mut value = good();
+        value["tools"] = json!([with_pattern(0, "[^x]{40000}y")]);
+        assert!(checked(value).unwrap_err().to_string().contains("does not compile"));
     }
 
     #[test]

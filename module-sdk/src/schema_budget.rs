@@ -8,6 +8,7 @@
 //! branch. All are measured here without recursion, and the walk stops as
 //! soon as a budget is exceeded, so checking costs at most the budget.
 
+use std::collections::HashSet;
 use std::io;
 
 use crate::schema::{LIST_SUBSCHEMA_KEYWORDS, MAP_SUBSCHEMA_KEYWORDS, SINGLE_SUBSCHEMA_KEYWORDS};
@@ -19,6 +20,8 @@ pub const DEFAULT_MAX_SCHEMA_DEPTH: usize = 32;
 pub const DEFAULT_MAX_SCHEMA_NODES: usize = 10_000;
 /// The default [`SchemaBudget::max_bytes`], 1 MiB.
 pub const DEFAULT_MAX_SCHEMA_BYTES: usize = 1024 * 1024;
+/// The default [`SchemaBudget::max_patterns`].
+pub const DEFAULT_MAX_SCHEMA_PATTERNS: usize = 64;
 
 /// The most one `input_schema` may cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +35,11 @@ pub struct SchemaBudget {
     pub max_nodes: usize,
     /// `MAX_SCHEMA_BYTES`: the schema's JSON text, counted the same way.
     pub max_bytes: usize,
+    /// `MAX_SCHEMA_PATTERNS`: distinct regular expressions (`pattern`
+    /// values and `patternProperties` names) in all the schemas of one
+    /// manifest together ([`SchemaBudget::check_sharing`]), each compiled
+    /// to at most `MAX_PATTERN_COMPILED_BYTES` (a fixed size).
+    pub max_patterns: usize,
 }
 
 impl Default for SchemaBudget {
@@ -40,6 +48,7 @@ impl Default for SchemaBudget {
             max_depth: DEFAULT_MAX_SCHEMA_DEPTH,
             max_nodes: DEFAULT_MAX_SCHEMA_NODES,
             max_bytes: DEFAULT_MAX_SCHEMA_BYTES,
+            max_patterns: DEFAULT_MAX_SCHEMA_PATTERNS,
         }
     }
 }
@@ -65,13 +74,35 @@ pub enum SchemaBudgetError {
         /// The budget.
         max: usize,
     },
+    /// It brings the schemas it is counted with to too many distinct patterns.
+    #[error(
+        "it brings its manifest's schemas to more than {max} distinct patterns (pattern, patternProperties) \
+         (budget MAX_SCHEMA_PATTERNS)"
+    )]
+    TooManyPatterns {
+        /// The budget.
+        max: usize,
+    },
 }
 
 impl SchemaBudget {
     /// Whether `schema` stays within this budget; the first budget it
     /// exceeds otherwise.
     pub fn check(&self, schema: &Value) -> Result<(), SchemaBudgetError> {
-        Walk { budget: self, root: schema, chains: Vec::new(), nodes: 0, bytes: 0 }.run()
+        self.check_sharing(schema, &mut HashSet::new()).map(drop)
+    }
+
+    /// [`Self::check`], its distinct patterns counted with `patterns` (those
+    /// of a manifest's other schemas), to which they are added; returns
+    /// those not in it before, to be compiled.
+    pub fn check_sharing<'a>(
+        &self,
+        schema: &'a Value,
+        patterns: &mut HashSet<String>,
+    ) -> Result<Vec<&'a str>, SchemaBudgetError> {
+        let mut walk = Walk { budget: *self, root: schema, chains: Vec::new(), nodes: 0, bytes: 0, new: Vec::new() };
+        walk.run(patterns)?;
+        Ok(walk.new)
     }
 }
 
@@ -88,16 +119,18 @@ struct Pending<'a> {
 /// local reference were inlined, counting levels, nodes and text, stopping
 /// at the first budget exceeded.
 struct Walk<'a> {
-    budget: &'a SchemaBudget,
+    budget: SchemaBudget,
     root: &'a Value,
     /// The references followed: (target, the link above it).
     chains: Vec<(&'a Value, Option<usize>)>,
     nodes: usize,
     bytes: usize,
+    /// The patterns not among those counted before this schema.
+    new: Vec<&'a str>,
 }
 
 impl<'a> Walk<'a> {
-    fn run(mut self) -> Result<(), SchemaBudgetError> {
+    fn run(&mut self, patterns: &mut HashSet<String>) -> Result<(), SchemaBudgetError> {
         let mut pending = vec![Pending { node: self.root, depth: 1, chain: None, copies: 1 }];
         while let Some(Pending { node, depth, chain, copies }) = pending.pop() {
             if depth > self.budget.max_depth {
@@ -108,6 +141,7 @@ impl<'a> Walk<'a> {
                 return Err(SchemaBudgetError::TooManyNodes { max: self.budget.max_nodes });
             }
             let Value::Object(map) = node else { continue };
+            self.count_patterns(map, patterns)?;
             // A union's other keywords may be copied into each of its
             // branches (how Gemini's subset expresses `A and (B or C)`).
             let branches: usize = ["anyOf", "oneOf"].iter().filter_map(|k| map.get(*k)?.as_array()).map(Vec::len).sum();
@@ -163,6 +197,27 @@ impl<'a> Walk<'a> {
         let own = self.budget.max_bytes - counter.left;
         self.bytes = self.bytes.saturating_add(own.saturating_mul(copies));
         if self.bytes > self.budget.max_bytes { Err(too_large) } else { Ok(()) }
+    }
+
+    /// Adds the patterns of `map`, a subschema, to `patterns`: `pattern`
+    /// and the names of `patternProperties`.
+    fn count_patterns(
+        &mut self,
+        map: &'a serde_json::Map<String, Value>,
+        patterns: &mut HashSet<String>,
+    ) -> Result<(), SchemaBudgetError> {
+        let named = map.get("patternProperties").and_then(Value::as_object).into_iter().flat_map(|m| m.keys());
+        let own = map.get("pattern").and_then(Value::as_str).into_iter();
+        for pattern in own.chain(named.map(String::as_str)) {
+            if !patterns.contains(pattern) {
+                if patterns.len() >= self.budget.max_patterns {
+                    return Err(SchemaBudgetError::TooManyPatterns { max: self.budget.max_patterns });
+                }
+                patterns.insert(pattern.to_owned());
+                self.new.push(pattern);
+            }
+        }
+        Ok(())
     }
 
     /// Whether `target` is already being followed in the chain that ends at `link`.
@@ -247,5 +302,22 @@ mod tests {
             (0..600).map(|i| (format!("p{i}"), json!({"type": "string"}))).collect();
         let union = json!({"type": "object", "properties": properties, "anyOf": vec![json!({"required": ["p0"]}); 20]});
         assert_eq!(budget.check(&union), Err(SchemaBudgetError::TooManyNodes { max: DEFAULT_MAX_SCHEMA_NODES }));
+    }
+
+    #[test]
+    fn distinct_patterns_are_counted_across_schemas() {
+        let budget = SchemaBudget { max_patterns: 3, ..SchemaBudget::default() };
+        let first = json!({"type": "object", "properties": {"a": {"pattern": "^a$"}, "b": {"pattern": "^a$"}},
+            "patternProperties": {"^x": {"pattern": "^b$"}}});
+        let mut patterns = HashSet::new();
+        let mut new = budget.check_sharing(&first, &mut patterns).unwrap();
+        new.sort_unstable();
+        assert_eq!(new, ["^a$", "^b$", "^x"]);
+        let again =
+            json!({"type": "object", "properties": {"c": {"$ref": "#/$defs/C"}}, "$defs": {"C": {"pattern": "^b$"}}});
+        assert_eq!(budget.check_sharing(&again, &mut patterns), Ok(Vec::new()));
+        let more = json!({"type": "object", "$defs": {"C": {"pattern": "^c$"}}});
+        assert_eq!(budget.check_sharing(&more, &mut patterns), Err(SchemaBudgetError::TooManyPatterns { max: 3 }));
+        assert_eq!(budget.check(&more), Ok(()));
     }
 }

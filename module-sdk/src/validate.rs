@@ -3,7 +3,7 @@
 
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::paths::LocationSegment;
-use jsonschema::{Draft, ValidationError, Validator};
+use jsonschema::{Draft, PatternOptions, ValidationError, Validator};
 use serde_json::Value;
 
 use crate::arguments::{InPlace, InPlaceObject, InPlaceValue};
@@ -17,6 +17,31 @@ const MAX_REPORTED: usize = 5;
 /// bytes each, before any of them can be read.
 const MAX_VALUES_FOR_ALL_PROBLEMS: usize = 1_024;
 
+/// How large one `pattern` (or `patternProperties` name) may compile, in
+/// bytes of the regex engine's automaton (the README's `MAX_SCHEMA_PATTERNS`
+/// row): `\w{1,64}` fits, `[^x]{4000}` does not.
+pub const MAX_PATTERN_COMPILED_BYTES: usize = 256 * 1024;
+
+/// How much memory one pattern's lazy DFA may keep per thread; past it the
+/// engine clears it or falls back to a slower linear-time search.
+const PATTERN_DFA_BYTES: usize = 64 * 1024;
+
+/// Patterns are compiled for the `regex` crate's linear-time engine, not
+/// the backtracking one the schema crate uses by default: matching costs
+/// time proportional to the text, whatever the pattern, and lookaround and
+/// backreferences, which need backtracking, do not compile.
+fn pattern_options() -> PatternOptions<jsonschema::Regex> {
+    PatternOptions::regex().size_limit(MAX_PATTERN_COMPILED_BYTES).dfa_size_limit(PATTERN_DFA_BYTES)
+}
+
+/// Whether `pattern` compiles as [`ArgumentValidator`] compiles a schema's
+/// patterns: the reason when it does not.
+pub(crate) fn check_pattern(pattern: &str) -> Result<(), String> {
+    let schema = serde_json::json!({ "pattern": pattern });
+    let options = jsonschema::options().with_draft(Draft::Draft202012).with_pattern_options(pattern_options());
+    options.build(&schema).map(drop).map_err(|e| e.to_string())
+}
+
 /// A compiled `input_schema`, ready to check arguments, as a tree or read
 /// in place ([`InPlaceObject`], as a module's `POST /execute` reads them):
 /// compiled once for each.
@@ -28,10 +53,13 @@ pub struct ArgumentValidator {
 impl ArgumentValidator {
     /// Compiles `schema` as draft 2020-12, once for trees and once for
     /// arguments read in place; no reference leaves the document (the crate
-    /// is built without network or file resolution).
+    /// is built without network or file resolution). Its patterns are
+    /// compiled for a linear-time engine ([`check_pattern`]).
     pub fn new(schema: &Value) -> Result<Self, String> {
-        let validator = jsonschema::draft202012::new(schema).map_err(|e| e.to_string())?;
-        let options = jsonschema::options_for::<InPlace>().with_draft(Draft::Draft202012);
+        let options = jsonschema::options().with_draft(Draft::Draft202012).with_pattern_options(pattern_options());
+        let validator = options.build(schema).map_err(|e| e.to_string())?;
+        let options =
+            jsonschema::options_for::<InPlace>().with_draft(Draft::Draft202012).with_pattern_options(pattern_options());
         let in_place = options.build(schema).map_err(|e| e.to_string())?;
         Ok(Self { validator, in_place })
     }
@@ -247,6 +275,27 @@ mod tests {
             "arguments.items[0].name: required field is missing; only the first problem is reported \
              for arguments of more than 1024 values"
         );
+    }
+
+    #[test]
+    fn patterns_compile_for_a_linear_time_engine_within_their_size() {
+        // Backtracking one string of 18 `a` and a `b` against this is
+        // exponential; the linear-time engine refuses the lookaround.
+        let backtracking = json!({"type": "object", "properties": {
+            "names": {"type": "array", "items": {"type": "string", "pattern": "^(?:(a|(?=a)a)*c|a*b)$"}}}});
+        let error = ArgumentValidator::new(&backtracking).err().expect("lookaround refused");
+        assert!(error.contains("(?=a)"), "{error}");
+        assert!(check_pattern("^(a)\\1$").is_err());
+        // Small in text, huge once compiled.
+        assert!(check_pattern("[^x]{4000}y").is_err());
+        for ordinary in
+            ["^[a-z0-9_-]{1,64}$", "^\\w{1,64}$", "^\\d{4}-\\d{2}-\\d{2}$", "^https?://[^\\s]+$", "^\\p{L}+$"]
+        {
+            assert_eq!(check_pattern(ordinary), Ok(()), "{ordinary}");
+        }
+        let v = ArgumentValidator::new(&json!({"type": "object", "properties": {"code": {"pattern": "^[a-z]+$"}}}))
+            .unwrap();
+        assert!(v.check(&json!({"code": "abc"})).is_ok() && v.check(&json!({"code": "ABC"})).is_err());
     }
 
     #[test]

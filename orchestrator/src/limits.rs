@@ -31,7 +31,8 @@ pub struct Budgets {
     /// a larger one fails discovery.
     pub max_manifest_bytes: usize,
     /// `MAX_SCHEMA_DEPTH`, `MAX_SCHEMA_NODES`, `MAX_SCHEMA_BYTES`: what one
-    /// tool's `input_schema` may cost; a manifest with a tool over it is refused.
+    /// tool's `input_schema` may cost, `MAX_SCHEMA_PATTERNS`: how many
+    /// patterns all of a manifest's may hold; a manifest over it is refused.
     pub schema: SchemaBudget,
     /// `MAX_ANSWER_BYTES`: the largest `/execute` answer read from a module;
     /// a larger one is cut off and the call fails with `execution_failed`.
@@ -85,6 +86,8 @@ pub struct BudgetsFile {
     pub max_schema_nodes: Option<usize>,
     /// `max_schema_bytes`.
     pub max_schema_bytes: Option<usize>,
+    /// `max_schema_patterns`.
+    pub max_schema_patterns: Option<usize>,
     /// `max_answer_bytes`.
     pub max_answer_bytes: Option<usize>,
     /// `max_tool_timeout`.
@@ -119,6 +122,7 @@ impl Budgets {
                 max_depth: count("MAX_SCHEMA_DEPTH", file.max_schema_depth, defaults.schema.max_depth)?,
                 max_nodes: count("MAX_SCHEMA_NODES", file.max_schema_nodes, defaults.schema.max_nodes)?,
                 max_bytes: count("MAX_SCHEMA_BYTES", file.max_schema_bytes, defaults.schema.max_bytes)?,
+                max_patterns: count("MAX_SCHEMA_PATTERNS", file.max_schema_patterns, defaults.schema.max_patterns)?,
             },
             max_answer_bytes: count("MAX_ANSWER_BYTES", file.max_answer_bytes, defaults.max_answer_bytes)?,
             max_tool_timeout,
@@ -164,10 +168,15 @@ mod tests {
         assert_eq!(read(BudgetsFile::default(), &[]).unwrap(), Budgets::default());
         let file =
             BudgetsFile { max_calls_per_message: Some(5), max_tool_timeout: Some(60.0), ..BudgetsFile::default() };
-        let budgets =
-            read(file, &[("MAX_SCHEMA_NODES", "99"), ("MAX_CALLS_PER_MESSAGE", "7"), ("LISTING_THREADS", "1")])
-                .unwrap();
+        let pairs = [
+            ("MAX_SCHEMA_NODES", "99"),
+            ("MAX_SCHEMA_PATTERNS", "3"),
+            ("MAX_CALLS_PER_MESSAGE", "7"),
+            ("LISTING_THREADS", "1"),
+        ];
+        let budgets = read(file, &pairs).unwrap();
         assert_eq!((budgets.max_calls_per_message, budgets.schema.max_nodes, budgets.listing_threads), (7, 99, 1));
+        assert_eq!(budgets.schema.max_patterns, 3);
         assert_eq!(budgets.max_tool_timeout, Duration::from_secs(60));
         assert_eq!(budgets.capped_timeout(1e300), 60.0);
         assert_eq!(budgets.capped_timeout(2.5), 2.5);
@@ -178,6 +187,7 @@ mod tests {
         for (name, value) in [
             ("MAX_MANIFEST_BYTES", "0"),
             ("MAX_SCHEMA_DEPTH", "deep"),
+            ("MAX_SCHEMA_PATTERNS", "0"),
             ("MAX_ANSWER_BYTES", "-1"),
             ("MAX_TOOL_TIMEOUT", "1e300"),
             ("MAX_TOOL_TIMEOUT", "inf"),

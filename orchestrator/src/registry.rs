@@ -224,9 +224,14 @@ impl Registry {
         &self.metrics
     }
 
-    /// `manifest`, sent or cached for module `name`, checked within this registry's budgets.
-    fn check(&self, name: &str, manifest: ModuleManifest) -> Result<ModuleManifest, ManifestError> {
-        validate(name, manifest, &self.budgets)
+    /// `manifest`, sent or cached for module `name`, checked within this
+    /// registry's budgets on a blocking thread: compiling its patterns may
+    /// take a while, which no thread serving requests should wait for.
+    async fn check(&self, name: &str, manifest: ModuleManifest) -> Result<ModuleManifest, ManifestError> {
+        let (name, budgets) = (name.to_owned(), self.budgets);
+        tokio::task::spawn_blocking(move || validate(&name, manifest, &budgets))
+            .await
+            .unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()))
     }
 
     /// `memory` or `redis`.
@@ -248,7 +253,7 @@ impl Registry {
         let loaded = self.cache.load(name).await;
         self.count_lookup(&loaded);
         match loaded {
-            Ok(Some(manifest)) => match self.check(name, manifest) {
+            Ok(Some(manifest)) => match self.check(name, manifest).await {
                 Ok(manifest) => {
                     tracing::info!(
                         module = name,
@@ -285,7 +290,10 @@ impl Registry {
                     .await
             }
         };
-        let checked = fetched.and_then(|manifest| self.check(name, manifest).map_err(DiscoveryError::from));
+        let checked = match fetched {
+            Ok(manifest) => self.check(name, manifest).await.map_err(DiscoveryError::from),
+            Err(error) => Err(error),
+        };
         let mut newest_taken = slot.newest_taken.lock().await;
         if *newest_taken > number {
             tracing::debug!(module = name, "a discovery started later has ended first; this one's outcome is dropped");
@@ -367,7 +375,7 @@ impl Registry {
         let loaded = self.cache.load(name).await;
         self.count_lookup(&loaded);
         let cached = match loaded {
-            Ok(Some(manifest)) => self.check(name, manifest),
+            Ok(Some(manifest)) => self.check(name, manifest).await,
             Ok(None) => return false,
             Err(error) => {
                 tracing::warn!(module = name, %error, "cannot read the manifest cache");

@@ -44,6 +44,15 @@ fn chain(length: usize, fan_out: usize) -> Value {
     json!({"type": "object", "properties": {"start": {"$ref": "#/$defs/D0"}}, "$defs": defs})
 }
 
+/// An object of `count` string properties, each with its own pattern that
+/// is a few bytes of text and megabytes once compiled.
+fn patterns(count: usize) -> Value {
+    let properties: Map<String, Value> = (0..count)
+        .map(|i| (format!("p{i}"), json!({"type": "string", "pattern": format!("[^x]{{40000}}y{i}")})))
+        .collect();
+    json!({"type": "object", "properties": properties})
+}
+
 /// `megabytes` MiB of spaces, sent chunked (no `Content-Length`).
 fn chunked(megabytes: usize) -> Body {
     static CHUNK: [u8; 64 * 1024] = [b' '; 64 * 1024];
@@ -57,6 +66,11 @@ fn hostile_modules(in_flight: Arc<AtomicUsize>, most: Arc<AtomicUsize>) -> Route
     Router::new()
         .route("/chain/manifest", serve(manifest("chain", json!({"name": "work", "input_schema": chain(2_000, 1)}))))
         .route("/graph/manifest", serve(manifest("graph", json!({"name": "work", "input_schema": chain(20, 2)}))))
+        .route("/patterns/manifest", serve(manifest("patterns", json!({"name": "work", "input_schema": patterns(3_000)}))))
+        .route("/lookaround/manifest", serve(manifest("lookaround", json!({"name": "work", "input_schema": {
+            "type": "object",
+            "properties": {"names": {"type": "array", "items": {"type": "string", "pattern": "^(?:(a|(?=a)a)*c|a*b)$"}}}
+        }}))))
         .route("/huge/manifest", get(|| async { chunked(50) }))
         .route("/forever/manifest", serve(manifest("forever", json!({"name": "work", "timeout_seconds": 1e300}))))
         .route(
@@ -93,7 +107,7 @@ async fn assert_alive(orchestrator: &OrchestratorProcess) {
 async fn hostile_modules_and_callers_cost_a_bounded_amount() {
     let (in_flight, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let server = ModuleServer::start(hostile_modules(Arc::clone(&in_flight), Arc::clone(&most)));
-    let modules: Vec<(&str, String)> = ["chain", "graph", "huge", "forever", "big", "busy"]
+    let modules: Vec<(&str, String)> = ["chain", "graph", "patterns", "lookaround", "huge", "forever", "big", "busy"]
         .into_iter()
         .map(|name| (name, format!("{}/{name}", server.url())))
         .collect();
@@ -108,6 +122,12 @@ async fn hostile_modules_and_callers_cost_a_bounded_amount() {
     assert!(chain.contains("chain.work") && chain.contains("MAX_SCHEMA_DEPTH"), "{chain}");
     let graph = last_error(&orchestrator, "graph").await;
     assert!(graph.contains("graph.work") && graph.contains("MAX_SCHEMA_NODES"), "{graph}");
+    // Patterns are compiled at discovery for a linear-time engine, few and small.
+    let patterns = last_error(&orchestrator, "patterns").await;
+    assert!(patterns.contains("patterns.work") && patterns.contains("MAX_SCHEMA_PATTERNS"), "{patterns}");
+    let lookaround = last_error(&orchestrator, "lookaround").await;
+    assert!(lookaround.contains("lookaround.work") && lookaround.contains("does not compile"), "{lookaround}");
+    assert!(lookaround.contains("MAX_SCHEMA_PATTERNS"), "{lookaround}");
     for format in ["gemini", "openai-responses", "anthropic"] {
         orchestrator.get(&format!("/tools?format={format}")).await;
     }
