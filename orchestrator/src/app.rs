@@ -97,12 +97,15 @@ impl Orchestrator {
         // none of these sends their traffic through a proxy. Idle connections
         // are dropped sooner than any module drops them (see MODULE_IDLE_TIMEOUT).
         // All of them trust the same roots: Mozilla's and TLS_EXTRA_ROOTS.
+        // Discovery follows no redirect: a module's /manifest answering 302
+        // would otherwise make the orchestrator fetch any address it names.
         let tls = crate::tls::client_config(&config.tls_extra_roots)?;
         let client = reqwest::Client::builder()
             .use_preconfigured_tls(tls.clone())
             .no_proxy()
             .pool_idle_timeout(MODULE_IDLE_TIMEOUT)
             .pool_max_idle_per_host(config.budgets.max_concurrent_calls_per_module)
+            .redirect(reqwest::redirect::Policy::none())
             .tcp_nodelay(true)
             .http1_only()
             .build()?;

@@ -93,6 +93,9 @@ pub async fn fetch_manifest(
                 ": the module refused the orchestrator's SERVICE_AUTH_TOKEN; give both the same token"
             }
             StatusCode::NOT_FOUND => ": is the URL in MODULE_SERVICES the module's base URL?",
+            _ if status.is_redirection() => {
+                ": discovery follows no redirect; give MODULE_SERVICES the module's own base URL"
+            }
             _ => "",
         };
         return Err(DiscoveryError::Status { url, status, hint });

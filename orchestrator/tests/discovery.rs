@@ -27,6 +27,15 @@ async fn discovery_survives_down_hung_and_broken_modules_and_finds_late_ones() {
     })));
     let impostor = ModuleServer::sdk(sdk_module("alpha").0);
     let garbage = ModuleServer::start(manifest_module(json!({"hello": "world"})));
+    // A manifest that redirects to an internal address: never fetched.
+    let internal = ModuleServer::start(
+        axum::Router::new().fallback(|| async { (axum::http::StatusCode::IM_A_TEAPOT, "internal service") }),
+    );
+    let to = format!("{}/admin", internal.url());
+    let moved = ModuleServer::start(
+        axum::Router::new()
+            .route("/manifest", axum::routing::get(move || std::future::ready(axum::response::Redirect::to(&to)))),
+    );
     let services = module_services(&[
         ("alpha", alpha.url()),
         ("basic", basic.url()),
@@ -35,6 +44,7 @@ async fn discovery_survives_down_hung_and_broken_modules_and_finds_late_ones() {
         ("broken", broken.url()),
         ("impostor", impostor.url()),
         ("garbage", garbage.url()),
+        ("moved", moved.url()),
     ]);
     let orchestrator = OrchestratorProcess::start(&[("MODULE_SERVICES", &services), ("DISCOVERY_TIMEOUT", "1")]);
 
@@ -54,6 +64,7 @@ async fn discovery_survives_down_hung_and_broken_modules_and_finds_late_ones() {
     expect_down("broken", "`alpha.steal` is not named `broken.<tool>`").await;
     expect_down("impostor", "calls itself `alpha`, but MODULE_SERVICES configures it as `impostor`").await;
     expect_down("garbage", "did not send a ModuleManifest").await;
+    expect_down("moved", "answered 303 See Other: discovery follows no redirect").await;
     // Each rejection is logged with its module and reason (waited for: the
     // harness reads the log on another thread, behind the answers above).
     for (name, reason) in [("broken", "is not named `broken.<tool>`"), ("impostor", "calls itself `alpha`")] {
