@@ -195,7 +195,9 @@ pub(crate) struct ToolsQuery {
     /// Search: only the tools matching these words, best first (at most MAX_SEARCH_QUERY_CHARS characters).
     query: Option<String>,
     /// With `query`: how many tools at most (default 10, at most MAX_SEARCH_RESULTS).
-    limit: Option<usize>,
+    /// Read as text, so that one that is no whole number gets the budget's error.
+    #[param(value_type = Option<usize>)]
+    limit: Option<String>,
     /// `true`: the answer also lists the `tools__search` meta-tool, last.
     #[serde(default)]
     search_tool: bool,
@@ -241,6 +243,10 @@ pub(crate) async fn tools(
         }
         (text, limit) => {
             let orchestrator = &state.orchestrator;
+            let limit = match limit.as_deref().map(|limit| orchestrator.tool_search.limit_from_query(limit)) {
+                Some(Err(error)) => return error_response(StatusCode::BAD_REQUEST, error.to_string()),
+                parsed => parsed.and_then(Result::ok),
+            };
             let snapshot = orchestrator.registry.snapshot();
             match orchestrator.tool_search.search(&snapshot, &caller, text.as_deref().unwrap_or(""), limit) {
                 Ok(found) => found.render(format, query.search_tool).to_string().into(),

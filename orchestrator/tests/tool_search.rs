@@ -252,9 +252,13 @@ async fn search_budgets_answer_clear_errors() {
         assert_eq!(status, 400, "{query}: {body}");
         assert!(body["error"].as_str().unwrap().contains(budget), "{query}: {body}");
     }
-    let (status, body) = orchestrator.get_with("/tools?query=mail&limit=lots", None).await;
-    assert_eq!(status, 400, "{body}");
-    assert!(body["error"].is_string());
+    // A limit that is no whole number names the budget too.
+    for limit in ["lots", "-1", "99999999999999999999999"] {
+        let (status, body) = orchestrator.get_with(&format!("/tools?query=mail&limit={limit}"), None).await;
+        assert_eq!(status, 400, "{body}");
+        let expected = format!("limit must be from 1 to MAX_SEARCH_RESULTS ({MAX_RESULTS}); got {limit}");
+        assert_eq!(body["error"], expected.as_str(), "{body}");
+    }
     // The meta-tool answers the same budgets as failed results a model can act on.
     for (arguments, expected) in [
         (json!({"query": long}), "MAX_SEARCH_QUERY_CHARS"),

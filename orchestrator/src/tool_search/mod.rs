@@ -100,6 +100,12 @@ impl ToolSearch {
         &self.meta_tool
     }
 
+    /// The `limit` of a `GET /tools` query as written: a whole number, or
+    /// [`SearchError::BadLimit`] naming the budget (`abc`, `-1`, past `usize`).
+    pub fn limit_from_query(&self, text: &str) -> Result<usize, SearchError> {
+        text.parse().map_err(|_| SearchError::BadLimit { limit: text.to_owned(), max: self.settings.max_results })
+    }
+
     /// The index of every tool of `snapshot`, built once per generation.
     fn index(&self, snapshot: &Snapshot) -> Arc<ToolIndex> {
         let generation = snapshot.generation();
