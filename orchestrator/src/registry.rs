@@ -86,10 +86,37 @@ struct Slot {
     record: RwLock<Record>,
     /// How many discoveries of this module have started: each one's number.
     fetches_started: AtomicU64,
-    /// The number of the newest discovery whose outcome was taken; held
-    /// while an outcome is taken (cached and recorded), so an older fetch
-    /// that ends after a newer one cannot put its manifest back.
-    newest_taken: tokio::sync::Mutex<u64>,
+    /// The numbers of the newest discoveries whose outcomes were taken; held
+    /// while an outcome is taken (cached and recorded) or a cached manifest
+    /// adopted, so an older fetch that ends after a newer one cannot put its
+    /// manifest back.
+    taken: tokio::sync::Mutex<Taken>,
+}
+
+/// The numbers of the newest discoveries of one module whose outcomes were taken.
+#[derive(Debug, Default)]
+struct Taken {
+    /// The newest outcome, a success or a failure.
+    outcome: u64,
+    /// The newest success.
+    success: u64,
+}
+
+impl Taken {
+    /// Whether discovery `number`'s outcome is news: a success newer than
+    /// the newest success (a newer failure only says the module did not
+    /// answer that time), a failure newer than every outcome. Records it when it is.
+    fn take(&mut self, number: u64, succeeded: bool) -> bool {
+        let newest = if succeeded { self.success } else { self.outcome };
+        if number < newest {
+            return false;
+        }
+        self.outcome = self.outcome.max(number);
+        if succeeded {
+            self.success = number;
+        }
+        true
+    }
 }
 
 impl Slot {
@@ -150,7 +177,7 @@ impl Registry {
                     execute_url: Arc::from(format!("{url}/execute")),
                     record: RwLock::default(),
                     fetches_started: AtomicU64::new(0),
-                    newest_taken: tokio::sync::Mutex::new(0),
+                    taken: tokio::sync::Mutex::default(),
                 };
                 (name.clone(), slot)
             })
@@ -294,12 +321,11 @@ impl Registry {
             Ok(manifest) => self.check(name, manifest).await.map_err(DiscoveryError::from),
             Err(error) => Err(error),
         };
-        let mut newest_taken = slot.newest_taken.lock().await;
-        if *newest_taken > number {
+        let mut taken = slot.taken.lock().await;
+        if !taken.take(number, checked.is_ok()) {
             tracing::debug!(module = name, "a discovery started later has ended first; this one's outcome is dropped");
             return checked.map(drop);
         }
-        *newest_taken = number;
         match checked {
             Ok(manifest) => {
                 tracing::info!(
@@ -331,7 +357,7 @@ impl Registry {
                     record.last_error = Some(error.to_string());
                 }
                 self.publish();
-                drop(newest_taken);
+                drop(taken);
                 // Another replica may have reached it and cached its manifest.
                 self.load_from_cache(name).await;
                 Err(error)
@@ -372,6 +398,8 @@ impl Registry {
     /// fetched within its claim; `false` when there is none to take.
     async fn adopt_cached(&self, name: &str) -> bool {
         let Some(slot) = self.modules.get(name) else { return false };
+        // Not while a discovery of this process is taking its outcome.
+        let _taken = slot.taken.lock().await;
         let loaded = self.cache.load(name).await;
         self.count_lookup(&loaded);
         let cached = match loaded {
@@ -665,5 +693,14 @@ mod tests {
             registry.snapshot().tools_for(&Caller::new(Some("owner"), None)).map(|t| t.tool.name.clone()).collect();
         assert_eq!(names, ["files.read"]);
         assert_eq!(cache.load("files").await.unwrap().unwrap().tools.len(), 1);
+    }
+
+    #[test]
+    fn a_newer_failure_does_not_hide_an_older_success_but_an_older_failure_is_dropped() {
+        let mut taken = Taken::default();
+        assert!(taken.take(2, false), "the newest outcome");
+        assert!(taken.take(1, true), "a success started before a failure still says the module answered");
+        assert!(!taken.take(1, false) && !taken.take(0, true), "older than what was taken");
+        assert!(taken.take(3, true) && !taken.take(2, true));
     }
 }
