@@ -74,7 +74,7 @@ pub(crate) async fn list(Authorized(identity): Authorized, State(state): State<A
 struct Shown<'a> {
     #[serde(flatten)]
     approval: &'a Approval,
-    /// The arguments as JSON text (indented), exactly as they run.
+    /// The arguments as JSON text (one line, spaced), exactly as they run.
     arguments_json: String,
 }
 
