@@ -86,10 +86,12 @@ pub enum SchemaBudgetError {
 }
 
 impl SchemaBudget {
-    /// Whether `schema` stays within this budget; the first budget it
+    /// What `schema` costs when it stays within this budget: its text once
+    /// inlined, counted as for [`Self::max_bytes`]; the first budget it
     /// exceeds otherwise.
-    pub fn check(&self, schema: &Value) -> Result<(), SchemaBudgetError> {
-        self.check_sharing(schema, &mut HashSet::new()).map(drop)
+    pub fn check(&self, schema: &Value) -> Result<usize, SchemaBudgetError> {
+        Walk { budget: *self, root: schema, chains: Vec::new(), nodes: 0, bytes: 0, new: Vec::new() }
+            .run(&mut HashSet::new())
     }
 
     /// [`Self::check`], its distinct patterns counted with `patterns` (those
@@ -130,7 +132,7 @@ struct Walk<'a> {
 }
 
 impl<'a> Walk<'a> {
-    fn run(&mut self, patterns: &mut HashSet<String>) -> Result<(), SchemaBudgetError> {
+    fn run(&mut self, patterns: &mut HashSet<String>) -> Result<usize, SchemaBudgetError> {
         let mut pending = vec![Pending { node: self.root, depth: 1, chain: None, copies: 1 }];
         while let Some(Pending { node, depth, chain, copies }) = pending.pop() {
             if depth > self.budget.max_depth {
@@ -173,7 +175,7 @@ impl<'a> Walk<'a> {
                 }
             }
         }
-        Ok(())
+        Ok(self.bytes)
     }
 
     /// Adds `copies` times the text of `map` that is not a subschema
@@ -281,8 +283,19 @@ mod tests {
             "properties": {"tree": {"$ref": "#/$defs/Tree"}, "self": {"$ref": "#"}},
             "$defs": {"Tree": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/Tree"}}}}}
         });
-        assert_eq!(SchemaBudget::default().check(&tree), Ok(()));
-        assert_eq!(SchemaBudget::default().check(&chain(5, 2)), Ok(()));
+        assert!(SchemaBudget::default().check(&tree).is_ok());
+        assert!(SchemaBudget::default().check(&chain(5, 2)).is_ok());
+    }
+
+    #[test]
+    fn the_cost_is_the_text_counted_once_inlined() {
+        // `type` and `"string"`: keywords and values, without the punctuation.
+        assert_eq!(SchemaBudget::default().check(&json!({"type": "string"})), Ok(12));
+        let referred = json!({"a": {"$ref": "#/$defs/S"}, "b": {"$ref": "#/$defs/S"}});
+        let schema = json!({"properties": referred, "$defs": {"S": {"type": "string"}}});
+        // `properties` `a` `b` `$defs` `S`, each `$ref` and its target, then the definition once more per use.
+        let own = "properties".len() + 2 + "$defs".len() + 1 + 2 * ("$ref".len() + "\"#/$defs/S\"".len());
+        assert_eq!(SchemaBudget::default().check(&schema), Ok(own + 3 * 12));
     }
 
     #[test]
@@ -318,6 +331,6 @@ mod tests {
         assert_eq!(budget.check_sharing(&again, &mut patterns), Ok(Vec::new()));
         let more = json!({"type": "object", "$defs": {"C": {"pattern": "^c$"}}});
         assert_eq!(budget.check_sharing(&more, &mut patterns), Err(SchemaBudgetError::TooManyPatterns { max: 3 }));
-        assert_eq!(budget.check(&more), Ok(()));
+        assert!(budget.check(&more).is_ok());
     }
 }

@@ -13,6 +13,9 @@ use crate::config::{AtLeast, ConfigError, positive_count, seconds_setting};
 
 /// The default [`Budgets::max_manifest_bytes`], 4 MiB.
 pub const DEFAULT_MAX_MANIFEST_BYTES: usize = 4 * 1024 * 1024;
+/// The default [`Budgets::max_manifest_schema_bytes`], 16 MiB: a
+/// 1,000-tool manifest may average 16 KiB of schema per tool once inlined.
+pub const DEFAULT_MAX_MANIFEST_SCHEMA_BYTES: usize = 16 * 1024 * 1024;
 /// The default [`Budgets::max_answer_bytes`], 8 MiB.
 pub const DEFAULT_MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
 /// The default [`Budgets::max_tool_timeout`], one hour.
@@ -34,6 +37,12 @@ pub struct Budgets {
     /// tool's `input_schema` may cost, `MAX_SCHEMA_PATTERNS`: how many
     /// patterns all of a manifest's may hold; a manifest over it is refused.
     pub schema: SchemaBudget,
+    /// `MAX_MANIFEST_SCHEMA_BYTES`: what the `input_schema`s of one
+    /// manifest's tools may cost together, each counted as for
+    /// `MAX_SCHEMA_BYTES` (once inlined, as provider formats write them,
+    /// and as listings and their caches keep them); over it, the manifest
+    /// is refused.
+    pub max_manifest_schema_bytes: usize,
     /// `MAX_ANSWER_BYTES`: the largest `/execute` answer read from a module;
     /// a larger one is cut off and the call fails with `execution_failed`.
     pub max_answer_bytes: usize,
@@ -64,6 +73,7 @@ impl Default for Budgets {
         Self {
             max_manifest_bytes: DEFAULT_MAX_MANIFEST_BYTES,
             schema: SchemaBudget::default(),
+            max_manifest_schema_bytes: DEFAULT_MAX_MANIFEST_SCHEMA_BYTES,
             max_answer_bytes: DEFAULT_MAX_ANSWER_BYTES,
             max_tool_timeout: Duration::from_secs_f64(DEFAULT_MAX_TOOL_TIMEOUT_SECONDS),
             max_calls_per_message: DEFAULT_MAX_CALLS_PER_MESSAGE,
@@ -88,6 +98,8 @@ pub struct BudgetsFile {
     pub max_schema_bytes: Option<usize>,
     /// `max_schema_patterns`.
     pub max_schema_patterns: Option<usize>,
+    /// `max_manifest_schema_bytes`.
+    pub max_manifest_schema_bytes: Option<usize>,
     /// `max_answer_bytes`.
     pub max_answer_bytes: Option<usize>,
     /// `max_tool_timeout`.
@@ -124,6 +136,11 @@ impl Budgets {
                 max_bytes: count("MAX_SCHEMA_BYTES", file.max_schema_bytes, defaults.schema.max_bytes)?,
                 max_patterns: count("MAX_SCHEMA_PATTERNS", file.max_schema_patterns, defaults.schema.max_patterns)?,
             },
+            max_manifest_schema_bytes: count(
+                "MAX_MANIFEST_SCHEMA_BYTES",
+                file.max_manifest_schema_bytes,
+                defaults.max_manifest_schema_bytes,
+            )?,
             max_answer_bytes: count("MAX_ANSWER_BYTES", file.max_answer_bytes, defaults.max_answer_bytes)?,
             max_tool_timeout,
             max_calls_per_message: count(
@@ -188,6 +205,7 @@ mod tests {
             ("MAX_MANIFEST_BYTES", "0"),
             ("MAX_SCHEMA_DEPTH", "deep"),
             ("MAX_SCHEMA_PATTERNS", "0"),
+            ("MAX_MANIFEST_SCHEMA_BYTES", "0"),
             ("MAX_ANSWER_BYTES", "-1"),
             ("MAX_TOOL_TIMEOUT", "1e300"),
             ("MAX_TOOL_TIMEOUT", "inf"),

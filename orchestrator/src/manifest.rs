@@ -2,7 +2,9 @@
 //! contract's rules (`module_sdk::contract::check_manifest`, the SDK's own
 //! check, with the schema budget of this orchestrator's settings), the
 //! orchestrator's one rule of its own, that a module is called what
-//! `MODULE_SERVICES` calls it, and declared timeouts lowered to `MAX_TOOL_TIMEOUT`.
+//! `MODULE_SERVICES` calls it, the tools' schemas within
+//! `MAX_MANIFEST_SCHEMA_BYTES` together, and declared timeouts lowered to
+//! `MAX_TOOL_TIMEOUT`.
 
 use module_sdk::contract::{ModuleManifest, check_manifest_within};
 
@@ -22,6 +24,17 @@ pub enum ManifestError {
         /// The manifest's `module_name`.
         found: String,
     },
+    /// The tools' `input_schema`s cost more than `MAX_MANIFEST_SCHEMA_BYTES` together.
+    #[error(
+        "the input_schemas of module `{module}`'s tools take more than {max} bytes together once references \
+         are inlined (budget MAX_MANIFEST_SCHEMA_BYTES): provider formats and listings would hold them so"
+    )]
+    SchemasOverBudget {
+        /// The module's name.
+        module: String,
+        /// The budget.
+        max: usize,
+    },
 }
 
 /// Checks `manifest`, fetched for the module configured as `configured`,
@@ -37,6 +50,7 @@ pub fn validate(
     if manifest.module_name != configured {
         return Err(ManifestError::NameMismatch { configured: configured.to_owned(), found: manifest.module_name });
     }
+    within_manifest_schema_budget(&manifest, budgets)?;
     for tool in &mut manifest.tools {
         if let Some(seconds) = tool.timeout_seconds {
             let capped = budgets.capped_timeout(seconds);
@@ -47,6 +61,24 @@ pub fn validate(
         }
     }
     Ok(manifest)
+}
+
+/// Whether the `input_schema`s of `manifest`'s tools (each already within
+/// the schema budget) cost at most `MAX_MANIFEST_SCHEMA_BYTES` together; the
+/// walk stops at the first tool past it, so this costs at most that budget
+/// and one schema's.
+fn within_manifest_schema_budget(manifest: &ModuleManifest, budgets: &Budgets) -> Result<(), ManifestError> {
+    let max = budgets.max_manifest_schema_bytes;
+    let mut total = 0usize;
+    for schema in manifest.tools.iter().filter_map(|tool| tool.input_schema.as_ref()) {
+        // Every schema passed `check_manifest_within` with this budget, so `Err` is unreachable; counted as over.
+        let cost = budgets.schema.check(schema).unwrap_or(usize::MAX);
+        total = total.saturating_add(cost);
+        if total > max {
+            return Err(ManifestError::SchemasOverBudget { module: manifest.module_name.clone(), max });
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -89,5 +121,34 @@ mod tests {
             Budgets { schema: module_sdk::contract::SchemaBudget { max_nodes: 5, ..budgets.schema }, ..budgets };
         let error = validate("slow", manifest, &tight).unwrap_err().to_string();
         assert!(error.contains("slow.wait") && error.contains("MAX_SCHEMA_NODES"), "{error}");
+    }
+
+    /// A manifest of `count` tools named `wide.t0`..., each with `schema`.
+    fn tools_with(count: usize, schema: serde_json::Value) -> ModuleManifest {
+        let tool = |i: usize| json!({"name": format!("wide.t{i}"), "description": "A tool.", "parameters": [], "required_permission": "guest", "input_schema": schema});
+        let tools: Vec<_> = (0..count).map(tool).collect();
+        serde_json::from_value(json!({"module_name": "wide", "description": "Wide.", "tools": tools})).unwrap()
+    }
+
+    #[test]
+    fn schemas_over_budget_together_are_refused() {
+        // Definitions each referred to twice: the 1,000 characters of `S` count seven times per tool.
+        let described = json!({"type": "string", "description": "x".repeat(1_000)});
+        let pair = json!({"a": {"$ref": "#/$defs/P"}, "b": {"$ref": "#/$defs/P"}});
+        let schema = json!({"type": "object", "properties": pair, "$defs": {"P": {"type": "object", "properties": {"x": {"$ref": "#/$defs/S"}, "y": {"$ref": "#/$defs/S"}}}, "S": described}});
+        let budgets = Budgets { max_manifest_schema_bytes: 100_000, ..Budgets::default() };
+        let one = budgets.schema.check(&schema).unwrap();
+        assert!(one > 4 * 1_000 && one < 10_000, "{one}");
+        let fitting = 100_000 / one;
+        assert!(validate("wide", tools_with(fitting, schema.clone()), &budgets).is_ok());
+        let error = validate("wide", tools_with(fitting + 1, schema), &budgets).map(|_| ()).unwrap_err().to_string();
+        assert!(error.contains("module `wide`") && error.contains("MAX_MANIFEST_SCHEMA_BYTES"), "{error}");
+        // At the default, 1,000 tools of a few properties each are well inside.
+        let ordinary = json!({"type": "object", "properties": {
+            "query": {"type": "string", "description": "What to look for, in a few words.".repeat(4)},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 100, "description": "How many at most."},
+            "filters": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Field filters."}
+        }, "required": ["query"]});
+        assert!(validate("wide", tools_with(1_000, ordinary), &Budgets::default()).is_ok());
     }
 }

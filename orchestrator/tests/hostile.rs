@@ -1,5 +1,5 @@
 //! Hostile inputs sent to the real orchestrator binary (issue 19): manifests
-//! whose schemas explode when inlined, a manifest and a module answer of any
+//! whose schemas explode when inlined (one tool's, or many tools' together), a manifest and a module answer of any
 //! size sent chunked, a declared timeout of 1e300, a message of 20,000 tool
 //! calls, a burst of calls at one module, non-JSON request bodies. Each gets the budget's error, the process keeps answering
 //! `/health`, and its peak memory stays within budget.
@@ -53,6 +53,19 @@ fn patterns(count: usize) -> Value {
     json!({"type": "object", "properties": properties})
 }
 
+/// A manifest of `count` tools, each within every one-tool budget but large
+/// once inlined: 10 levels of definitions, each with a 120-character
+/// description and two properties referring to the next (~2.5 KB as
+/// written, 9,179 subschemas and ~0.55 MiB once inlined as Gemini's form does).
+fn wide_manifest(count: usize) -> Value {
+    let mut schema = chain(10, 2);
+    for definition in schema["$defs"].as_object_mut().unwrap().values_mut() {
+        definition["description"] = json!("d".repeat(120));
+    }
+    let tool = |i: usize| json!({"name": format!("wide.t{i}"), "description": "A tool.", "parameters": [], "required_permission": "guest", "input_schema": schema});
+    json!({"module_name": "wide", "description": "Many large tools.", "tools": (0..count).map(tool).collect::<Vec<_>>()})
+}
+
 /// `megabytes` MiB of spaces, sent chunked (no `Content-Length`).
 fn chunked(megabytes: usize) -> Body {
     static CHUNK: [u8; 64 * 1024] = [b' '; 64 * 1024];
@@ -71,6 +84,7 @@ fn hostile_modules(in_flight: Arc<AtomicUsize>, most: Arc<AtomicUsize>) -> Route
             "type": "object",
             "properties": {"names": {"type": "array", "items": {"type": "string", "pattern": "^(?:(a|(?=a)a)*c|a*b)$"}}}
         }}))))
+        .route("/wide/manifest", serve(wide_manifest(40)))
         .route("/huge/manifest", get(|| async { chunked(50) }))
         .route("/forever/manifest", serve(manifest("forever", json!({"name": "work", "timeout_seconds": 1e300}))))
         .route(
@@ -107,10 +121,11 @@ async fn assert_alive(orchestrator: &OrchestratorProcess) {
 async fn hostile_modules_and_callers_cost_a_bounded_amount() {
     let (in_flight, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let server = ModuleServer::start(hostile_modules(Arc::clone(&in_flight), Arc::clone(&most)));
-    let modules: Vec<(&str, String)> = ["chain", "graph", "patterns", "lookaround", "huge", "forever", "big", "busy"]
-        .into_iter()
-        .map(|name| (name, format!("{}/{name}", server.url())))
-        .collect();
+    let modules: Vec<(&str, String)> =
+        ["chain", "graph", "patterns", "lookaround", "wide", "huge", "forever", "big", "busy"]
+            .into_iter()
+            .map(|name| (name, format!("{}/{name}", server.url())))
+            .collect();
     let slots = SLOTS.to_string();
     let orchestrator = OrchestratorProcess::start(&[
         ("MODULE_SERVICES", &module_services(&modules)),
@@ -128,8 +143,13 @@ async fn hostile_modules_and_callers_cost_a_bounded_amount() {
     let lookaround = last_error(&orchestrator, "lookaround").await;
     assert!(lookaround.contains("lookaround.work") && lookaround.contains("does not compile"), "{lookaround}");
     assert!(lookaround.contains("MAX_SCHEMA_PATTERNS"), "{lookaround}");
+    // A manifest of 40 tools, each within every one-tool budget, would inline to ~22 MiB in all (and a
+    // 1,600-tool one under MAX_MANIFEST_BYTES to ~0.9 GiB, held by every Gemini listing): refused.
+    let wide = last_error(&orchestrator, "wide").await;
+    assert!(wide.contains("`wide`") && wide.contains("MAX_MANIFEST_SCHEMA_BYTES"), "{wide}");
     for format in ["gemini", "openai-responses", "anthropic"] {
         orchestrator.get(&format!("/tools?format={format}")).await;
+        orchestrator.get(&format!("/tools?format={format}&query=a&limit=50")).await;
     }
     // A 50 MB manifest sent chunked is cut off at MAX_MANIFEST_BYTES.
     let huge = last_error(&orchestrator, "huge").await;
