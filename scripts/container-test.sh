@@ -10,7 +10,7 @@
 # Containers and test images are always removed at the end.
 #
 # Usage: scripts/container-test.sh
-# Needs podman, runc and curl (scripts/test.sh installs podman and runc).
+# Needs podman, runc and curl (scripts/test.sh installs them).
 # Without them it skips, unless REQUIRE_SERVICES=1, when it fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
