@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace, the way CI does. Installs what the tests
-# need (redis-server, podman, curl, bubblewrap, chromium, prometheus, pydantic) when it is missing. Usage: scripts/test.sh
+# need (redis-server, podman, curl, procps, bubblewrap, chromium, prometheus, pydantic) when it is missing. Usage: scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +25,8 @@ command -v runc >/dev/null || missing+=(runc)
 command -v python3 >/dev/null || missing+=(python3)
 # scripts/container-test.sh calls the running images with curl.
 command -v curl >/dev/null || missing+=(curl)
+# Tests signal processes with the external kill (not the shell's builtin), from procps.
+type -P kill >/dev/null || missing+=(procps)
 # code_runner's sandbox; the console's browser test (chromium driven by chromedriver).
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v chromium >/dev/null || missing+=(chromium)
