@@ -66,6 +66,7 @@ pub mod schema;
 mod server;
 pub mod service;
 mod serving_threads;
+mod settings_parse;
 mod testing;
 mod tool;
 mod trace_context;
@@ -84,6 +85,7 @@ pub use mcp::SdkFlags;
 pub use module::{Module, ModuleService};
 pub use module_sdk_macros::tool;
 pub use path_setting::{PathSetting, PathSettingError, PathUse};
+pub use settings_parse::{parse_settings, try_parse_settings_from};
 pub use testing::TestClient;
 pub use tool::{DEFAULT_TIMEOUT, IntoTool, MAX_TIMEOUT, Tool, ToolHandler};
 

@@ -6,11 +6,11 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use code_runner::settings::Settings;
 
 #[tokio::main]
 async fn main() -> ExitCode {
     // Settings are parsed inside the future, after `--healthcheck` had its turn.
-    module_sdk::run_main("code_runner", async { code_runner::run(Settings::parse()).await }).await
+    module_sdk::run_main("code_runner", async { code_runner::run(module_sdk::parse_settings::<Settings>()).await })
+        .await
 }

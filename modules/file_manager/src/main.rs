@@ -18,7 +18,6 @@ mod total;
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use module_sdk::{Module, PathSettingError};
 
 use crate::settings::{FILES_ROOT, Settings};
@@ -47,7 +46,7 @@ fn module(settings: &Settings) -> Result<Module, PathSettingError> {
 #[tokio::main]
 async fn main() -> ExitCode {
     module_sdk::run_main("file_manager", async {
-        let settings = Settings::parse();
+        let settings = module_sdk::parse_settings::<Settings>();
         let module = module(&settings).map_err(|e| e.to_string())?;
         module.serve().await.map_err(|e| e.to_string())
     })
@@ -57,6 +56,7 @@ async fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
     use module_sdk::contract::ToolResult;
     use module_sdk::{ErrorKind, Permission, TestClient};
     use serde_json::{Value, json};

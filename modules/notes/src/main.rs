@@ -6,13 +6,12 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use notes::settings::Settings;
 
 #[tokio::main]
 async fn main() -> ExitCode {
     module_sdk::run_main("notes", async {
-        let settings = Settings::parse();
+        let settings = module_sdk::parse_settings::<Settings>();
         let module = notes::module(&settings).map_err(|e| e.to_string())?;
         module.serve().await.map_err(|e| e.to_string())
     })

@@ -37,6 +37,18 @@ fn a_database_that_cannot_be_created_is_named_by_its_absolute_path_and_setting()
     assert!(stderr.contains("set NOTES_DB (or --notes-db) to an absolute path"), "{stderr}");
 }
 
+#[test]
+fn a_bad_setting_is_named_by_its_environment_variable() {
+    // clap alone would name `--store-max-bytes <STORE_MAX_BYTES>`, which
+    // reads as file_manager's STORE_MAX_BYTES.
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_notes"));
+    command.env_clear().env("NOTES_DB", dir.path().join("notes.db")).env("NOTES_STORE_MAX_BYTES", "0");
+    let stderr = Process::start_failing(command, 2);
+    assert!(stderr.contains("invalid value '0' for 'NOTES_STORE_MAX_BYTES (--store-max-bytes)'"), "{stderr}");
+    assert!(!stderr.contains("<STORE_MAX_BYTES>"), "{stderr}");
+}
+
 /// Calls `notes.<tool>` as `user`.
 async fn call(client: &ModuleClient, user: &str, tool: &str, arguments: Value) -> Value {
     client.call(&format!("notes.{tool}"), arguments, Some(user)).await

@@ -19,7 +19,6 @@ mod webpage;
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use guarded_http::AddressPolicy;
 use module_sdk::Module;
 
@@ -63,7 +62,7 @@ fn module(settings: &Settings) -> Result<Module, reqwest::Error> {
 #[tokio::main]
 async fn main() -> ExitCode {
     module_sdk::run_main("research", async {
-        let settings = Settings::parse();
+        let settings = module_sdk::parse_settings::<Settings>();
         let module = module(&settings).map_err(|error| format!("could not set up the HTTP clients: {error}"))?;
         module.serve().await.map_err(|e| e.to_string())
     })
@@ -73,6 +72,7 @@ async fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
     use module_sdk::{ErrorKind, Permission, TestClient};
     use serde_json::json;
 

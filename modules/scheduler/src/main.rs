@@ -6,14 +6,13 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use module_sdk::ServeConfig;
 use scheduler::settings::Settings;
 
 #[tokio::main]
 async fn main() -> ExitCode {
     module_sdk::run_main("scheduler", async {
-        let settings = Settings::parse();
+        let settings = module_sdk::parse_settings::<Settings>();
         // Logging first (stderr under `--stdio`): `Module::serve` would set
         // it up only after the warnings below were dropped.
         let config = ServeConfig::from_env().map_err(|e| e.to_string())?;

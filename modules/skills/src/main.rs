@@ -21,7 +21,6 @@ mod watch;
 
 use std::process::ExitCode;
 
-use clap::Parser;
 use module_sdk::ServeConfig;
 use module_sdk::service::init_logging;
 
@@ -32,7 +31,7 @@ use crate::settings::{SKILLS_DIR, Settings};
 #[tokio::main]
 async fn main() -> ExitCode {
     // Settings are parsed inside the future, after `--healthcheck` had its turn.
-    module_sdk::run_main("skills", async { run(Settings::parse()).await }).await
+    module_sdk::run_main("skills", async { run(module_sdk::parse_settings::<Settings>()).await }).await
 }
 
 async fn run(settings: Settings) -> Result<(), String> {
