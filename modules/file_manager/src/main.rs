@@ -187,13 +187,16 @@ mod tests {
         let big = client.call_as("u", "create_document", json!({"title": "t", "content": "12345678901"})).await;
         let (kind, message) = failure(&big);
         assert_eq!(kind, ErrorKind::InvalidArguments);
-        assert_eq!(message, "the file is 11 bytes, more than the limit of 10 bytes per file");
+        assert_eq!(message, "the file is 11 bytes, more than the limit of 10 bytes per file (FILE_MAX_BYTES)");
         let big_upload =
             client.call_as("u", "upload_file", json!({"filename": "a", "data_base64": "A".repeat(4000)})).await;
         assert!(failure(&big_upload).1.contains("more than the limit of 10 bytes"), "{big_upload:?}");
         create(&client, "u", json!({"title": "t", "content": "1234567890"})).await;
         let full = client.call_as("u", "create_document", json!({"title": "t", "content": "123456"})).await;
-        assert!(failure(&full).1.contains("exceed your storage quota (10 of 15 bytes used)"), "{full:?}");
+        assert!(
+            failure(&full).1.contains("exceed your storage quota (10 of 15 bytes used, USER_QUOTA_BYTES)"),
+            "{full:?}"
+        );
         create(&client, "other user", json!({"title": "t", "content": "1234567890"})).await;
     }
 

@@ -78,7 +78,7 @@ pub enum StoreError {
     #[error("there is no file with id {0} among your files; list_files shows the ids you have")]
     NotFound(Uuid),
     /// The file is larger than the per-file limit.
-    #[error("the file is {size} bytes, more than the limit of {limit} bytes per file")]
+    #[error("the file is {size} bytes, more than the limit of {limit} bytes per file (FILE_MAX_BYTES)")]
     TooLarge {
         /// The file's size.
         size: u64,
@@ -99,7 +99,7 @@ pub enum StoreError {
     },
     /// The user's quota would be exceeded.
     #[error(
-        "storing {size} more bytes would exceed your storage quota ({used} of {quota} bytes used); delete files to make room"
+        "storing {size} more bytes would exceed your storage quota ({used} of {quota} bytes used, USER_QUOTA_BYTES); delete files to make room"
     )]
     QuotaExceeded {
         /// The new file's size.
@@ -120,7 +120,7 @@ pub enum StoreError {
         limit: u64,
     },
     /// The user has as many files as allowed.
-    #[error("you already have {0} files, the most allowed; delete files to make room")]
+    #[error("you already have {0} files, the most allowed (USER_MAX_FILES); delete files to make room")]
     TooManyFiles(u64),
     /// Something under the root is a link or special file the module did not make.
     #[error(
@@ -538,16 +538,22 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let store = Store::open(root.path(), LIMITS).unwrap();
         let too_big = store.create("u", text("big", &"x".repeat(101))).unwrap_err();
-        assert_eq!(too_big.to_string(), "the file is 101 bytes, more than the limit of 100 bytes per file");
+        assert_eq!(
+            too_big.to_string(),
+            "the file is 101 bytes, more than the limit of 100 bytes per file (FILE_MAX_BYTES)"
+        );
         let first = store.create("u", text("1", &"x".repeat(100))).unwrap();
         store.create("u", text("2", &"x".repeat(100))).unwrap();
         let full = store.create("u", text("3", &"x".repeat(51))).unwrap_err();
         assert!(matches!(full, StoreError::QuotaExceeded { size: 51, used: 200, quota: 250 }), "{full}");
+        assert!(full.to_string().contains("(200 of 250 bytes used, USER_QUOTA_BYTES)"), "{full}");
         store.delete("u", Uuid::parse_str(&first.file_id).unwrap()).unwrap();
         store.create("u", text("3", &"x".repeat(51))).unwrap();
         store.create("u", text("4", "")).unwrap();
         store.create("u", text("5", "")).unwrap();
-        assert!(matches!(store.create("u", text("6", "")), Err(StoreError::TooManyFiles(4))));
+        let many = store.create("u", text("6", "")).unwrap_err();
+        assert!(matches!(many, StoreError::TooManyFiles(4)), "{many}");
+        assert!(many.to_string().contains("4 files, the most allowed (USER_MAX_FILES)"), "{many}");
         // A new process counts the usage from disk.
         let reopened = Store::open(root.path(), LIMITS).unwrap();
         assert!(matches!(reopened.create("u", text("6", "")), Err(StoreError::TooManyFiles(4))));

@@ -226,7 +226,9 @@ pub enum StoreError {
     #[error("there is no note with id {0} among your notes; search_notes and list_notes show the ids you have")]
     NotFound(Uuid),
     /// The note is larger than the per-note limit.
-    #[error("the note is {size} bytes, more than the limit of {limit} bytes per note; shorten it or split it")]
+    #[error(
+        "the note is {size} bytes, more than the limit of {limit} bytes per note (NOTES_NOTE_MAX_BYTES); shorten it or split it"
+    )]
     TooLarge {
         /// The note's size.
         size: u64,
@@ -234,14 +236,16 @@ pub enum StoreError {
         limit: u64,
     },
     /// The user already has the most notes allowed.
-    #[error("you already have {limit} notes, the limit per user; delete notes you no longer need")]
+    #[error(
+        "you already have {limit} notes, the limit per user (NOTES_USER_MAX_NOTES); delete notes you no longer need"
+    )]
     TooManyNotes {
         /// The per-user note limit.
         limit: u64,
     },
     /// The user's byte quota would be exceeded.
     #[error(
-        "storing {size} more bytes would exceed your notes quota ({used} of {limit} bytes used); delete or shorten notes"
+        "storing {size} more bytes would exceed your notes quota ({used} of {limit} bytes used, NOTES_USER_MAX_BYTES); delete or shorten notes"
     )]
     QuotaExceeded {
         /// The bytes to add.
@@ -940,17 +944,17 @@ mod tests {
         let big = store.save("u", note("12345678901", &[]), || false).unwrap_err();
         assert_eq!(
             big.to_string(),
-            "the note is 11 bytes, more than the limit of 10 bytes per note; shorten it or split it"
+            "the note is 11 bytes, more than the limit of 10 bytes per note (NOTES_NOTE_MAX_BYTES); shorten it or split it"
         );
         let first = store.save("u", note("1234567890", &[]), || false).unwrap();
         let over = store.save("u", note("123456", &[]), || false).unwrap_err();
-        assert!(over.to_string().contains("(10 of 15 bytes used)"), "{over}");
+        assert!(over.to_string().contains("(10 of 15 bytes used, NOTES_USER_MAX_BYTES)"), "{over}");
         let id = Uuid::parse_str(&first.note_id).unwrap();
         let grow = NoteChange { content: Some("12345678901".to_owned()), tags: None };
         assert!(matches!(store.update("u", id, grow, || false), Err(StoreError::TooLarge { .. })));
         store.save("u", note("12345", &[]), || false).unwrap();
         let many = store.save("u", note("1", &[]), || false).unwrap_err();
-        assert!(many.to_string().contains("2 notes, the limit per user"), "{many}");
+        assert!(many.to_string().contains("2 notes, the limit per user (NOTES_USER_MAX_NOTES)"), "{many}");
         store.delete("u", id, || false).unwrap();
         store.save("u", note("1234567890", &[]), || false).unwrap();
         store.save("other", note("1234567890", &[]), || false).unwrap();

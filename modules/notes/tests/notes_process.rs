@@ -265,14 +265,14 @@ async fn limits_are_enforced_and_named() {
     let client = module.client();
     let big = call(&client, "u", "save_note", json!({"content": "x".repeat(21)})).await;
     assert_eq!(error_kind(&big), "invalid_arguments");
-    assert!(big["error"].as_str().unwrap().contains("limit of 20 bytes per note"), "{big}");
+    assert!(big["error"].as_str().unwrap().contains("limit of 20 bytes per note (NOTES_NOTE_MAX_BYTES)"), "{big}");
     ok(&client, "u", "save_note", json!({"content": "x".repeat(20)})).await;
     let quota = call(&client, "u", "save_note", json!({"content": "x".repeat(11)})).await;
-    assert!(quota["error"].as_str().unwrap().contains("(20 of 30 bytes used)"), "{quota}");
+    assert!(quota["error"].as_str().unwrap().contains("(20 of 30 bytes used, NOTES_USER_MAX_BYTES)"), "{quota}");
     ok(&client, "u", "save_note", json!({"content": "a"})).await;
     ok(&client, "u", "save_note", json!({"content": "b"})).await;
     let count = call(&client, "u", "save_note", json!({"content": "c"})).await;
-    assert!(count["error"].as_str().unwrap().contains("3 notes, the limit per user"), "{count}");
+    assert!(count["error"].as_str().unwrap().contains("3 notes, the limit per user (NOTES_USER_MAX_NOTES)"), "{count}");
     ok(&client, "someone else", "save_note", json!({"content": "c"})).await;
     // Tags and source count against the quota too, not only the content.
     let sourced = call(&client, "w", "save_note", json!({"content": "x", "source": "s".repeat(30)})).await;
