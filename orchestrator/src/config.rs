@@ -54,6 +54,15 @@ pub enum ConfigError {
         /// The TOML parser's message, naming the key and line.
         reason: String,
     },
+    /// An `[[api_keys]]` entry, of the config file or of `API_KEYS_FILE`,
+    /// cannot be used.
+    #[error("invalid [[api_keys]] entry in {place}: {reason}")]
+    ApiKey {
+        /// Where the entry is written: the config file, or `API_KEYS_FILE` and its path.
+        place: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A setting has a value that cannot be used.
     #[error("invalid {name} (TOML key `{key}`): {reason}; got `{value}`")]
     Invalid {

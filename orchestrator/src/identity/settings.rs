@@ -77,17 +77,21 @@ impl IdentitySettings {
     /// The file's values overlaid by `env` (the environment, already trimmed
     /// with empty values unset), checked.
     pub fn read(file: IdentityFile, env: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let mut entries = file.api_keys.unwrap_or_default();
+        // Each entry with where it is written, for its error.
+        let mut sources = vec![("the config file".to_owned(), file.api_keys.unwrap_or_default())];
         if let Some(path) = env("API_KEYS_FILE").map(PathBuf::from).or(file.api_keys_file) {
-            entries.extend(read_keys_file(&path)?);
+            sources.push((format!("API_KEYS_FILE ({})", path.display()), read_keys_file(&path)?));
         }
-        let mut api_keys: Vec<ApiKey> = Vec::with_capacity(entries.len());
-        for entry in entries {
-            let key = entry.check().map_err(|reason| invalid("API_KEYS", "[[api_keys]]", reason))?;
-            if api_keys.iter().any(|k| k.id == key.id || k.hash == key.hash) {
-                return Err(invalid("API_KEYS", &key.id, "two api keys share this id or hash".into()));
+        let mut api_keys: Vec<ApiKey> = Vec::new();
+        for (place, entries) in sources {
+            for entry in entries {
+                let refused = |reason| ConfigError::ApiKey { place: place.clone(), reason };
+                let key = entry.check().map_err(refused)?;
+                if api_keys.iter().any(|k| k.id == key.id || k.hash == key.hash) {
+                    return Err(refused(format!("api key `{}`: another api key has the same id or hash", key.id)));
+                }
+                api_keys.push(key);
             }
-            api_keys.push(key);
         }
         let text = |name: &str, from_file: Option<String>| env(name).or(from_file.filter(|s| !s.trim().is_empty()));
         let jwt = match text("JWT_JWKS", file.jwt_jwks) {
@@ -249,6 +253,36 @@ mod tests {
         assert_eq!(read(&[("REVOCATION_REFRESH_SECONDS", "5")]).unwrap().revocation_refresh, Duration::from_secs(5));
         let error = read(&[("REVOCATION_REFRESH_SECONDS", "0.1")]).unwrap_err().to_string();
         assert!(error.contains("REVOCATION_REFRESH_SECONDS"), "{error}");
+    }
+
+    #[test]
+    fn a_bad_api_key_entry_names_where_it_is_written() {
+        let hash = format!("sha256:{}", "0".repeat(64));
+        let entry = |id: &str, permission: &str| ApiKeyEntry {
+            id: id.to_owned(),
+            hash: hash.clone(),
+            user_id: "any".to_owned(),
+            permission: permission.to_owned(),
+            modules: None,
+            expires: None,
+        };
+        let read_file = |entries: Vec<ApiKeyEntry>| {
+            let file = IdentityFile { api_keys: Some(entries), ..IdentityFile::default() };
+            IdentitySettings::read(file, &|_| None).unwrap_err().to_string()
+        };
+        let error = read_file(vec![entry("k1", "root")]);
+        assert!(error.starts_with("invalid [[api_keys]] entry in the config file: api key `k1`"), "{error}");
+        assert!(!error.contains("API_KEYS "), "{error}");
+        let error = read_file(vec![entry("k1", "user"), entry("k1", "user")]);
+        assert!(error.contains("the config file: api key `k1`: another api key has the same id"), "{error}");
+
+        let mut keys = tempfile::NamedTempFile::new().unwrap();
+        let text = format!("[[api_keys]]\nid = \"k2\"\nhash = \"{hash}\"\nuser_id = \"any\"\npermission = \"root\"\n");
+        std::io::Write::write_all(&mut keys, text.as_bytes()).unwrap();
+        let path = keys.path().to_str().unwrap();
+        let error = read(&[("API_KEYS_FILE", path)]).unwrap_err().to_string();
+        let expected = format!("invalid [[api_keys]] entry in API_KEYS_FILE ({path}): api key `k2`");
+        assert!(error.starts_with(&expected), "{error}");
     }
 
     #[test]
