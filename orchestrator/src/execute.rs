@@ -241,6 +241,21 @@ impl Executor {
         self.registry.route(tool_name)
     }
 
+    /// The longest a call of `route`'s tool may take, from sending it to
+    /// reading its answer (waiting for a slot and retries included): its own
+    /// `timeout_seconds` (capped by `MAX_TOOL_TIMEOUT`) with [`TIMEOUT_GRACE`],
+    /// or its module's default.
+    pub fn call_timeout(&self, route: &ToolRoute) -> Duration {
+        match route.tool().timeout_seconds {
+            Some(seconds) => {
+                let budgets = &self.config.budgets;
+                Duration::try_from_secs_f64(budgets.capped_timeout(seconds)).unwrap_or(budgets.max_tool_timeout)
+                    + TIMEOUT_GRACE
+            }
+            None => self.config.fallback_timeout(&route.module),
+        }
+    }
+
     /// What is wrong with `arguments` of `tool_name` by gateway validation
     /// (`GATEWAY_VALIDATION`), if the tool exists and anything is.
     pub fn argument_problems(&self, tool_name: &str, arguments: &mut Map<String, Value>) -> Option<String> {
@@ -362,14 +377,7 @@ impl Executor {
         if let Err(problems) = self.validators.check(route, &mut call.arguments) {
             return ToolResult::failure(call.tool_name, ErrorKind::InvalidArguments, problems).into();
         }
-        let timeout = match tool.timeout_seconds {
-            Some(seconds) => {
-                let budgets = &self.config.budgets;
-                Duration::try_from_secs_f64(budgets.capped_timeout(seconds)).unwrap_or(budgets.max_tool_timeout)
-                    + TIMEOUT_GRACE
-            }
-            None => self.config.fallback_timeout(&route.module),
-        };
+        let timeout = self.call_timeout(route);
         let idempotent = tool.annotations.is_some_and(|a| a.idempotent || a.read_only);
         self.send(route, &call, timeout, idempotent, trace).await
     }

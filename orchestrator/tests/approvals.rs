@@ -203,6 +203,25 @@ async fn an_approved_call_runs_to_its_end_and_is_recorded_when_the_decider_hangs
 }
 
 #[tokio::test]
+async fn an_approved_call_running_past_its_approvals_drop_time_is_kept_and_its_result_recorded() {
+    let setup = Setup::on_each_store();
+    for settings in setup.each_store(&[("APPROVAL_EXPIRY_SECONDS", "2")]) {
+        let orchestrator = setup.start(&settings).await;
+        let before = setup.calls.count();
+        // Approved while pending, the transfer takes longer than the approval
+        // would be kept (2 s to expire, 2 s more), within its tool's timeout (30 s).
+        let arguments = json!({"to": "carol", "cents": 500, "wait_ms": 5000});
+        let (_, pending) = request_transfer_of(&orchestrator, "call_long", &arguments).await;
+        let id = pending["id"].as_str().unwrap();
+        approve_and_hang_up(&orchestrator, id).await;
+        // Shown (never `404`) while it runs, and with its result once it ran.
+        let shown = wait_for_status(&orchestrator, id, "approved").await;
+        assert_eq!(shown["result"]["result"], json!({"to": "carol", "cents": 500, "user_id": "ada"}), "{settings:?}");
+        assert_eq!(setup.calls.count(), before + 1);
+    }
+}
+
+#[tokio::test]
 async fn an_approved_call_cut_short_by_a_crash_stays_running_and_never_runs_again() {
     let Some(redis) = RedisServer::start() else { return };
     let setup = Setup::new();

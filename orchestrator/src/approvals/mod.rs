@@ -9,6 +9,7 @@ pub mod settings;
 pub mod store;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use module_sdk::ErrorKind;
 use module_sdk::contract::ToolResult;
@@ -193,8 +194,19 @@ impl Approvals {
         self.store.kind()
     }
 
+    /// When `approval` is dropped: `APPROVAL_EXPIRY_SECONDS` after it
+    /// expires ([`Self::drop_after`] its expiry).
     fn drop_at(&self, approval: &Approval) -> OffsetDateTime {
-        approval.expires_at + self.settings.expiry
+        self.drop_after(approval, approval.expires_at)
+    }
+
+    /// When `approval`, whose call may run until `ends` (its result kept
+    /// then), is dropped: `APPROVAL_EXPIRY_SECONDS` after it expires or after
+    /// `ends`, whichever is later, so a call approved just before the
+    /// approval expires keeps its record while it runs, and its result for
+    /// as long as any other decision's.
+    fn drop_after(&self, approval: &Approval, ends: OffsetDateTime) -> OffsetDateTime {
+        approval.expires_at.max(ends) + self.settings.expiry
     }
 
     /// Stores a pending approval of `tool_name` with `arguments` for `caller`.
@@ -336,11 +348,15 @@ impl Approvals {
                 // came back), never `pending` as if nothing had happened.
                 approval.status = ApprovalStatus::Running;
                 approval.reason.clone_from(&reason);
-                if let Err(error) = self.record(&approval, approval.counted_bytes() + DECISION_BYTES).await {
-                    return Err(self.undecided(id, error).await);
-                }
                 let (caller, tool_name) = (approval.caller(), approval.tool_name.clone());
                 let route = executor.route(&tool_name);
+                // Kept while the call may run (its tool's timeout), however
+                // soon the approval expires.
+                let running_for = route.as_ref().map_or(Duration::ZERO, |route| executor.call_timeout(route));
+                let drop_at = self.drop_after(&approval, OffsetDateTime::now_utc() + running_for);
+                if let Err(error) = self.record(&approval, approval.counted_bytes() + DECISION_BYTES, drop_at).await {
+                    return Err(self.undecided(id, error).await);
+                }
                 // The result is kept once and read by everyone who may see
                 // the approval (its user too): why a module was not reached
                 // goes only to an operator deciding, as at `/execute`.
@@ -363,7 +379,7 @@ impl Approvals {
         approval.result = Some(result);
         match decision {
             Decision::Deny => {
-                if let Err(error) = self.record(&approval, approval.counted_bytes()).await {
+                if let Err(error) = self.record(&approval, approval.counted_bytes(), self.drop_at(&approval)).await {
                     return Err(self.undecided(id, error).await);
                 }
             }
@@ -384,12 +400,12 @@ impl Approvals {
         Ok(approval)
     }
 
-    /// Stores the decision of `approval`, counted as `bytes`, or refuses it
-    /// when that would take the approvals kept past `MAX_APPROVAL_BYTES` or
-    /// its user's past `MAX_APPROVAL_BYTES_PER_USER` (only a reason can: see
-    /// [`DECISION_BYTES`]).
-    async fn record(&self, approval: &Approval, bytes: usize) -> Result<(), ApprovalError> {
-        let admission = self.store.put(approval, bytes, self.drop_at(approval), &self.settings).await?;
+    /// Stores the decision of `approval`, counted as `bytes`, until
+    /// `drop_at`, or refuses it when that would take the approvals kept past
+    /// `MAX_APPROVAL_BYTES` or its user's past `MAX_APPROVAL_BYTES_PER_USER`
+    /// (only a reason can: see [`DECISION_BYTES`]).
+    async fn record(&self, approval: &Approval, bytes: usize, drop_at: OffsetDateTime) -> Result<(), ApprovalError> {
+        let admission = self.store.put(approval, bytes, drop_at, &self.settings).await?;
         match self.byte_budget(admission) {
             None => Ok(()),
             Some(ByteBudget { whose, setting, max }) => Err(ApprovalError::NoRoomForReason {
@@ -431,9 +447,10 @@ impl Approvals {
     /// its place (which fits in the bytes it counted while it ran). The call
     /// ran: its result goes to the one who approved it whatever is stored,
     /// so a store that fails is logged, and the approval stays `running`
-    /// without the result.
+    /// without the result. It is kept `APPROVAL_EXPIRY_SECONDS` after the
+    /// result came (or after the approval expired, if later).
     async fn keep_result(&self, approval: &mut Approval) {
-        let drop_at = self.drop_at(approval);
+        let drop_at = self.drop_after(approval, OffsetDateTime::now_utc());
         let mut stored = self.store.put(approval, approval.counted_bytes(), drop_at, &self.settings).await;
         if let Some(ByteBudget { setting, max, .. }) = stored.as_ref().ok().and_then(|a| self.byte_budget(*a)) {
             let bytes = approval.result.as_ref().map_or(0, json_bytes);
