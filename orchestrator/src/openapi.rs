@@ -55,3 +55,30 @@ static DOCUMENT: LazyLock<String> = LazyLock::new(|| {
 pub async fn serve_openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/json")], DOCUMENT.as_str()).into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    /// The names of the properties `schema` declares, through `$ref`s and `allOf`s of `doc`.
+    fn properties(doc: &Value, schema: &Value) -> Vec<String> {
+        if let Some(name) = schema["$ref"].as_str().and_then(|r| r.strip_prefix("#/components/schemas/")) {
+            return properties(doc, &doc["components"]["schemas"][name]);
+        }
+        let own = schema["properties"].as_object().into_iter().flat_map(|p| p.keys().cloned());
+        let parts = schema["allOf"].as_array().into_iter().flatten().flat_map(|part| properties(doc, part));
+        own.chain(parts).collect()
+    }
+
+    #[test]
+    fn a_shown_approval_declares_its_arguments_as_json_text() {
+        let doc: Value = serde_json::from_str(&DOCUMENT).unwrap();
+        let shown =
+            &doc["paths"]["/approvals/{id}"]["get"]["responses"]["200"]["content"]["application/json"]["schema"];
+        let declared = properties(&doc, shown);
+        for field in ["arguments_json", "arguments", "id", "status"] {
+            assert!(declared.iter().any(|p| p == field), "`{field}` is not declared: {shown} {declared:?}");
+        }
+    }
+}

@@ -53,7 +53,7 @@ pub fn error_answer(error: &ApprovalError) -> Response {
 
 /// The caller's approvals (every user's for admins and services), newest first.
 #[utoipa::path(get, path = "/approvals", security((), ("bearer" = [])), responses(
-    (status = 200, body = Object, description = "`{\"approvals\": [Approval]}`, each with `arguments_json`, its arguments as JSON text"),
+    (status = 200, body = Object, description = "`{\"approvals\": [ShownApproval]}`: each approval with `arguments_json`, its arguments as JSON text"),
     (status = 401, body = ErrorBody, description = "No valid identity"),
     (status = 503, body = ErrorBody, description = "The approval store (Redis) failed")
 ))]
@@ -70,8 +70,10 @@ pub(crate) async fn list(Authorized(identity): Authorized, State(state): State<A
 /// An approval as it is shown, with its arguments also as JSON text: a
 /// page reading them as JavaScript numbers would show integers past 2^53
 /// rounded, not the exact ones that run.
-#[derive(Serialize)]
-struct Shown<'a> {
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = ShownApproval)]
+pub(crate) struct Shown<'a> {
+    /// The approval.
     #[serde(flatten)]
     approval: &'a Approval,
     /// The arguments as JSON text (one line, spaced), exactly as they run.
@@ -113,7 +115,7 @@ impl serde_json::ser::Formatter for Spaced {
 /// One approval.
 #[utoipa::path(get, path = "/approvals/{id}", params(("id" = String, Path, description = "The approval's id")),
     security((), ("bearer" = [])), responses(
-    (status = 200, body = Approval, description = "The approval, with `arguments_json`, its arguments as JSON text"),
+    (status = 200, body = Shown, description = "The approval, with `arguments_json`, its arguments as JSON text"),
     (status = 401, body = ErrorBody, description = "No valid identity"),
     (status = 403, body = ErrorBody, description = "Another user's approval"),
     (status = 404, body = ErrorBody, description = "No such approval, or one of a tool this identity may not use"),
