@@ -54,7 +54,7 @@ impl ArgumentValidator {
     /// Compiles `schema` as draft 2020-12, once for trees and once for
     /// arguments read in place; no reference leaves the document (the crate
     /// is built without network or file resolution). Its patterns are
-    /// compiled for a linear-time engine ([`check_pattern`]).
+    /// compiled for a linear-time engine (the `regex` crate's, within a fixed size).
     pub fn new(schema: &Value) -> Result<Self, String> {
         let options = jsonschema::options().with_draft(Draft::Draft202012).with_pattern_options(pattern_options());
         let validator = options.build(schema).map_err(|e| e.to_string())?;
