@@ -37,7 +37,7 @@ pub struct SkillOutput {
 }
 
 /// Runs `tool` with the validated `arguments` in one of `slots`, waiting
-/// for one within the tool's timeout.
+/// for one while at least half the tool's timeout is left to run it.
 pub async fn run(tool: &SkillTool, arguments: Map<String, Value>, slots: &RunSlots) -> Result<SkillOutput, ToolError> {
     let argv = tool
         .template
