@@ -1,8 +1,10 @@
 //! Who may run now: at most N runs at once (later calls wait for a turn
 //! until their own deadline), and at most M runs of one user. Each turn
-//! has a slot number below N, unique among the runs going.
+//! has a slot number below N, unique among the runs going; slots are reused
+//! in the order they were freed, so the slot whose run just ended (whose
+//! killed processes may still be exiting) is taken last.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,7 +15,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 #[derive(Debug)]
 pub struct Admission {
     turns: Arc<Semaphore>,
-    free_slots: Mutex<Vec<u32>>,
+    free_slots: Mutex<VecDeque<u32>>,
     per_user: Mutex<HashMap<String, u64>>,
     max_per_user: u64,
 }
@@ -33,7 +35,7 @@ impl Admission {
         let slots = u32::try_from(runs).unwrap_or(u32::MAX);
         Self {
             turns: Arc::new(Semaphore::new(runs)),
-            free_slots: Mutex::new((0..slots).rev().collect()),
+            free_slots: Mutex::new((0..slots).collect()),
             per_user: Mutex::new(HashMap::new()),
             max_per_user: per_user,
         }
@@ -58,7 +60,7 @@ impl Admission {
             Ok(Ok(permit)) => {
                 turn.permit = Some(permit);
                 // A permit means a free slot: there are as many slots as permits.
-                turn.slot = lock(&self.free_slots).pop();
+                turn.slot = lock(&self.free_slots).pop_front();
                 Ok(turn)
             }
             Ok(Err(_)) | Err(_) => Err(ToolError::unavailable(format!(
@@ -83,7 +85,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
-            lock(&self.admission.free_slots).push(slot);
+            lock(&self.admission.free_slots).push_back(slot);
         }
         let mut per_user = lock(&self.admission.per_user);
         if let Some(running) = per_user.get_mut(&self.user) {
@@ -114,5 +116,18 @@ mod tests {
         assert_eq!((second.slot(), again.slot()), (1, 0), "slots are unique among the runs going");
         drop((second, again));
         assert!(admission.per_user.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_slot_freed_last_is_reused_last() {
+        let admission = Admission::new(3, 3);
+        let first = admission.enter("ann", Duration::ZERO).await.unwrap();
+        assert_eq!(first.slot(), 0);
+        drop(first);
+        let next = admission.enter("ann", Duration::ZERO).await.unwrap();
+        assert_eq!(next.slot(), 1, "a slot whose run just ended waits behind the slots freed before it");
+        let after = admission.enter("ann", Duration::ZERO).await.unwrap();
+        let last = admission.enter("ann", Duration::ZERO).await.unwrap();
+        assert_eq!((after.slot(), last.slot()), (2, 0));
     }
 }
