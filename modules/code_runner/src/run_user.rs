@@ -8,8 +8,9 @@
 use std::fs;
 use std::time::Duration;
 
-/// How often the slot's user is looked at again while its processes exit.
-const POLL: Duration = Duration::from_millis(10);
+/// How often the slot's user is looked at again while its processes exit
+/// (each look reads every `/proc/PID/status`).
+const POLL: Duration = Duration::from_millis(50);
 
 /// How many processes (and threads' leaders) of real user `uid` exist, as
 /// `/proc` shows them; processes that vanish while being read are not counted.
@@ -29,11 +30,13 @@ fn real_uid(status: &str) -> Option<u32> {
 }
 
 /// Waits at most `wait` until user `uid` has no processes; `false` when
-/// some are still there at the end.
+/// some are still there at the end. `/proc` is read on a blocking thread,
+/// so the async workers stay free.
 pub async fn wait_until_gone(uid: u32, wait: Duration) -> bool {
     let deadline = tokio::time::Instant::now() + wait;
     loop {
-        if processes_of(uid) == 0 {
+        // A scan that panicked counts as processes still there.
+        if tokio::task::spawn_blocking(move || processes_of(uid)).await.unwrap_or(1) == 0 {
             return true;
         }
         if tokio::time::Instant::now() >= deadline {
