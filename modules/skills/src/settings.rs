@@ -11,6 +11,11 @@ use module_sdk::{PathSetting, PathUse};
 
 use crate::slots::RunSlots;
 
+/// The largest `SKILLS_MAX_MANIFEST_BYTES`: 3.75 MiB, under the
+/// orchestrator's default MAX_MANIFEST_BYTES (4 MiB) by room for the
+/// manifest's header and `list_skills` entry.
+const MANIFEST_BYTES_CEILING: u64 = 3 * 1024 * 1024 + 768 * 1024;
+
 /// `SKILLS_DIR`, for its errors.
 pub const SKILLS_DIR: PathSetting =
     PathSetting { name: "SKILLS_DIR", what: "the skills directory", usage: PathUse::ReadDirectory };
@@ -70,8 +75,10 @@ pub struct Settings {
     /// The most bytes the skill tools' manifest entries (JSON) may take
     /// together, kept under the orchestrator's MAX_MANIFEST_BYTES (4 MiB by
     /// default): skills load in directory-name order until one would pass
-    /// it; that one and every later one are reported, not loaded.
-    #[arg(long, env = "SKILLS_MAX_MANIFEST_BYTES", default_value_t = 2 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1024..))]
+    /// it; that one and every later one are reported, not loaded. At most
+    /// 3.75 MiB, leaving room for the rest of the manifest (its header and
+    /// `list_skills`), which this does not count.
+    #[arg(long, env = "SKILLS_MAX_MANIFEST_BYTES", default_value_t = 2 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1024..=MANIFEST_BYTES_CEILING))]
     pub max_manifest_bytes: u64,
 
     /// Scripts running at once, all tools together; a call finding every
@@ -145,5 +152,8 @@ mod tests {
         assert!(Settings::try_parse_from(["skills", "--default-timeout-seconds", "0"]).is_err());
         assert!(Settings::try_parse_from(["skills", "--max-output-bytes", "0"]).is_err());
         assert!(Settings::try_parse_from(["skills", "--cpu-seconds", "lots"]).is_err());
+        assert!(Settings::try_parse_from(["skills", "--max-manifest-bytes", "3932160"]).is_ok());
+        // At the orchestrator's MAX_MANIFEST_BYTES the rest of the manifest would push it over.
+        assert!(Settings::try_parse_from(["skills", "--max-manifest-bytes", "4194304"]).is_err());
     }
 }
