@@ -654,8 +654,10 @@ mod tests {
     /// Where [`held`]'s blocking work waits: a message for each piece to end.
     struct Gate(std::sync::Mutex<std::sync::mpsc::Receiver<()>>);
 
-    /// Blocks until the gate lets it through.
-    #[tool(timeout_seconds = 0.3)]
+    /// Blocks until the gate lets it through. The timeout is long enough
+    /// for a loaded machine to run the work once let through (the third
+    /// call of the test below), and each of the first two calls waits it out.
+    #[tool(timeout_seconds = 2.0)]
     async fn held(ctx: Context, _args: serde_json::Map<String, serde_json::Value>) -> Result<u8, ToolError> {
         ctx.blocking(|gate: &Gate| {
             let gate = gate.0.lock().map_err(|_| ToolError::execution_failed("poisoned"))?;
