@@ -6,7 +6,7 @@ mod support;
 use std::sync::atomic::Ordering;
 
 use serde_json::json;
-use support::fixture::{Fixture, LONG_PATH_CHARS};
+use support::fixture::{Fixture, LONG_PATH_CHARS, refusing_address};
 use support::process::ModuleProcess;
 use test_support::error_kind;
 
@@ -79,7 +79,7 @@ async fn search_failures_are_reported_as_unavailable() {
 
 #[tokio::test]
 async fn an_unreachable_search_service_is_not_named_to_the_caller() {
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let (_held, closed) = refusing_address();
     let base = format!("http://{closed}/internal-searx/");
     let mut module = ModuleProcess::start(BINARY, &[("SEARXNG_URL", &base)]);
     let result = module.call("web_search", json!({"query": "anything"})).await;

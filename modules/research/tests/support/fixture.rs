@@ -26,6 +26,10 @@ pub struct Fixture {
     pub secret_hits: Arc<AtomicUsize>,
     /// The most requests `/counted` was answering at one time.
     pub most_counted_at_once: Arc<AtomicUsize>,
+    /// Holds the port the redirects to a closed port name: bound for as
+    /// long as the fixture lives but never listening, so a connection to it
+    /// is refused and no other socket can take the port meanwhile.
+    _closed: tokio::net::TcpSocket,
 }
 
 impl Fixture {
@@ -35,9 +39,10 @@ impl Fixture {
         let address = listener.local_addr().unwrap();
         let secret_hits = Arc::new(AtomicUsize::new(0));
         let most_counted_at_once = Arc::new(AtomicUsize::new(0));
+        let (closed, closed_address) = refusing_address();
         let state = Shared {
             port: address.port(),
-            closed_port: std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port(),
+            closed_port: closed_address.port(),
             secret_hits: secret_hits.clone(),
             counted_now: Arc::new(AtomicUsize::new(0)),
             most_counted_at_once: most_counted_at_once.clone(),
@@ -118,7 +123,7 @@ impl Fixture {
             .route("/paragraphs/{count}", get(paragraphs))
             .with_state(state);
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        Self { address, secret_hits, most_counted_at_once }
+        Self { address, secret_hits, most_counted_at_once, _closed: closed }
     }
 
     /// `http://127.0.0.1:<port><path>`.
@@ -127,10 +132,20 @@ impl Fixture {
     }
 }
 
+/// A loopback address that refuses connections, and the socket that
+/// holds it: bound but never listening, so no other socket can take the
+/// port while the socket lives (a port bound and closed again could be).
+pub fn refusing_address() -> (tokio::net::TcpSocket, SocketAddr) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let address = socket.local_addr().unwrap();
+    (socket, address)
+}
+
 #[derive(Clone)]
 struct Shared {
     port: u16,
-    /// A loopback port nothing listens on (bound once, then closed).
+    /// A loopback port nothing listens on (see `Fixture::_closed`).
     closed_port: u16,
     secret_hits: Arc<AtomicUsize>,
     counted_now: Arc<AtomicUsize>,
