@@ -554,28 +554,36 @@ async fn a_session_call_whose_client_went_away_is_cancelled() {
     // its client goes away once the module has it.
     let stall = call_in_session(&fleet, &session, 3, "slow__stall").await;
     assert_eq!(stall.status(), 200);
+    wait_for_slow_calls(&fleet, 1).await;
+    drop(stall);
+    // The next call waits up to its 30 s for the slot: it reaches the module once the first frees it.
+    let next = call_in_session(&fleet, &session, 4, "slow__stall").await;
+    wait_for_slow_calls(&fleet, 2).await;
+    drop(next);
+}
+
+/// Waits (10 s at most) until the `slow` module has been called `count` times.
+async fn wait_for_slow_calls(fleet: &Fleet, count: usize) {
     let started = tokio::time::Instant::now();
-    while fleet.slow_calls.count() == 0 {
-        assert!(started.elapsed() < Duration::from_secs(10), "the call never reached the module");
+    while fleet.slow_calls.count() < count {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the module had {} calls, not {count}",
+            fleet.slow_calls.count()
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    drop(stall);
-    // `slow__wait` waits at most its 1 s for the slot, then for the module.
-    let answer = call_in_session(&fleet, &session, 4, "slow__wait").await.text().await.unwrap();
-    assert!(answer.contains(r#""id":4"#), "{answer}");
-    assert!(!answer.contains("MAX_CONCURRENT_CALLS_PER_MODULE"), "the abandoned call still held the slot: {answer}");
-    assert_eq!(fleet.slow_calls.count(), 2, "both calls reached the module, one after the other");
 }
 
 #[tokio::test]
 async fn a_session_with_a_call_running_is_not_idle() {
-    // Sessions idle for a second end; `slow__stall` runs 3 s (its timeout), sending nothing meanwhile.
-    let fleet = Fleet::start(&[("MCP_SESSION_IDLE_SECONDS", "1"), ("DEFAULT_TOOL_TIMEOUT", "3")]).await;
+    // Sessions idle for 3 s end; `slow__stall` runs 8 s (its timeout), sending nothing meanwhile.
+    let fleet = Fleet::start(&[("MCP_SESSION_IDLE_SECONDS", "3"), ("DEFAULT_TOOL_TIMEOUT", "8")]).await;
     let session = open_session(&fleet, "ada").await;
     let answer = call_in_session(&fleet, &session, 3, "slow__stall").await.text().await.unwrap();
     assert!(answer.contains(r#""id":3"#) && answer.contains("isError"), "the session ended mid-call: {answer}");
-    // Without a call running, the session ends after its idle second.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Without a call running, the session ends after its idle 3 s.
+    tokio::time::sleep(Duration::from_secs(7)).await;
     assert_eq!(list_in_session(&fleet, "ada", &session).await.0, 404, "the idle session was kept");
 }
 
