@@ -562,6 +562,28 @@ async fn a_session_call_whose_client_went_away_is_cancelled() {
     drop(next);
 }
 
+#[tokio::test]
+async fn a_resumed_session_call_whose_client_went_away_is_cancelled() {
+    let fleet = Fleet::start(&[("MAX_CONCURRENT_CALLS_PER_MODULE", "1")]).await;
+    let session = open_session(&fleet, "ada").await;
+    // The answer moved to the `GET`, whose client goes away once the module has the call.
+    let resumed = resume_call(&fleet, &session, 3).await;
+    wait_for_slow_calls(&fleet, 1).await;
+    drop(resumed);
+    let next = call_in_session(&fleet, &session, 4, "slow__stall").await;
+    wait_for_slow_calls(&fleet, 2).await;
+    drop(next);
+}
+
+#[tokio::test]
+async fn a_session_with_a_resumed_call_running_is_not_idle() {
+    // Sessions idle for 3 s end; `slow__stall` runs 8 s (its timeout), sending nothing meanwhile.
+    let fleet = Fleet::start(&[("MCP_SESSION_IDLE_SECONDS", "3"), ("DEFAULT_TOOL_TIMEOUT", "8")]).await;
+    let session = open_session(&fleet, "ada").await;
+    let answer = resume_call(&fleet, &session, 3).await.text().await.unwrap();
+    assert!(answer.contains(r#""id":3"#) && answer.contains("isError"), "the session ended mid-call: {answer}");
+}
+
 /// Waits (10 s at most) until the `slow` module has been called `count` times.
 async fn wait_for_slow_calls(fleet: &Fleet, count: usize) {
     let started = tokio::time::Instant::now();
@@ -573,6 +595,21 @@ async fn wait_for_slow_calls(fleet: &Fleet, count: usize) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Posts a call `id` of `slow__stall` in `session` and resumes its answer
+/// with a `GET` naming the first event (`Last-Event-ID`): the `GET`, once
+/// rmcp has ended the `POST`'s stream, the answer having moved.
+async fn resume_call(fleet: &Fleet, session: &str, id: u64) -> reqwest::Response {
+    let mut posted = call_in_session(fleet, session, id, "slow__stall").await;
+    let first = String::from_utf8(posted.chunk().await.unwrap().expect("the stream's first event").to_vec()).unwrap();
+    let event = first.lines().find_map(|line| line.strip_prefix("id: ")).expect("an event id").to_owned();
+    let headers =
+        [("mcp-session-id", session), ("mcp-protocol-version", "2025-11-25"), ("last-event-id", event.as_str())];
+    let resumed = mcp_raw(fleet, reqwest::Method::GET, "ada", &headers, None).await;
+    assert_eq!(resumed.status(), 200);
+    while posted.chunk().await.unwrap().is_some() {}
+    resumed
 }
 
 #[tokio::test]

@@ -30,6 +30,7 @@
 //!   shared with the other replicas through `REDIS_URL` ([`tasks`]).
 
 pub mod approval;
+pub mod call_ids;
 pub mod cancel_on_drop;
 pub mod handler;
 pub mod http;

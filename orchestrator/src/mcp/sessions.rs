@@ -31,13 +31,14 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use futures::Stream;
-use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, RequestId, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::local::{
-    LocalSessionManager, LocalSessionManagerError, SessionTransport,
+    LocalSessionHandle, LocalSessionManager, LocalSessionManagerError, SessionTransport,
 };
 use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId, SessionManager};
 
 use crate::identity::{Grant, Identity};
+use crate::mcp::call_ids::{CallIds, KeptCallId};
 use crate::mcp::cancel_on_drop::CancelOnDrop;
 use crate::mcp::keep_alive::KeptAlive;
 
@@ -113,6 +114,8 @@ impl OpenSessions {
 pub struct FleetSessions {
     local: LocalSessionManager,
     open: Mutex<OpenSessions>,
+    /// The JSON-RPC ids of the calls running, for a resume of their answers.
+    calls: Arc<CallIds>,
     max_sessions: usize,
     max_per_identity: usize,
 }
@@ -130,7 +133,7 @@ impl FleetSessions {
         // memory by rate x 60 s x size. None is kept (an answered
         // request's stream rmcp drops at once).
         local.session_config.completed_cache_ttl = Duration::ZERO;
-        Self { local, open: Mutex::default(), max_sessions, max_per_identity }
+        Self { local, open: Mutex::default(), calls: Arc::default(), max_sessions, max_per_identity }
     }
 
     fn lock(&self) -> MutexGuard<'_, OpenSessions> {
@@ -158,6 +161,21 @@ impl FleetSessions {
     /// takes `slot`; without a slot it can open none.
     pub async fn opening<R>(&self, slot: Option<SessionSlot>, serve: impl Future<Output = R>) -> R {
         OPENER.scope(Mutex::new(slot), serve).await
+    }
+
+    /// `stream`, the answer to `request` (if a request) of `session`: kept
+    /// alive while open, cancelling the request when dropped before its answer.
+    fn answer_stream<S: Stream<Item = ServerSseMessage> + Unpin>(
+        &self,
+        session: Option<LocalSessionHandle>,
+        request: Option<(RequestId, KeptCallId)>,
+        stream: S,
+    ) -> CancelOnDrop<KeptAlive<S>> {
+        // A call runs without a message for as long as its tool takes: its session is not idle meanwhile.
+        let every = self.local.session_config.keep_alive.map(|idle| idle / 2);
+        let stream = KeptAlive::new(stream, session.clone().filter(|_| request.is_some()), every);
+        let (request, kept) = request.unzip();
+        CancelOnDrop::new(stream, session, request, kept)
     }
 
     /// Whether `id` names an open session opened with `grant`.
@@ -231,6 +249,7 @@ impl SessionManager for FleetSessions {
     /// or its handshake failed): either way it no longer counts.
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
         let closed = self.local.close_session(id).await;
+        self.calls.end_session(id);
         let mut open = self.lock();
         if let Some(owner) = open.owners.remove(id) {
             open.uncount(owner.name());
@@ -251,12 +270,18 @@ impl SessionManager for FleetSessions {
             ClientJsonRpcMessage::Request(request) => Some(request.id.clone()),
             _ => None,
         };
+        // rmcp's `create_stream`, keeping the number of the request's answer stream.
         let session = self.local.sessions.read().await.get(id).cloned();
-        let stream = self.local.create_stream(id, message).await?;
-        // A call runs without a message for as long as its tool takes: its session is not idle meanwhile.
-        let every = self.local.session_config.keep_alive.map(|idle| idle / 2);
-        let stream = KeptAlive::new(stream, session.clone().filter(|_| request.is_some()), every);
-        Ok(CancelOnDrop::new(stream, session, request))
+        let session = session.ok_or_else(|| LocalSessionManagerError::SessionNotFound(id.clone()))?;
+        let mut receiver = session.establish_request_wise_channel().await.map_err(LocalSessionManagerError::from)?;
+        let number = receiver.http_request_id;
+        session.push_message(message, number).await.map_err(LocalSessionManagerError::from)?;
+        let request = request.zip(number).map(|(request, number)| {
+            let kept = self.calls.insert(id, number, request.clone());
+            (request, kept)
+        });
+        let stream = futures::stream::poll_fn(move |cx| receiver.inner.poll_recv(cx));
+        Ok(self.answer_stream(Some(session), request, stream))
     }
 
     async fn accept_message(&self, id: &SessionId, message: ClientJsonRpcMessage) -> Result<(), Self::Error> {
@@ -275,7 +300,13 @@ impl SessionManager for FleetSessions {
         id: &SessionId,
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        Ok(self.local.resume(id, last_event_id).await?)
+        // A call's answer resumed (`<index>/<stream number>`) is kept alive
+        // and cancelled when dropped, as the stream it moves from was.
+        let number = last_event_id.split_once('/').and_then(|(_, number)| number.parse().ok());
+        let request = number.and_then(|number| self.calls.get(id, number));
+        let session = self.local.sessions.read().await.get(id).cloned();
+        let stream = self.local.resume(id, last_event_id).await?;
+        Ok(self.answer_stream(session, request, Box::pin(stream)))
     }
 }
 
