@@ -4,11 +4,14 @@
 //! orchestrator's own log lines, or flood its output), at most
 //! [`MAX_STDERR_LINES_PER_SECOND`] a second; the lines dropped over that
 //! are counted in an event when the next second's first line comes, or
-//! when the stream ends.
+//! when the stream ends. The reading ends with the connection (after
+//! [`DRAIN`] to read what is left), also when the pipe stays open: a
+//! grandchild that left the process group (`setsid`) may hold it.
 
 use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::results::{MAX_ERROR_CHARS, shortened};
@@ -20,16 +23,47 @@ pub const MAX_STDERR_LINES_PER_SECOND: u32 = 20;
 /// of UTF-8); the rest of it is read and skipped.
 const MAX_LINE_BYTES: usize = MAX_ERROR_CHARS * 4;
 
+/// How long a server's standard error is still read once its connection is dropped.
+const DRAIN: Duration = Duration::from_secs(1);
+
+/// The reading of a stdio server's standard error: once dropped (with its
+/// connection) it goes on for [`DRAIN`] at most, then ends.
+#[derive(Debug)]
+pub struct StderrReader {
+    _stop: oneshot::Sender<()>,
+}
+
+impl StderrReader {
+    /// Logs the lines of `stderr`, the standard error of `module`'s server,
+    /// until it ends or [`DRAIN`] after the reader is dropped.
+    pub fn spawn(module: String, stderr: impl AsyncRead + Unpin + Send + 'static) -> Self {
+        let (stop, stopped) = oneshot::channel();
+        tokio::spawn(log_lines(module, stderr, stopped));
+        Self { _stop: stop }
+    }
+}
+
 /// Logs the lines of `stderr`, the standard error of `module`'s server,
-/// until it ends.
-pub async fn log_lines(module: String, stderr: impl AsyncRead + Unpin) {
+/// until it ends or [`DRAIN`] after `stopped` resolves (its sender dropped).
+async fn log_lines(module: String, stderr: impl AsyncRead + Unpin, stopped: oneshot::Receiver<()>) {
     let mut read = BufReader::new(stderr);
     let mut line = Vec::new();
     let mut pace = Pace::new(Instant::now());
+    let drained = async {
+        let _ = stopped.await;
+        tokio::time::sleep(DRAIN).await;
+    };
+    tokio::pin!(drained);
     loop {
-        let available = match read.fill_buf().await {
-            Ok([]) | Err(_) => break,
-            Ok(available) => available,
+        let available = tokio::select! {
+            filled = read.fill_buf() => match filled {
+                Ok([]) | Err(_) => break,
+                Ok(available) => available,
+            },
+            () = &mut drained => {
+                tracing::info!(module, "no longer reading the MCP server's standard error: its session ended, a process it started still holds it open");
+                break;
+            }
         };
         let newline = available.iter().position(|byte| *byte == b'\n');
         let taken = newline.map_or(available.len(), |at| at + 1);
@@ -94,6 +128,17 @@ impl Pace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_reading_ends_after_the_drain_though_the_pipe_stays_open() {
+        let (_writer, stderr) = tokio::io::duplex(64);
+        let (stop, stopped) = oneshot::channel();
+        let reading = tokio::spawn(log_lines("m".to_owned(), stderr, stopped));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!reading.is_finished(), "read while its connection lives");
+        drop(stop);
+        tokio::time::timeout(Duration::from_secs(10), reading).await.expect("still reading after the drain").unwrap();
+    }
 
     #[test]
     fn lines_over_the_pace_are_counted_not_logged() {

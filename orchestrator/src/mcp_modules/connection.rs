@@ -4,7 +4,7 @@
 //! to a child process on stdio that dies with the session, with whatever it
 //! started (it leads a process group of its own, killed with the tree
 //! below it: `sh -c` or `npx` start the real server as a grandchild), its
-//! standard error logged line by line ([`super::child_stderr`]).
+//! standard error logged line by line until the session ends ([`super::child_stderr`]).
 //! Every message read is bounded (over stdio by [`super::stdio_client`],
 //! which fails the request whose answer is too long instead of dropping it), and so
 //! are the server's own requests waiting for an answer
@@ -25,7 +25,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{RoleClient, ServiceExt};
 use tokio::sync::watch;
 
-use super::child_stderr;
+use super::child_stderr::StderrReader;
 use super::http_client::{self, SessionClient};
 use super::rediscovery::Changes;
 use super::server_requests::{EndReason, ServerRequestBudget};
@@ -69,6 +69,8 @@ pub struct Connection {
     _group: Option<ProcessGroupGuard>,
     /// Killed when the connection is dropped (`kill_on_drop`).
     _child: Option<tokio::process::Child>,
+    /// Reads the child's standard error until shortly after the connection is dropped.
+    _stderr: Option<StderrReader>,
 }
 
 impl Connection {
@@ -123,7 +125,7 @@ pub async fn connect(
                 ServerRequestBudget::new(transport, module, max_server_requests, watch::Sender::new(None), on_end);
             let ended = transport.end_reason();
             let service = handler.serve(transport).await.map_err(|e| http_client::handshake_error(&e))?;
-            Ok(Connection { service, ended, _group: None, _child: None })
+            Ok(Connection { service, ended, _group: None, _child: None, _stderr: None })
         }
         McpTransport::Stdio { command, env } => {
             let (program, arguments) = command.split_first().ok_or("no command to run")?;
@@ -149,14 +151,15 @@ pub async fn connect(
             else {
                 return Err("the child's stdin, stdout and stderr were not piped".to_owned());
             };
-            // Read to its end (the child's tree gone), each line logged naming the module.
-            tokio::spawn(child_stderr::log_lines(module.to_owned(), stderr));
+            // Read to its end (the child's tree gone), each line logged naming
+            // the module; ended with the connection, here too when the handshake fails.
+            let stderr = StderrReader::spawn(module.to_owned(), stderr);
             let ending = watch::Sender::new(None);
             let transport = StdioClient::new(module, stdout, stdin, max_message_bytes, ending.clone());
             let transport = ServerRequestBudget::new(transport, module, max_server_requests, ending, on_end);
             let ended = transport.end_reason();
             let service = handler.serve(transport).await.map_err(|e| module_sdk::error_chain(&e))?;
-            Ok(Connection { service, ended, _group: Some(group), _child: Some(child) })
+            Ok(Connection { service, ended, _group: Some(group), _child: Some(child), _stderr: Some(stderr) })
         }
     }
 }
