@@ -5,7 +5,7 @@
 //! [`MAX_STDERR_LINES_PER_SECOND`] a second; the lines dropped over that
 //! are counted in an event when the next second's first line comes, or
 //! when the stream ends. The reading ends with the connection (after
-//! [`DRAIN`] to read what is left), also when the pipe stays open: a
+//! `DRAIN` to read what is left), also when the pipe stays open: a
 //! grandchild that left the process group (`setsid`) may hold it.
 
 use std::time::Duration;
@@ -27,7 +27,7 @@ const MAX_LINE_BYTES: usize = MAX_ERROR_CHARS * 4;
 const DRAIN: Duration = Duration::from_secs(1);
 
 /// The reading of a stdio server's standard error: once dropped (with its
-/// connection) it goes on for [`DRAIN`] at most, then ends.
+/// connection) it goes on for `DRAIN` at most, then ends.
 #[derive(Debug)]
 pub struct StderrReader {
     _stop: oneshot::Sender<()>,
@@ -35,7 +35,7 @@ pub struct StderrReader {
 
 impl StderrReader {
     /// Logs the lines of `stderr`, the standard error of `module`'s server,
-    /// until it ends or [`DRAIN`] after the reader is dropped.
+    /// until it ends or `DRAIN` after the reader is dropped.
     pub fn spawn(module: String, stderr: impl AsyncRead + Unpin + Send + 'static) -> Self {
         let (stop, stopped) = oneshot::channel();
         tokio::spawn(log_lines(module, stderr, stopped));
@@ -44,7 +44,7 @@ impl StderrReader {
 }
 
 /// Logs the lines of `stderr`, the standard error of `module`'s server,
-/// until it ends or [`DRAIN`] after `stopped` resolves (its sender dropped).
+/// until it ends or `DRAIN` after `stopped` resolves (its sender dropped).
 async fn log_lines(module: String, stderr: impl AsyncRead + Unpin, stopped: oneshot::Receiver<()>) {
     let mut read = BufReader::new(stderr);
     let mut line = Vec::new();
