@@ -13,7 +13,7 @@ use crate::validate::{MAX_PATTERN_COMPILED_BYTES, check_pattern};
 mod schema_budget;
 pub use schema_budget::{
     DEFAULT_MAX_SCHEMA_BYTES, DEFAULT_MAX_SCHEMA_DEPTH, DEFAULT_MAX_SCHEMA_NODES, DEFAULT_MAX_SCHEMA_PATTERNS,
-    SchemaBudget, SchemaBudgetError,
+    ManifestPatterns, SchemaBudget, SchemaBudgetError,
 };
 
 /// Why a manifest breaks the contract; the message names the module or tool
@@ -96,11 +96,24 @@ pub enum ManifestError {
 /// tool's `input_schema` that a base-fields-only module left out (built from
 /// its `parameters`).
 pub fn check_manifest(manifest: &mut ModuleManifest) -> Result<(), ManifestError> {
-    check_manifest_within(manifest, &SchemaBudget::default())
+    check_manifest_compiling(manifest, &SchemaBudget::default(), true)
 }
 
-/// [`check_manifest`] with every tool's `input_schema` within `budget`.
+/// [`check_manifest`] with every tool's `input_schema` within `budget`, its
+/// patterns counted but not compiled: what an orchestrator checks of other
+/// modules' manifests, whose tools with a pattern its linear-time engine
+/// cannot compile (lookaround, as zod's email pattern has) are not refused
+/// for it, only left for the module to validate.
 pub fn check_manifest_within(manifest: &mut ModuleManifest, budget: &SchemaBudget) -> Result<(), ManifestError> {
+    check_manifest_compiling(manifest, budget, false)
+}
+
+/// [`check_manifest_within`], also compiling every distinct pattern once when `compile`.
+fn check_manifest_compiling(
+    manifest: &mut ModuleManifest,
+    budget: &SchemaBudget,
+    compile: bool,
+) -> Result<(), ManifestError> {
     let module = manifest.module_name.clone();
     if !is_valid_name(&module) {
         return Err(ManifestError::BadModuleName(module));
@@ -112,7 +125,7 @@ pub fn check_manifest_within(manifest: &mut ModuleManifest, budget: &SchemaBudge
         return Err(ManifestError::NoTools(module));
     }
     let mut seen = HashSet::new();
-    let mut patterns = HashSet::new();
+    let mut patterns = ManifestPatterns::default();
     for tool in &mut manifest.tools {
         let name = tool.name.clone();
         let suffix = name.strip_prefix(&module).and_then(|rest| rest.strip_prefix('.'));
@@ -147,7 +160,7 @@ pub fn check_manifest_within(manifest: &mut ModuleManifest, budget: &SchemaBudge
                     return Err(bad(format!("its root is not `\"type\": \"object\"` (found {found})")));
                 }
                 let new_patterns = budget.check_sharing(schema, &mut patterns).map_err(over_budget)?;
-                for pattern in new_patterns {
+                for pattern in new_patterns.into_iter().filter(|_| compile) {
                     check_pattern(pattern)
                         .map_err(|reason| ManifestError::BadPattern { tool: name.clone(), reason })?;
                 }
@@ -304,8 +317,15 @@ mod tests {
         assert!(error.contains("MAX_SCHEMA_PATTERNS"), "{error}");
         value["tools"].as_array_mut().unwrap().pop();
         assert!(checked(value).is_ok());
+        // The same pattern in every tool: each tool's validator compiles its own.
+        let mut value = good();
+        value["tools"] = (0..=DEFAULT_MAX_SCHEMA_PATTERNS).map(|i| with_pattern(i, "^a$")).collect();
+        assert!(checked(value).unwrap_err().to_string().contains("MAX_SCHEMA_PATTERNS"));
         let mut value = good();
         value["tools"] = json!([with_pattern(0, "^a$"), with_pattern(1, "^(?:(a|(?=a)a)*c|a*b)$")]);
+        // Another module's manifest (an orchestrator's check) is not refused for it: the module validates alone.
+        let mut theirs: ModuleManifest = serde_json::from_value(value.clone()).unwrap();
+        check_manifest_within(&mut theirs, &SchemaBudget::default()).unwrap();
         let error = checked(value).unwrap_err().to_string();
         assert!(error.starts_with("tool `notes.t1` has an input_schema pattern that does not compile"), "{error}");
         assert!(error.contains("MAX_SCHEMA_PATTERNS") && error.contains("(?=a)"), "{error}");

@@ -35,10 +35,11 @@ pub struct SchemaBudget {
     pub max_nodes: usize,
     /// `MAX_SCHEMA_BYTES`: the schema's JSON text, counted the same way.
     pub max_bytes: usize,
-    /// `MAX_SCHEMA_PATTERNS`: distinct regular expressions (`pattern`
-    /// values and `patternProperties` names) in all the schemas of one
-    /// manifest together ([`SchemaBudget::check_sharing`]), each compiled
-    /// to at most `MAX_PATTERN_COMPILED_BYTES` (a fixed size).
+    /// `MAX_SCHEMA_PATTERNS`: regular expressions (`pattern` values and
+    /// `patternProperties` names) of one manifest, each schema's distinct
+    /// ones counted and the counts added up ([`SchemaBudget::check_sharing`]):
+    /// each tool's validator compiles its own, each to at most
+    /// `MAX_PATTERN_COMPILED_BYTES` (a fixed size).
     pub max_patterns: usize,
 }
 
@@ -74,10 +75,10 @@ pub enum SchemaBudgetError {
         /// The budget.
         max: usize,
     },
-    /// It brings the schemas it is counted with to too many distinct patterns.
+    /// It brings the schemas it is counted with to too many patterns.
     #[error(
-        "it brings its manifest's schemas to more than {max} distinct patterns (pattern, patternProperties) \
-         (budget MAX_SCHEMA_PATTERNS)"
+        "it brings its manifest's schemas to more than {max} patterns (pattern, patternProperties; each \
+         schema's distinct ones, added up) (budget MAX_SCHEMA_PATTERNS)"
     )]
     TooManyPatterns {
         /// The budget.
@@ -90,22 +91,44 @@ impl SchemaBudget {
     /// inlined, counted as for [`Self::max_bytes`]; the first budget it
     /// exceeds otherwise.
     pub fn check(&self, schema: &Value) -> Result<usize, SchemaBudgetError> {
-        Walk { budget: *self, root: schema, chains: Vec::new(), nodes: 0, bytes: 0, new: Vec::new() }
-            .run(&mut HashSet::new())
+        self.walk(schema).run(&mut ManifestPatterns::default())
     }
 
     /// [`Self::check`], its distinct patterns counted with `patterns` (those
     /// of a manifest's other schemas), to which they are added; returns
-    /// those not in it before, to be compiled.
+    /// those no schema had before, to be compiled once.
     pub fn check_sharing<'a>(
         &self,
         schema: &'a Value,
-        patterns: &mut HashSet<String>,
+        patterns: &mut ManifestPatterns,
     ) -> Result<Vec<&'a str>, SchemaBudgetError> {
-        let mut walk = Walk { budget: *self, root: schema, chains: Vec::new(), nodes: 0, bytes: 0, new: Vec::new() };
+        let mut walk = self.walk(schema);
         walk.run(patterns)?;
         Ok(walk.new)
     }
+
+    fn walk<'a>(&self, schema: &'a Value) -> Walk<'a> {
+        Walk {
+            budget: *self,
+            root: schema,
+            chains: Vec::new(),
+            nodes: 0,
+            bytes: 0,
+            own: HashSet::new(),
+            new: Vec::new(),
+        }
+    }
+}
+
+/// The patterns of a manifest's schemas counted so far
+/// ([`SchemaBudget::check_sharing`]).
+#[derive(Debug, Default)]
+pub struct ManifestPatterns {
+    /// Every distinct pattern once.
+    distinct: HashSet<String>,
+    /// Each schema's distinct patterns, added up: what the tools'
+    /// validators compile between them.
+    compiled: usize,
 }
 
 /// One node waiting to be measured: how deep it is, the references being
@@ -127,12 +150,14 @@ struct Walk<'a> {
     chains: Vec<(&'a Value, Option<usize>)>,
     nodes: usize,
     bytes: usize,
+    /// This schema's distinct patterns.
+    own: HashSet<&'a str>,
     /// The patterns not among those counted before this schema.
     new: Vec<&'a str>,
 }
 
 impl<'a> Walk<'a> {
-    fn run(&mut self, patterns: &mut HashSet<String>) -> Result<usize, SchemaBudgetError> {
+    fn run(&mut self, patterns: &mut ManifestPatterns) -> Result<usize, SchemaBudgetError> {
         let mut pending = vec![Pending { node: self.root, depth: 1, chain: None, copies: 1 }];
         while let Some(Pending { node, depth, chain, copies }) = pending.pop() {
             if depth > self.budget.max_depth {
@@ -206,17 +231,19 @@ impl<'a> Walk<'a> {
     fn count_patterns(
         &mut self,
         map: &'a serde_json::Map<String, Value>,
-        patterns: &mut HashSet<String>,
+        patterns: &mut ManifestPatterns,
     ) -> Result<(), SchemaBudgetError> {
         let named = map.get("patternProperties").and_then(Value::as_object).into_iter().flat_map(|m| m.keys());
         let own = map.get("pattern").and_then(Value::as_str).into_iter();
         for pattern in own.chain(named.map(String::as_str)) {
-            if !patterns.contains(pattern) {
-                if patterns.len() >= self.budget.max_patterns {
+            if self.own.insert(pattern) {
+                if patterns.compiled >= self.budget.max_patterns {
                     return Err(SchemaBudgetError::TooManyPatterns { max: self.budget.max_patterns });
                 }
-                patterns.insert(pattern.to_owned());
-                self.new.push(pattern);
+                patterns.compiled += 1;
+                if patterns.distinct.insert(pattern.to_owned()) {
+                    self.new.push(pattern);
+                }
             }
         }
         Ok(())
@@ -318,19 +345,18 @@ mod tests {
     }
 
     #[test]
-    fn distinct_patterns_are_counted_across_schemas() {
+    fn each_schemas_distinct_patterns_are_counted_across_the_manifest() {
         let budget = SchemaBudget { max_patterns: 3, ..SchemaBudget::default() };
         let first = json!({"type": "object", "properties": {"a": {"pattern": "^a$"}, "b": {"pattern": "^a$"}},
             "patternProperties": {"^x": {"pattern": "^b$"}}});
-        let mut patterns = HashSet::new();
+        let mut patterns = ManifestPatterns::default();
         let mut new = budget.check_sharing(&first, &mut patterns).unwrap();
         new.sort_unstable();
-        assert_eq!(new, ["^a$", "^b$", "^x"]);
+        assert_eq!(new, ["^a$", "^b$", "^x"], "one schema's patterns, each once");
+        // Another tool's validator compiles its own copy of a pattern another tool has: it counts again.
         let again =
             json!({"type": "object", "properties": {"c": {"$ref": "#/$defs/C"}}, "$defs": {"C": {"pattern": "^b$"}}});
-        assert_eq!(budget.check_sharing(&again, &mut patterns), Ok(Vec::new()));
-        let more = json!({"type": "object", "$defs": {"C": {"pattern": "^c$"}}});
-        assert_eq!(budget.check_sharing(&more, &mut patterns), Err(SchemaBudgetError::TooManyPatterns { max: 3 }));
-        assert!(budget.check(&more).is_ok());
+        assert_eq!(budget.check_sharing(&again, &mut patterns), Err(SchemaBudgetError::TooManyPatterns { max: 3 }));
+        assert!(budget.check(&again).is_ok());
     }
 }

@@ -252,8 +252,9 @@ impl Registry {
     }
 
     /// `manifest`, sent or cached for module `name`, checked within this
-    /// registry's budgets on a blocking thread: compiling its patterns may
-    /// take a while, which no thread serving requests should wait for.
+    /// registry's budgets on a blocking thread: walking a large manifest's
+    /// schemas (up to their budgets) may take a while, which no thread
+    /// serving requests should wait for.
     async fn check(&self, name: &str, manifest: ModuleManifest) -> Result<ModuleManifest, ManifestError> {
         let (name, budgets) = (name.to_owned(), self.budgets);
         tokio::task::spawn_blocking(move || validate(&name, manifest, &budgets))

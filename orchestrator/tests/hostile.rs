@@ -137,12 +137,12 @@ async fn hostile_modules_and_callers_cost_a_bounded_amount() {
     assert!(chain.contains("chain.work") && chain.contains("MAX_SCHEMA_DEPTH"), "{chain}");
     let graph = last_error(&orchestrator, "graph").await;
     assert!(graph.contains("graph.work") && graph.contains("MAX_SCHEMA_NODES"), "{graph}");
-    // Patterns are compiled at discovery for a linear-time engine, few and small.
+    // Patterns are few (each tool's validator compiles its own, for a linear-time engine).
     let patterns = last_error(&orchestrator, "patterns").await;
     assert!(patterns.contains("patterns.work") && patterns.contains("MAX_SCHEMA_PATTERNS"), "{patterns}");
-    let lookaround = last_error(&orchestrator, "lookaround").await;
-    assert!(lookaround.contains("lookaround.work") && lookaround.contains("does not compile"), "{lookaround}");
-    assert!(lookaround.contains("MAX_SCHEMA_PATTERNS"), "{lookaround}");
+    // A pattern that engine cannot compile (lookaround, as zod's email pattern has) does not take the
+    // module down: its tool's arguments are left to the module.
+    orchestrator.wait_for_module("lookaround", "up", Duration::from_secs(20)).await;
     // A manifest of 40 tools, each within every one-tool budget, would inline to ~22 MiB in all (and a
     // 1,600-tool one under MAX_MANIFEST_BYTES to ~0.9 GiB, held by every Gemini listing): refused.
     let wide = last_error(&orchestrator, "wide").await;
