@@ -7,6 +7,10 @@ use nix::sys::resource::{Resource, setrlimit};
 
 /// The kernel resource limits (`setrlimit`) a program runs under; each is
 /// both the soft and the hard limit, so the program cannot raise it.
+/// `RLIMIT_CORE` is always 0: a crashing program writes no core dump, which
+/// the host's dump handler (systemd-coredump, apport: started as root,
+/// outside the sandbox and its cgroup) would otherwise read whole, up to
+/// `address_space_bytes` per process, charged to nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// `RLIMIT_CPU`: CPU seconds before the kernel kills the process.
@@ -33,10 +37,12 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// Sets every limit on the calling process. Only `setrlimit` calls: no
-    /// allocation, no locks, so it may run between fork and exec.
+    /// Sets every limit on the calling process, and no core dumps. Only
+    /// `setrlimit` calls: no allocation, no locks, so it may run between
+    /// fork and exec.
     fn apply(&self) -> io::Result<()> {
         let set = |resource, value: u64| setrlimit(resource, value, value).map_err(io::Error::from);
+        set(Resource::RLIMIT_CORE, 0)?;
         set(Resource::RLIMIT_CPU, self.cpu_seconds)?;
         set(Resource::RLIMIT_AS, self.address_space_bytes)?;
         set(Resource::RLIMIT_NOFILE, self.open_files)?;

@@ -372,8 +372,15 @@ mod tests {
             processes: 99,
             file_size_bytes: None,
         };
-        let outcome = sh("ulimit -t; ulimit -n; ulimit -v").limits(limits).run().await.unwrap();
-        assert_eq!(String::from_utf8_lossy(&outcome.stdout.bytes), "7\n33\n1048576\n");
+        // A core dump limit the program could raise (soft 0, hard
+        // unlimited: a common default) is made 0 for both.
+        let outcome =
+            sh("ulimit -t; ulimit -n; ulimit -v; ulimit -c; ulimit -H -c; ulimit -c unlimited || echo refused")
+                .limits(limits)
+                .run()
+                .await
+                .unwrap();
+        assert_eq!(String::from_utf8_lossy(&outcome.stdout.bytes), "7\n33\n1048576\n0\n0\nrefused\n");
         let tight = Limits { address_space_bytes: 50 << 20, ..limits };
         let hungry = Run::new("python3", ["-c", "x = bytearray(200 * 1024 * 1024)"])
             .env("PATH", "/usr/bin:/bin")
