@@ -168,8 +168,11 @@ impl GuardedClient {
             if !response.status().is_redirection() || response.status() == StatusCode::NOT_MODIFIED {
                 return Ok((url, response));
             }
-            let location = response.headers().get(LOCATION).and_then(|v| v.to_str().ok());
-            let next = location.and_then(|l| url.join(l).ok()).ok_or_else(|| GuardedError::BadRedirect(url.clone()))?;
+            // Raw UTF-8 (`/café`), which browsers follow, is percent-encoded
+            // by the join; other bytes past ASCII become U+FFFD the same way.
+            let location = response.headers().get(LOCATION).map(|v| String::from_utf8_lossy(v.as_bytes()));
+            let next =
+                location.and_then(|l| url.join(&l).ok()).ok_or_else(|| GuardedError::BadRedirect(url.clone()))?;
             if next.as_str().len() > MAX_REQUEST_URL_BYTES {
                 return Err(GuardedError::RedirectTooLong { url, length: next.as_str().len() });
             }
@@ -334,6 +337,31 @@ mod tests {
         );
         let short = Url::parse("https://example.org/a").unwrap();
         assert_eq!(shown_url(&short), "https://example.org/a");
+    }
+
+    #[tokio::test]
+    async fn a_redirect_to_a_location_in_raw_utf8_is_followed_percent_encoded() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let answers: [&[u8]; 2] = [
+                b"HTTP/1.1 302 Found\r\nLocation: /caf\xc3\xa9\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+            ];
+            for answer in answers {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                let mut request = [0; 4096];
+                let _ = stream.read(&mut request).await.unwrap();
+                stream.write_all(answer).await.unwrap();
+            }
+        });
+        let (url, response) = client(&["127.0.0.1/32"])
+            .send(GuardedRequest::get(&format!("http://127.0.0.1:{port}/"), HeaderMap::new()))
+            .await
+            .unwrap();
+        assert_eq!(url.path(), "/caf%C3%A9");
+        assert_eq!(response.status(), StatusCode::OK);
     }
 
     #[tokio::test]
