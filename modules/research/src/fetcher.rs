@@ -138,8 +138,8 @@ impl Fetcher {
         if !status.is_success() {
             return Err(FetchError::Status { url, status });
         }
-        let content_type: Option<mime::Mime> =
-            response.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).and_then(|v| v.parse().ok());
+        let content_type =
+            response.headers().get(CONTENT_TYPE).and_then(|v| media_type(v.as_bytes()).transpose()).transpose()?;
         if let Some((header, coding)) = body_coding(response.headers()) {
             return Err(FetchError::Encoded(header, coding));
         }
@@ -182,6 +182,26 @@ fn body_coding(headers: &HeaderMap) -> Option<(&'static str, String)> {
         Some((shown, coding.chars().take(MAX_ENCODING_CHARS).collect()))
     })
 }
+
+/// The media type a `Content-Type` value names. A value that does not
+/// parse whole (a parameter without `=`, bytes past ASCII) is read by its
+/// type and subtype alone, and refused when even those do not parse: a
+/// server that names no readable type is not taken to mean HTML. An empty
+/// value names none, as if the header were missing.
+fn media_type(value: &[u8]) -> Result<Option<mime::Mime>, FetchError> {
+    let text = String::from_utf8_lossy(value);
+    let essence = text.split(';').next().unwrap_or_default().trim();
+    if essence.is_empty() {
+        return Ok(None);
+    }
+    let parsed = text.parse().or_else(|_| essence.parse());
+    parsed
+        .map(Some)
+        .map_err(|_| FetchError::UnsupportedContentType(essence.chars().take(MAX_SHOWN_MEDIA_TYPE_CHARS).collect()))
+}
+
+/// Most characters of an unreadable media type quoted in an error.
+const MAX_SHOWN_MEDIA_TYPE_CHARS: usize = 100;
 
 /// HTML unless the server says it is some other text; other types refused.
 fn body_kind(content_type: Option<&mime::Mime>) -> Result<BodyKind, FetchError> {
@@ -258,5 +278,16 @@ mod tests {
         assert_eq!(kind("application/ld+json"), Some(BodyKind::Text));
         assert_eq!(kind("image/png"), None);
         assert_eq!(kind("application/octet-stream"), None);
+    }
+
+    #[test]
+    fn a_content_type_that_does_not_parse_is_read_by_its_essence_or_refused() {
+        let kind = |value: &[u8]| media_type(value).and_then(|m| body_kind(m.as_ref())).map_err(|e| e.to_string());
+        assert!(kind(b"image/png; charset").unwrap_err().contains("image/png"), "not decoded as a page");
+        assert_eq!(kind(b"text/html; charset").unwrap(), BodyKind::Html);
+        assert_eq!(kind(b"text/plain; name=\"caf\xc3\xa9\"").unwrap(), BodyKind::Text);
+        let error = kind(&[b'x'; 5000]).unwrap_err();
+        assert!(error.len() < 300, "{error}");
+        assert_eq!(kind(b" ; x").unwrap(), BodyKind::Html, "an empty type names none, as if missing");
     }
 }
