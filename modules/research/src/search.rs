@@ -23,6 +23,9 @@ use crate::text::collapse_whitespace;
 
 /// Most characters of a result's snippet.
 const MAX_SNIPPET_CHARS: usize = 500;
+/// Most characters of a result's publication date (a date and time with its
+/// zone takes about 32).
+const MAX_DATE_CHARS: usize = 64;
 
 /// Arguments of `web_search` and `news_search`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -219,7 +222,10 @@ fn hit(result: SearxResult) -> Option<SearchHit> {
         .collect();
     let snippet =
         collapse_whitespace(result.content.as_deref().unwrap_or_default()).chars().take(MAX_SNIPPET_CHARS).collect();
-    let published_date = result.published_date.map(|d| d.trim().to_owned()).filter(|d| !d.is_empty());
+    let published_date = result
+        .published_date
+        .map(|d| d.trim().chars().take(MAX_DATE_CHARS).collect::<String>())
+        .filter(|d| !d.is_empty());
     Some(SearchHit { title, url: url.into(), snippet, published_date })
 }
 
@@ -291,5 +297,8 @@ mod tests {
         let long_title = hit(result("https://example.org/c", &"t".repeat(5000))).unwrap();
         assert_eq!(long_title.title.chars().count(), MAX_TITLE_CHARS);
         assert!(hit(result(&format!("https://example.org/{}", "u".repeat(3000)), "t")).is_none(), "too long a URL");
+        let long_date =
+            SearxResult { published_date: Some("9".repeat(100_000)), ..result("https://example.org/d", "t") };
+        assert_eq!(hit(long_date).unwrap().published_date.unwrap().chars().count(), MAX_DATE_CHARS);
     }
 }
