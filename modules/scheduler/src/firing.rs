@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use guarded_http::header::{HeaderMap, HeaderName, HeaderValue};
-use guarded_http::{GuardedClient, GuardedRequest, read_capped};
+use guarded_http::{GuardedClient, GuardedError, GuardedRequest, read_capped};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use serde_json::{Map, Value, json};
@@ -253,9 +253,21 @@ impl Firing {
         };
         match tokio::time::timeout(budget, exchange).await {
             Ok(Ok(result)) => result,
-            Ok(Err(error)) => json!({"error": error.to_string()}),
-            Err(_) => json!({"error": format!("the request took longer than {} seconds", budget.as_secs())}),
+            Ok(Err(error)) => api_call_error(&error, budget),
+            Err(_) => api_call_error(&GuardedError::TimedOut(budget.as_secs()), budget),
         }
+    }
+}
+
+/// `{error}` of a failed `api_call`. A time-out says the request's budget
+/// however it was met: the client's own timer (which can fire while the
+/// body is read, where it knows no budget) or the one around the exchange.
+fn api_call_error(error: &GuardedError, budget: Duration) -> Value {
+    match error {
+        GuardedError::TimedOut(_) => {
+            json!({"error": format!("the request took longer than {} seconds", budget.as_secs())})
+        }
+        other => json!({"error": other.to_string()}),
     }
 }
 
@@ -399,6 +411,16 @@ pub fn next_run(task: &Task, now: Timestamp) -> Option<i64> {
 mod tests {
     use super::*;
     use crate::store::TaskSpec;
+
+    #[test]
+    fn an_api_call_timed_out_while_its_body_was_read_names_its_budget() {
+        let budget = Duration::from_secs(30);
+        // The client's own timer, firing during the body, knows no budget.
+        let error = api_call_error(&GuardedError::TimedOut(0), budget);
+        assert_eq!(error["error"], "the request took longer than 30 seconds");
+        let other = api_call_error(&GuardedError::TooManyRedirects(3), budget);
+        assert!(!other["error"].as_str().unwrap().contains("30 seconds"), "{other}");
+    }
 
     fn task(schedule: Option<&str>, runs: u32, max_runs: Option<u32>, until: Option<i64>) -> Task {
         Task {
