@@ -121,6 +121,16 @@ impl Context {
         self.0.cancellation.get_or_init(CancellationToken::new)
     }
 
+    /// A check of whether this call has been given up: past its deadline
+    /// (it is answered `timeout` then) or cancelled (its caller went away).
+    /// Blocking work that runs on after its call ([`Context::blocking`])
+    /// tests it before a change, so a call answered `timeout` changes nothing.
+    pub fn given_up(&self) -> impl Fn() -> bool + Send + Sync + 'static {
+        let cancelled = self.cancellation().clone();
+        let deadline = self.0.deadline;
+        move || cancelled.is_cancelled() || Instant::now() >= deadline
+    }
+
     /// The module state of type `T` registered with `Module::state`.
     pub fn state<T: Send + Sync + 'static>(&self) -> Result<Arc<T>, ToolError> {
         self.0.shared.state.get::<T>().ok_or_else(|| {
@@ -139,7 +149,8 @@ impl Context {
     ///
     /// The work runs to its end even when the call times out or its caller
     /// goes away first (a thread cannot be stopped from outside; check
-    /// [`Context::cancellation`] in long work). So that such work cannot pile
+    /// [`Context::cancellation`] in long work, and [`Context::given_up`]
+    /// before a change the caller may have been told failed). So that such work cannot pile
     /// up, at most `MAX_BLOCKING_CALLS` pieces of a module's work run at
     /// once: a call waits for one to end, and one that waits past its
     /// deadline gets an `unavailable` error naming the setting.
@@ -204,6 +215,17 @@ mod tests {
         assert!(!token.is_cancelled());
         drop(guard);
         assert!(token.is_cancelled());
+    }
+
+    #[tokio::test]
+    async fn a_call_is_given_up_at_its_deadline_or_when_it_ends() {
+        let later = Context::new("m.t".into(), None, Instant::now() + Duration::from_secs(60), Arc::default());
+        let guard = later.cancel_on_drop();
+        let given_up = later.given_up();
+        assert!(!given_up());
+        drop((guard, later));
+        assert!(given_up(), "the call ended");
+        assert!(context().given_up()(), "the deadline passed");
     }
 
     #[test]

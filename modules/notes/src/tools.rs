@@ -6,7 +6,6 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
-use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::cursor::{CURSOR_PATTERN, Cursor};
@@ -140,7 +139,7 @@ pub async fn save_note(ctx: Context, args: SaveNote) -> Result<SavedNote, ToolEr
     let user_id = ctx.require_user_id()?.to_owned();
     let tags = tags_argument("tags", args.tags.as_deref())?;
     let note = NewNote { content: args.content, tags, source: args.source };
-    let abandoned = given_up(&ctx);
+    let abandoned = ctx.given_up();
     let saved = ctx.blocking(move |store: &Store| store.save(&user_id, note, abandoned)).await?;
     Ok(SavedNote { note_id: saved.note_id, tags: saved.tags, created_at: saved.created_at })
 }
@@ -159,7 +158,7 @@ pub async fn search_notes(ctx: Context, args: SearchNotes) -> Result<SearchResul
         return Ok(SearchResults { results: Vec::new() });
     };
     let limit = args.limit.unwrap_or(10) as usize;
-    let abandoned = given_up(&ctx);
+    let abandoned = ctx.given_up();
     let results = ctx.blocking(move |store: &Store| store.search(&user_id, &query, &filter, limit, abandoned)).await?;
     Ok(SearchResults { results })
 }
@@ -192,7 +191,7 @@ pub async fn update_note(ctx: Context, args: UpdateNote) -> Result<Note, ToolErr
         content: args.content,
         tags: args.tags.as_deref().map(|t| tags_argument("tags", Some(t))).transpose()?,
     };
-    let abandoned = given_up(&ctx);
+    let abandoned = ctx.given_up();
     ctx.blocking(move |store: &Store| store.update(&user_id, id, change, abandoned)).await
 }
 
@@ -201,18 +200,9 @@ pub async fn update_note(ctx: Context, args: UpdateNote) -> Result<Note, ToolErr
 pub async fn delete_note(ctx: Context, args: DeleteNote) -> Result<DeletedNote, ToolError> {
     let user_id = ctx.require_user_id()?.to_owned();
     let id = parse_note_id(&args.note_id)?;
-    let abandoned = given_up(&ctx);
+    let abandoned = ctx.given_up();
     let note = ctx.blocking(move |store: &Store| store.delete(&user_id, id, abandoned)).await?;
     Ok(DeletedNote { note })
-}
-
-/// Whether the call has been given up: past its deadline (it is answered
-/// `timeout` then), or cancelled (its caller went away). A search stops, a
-/// change is not written.
-fn given_up(ctx: &Context) -> impl Fn() -> bool + Send + 'static {
-    let cancelled = ctx.cancellation().clone();
-    let deadline = ctx.deadline();
-    move || cancelled.is_cancelled() || Instant::now() >= deadline
 }
 
 /// Normalized tags of the argument `name`, or an error naming the limit.
