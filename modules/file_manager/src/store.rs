@@ -135,6 +135,12 @@ pub enum StoreError {
         /// What is wrong with it.
         source: RecordError,
     },
+    /// The call was given up (its timeout passed, or its caller left)
+    /// before its change was made.
+    #[error(
+        "the call was given up before its change was made (other calls of yours were being served); nothing was changed"
+    )]
+    GivenUp,
     /// The file system failed.
     #[error("storage error: {0}")]
     Io(#[from] io::Error),
@@ -145,6 +151,7 @@ impl ToolErrorKind for StoreError {
         match self {
             StoreError::NotFound(_) => ErrorKind::NotFound,
             StoreError::TooLarge { .. } => ErrorKind::InvalidArguments,
+            StoreError::GivenUp => ErrorKind::Timeout,
             StoreError::QuotaExceeded { .. }
             | StoreError::TooManyFiles(_)
             | StoreError::StoreFull { .. }
@@ -208,12 +215,17 @@ impl Store {
     }
 
     /// Stores `file` for `user_id` under a new id, within the limits.
-    pub fn create(&self, user_id: &str, file: NewFile) -> Result<FileInfo, StoreError> {
+    /// Nothing is stored once `abandoned` says the call was given up
+    /// (checked with the user's lock taken, see [`StoreError::GivenUp`]).
+    pub fn create(&self, user_id: &str, file: NewFile, abandoned: impl Fn() -> bool) -> Result<FileInfo, StoreError> {
         let size = file.content.len() as u64;
         if size > self.limits.file_max_bytes {
             return Err(StoreError::TooLarge { size, limit: self.limits.file_max_bytes });
         }
-        self.areas.with_area(&area_name(user_id), |usage| self.create_locked(user_id, file, size, usage))
+        self.areas.with_area(&area_name(user_id), |usage| {
+            unless_given_up(&abandoned)?;
+            self.create_locked(user_id, file, size, usage)
+        })
     }
 
     /// [`Store::create`] once the user's lock is held: every limit is
@@ -319,10 +331,12 @@ impl Store {
 
     /// Deletes the file `id` of `user_id`; returns what it was. The user's
     /// directory goes with the last file, so users who no longer store
-    /// anything take no space.
-    pub fn delete(&self, user_id: &str, id: Uuid) -> Result<FileInfo, StoreError> {
+    /// anything take no space. Nothing is deleted once `abandoned` says the
+    /// call was given up (checked with the user's lock taken).
+    pub fn delete(&self, user_id: &str, id: Uuid, abandoned: impl Fn() -> bool) -> Result<FileInfo, StoreError> {
         let name = area_name(user_id);
         self.areas.with_area(&name, |usage| {
+            unless_given_up(&abandoned)?;
             let dir = self.existing_area(user_id)?.ok_or(StoreError::NotFound(id))?;
             // Opening first proves it is a regular record of this user, not a link.
             let file = self.open_record(&dir, id)?;
@@ -477,6 +491,13 @@ fn record_id(file_name: &str) -> Option<Uuid> {
     (record_name(id) == file_name).then_some(id)
 }
 
+/// [`StoreError::GivenUp`] once `abandoned` says the call was given up: a
+/// change waits for the user's lock (behind the user's other calls), and one
+/// whose call was answered `timeout` meanwhile must not be made after all.
+fn unless_given_up(abandoned: impl Fn() -> bool) -> Result<(), StoreError> {
+    if abandoned() { Err(StoreError::GivenUp) } else { Ok(()) }
+}
+
 fn header_of(file: File, id: Uuid) -> Result<FileInfo, StoreError> {
     let info = record::read_header(&mut BufReader::new(file)).map_err(|source| StoreError::Damaged { id, source })?;
     check_id(&info, id)?;
@@ -498,6 +519,7 @@ mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
     use std::path::PathBuf;
+    use std::time::Duration;
 
     const LIMITS: Limits =
         Limits { file_max_bytes: 100, user_quota_bytes: 250, user_max_files: 4, store_max_bytes: 100_000 };
@@ -521,49 +543,50 @@ mod tests {
     fn files_round_trip_per_user() {
         let root = tempfile::tempdir().unwrap();
         let store = Store::open(root.path(), LIMITS).unwrap();
-        let info = store.create("alice", text("a.txt", "hello")).unwrap();
+        let info = store.create("alice", text("a.txt", "hello"), || false).unwrap();
         let id = Uuid::parse_str(&info.file_id).unwrap();
         assert_eq!(store.read("alice", id).unwrap(), (info.clone(), b"hello".to_vec()));
         assert_eq!(store.list("alice").unwrap(), std::slice::from_ref(&info));
         assert!(store.list("bob").unwrap().is_empty());
         assert!(matches!(store.read("bob", id), Err(StoreError::NotFound(_))));
-        assert!(matches!(store.delete("bob", id), Err(StoreError::NotFound(_))));
-        assert_eq!(store.delete("alice", id).unwrap(), info);
+        assert!(matches!(store.delete("bob", id, || false), Err(StoreError::NotFound(_))));
+        assert_eq!(store.delete("alice", id, || false).unwrap(), info);
         assert!(matches!(store.read("alice", id), Err(StoreError::NotFound(_))));
-        assert!(matches!(store.delete("alice", id), Err(StoreError::NotFound(_))));
+        assert!(matches!(store.delete("alice", id, || false), Err(StoreError::NotFound(_))));
     }
 
     #[test]
     fn limits_are_enforced_and_freed_by_deletes() {
         let root = tempfile::tempdir().unwrap();
         let store = Store::open(root.path(), LIMITS).unwrap();
-        let too_big = store.create("u", text("big", &"x".repeat(101))).unwrap_err();
+        let too_big = store.create("u", text("big", &"x".repeat(101)), || false).unwrap_err();
         assert_eq!(
             too_big.to_string(),
             "the file is 101 bytes, more than the limit of 100 bytes per file (FILE_MAX_BYTES)"
         );
-        let first = store.create("u", text("1", &"x".repeat(100))).unwrap();
-        store.create("u", text("2", &"x".repeat(100))).unwrap();
-        let full = store.create("u", text("3", &"x".repeat(51))).unwrap_err();
+        let first = store.create("u", text("1", &"x".repeat(100)), || false).unwrap();
+        store.create("u", text("2", &"x".repeat(100)), || false).unwrap();
+        let full = store.create("u", text("3", &"x".repeat(51)), || false).unwrap_err();
         assert!(matches!(full, StoreError::QuotaExceeded { size: 51, used: 200, quota: 250 }), "{full}");
         assert!(full.to_string().contains("(200 of 250 bytes used, USER_QUOTA_BYTES)"), "{full}");
-        store.delete("u", Uuid::parse_str(&first.file_id).unwrap()).unwrap();
-        store.create("u", text("3", &"x".repeat(51))).unwrap();
-        store.create("u", text("4", "")).unwrap();
-        store.create("u", text("5", "")).unwrap();
-        let many = store.create("u", text("6", "")).unwrap_err();
+        store.delete("u", Uuid::parse_str(&first.file_id).unwrap(), || false).unwrap();
+        store.create("u", text("3", &"x".repeat(51)), || false).unwrap();
+        store.create("u", text("4", ""), || false).unwrap();
+        store.create("u", text("5", ""), || false).unwrap();
+        let many = store.create("u", text("6", ""), || false).unwrap_err();
         assert!(matches!(many, StoreError::TooManyFiles(4)), "{many}");
         assert!(many.to_string().contains("4 files, the most allowed (USER_MAX_FILES)"), "{many}");
         // A new process counts the usage from disk.
         let reopened = Store::open(root.path(), LIMITS).unwrap();
-        assert!(matches!(reopened.create("u", text("6", "")), Err(StoreError::TooManyFiles(4))));
+        assert!(matches!(reopened.create("u", text("6", ""), || false), Err(StoreError::TooManyFiles(4))));
     }
 
     #[test]
     fn files_stored_under_a_larger_limit_stay_listed_and_deletable() {
         let root = tempfile::tempdir().unwrap();
         let roomy = Limits { file_max_bytes: 20_000, user_quota_bytes: 100_000, ..LIMITS };
-        let big = Store::open(root.path(), roomy).unwrap().create("u", text("big", &"x".repeat(20_000))).unwrap();
+        let big =
+            Store::open(root.path(), roomy).unwrap().create("u", text("big", &"x".repeat(20_000)), || false).unwrap();
         let id = Uuid::parse_str(&big.file_id).unwrap();
         let store = Store::open(root.path(), LIMITS).unwrap();
         assert_eq!(store.list("u").unwrap(), std::slice::from_ref(&big), "listed, so its bytes are shown as used");
@@ -571,8 +594,8 @@ mod tests {
         assert!(matches!(error, StoreError::StoredOverLimit { size: 20_000, limit: 100, .. }), "{error}");
         assert!(!error.is_integrity_problem(), "a lowered setting is not damage");
         assert!(error.to_string().contains("FILE_MAX_BYTES"), "{error}");
-        assert_eq!(store.delete("u", id).unwrap(), big, "the user can free the space");
-        store.create("u", text("small", &"x".repeat(100))).unwrap();
+        assert_eq!(store.delete("u", id, || false).unwrap(), big, "the user can free the space");
+        store.create("u", text("small", &"x".repeat(100)), || false).unwrap();
     }
 
     #[test]
@@ -584,7 +607,7 @@ mod tests {
         let mut stored = Vec::new();
         let mut refused = None;
         for user in 0..10 {
-            match store.create(&format!("user-{user}"), text("f", &"x".repeat(100))) {
+            match store.create(&format!("user-{user}"), text("f", &"x".repeat(100)), || false) {
                 Ok(info) if refused.is_none() => stored.push(info),
                 Ok(info) => panic!("stored after a refusal: {info:?}"),
                 Err(error) => refused = Some(error),
@@ -599,9 +622,12 @@ mod tests {
 
         // A new process counts the stored bytes from disk; a deletion makes room.
         let reopened = Store::open(root.path(), limits).unwrap();
-        assert!(matches!(reopened.create("newcomer", text("f", &"x".repeat(100))), Err(StoreError::StoreFull { .. })));
-        reopened.delete("user-0", Uuid::parse_str(&stored[0].file_id).unwrap()).unwrap();
-        reopened.create("user-0", text("f", &"x".repeat(100))).unwrap();
+        assert!(matches!(
+            reopened.create("newcomer", text("f", &"x".repeat(100)), || false),
+            Err(StoreError::StoreFull { .. })
+        ));
+        reopened.delete("user-0", Uuid::parse_str(&stored[0].file_id).unwrap(), || false).unwrap();
+        reopened.create("user-0", text("f", &"x".repeat(100)), || false).unwrap();
     }
 
     #[test]
@@ -613,38 +639,39 @@ mod tests {
         // Many more users than directories fit in the limit, each gone again.
         for user in 0..100 {
             let user = format!("passing-{user}");
-            let info = store.create(&user, text("f", "x")).unwrap();
-            store.delete(&user, Uuid::parse_str(&info.file_id).unwrap()).unwrap();
+            let info = store.create(&user, text("f", "x"), || false).unwrap();
+            store.delete(&user, Uuid::parse_str(&info.file_id).unwrap(), || false).unwrap();
         }
         assert_eq!(fs::read_dir(&users_dir).unwrap().count(), 0, "no directory is left behind");
 
         // The whole limit is still there: 4 + 3 blocks, each user's directory and records.
-        let a: Vec<_> = (0..3).map(|_| store.create("a", text("f", "x")).unwrap()).collect();
+        let a: Vec<_> = (0..3).map(|_| store.create("a", text("f", "x"), || false).unwrap()).collect();
         for _ in 0..2 {
-            store.create("b", text("f", "x")).unwrap();
+            store.create("b", text("f", "x"), || false).unwrap();
         }
         // One block left: a record fits, a new user's directory and record do not.
-        let full = store.create("newcomer", text("f", "x")).unwrap_err();
+        let full = store.create("newcomer", text("f", "x"), || false).unwrap_err();
         assert!(matches!(full, StoreError::StoreFull { used: 28_672, .. }), "{full}");
         assert_eq!(fs::read_dir(&users_dir).unwrap().count(), 2, "a refused user gets no directory");
         let refused = Limits { user_quota_bytes: 0, ..limits };
-        let error = Store::open(root.path(), refused).unwrap().create("newcomer", text("f", "x")).unwrap_err();
+        let error =
+            Store::open(root.path(), refused).unwrap().create("newcomer", text("f", "x"), || false).unwrap_err();
         assert!(matches!(error, StoreError::QuotaExceeded { .. }), "{error}");
         assert_eq!(fs::read_dir(&users_dir).unwrap().count(), 2, "nor does a user over the quota");
-        store.create("b", text("f", "x")).unwrap();
+        store.create("b", text("f", "x"), || false).unwrap();
 
         // An empty directory left behind is removed at start, not counted.
         fs::create_dir(users_dir.join(area_name("ghost"))).unwrap();
         let reopened = Store::open(root.path(), limits).unwrap();
         assert_eq!(fs::read_dir(&users_dir).unwrap().count(), 2);
-        let full = reopened.create("newcomer", text("f", "x")).unwrap_err();
+        let full = reopened.create("newcomer", text("f", "x"), || false).unwrap_err();
         assert!(matches!(full, StoreError::StoreFull { used: 32_768, .. }), "{full}");
         // A user's last deletion frees the directory's block with the records'.
         for info in &a {
-            reopened.delete("a", Uuid::parse_str(&info.file_id).unwrap()).unwrap();
+            reopened.delete("a", Uuid::parse_str(&info.file_id).unwrap(), || false).unwrap();
         }
         for _ in 0..3 {
-            reopened.create("newcomer", text("f", "x")).unwrap();
+            reopened.create("newcomer", text("f", "x"), || false).unwrap();
         }
     }
 
@@ -659,16 +686,55 @@ mod tests {
                 scope.spawn(|| {
                     barrier.wait();
                     for _ in 0..200 {
-                        let info = store.create("u", text("f", "x")).unwrap();
-                        store.delete("u", Uuid::parse_str(&info.file_id).unwrap()).unwrap();
+                        let info = store.create("u", text("f", "x"), || false).unwrap();
+                        store.delete("u", Uuid::parse_str(&info.file_id).unwrap(), || false).unwrap();
                     }
                 });
             }
         });
         assert_eq!(fs::read_dir(root.path().join(USERS_DIR)).unwrap().count(), 0);
         for _ in 0..3 {
-            store.create("v", text("f", "x")).unwrap();
+            store.create("v", text("f", "x"), || false).unwrap();
         }
+    }
+
+    #[test]
+    fn a_change_given_up_while_it_waited_for_the_users_lock_is_not_made() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let root = tempfile::tempdir().unwrap();
+        let store = Store::open(root.path(), LIMITS).unwrap();
+        let kept = store.create("u", text("kept", "x"), || false).unwrap();
+        let id = Uuid::parse_str(&kept.file_id).unwrap();
+        // A call already given up changes nothing.
+        assert!(matches!(store.create("u", text("late", "x"), || true), Err(StoreError::GivenUp)));
+        assert!(matches!(store.delete("u", id, || true), Err(StoreError::GivenUp)));
+        // Calls that wait for the user's lock (another call of the user holds
+        // it) and are given up (their timeout passes) meanwhile.
+        let given_up = AtomicBool::new(false);
+        let abandoned = || given_up.load(Ordering::SeqCst);
+        let (locked, wait_for_lock) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            let holder = scope.spawn(|| {
+                store.areas.with_area(&area_name("u"), |_| {
+                    locked.send(()).unwrap();
+                    while !abandoned() {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                })
+            });
+            wait_for_lock.recv().unwrap();
+            let create = scope.spawn(|| store.create("u", text("late", "x"), abandoned).map(|_| ()));
+            let delete = scope.spawn(|| store.delete("u", id, abandoned).map(|_| ()));
+            std::thread::sleep(Duration::from_millis(100));
+            given_up.store(true, Ordering::SeqCst);
+            holder.join().unwrap();
+            for call in [create, delete] {
+                let error = call.join().unwrap().unwrap_err();
+                assert!(matches!(error, StoreError::GivenUp), "{error}");
+                assert_eq!(error.kind(), ErrorKind::Timeout);
+            }
+        });
+        assert_eq!(store.list("u").unwrap(), [kept], "nothing was stored or deleted");
     }
 
     #[test]
@@ -678,12 +744,12 @@ mod tests {
         let secret = outside.path().join("secret");
         fs::write(&secret, "secret").unwrap();
         let store = Store::open(root.path(), LIMITS).unwrap();
-        store.create("mallory", text("mine", "x")).unwrap();
+        store.create("mallory", text("mine", "x"), || false).unwrap();
         let area = only_area(root.path());
         let id = Uuid::new_v4();
         symlink(&secret, area.join(record_name(id))).unwrap();
         assert!(matches!(store.read("mallory", id), Err(StoreError::Unsafe(_))));
-        assert!(matches!(store.delete("mallory", id), Err(StoreError::Unsafe(_))));
+        assert!(matches!(store.delete("mallory", id, || false), Err(StoreError::Unsafe(_))));
         assert_eq!(store.list("mallory").unwrap().len(), 1, "the link is not listed");
         assert_eq!(fs::read_to_string(&secret).unwrap(), "secret");
 
@@ -691,7 +757,7 @@ mod tests {
         fs::rename(&area, outside.path().join("moved")).unwrap();
         symlink(outside.path(), &area).unwrap();
         assert!(matches!(store.list("mallory"), Err(StoreError::Unsafe(_))));
-        assert!(matches!(store.create("mallory", text("x", "x")), Err(StoreError::Unsafe(_))));
+        assert!(matches!(store.create("mallory", text("x", "x"), || false), Err(StoreError::Unsafe(_))));
         assert!(matches!(store.read("mallory", id), Err(StoreError::Unsafe(_))));
     }
 
@@ -700,12 +766,12 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
         let store = Store::open(root.path(), LIMITS).unwrap();
-        let first = store.create("u", text("a", "first")).unwrap();
+        let first = store.create("u", text("a", "first"), || false).unwrap();
         // The users directory, checked at opening, replaced by a link.
         fs::rename(root.path().join(USERS_DIR), root.path().join("moved")).unwrap();
         symlink(outside.path(), root.path().join(USERS_DIR)).unwrap();
-        let second = store.create("u", text("b", "second")).unwrap();
-        store.create("newcomer", text("c", "third")).unwrap();
+        let second = store.create("u", text("b", "second"), || false).unwrap();
+        store.create("newcomer", text("c", "third"), || false).unwrap();
         assert_eq!(store.list("u").unwrap(), [first, second]);
         assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0, "nothing was written through the link");
         assert_eq!(fs::read_dir(root.path().join("moved")).unwrap().count(), 2);
@@ -715,7 +781,7 @@ mod tests {
     fn damaged_and_foreign_records_are_reported_not_served() {
         let root = tempfile::tempdir().unwrap();
         let store = Store::open(root.path(), LIMITS).unwrap();
-        let info = store.create("u", text("a", "original")).unwrap();
+        let info = store.create("u", text("a", "original"), || false).unwrap();
         let id = Uuid::parse_str(&info.file_id).unwrap();
         let area = only_area(root.path());
         let path = area.join(record_name(id));
@@ -734,7 +800,7 @@ mod tests {
     #[test]
     fn opening_sweeps_temporaries_and_refuses_a_linked_users_directory() {
         let root = tempfile::tempdir().unwrap();
-        Store::open(root.path(), LIMITS).unwrap().create("u", text("a", "a")).unwrap();
+        Store::open(root.path(), LIMITS).unwrap().create("u", text("a", "a"), || false).unwrap();
         let area = only_area(root.path());
         fs::write(area.join(format!("{}half-written", atomic::TEMP_PREFIX)), "par").unwrap();
         Store::open(root.path(), LIMITS).unwrap();

@@ -1,8 +1,6 @@
 //! The module's tools: create, upload, read, list and delete files of the
 //! calling user (the `user_id` the orchestrator injects).
 
-use std::sync::Arc;
-
 use base64::Engine;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use base64::engine::{DecodePaddingMode, general_purpose};
@@ -110,7 +108,8 @@ pub async fn create_document(ctx: Context, args: CreateDocument) -> Result<FileI
     let content = args.content.into_bytes();
     args.format.validate(&content).map_err(|e| invalid("content", e))?;
     let file = NewFile { name, kind: FileKind::Document, media_type: args.format.media_type().to_owned(), content };
-    with_store(&ctx, move |store| store.create(&user_id, file)).await
+    let abandoned = ctx.given_up();
+    with_store(&ctx, move |store| store.create(&user_id, file, abandoned)).await
 }
 
 /// Upload a file (any type, base64-encoded) to the caller's files and return its id.
@@ -134,7 +133,8 @@ pub async fn upload_file(ctx: Context, args: UploadFile) -> Result<FileInfo, Too
     }
     let media_type = format.map_or(BINARY_MEDIA_TYPE, Format::media_type).to_owned();
     let file = NewFile { name, kind: FileKind::Upload, media_type, content };
-    with_store(&ctx, move |store| store.create(&user_id, file)).await
+    let abandoned = ctx.given_up();
+    with_store(&ctx, move |store| store.create(&user_id, file, abandoned)).await
 }
 
 /// Read one of the caller's files: its details and content.
@@ -171,23 +171,25 @@ pub async fn list_files(ctx: Context, _args: ListFiles) -> Result<FileList, Tool
 pub async fn delete_file(ctx: Context, args: FileId) -> Result<Deleted, ToolError> {
     let user_id = ctx.require_user_id()?.to_owned();
     let id = parse_file_id(&args.file_id)?;
-    let file = with_store(&ctx, move |store| store.delete(&user_id, id)).await?;
+    let abandoned = ctx.given_up();
+    let file = with_store(&ctx, move |store| store.delete(&user_id, id, abandoned)).await?;
     Ok(Deleted { file })
 }
 
-/// Runs blocking storage work off the async workers.
+/// Runs blocking storage work off the async workers, within the SDK's
+/// `MAX_BLOCKING_CALLS`; logs an integrity problem for the operator.
 async fn with_store<T: Send + 'static>(
     ctx: &Context,
     work: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
 ) -> Result<T, ToolError> {
-    let store: Arc<Store> = ctx.state::<Store>()?;
-    let done = tokio::task::spawn_blocking(move || work(&store)).await?;
-    done.inspect_err(|error| {
-        if error.is_integrity_problem() {
-            tracing::error!(%error, "storage integrity problem");
-        }
+    ctx.blocking(move |store: &Store| {
+        work(store).inspect_err(|error| {
+            if error.is_integrity_problem() {
+                tracing::error!(%error, "storage integrity problem");
+            }
+        })
     })
-    .map_err(ToolError::from)
+    .await
 }
 
 /// A file id: a UUID, never a path.
