@@ -188,6 +188,12 @@ mod tests {
         let (kind, message) = failure(&big);
         assert_eq!(kind, ErrorKind::InvalidArguments);
         assert_eq!(message, "the file is 11 bytes, more than the limit of 10 bytes per file (FILE_MAX_BYTES)");
+        let big_json = client
+            .call_as("u", "create_document", json!({"title": "t", "content": "x".repeat(11), "format": "json"}))
+            .await;
+        let (kind, message) = failure(&big_json);
+        assert_eq!(kind, ErrorKind::InvalidArguments);
+        assert!(message.contains("(FILE_MAX_BYTES)"), "refused for its size before it is parsed: {message}");
         let big_upload =
             client.call_as("u", "upload_file", json!({"filename": "a", "data_base64": "A".repeat(4000)})).await;
         assert!(failure(&big_upload).1.contains("more than the limit of 10 bytes"), "{big_upload:?}");

@@ -106,6 +106,11 @@ pub async fn create_document(ctx: Context, args: CreateDocument) -> Result<FileI
     let user_id = ctx.require_user_id()?.to_owned();
     let name = document_name(&args.title, args.format.extension()).map_err(|e| invalid("title", e))?;
     let content = args.content.into_bytes();
+    // Refuse an oversized document before parsing it (JSON, CSV).
+    let limit = ctx.state::<Store>()?.limits().file_max_bytes;
+    if content.len() as u64 > limit {
+        return Err(StoreError::TooLarge { size: content.len() as u64, limit }.into());
+    }
     args.format.validate(&content).map_err(|e| invalid("content", e))?;
     let file = NewFile { name, kind: FileKind::Document, media_type: args.format.media_type().to_owned(), content };
     let abandoned = ctx.given_up();
