@@ -488,8 +488,9 @@ impl Store {
         sql.push_str(" ORDER BY rank LIMIT ?");
         parameters.push(SqlValue::from(limit as i64));
         let budget = self.search_budget;
-        let deadline = Instant::now() + budget;
         self.read(|conn| {
+            // Counted from here: the wait for a read connection is not the search's.
+            let deadline = Instant::now() + budget;
             conn.progress_handler(STEPS_BETWEEN_CHECKS, Some(move || Instant::now() >= deadline || abandoned()))?;
             let hits = (|| {
                 let mut statement = conn.prepare_cached(&sql)?;
@@ -854,6 +855,41 @@ mod tests {
     fn search(store: &Store, user: &str, text: &str, filter: &Filter) -> Vec<String> {
         let query = fts_query(text).unwrap().unwrap();
         store.search(user, &query, filter, 10, || false).unwrap().into_iter().map(|hit| hit.note.content).collect()
+    }
+
+    #[test]
+    fn a_search_that_waited_for_a_read_connection_still_gets_its_whole_budget() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let (_dir, store) = store(LIMITS);
+        let store = store.search_budget(Duration::from_secs(1));
+        // Enough rows that SQLite checks the deadline while it searches them.
+        store.import("u", (0..100).map(|i| note(&format!("patient words {i}"), &[]))).unwrap();
+        let release = &AtomicBool::new(false);
+        let (busy, all_busy) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            for _ in 0..MAX_READERS {
+                let busy = busy.clone();
+                scope.spawn(|| {
+                    store
+                        .read(move |_| {
+                            busy.send(()).unwrap();
+                            while !release.load(Ordering::SeqCst) {
+                                std::thread::sleep(Duration::from_millis(5));
+                            }
+                            Ok(())
+                        })
+                        .unwrap()
+                });
+            }
+            for _ in 0..MAX_READERS {
+                all_busy.recv().unwrap();
+            }
+            let waiting = scope.spawn(|| search(&store, "u", "patient", &Filter::default()));
+            // The search waits for a connection longer than its whole budget.
+            std::thread::sleep(Duration::from_millis(1500));
+            release.store(true, Ordering::SeqCst);
+            assert_eq!(waiting.join().unwrap().len(), 10);
+        });
     }
 
     #[test]
