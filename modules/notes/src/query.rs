@@ -13,6 +13,7 @@
 //! user's part of the index: `a*` is the word `a`), and for at most
 //! [`MAX_PREFIX_WORDS`] words of a query.
 
+use unicode_general_category::{GeneralCategory, get_general_category};
 use unicode_segmentation::UnicodeSegmentation;
 
 /// Most distinct words of a query that are searched for; the rest are ignored.
@@ -92,13 +93,43 @@ fn words(text: &str) -> Vec<Word> {
 }
 
 /// How many characters the prefix of `word` has for the index: its last run
-/// of letters and digits. The index's tokenizer (`unicode61`) splits words at
-/// what UAX #29 keeps inside one (`_`, `'`, `.` in `3.1`) and folds combining
-/// accents away, so `"xx_y"*` is the one-letter prefix `y*`. A combining mark
-/// ends the run too, which may refuse a real prefix (searched as a word then)
-/// but never lets a short one through.
+/// of characters the index keeps in a word ([`indexed_char`]). The index's
+/// tokenizer (`unicode61`) splits words at what UAX #29 keeps inside one
+/// (`_`, `'`, `.` in `3.1`, spacing vowel signs such as U+093F) and folds
+/// combining accents away, so `"xx_y"*` is the one-letter prefix `y*`. A
+/// combining mark ends the run too, which may refuse a real prefix
+/// (searched as a word then) but never lets a short one through.
 fn indexed_tail_chars(word: &str) -> usize {
-    word.chars().rev().take_while(|c| c.is_alphanumeric()).count()
+    word.chars().rev().take_while(|&c| indexed_char(c)).count()
+}
+
+/// Characters of the categories `unicode61` keeps in a word by default
+/// (`L* N* Co`) whose category SQLite's own (older) tables give otherwise,
+/// so it splits words at them: New Tai Lue vowel signs and Vedic signs,
+/// letters since Unicode 8. The test
+/// `the_index_keeps_every_character_counted_in_a_word` checks the list
+/// against the bundled SQLite.
+const SPLIT_BY_THE_INDEX: &[(char, char)] =
+    &[('\u{19B0}', '\u{19C0}'), ('\u{19C8}', '\u{19C9}'), ('\u{1CF2}', '\u{1CF3}')];
+
+/// Whether the index's tokenizer keeps `c` inside a word, counted as one
+/// character of it: a letter, a number or a private-use character (not a
+/// mark, Rust's `is_alphanumeric` counts spacing marks as letters).
+fn indexed_char(c: char) -> bool {
+    use GeneralCategory::*;
+    let kept = matches!(
+        get_general_category(c),
+        UppercaseLetter
+            | LowercaseLetter
+            | TitlecaseLetter
+            | ModifierLetter
+            | OtherLetter
+            | DecimalNumber
+            | LetterNumber
+            | OtherNumber
+            | PrivateUse
+    );
+    kept && !SPLIT_BY_THE_INDEX.iter().any(|(first, last)| (*first..=*last).contains(&c))
 }
 
 /// `text` as an FTS5 string: in double quotes, inner quotes doubled.
@@ -155,8 +186,48 @@ mod tests {
         for text in ["xx_y*", "xx'y*", "3.1*", "y\u{301}*", "xy\u{301}*"] {
             assert!(!fts_query(text).unwrap().unwrap().contains('*'), "{text:?}");
         }
+        // Spacing vowel signs (U+093F) are letters to Rust, separators to the index.
+        for text in ["x\u{93F}\u{93F}*", "x\u{93F}\u{93F}\u{93F}*", "\u{915}\u{93F}*"] {
+            assert!(!fts_query(text).unwrap().unwrap().contains('*'), "{text:?}");
+        }
+        assert_eq!(fts_query("\u{915}\u{93F}\u{915}\u{915}*").unwrap().unwrap(), "\"\u{915}\u{93F}\u{915}\u{915}\"*");
+        assert_eq!(fts_query("привет*").unwrap().unwrap(), r#""привет"*"#);
         assert_eq!(fts_query("xx_yz*").unwrap().unwrap(), r#""xx_yz"*"#);
         assert_eq!(fts_query("3.14*").unwrap().unwrap(), r#""3.14"*"#);
+    }
+
+    /// Every character counted in a prefix is one the real index keeps in a
+    /// word: `a`, the character and `b` make one token, not two.
+    #[test]
+    fn the_index_keeps_every_character_counted_in_a_word() {
+        let db = rusqlite::Connection::open_in_memory().unwrap();
+        // The store's tokenizer (its schema's first migration).
+        let tokenizer = "unicode61 remove_diacritics 2";
+        assert!(crate::store::MIGRATIONS[0].contains(&format!("tokenize = '{tokenizer}'")));
+        db.execute_batch(&format!(
+            "CREATE VIRTUAL TABLE t USING fts5(c, tokenize = '{tokenizer}');
+             CREATE VIRTUAL TABLE words USING fts5vocab(t, 'instance');
+             BEGIN;"
+        ))
+        .unwrap();
+        let mut insert = db.prepare("INSERT INTO t (rowid, c) VALUES (?1, ?2)").unwrap();
+        // The private-use planes 15 and 16 (one range each in every table) by their ends.
+        let planes = ['\u{F0000}', '\u{FFFFD}', '\u{100000}', '\u{10FFFD}'];
+        let counted = ('\0'..'\u{F0000}').chain(planes).filter(|&c| indexed_char(c));
+        let mut count = 0;
+        for c in counted {
+            insert.execute((c as u32, format!("a{c}b"))).unwrap();
+            count += 1;
+        }
+        assert!(count > 140_000, "{count}");
+        let split: Vec<String> = db
+            .prepare("SELECT doc FROM words GROUP BY doc HAVING count(*) > 1")
+            .unwrap()
+            .query_map([], |row| row.get::<_, u32>(0))
+            .unwrap()
+            .map(|c| format!("U+{:04X}", c.unwrap()))
+            .collect();
+        assert!(split.is_empty(), "the index splits words at {} characters counted in one: {split:?}", split.len());
     }
 
     #[test]

@@ -38,7 +38,7 @@ use crate::cursor::Cursor;
 use crate::note::{Note, SearchHit};
 
 /// The schema, one step per version; step `i` brings `user_version` from `i` to `i + 1`.
-const MIGRATIONS: &[&str] = &[
+pub(crate) const MIGRATIONS: &[&str] = &[
     r#"
 CREATE TABLE notes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
