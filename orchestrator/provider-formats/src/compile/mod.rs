@@ -11,6 +11,7 @@
 //! - [`gemini`]: Gemini's OpenAPI subset for `parameters`.
 
 mod anthropic;
+mod combine;
 mod gemini;
 mod keywords;
 mod node;

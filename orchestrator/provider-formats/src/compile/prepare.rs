@@ -13,6 +13,7 @@ use std::collections::{HashMap, HashSet};
 use module_sdk::schema::{LIST_SUBSCHEMA_KEYWORDS, MAP_SUBSCHEMA_KEYWORDS, SINGLE_SUBSCHEMA_KEYWORDS};
 use serde_json::Value;
 
+use super::combine::combined;
 use super::keywords::{Keywords, items, members};
 use super::prepared::Prepared;
 use super::walk::{MAX_INLINED_NODES, MAX_NESTING, def_name, escape, omitted};
@@ -196,7 +197,7 @@ impl<'a> Preparer<'a, '_> {
             && let Ok(only) = Keywords::of(only)
         {
             self.root = root;
-            return self.merged(only.merged(map));
+            return self.merged(combined(only, map));
         }
         if let Some(reference) = map.remove("$ref")
             && let Value::String(reference) = &*reference
@@ -265,7 +266,7 @@ impl<'a> Preparer<'a, '_> {
         }
     }
 
-    /// `target` with the referring node's other keywords laid over it.
+    /// `target` and the referring node's other keywords, combined (both hold).
     fn inline(&mut self, key: String, target: &'a Value, siblings: Keywords<'a>) -> Prepared<'a> {
         let base = match target {
             Value::Object(target) => {
@@ -282,7 +283,7 @@ impl<'a> Preparer<'a, '_> {
             }
         };
         self.stack.push(key);
-        let out = self.merged(base.merged(siblings));
+        let out = self.merged(combined(base, siblings));
         self.stack.pop();
         out
     }
@@ -330,6 +331,29 @@ mod tests {
                 "type": "object", "description": "Where I live.", "properties": {"name": {"type": "string"}}
             }}})
         );
+    }
+
+    #[test]
+    fn a_reference_or_one_item_all_of_and_its_siblings_are_combined_not_replaced() {
+        let place = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
+        let schema = json!({"type": "object", "properties": {
+            "home": {"$ref": "#/$defs/Place", "properties": {"note": {"type": "string"}}},
+            "p": {"type": "object", "properties": {"a": {"type": "string"}}, "allOf": [{"properties": {"b": {"type": "string"}}, "required": ["b"]}]}
+        }, "$defs": {"Place": place}});
+        let out = prepare(&schema);
+        assert_eq!(
+            out["properties"]["home"],
+            json!({"type": "object", "properties": {"name": {"type": "string"}, "note": {"type": "string"}},
+                "required": ["name"]})
+        );
+        assert_eq!(
+            out["properties"]["p"],
+            json!({"properties": {"b": {"type": "string"}, "a": {"type": "string"}}, "required": ["b"], "type": "object"})
+        );
+        // OpenAI strict: `name` stays a property the model can send, and must.
+        let strict = super::super::openai(&schema);
+        assert!(strict.strict);
+        assert_eq!(strict.schema["properties"]["home"]["required"], json!(["name", "note"]));
     }
 
     #[test]

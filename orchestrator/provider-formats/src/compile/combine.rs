@@ -1,0 +1,237 @@
+//! One node made of two that must both hold: a `$ref`'s target and the
+//! referring node's other keywords, or a one-item `allOf` and the node that
+//! holds it. What both sides constrain is combined so that the node accepts
+//! exactly what both did: `properties` and `required` joined (a property on
+//! both sides becomes an `allOf` of its two schemas), `enum` and `type`
+//! intersected, `allOf` lists joined. Two values of another assertion that
+//! differ, or keywords that read each other (`additionalProperties` reads
+//! `properties`) on both sides, are kept apart as an `allOf` of the two,
+//! which strict compilers refuse: never a silently wider or narrower node.
+//! Annotations (`description`, `default`, unknown keywords) of the referring
+//! node win, as they always did.
+
+use std::borrow::Cow;
+
+use serde_json::{Map, Value};
+
+use super::keywords::Keywords;
+
+/// Keywords that constrain a value: two that differ cannot replace each other.
+const ASSERTIONS: &[&str] = &[
+    "$ref",
+    "additionalProperties",
+    "anyOf",
+    "const",
+    "contains",
+    "dependencies",
+    "dependentRequired",
+    "dependentSchemas",
+    "else",
+    "exclusiveMaximum",
+    "exclusiveMinimum",
+    "format",
+    "if",
+    "items",
+    "maxContains",
+    "maxItems",
+    "maxLength",
+    "maxProperties",
+    "maximum",
+    "minContains",
+    "minItems",
+    "minLength",
+    "minProperties",
+    "minimum",
+    "multipleOf",
+    "not",
+    "oneOf",
+    "pattern",
+    "patternProperties",
+    "prefixItems",
+    "propertyNames",
+    "then",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "uniqueItems",
+];
+
+/// Keywords whose meaning depends on each other within one node: when both
+/// sides hold one of a group, the group is combined only as [`combinable`] says.
+const GROUPS: &[&[&str]] = &[
+    &["properties", "patternProperties", "additionalProperties", "unevaluatedProperties"],
+    &["prefixItems", "items", "unevaluatedItems"],
+    &["contains", "minContains", "maxContains"],
+    &["if", "then", "else"],
+];
+
+/// The node that holds what both `base` and `over` hold (see the module docs).
+pub(super) fn combined<'a>(mut base: Keywords<'a>, mut over: Keywords<'a>) -> Keywords<'a> {
+    let mut apart = (Keywords::empty(), Keywords::empty());
+    for group in GROUPS {
+        if !combinable(group, &base, &over) {
+            for keyword in *group {
+                if let Some(value) = base.remove(keyword) {
+                    apart.0.insert(Cow::Borrowed(keyword), value);
+                }
+                if let Some(value) = over.remove(keyword) {
+                    apart.1.insert(Cow::Borrowed(keyword), value);
+                }
+            }
+        }
+    }
+    for (keyword, value) in over.into_entries() {
+        let Some(mine) = base.get(&keyword) else {
+            base.insert(keyword, value);
+            continue;
+        };
+        if *mine == *value {
+            continue;
+        }
+        let joined = match &*keyword {
+            "properties" => joined_properties(mine, &value),
+            "required" | "allOf" => joined_lists(mine, &value, keyword == "required"),
+            "enum" => common_values(mine, &value),
+            "type" => common_types(mine, &value),
+            keyword if ASSERTIONS.contains(&keyword) => None,
+            _ => {
+                base.insert(keyword, value);
+                continue;
+            }
+        };
+        match joined {
+            Some(joined) => base.insert(keyword, Cow::Owned(joined)),
+            None => {
+                if let Some(mine) = base.remove(&keyword) {
+                    apart.0.insert(keyword.clone(), mine);
+                }
+                apart.1.insert(keyword, value);
+            }
+        }
+    }
+    if !apart.0.is_empty() || !apart.1.is_empty() {
+        let parts = [apart.0, apart.1].map(|part| {
+            let map: Map<String, Value> =
+                part.into_entries().map(|(keyword, value)| (keyword.into_owned(), value.into_owned())).collect();
+            Value::Object(map)
+        });
+        let mut all = match base.remove("allOf").map(Cow::into_owned) {
+            Some(Value::Array(all)) => all,
+            Some(other) => vec![serde_json::json!({ "allOf": other })],
+            None => Vec::new(),
+        };
+        all.extend(parts);
+        base.insert("allOf".into(), Cow::Owned(Value::Array(all)));
+    }
+    base
+}
+
+/// Whether the `group` keywords of both sides can be combined keyword by
+/// keyword: one side holds none of them, or they are the same on both but
+/// for `properties`, joined when nothing else of the group reads them.
+fn combinable(group: &[&str], base: &Keywords<'_>, over: &Keywords<'_>) -> bool {
+    let holds = |side: &Keywords<'_>| group.iter().any(|keyword| side.contains_key(keyword));
+    if !holds(base) || !holds(over) {
+        return true;
+    }
+    group.iter().all(|keyword| match *keyword {
+        "properties" => group[1..].iter().all(|other| !base.contains_key(other) && !over.contains_key(other)),
+        keyword => base.get(keyword) == over.get(keyword),
+    })
+}
+
+/// Both `properties` maps in one: a name on both sides gets an `allOf` of its two schemas.
+fn joined_properties(mine: &Value, theirs: &Value) -> Option<Value> {
+    let (Value::Object(mine), Value::Object(theirs)) = (mine, theirs) else { return None };
+    let mut joined = mine.clone();
+    for (name, schema) in theirs {
+        match joined.get_mut(name) {
+            Some(old) if old == schema => {}
+            Some(old) => *old = serde_json::json!({ "allOf": [old.take(), schema] }),
+            None => {
+                joined.insert(name.clone(), schema.clone());
+            }
+        }
+    }
+    Some(Value::Object(joined))
+}
+
+/// Both lists in one, in order (`unique`: each value once).
+fn joined_lists(mine: &Value, theirs: &Value, unique: bool) -> Option<Value> {
+    let (Value::Array(mine), Value::Array(theirs)) = (mine, theirs) else { return None };
+    let mut joined = mine.clone();
+    joined.extend(theirs.iter().filter(|value| !unique || !mine.contains(value)).cloned());
+    Some(Value::Array(joined))
+}
+
+/// The values of `mine` that `theirs` also lists.
+fn common_values(mine: &Value, theirs: &Value) -> Option<Value> {
+    let (Value::Array(mine), Value::Array(theirs)) = (mine, theirs) else { return None };
+    Some(Value::Array(mine.iter().filter(|value| theirs.contains(value)).cloned().collect()))
+}
+
+/// The types both `type`s allow (an integer is a number); `None` when none.
+fn common_types(mine: &Value, theirs: &Value) -> Option<Value> {
+    let names = |value: &Value| -> Option<Vec<String>> {
+        match value {
+            Value::String(name) => Some(vec![name.clone()]),
+            Value::Array(names) => names.iter().map(|name| name.as_str().map(str::to_owned)).collect(),
+            _ => None,
+        }
+    };
+    let (mine, theirs) = (names(mine)?, names(theirs)?);
+    let allows = |names: &[String], name: &str| names.iter().any(|n| n == name || (n == "number" && name == "integer"));
+    let mut common: Vec<String> = Vec::new();
+    for name in mine.iter().chain(&theirs) {
+        if allows(&mine, name) && allows(&theirs, name) && !common.contains(name) {
+            common.push(name.clone());
+        }
+    }
+    match common.len() {
+        0 => None,
+        1 => common.pop().map(Value::String),
+        _ => Some(Value::Array(common.into_iter().map(Value::String).collect())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn combine(base: Value, over: Value) -> Value {
+        let keywords = combined(Keywords::of(Cow::Owned(base)).unwrap(), Keywords::of(Cow::Owned(over)).unwrap());
+        Value::Object(keywords.into_entries().map(|(k, v)| (k.into_owned(), v.into_owned())).collect())
+    }
+
+    #[test]
+    fn properties_and_required_are_joined_enums_and_types_intersected() {
+        let out = combine(
+            json!({"type": ["integer", "string"], "properties": {"a": {"type": "string"}, "b": {}},
+                "required": ["a"], "enum": [1, 2, "x"], "description": "Base."}),
+            json!({"type": ["number", "null"], "properties": {"b": {"minimum": 0}, "c": {}},
+                "required": ["c", "a"], "enum": [2, 3], "description": "Mine."}),
+        );
+        assert_eq!(
+            out,
+            json!({"type": "integer", "properties": {"a": {"type": "string"}, "b": {"allOf": [{}, {"minimum": 0}]},
+                "c": {}}, "required": ["a", "c"], "enum": [2], "description": "Mine."})
+        );
+    }
+
+    #[test]
+    fn what_cannot_be_combined_stays_apart_as_an_all_of() {
+        let out = combine(
+            json!({"properties": {"a": {}}, "additionalProperties": false, "minimum": 1, "type": "string"}),
+            json!({"properties": {"b": {}}, "minimum": 2, "type": "integer", "allOf": [{"maxLength": 3}]}),
+        );
+        assert_eq!(
+            out,
+            json!({"allOf": [{"maxLength": 3},
+                {"properties": {"a": {}}, "additionalProperties": false, "minimum": 1, "type": "string"},
+                {"properties": {"b": {}}, "minimum": 2, "type": "integer"}]})
+        );
+        // The same group on both sides, equal: combined as it is.
+        let same = json!({"items": {"type": "string"}, "maxItems": 2});
+        assert_eq!(combine(same.clone(), json!({"items": {"type": "string"}})), same);
+    }
+}
