@@ -2,46 +2,54 @@
 //! Gemini-safe property names renamed to the real ones, and the `null`s that
 //! strict mode makes a model send for optional fields left out again (a
 //! field that was optional but not nullable would reject them).
+//!
+//! The mapping reads the same prepared schema the compilers start from
+//! ([`compile::prepare`]): references with siblings and one-item `allOf`s
+//! are already combined there, so every property the model saw is found.
+
+use std::cmp::Reverse;
 
 use module_sdk::schema::resolve;
 use serde_json::{Map, Value};
 
+use super::compile;
 use super::names::gemini_property_names;
 
-/// How deep into nested arguments the mapping goes.
+/// How deep into nested arguments (and `allOf` lists) the mapping goes.
 const MAX_DEPTH: usize = 64;
 
 /// Maps `arguments` back in place, following `schema` (the tool's original
 /// input schema); `renamed` when the provider saw Gemini-safe property names.
 pub fn restore(schema: &Value, arguments: &mut Map<String, Value>, renamed: bool) {
-    restore_object(schema, schema, arguments, renamed, 0);
+    let prepared = compile::prepare(schema);
+    restore_object(&prepared, &prepared, arguments, renamed, 0);
 }
 
 fn restore_object(root: &Value, node: &Value, map: &mut Map<String, Value>, renamed: bool, depth: usize) {
-    if depth > MAX_DEPTH {
-        return;
-    }
-    let Some(node) = object_schema(root, node, map) else { return };
-    let Some(properties) = node.get("properties").and_then(Value::as_object) else { return };
-    if renamed {
-        for (name, safe) in gemini_property_names(properties) {
-            if name != safe
-                && !map.contains_key(name)
-                && let Some(value) = map.remove(&safe)
-            {
-                map.insert(name.to_owned(), value);
+    let mut schemas = Vec::new();
+    object_schemas(root, node, map, renamed, depth, &mut schemas);
+    for node in schemas {
+        let Some(properties) = node.get("properties").and_then(Value::as_object) else { continue };
+        if renamed {
+            for (name, safe) in gemini_property_names(properties) {
+                if name != safe
+                    && !map.contains_key(name)
+                    && let Some(value) = map.remove(&safe)
+                {
+                    map.insert(name.to_owned(), value);
+                }
             }
         }
-    }
-    let required = required_names(node);
-    map.retain(|key, value| {
-        !(value.is_null()
-            && !required.contains(&key.as_str())
-            && properties.get(key).is_some_and(|p| !accepts_null(root, p, 0)))
-    });
-    for (key, value) in map.iter_mut() {
-        if let Some(property) = properties.get(key) {
-            restore_value(root, property, value, renamed, depth + 1);
+        let required = required_names(node);
+        map.retain(|key, value| {
+            !(value.is_null()
+                && !required.contains(&key.as_str())
+                && properties.get(key).is_some_and(|p| !accepts_null(root, p, 0)))
+        });
+        for (key, value) in map.iter_mut() {
+            if let Some(property) = properties.get(key) {
+                restore_value(root, property, value, renamed, depth + 1);
+            }
         }
     }
 }
@@ -49,10 +57,11 @@ fn restore_object(root: &Value, node: &Value, map: &mut Map<String, Value>, rena
 fn restore_value(root: &Value, node: &Value, value: &mut Value, renamed: bool, depth: usize) {
     match value {
         Value::Object(map) => restore_object(root, node, map, renamed, depth),
-        Value::Array(items) => {
+        Value::Array(items) if depth <= MAX_DEPTH => {
             let node = resolve(root, node);
-            let item =
-                node.get("items").or_else(|| branches(root, node).into_iter().find_map(|branch| branch.get("items")));
+            let item = node
+                .get("items")
+                .or_else(|| branches(root, node).into_iter().find_map(|(_, branch)| branch.get("items")));
             if let Some(item) = item.filter(|item| item.is_object()) {
                 items.iter_mut().for_each(|value| restore_value(root, item, value, renamed, depth + 1));
             }
@@ -61,26 +70,81 @@ fn restore_value(root: &Value, node: &Value, value: &mut Value, renamed: bool, d
     }
 }
 
-/// The schema (`node` or one of its union branches) that describes the
-/// object `map`: the first with properties whose required names are all there.
-fn object_schema<'a>(root: &'a Value, node: &'a Value, map: &Map<String, Value>) -> Option<&'a Value> {
+/// The schemas with `properties` that describe the object `map` at `node`:
+/// the node itself, every part of its `allOf`, and of a union the branch
+/// that best matches the names the model sent ([`matching`]).
+fn object_schemas<'a>(
+    root: &'a Value,
+    node: &'a Value,
+    map: &Map<String, Value>,
+    renamed: bool,
+    depth: usize,
+    out: &mut Vec<&'a Value>,
+) {
+    if depth > MAX_DEPTH {
+        return;
+    }
     let node = resolve(root, node);
     if node.get("properties").is_some() {
-        return Some(node);
+        out.push(node);
     }
-    branches(root, node)
-        .into_iter()
-        .filter(|branch| branch.get("properties").is_some())
-        .find(|branch| required_names(branch).iter().all(|name| map.contains_key(*name)))
+    for part in node.get("allOf").and_then(Value::as_array).into_iter().flatten() {
+        object_schemas(root, part, map, renamed, depth + 1, out);
+    }
+    let best = branches(root, node).into_iter().filter_map(|branch| matching(root, branch, map, renamed)).max_by_key(
+        // The first of equally good branches wins: `max_by_key` keeps the last, so earlier ones rank higher.
+        |&(score, index, _)| (score, Reverse(index)),
+    );
+    if let Some((_, _, branch)) = best {
+        object_schemas(root, branch, map, renamed, depth + 1, out);
+    }
 }
 
-/// The resolved alternatives of a union node.
-fn branches<'a>(root: &'a Value, node: &'a Value) -> Vec<&'a Value> {
+/// How well the union branch `branch` matches the names of `map`, as the
+/// model sent them (Gemini-safe when `renamed`): whether all its required
+/// names are there, how many sent names it declares, how few it does not;
+/// `None` for a branch that declares no properties.
+fn matching<'a>(
+    root: &'a Value,
+    branch: (usize, &'a Value),
+    map: &Map<String, Value>,
+    renamed: bool,
+) -> Option<(Score, usize, &'a Value)> {
+    let (index, node) = branch;
+    // The branch's own properties and those of its `allOf` parts (one level: a score, not a mapping).
+    let parts = std::iter::once(node).chain(node.get("allOf").and_then(Value::as_array).into_iter().flatten());
+    let mut declared = Vec::new();
+    let mut required = Vec::new();
+    for part in parts.map(|part| resolve(root, part)) {
+        let Some(properties) = part.get("properties").and_then(Value::as_object) else { continue };
+        let names = gemini_property_names(properties);
+        let sent = |name: &str| match renamed {
+            true => names.iter().find(|(n, _)| *n == name).map_or(name.to_owned(), |(_, safe)| safe.clone()),
+            false => name.to_owned(),
+        };
+        required.extend(required_names(part).into_iter().map(sent));
+        declared.extend(names.iter().map(|(name, safe)| if renamed { safe.clone() } else { (*name).to_owned() }));
+    }
+    if declared.is_empty() {
+        return None;
+    }
+    let known = map.keys().filter(|key| declared.contains(key)).count();
+    let all_required = required.iter().all(|name| map.contains_key(name));
+    Some(((all_required, known, Reverse(map.len() - known)), index, node))
+}
+
+/// How well a union branch matches sent names: all its required names sent,
+/// how many sent names it declares, how few it does not (higher is better).
+type Score = (bool, usize, Reverse<usize>);
+
+/// The resolved alternatives of a union node, with their positions.
+fn branches<'a>(root: &'a Value, node: &'a Value) -> Vec<(usize, &'a Value)> {
     ["anyOf", "oneOf"]
         .iter()
         .filter_map(|k| node.get(*k).and_then(Value::as_array))
         .flatten()
         .map(|branch| resolve(root, branch))
+        .enumerate()
         .collect()
 }
 
@@ -105,11 +169,13 @@ fn accepts_null(root: &Value, node: &Value, depth: usize) -> bool {
     };
     let enumerated = map.get("enum").and_then(Value::as_array).is_some_and(|v| v.contains(&Value::Null));
     let constrained = ["type", "enum", "const", "anyOf", "oneOf", "$ref"].iter().any(|k| map.contains_key(*k));
-    typed
+    let parts = map.get("allOf").and_then(Value::as_array).into_iter().flatten();
+    let own = typed
         || enumerated
         || map.get("const") == Some(&Value::Null)
-        || branches(root, node).into_iter().any(|b| accepts_null(root, b, depth + 1))
-        || !constrained
+        || branches(root, node).into_iter().any(|(_, b)| accepts_null(root, b, depth + 1))
+        || !constrained;
+    own && parts.into_iter().all(|part| accepts_null(root, part, depth + 1))
 }
 
 #[cfg(test)]
@@ -158,5 +224,28 @@ mod tests {
         let mut args = json!({"max_results": 3, "query": "x"});
         restore(&schema(), args.as_object_mut().unwrap(), false);
         assert_eq!(args, json!({"max_results": 3, "query": "x"}));
+    }
+
+    #[test]
+    fn a_union_branch_is_found_by_the_names_sent_renamed_or_not() {
+        let schema = json!({"type": "object", "properties": {"place": {"anyOf": [
+            {"type": "object", "properties": {"zip-code": {"type": "string"}}, "required": ["zip-code"]},
+            {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+        ]}, "pick": {"anyOf": [
+            {"type": "object", "properties": {"a": {"type": "integer"}}},
+            {"type": "object", "properties": {"b": {"type": "integer"}}}
+        ]}}});
+        let mut args = json!({"place": {"zip_code": "1"}, "pick": {"b": null}});
+        restore(&schema, args.as_object_mut().unwrap(), true);
+        assert_eq!(args, json!({"place": {"zip-code": "1"}, "pick": {}}));
+    }
+
+    #[test]
+    fn properties_behind_a_reference_in_a_one_item_all_of_are_found() {
+        let schema = json!({"type": "object", "properties": {"p": {"allOf": [{"$ref": "#/$defs/P"}]}},
+            "$defs": {"P": {"type": "object", "properties": {"opt": {"type": "integer"}, "a-b": {"type": "string"}}}}});
+        let mut args = json!({"p": {"opt": null, "a_b": "x"}});
+        restore(&schema, args.as_object_mut().unwrap(), true);
+        assert_eq!(args, json!({"p": {"a-b": "x"}}));
     }
 }

@@ -142,3 +142,47 @@ fn siblings_that_cannot_be_combined_leave_the_tool_non_strict() {
     let converted = converted(&schema);
     assert_eq!(openai(&converted)["strict"], json!(false), "{:?}", openai(&converted));
 }
+#[test]
+fn a_reference_with_sibling_properties_keeps_the_target_properties() {
+    let schema = json!({
+        "type": "object", "required": ["home"],
+        "properties": {"home": {"$ref": "#/$defs/Place", "properties": {"note": string()}}},
+        "$defs": {"Place": {"type": "object", "properties": {"name": string()}, "required": ["name"]}}
+    });
+    let converted = round_trip(&schema);
+    let home = &openai(&converted)["parameters"]["properties"]["home"];
+    assert_eq!(home["required"], json!(["name", "note"]), "{home}");
+    assert_eq!(home["properties"]["name"], string());
+}
+
+#[test]
+fn a_union_branch_is_chosen_by_the_names_the_model_sent() {
+    let closed = |name: &str, required: bool| {
+        let mut branch =
+            json!({"type": "object", "properties": {name: {"type": "integer"}}, "additionalProperties": false});
+        if required {
+            branch["required"] = json!([name]);
+        }
+        branch
+    };
+    // The branch the model fills in is the last one (see `shaped`), its name renamed for Gemini.
+    let schema = json!({
+        "type": "object", "required": ["place", "pick"],
+        "properties": {
+            "place": {"anyOf": [closed("city", true), closed("zip-code", true)]},
+            "pick": {"anyOf": [closed("a", false), closed("b-c", false)]}
+        }
+    });
+    round_trip(&schema);
+}
+
+#[test]
+fn a_reference_inside_a_one_item_all_of_maps_back() {
+    let schema = json!({
+        "type": "object", "required": ["p"],
+        "properties": {"p": {"allOf": [{"$ref": "#/$defs/P"}]}},
+        "$defs": {"P": {"type": "object", "properties": {"opt": {"type": "integer"}, "the-name": string()},
+            "required": ["the-name"], "additionalProperties": false}}
+    });
+    round_trip(&schema);
+}
