@@ -19,7 +19,8 @@ fn tool(schema: &Value) -> ToolDefinition {
 
 /// Arguments a model could send for `node` of the converted schema `root`:
 /// every property filled in, `null` where the type allows it, the last
-/// branch of a union, the first value of an `enum`.
+/// branch of a union (of a node without properties of its own), the first
+/// value of an `enum`.
 fn shaped(root: &Value, node: &Value, depth: usize) -> Value {
     let node = match node.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix('#')) {
         Some(pointer) => root.pointer(pointer).unwrap_or(&Value::Null),
@@ -28,13 +29,14 @@ fn shaped(root: &Value, node: &Value, depth: usize) -> Value {
     if let Some(first) = node.get("enum").and_then(|values| values.get(0)) {
         return first.clone();
     }
-    if let Some(branches) = node.get("anyOf").and_then(Value::as_array) {
+    if let Some(branches) = node.get("anyOf").and_then(Value::as_array).filter(|_| node.get("properties").is_none()) {
         let branch = branches.iter().rev().find(|b| b.get("type") != Some(&json!("null"))).unwrap();
         return shaped(root, branch, depth);
     }
     let types: Vec<&str> = match node.get("type") {
         Some(Value::String(name)) => vec![name],
         Some(Value::Array(names)) => names.iter().filter_map(Value::as_str).collect(),
+        _ if node.get("properties").is_some() => vec!["object"],
         _ => vec![],
     };
     if types.contains(&"null") {
@@ -184,5 +186,16 @@ fn a_reference_inside_a_one_item_all_of_maps_back() {
         "$defs": {"P": {"type": "object", "properties": {"opt": {"type": "integer"}, "the-name": string()},
             "required": ["the-name"], "additionalProperties": false}}
     });
+    round_trip(&schema);
+}
+
+#[test]
+fn repeated_references_with_siblings_convert_within_every_provider_rules() {
+    let schema = json!({"type": "object", "properties": {
+        "tree": {"$ref": "#/$defs/T"},
+        "t": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/properties/t"}}}}
+    }, "$defs": {"T": {"type": "object", "properties": {"next": {
+        "$ref": "#/$defs/T", "description": "N.", "properties": {"x": string()}, "anyOf": [{"required": ["x"]}]
+    }}}}});
     round_trip(&schema);
 }

@@ -3,7 +3,8 @@
 //! `$schema` and `$id` go; `definitions` become `$defs`; every reference is
 //! either a bare `#/$defs/<name>` or inlined (a `$ref` with siblings, a
 //! pointer elsewhere in the document, a one-element `allOf`); a reference
-//! that does not resolve becomes "any value"; `$defs` nobody uses are pruned.
+//! that does not resolve becomes "any value", as does one that repeats a
+//! pointer outside `$defs` (saying so); `$defs` nobody uses are pruned.
 //! Inlining stops at [`MAX_NESTING`] levels and [`MAX_INLINED_NODES`] nodes:
 //! past them a reference stays a reference (or becomes "any value").
 
@@ -15,8 +16,9 @@ use serde_json::Value;
 
 use super::combine::combined;
 use super::keywords::{Keywords, items, members};
+use super::notes::described;
 use super::prepared::Prepared;
-use super::walk::{MAX_INLINED_NODES, MAX_NESTING, def_name, escape, omitted};
+use super::walk::{MAX_INLINED_NODES, MAX_NESTING, OMITTED, def_name, escape, omitted};
 
 /// Keywords that identify a document rather than constrain a value.
 const DOCUMENT_KEYWORDS: &[&str] = &["$schema", "$id", "$anchor", "$dynamicAnchor", "$vocabulary"];
@@ -205,18 +207,30 @@ impl<'a> Preparer<'a, '_> {
             match self.target(reference) {
                 Target::Def(name) if map.is_empty() => return self.reference(name, root),
                 Target::Def(name) if self.stack.contains(&name) || self.spent() => {
-                    if map.contains_key("anyOf") || map.contains_key("oneOf") {
-                        return self.reference(name, root);
-                    }
+                    // The siblings stay: the reference joins them as a one-branch union, or in an `allOf`.
                     let bare = serde_json::json!({ "$ref": format!("#/$defs/{}", escape(&name)) });
-                    map.insert("anyOf".into(), Cow::Owned(Value::Array(vec![bare])));
+                    if map.contains_key("anyOf") || map.contains_key("oneOf") {
+                        let mut all = match map.remove("allOf").map(Cow::into_owned) {
+                            Some(Value::Array(all)) => all,
+                            Some(other) => vec![serde_json::json!({ "allOf": other })],
+                            None => Vec::new(),
+                        };
+                        all.push(bare);
+                        map.insert("allOf".into(), Cow::Owned(Value::Array(all)));
+                    } else {
+                        map.insert("anyOf".into(), Cow::Owned(Value::Array(vec![bare])));
+                    }
                 }
                 Target::Def(name) => {
                     let target = self.defs[name.as_str()];
                     self.root = root;
                     return self.inline(name, target, map);
                 }
-                Target::Pointer(pointer, _) if self.stack.contains(&pointer) || self.spent() => {}
+                // Only `$defs` can be referred to: the repeated or over-budget node becomes any value, saying so.
+                Target::Pointer(pointer, _) if self.stack.contains(&pointer) || self.spent() => {
+                    let note = described(map.get("description").and_then(Value::as_str), &[OMITTED.to_owned()]);
+                    map.insert("description".into(), Cow::Owned(Value::String(note.unwrap_or_default())));
+                }
                 Target::Pointer(pointer, target) => {
                     self.root = root;
                     return self.inline(pointer, target, map);
@@ -374,6 +388,24 @@ mod tests {
     }
 
     #[test]
+    fn a_repeated_reference_keeps_its_siblings_and_a_repeated_pointer_says_it_is_cut() {
+        let schema = json!({"type": "object", "properties": {
+            "tree": {"$ref": "#/$defs/T"},
+            "t": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/properties/t"}}}}
+        }, "$defs": {"T": {"type": "object", "properties": {"next": {
+            "$ref": "#/$defs/T", "description": "N.", "properties": {"x": {}}, "anyOf": [{"required": ["x"]}]
+        }}}}});
+        let out = prepare(&schema);
+        assert_eq!(
+            out["$defs"]["T"]["properties"]["next"],
+            json!({"description": "N.", "properties": {"x": {}}, "anyOf": [{"required": ["x"]}],
+                "allOf": [{"$ref": "#/$defs/T"}]})
+        );
+        let kids = &out["properties"]["t"]["properties"]["kids"]["items"]["properties"]["kids"];
+        assert_eq!(kids["items"], json!({"description": format!("({OMITTED})")}));
+    }
+
+    #[test]
     fn pointers_single_all_of_and_dangling_references_are_resolved_or_opened() {
         let schema = json!({
             "type": "object",
@@ -413,7 +445,7 @@ mod tests {
             "c": {"$ref": "#/$defs/C"}
         }, "$defs": {"C": {"allOf": [{"$ref": "#/$defs/C"}], "title": "C"}}});
         let out = prepare(&cycle);
-        assert_eq!(out["properties"]["a"], json!({"description": "A."}));
+        assert_eq!(out["properties"]["a"], json!({"description": format!("A. ({OMITTED})")}));
         assert_eq!(out["$defs"]["C"], json!({"title": "C", "anyOf": [{"$ref": "#/$defs/C"}]}));
         // Names that need escaping in pointers, quotes and control characters in text.
         let named = json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/a~1b\"c"}},

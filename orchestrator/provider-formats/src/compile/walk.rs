@@ -21,9 +21,12 @@ pub const MAX_INLINED_NODES: usize = 20_000;
 /// past [`MAX_INLINED_NODES`]: any value, saying so.
 pub fn omitted() -> Map<String, Value> {
     let mut node = Map::new();
-    node.insert("description".into(), "(omitted: nested too deep or too large to show)".into());
+    node.insert("description".into(), format!("({OMITTED})").into());
     node
 }
+
+/// What [`omitted`] says, in its description's parentheses.
+pub const OMITTED: &str = "omitted: nested too deep or too large to show";
 
 /// Where a direct subschema sits in its parent node: written with `{}` it
 /// is the JSON pointer suffix (e.g. `/properties/name`), made only when asked.
