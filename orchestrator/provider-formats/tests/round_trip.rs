@@ -190,6 +190,18 @@ fn a_reference_inside_a_one_item_all_of_maps_back() {
 }
 
 #[test]
+fn a_union_at_the_root_is_not_sent_strict_to_openai() {
+    let schema = json!({
+        "type": "object", "properties": {"c": string()},
+        "anyOf": [{"type": "object", "properties": {"a": string()}, "required": ["a"]},
+            {"type": "object", "properties": {"b": string()}, "required": ["b"]}]
+    });
+    let definitions = render_tools(ToolFormat::OpenAiChat, &[tool(&schema)]);
+    assert_eq!(check_all(PROVIDERS[0], &definitions), [], "{definitions}");
+    assert_eq!(definitions[0]["function"]["strict"], json!(false), "{definitions}");
+}
+
+#[test]
 fn repeated_references_with_siblings_convert_within_every_provider_rules() {
     let schema = json!({"type": "object", "properties": {
         "tree": {"$ref": "#/$defs/T"},

@@ -105,6 +105,9 @@ fn strict_tree(prepared: Node<'_>) -> Result<Prepared<'_>, NotStrict> {
     if prepared.get("type").and_then(Node::as_str) != Some("object") {
         return Err(NotStrict("the root is not `type: object`".into()));
     }
+    if prepared.contains_key("anyOf") || prepared.contains_key("oneOf") {
+        return Err(NotStrict("the root is a union".into()));
+    }
     let out = strict_node(&OpenAi, prepared, &Path::Root)?;
     let size = Size::of(Node::from(&out));
     if size.depth > MAX_DEPTH || size.properties > MAX_PROPERTIES || size.enum_values > MAX_ENUM_VALUES {
