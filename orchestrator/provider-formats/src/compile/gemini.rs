@@ -46,6 +46,44 @@ pub const GEMINI_FORMATS: &[&str] = &["enum", "date-time"];
 /// The value types a Gemini node may have.
 pub const GEMINI_TYPES: &[&str] = &["string", "number", "integer", "boolean", "array", "object"];
 
+/// The keywords that constrain values of one kind only (JSON Schema
+/// ignores them on a value of another kind), by the types they belong to.
+const KIND_KEYWORDS: &[(&[&str], &[&str])] = &[
+    (
+        &["object"],
+        &[
+            "properties",
+            "required",
+            "additionalProperties",
+            "minProperties",
+            "maxProperties",
+            "patternProperties",
+            "propertyNames",
+            "dependentRequired",
+            "dependentSchemas",
+            "dependencies",
+            "unevaluatedProperties",
+        ],
+    ),
+    (
+        &["array"],
+        &[
+            "items",
+            "prefixItems",
+            "additionalItems",
+            "minItems",
+            "maxItems",
+            "uniqueItems",
+            "contains",
+            "minContains",
+            "maxContains",
+            "unevaluatedItems",
+        ],
+    ),
+    (&["string"], &["minLength", "maxLength", "pattern", "format", "contentEncoding", "contentMediaType"]),
+    (&["number", "integer"], &["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"]),
+];
+
 /// `schema` as Gemini `parameters`.
 pub fn gemini(schema: &Value) -> Value {
     with_gemini(schema, |tree| Node::from(tree).to_value().into_owned())
@@ -232,6 +270,7 @@ fn convert<'a>(node: Prepared<'a>, left: &mut usize) -> Object<'a> {
         }
     };
     map.insert("type".into(), made(kind.clone().into()));
+    drop_other_kinds(&mut map, &kind);
     if kind != "string" || !string_enum {
         let values = map.remove("enum");
         let phrase = values.as_ref().and_then(|v| notes::phrase("enum", &Node::from(v).to_value()));
@@ -244,6 +283,18 @@ fn convert<'a>(node: Prepared<'a>, left: &mut usize) -> Object<'a> {
         convert_array(&mut map, left);
     }
     finish(keep_only(map), nullable)
+}
+
+/// Removes the keywords of `map` that belong to kinds other than `kind`:
+/// they say nothing of a `kind` value, and a branch of a split type array
+/// or union, which starts with a copy of the whole node, would otherwise
+/// carry the other branches' subschemas unconverted.
+fn drop_other_kinds(map: &mut Object<'_>, kind: &str) {
+    for (_, keywords) in KIND_KEYWORDS.iter().filter(|(kinds, _)| !kinds.contains(&kind)) {
+        for keyword in *keywords {
+            map.remove(keyword);
+        }
+    }
 }
 
 /// What stands for a node past the conversion's budget.
@@ -461,5 +512,33 @@ mod tests {
         assert_eq!(out["properties"]["anything"], json!({"description": "(any JSON value)"}));
         let any = gemini(&json!({"type": "object", "properties": {"v": {"description": "A value.", "minLength": 2}}}));
         assert_eq!(any["properties"]["v"], json!({"description": "A value. (at least 2 characters) (any JSON value)"}));
+    }
+
+    /// What Gemini's rules (`rules::check`) find wrong with `schema` as Gemini `parameters`.
+    fn gemini_violations(schema: &Value) -> Vec<crate::rules::Violation> {
+        let definition = json!({"name": "m__t", "description": "d", "parameters": gemini(schema)});
+        crate::rules::check(crate::Provider::Gemini, &definition)
+    }
+
+    #[test]
+    fn each_branch_of_a_split_type_keeps_only_its_own_kinds_keywords() {
+        let schema = json!({"type": "object", "properties": {"urls": {
+            "type": ["string", "array"], "minLength": 1, "maxItems": 3,
+            "items": {"type": ["string", "null"], "format": "uri"}
+        }}});
+        assert_eq!(gemini_violations(&schema), []);
+        assert_eq!(
+            gemini(&schema)["properties"]["urls"],
+            json!({"anyOf": [
+                {"type": "string", "minLength": 1},
+                {"type": "array", "maxItems": 3, "items": {"type": "string", "description": "(format: uri)", "nullable": true}}
+            ]})
+        );
+        // A union's branches too: the string branch does not carry the object's properties.
+        let union = json!({"type": "object", "properties": {"v": {
+            "properties": {"a": {"type": ["integer", "null"], "exclusiveMinimum": 0}}, "anyOf": [{"type": "string"}, {"type": "object"}]
+        }}});
+        assert_eq!(gemini_violations(&union), []);
+        assert_eq!(gemini(&union)["properties"]["v"]["anyOf"][0], json!({"type": "string"}));
     }
 }
