@@ -5,8 +5,9 @@
 //! inlined; a long chain of definitions nests as deep as it is long; a long
 //! description in a definition used a thousand times is a thousand
 //! descriptions; the other keywords of a union may be copied into each
-//! branch. All are measured here without recursion, and the walk stops as
-//! soon as a budget is exceeded, so checking costs at most the budget.
+//! branch, and those of a node with a type array into one branch per type.
+//! All are measured here without recursion, and the walk stops as soon as a
+//! budget is exceeded, so checking costs at most the budget.
 
 use std::collections::HashSet;
 use std::io;
@@ -33,7 +34,8 @@ pub struct SchemaBudget {
     /// (a recursive reference is followed once) and a union's other keywords
     /// are copied into each of its branches.
     pub max_nodes: usize,
-    /// `MAX_SCHEMA_BYTES`: the schema's JSON text, counted the same way.
+    /// `MAX_SCHEMA_BYTES`: the schema's JSON text, counted the same way, and
+    /// a node's text once per type of its type array (`null` aside).
     pub max_bytes: usize,
     /// `MAX_SCHEMA_PATTERNS`: regular expressions (`pattern` values and
     /// `patternProperties` names) of one manifest, each schema's distinct
@@ -170,10 +172,18 @@ impl<'a> Walk<'a> {
             let Value::Object(map) = node else { continue };
             self.count_patterns(map, patterns)?;
             // A union's other keywords may be copied into each of its
-            // branches (how Gemini's subset expresses `A and (B or C)`).
+            // branches (how Gemini's subset expresses `A and (B or C)`), and
+            // a node's own keywords into one branch per type of its type
+            // array (`null` aside: it becomes `nullable`); its subschemas go
+            // to the branch of their kind only, save the union's branches and
+            // `allOf`'s parts, which are laid over the node before it splits.
             let branches: usize = ["anyOf", "oneOf"].iter().filter_map(|k| map.get(*k)?.as_array()).map(Vec::len).sum();
+            let types = map
+                .get("type")
+                .and_then(Value::as_array)
+                .map_or(1, |types| types.iter().filter(|t| t.as_str() != Some("null")).count());
             let shared = copies.saturating_mul(branches.max(1));
-            self.count_text(map, shared)?;
+            self.count_text(map, shared.saturating_mul(types.max(1)))?;
             let target = map.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix('#'));
             if let Some(target) = target.and_then(|pointer| self.root.pointer(pointer))
                 && !self.on_chain(chain, target)
@@ -184,7 +194,11 @@ impl<'a> Walk<'a> {
             }
             for (keyword, value) in map {
                 let keyword = keyword.as_str();
-                let copies = if matches!(keyword, "anyOf" | "oneOf") { copies } else { shared };
+                let copies = match keyword {
+                    "anyOf" | "oneOf" => copies.saturating_mul(types.max(1)),
+                    "allOf" => shared.saturating_mul(types.max(1)),
+                    _ => shared,
+                };
                 let child = |node| Pending { node, depth: depth + 1, chain, copies };
                 match value {
                     Value::Array(items) if LIST_SUBSCHEMA_KEYWORDS.contains(&keyword) => {
@@ -342,6 +356,27 @@ mod tests {
             (0..600).map(|i| (format!("p{i}"), json!({"type": "string"}))).collect();
         let union = json!({"type": "object", "properties": properties, "anyOf": vec![json!({"required": ["p0"]}); 20]});
         assert_eq!(budget.check(&union), Err(SchemaBudgetError::TooManyNodes { max: DEFAULT_MAX_SCHEMA_NODES }));
+    }
+
+    #[test]
+    fn a_type_arrays_text_counts_once_per_type_but_null() {
+        let budget = SchemaBudget::default();
+        // Each level's title goes into six branches (Gemini's one type per node).
+        let mut chain = json!({"type": "string"});
+        for _ in 0..31 {
+            let types = ["string", "number", "integer", "boolean", "array", "object"];
+            chain = json!({"type": types, "title": "t".repeat(30 * 1024), "items": chain});
+        }
+        assert!(chain.to_string().len() < DEFAULT_MAX_SCHEMA_BYTES);
+        assert_eq!(budget.check(&chain), Err(SchemaBudgetError::TooLarge { max: DEFAULT_MAX_SCHEMA_BYTES }));
+        // `null` becomes `nullable`, not a branch: an optional field costs what it is.
+        let long = "d".repeat(DEFAULT_MAX_SCHEMA_BYTES * 2 / 3);
+        let optional =
+            json!({"type": "object", "properties": {"v": {"type": ["string", "null"], "description": long}}});
+        assert!(budget.check(&optional).is_ok());
+        // The parts of an `allOf` are laid over the node before it splits.
+        let parts = json!({"type": ["string", "integer"], "allOf": [{"description": long}]});
+        assert_eq!(budget.check(&parts), Err(SchemaBudgetError::TooLarge { max: DEFAULT_MAX_SCHEMA_BYTES }));
     }
 
     #[test]
