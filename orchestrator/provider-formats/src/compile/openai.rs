@@ -51,6 +51,9 @@ pub const STRICT_BLOCKERS: &[&str] = &[
     "else",
     "dependentRequired",
     "dependentSchemas",
+    "dependencies",
+    "$dynamicRef",
+    "$recursiveRef",
     "patternProperties",
     "unevaluatedProperties",
     "unevaluatedItems",
@@ -272,6 +275,22 @@ mod tests {
             let compiled = openai(&schema);
             assert!(!compiled.strict);
             assert_eq!(compiled.schema, schema);
+        }
+    }
+
+    #[test]
+    fn older_drafts_dependencies_and_dynamic_references_keep_the_schema_non_strict() {
+        let schema = json!({"type": "object", "properties": {"card": {"type": "string"}, "cvv": {"type": "string"}},
+            "dependencies": {"card": ["cvv"]}});
+        assert_eq!(strict_schema(&prepare(&schema)), Err(NotStrict("`dependencies` at ``".into())));
+        let compiled = openai(&schema);
+        assert!(!compiled.strict);
+        assert_eq!(compiled.schema["dependencies"], json!({"card": ["cvv"]}));
+        // The 2019-09 and 2020-12 dynamic references say which schema a value
+        // follows: dropping them would leave it unchecked.
+        for keyword in ["$recursiveRef", "$dynamicRef"] {
+            let node = json!({"type": "object", "properties": {"up": {keyword: "#"}}, "required": ["up"]});
+            assert_eq!(strict_schema(&node), Err(NotStrict(format!("`{keyword}` at `/properties/up`"))));
         }
     }
 
