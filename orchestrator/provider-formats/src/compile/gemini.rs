@@ -541,4 +541,28 @@ mod tests {
         assert_eq!(gemini_violations(&union), []);
         assert_eq!(gemini(&union)["properties"]["v"]["anyOf"][0], json!({"type": "string"}));
     }
+
+    #[test]
+    fn constraints_gemini_cannot_take_are_said_in_the_description() {
+        let property = |node: Value| {
+            let schema = json!({"type": "object", "properties": {"v": node}});
+            assert_eq!(gemini_violations(&schema), []);
+            gemini(&schema)["properties"]["v"].clone()
+        };
+        assert_eq!(
+            property(json!({"type": "string", "not": {"enum": ["root"]}})),
+            json!({"type": "string", "description": "(matching the JSON Schema {\"not\":{\"enum\":[\"root\"]}})"})
+        );
+        let conditional = property(json!({"type": "object", "properties": {"card": {"type": "string"}},
+            "dependentRequired": {"card": ["cvv"]}, "propertyNames": {"maxLength": 3}}));
+        assert_eq!(
+            conditional["description"],
+            "(matching the JSON Schema {\"propertyNames\":{\"maxLength\":3}}; \
+             matching the JSON Schema {\"dependentRequired\":{\"card\":[\"cvv\"]}})"
+        );
+        // A long one is cut.
+        let long = property(json!({"type": "string", "not": {"enum": ["x".repeat(10_000)]}}));
+        let text = long["description"].as_str().unwrap();
+        assert!(text.len() < 300 && text.ends_with("...)"), "{text}");
+    }
 }

@@ -2,6 +2,7 @@
 //! description in words a model follows ("at most 20", "default: 5").
 
 use std::borrow::Cow;
+use std::io::Write;
 
 use serde_json::{Map, Value};
 
@@ -15,8 +16,46 @@ const NUMERIC_FORMATS: &[&str] = &[
     "double",
 ];
 
+/// The keywords that constrain a value but have no phrase of their own
+/// (subschemas, conditions, dependencies): [`phrase`] quotes them as JSON.
+const QUOTED_CONSTRAINTS: &[&str] = &[
+    "not",
+    "if",
+    "then",
+    "else",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "patternProperties",
+    "propertyNames",
+    "dependentRequired",
+    "dependentSchemas",
+    "dependencies",
+    "unevaluatedProperties",
+    "items",
+    "prefixItems",
+    "additionalItems",
+    "contains",
+    "minContains",
+    "maxContains",
+    "unevaluatedItems",
+    "$ref",
+    "$dynamicRef",
+    "$recursiveRef",
+];
+
+/// The most bytes of JSON a quoted constraint shows (cut with `...` past it).
+pub const MAX_QUOTED_BYTES: usize = 200;
+
 /// A phrase saying what `keyword: value` asks of a value, or `None` when
-/// dropping the keyword loses nothing a model needs.
+/// dropping the keyword loses nothing a model needs (an annotation such as
+/// `title` or `$comment`, or an unknown keyword, which JSON Schema reads as
+/// one). A constraint without words of its own is quoted as compact JSON,
+/// at most [`MAX_QUOTED_BYTES`] of it.
 pub fn phrase(keyword: &str, value: &Value) -> Option<String> {
     let n = || value.to_string();
     Some(match keyword {
@@ -45,8 +84,47 @@ pub fn phrase(keyword: &str, value: &Value) -> Option<String> {
         "deprecated" if value == &Value::Bool(true) => "deprecated".to_owned(),
         "contentEncoding" => format!("encoded as {}", value.as_str()?),
         "contentMediaType" => format!("of media type {}", value.as_str()?),
+        k if QUOTED_CONSTRAINTS.contains(&k) => format!("matching the JSON Schema {}", quoted(k, value)),
         _ => return None,
     })
+}
+
+/// `{"keyword": value}` as compact JSON, cut to [`MAX_QUOTED_BYTES`] (at a
+/// character boundary) with `...` when longer; written only that far.
+fn quoted(keyword: &str, value: &Value) -> String {
+    let mut out = Capped(Vec::with_capacity(MAX_QUOTED_BYTES));
+    let mut write = || -> std::io::Result<()> {
+        out.write_all(b"{")?;
+        serde_json::to_writer(&mut out, keyword)?;
+        out.write_all(b":")?;
+        serde_json::to_writer(&mut out, value)?;
+        out.write_all(b"}")
+    };
+    let whole = write().is_ok();
+    let text = match std::str::from_utf8(&out.0) {
+        Ok(text) => text,
+        Err(cut) => std::str::from_utf8(&out.0[..cut.valid_up_to()]).unwrap_or_default(),
+    };
+    if whole { text.to_owned() } else { format!("{text}...") }
+}
+
+/// A writer that takes [`MAX_QUOTED_BYTES`] and refuses the rest.
+struct Capped(Vec<u8>);
+
+impl Write for Capped {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let room = MAX_QUOTED_BYTES - self.0.len();
+        if room == 0 && !buf.is_empty() {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        let taken = buf.len().min(room);
+        self.0.extend_from_slice(&buf[..taken]);
+        Ok(taken)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The items of a JSON array written as `a, b, c` (a non-array as itself).
@@ -164,5 +242,16 @@ mod tests {
         assert_eq!(phrase("enum", &json!([1, 2])).unwrap(), "one of 1, 2");
         assert_eq!(phrase("pattern", &json!("^a+$")).unwrap(), "matching the regular expression \"^a+$\"");
         assert_eq!(phrase("uniqueItems", &json!(false)), None);
+    }
+
+    #[test]
+    fn constraints_without_words_are_quoted_and_cut() {
+        assert_eq!(phrase("not", &json!({"const": 1})).unwrap(), "matching the JSON Schema {\"not\":{\"const\":1}}");
+        // Cut within a character: the text stays whole characters.
+        let long = phrase("not", &json!({"enum": ["é".repeat(MAX_QUOTED_BYTES)]})).unwrap();
+        let quoted = long.strip_prefix("matching the JSON Schema ").unwrap();
+        assert!(quoted.ends_with("...") && quoted.len() <= MAX_QUOTED_BYTES + 3, "{quoted}");
+        assert_eq!(phrase("title", &json!("Name")), None);
+        assert_eq!(phrase("x-vendor", &json!({"a": 1})), None);
     }
 }
