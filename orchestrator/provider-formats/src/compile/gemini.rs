@@ -211,13 +211,14 @@ fn convert<'a>(node: Prepared<'a>, left: &mut usize) -> Object<'a> {
     if let Some(parts) = map.remove("allOf")
         && let Ok(parts) = parts.into_items()
     {
+        let mut unmerged = Vec::new();
         for part in parts.into_iter().filter_map(object_of) {
-            merge_all_of(&mut map, part);
+            merge_all_of(&mut map, part, &mut unmerged);
         }
+        notes::append(&mut map, &unmerged);
     }
-    if let Some(value) = map.remove("const")
-        && !map.contains_key("enum")
-    {
+    // `const` is the one value `enum` may then take (or none: it says so).
+    if let Some(value) = map.remove("const") {
         map.insert("enum".into(), made(Value::Array(vec![Node::from(&value).to_value().into_owned()])));
     }
     let mut nullable = map.remove("nullable").is_some_and(|n| Node::from(&n).value() == Some(&Value::Bool(true)));
@@ -343,27 +344,47 @@ fn inferred_type(map: &Object<'_>) -> Option<&'static str> {
     }
 }
 
+/// Lower bounds, of which an `allOf` keeps the greatest.
+const LOWER_BOUNDS: &[&str] = &["minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"];
+/// Upper bounds, of which an `allOf` keeps the least.
+const UPPER_BOUNDS: &[&str] = &["maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"];
+
 /// Lays an `allOf` part over a node: properties and `required` are joined,
-/// other keywords kept where the node has none.
-fn merge_all_of<'a>(map: &mut Object<'a>, part: Object<'a>) {
+/// bounds kept at the stricter, `enum`s intersected, other keywords kept
+/// where the node has none; where it has another value, what the part's
+/// asks is added to `unmerged` (phrases for the description).
+fn merge_all_of<'a>(map: &mut Object<'a>, part: Object<'a>, unmerged: &mut Vec<String>) {
     for (keyword, value) in part.into_entries() {
-        match (&*keyword, map.entry_mut(&keyword)) {
-            ("properties", Some(mine)) if Node::from(&*mine).is_object() && Node::from(&value).is_object() => {
+        let Some(mine) = map.entry_mut(&keyword) else {
+            map.insert(keyword, value);
+            continue;
+        };
+        let theirs = Node::from(&value);
+        match (&*keyword, Node::from(&*mine).value(), theirs.value()) {
+            ("properties", _, _) if Node::from(&*mine).is_object() && theirs.is_object() => {
                 let mine_entries =
                     std::mem::replace(mine, Prepared::Array(Vec::new())).into_object().unwrap_or_default();
                 let theirs = object_of(value).unwrap_or_else(Object::empty);
                 *mine = Prepared::Object(Keywords::from_entries(mine_entries).merged(theirs).into_entries().collect());
             }
-            ("required", Some(Prepared::Value(mine)))
-                if mine.is_array() && Node::from(&value).value().is_some_and(Value::is_array) =>
+            (_, Some(old), Some(new)) if old == new => {}
+            ("required", Some(Value::Array(old)), Some(Value::Array(new))) => {
+                let joined = old.iter().chain(new.iter().filter(|name| !old.contains(name))).cloned().collect();
+                *mine = made(Value::Array(joined));
+            }
+            ("enum", Some(Value::Array(old)), Some(Value::Array(new))) if old.iter().any(|v| new.contains(v)) => {
+                let both = old.iter().filter(|v| new.contains(v)).cloned().collect();
+                *mine = made(Value::Array(both));
+            }
+            (k, Some(Value::Number(old)), Some(Value::Number(new)))
+                if LOWER_BOUNDS.contains(&k) || UPPER_BOUNDS.contains(&k) =>
             {
-                let theirs = Node::from(&value).to_value().into_owned();
-                if let (Value::Array(mine), Value::Array(theirs)) = (mine.to_mut(), theirs) {
-                    mine.extend(theirs);
+                let greater = new.as_f64() > old.as_f64();
+                if greater == LOWER_BOUNDS.contains(&k) {
+                    *mine = value;
                 }
             }
-            (_, None) => map.insert(keyword, value),
-            _ => {}
+            (k, _, _) => unmerged.extend(notes::phrase(k, &theirs.to_value())),
         }
     }
 }
@@ -564,5 +585,27 @@ mod tests {
         let long = property(json!({"type": "string", "not": {"enum": ["x".repeat(10_000)]}}));
         let text = long["description"].as_str().unwrap();
         assert!(text.len() < 300 && text.ends_with("...)"), "{text}");
+    }
+
+    #[test]
+    fn an_all_of_keeps_every_part_and_const_narrows_enum() {
+        let property = |node: Value| {
+            let schema = json!({"type": "object", "properties": {"v": node}});
+            assert_eq!(gemini_violations(&schema), []);
+            gemini(&schema)["properties"]["v"].clone()
+        };
+        assert_eq!(
+            property(json!({"type": "string", "allOf": [{"pattern": "^[a-z]+$"}, {"pattern": "^.{3,8}$"}]})),
+            json!({"type": "string", "pattern": "^[a-z]+$", "description": "(matching the regular expression \"^.{3,8}$\")"})
+        );
+        assert_eq!(
+            property(json!({"allOf": [
+                {"type": "string", "minLength": 2, "enum": ["a", "bb", "ccc"]},
+                {"minLength": 4, "maxLength": 9, "enum": ["bb", "ccc", "dd"]},
+                {"maxLength": 6}
+            ]})),
+            json!({"type": "string", "minLength": 4, "enum": ["bb", "ccc"], "maxLength": 6})
+        );
+        assert_eq!(property(json!({"enum": ["a", "b"], "const": "a"})), json!({"enum": ["a"], "type": "string"}));
     }
 }
