@@ -384,7 +384,13 @@ fn merge_all_of<'a>(map: &mut Object<'a>, part: Object<'a>, unmerged: &mut Vec<S
                     *mine = value;
                 }
             }
-            (k, _, _) => unmerged.extend(notes::phrase(k, &theirs.to_value())),
+            (k, _, _) => {
+                // Subtrees (an inlined `items`, say) are compared written out.
+                let theirs = theirs.to_value();
+                if Node::from(&*mine).to_value() != theirs {
+                    unmerged.extend(notes::phrase(k, &theirs));
+                }
+            }
         }
     }
 }
@@ -605,6 +611,15 @@ mod tests {
                 {"maxLength": 6}
             ]})),
             json!({"type": "string", "minLength": 4, "enum": ["bb", "ccc"], "maxLength": 6})
+        );
+        let same_items =
+            json!({"allOf": [{"$ref": "#/$defs/Tags"}, {"$ref": "#/$defs/Tags"}, {"items": {"maxLength": 9}}]});
+        let schema = json!({"type": "object", "properties": {"v": same_items},
+            "$defs": {"Tags": {"type": "array", "items": {"type": "string"}}}});
+        assert_eq!(
+            gemini(&schema)["properties"]["v"],
+            json!({"type": "array", "items": {"type": "string"},
+                   "description": "(matching the JSON Schema {\"items\":{\"maxLength\":9}})"})
         );
         assert_eq!(property(json!({"enum": ["a", "b"], "const": "a"})), json!({"enum": ["a"], "type": "string"}));
     }
