@@ -26,7 +26,7 @@ use crate::registry::RouteError;
 use record::json_bytes;
 pub use record::{Approval, ApprovalStatus, ProviderCall};
 pub use settings::ApprovalSettings;
-use store::{Admission, ApprovalStore, Claim, MemoryStore, StoreError};
+use store::{Admission, ApprovalStore, Claim, ClaimToken, MemoryStore, StoreError};
 
 /// A person's decision on an approval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, utoipa::ToSchema)]
@@ -139,6 +139,18 @@ pub enum ApprovalError {
     /// The store did not answer.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// Deciding it took longer than its claim's lease before the decision
+    /// was recorded: another decision may hold the claim now, so this one
+    /// recorded and ran nothing.
+    #[error(
+        "deciding approval `{id}` took longer than its claim lasts ({lease:?}) before the decision was recorded, so another decision may have taken it over: this one recorded and ran nothing; read the approval again"
+    )]
+    ClaimLapsed {
+        /// The approval's id.
+        id: String,
+        /// How long a claim lasts.
+        lease: Duration,
+    },
     /// Deciding it stopped before its end (the task running it panicked or
     /// the orchestrator is shutting down).
     #[error("deciding approval `{id}` stopped before its end: {reason}")]
@@ -158,6 +170,13 @@ pub enum ApprovalError {
 /// and a result that does not fit can always be replaced.
 pub const DECISION_BYTES: usize = 512;
 
+/// How long a claim on an approval's decision lasts in Redis, from when it
+/// is won until the decision is recorded (`running` or `denied`, a few
+/// Redis commands later): a claim whose replica died in between strands the
+/// approval (`409` "already being decided") no longer than this. A decision
+/// that takes longer records and runs nothing ([`ApprovalError::ClaimLapsed`]).
+pub const CLAIM_LEASE: Duration = Duration::from_secs(30);
+
 /// A budget of approvals' bytes a store refused for.
 struct ByteBudget {
     /// Whose approvals it bounds, as told: `the orchestrator's` or `its user's`.
@@ -172,6 +191,8 @@ struct ByteBudget {
 pub struct Approvals {
     store: Arc<dyn ApprovalStore>,
     settings: ApprovalSettings,
+    /// [`CLAIM_LEASE`] (shorter in tests).
+    claim_lease: Duration,
 }
 
 impl Approvals {
@@ -181,7 +202,7 @@ impl Approvals {
             Some(url) => Arc::new(redis_store::RedisStore::new(url)?),
             None => Arc::new(MemoryStore::default()),
         };
-        Ok(Self { store, settings })
+        Ok(Self { store, settings, claim_lease: CLAIM_LEASE })
     }
 
     /// The policy and budgets.
@@ -328,14 +349,23 @@ impl Approvals {
         if approval.status != ApprovalStatus::Pending {
             return Err(ApprovalError::Conflict { id: id.to_owned(), status: approval.status.as_str() });
         }
-        if self.store.claim(&approval, self.drop_at(&approval)).await? == Claim::Taken {
+        let Claim::Won(token) = self.store.claim(&approval, self.claim_lease).await? else {
             return Err(ApprovalError::Conflict { id: id.to_owned(), status: "already being decided" });
-        }
-        // Checked once the claim is won (however long that took), by the
-        // clock that set the expiry: it was still pending when claimed.
-        if approval.status_at(OffsetDateTime::now_utc()) == ApprovalStatus::Expired {
-            let expired = ApprovalError::Conflict { id: id.to_owned(), status: ApprovalStatus::Expired.as_str() };
-            return Err(self.undecided(id, expired).await);
+        };
+        // Read again once the claim is won (however long that took): a
+        // decision recorded under an earlier claim, lapsed since, shows now;
+        // and its expiry is checked by the clock that set it.
+        let status = match self.store.get(id).await {
+            Ok(stored) => stored.map(|stored| stored.status_at(OffsetDateTime::now_utc())),
+            Err(error) => return Err(self.undecided(id, &token, error.into()).await),
+        };
+        match status {
+            Some(ApprovalStatus::Pending) => {}
+            Some(status) => {
+                let decided = ApprovalError::Conflict { id: id.to_owned(), status: status.as_str() };
+                return Err(self.undecided(id, &token, decided).await);
+            }
+            None => return Err(self.undecided(id, &token, ApprovalError::NotFound(id.to_owned())).await),
         }
         approval.decided_by = Some(identity.name.clone());
         approval.decided_at = Some(OffsetDateTime::now_utc());
@@ -354,8 +384,9 @@ impl Approvals {
                 // soon the approval expires.
                 let running_for = route.as_ref().map_or(Duration::ZERO, |route| executor.call_timeout(route));
                 let drop_at = self.drop_after(&approval, OffsetDateTime::now_utc() + running_for);
-                if let Err(error) = self.record(&approval, approval.counted_bytes() + DECISION_BYTES, drop_at).await {
-                    return Err(self.undecided(id, error).await);
+                let bytes = approval.counted_bytes() + DECISION_BYTES;
+                if let Err(error) = self.record(&approval, bytes, drop_at, &token).await {
+                    return Err(self.undecided(id, &token, error).await);
                 }
                 // The result is kept once and read by everyone who may see
                 // the approval (its user too): why a module was not reached
@@ -379,8 +410,9 @@ impl Approvals {
         approval.result = Some(result);
         match decision {
             Decision::Deny => {
-                if let Err(error) = self.record(&approval, approval.counted_bytes(), self.drop_at(&approval)).await {
-                    return Err(self.undecided(id, error).await);
+                let drop_at = self.drop_at(&approval);
+                if let Err(error) = self.record(&approval, approval.counted_bytes(), drop_at, &token).await {
+                    return Err(self.undecided(id, &token, error).await);
                 }
             }
             Decision::Approve => self.keep_result(&mut approval).await,
@@ -401,11 +433,21 @@ impl Approvals {
     }
 
     /// Stores the decision of `approval`, counted as `bytes`, until
-    /// `drop_at`, or refuses it when that would take the approvals kept past
-    /// `MAX_APPROVAL_BYTES` or its user's past `MAX_APPROVAL_BYTES_PER_USER`
-    /// (only a reason can: see [`DECISION_BYTES`]).
-    async fn record(&self, approval: &Approval, bytes: usize, drop_at: OffsetDateTime) -> Result<(), ApprovalError> {
-        let admission = self.store.put(approval, bytes, drop_at, &self.settings).await?;
+    /// `drop_at`, while its claim holds `token`, or refuses it when the
+    /// claim lapsed ([`ApprovalError::ClaimLapsed`]) or when it would take
+    /// the approvals kept past `MAX_APPROVAL_BYTES` or its user's past
+    /// `MAX_APPROVAL_BYTES_PER_USER` (only a reason can: see [`DECISION_BYTES`]).
+    async fn record(
+        &self,
+        approval: &Approval,
+        bytes: usize,
+        drop_at: OffsetDateTime,
+        token: &ClaimToken,
+    ) -> Result<(), ApprovalError> {
+        let Some(admission) = self.store.put_claimed(approval, bytes, drop_at, &self.settings, token).await? else {
+            tracing::warn!(approval = %approval.id, lease = ?self.claim_lease, "a decision's claim lapsed before it was recorded; it recorded and ran nothing");
+            return Err(ApprovalError::ClaimLapsed { id: approval.id.clone(), lease: self.claim_lease });
+        };
         match self.byte_budget(admission) {
             None => Ok(()),
             Some(ByteBudget { whose, setting, max }) => Err(ApprovalError::NoRoomForReason {
@@ -470,12 +512,13 @@ impl Approvals {
         tracing::error!(approval = %approval.id, %error, "an approved call ran, but its result could not be stored");
     }
 
-    /// Gives up the claim of `id`, won but not decided (`error`: its
-    /// decision could not be recorded before anything ran, or it had
-    /// expired), so it can be decided again, or is refused as expired,
-    /// rather than as being decided until it is dropped; answers the error.
-    async fn undecided(&self, id: &str, error: ApprovalError) -> ApprovalError {
-        if let Err(release) = self.store.release(id).await {
+    /// Gives up the claim of `id` won with `token` but not decided (`error`:
+    /// its decision could not be recorded before anything ran, or it was no
+    /// longer pending), if the claim still holds `token`, so it can be
+    /// decided again, or is refused as it stands, rather than as being
+    /// decided until the claim lapses; answers the error.
+    async fn undecided(&self, id: &str, token: &ClaimToken, error: ApprovalError) -> ApprovalError {
+        if let Err(release) = self.store.release(id, token).await {
             tracing::error!(approval = %id, error = %release, "the claim of an undecided approval could not be given up");
         }
         error
@@ -604,12 +647,41 @@ mod tests {
     use module_sdk::Permission;
     use std::time::Duration;
     use store::tests::{approval, put};
+    use tokio::sync::Notify;
 
-    /// A store whose claims are made only once the approval has expired,
-    /// as a claim can take that long (a slow Redis, a paused process).
-    struct LateClaims(Arc<dyn ApprovalStore>);
+    /// Where a [`SlowStore`] waits, as a slow Redis or a paused process may.
+    enum Wait {
+        /// Each claim is made only once the approval has expired.
+        ClaimsUntilExpiry,
+        /// Each claim is made only once paused.
+        Claims(Pause),
+        /// Each decision recorded under a claim is stored only once paused.
+        Records(Pause),
+    }
 
-    impl ApprovalStore for LateClaims {
+    /// A pause: notifies `reached`, then waits until `go` is notified.
+    struct Pause {
+        reached: Arc<Notify>,
+        go: Arc<Notify>,
+    }
+
+    impl Pause {
+        /// A pause and its two signals.
+        fn new() -> (Self, Arc<Notify>, Arc<Notify>) {
+            let (reached, go) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+            (Self { reached: Arc::clone(&reached), go: Arc::clone(&go) }, reached, go)
+        }
+
+        async fn wait(&self) {
+            self.reached.notify_one();
+            self.go.notified().await;
+        }
+    }
+
+    /// A store that waits where [`Wait`] says.
+    struct SlowStore(Arc<dyn ApprovalStore>, Wait);
+
+    impl ApprovalStore for SlowStore {
         fn insert<'a>(
             &'a self,
             approval: &'a Approval,
@@ -630,6 +702,23 @@ mod tests {
             self.0.put(approval, bytes, drop_at, settings)
         }
 
+        fn put_claimed<'a>(
+            &'a self,
+            approval: &'a Approval,
+            bytes: usize,
+            drop_at: OffsetDateTime,
+            settings: &'a ApprovalSettings,
+            token: &'a ClaimToken,
+        ) -> BoxFuture<'a, Result<Option<Admission>, StoreError>> {
+            async move {
+                if let Wait::Records(pause) = &self.1 {
+                    pause.wait().await;
+                }
+                self.0.put_claimed(approval, bytes, drop_at, settings, token).await
+            }
+            .boxed()
+        }
+
         fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Approval>, StoreError>> {
             self.0.get(id)
         }
@@ -638,21 +727,23 @@ mod tests {
             self.0.list(user)
         }
 
-        fn claim<'a>(
-            &'a self,
-            approval: &'a Approval,
-            drop_at: OffsetDateTime,
-        ) -> BoxFuture<'a, Result<Claim, StoreError>> {
+        fn claim<'a>(&'a self, approval: &'a Approval, lease: Duration) -> BoxFuture<'a, Result<Claim, StoreError>> {
             async move {
-                let left = approval.expires_at - OffsetDateTime::now_utc();
-                tokio::time::sleep(Duration::try_from(left).unwrap_or_default()).await;
-                self.0.claim(approval, drop_at).await
+                match &self.1 {
+                    Wait::ClaimsUntilExpiry => {
+                        let left = approval.expires_at - OffsetDateTime::now_utc();
+                        tokio::time::sleep(Duration::try_from(left).unwrap_or_default()).await;
+                    }
+                    Wait::Claims(pause) => pause.wait().await,
+                    Wait::Records(_) => {}
+                }
+                self.0.claim(approval, lease).await
             }
             .boxed()
         }
 
-        fn release<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
-            self.0.release(id)
+        fn release<'a>(&'a self, id: &'a str, token: &'a ClaimToken) -> BoxFuture<'a, Result<(), StoreError>> {
+            self.0.release(id, token)
         }
 
         fn kind(&self) -> &'static str {
@@ -666,7 +757,8 @@ mod tests {
     async fn check_expired_by_the_claim(store: Arc<dyn ApprovalStore>) {
         // The executor of an orchestrator without modules: nothing is run.
         let orchestrator = Orchestrator::new(Config::default()).unwrap();
-        let approvals = Approvals { store: Arc::new(LateClaims(Arc::clone(&store))), settings: Default::default() };
+        let slow = Arc::new(SlowStore(Arc::clone(&store), Wait::ClaimsUntilExpiry));
+        let approvals = Approvals { store: slow, settings: Default::default(), claim_lease: CLAIM_LEASE };
         let identity = Identity::development();
         let late = approval("late", Duration::from_millis(500));
         let drop_at = late.expires_at + Duration::from_secs(60);
@@ -674,11 +766,12 @@ mod tests {
         let decided = approvals.decide(&identity, "late", Decision::Approve, None, &orchestrator.executor).await;
         assert!(matches!(decided, Err(ApprovalError::Conflict { status: "expired", .. })), "{decided:?}");
         assert_eq!(store.get("late").await.unwrap().unwrap().status, ApprovalStatus::Pending, "nothing recorded");
-        assert_eq!(store.claim(&late, drop_at).await.unwrap(), Claim::Won, "the claim was given up");
+        let claim = store.claim(&late, CLAIM_LEASE).await.unwrap();
+        assert!(matches!(claim, Claim::Won(_)), "the claim was given up");
 
         let live = approval("live", Duration::from_secs(60));
         put(store.as_ref(), &live, drop_at).await;
-        let approvals = Approvals { store, settings: Default::default() };
+        let approvals = Approvals { store, settings: Default::default(), claim_lease: CLAIM_LEASE };
         let decided = approvals.decide(&identity, "live", Decision::Deny, None, &orchestrator.executor).await;
         assert_eq!(decided.unwrap().status, ApprovalStatus::Denied);
     }
@@ -694,10 +787,111 @@ mod tests {
         check_expired_by_the_claim(Arc::new(redis_store::RedisStore::new(&redis.url()).unwrap())).await;
     }
 
+    /// The calls `orchestrator`'s executor has made (each counted in
+    /// `tool_calls_total`, whatever came of it).
+    fn calls_made(orchestrator: &Orchestrator) -> u64 {
+        let metrics = orchestrator.metrics.encode(&[]);
+        let counts = metrics.lines().filter(|line| line.starts_with("tool_calls_total{"));
+        counts.filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok()).sum()
+    }
+
+    /// A short claim lease for the tests, so one can lapse.
+    const SHORT_LEASE: Duration = Duration::from_millis(300);
+
+    #[tokio::test]
+    async fn a_claim_whose_decider_died_before_recording_lapses_and_the_approval_is_decided() {
+        let Some(redis) = test_support::RedisServer::start() else { return };
+        let store: Arc<dyn ApprovalStore> = Arc::new(redis_store::RedisStore::new(&redis.url()).unwrap());
+        // The executor of an orchestrator without modules: it counts the call, and nothing is reached.
+        let orchestrator = Orchestrator::new(Config::default()).unwrap();
+        let approvals = Approvals { store: Arc::clone(&store), settings: Default::default(), claim_lease: CLAIM_LEASE };
+        let identity = Identity::development();
+        let stranded = approval("stranded", Duration::from_secs(60));
+        put(store.as_ref(), &stranded, stranded.expires_at).await;
+        // A replica won the claim and was killed before recording the decision.
+        assert!(matches!(store.claim(&stranded, SHORT_LEASE).await.unwrap(), Claim::Won(_)));
+        let decide = || approvals.decide(&identity, "stranded", Decision::Approve, None, &orchestrator.executor);
+        let refused = decide().await;
+        assert!(matches!(refused, Err(ApprovalError::Conflict { status: "already being decided", .. })), "{refused:?}");
+        tokio::time::sleep(SHORT_LEASE * 2).await;
+        assert_eq!(decide().await.unwrap().status, ApprovalStatus::Approved, "decided once the lease lapsed");
+        assert_eq!(calls_made(&orchestrator), 1);
+        assert_eq!(store.get("stranded").await.unwrap().unwrap().status, ApprovalStatus::Approved);
+    }
+
+    #[tokio::test]
+    async fn a_decider_whose_claim_lapsed_and_was_taken_over_records_and_runs_nothing() {
+        let Some(redis) = test_support::RedisServer::start() else { return };
+        let store: Arc<dyn ApprovalStore> = Arc::new(redis_store::RedisStore::new(&redis.url()).unwrap());
+        let orchestrator = Orchestrator::new(Config::default()).unwrap();
+        let identity = Identity::development();
+        let contested = approval("contested", Duration::from_secs(60));
+        put(store.as_ref(), &contested, contested.expires_at).await;
+        // The first decider pauses (a GC pause, a slow Redis) once it won the claim and read the approval pending.
+        let (pause, reached, go) = Pause::new();
+        let slow = Approvals {
+            store: Arc::new(SlowStore(Arc::clone(&store), Wait::Records(pause))),
+            settings: Default::default(),
+            claim_lease: SHORT_LEASE,
+        };
+        let first = async {
+            let decided = slow.decide(&identity, "contested", Decision::Approve, None, &orchestrator.executor).await;
+            assert!(matches!(decided, Err(ApprovalError::ClaimLapsed { .. })), "{decided:?}");
+        };
+        let second = async {
+            reached.notified().await;
+            tokio::time::sleep(SHORT_LEASE * 2).await;
+            // Its claim lapsed: a second decider takes it over and runs the call once.
+            let approvals =
+                Approvals { store: Arc::clone(&store), settings: Default::default(), claim_lease: CLAIM_LEASE };
+            let decided =
+                approvals.decide(&identity, "contested", Decision::Approve, None, &orchestrator.executor).await;
+            assert_eq!(decided.unwrap().status, ApprovalStatus::Approved);
+            go.notify_one();
+        };
+        tokio::join!(first, second);
+        assert_eq!(calls_made(&orchestrator), 1, "the call ran once");
+        assert_eq!(store.get("contested").await.unwrap().unwrap().status, ApprovalStatus::Approved);
+    }
+
+    #[tokio::test]
+    async fn a_decider_that_claims_after_another_decision_and_its_lease_is_refused_and_runs_nothing() {
+        let Some(redis) = test_support::RedisServer::start() else { return };
+        let store: Arc<dyn ApprovalStore> = Arc::new(redis_store::RedisStore::new(&redis.url()).unwrap());
+        let orchestrator = Orchestrator::new(Config::default()).unwrap();
+        let identity = Identity::development();
+        let twice = approval("twice", Duration::from_secs(60));
+        put(store.as_ref(), &twice, twice.expires_at).await;
+        // The second decider read it pending, then paused before claiming it.
+        let (pause, reached, go) = Pause::new();
+        let late = Approvals {
+            store: Arc::new(SlowStore(Arc::clone(&store), Wait::Claims(pause))),
+            settings: Default::default(),
+            claim_lease: SHORT_LEASE,
+        };
+        let second = async {
+            let decided = late.decide(&identity, "twice", Decision::Approve, None, &orchestrator.executor).await;
+            assert!(matches!(decided, Err(ApprovalError::Conflict { status: "approved", .. })), "{decided:?}");
+        };
+        let first = async {
+            reached.notified().await;
+            let approvals =
+                Approvals { store: Arc::clone(&store), settings: Default::default(), claim_lease: SHORT_LEASE };
+            let decided = approvals.decide(&identity, "twice", Decision::Approve, None, &orchestrator.executor).await;
+            assert_eq!(decided.unwrap().status, ApprovalStatus::Approved);
+            // Its claim lapses: the second decider wins a claim of its own.
+            tokio::time::sleep(SHORT_LEASE * 2).await;
+            go.notify_one();
+        };
+        tokio::join!(first, second);
+        assert_eq!(calls_made(&orchestrator), 1, "the call ran once");
+        assert_eq!(store.get("twice").await.unwrap().unwrap().status, ApprovalStatus::Approved);
+    }
+
     #[tokio::test]
     async fn arguments_no_byte_budget_could_hold_are_refused_naming_the_smallest() {
         let settings = ApprovalSettings { max_bytes_per_user: 1000, ..Default::default() };
-        let approvals = Approvals { store: Arc::new(MemoryStore::default()), settings };
+        let approvals = Approvals { store: Arc::new(MemoryStore::default()), settings, claim_lease: CLAIM_LEASE };
         let caller = Caller { user_id: Some("ada".into()), permission: Permission::User, modules: None };
         let arguments = |size: usize| Map::from_iter([("text".to_owned(), Value::String("x".repeat(size)))]);
         let identity = Identity::development();
@@ -710,7 +904,7 @@ mod tests {
     #[tokio::test]
     async fn the_callers_modules_count_against_the_byte_budgets() {
         let settings = ApprovalSettings { max_bytes_per_user: 4000, ..Default::default() };
-        let approvals = Approvals { store: Arc::new(MemoryStore::default()), settings };
+        let approvals = Approvals { store: Arc::new(MemoryStore::default()), settings, claim_lease: CLAIM_LEASE };
         let caller = |modules: usize| Caller {
             user_id: Some("ada".into()),
             permission: Permission::User,

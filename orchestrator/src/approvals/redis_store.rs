@@ -1,5 +1,6 @@
 //! Approvals in Redis: `approval:{id}` (JSON), `approval:{id}:claim` (the
-//! one decision, `SET NX`), the index `approvals` (ids scored by the time
+//! one decision: a random token, `SET NX` with a lease; the decision is
+//! recorded, and the claim given up, only while it holds that token), the index `approvals` (ids scored by the time
 //! they are dropped) and, per user, the pending ones
 //! (`approvals:pending:user:{user}`, ids scored by when they expire, in
 //! milliseconds), and every kept one (`approvals:user:{user}`, ids scored
@@ -14,6 +15,7 @@
 //! sum with the approval as the store's do.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -25,7 +27,7 @@ use time::OffsetDateTime;
 use super::record::Approval;
 use super::record::ApprovalStatus;
 use super::settings::ApprovalSettings;
-use super::store::{Admission, ApprovalStore, Claim, StoreError};
+use super::store::{Admission, ApprovalStore, Claim, ClaimToken, StoreError};
 use crate::redis_cache::connection_manager;
 
 /// The sorted set of approval ids.
@@ -144,8 +146,10 @@ const INSERT: &str = concat!(
 "
 );
 
-/// Stores (or replaces) an approval, in one step: drops the lapsed bytes
-/// ([`drop_lapsed_bytes`]); answers 1 when its bytes are more than it
+/// Stores (or replaces) an approval, in one step: answers 3, storing
+/// nothing, when a claim token is given and the approval's claim does not
+/// hold it (its lease lapsed: another decision may have claimed it); drops
+/// the lapsed bytes ([`drop_lapsed_bytes`]); answers 1 when its bytes are more than it
 /// counted before (nothing if it was not counted) and would take the sum
 /// past `max_total_bytes`, 2 when they would take its user's ([`user_bytes`])
 /// past `max_bytes_per_user`; otherwise stores and indexes the record,
@@ -154,10 +158,14 @@ const INSERT: &str = concat!(
 /// without adding it is counted from then on), lengthening the set's TTL
 /// to its own, and counts its bytes instead of its former ones, until it
 /// is dropped (0).
-/// KEYS: as [`INSERT`]. ARGV: now (seconds), id, drop_at
-/// (seconds), the record's JSON, its TTL (seconds), max_total_bytes, its
-/// bytes, 1 when it is decided (0 when pending), max_bytes_per_user.
+/// KEYS: as [`INSERT`], then the approval's claim. ARGV: now (seconds), id,
+/// drop_at (seconds), the record's JSON, its TTL (seconds),
+/// max_total_bytes, its bytes, 1 when it is decided (0 when pending),
+/// max_bytes_per_user, the claim's token (empty: stored whatever holds the claim).
 const PUT: &str = concat!(
+    r"
+    if ARGV[10] ~= '' and redis.call('GET', KEYS[8]) ~= ARGV[10] then return 3 end
+",
     drop_lapsed_bytes!(),
     user_bytes!("ARGV[2]"),
     r"
@@ -178,6 +186,23 @@ const PUT: &str = concat!(
     return 0
 "
 );
+
+/// Gives up a claim only while it holds the token given (its lease may
+/// have lapsed and another decision claimed it since).
+/// KEYS: the claim. ARGV: the token.
+const RELEASE: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+
+/// What [`PUT`] answers when the claim does not hold the token given.
+const UNCLAIMED: u8 = 3;
+
+/// The admission [`PUT`]'s answer (other than [`UNCLAIMED`]) stands for.
+fn put_admission(answer: u8) -> Admission {
+    match answer {
+        0 => Admission::Stored,
+        2 => Admission::TooManyBytesForUser,
+        _ => Admission::TooManyBytes,
+    }
+}
 
 /// Milliseconds since the epoch.
 fn unix_millis(at: OffsetDateTime) -> i128 {
@@ -231,11 +256,13 @@ fn storing<'a>(script: &'a Script, approval: &Approval) -> ScriptInvocation<'a> 
 /// Approvals shared by every orchestrator on the same Redis.
 pub struct RedisStore {
     connection: ConnectionManager,
-    /// [`INSERT`] and [`PUT`], called by their hash (`EVALSHA`): their text
-    /// is sent only when the server does not have it (the first call, or
-    /// after a restart or `SCRIPT FLUSH`), and the call is then made again.
+    /// [`INSERT`], [`PUT`] and [`RELEASE`], called by their hash
+    /// (`EVALSHA`): their text is sent only when the server does not have
+    /// it (the first call, or after a restart or `SCRIPT FLUSH`), and the
+    /// call is then made again.
     insert: Script,
     put: Script,
+    release: Script,
 }
 
 impl RedisStore {
@@ -245,12 +272,39 @@ impl RedisStore {
             connection: connection_manager(url).map_err(unavailable)?,
             insert: Script::new(INSERT),
             put: Script::new(PUT),
+            release: Script::new(RELEASE),
         })
     }
 
     /// Runs a storing script: 0 when it stored, otherwise the budget it refused for.
     async fn run(&self, invocation: &ScriptInvocation<'_>) -> Result<u8, StoreError> {
         invocation.invoke_async(&mut self.connection.clone()).await.map_err(unavailable)
+    }
+
+    /// Runs [`PUT`] for `approval` (while its claim holds `token`, unless empty).
+    async fn run_put(
+        &self,
+        approval: &Approval,
+        bytes: usize,
+        drop_at: OffsetDateTime,
+        settings: &ApprovalSettings,
+        token: &str,
+    ) -> Result<u8, StoreError> {
+        let text = serde_json::to_string(approval).expect("an approval always serializes");
+        let mut invocation = storing(&self.put, approval);
+        invocation
+            .key(claim_key(&approval.id))
+            .arg(OffsetDateTime::now_utc().unix_timestamp())
+            .arg(&approval.id)
+            .arg(drop_at.unix_timestamp())
+            .arg(text)
+            .arg(ttl(drop_at))
+            .arg(settings.max_total_bytes)
+            .arg(bytes)
+            .arg(u8::from(approval.status != ApprovalStatus::Pending))
+            .arg(settings.max_bytes_per_user)
+            .arg(token);
+        self.run(&invocation).await
     }
 }
 
@@ -299,24 +353,20 @@ impl ApprovalStore for RedisStore {
         drop_at: OffsetDateTime,
         settings: &'a ApprovalSettings,
     ) -> BoxFuture<'a, Result<Admission, StoreError>> {
+        async move { Ok(put_admission(self.run_put(approval, bytes, drop_at, settings, "").await?)) }.boxed()
+    }
+
+    fn put_claimed<'a>(
+        &'a self,
+        approval: &'a Approval,
+        bytes: usize,
+        drop_at: OffsetDateTime,
+        settings: &'a ApprovalSettings,
+        token: &'a ClaimToken,
+    ) -> BoxFuture<'a, Result<Option<Admission>, StoreError>> {
         async move {
-            let text = serde_json::to_string(approval).expect("an approval always serializes");
-            let mut invocation = storing(&self.put, approval);
-            invocation
-                .arg(OffsetDateTime::now_utc().unix_timestamp())
-                .arg(&approval.id)
-                .arg(drop_at.unix_timestamp())
-                .arg(text)
-                .arg(ttl(drop_at))
-                .arg(settings.max_total_bytes)
-                .arg(bytes)
-                .arg(u8::from(approval.status != ApprovalStatus::Pending))
-                .arg(settings.max_bytes_per_user);
-            Ok(match self.run(&invocation).await? {
-                0 => Admission::Stored,
-                2 => Admission::TooManyBytesForUser,
-                _ => Admission::TooManyBytes,
-            })
+            let answer = self.run_put(approval, bytes, drop_at, settings, token.as_str()).await?;
+            Ok((answer != UNCLAIMED).then(|| put_admission(answer)))
         }
         .boxed()
     }
@@ -365,27 +415,29 @@ impl ApprovalStore for RedisStore {
         .boxed()
     }
 
-    fn claim<'a>(
-        &'a self,
-        approval: &'a Approval,
-        drop_at: OffsetDateTime,
-    ) -> BoxFuture<'a, Result<Claim, StoreError>> {
+    fn claim<'a>(&'a self, approval: &'a Approval, lease: Duration) -> BoxFuture<'a, Result<Claim, StoreError>> {
         async move {
             let mut connection = self.connection.clone();
+            // At least a millisecond: Redis refuses an expiry of 0.
+            let lease = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX).max(1);
             let options = redis::SetOptions::default()
                 .conditional_set(redis::ExistenceCheck::NX)
-                .with_expiration(redis::SetExpiry::EX(ttl(drop_at)));
+                .with_expiration(redis::SetExpiry::PX(lease));
+            let token = ClaimToken::new();
             let key = claim_key(&approval.id);
-            let set: Option<String> = connection.set_options(key, "1", options).await.map_err(unavailable)?;
-            Ok(if set.is_some() { Claim::Won } else { Claim::Taken })
+            let set: Option<String> =
+                connection.set_options(key, token.as_str(), options).await.map_err(unavailable)?;
+            Ok(if set.is_some() { Claim::Won(token) } else { Claim::Taken })
         }
         .boxed()
     }
 
-    fn release<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+    fn release<'a>(&'a self, id: &'a str, token: &'a ClaimToken) -> BoxFuture<'a, Result<(), StoreError>> {
         async move {
-            let mut connection = self.connection.clone();
-            connection.del(claim_key(id)).await.map_err(unavailable)
+            let mut invocation = self.release.prepare_invoke();
+            invocation.key(claim_key(id)).arg(token.as_str());
+            let _: u8 = invocation.invoke_async(&mut self.connection.clone()).await.map_err(unavailable)?;
+            Ok(())
         }
         .boxed()
     }
@@ -399,8 +451,8 @@ impl ApprovalStore for RedisStore {
 mod tests {
     use super::*;
     use crate::approvals::store::tests::{
-        approval, check_insert_budgets, check_listing_by_user, check_per_user_budget, check_per_user_bytes,
-        check_put_budgets, put,
+        approval, check_claims, check_insert_budgets, check_listing_by_user, check_per_user_budget,
+        check_per_user_bytes, check_put_budgets, put,
     };
     use module_sdk::contract::ToolResult;
     use serde_json::{Value, json};
@@ -545,13 +597,7 @@ mod tests {
     #[tokio::test]
     async fn one_claim_wins_until_it_is_released() {
         let Some(redis) = test_support::RedisServer::start() else { return };
-        let store = RedisStore::new(&redis.url()).unwrap();
-        let drop_at = OffsetDateTime::now_utc() + Duration::from_secs(60);
-        let a = approval("a", Duration::from_secs(60));
-        assert_eq!(store.claim(&a, drop_at).await.unwrap(), Claim::Won);
-        assert_eq!(store.claim(&a, drop_at).await.unwrap(), Claim::Taken, "a second claim loses");
-        store.release("a").await.unwrap();
-        assert_eq!(store.claim(&a, drop_at).await.unwrap(), Claim::Won, "a released claim can be won again");
+        check_claims(&RedisStore::new(&redis.url()).unwrap()).await;
     }
 
     #[tokio::test]

@@ -36,7 +36,7 @@ pub fn error_answer(error: &ApprovalError) -> Response {
     let status = match error {
         ApprovalError::NotFound(_) => StatusCode::NOT_FOUND,
         ApprovalError::NotYours(_) => StatusCode::FORBIDDEN,
-        ApprovalError::Conflict { .. } => StatusCode::CONFLICT,
+        ApprovalError::Conflict { .. } | ApprovalError::ClaimLapsed { .. } => StatusCode::CONFLICT,
         ApprovalError::TooMany { .. }
         | ApprovalError::UserFull { .. }
         | ApprovalError::UserFullOfBytes { .. }
@@ -141,7 +141,7 @@ pub(crate) async fn show(
     (status = 401, body = ErrorBody, description = "No valid identity"),
     (status = 403, body = ErrorBody, description = "Another user's approval"),
     (status = 404, body = ErrorBody, description = "No such approval, or one of a tool this identity may not use"),
-    (status = 409, body = ErrorBody, description = "Not pending, or being decided by another request"),
+    (status = 409, body = ErrorBody, description = "Not pending, being decided by another request, or this decision took longer than its claim lasts (nothing ran)"),
     (status = 415, body = ErrorBody, description = "The body is not sent as `Content-Type: application/json`"),
     (status = 422, body = ErrorBody, description = "The body is not a decision, or its reason is over MAX_APPROVAL_REASON_BYTES"),
     (status = 429, body = ErrorBody, description = "The decision's reason would take the approvals kept past MAX_APPROVAL_BYTES, or its user's past MAX_APPROVAL_BYTES_PER_USER"),

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
@@ -46,13 +47,30 @@ pub enum Admission {
 }
 
 /// What claiming an approval's one decision came to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Claim {
-    /// This caller decides it (if it had not expired by then: see
-    /// [`super::Approvals::decide`]).
-    Won,
-    /// Another caller claimed it first (or it is not kept).
+    /// This caller decides it (if it is still pending: see
+    /// [`super::Approvals::decide`]), recording its decision with this token.
+    Won(ClaimToken),
+    /// Another caller holds the claim (or the approval is not kept).
     Taken,
+}
+
+/// The mark of one won claim (a random UUID): a decision is recorded, and
+/// its claim given up, only while the claim still holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimToken(String);
+
+impl ClaimToken {
+    /// A fresh token.
+    pub(super) fn new() -> Self {
+        Self(uuid::Uuid::new_v4().to_string())
+    }
+
+    /// The token as stored.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
 /// Approvals by id; a record is dropped at its `drop_at` time.
@@ -81,20 +99,36 @@ pub trait ApprovalStore: Send + Sync {
         drop_at: OffsetDateTime,
         settings: &'a ApprovalSettings,
     ) -> BoxFuture<'a, Result<Admission, StoreError>>;
+    /// Stores the decision `approval` as [`Self::put`] does, but only while
+    /// its claim holds `token`, checked in the same step: `None`, storing
+    /// nothing, when the claim no longer holds it (its lease lapsed, and
+    /// another decision may have claimed it since).
+    fn put_claimed<'a>(
+        &'a self,
+        approval: &'a Approval,
+        bytes: usize,
+        drop_at: OffsetDateTime,
+        settings: &'a ApprovalSettings,
+        token: &'a ClaimToken,
+    ) -> BoxFuture<'a, Result<Option<Admission>, StoreError>>;
     /// The approval `id`, if kept.
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Approval>, StoreError>>;
     /// The kept approvals of `user` (the calls for that user id), or
     /// every kept approval when `user` is `None`; only those are read.
     fn list<'a>(&'a self, user: Option<&'a str>) -> BoxFuture<'a, Result<Vec<Approval>, StoreError>>;
-    /// Claims the one decision of `approval` (until `drop_at`): won by the
-    /// first caller only, across replicas, so an approval runs at most once.
-    /// Whether it had expired by then is the caller's to check, once the
-    /// claim is won.
-    fn claim<'a>(&'a self, approval: &'a Approval, drop_at: OffsetDateTime)
-    -> BoxFuture<'a, Result<Claim, StoreError>>;
-    /// Gives up the claim of `id` when its decision could not be recorded
-    /// and nothing ran, so it can be decided again.
-    fn release<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>>;
+    /// Claims the one decision of `approval` for `lease`: won by one caller
+    /// at a time, across replicas, with a fresh token. In Redis the claim
+    /// lapses after `lease`, so one whose replica died before recording the
+    /// decision strands nothing; a decision is recorded only with
+    /// the token of the claim that holds (see [`Self::put_claimed`]), so a decider
+    /// whose lease lapsed records and runs nothing. Whether the approval is
+    /// still pending (not decided under an earlier claim, not expired) is
+    /// the caller's to check once the claim is won.
+    fn claim<'a>(&'a self, approval: &'a Approval, lease: Duration) -> BoxFuture<'a, Result<Claim, StoreError>>;
+    /// Gives up the claim of `id` (only while it still holds `token`) when
+    /// its decision could not be recorded and nothing ran, so it can be
+    /// decided again.
+    fn release<'a>(&'a self, id: &'a str, token: &'a ClaimToken) -> BoxFuture<'a, Result<(), StoreError>>;
     /// `memory` or `redis`, for logs.
     fn kind(&self) -> &'static str;
 }
@@ -104,8 +138,10 @@ struct Entry {
     approval: Approval,
     /// When it is dropped.
     drop_at: OffsetDateTime,
-    /// Whether its one decision is claimed.
-    claimed: bool,
+    /// The token of the claim of its one decision, if claimed. A claim in
+    /// memory has no lease: only a decision of this process holds it, and
+    /// no other process can take it over.
+    claim: Option<ClaimToken>,
     /// Its counted bytes, against `MAX_APPROVAL_BYTES`.
     bytes: usize,
 }
@@ -119,6 +155,28 @@ fn kept_bytes(entries: &HashMap<String, Entry>, user: Option<&str>, id: &str) ->
         .map(|(_, entry)| entry.bytes)
         .sum();
     (all, users)
+}
+
+/// [`ApprovalStore::put`] into `entries`: stores `approval` (keeping its
+/// claim) unless its bytes grow past a budget of `settings`.
+fn put_in(
+    entries: &mut HashMap<String, Entry>,
+    approval: &Approval,
+    bytes: usize,
+    drop_at: OffsetDateTime,
+    settings: &ApprovalSettings,
+) -> Admission {
+    let (claim, before) = entries.get(&approval.id).map_or((None, 0), |entry| (entry.claim.clone(), entry.bytes));
+    let (all_bytes, users_others) = kept_bytes(entries, approval.user_id.as_deref(), &approval.id);
+    let others = all_bytes - before;
+    if bytes > before && others.saturating_add(bytes) > settings.max_total_bytes {
+        Admission::TooManyBytes
+    } else if bytes > before && users_others.saturating_add(bytes) > settings.max_bytes_per_user {
+        Admission::TooManyBytesForUser
+    } else {
+        entries.insert(approval.id.clone(), Entry { approval: approval.clone(), drop_at, claim, bytes });
+        Admission::Stored
+    }
 }
 
 /// Approvals of one process.
@@ -162,7 +220,7 @@ impl ApprovalStore for MemoryStore {
         } else if users_bytes.saturating_add(bytes) > settings.max_bytes_per_user {
             Admission::TooManyBytesForUser
         } else {
-            let entry = Entry { approval: approval.clone(), drop_at, claimed: false, bytes };
+            let entry = Entry { approval: approval.clone(), drop_at, claim: None, bytes };
             entries.insert(approval.id.clone(), entry);
             Admission::Stored
         };
@@ -176,18 +234,21 @@ impl ApprovalStore for MemoryStore {
         drop_at: OffsetDateTime,
         settings: &'a ApprovalSettings,
     ) -> BoxFuture<'a, Result<Admission, StoreError>> {
+        let admission = put_in(&mut self.locked(), approval, bytes, drop_at, settings);
+        futures::future::ready(Ok(admission)).boxed()
+    }
+
+    fn put_claimed<'a>(
+        &'a self,
+        approval: &'a Approval,
+        bytes: usize,
+        drop_at: OffsetDateTime,
+        settings: &'a ApprovalSettings,
+        token: &'a ClaimToken,
+    ) -> BoxFuture<'a, Result<Option<Admission>, StoreError>> {
         let mut entries = self.locked();
-        let (claimed, before) = entries.get(&approval.id).map_or((false, 0), |entry| (entry.claimed, entry.bytes));
-        let (all_bytes, users_others) = kept_bytes(&entries, approval.user_id.as_deref(), &approval.id);
-        let others = all_bytes - before;
-        let admission = if bytes > before && others.saturating_add(bytes) > settings.max_total_bytes {
-            Admission::TooManyBytes
-        } else if bytes > before && users_others.saturating_add(bytes) > settings.max_bytes_per_user {
-            Admission::TooManyBytesForUser
-        } else {
-            entries.insert(approval.id.clone(), Entry { approval: approval.clone(), drop_at, claimed, bytes });
-            Admission::Stored
-        };
+        let holds = entries.get(&approval.id).is_some_and(|entry| entry.claim.as_ref() == Some(token));
+        let admission = holds.then(|| put_in(&mut entries, approval, bytes, drop_at, settings));
         futures::future::ready(Ok(admission)).boxed()
     }
 
@@ -206,24 +267,22 @@ impl ApprovalStore for MemoryStore {
         futures::future::ready(Ok(listed)).boxed()
     }
 
-    fn claim<'a>(
-        &'a self,
-        approval: &'a Approval,
-        _drop_at: OffsetDateTime,
-    ) -> BoxFuture<'a, Result<Claim, StoreError>> {
+    /// Memory's claims have no lease (one process: only its own decisions hold them): `_lease` is not used.
+    fn claim<'a>(&'a self, approval: &'a Approval, _lease: Duration) -> BoxFuture<'a, Result<Claim, StoreError>> {
         let claim = match self.locked().get_mut(&approval.id) {
-            Some(entry) if !entry.claimed => {
-                entry.claimed = true;
-                Claim::Won
+            Some(entry) if entry.claim.is_none() => {
+                let token = ClaimToken::new();
+                entry.claim = Some(token.clone());
+                Claim::Won(token)
             }
             _ => Claim::Taken,
         };
         futures::future::ready(Ok(claim)).boxed()
     }
 
-    fn release<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
-        if let Some(entry) = self.locked().get_mut(id) {
-            entry.claimed = false;
+    fn release<'a>(&'a self, id: &'a str, token: &'a ClaimToken) -> BoxFuture<'a, Result<(), StoreError>> {
+        if let Some(entry) = self.locked().get_mut(id).filter(|entry| entry.claim.as_ref() == Some(token)) {
+            entry.claim = None;
         }
         futures::future::ready(Ok(())).boxed()
     }
@@ -270,23 +329,38 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn one_claim_wins_and_dropped_records_are_gone() {
         let store = MemoryStore::default();
-        let live = approval("live", Duration::from_secs(60));
-        put(&store, &live, live.expires_at).await;
-        assert_eq!(store.claim(&live, live.expires_at).await.unwrap(), Claim::Won);
-        assert_eq!(store.claim(&live, live.expires_at).await.unwrap(), Claim::Taken, "a second claim loses");
-        put(&store, &live, live.expires_at).await;
-        let again = store.claim(&live, live.expires_at).await.unwrap();
-        assert_eq!(again, Claim::Taken, "storing the decision keeps the claim");
+        check_claims(&store).await;
         let unknown = approval("unknown", Duration::from_secs(60));
-        assert_eq!(store.claim(&unknown, live.expires_at).await.unwrap(), Claim::Taken);
-        store.release("live").await.unwrap();
-        assert_eq!(store.claim(&live, live.expires_at).await.unwrap(), Claim::Won, "a released claim can be won again");
+        assert_eq!(store.claim(&unknown, Duration::from_secs(60)).await.unwrap(), Claim::Taken);
 
         let old = approval("old", Duration::ZERO);
         assert_eq!(old.status_at(OffsetDateTime::now_utc()), ApprovalStatus::Expired);
         put(&store, &old, OffsetDateTime::now_utc() - Duration::from_secs(1)).await;
         assert!(store.get("old").await.unwrap().is_none());
-        assert_eq!(store.list(None).await.unwrap().len(), 1);
+        assert_eq!(store.list(None).await.unwrap().len(), 1, "`live` is kept");
+    }
+
+    /// Checks the claims of `store` on a new approval `live` (kept after):
+    /// one claim wins, storing keeps it, a decision is stored and a claim
+    /// given up only with the token of the claim that holds, and a claim
+    /// given up can be won again.
+    pub(crate) async fn check_claims(store: &dyn ApprovalStore) {
+        let live = approval("live", Duration::from_secs(60));
+        put(store, &live, live.expires_at).await;
+        let lease = Duration::from_secs(60);
+        let Claim::Won(token) = store.claim(&live, lease).await.unwrap() else { panic!("the first claim wins") };
+        assert_eq!(store.claim(&live, lease).await.unwrap(), Claim::Taken, "a second claim loses");
+        put(store, &live, live.expires_at).await;
+        assert_eq!(store.claim(&live, lease).await.unwrap(), Claim::Taken, "storing the approval keeps the claim");
+        store.release("live", &ClaimToken::new()).await.unwrap();
+        assert_eq!(store.claim(&live, lease).await.unwrap(), Claim::Taken, "another token gives up nothing");
+        let settings = ApprovalSettings::default();
+        let other = store.put_claimed(&live, 10, live.expires_at, &settings, &ClaimToken::new()).await.unwrap();
+        assert_eq!(other, None, "another token stores nothing");
+        let held = store.put_claimed(&live, 10, live.expires_at, &settings, &token).await.unwrap();
+        assert_eq!(held, Some(Admission::Stored));
+        store.release("live", &token).await.unwrap();
+        assert!(matches!(store.claim(&live, lease).await.unwrap(), Claim::Won(_)), "a claim given up is won again");
     }
 
     #[tokio::test]
