@@ -30,6 +30,20 @@ pub(crate) struct RequestTrace {
     from_caller: bool,
 }
 
+impl RequestTrace {
+    /// The trace of the request being handled (a new one outside a
+    /// request), to carry into a task the request hands its calls to: a
+    /// task-local does not cross `tokio::spawn`, nor rmcp's handler tasks.
+    pub(crate) fn current() -> Self {
+        REQUEST_TRACE.try_with(|request| *request).unwrap_or_else(|_| Self { trace: start_trace(), from_caller: false })
+    }
+
+    /// `future`, whose routed calls go on in this trace wherever it runs.
+    pub(crate) fn scope<F: Future>(self, future: F) -> TaskLocalFuture<Self, F> {
+        REQUEST_TRACE.scope(self, future)
+    }
+}
+
 /// A layer keeping each request's trace (its valid `traceparent`, or a new
 /// trace) for the calls it routes: the inner service's own future runs in
 /// the trace's scope, so it costs neither a boxed future nor a route clone
@@ -142,6 +156,18 @@ mod tests {
         assert_ne!(first.parent_id(), second.parent_id());
         assert!(first.to_string().ends_with("-01"), "the caller's flags are kept");
         assert_ne!(call_trace().trace_id(), request.trace_id(), "outside a request, a new trace");
+    }
+
+    #[tokio::test]
+    async fn a_spawned_task_goes_on_in_the_trace_it_is_handed() {
+        let request = TraceParent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").unwrap();
+        let scope = RequestTrace { trace: request, from_caller: true };
+        let carried = REQUEST_TRACE.scope(scope, async { RequestTrace::current() }).await;
+        let lost = tokio::spawn(REQUEST_TRACE.scope(scope, async { tokio::spawn(async { call_trace() }).await }));
+        assert_ne!(lost.await.unwrap().unwrap().trace_id(), request.trace_id(), "a task-local does not cross a spawn");
+        let kept = tokio::spawn(carried.scope(async { call_trace() })).await.unwrap();
+        assert_eq!(kept.trace_id(), request.trace_id());
+        assert!(!RequestTrace::current().from_caller, "outside a request, a new trace");
     }
 
     #[test]

@@ -1,19 +1,27 @@
 //! W3C trace context through a real orchestrator: a caller's `traceparent`
 //! reaches the module with the same trace id and the orchestrator's own span
 //! id, which its `routed call` event records; without one (or with an
-//! invalid one) a trace is started.
+//! invalid one) a trace is started. The same holds for a call through
+//! `/mcp`.
 
 mod common;
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use common::{ModuleServer, OrchestratorProcess, module_services};
 use module_sdk::contract::{ToolCall, ToolResult};
 use module_sdk::service::TraceParent;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
+};
+use rmcp::service::{ClientLifecycleMode, RunningService, serve_client_with_lifecycle};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientHandler, RoleClient};
 use serde_json::{Value, json};
 
 const CALLER_TRACE: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
@@ -24,7 +32,9 @@ fn recording_module() -> (Router, Arc<Mutex<Vec<String>>>) {
     let manifest = json!({
         "module_name": "traced",
         "description": "Remembers trace headers.",
-        "tools": [{"name": "traced.ping", "description": "Ping.", "parameters": [], "required_permission": "guest"}]
+        "tools": [
+            {"name": "traced.ping", "description": "Ping.", "parameters": [], "required_permission": "guest"}
+        ]
     });
     let kept = Arc::clone(&seen);
     let router = Router::new().route("/manifest", get(move || std::future::ready(Json(manifest.clone())))).route(
@@ -92,4 +102,58 @@ async fn routed_call_event(orchestrator: &OrchestratorProcess, trace_id: &str) -
             None => panic!("no routed call event names trace {trace_id}: {:?}", orchestrator.logs()),
         }
     }
+}
+
+/// The trace the module got for its last call.
+fn last_trace(seen: &Mutex<Vec<String>>) -> TraceParent {
+    let header = seen.lock().unwrap().pop().expect("the module was called");
+    TraceParent::parse(&header).unwrap_or_else(|| panic!("the module got a valid traceparent, not {header:?}"))
+}
+
+/// The recording module, what it saw and an orchestrator routing to it.
+async fn traced_fleet() -> (ModuleServer, Arc<Mutex<Vec<String>>>, OrchestratorProcess) {
+    let (module, seen) = recording_module();
+    let module = ModuleServer::start(module);
+    let orchestrator =
+        OrchestratorProcess::start(&[("MODULE_SERVICES", &module_services(&[("traced", module.url())]))]);
+    orchestrator.wait_for_module("traced", "up", Duration::from_secs(10)).await;
+    (module, seen, orchestrator)
+}
+
+#[tokio::test]
+async fn the_callers_trace_reaches_the_module_through_mcp() {
+    let (_module, seen, orchestrator) = traced_fleet().await;
+    let caller = TraceParent::parse(CALLER_TRACE).unwrap();
+    // A 2026-07-28 client's `tools/call`, its HTTP request carrying the
+    // caller's `traceparent`: run directly, and as an MCP task for a client
+    // that declares the tasks extension.
+    let plain = mcp_client(&orchestrator, ()).await;
+    let answer = plain.call_tool(CallToolRequestParams::new("traced__ping")).await.expect("a tool result");
+    assert_ne!(answer.is_error, Some(true), "{answer:?}");
+    let sent = last_trace(&seen);
+    assert_eq!(sent.trace_id(), caller.trace_id(), "the caller's trace goes on through /mcp");
+    assert_ne!(sent.parent_id(), caller.parent_id());
+    plain.cancel().await.unwrap();
+
+    let tasks = ClientConfig::new(ClientCapabilities::builder().enable_tasks().build(), Implementation::new("t", "1"));
+    let tasks = mcp_client(&orchestrator, tasks).await;
+    let answer = tasks.call_tool_once(CallToolRequestParams::new("traced__ping")).await.expect("an answer");
+    assert!(
+        matches!(answer, CallToolResponse::Complete(_)),
+        "a ping answers before it would become a task: {answer:?}"
+    );
+    assert_eq!(last_trace(&seen).trace_id(), caller.trace_id(), "and through a call run as a task");
+    tasks.cancel().await.unwrap();
+}
+
+/// A 2026-07-28 MCP client of `orchestrator`'s `/mcp` (with `handler`)
+/// whose requests carry [`CALLER_TRACE`].
+async fn mcp_client<H: ClientHandler>(orchestrator: &OrchestratorProcess, handler: H) -> RunningService<RoleClient, H> {
+    let headers = HashMap::from([(HeaderName::from_static("traceparent"), HeaderValue::from_static(CALLER_TRACE))]);
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", orchestrator.url)).custom_headers(headers);
+    let discover = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    serve_client_with_lifecycle(handler, test_support::mcp_client::transport(config), discover)
+        .await
+        .expect("connected")
 }

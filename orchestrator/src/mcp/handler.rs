@@ -27,6 +27,7 @@ use crate::mcp::progress::with_progress;
 use crate::mcp::streams::StreamBudget;
 use crate::mcp::tasks::{McpTasks, TaskOwner, client_accepts_tasks, run_as_task};
 use crate::mcp::tools::CallerTools;
+use crate::trace::RequestTrace;
 
 /// How long a client may keep a `tools/list` page: the fleet's tools change
 /// as modules come and go, which `notifications/tools/list_changed` says.
@@ -42,6 +43,9 @@ pub struct McpCaller {
     pub identity: Identity,
     /// The caller it acts as (the `/mcp` URL's `permission`, `modules` and `user_id`, within the identity).
     pub caller: Caller,
+    /// The HTTP request's trace, which its calls go on in: rmcp runs each
+    /// message's handler in a task of its own, out of the request's scope.
+    pub(crate) trace: RequestTrace,
 }
 
 impl McpCaller {
@@ -65,7 +69,7 @@ impl McpCaller {
             .identity
             .caller(fields)
             .map_err(|refused| ErrorData::invalid_params(format!("`_meta` `{USER_ID_META_KEY}`: {refused}"), None))?;
-        Ok(Self { identity: self.identity.clone(), caller })
+        Ok(Self { identity: self.identity.clone(), caller, trace: self.trace })
     }
 }
 
@@ -179,7 +183,7 @@ impl ServerHandler for FleetMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let mcp_caller = Self::request_caller(&context, request.meta.as_ref())?;
-        let McpCaller { identity, caller } = &mcp_caller;
+        let McpCaller { identity, caller, trace } = &mcp_caller;
         let tools = self.tools(caller);
         let Some(tool) = tools.get(&request.name) else {
             let message = format!(
@@ -189,9 +193,9 @@ impl ServerHandler for FleetMcp {
             return Err(ErrorData::invalid_params(message, None));
         };
         if let Some(state) = request.request_state.as_deref() {
-            return approval::resume(&self.orchestrator, identity, &tool, state, request.input_responses.as_ref())
-                .await
-                .map(Into::into);
+            let resumed =
+                approval::resume(&self.orchestrator, identity, &tool, state, request.input_responses.as_ref());
+            return trace.scope(resumed).await.map(Into::into);
         }
         let progress_token = request
             .meta
@@ -202,17 +206,18 @@ impl ServerHandler for FleetMcp {
         let arguments = request.arguments.unwrap_or_default();
         if client_accepts_tasks(&context) && !self.orchestrator.executor.awaits_approval(caller, &tool.full_name) {
             let (orchestrator, identity, caller) = (Arc::clone(&self.orchestrator), identity.clone(), caller.clone());
-            let call = async move {
+            let call = trace.scope(async move {
                 let outcome =
                     orchestrator.call(&identity, &caller, tool.full_name.clone(), arguments, false, None).await;
                 // An approval asked for meanwhile (the policy changed) is answered as for clients that cannot ask.
                 Ok(outcome
                     .pending
                     .map_or_else(|| tool.call_result(outcome.result), |pending| approval::waiting(&pending)))
-            };
+            });
             return run_as_task(&self.tasks, mcp_caller.task_owner(), call, progress, context.ct.cancelled()).await;
         }
-        let call = self.orchestrator.call(identity, caller, tool.full_name.clone(), arguments, false, None);
+        let call =
+            trace.scope(self.orchestrator.call(identity, caller, tool.full_name.clone(), arguments, false, None));
         let outcome = tokio::select! {
             outcome = with_progress(call, progress) => outcome,
             () = context.ct.cancelled() => {

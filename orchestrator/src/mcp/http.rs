@@ -31,6 +31,7 @@ use crate::identity::Identity;
 use crate::mcp::handler::{FleetMcp, McpCaller};
 use crate::mcp::sessions::{FleetSessions, SessionSlot, may_open_session};
 use crate::mcp::streams::{StreamBudget, StreamPermit};
+use crate::trace::RequestTrace;
 
 /// The header naming a 2025-11-25 session.
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -174,7 +175,7 @@ pub(crate) async fn close_session(
 
 /// Any `/mcp` request: a session it names must be of the identity's grant, a `GET`
 /// (an event stream) is counted, a message that may open a session
-/// reserves one, and the caller put into its extensions, then the request
+/// reserves one, and the caller (with the request's trace) put into its extensions, then the request
 /// handed to the MCP transport.
 async fn handle(
     Authorized(identity): Authorized,
@@ -214,7 +215,7 @@ async fn handle(
         Ok(reserved) => reserved,
         Err(refused) => return refused,
     };
-    request.extensions_mut().insert(McpCaller { identity, caller });
+    request.extensions_mut().insert(McpCaller { identity, caller, trace: RequestTrace::current() });
     let response = endpoint.sessions.opening(slot, endpoint.service.handle(request)).await.into_response();
     match stream {
         Some(permit) => holding(response, permit),
