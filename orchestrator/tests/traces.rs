@@ -2,7 +2,7 @@
 //! reaches the module with the same trace id and the orchestrator's own span
 //! id, which its `routed call` event records; without one (or with an
 //! invalid one) a trace is started. The same holds for a call through
-//! `/mcp`.
+//! `/mcp` and for a call run when its approval is decided.
 
 mod common;
 
@@ -33,7 +33,9 @@ fn recording_module() -> (Router, Arc<Mutex<Vec<String>>>) {
         "module_name": "traced",
         "description": "Remembers trace headers.",
         "tools": [
-            {"name": "traced.ping", "description": "Ping.", "parameters": [], "required_permission": "guest"}
+            {"name": "traced.ping", "description": "Ping.", "parameters": [], "required_permission": "guest"},
+            {"name": "traced.wipe", "description": "Wipe.", "parameters": [], "required_permission": "guest",
+             "requires_approval": true}
         ]
     });
     let kept = Arc::clone(&seen);
@@ -156,4 +158,25 @@ async fn mcp_client<H: ClientHandler>(orchestrator: &OrchestratorProcess, handle
     serve_client_with_lifecycle(handler, test_support::mcp_client::transport(config), discover)
         .await
         .expect("connected")
+}
+
+#[tokio::test]
+async fn an_approved_call_goes_on_in_the_trace_of_the_request_approving_it() {
+    let (_module, seen, orchestrator) = traced_fleet().await;
+    let wipe = json!({"tool_name": "traced.wipe", "arguments": {}});
+    let (status, pending) = orchestrator.post_with("/execute", None, &wipe).await;
+    assert_eq!(status, 200, "{pending}");
+    let (_, approvals) = orchestrator.get_with("/approvals", None).await;
+    let id = approvals["approvals"][0]["id"].as_str().unwrap_or_else(|| panic!("the call waits: {approvals}"));
+    let decided = reqwest::Client::new()
+        .post(format!("{}/approvals/{id}", orchestrator.url))
+        .header("traceparent", CALLER_TRACE)
+        .json(&json!({"decision": "approve"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(decided.status(), 200, "{}", decided.text().await.unwrap());
+    let (caller, sent) = (TraceParent::parse(CALLER_TRACE).unwrap(), last_trace(&seen));
+    assert_eq!(sent.trace_id(), caller.trace_id(), "the approving request's trace goes on to the call");
+    assert_ne!(sent.parent_id(), caller.parent_id());
 }

@@ -23,6 +23,7 @@ use crate::execute::{CallArguments, Executor};
 use crate::identity::Identity;
 use crate::providers::{self, CallFormat, RequestedCall};
 use crate::registry::RouteError;
+use crate::trace::RequestTrace;
 use record::json_bytes;
 pub use record::{Approval, ApprovalStatus, ProviderCall};
 pub use settings::ApprovalSettings;
@@ -552,7 +553,7 @@ fn may_use_tool(identity: &Identity, approval: &Approval, executor: &Executor) -
 }
 
 /// Decides approval `id` for `identity` (as [`Approvals::decide`]) in a
-/// task of its own, and counts the outcome: an approved call runs to its end
+/// task of its own, in the deciding request's trace, and counts the outcome: an approved call runs to its end
 /// and its result is recorded even when the request that decided it goes
 /// away mid-run (a client that hangs up, a proxy's timeout), instead of the
 /// approval staying claimed and undecided until it expires.
@@ -564,12 +565,12 @@ pub async fn decide_to_the_end(
     reason: Option<String>,
 ) -> Result<Approval, ApprovalError> {
     let (orchestrator, identity, owned_id) = (Arc::clone(orchestrator), identity.clone(), id.to_owned());
-    let deciding = tokio::spawn(async move {
+    let deciding = tokio::spawn(RequestTrace::current().scope(async move {
         let outcome =
             orchestrator.approvals.decide(&identity, &owned_id, decision, reason, &orchestrator.executor).await;
         orchestrator.metrics.approval_decided(decision_outcome(&outcome, decision));
         outcome
-    });
+    }));
     deciding.await.unwrap_or_else(|stopped| {
         tracing::error!(approval = %id, error = %stopped, "deciding an approval stopped before its end");
         Err(ApprovalError::Interrupted { id: id.to_owned(), reason: stopped.to_string() })
