@@ -384,7 +384,7 @@ impl Executor {
 
     /// Posts `call` to the module, retrying a connection that was refused
     /// (nothing was sent) and, for idempotent tools, a connection that broke;
-    /// `trace` goes with it as its `traceparent`.
+    /// `trace` goes with it as its `traceparent` (an MCP server's in the call's `_meta`).
     async fn send(
         &self,
         route: &ToolRoute,
@@ -409,7 +409,7 @@ impl Executor {
         };
         if let Some(server) = self.registry.mcp_servers().get(&route.module) {
             // Boxed: an MCP call's future is large, and every routed call's future would carry its size.
-            return Box::pin(server.call(&call.to_tool_call(), deadline)).await.into();
+            return Box::pin(server.call(&call.to_tool_call(), trace, deadline)).await.into();
         }
         let body = call.body();
         let mut delay = FIRST_RETRY_DELAY;

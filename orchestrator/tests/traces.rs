@@ -2,7 +2,8 @@
 //! reaches the module with the same trace id and the orchestrator's own span
 //! id, which its `routed call` event records; without one (or with an
 //! invalid one) a trace is started. The same holds for a call through
-//! `/mcp` and for a call run when its approval is decided.
+//! `/mcp` and for a call run when its approval is decided; a module that is
+//! an MCP server gets the trace in the call's `_meta`.
 
 mod common;
 
@@ -10,7 +11,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::http::{HeaderMap, HeaderName, HeaderValue};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use common::{ModuleServer, OrchestratorProcess, module_services};
@@ -178,5 +180,56 @@ async fn an_approved_call_goes_on_in_the_trace_of_the_request_approving_it() {
     assert_eq!(decided.status(), 200, "{}", decided.text().await.unwrap());
     let (caller, sent) = (TraceParent::parse(CALLER_TRACE).unwrap(), last_trace(&seen));
     assert_eq!(sent.trace_id(), caller.trace_id(), "the approving request's trace goes on to the call");
+    assert_ne!(sent.parent_id(), caller.parent_id());
+}
+
+/// A hand-written MCP server (2025-11-25, with a session) with the tool
+/// `ping`, keeping the `_meta` `traceparent` of every `tools/call`.
+fn recording_mcp_server() -> (ModuleServer, Arc<Mutex<Vec<String>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let kept = Arc::clone(&seen);
+    let answer = move |Json(request): Json<Value>| {
+        let result = match request["method"].as_str() {
+            Some("initialize") => json!({
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "traced", "version": "1.0.0"}
+            }),
+            Some("tools/list") => {
+                json!({"tools": [{"name": "ping", "description": "Ping.", "inputSchema": {"type": "object"}}]})
+            }
+            Some("tools/call") => {
+                let traceparent = request["params"]["_meta"]["traceparent"].as_str().unwrap_or("none");
+                kept.lock().unwrap().push(traceparent.to_owned());
+                json!({"content": [{"type": "text", "text": "pong"}]})
+            }
+            _ => return std::future::ready(StatusCode::ACCEPTED.into_response()),
+        };
+        let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": result});
+        std::future::ready(([("mcp-session-id", "session-1")], Json(answer)).into_response())
+    };
+    let router = Router::new().route(
+        "/mcp",
+        post(answer)
+            .get(|| std::future::ready(StatusCode::METHOD_NOT_ALLOWED))
+            .delete(|| std::future::ready(StatusCode::OK)),
+    );
+    (ModuleServer::start(router), seen)
+}
+
+#[tokio::test]
+async fn a_call_to_an_mcp_server_carries_the_trace_in_its_meta() {
+    let (server, seen) = recording_mcp_server();
+    let services = json!({"traced": format!("mcp+{}/mcp", server.url())}).to_string();
+    let orchestrator = OrchestratorProcess::start(&[("MODULE_SERVICES", &services)]);
+    orchestrator.wait_for_module("traced", "up", Duration::from_secs(20)).await;
+    // An MCP server's tools need `user` by default.
+    let call = json!({"tool_name": "traced.ping", "arguments": {}, "user_id": "u1", "user_permission": "user"});
+    let request =
+        reqwest::Client::new().post(format!("{}/execute", orchestrator.url)).header("traceparent", CALLER_TRACE);
+    let result: Value = request.json(&call).send().await.unwrap().json().await.unwrap();
+    assert_eq!(result["success"], true, "{result}");
+    let (caller, sent) = (TraceParent::parse(CALLER_TRACE).unwrap(), last_trace(&seen));
+    assert_eq!(sent.trace_id(), caller.trace_id(), "the caller's trace goes on in the call's `_meta`");
     assert_ne!(sent.parent_id(), caller.parent_id());
 }

@@ -33,10 +33,11 @@ use std::time::Duration;
 use module_sdk::ErrorKind;
 use module_sdk::contract::{ModuleManifest, ToolCall, ToolResult};
 use module_sdk::mcp::USER_ID_META_KEY;
+use module_sdk::service::TraceParent;
 use rmcp::ServiceError;
-use rmcp::model::{CallToolRequestParams, PaginatedRequestParams};
+use rmcp::model::{CallToolRequestParams, PaginatedRequestParams, RequestParamsMeta};
 use rmcp::service::ClientCacheConfig;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::discovery::DiscoveryError;
@@ -236,18 +237,18 @@ impl McpServer {
     }
 
     /// Calls the tool of `call` (`module.tool`) with its arguments, the
-    /// user's id in `_meta`, by `deadline`.
-    pub async fn call(&self, call: &ToolCall, deadline: Instant) -> ToolResult {
+    /// user's id and `trace` in `_meta`, by `deadline`.
+    pub async fn call(&self, call: &ToolCall, trace: &TraceParent, deadline: Instant) -> ToolResult {
         let name = call.tool_name.as_str();
         let seconds = deadline.saturating_duration_since(Instant::now()).as_secs_f64();
-        let answer = tokio::time::timeout_at(deadline, self.call_within(call)).await;
+        let answer = tokio::time::timeout_at(deadline, self.call_within(call, trace)).await;
         answer.unwrap_or_else(|_| {
             let message = format!("`{name}` did not finish within {seconds} s; it may still be running");
             ToolResult::failure(name, ErrorKind::Timeout, message)
         })
     }
 
-    async fn call_within(&self, call: &ToolCall) -> ToolResult {
+    async fn call_within(&self, call: &ToolCall, trace: &TraceParent) -> ToolResult {
         let name = call.tool_name.as_str();
         let session = match self.open().await {
             Ok(session) => session,
@@ -279,8 +280,11 @@ impl McpServer {
             }
         };
         let mut params = CallToolRequestParams::new(server_name).with_arguments(call.arguments.clone());
+        // The trace context goes where MCP puts it (SEP-414), as an HTTP module's goes in its headers.
+        let meta = params.meta_or_default();
+        meta.set_traceparent(trace.header());
         if let Some(user) = &call.user_id {
-            params.meta = Some(Map::from_iter([(USER_ID_META_KEY.to_owned(), Value::from(user.as_str()))]).into());
+            meta.insert(USER_ID_META_KEY.to_owned(), Value::from(user.as_str()));
         }
         match session.service.call_tool(params).await {
             Ok(answer) => results::tool_result(name, answer, self.max_answer_bytes),
