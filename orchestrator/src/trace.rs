@@ -38,6 +38,15 @@ impl RequestTrace {
         REQUEST_TRACE.try_with(|request| *request).unwrap_or_else(|_| Self { trace: start_trace(), from_caller: false })
     }
 
+    /// The trace `traceparent` names when it is a valid one (the caller's,
+    /// as an MCP message's `_meta` gives it), else this one.
+    pub(crate) fn or_callers(self, traceparent: Option<&str>) -> Self {
+        match traceparent.and_then(TraceParent::parse) {
+            Some(trace) => Self { trace, from_caller: true },
+            None => self,
+        }
+    }
+
     /// `future`, whose routed calls go on in this trace wherever it runs.
     pub(crate) fn scope<F: Future>(self, future: F) -> TaskLocalFuture<Self, F> {
         REQUEST_TRACE.scope(self, future)

@@ -20,6 +20,7 @@ use module_sdk::contract::{ToolCall, ToolResult};
 use module_sdk::service::TraceParent;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
+    RequestParamsMeta,
 };
 use rmcp::service::{ClientLifecycleMode, RunningService, serve_client_with_lifecycle};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -27,6 +28,8 @@ use rmcp::{ClientHandler, RoleClient};
 use serde_json::{Value, json};
 
 const CALLER_TRACE: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+/// Another caller's trace, given in an MCP message's `_meta`.
+const META_TRACE: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
 
 /// A hand-written module with `traced.ping` that keeps every `traceparent` it is sent.
 fn recording_module() -> (Router, Arc<Mutex<Vec<String>>>) {
@@ -137,6 +140,12 @@ async fn the_callers_trace_reaches_the_module_through_mcp() {
     let sent = last_trace(&seen);
     assert_eq!(sent.trace_id(), caller.trace_id(), "the caller's trace goes on through /mcp");
     assert_ne!(sent.parent_id(), caller.parent_id());
+    // A `traceparent` in the message's `_meta` (SEP-414) is the caller's too, and wins.
+    let mut params = CallToolRequestParams::new("traced__ping");
+    params.set_traceparent(META_TRACE);
+    plain.call_tool(params).await.expect("a tool result");
+    let meta = TraceParent::parse(META_TRACE).unwrap();
+    assert_eq!(last_trace(&seen).trace_id(), meta.trace_id(), "the message's own trace goes on");
     plain.cancel().await.unwrap();
 
     let tasks = ClientConfig::new(ClientCapabilities::builder().enable_tasks().build(), Implementation::new("t", "1"));

@@ -43,8 +43,9 @@ pub struct McpCaller {
     pub identity: Identity,
     /// The caller it acts as (the `/mcp` URL's `permission`, `modules` and `user_id`, within the identity).
     pub caller: Caller,
-    /// The HTTP request's trace, which its calls go on in: rmcp runs each
-    /// message's handler in a task of its own, out of the request's scope.
+    /// The HTTP request's trace, which its calls go on in unless a message's
+    /// `_meta` names one: rmcp runs each message's handler in a task of its
+    /// own, out of the request's scope.
     pub(crate) trace: RequestTrace,
 }
 
@@ -184,6 +185,9 @@ impl ServerHandler for FleetMcp {
     ) -> Result<CallToolResponse, ErrorData> {
         let mcp_caller = Self::request_caller(&context, request.meta.as_ref())?;
         let McpCaller { identity, caller, trace } = &mcp_caller;
+        // A `traceparent` in the message's `_meta` (SEP-414) is the caller's more exactly than its HTTP request's.
+        let meta_trace = request.meta.as_ref().and_then(|meta| meta.get_traceparent());
+        let trace = trace.or_callers(meta_trace.or_else(|| context.meta.get_traceparent()));
         let tools = self.tools(caller);
         let Some(tool) = tools.get(&request.name) else {
             let message = format!(
