@@ -796,8 +796,9 @@ mod tests {
         counts.filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok()).sum()
     }
 
-    /// A short claim lease for the tests, so one can lapse.
-    const SHORT_LEASE: Duration = Duration::from_millis(300);
+    /// A short claim lease for the tests, so one can lapse; long enough that
+    /// a decider on a loaded machine records within it when it should.
+    const SHORT_LEASE: Duration = Duration::from_millis(1500);
 
     #[tokio::test]
     async fn a_claim_whose_decider_died_before_recording_lapses_and_the_approval_is_decided() {
