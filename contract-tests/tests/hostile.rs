@@ -168,3 +168,27 @@ async fn control_characters_from_the_module_are_escaped() {
     let escaped = r"(hostile\nhttp://127.0.0.1: 39 passed, 0 warned, 0 failed, 0 skipped\u{1b}[1A\u{1b}[2K\u{1b}]0;owned\u{7}\u{202e}), level full";
     assert!(report.contains(escaped), "{report}");
 }
+
+/// An `output_schema` of a few KB that would take 2^40 steps to check a
+/// result against is held to the schema budgets: it fails
+/// `schema.output_metaschema` naming the budget, and the results are not
+/// checked against it, so the run ends instead of hanging.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_output_schema_over_the_schema_budgets_is_reported_not_used() {
+    let module = start_hostile("output_exponential");
+    let (report, status) = check(&module, &[]).await;
+    assert_eq!(status, Some(1), "{report}");
+    assert!(
+        report.contains(
+            "  FAIL schema.output_metaschema: hostile.answer output_schema: it has more than 10000 subschemas once references are inlined (budget MAX_SCHEMA_NODES)"
+        ),
+        "{report}"
+    );
+    assert!(
+        report.contains(
+            "         note: hostile.answer's results are not checked: its output_schema is over the schema budgets ("
+        ),
+        "{report}"
+    );
+    assert!(module.logs().iter().any(|line| line.contains("\"called\"")), "{:?}", module.logs());
+}

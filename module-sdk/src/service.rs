@@ -24,4 +24,4 @@ pub use crate::server::{
 };
 pub use crate::serving_threads::{ServingThreads, serving_thread};
 pub use crate::trace_context::{TRACEPARENT, TraceParent};
-pub use crate::validate::ArgumentValidator;
+pub use crate::validate::{ArgumentValidator, MAX_PATTERN_COMPILED_BYTES, check_pattern, linear_time_options};

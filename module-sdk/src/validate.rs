@@ -34,12 +34,18 @@ fn pattern_options() -> PatternOptions<jsonschema::Regex> {
     PatternOptions::regex().size_limit(MAX_PATTERN_COMPILED_BYTES).dfa_size_limit(PATTERN_DFA_BYTES)
 }
 
+/// Draft 2020-12 options whose patterns compile as [`ArgumentValidator`]
+/// compiles them (linear-time, within [`MAX_PATTERN_COMPILED_BYTES`]): for
+/// any validator of a schema someone else sent.
+pub fn linear_time_options<'i>() -> jsonschema::ValidationOptions<'i> {
+    jsonschema::options().with_draft(Draft::Draft202012).with_pattern_options(pattern_options())
+}
+
 /// Whether `pattern` compiles as [`ArgumentValidator`] compiles a schema's
 /// patterns: the reason when it does not.
-pub(crate) fn check_pattern(pattern: &str) -> Result<(), String> {
+pub fn check_pattern(pattern: &str) -> Result<(), String> {
     let schema = serde_json::json!({ "pattern": pattern });
-    let options = jsonschema::options().with_draft(Draft::Draft202012).with_pattern_options(pattern_options());
-    options.build(&schema).map(drop).map_err(|e| e.to_string())
+    linear_time_options().build(&schema).map(drop).map_err(|e| e.to_string())
 }
 
 /// A compiled `input_schema`, ready to check arguments, as a tree or read
@@ -56,8 +62,7 @@ impl ArgumentValidator {
     /// is built without network or file resolution). Its patterns are
     /// compiled for a linear-time engine (the `regex` crate's, within a fixed size).
     pub fn new(schema: &Value) -> Result<Self, String> {
-        let options = jsonschema::options().with_draft(Draft::Draft202012).with_pattern_options(pattern_options());
-        let validator = options.build(schema).map_err(|e| e.to_string())?;
+        let validator = linear_time_options().build(schema).map_err(|e| e.to_string())?;
         let options =
             jsonschema::options_for::<InPlace>().with_draft(Draft::Draft202012).with_pattern_options(pattern_options());
         let in_place = options.build(schema).map_err(|e| e.to_string())?;

@@ -8,6 +8,7 @@ use jsonschema::Validator;
 use module_sdk::contract::ErrorKind;
 use module_sdk::contract::{SchemaBudget, ToolParameter};
 use module_sdk::schema::schema_from_parameters;
+use module_sdk::service::linear_time_options;
 use serde_json::{Value, json};
 
 use super::{ToolView, json_type};
@@ -138,7 +139,13 @@ impl Caller<'_> {
         let timeout = tool.timeout_seconds().map_or(DEFAULT_CALL_TIMEOUT, |s| {
             Duration::from_secs_f64(s.min(MAX_TOOL_TIMEOUT_SECONDS)) + TIMEOUT_MARGIN
         });
-        let output = tool.output_schema().and_then(|schema| jsonschema::draft202012::new(schema).ok());
+        let output = tool.output_schema().and_then(|schema| {
+            output_validator(schema)
+                .map_err(|why| {
+                    findings.note(Check::OutputSchema, format!("{label}'s results are not checked: {why}"));
+                })
+                .ok()
+        });
         let subject = Subject { label, name, timeout, output };
 
         let samples = match valid_arguments(&schema, &validator, &self.options.sample_url) {
@@ -199,10 +206,12 @@ impl Caller<'_> {
             if let Some(output) = &subject.output {
                 findings.ran(Check::OutputSchema);
                 let payload = result.get("result").unwrap_or(&Value::Null);
-                for error in output.iter_errors(payload) {
+                // The first problem only: all of them are gathered at once, however many a large result has.
+                if let Err(error) = output.validate(payload) {
+                    let at = error.instance_path().to_string();
                     findings.fail(
                         Check::OutputSchema,
-                        format!("{what}: result at {:?}: {error}", error.instance_path().to_string()),
+                        format!("{what}: result at {at:?}: {}", shorten(&error.to_string())),
                     );
                 }
             }
@@ -345,6 +354,23 @@ impl Caller<'_> {
     }
 }
 
+/// The validator of a tool's results: `schema` within the schema budgets
+/// (a few definitions that each refer twice to the next cost a result
+/// exponential time) and its patterns compiled for a linear-time engine;
+/// why not otherwise.
+fn output_validator(schema: &Value) -> Result<Validator, String> {
+    if let Err(over) = SchemaBudget::default().check(schema) {
+        return Err(format!("its output_schema is over the schema budgets ({over}; see schema.output_metaschema)"));
+    }
+    linear_time_options().build(schema).map_err(|error| {
+        format!(
+            "its output_schema does not compile with its patterns for a linear-time regex engine (no lookaround or \
+             backreferences): {}",
+            shorten(&error.to_string())
+        )
+    })
+}
+
 /// The schema the calls are generated from: `input_schema`, or one built
 /// from `parameters` for a module that sends only the base fields.
 fn behaviour_schema(tool: &ToolView<'_>) -> Option<Value> {
@@ -421,6 +447,23 @@ fn is_known_error_kind(kind: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_schemas_over_budget_or_with_backtracking_patterns_are_not_used() {
+        let defs: serde_json::Map<String, Value> = (0..40)
+            .map(|i| {
+                let next = json!({"$ref": format!("#/$defs/d{}", i + 1)});
+                (format!("d{i}"), json!({"anyOf": [next, next]}))
+            })
+            .chain([("d40".to_owned(), json!({"type": "string"}))])
+            .collect();
+        let over = output_validator(&json!({"$ref": "#/$defs/d0", "$defs": defs})).err().unwrap();
+        assert!(over.contains("over the schema budgets") && over.contains("MAX_SCHEMA_NODES"), "{over}");
+        let lookaround = output_validator(&json!({"type": "string", "pattern": "^(?=a)a$"})).err().unwrap();
+        assert!(lookaround.contains("linear-time"), "{lookaround}");
+        let ok = output_validator(&json!({"type": "string", "pattern": "^a+$"})).unwrap();
+        assert!(ok.is_valid(&json!("aaa")) && !ok.is_valid(&json!(1)));
+    }
 
     #[test]
     fn result_shapes_are_checked_field_by_field() {

@@ -1,6 +1,8 @@
 //! `input_schema` and `output_schema`: valid draft 2020-12 schemas, an
 //! object at the root of the arguments, only local references, and input
-//! schemas within the budgets an orchestrator checks at discovery.
+//! schemas within the budgets an orchestrator checks at discovery; output
+//! schemas within the same budgets, since every result is checked against
+//! them.
 
 use module_sdk::contract::SchemaBudget;
 use module_sdk::schema::{is_object_schema, unresolved_references};
@@ -35,9 +37,17 @@ pub fn check_schemas(tools: &[ToolView<'_>], findings: &mut Findings) {
             findings.fail(Check::InputBudget, format!("{label} input_schema: {over}"));
             continue;
         }
+        let output_schema = tool.output_schema().filter(|schema| match SchemaBudget::default().check(schema) {
+            Ok(_) => true,
+            Err(over) => {
+                // The results are not checked against it either (execute.output_schema notes so).
+                findings.fail(Check::OutputMetaschema, format!("{label} output_schema: {over}"));
+                false
+            }
+        });
         for (check, key, schema) in [
             (Check::InputMetaschema, "input_schema", tool.input_schema()),
-            (Check::OutputMetaschema, "output_schema", tool.output_schema()),
+            (Check::OutputMetaschema, "output_schema", output_schema),
         ] {
             let Some(schema) = schema else { continue };
             for problem in schema_problems(schema) {
@@ -127,6 +137,42 @@ mod tests {
             .collect();
         assert_eq!(failed.len(), 1, "{failed:?}");
         assert!(failed[0].contains("evil.deep") && failed[0].contains("MAX_SCHEMA_DEPTH"), "{failed:?}");
+    }
+
+    /// `d0` .. `d{count - 1}`, each a union of two references to the next, `d{count}` a string.
+    fn doubling_unions(count: usize) -> Value {
+        let mut defs: serde_json::Map<String, Value> = (0..count)
+            .map(|i| {
+                let next = json!({"$ref": format!("#/$defs/d{}", i + 1)});
+                (format!("d{i}"), json!({"anyOf": [next, next]}))
+            })
+            .collect();
+        defs.insert(format!("d{count}"), json!({"type": "string"}));
+        json!({"$ref": "#/$defs/d0", "$defs": defs})
+    }
+
+    /// The results of `check_schemas` over one tool with `output_schema`, by check.
+    fn output_problems(output_schema: Value) -> Vec<(Check, String)> {
+        let manifest = json!({"module_name": "evil", "description": "E.", "tools": [{
+            "name": "evil.answer", "description": "A.", "parameters": [], "required_permission": "guest",
+            "output_schema": output_schema
+        }]});
+        let mut findings = Findings::default();
+        check_schemas(&super::super::tools_of(&manifest), &mut findings);
+        findings
+            .into_results(crate::Level::Full, "")
+            .into_iter()
+            .flat_map(|r| r.problems.into_iter().map(move |p| (r.check, p)))
+            .collect()
+    }
+
+    #[test]
+    fn an_output_schema_over_budget_fails_its_check_naming_the_budget() {
+        assert_eq!(output_problems(doubling_unions(3)), []);
+        let problems = output_problems(doubling_unions(40));
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].0, Check::OutputMetaschema);
+        assert!(problems[0].1.starts_with("evil.answer output_schema: ") && problems[0].1.contains("MAX_SCHEMA_NODES"));
     }
 
     #[test]
