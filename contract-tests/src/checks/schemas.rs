@@ -4,7 +4,7 @@
 //! schemas within the same budgets, since every result is checked against
 //! them.
 
-use module_sdk::contract::SchemaBudget;
+use module_sdk::contract::{SchemaBudget, SchemaBudgetError};
 use module_sdk::schema::{is_object_schema, unresolved_references};
 use serde_json::Value;
 
@@ -30,23 +30,18 @@ pub fn check_schemas(tools: &[ToolView<'_>], findings: &mut Findings) {
     }
     for tool in tools {
         let label = tool.label();
-        if let Some(schema) = tool.input_schema()
-            && let Err(over) = SchemaBudget::default().check(schema)
-        {
-            // Before the metaschema: a schema over budget is not worth compiling.
-            findings.fail(Check::InputBudget, format!("{label} input_schema: {over}"));
-            continue;
-        }
-        let output_schema = tool.output_schema().filter(|schema| match SchemaBudget::default().check(schema) {
-            Ok(_) => true,
-            Err(over) => {
-                // The results are not checked against it either (execute.output_schema notes so).
-                findings.fail(Check::OutputMetaschema, format!("{label} output_schema: {over}"));
-                false
-            }
-        });
+        // Before the metaschema: a schema over budget is not worth compiling;
+        // its checks are left out, the other schema's kept.
+        let budget = SchemaBudget::default();
+        let input = format!("{label} input_schema");
+        let input_schema =
+            within_budget(tool.input_schema(), |s| budget.check(s), Check::InputBudget, &input, findings);
+        // The results are not checked against one over budget either (execute.output_schema notes so).
+        let output = format!("{label} output_schema");
+        let output_schema =
+            within_budget(tool.output_schema(), |s| budget.check(s), Check::OutputMetaschema, &output, findings);
         for (check, key, schema) in [
-            (Check::InputMetaschema, "input_schema", tool.input_schema()),
+            (Check::InputMetaschema, "input_schema", input_schema),
             (Check::OutputMetaschema, "output_schema", output_schema),
         ] {
             let Some(schema) = schema else { continue };
@@ -62,7 +57,7 @@ pub fn check_schemas(tools: &[ToolView<'_>], findings: &mut Findings) {
                 );
             }
         }
-        if let Some(schema) = tool.input_schema()
+        if let Some(schema) = input_schema
             && !is_object_schema(schema)
         {
             let found = schema.get("type").map_or_else(|| "no `type`".to_owned(), |t| format!("\"type\": {t}"));
@@ -81,6 +76,25 @@ pub fn check_schemas(tools: &[ToolView<'_>], findings: &mut Findings) {
     findings.skip(Check::InputBudget, no_input);
     findings.skip(Check::OutputMetaschema, "no tool has an output_schema (an extension)");
     findings.skip(Check::ReferencesLocal, "no tool has an input_schema or output_schema (extensions)");
+}
+
+/// `schema` when `cost` (its budget check) passes; `None` otherwise, with
+/// `check` failed for `what`, naming the budget exceeded.
+fn within_budget<'a, T>(
+    schema: Option<&'a Value>,
+    cost: impl FnOnce(&'a Value) -> Result<T, SchemaBudgetError>,
+    check: Check,
+    what: &str,
+    findings: &mut Findings,
+) -> Option<&'a Value> {
+    let schema = schema?;
+    match cost(schema) {
+        Ok(_) => Some(schema),
+        Err(over) => {
+            findings.fail(check, format!("{what}: {over}"));
+            None
+        }
+    }
 }
 
 /// Why `schema` is not a usable draft 2020-12 schema: metaschema errors, a
@@ -173,6 +187,32 @@ mod tests {
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert_eq!(problems[0].0, Check::OutputMetaschema);
         assert!(problems[0].1.starts_with("evil.answer output_schema: ") && problems[0].1.contains("MAX_SCHEMA_NODES"));
+    }
+
+    #[test]
+    fn an_input_schema_over_budget_leaves_the_output_schema_checked() {
+        let mut input_schema = doubling_unions(40);
+        input_schema["type"] = json!("object");
+        let manifest = json!({"module_name": "evil", "description": "E.", "tools": [{
+            "name": "evil.both", "description": "B.", "parameters": [], "required_permission": "guest",
+            "input_schema": input_schema,
+            "output_schema": {"type": "text", "properties": {"x": {"$ref": "https://example.com/x.json"}}}
+        }]});
+        let mut findings = Findings::default();
+        check_schemas(&super::super::tools_of(&manifest), &mut findings);
+        let failed: Vec<(Check, String)> = findings
+            .into_results(crate::Level::Full, "")
+            .into_iter()
+            .flat_map(|r| r.problems.into_iter().map(move |p| (r.check, p)))
+            .collect();
+        let has = |check: Check, start: &str| failed.iter().any(|(c, p)| *c == check && p.starts_with(start));
+        assert_eq!(failed.len(), 3, "{failed:?}");
+        assert!(has(Check::InputBudget, "evil.both input_schema: "), "{failed:?}");
+        assert!(has(Check::OutputMetaschema, "evil.both output_schema: at /type"), "{failed:?}");
+        assert!(
+            has(Check::ReferencesLocal, "evil.both output_schema: $ref \"https://example.com/x.json\""),
+            "{failed:?}"
+        );
     }
 
     #[test]
