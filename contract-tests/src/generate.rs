@@ -7,12 +7,14 @@
 //! billions, required references to itself) gets [`OverBudget`], not a
 //! sample.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use jsonschema::Validator;
 use module_sdk::schema::resolve;
+use module_sdk::service::linear_time_options;
 use serde_json::{Map, Value, json};
 
 /// How one sample is built.
@@ -102,8 +104,10 @@ pub const DEFAULT_SAMPLE_URL: &str = "https://example.com/";
 pub fn valid_arguments(schema: &Value, validator: &Validator, sample_url: &str) -> Result<Vec<Value>, OverBudget> {
     let mut samples: Vec<Value> = Vec::new();
     let mut over = None;
+    let patterns = PatternMatches::default();
     for variant in VARIANTS {
-        let generator = Generator { root: schema, sample_url, values: Cell::new(0), chars: Cell::new(0) };
+        let generator =
+            Generator { root: schema, sample_url, values: Cell::new(0), chars: Cell::new(0), patterns: &patterns };
         match generator.value(schema, None, variant, 0) {
             Ok(sample) if sample.is_object() && validator.is_valid(&sample) && !samples.contains(&sample) => {
                 samples.push(sample);
@@ -118,6 +122,11 @@ pub fn valid_arguments(schema: &Value, validator: &Validator, sample_url: &str) 
     }
 }
 
+/// For each distinct `pattern` met, the first of [`PATTERN_CANDIDATES`] it
+/// matches, if any: a schema's thousands of strings may share one pattern,
+/// compiled once.
+type PatternMatches = RefCell<HashMap<String, Option<&'static str>>>;
+
 /// Builds one sample, counting what it holds.
 struct Generator<'a> {
     root: &'a Value,
@@ -126,6 +135,8 @@ struct Generator<'a> {
     values: Cell<usize>,
     /// Characters of sized strings built so far, against [`MAX_SAMPLE_CHARS`].
     chars: Cell<usize>,
+    /// Shared by the variants of one schema.
+    patterns: &'a PatternMatches,
 }
 
 impl Generator<'_> {
@@ -269,13 +280,8 @@ impl Generator<'_> {
         if node.get("contentEncoding").and_then(Value::as_str) == Some("base64") {
             return Ok(json!(BASE64.encode(TEXTS[variant.choice % TEXTS.len()])));
         }
-        if let Some(pattern) = node.get("pattern").and_then(Value::as_str) {
-            let only_pattern = json!({"type": "string", "pattern": pattern});
-            if let Ok(check) = jsonschema::draft202012::new(&only_pattern)
-                && let Some(found) = PATTERN_CANDIDATES.iter().find(|c| check.is_valid(&json!(c)))
-            {
-                return Ok(json!(found));
-            }
+        if let Some(found) = node.get("pattern").and_then(Value::as_str).and_then(|p| self.pattern_match(p)) {
+            return Ok(json!(found));
         }
         let mut value = self.text(name, variant).as_str().unwrap_or_default().to_owned();
         let min = bound(node, "minLength").unwrap_or(0.0) as usize;
@@ -288,6 +294,21 @@ impl Generator<'_> {
         let count = value.chars().count();
         value.extend(std::iter::repeat_n('x', min.saturating_sub(count)));
         Ok(json!(value.chars().take(max).collect::<String>()))
+    }
+
+    /// The first of [`PATTERN_CANDIDATES`] that `pattern` matches, compiled
+    /// once per schema for the linear-time engine an orchestrator uses
+    /// (within its size; a pattern it cannot compile matches none).
+    fn pattern_match(&self, pattern: &str) -> Option<&'static str> {
+        if let Some(found) = self.patterns.borrow().get(pattern) {
+            return *found;
+        }
+        let found = linear_time_options()
+            .build(&json!({ "pattern": pattern }))
+            .ok()
+            .and_then(|check| PATTERN_CANDIDATES.iter().copied().find(|c| check.is_valid(&json!(c))));
+        self.patterns.borrow_mut().insert(pattern.to_owned(), found);
+        found
     }
 
     /// One schema holding `node` (without its `keyword`) and every branch.
@@ -513,6 +534,25 @@ mod tests {
         let long = samples(json!({"type": "object", "properties": {"a": {"type": "string", "minLength": 5000}},
             "required": ["a"]}));
         assert_eq!(long[0]["a"].as_str().map(str::len), Some(5000));
+    }
+
+    #[test]
+    fn each_pattern_is_compiled_once_for_the_linear_time_engine() {
+        let properties: Map<String, Value> =
+            (0..50).map(|i| (format!("p{i}"), json!({"type": "string", "pattern": "^[a-c]+$"}))).collect();
+        let schema = json!({"type": "object", "properties": properties,
+            "required": (0..50).map(|i| format!("p{i}")).collect::<Vec<_>>()});
+        let patterns = PatternMatches::default();
+        let generator =
+            Generator { root: &schema, sample_url: "", values: Cell::new(0), chars: Cell::new(0), patterns: &patterns };
+        let sample = generator.value(&schema, None, VARIANTS[0], 0).unwrap();
+        assert_eq!(sample["p49"], "a");
+        assert_eq!(patterns.borrow().len(), 1);
+        // The backtracking engine would match "a" with the lookaround; the linear-time one refuses it.
+        assert_eq!(generator.pattern_match("^(?=a)a$"), None);
+        // Small as text, over the compiled size once repeated.
+        assert_eq!(generator.pattern_match("^[^x]{20000}y|a$"), None);
+        assert_eq!(generator.pattern_match("^(a|b)$"), Some("a"));
     }
 
     #[test]
