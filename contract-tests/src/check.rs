@@ -124,7 +124,7 @@ checks! {
     /// Self-contained schemas.
     ReferencesLocal = "schema.references_local", Full, "schemas use only local references (#/...) that resolve inside them";
     /// Input schema budgets.
-    InputBudget = "schema.input_budget", Full, "every input_schema stays within the default schema budgets an orchestrator checks at discovery (nesting, nodes once references are inlined, bytes)";
+    InputBudget = "schema.input_budget", Full, "every input_schema stays within the default schema budgets an orchestrator checks at discovery (nesting, nodes once references are inlined, bytes; patterns and bytes of all the tools together)";
     /// Parameter names.
     ParameterNames = "parameters.names", Full, "parameters lists exactly the top-level properties of input_schema";
     /// Parameter required flags.

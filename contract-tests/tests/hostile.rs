@@ -192,3 +192,27 @@ async fn an_output_schema_over_the_schema_budgets_is_reported_not_used() {
     );
     assert!(module.logs().iter().any(|line| line.contains("\"called\"")), "{:?}", module.logs());
 }
+
+/// Tools each within the one-schema budgets whose `input_schema`s hold more
+/// patterns and text together than an orchestrator takes from one manifest:
+/// `schema.input_budget` fails naming `MAX_SCHEMA_PATTERNS` for the tool
+/// past it and `MAX_MANIFEST_SCHEMA_BYTES` for the manifest, as the
+/// orchestrator would refuse it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemas_over_the_manifest_wide_budgets_fail_schema_input_budget() {
+    let module = start_hostile("manifest_budgets");
+    let (report, status) = check(&module, &["--max-tools", "1"]).await;
+    assert_eq!(status, Some(1), "{report}");
+    assert!(
+        report.contains(
+            "  FAIL schema.input_budget: hostile.t64 input_schema: it brings its manifest's schemas to more than 64 patterns (pattern, patternProperties; each schema's distinct ones, added up) (budget MAX_SCHEMA_PATTERNS)"
+        ),
+        "{report}"
+    );
+    assert!(
+        report.contains(
+            "\n         the tools' input_schemas take more than 16777216 bytes together once references are inlined (budget MAX_MANIFEST_SCHEMA_BYTES); an orchestrator refuses the whole manifest\n"
+        ),
+        "{report}"
+    );
+}

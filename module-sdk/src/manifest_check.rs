@@ -12,8 +12,8 @@ use crate::validate::{MAX_PATTERN_COMPILED_BYTES, check_pattern};
 #[path = "schema_budget.rs"]
 mod schema_budget;
 pub use schema_budget::{
-    DEFAULT_MAX_SCHEMA_BYTES, DEFAULT_MAX_SCHEMA_DEPTH, DEFAULT_MAX_SCHEMA_NODES, DEFAULT_MAX_SCHEMA_PATTERNS,
-    ManifestPatterns, SchemaBudget, SchemaBudgetError,
+    DEFAULT_MAX_MANIFEST_SCHEMA_BYTES, DEFAULT_MAX_SCHEMA_BYTES, DEFAULT_MAX_SCHEMA_DEPTH, DEFAULT_MAX_SCHEMA_NODES,
+    DEFAULT_MAX_SCHEMA_PATTERNS, ManifestPatterns, SchemaBudget, SchemaBudgetError,
 };
 
 /// Why a manifest breaks the contract; the message names the module or tool

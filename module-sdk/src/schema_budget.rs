@@ -24,6 +24,12 @@ pub const DEFAULT_MAX_SCHEMA_BYTES: usize = 1024 * 1024;
 /// The default [`SchemaBudget::max_patterns`].
 pub const DEFAULT_MAX_SCHEMA_PATTERNS: usize = 64;
 
+/// The default of an orchestrator's `MAX_MANIFEST_SCHEMA_BYTES`, 16 MiB:
+/// what the `input_schema`s of one manifest may cost together, each counted
+/// as for [`SchemaBudget::max_bytes`]; a 1,000-tool manifest may average
+/// 16 KiB of schema per tool once inlined.
+pub const DEFAULT_MAX_MANIFEST_SCHEMA_BYTES: usize = 16 * 1024 * 1024;
+
 /// The most one `input_schema` may cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SchemaBudget {

@@ -13,9 +13,9 @@ use crate::config::{AtLeast, ConfigError, positive_count, seconds_setting};
 
 /// The default [`Budgets::max_manifest_bytes`], 4 MiB.
 pub const DEFAULT_MAX_MANIFEST_BYTES: usize = 4 * 1024 * 1024;
-/// The default [`Budgets::max_manifest_schema_bytes`], 16 MiB: a
-/// 1,000-tool manifest may average 16 KiB of schema per tool once inlined.
-pub const DEFAULT_MAX_MANIFEST_SCHEMA_BYTES: usize = 16 * 1024 * 1024;
+/// The default [`Budgets::max_manifest_schema_bytes`], 16 MiB (the SDK's,
+/// so that `contract-tests` checks what an orchestrator refuses).
+pub use module_sdk::contract::DEFAULT_MAX_MANIFEST_SCHEMA_BYTES;
 /// The default [`Budgets::max_answer_bytes`], 8 MiB.
 pub const DEFAULT_MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
 /// The default [`Budgets::max_tool_timeout`], one hour.

@@ -1,10 +1,11 @@
 //! `input_schema` and `output_schema`: valid draft 2020-12 schemas, an
 //! object at the root of the arguments, only local references, and input
-//! schemas within the budgets an orchestrator checks at discovery; output
+//! schemas within the budgets an orchestrator checks at discovery (each
+//! schema's, and the manifest's patterns and text together); output
 //! schemas within the same budgets, since every result is checked against
 //! them.
 
-use module_sdk::contract::{SchemaBudget, SchemaBudgetError};
+use module_sdk::contract::{DEFAULT_MAX_MANIFEST_SCHEMA_BYTES, ManifestPatterns, SchemaBudget, SchemaBudgetError};
 use module_sdk::schema::{is_object_schema, unresolved_references};
 use serde_json::Value;
 
@@ -28,14 +29,20 @@ pub fn check_schemas(tools: &[ToolView<'_>], findings: &mut Findings) {
     if tools.iter().any(|tool| tool.input_schema().is_some() || tool.output_schema().is_some()) {
         findings.ran(Check::ReferencesLocal);
     }
+    let budget = SchemaBudget::default();
+    // Counted across the manifest, as an orchestrator does at discovery.
+    let mut patterns = ManifestPatterns::default();
+    let mut input_bytes = 0usize;
     for tool in tools {
         let label = tool.label();
         // Before the metaschema: a schema over budget is not worth compiling;
         // its checks are left out, the other schema's kept.
-        let budget = SchemaBudget::default();
         let input = format!("{label} input_schema");
-        let input_schema =
-            within_budget(tool.input_schema(), |s| budget.check(s), Check::InputBudget, &input, findings);
+        let within = |s| budget.check_sharing(s, &mut patterns);
+        let input_schema = within_budget(tool.input_schema(), within, Check::InputBudget, &input, findings);
+        // Within the budget, so the cost is known.
+        let cost = input_schema.and_then(|schema| budget.check(schema).ok()).unwrap_or(0);
+        input_bytes = input_bytes.saturating_add(cost);
         // The results are not checked against one over budget either (execute.output_schema notes so).
         let output = format!("{label} output_schema");
         let output_schema =
@@ -69,6 +76,15 @@ pub fn check_schemas(tools: &[ToolView<'_>], findings: &mut Findings) {
         if some_input && tool.field("input_schema").is_none() {
             findings.note(Check::InputMetaschema, format!("{label} has no input_schema; its parameters stand for it"));
         }
+    }
+    if input_bytes > DEFAULT_MAX_MANIFEST_SCHEMA_BYTES {
+        findings.fail(
+            Check::InputBudget,
+            format!(
+                "the tools' input_schemas take more than {DEFAULT_MAX_MANIFEST_SCHEMA_BYTES} bytes together once \
+                 references are inlined (budget MAX_MANIFEST_SCHEMA_BYTES); an orchestrator refuses the whole manifest"
+            ),
+        );
     }
     let no_input = "no tool has an input_schema (an extension); their parameters stand for it";
     findings.skip(Check::InputMetaschema, no_input);
@@ -213,6 +229,47 @@ mod tests {
             has(Check::ReferencesLocal, "evil.both output_schema: $ref \"https://example.com/x.json\""),
             "{failed:?}"
         );
+    }
+
+    /// The problems `check_schemas` finds with `tools`'s input_schemas, all checks.
+    fn input_problems(tools: Vec<Value>) -> Vec<(Check, String)> {
+        let manifest = json!({"module_name": "wide", "description": "W.", "tools": tools});
+        let mut findings = Findings::default();
+        check_schemas(&super::super::tools_of(&manifest), &mut findings);
+        findings
+            .into_results(crate::Level::Full, "")
+            .into_iter()
+            .flat_map(|r| r.problems.into_iter().map(move |p| (r.check, p)))
+            .collect()
+    }
+
+    /// Tool `wide.t{i}` with `input_schema`.
+    fn wide_tool(i: usize, input_schema: Value) -> Value {
+        json!({"name": format!("wide.t{i}"), "description": "T.", "parameters": [], "required_permission": "guest",
+            "input_schema": input_schema})
+    }
+
+    #[test]
+    fn patterns_and_text_are_counted_across_the_manifest() {
+        let with_pattern = |i: usize, pattern: String| {
+            wide_tool(i, json!({"type": "object", "properties": {"code": {"type": "string", "pattern": pattern}}}))
+        };
+        // One pattern each: 64 fit, the 65th is over; one shared by all counts once per schema.
+        let distinct: Vec<Value> = (0..65).map(|i| with_pattern(i, format!("^{i}$"))).collect();
+        let problems = input_problems(distinct);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].0, Check::InputBudget);
+        assert!(problems[0].1.starts_with("wide.t64 input_schema: ") && problems[0].1.contains("MAX_SCHEMA_PATTERNS"));
+        assert_eq!(input_problems((0..64).map(|i| with_pattern(i, "^a$".to_owned())).collect()), []);
+        // 17 schemas, each ~1 MB once its definition is inlined 9 times (within MAX_SCHEMA_BYTES), 17 MB together.
+        let described = json!({"type": "string", "description": "x".repeat(100_000)});
+        let properties: serde_json::Map<String, Value> =
+            (0..9).map(|p| (format!("p{p}"), json!({"$ref": "#/$defs/d"}))).collect();
+        let large = json!({"type": "object", "properties": properties, "$defs": {"d": described}});
+        let problems = input_problems((0..17).map(|i| wide_tool(i, large.clone())).collect());
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].1.contains("(budget MAX_MANIFEST_SCHEMA_BYTES)"), "{problems:?}");
+        assert_eq!(input_problems((0..16).map(|i| wide_tool(i, large.clone())).collect()), []);
     }
 
     #[test]
