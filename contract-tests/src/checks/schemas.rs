@@ -6,11 +6,15 @@
 //! them.
 
 use module_sdk::contract::{DEFAULT_MAX_MANIFEST_SCHEMA_BYTES, ManifestPatterns, SchemaBudget, SchemaBudgetError};
+use std::collections::HashMap;
+
 use module_sdk::schema::{is_object_schema, unresolved_references};
+use module_sdk::service::{MAX_PATTERN_COMPILED_BYTES, check_pattern};
 use serde_json::Value;
 
 use super::ToolView;
 use crate::check::{Check, Findings};
+use crate::client::shorten;
 
 /// The `$schema` of draft 2020-12.
 pub const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
@@ -33,6 +37,7 @@ pub fn check_schemas(tools: &[ToolView<'_>], findings: &mut Findings) {
     // Counted across the manifest, as an orchestrator does at discovery.
     let mut patterns = ManifestPatterns::default();
     let mut input_bytes = 0usize;
+    let mut compiled = HashMap::new();
     for tool in tools {
         let label = tool.label();
         // Before the metaschema: a schema over budget is not worth compiling;
@@ -73,6 +78,20 @@ pub fn check_schemas(tools: &[ToolView<'_>], findings: &mut Findings) {
                 format!("{label} input_schema: the root has {found}, expected \"type\": \"object\""),
             );
         }
+        if let Some((pattern, reason)) = input_schema.and_then(|s| uncompilable_pattern(s, &budget, &mut compiled)) {
+            // Not a contract break (CONTRACT.md says nothing of it): a warning, as a note.
+            findings.note(
+                Check::InputMetaschema,
+                format!(
+                    "warning: an orchestrator cannot check {label}'s arguments: its input_schema pattern {:?} does \
+                     not compile for the linear-time regex engine within {MAX_PATTERN_COMPILED_BYTES} bytes \
+                     (lookaround and backreferences are not supported: {}), so the tool gets its arguments \
+                     unchecked; a module built with the SDK refuses to start with it",
+                    shorten(pattern),
+                    shorten(&reason)
+                ),
+            );
+        }
         if some_input && tool.field("input_schema").is_none() {
             findings.note(Check::InputMetaschema, format!("{label} has no input_schema; its parameters stand for it"));
         }
@@ -111,6 +130,22 @@ fn within_budget<'a, T>(
             None
         }
     }
+}
+
+/// The first of `schema`'s patterns that the linear-time engine an
+/// orchestrator validates arguments with cannot compile, and why; each
+/// pattern is compiled once, its outcome kept in `compiled` across the
+/// manifest. `schema` is within `budget`, so it has few patterns.
+fn uncompilable_pattern<'a>(
+    schema: &'a Value,
+    budget: &SchemaBudget,
+    compiled: &mut HashMap<&'a str, Result<(), String>>,
+) -> Option<(&'a str, String)> {
+    let own = budget.check_sharing(schema, &mut ManifestPatterns::default()).unwrap_or_default();
+    own.into_iter().find_map(|pattern| {
+        let outcome = compiled.entry(pattern).or_insert_with(|| check_pattern(pattern));
+        outcome.clone().err().map(|reason| (pattern, reason))
+    })
 }
 
 /// Why `schema` is not a usable draft 2020-12 schema: metaschema errors, a
@@ -270,6 +305,36 @@ mod tests {
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(problems[0].1.contains("(budget MAX_MANIFEST_SCHEMA_BYTES)"), "{problems:?}");
         assert_eq!(input_problems((0..16).map(|i| wide_tool(i, large.clone())).collect()), []);
+    }
+
+    #[test]
+    fn tools_whose_patterns_the_orchestrator_cannot_compile_are_warned_of_not_failed() {
+        let with_pattern = |i: usize, pattern: &str| {
+            wide_tool(i, json!({"type": "object", "properties": {"code": {"type": "string", "pattern": pattern}}}))
+        };
+        let tools = vec![
+            with_pattern(0, "^[a-z]+@(?=[a-z])[a-z.]+$"),
+            with_pattern(1, "^[a-z]+$"),
+            with_pattern(2, "^(a)\\1$"),
+            with_pattern(3, "^[a-z]+@(?=[a-z])[a-z.]+$"),
+        ];
+        let manifest = json!({"module_name": "wide", "description": "W.", "tools": tools});
+        let mut findings = Findings::default();
+        check_schemas(&super::super::tools_of(&manifest), &mut findings);
+        let results = findings.into_results(crate::Level::Full, "");
+        assert!(results.iter().all(|r| r.problems.is_empty()), "{results:?}");
+        let notes = &results.iter().find(|r| r.check == Check::InputMetaschema).unwrap().notes;
+        let warned: Vec<&str> = ["wide.t0", "wide.t2", "wide.t3"]
+            .into_iter()
+            .filter(|tool| {
+                notes.iter().any(|n| n.starts_with(&format!("warning: an orchestrator cannot check {tool}'s")))
+            })
+            .collect();
+        assert_eq!((warned.len(), notes.len()), (3, 3), "{notes:?}");
+        assert!(
+            notes[0].contains("\"^[a-z]+@(?=[a-z])[a-z.]+$\"") && notes[0].contains("the SDK refuses"),
+            "{notes:?}"
+        );
     }
 
     #[test]
