@@ -113,6 +113,7 @@ pub(crate) fn start_from_env() {
     let Some(endpoint) = ENDPOINT_VARIABLES.iter().find_map(|name| variable(name)) else {
         return;
     };
+    let endpoint = shown_endpoint(&endpoint);
     if variable("OTEL_SDK_DISABLED").is_some_and(|value| value.trim().eq_ignore_ascii_case("true")) {
         return;
     }
@@ -128,6 +129,21 @@ pub(crate) fn start_from_env() {
         Err(error) => {
             tracing::error!(%endpoint, %error, "call spans are NOT exported: the OTLP exporter did not start")
         }
+    }
+}
+
+/// What the logs show of an OTLP endpoint: its scheme, host and port only,
+/// as a user name, password, path or query may carry a credential.
+fn shown_endpoint(endpoint: &str) -> String {
+    match url::Url::parse(endpoint.trim()) {
+        Ok(url) if url.has_host() => {
+            let host = url.host_str().unwrap_or_default();
+            match url.port() {
+                Some(port) => format!("{}://{host}:{port}", url.scheme()),
+                None => format!("{}://{host}", url.scheme()),
+            }
+        }
+        _ => "(not a URL with a host)".to_owned(),
     }
 }
 
@@ -304,6 +320,18 @@ fn span_data(span: &CallSpan<'_>, instrumentation_scope: InstrumentationScope) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_logged_endpoint_keeps_no_credential() {
+        let shown = |endpoint| shown_endpoint(endpoint);
+        assert_eq!(
+            shown("https://user:secret@otel.example.com:4318/v1/traces?token=abc#x"),
+            "https://otel.example.com:4318"
+        );
+        assert_eq!(shown(" http://[::1]/ "), "http://[::1]");
+        assert_eq!(shown("http://collector"), "http://collector");
+        assert_eq!(shown("secret-token"), "(not a URL with a host)");
+    }
 
     #[test]
     fn a_span_carries_the_ids_the_logs_show_and_the_call() {
