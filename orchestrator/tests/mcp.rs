@@ -1213,3 +1213,27 @@ async fn a_call_that_needs_approval_is_confirmed_within_the_call_not_run_as_a_ta
     assert_eq!(fleet.bank_calls.count(), 1, "run once, after the confirmation");
     client.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn long_names_and_ids_do_not_flood_the_log() {
+    let mut fleet = Fleet::start(&[]).await;
+    let session = open_session(&fleet, "ada").await;
+    let in_session = [("mcp-session-id", session.as_str()), ("mcp-protocol-version", "2025-11-25")];
+    let long = "x".repeat(512 * 1024);
+    // rmcp logs every error answer at `warn`: the unknown name is shown cut to 80 characters.
+    let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": long, "arguments": {}}});
+    let (status, body) = post_raw(&fleet, &in_session, call).await;
+    assert_eq!(status, 200);
+    assert!(body.contains("no tool named `xxx") && body.len() < 4096, "{}", &body[..body.len().min(500)]);
+    // A long id is refused before rmcp reads it, naming the budget, in a session and stateless.
+    let stateless = [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "nope__x")];
+    for headers in [&in_session[..], &stateless[..]] {
+        let call = json!({"jsonrpc": "2.0", "id": long, "method": "tools/call", "params": {"name": "nope__x"}});
+        let (status, body) = post_raw(&fleet, headers, call).await;
+        assert_eq!(status, 400, "{}", &body[..body.len().min(500)]);
+        assert!(body.contains("MAX_ID_BYTES"), "{body}");
+    }
+    fleet.orchestrator.terminate();
+    let longest = fleet.orchestrator.logs().iter().map(String::len).max().unwrap_or_default();
+    assert!(longest < 16 * 1024, "a log line of {longest} bytes");
+}

@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::contract::ToolCall;
 use crate::mcp::pages::page_range;
 use crate::mcp::serialized::CallAnswer;
+use crate::mcp::shown::shown;
 use crate::mcp::tools::McpTools;
 use crate::module::ModuleService;
 
@@ -112,8 +113,11 @@ impl ModuleMcp {
         mut meta: RequestMetaObject,
     ) -> Result<CallAnswer, ErrorData> {
         let Some(tool) = self.tools.get(&request.name) else {
-            let message =
-                format!("no tool named `{}`; this server's tools are: {}", request.name, self.tools.names().join(", "));
+            let message = format!(
+                "no tool named `{}`; this server's tools are: {}",
+                shown(&request.name),
+                self.tools.names().join(", ")
+            );
             return Err(ErrorData::invalid_params(message, None));
         };
         // Taken out, not copied: the params' `_meta` first, the request's only without one there.

@@ -18,6 +18,7 @@ use crate::json_depth::{nests_too_deep, too_deep_message};
 use crate::mcp::McpSettings;
 use crate::mcp::direct::DirectAnswers;
 use crate::mcp::handler::ModuleMcp;
+use crate::mcp::message_head::{has_long_id, long_id_message};
 use crate::module::ModuleService;
 use crate::server::{AppState, error_response, json_content_type_refusal, request_body};
 
@@ -49,6 +50,8 @@ impl McpEndpoint {
         }
         match self.direct.answer(&head, &bytes).await {
             Some(response) => response,
+            // rmcp logs the id of every request it answers with an error; the direct path logs none.
+            None if has_long_id(&bytes) => error_response(StatusCode::BAD_REQUEST, long_id_message()),
             None => self.transport.handle(Request::from_parts(head, Body::from(bytes))).await.into_response(),
         }
     }

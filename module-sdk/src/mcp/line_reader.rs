@@ -127,13 +127,13 @@ mod tests {
             write.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}\n").await.unwrap();
             write.write_all(format!("{{\"method\":\"m\",\"params\":\"{big}\"}}").as_bytes()).await.unwrap();
         });
-        let head = MessageHead { id: Some(RequestId::Number(12)), has_method: false };
+        let head = MessageHead { id: Some(RequestId::Number(12)), has_method: false, long_id: false };
         assert_eq!(lines.read_line().await, Line::TooLong(head));
         assert!(lines.line.capacity() < 64 * 1024, "{} bytes held for a line", lines.line.capacity());
         assert_eq!(lines.read_line().await, Line::Whole);
         assert_eq!(&lines.line()[..], b"{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}\n");
         lines.line().clear();
-        let head = MessageHead { id: None, has_method: true };
+        let head = MessageHead { id: None, has_method: true, long_id: false };
         assert_eq!(lines.read_line().await, Line::TooLong(head), "the last line, without its newline");
         writing.await.unwrap();
         assert_eq!(lines.read_line().await, Line::End);

@@ -7,8 +7,25 @@
 use rmcp::model::RequestId;
 
 /// The longest `id` kept, as JSON (a number, or a string with its quotes
-/// and escapes); a longer one is not read.
+/// and escapes); a longer one is not read, and a request with one is
+/// refused ([`long_id_message`]), since every log line about the request
+/// would carry it.
 pub const MAX_ID_BYTES: usize = 128;
+
+/// Whether the JSON-RPC message `message` has a top-level `id` longer than
+/// [`MAX_ID_BYTES`] as JSON; scans it as [`HeadScan`] does.
+pub fn has_long_id(message: &[u8]) -> bool {
+    let mut scan = HeadScan::default();
+    scan.feed(message);
+    scan.finish().long_id
+}
+
+/// What the sender of a message [`has_long_id`] is told.
+pub fn long_id_message() -> String {
+    format!(
+        "the JSON-RPC `id` is longer than {MAX_ID_BYTES} bytes as JSON (MAX_ID_BYTES, fixed); the request was not read: send a shorter id"
+    )
+}
 
 /// The longest member name told apart (`method`).
 const MAX_KEY_BYTES: usize = 6;
@@ -21,6 +38,9 @@ pub struct MessageHead {
     pub id: Option<RequestId>,
     /// Whether the top-level object has a `method`.
     pub has_method: bool,
+    /// Whether the first top-level `id` is longer than [`MAX_ID_BYTES`] as
+    /// JSON (`id` is then `None`).
+    pub long_id: bool,
 }
 
 /// Where the scan stands in the top-level object.
@@ -176,8 +196,12 @@ impl HeadScan {
 
     /// Reads the `id` value kept, the first one only.
     fn take_id(&mut self) {
-        if self.head.id.is_none() && self.value.len() <= MAX_ID_BYTES {
-            self.head.id = serde_json::from_slice(&self.value).ok();
+        if self.head.id.is_some() || self.head.long_id {
+            return;
+        }
+        match self.value.len() <= MAX_ID_BYTES {
+            true => self.head.id = serde_json::from_slice(&self.value).ok(),
+            false => self.head.long_id = true,
         }
     }
 }
@@ -240,6 +264,23 @@ mod tests {
         assert_eq!(id(&long), None, "an id over MAX_ID_BYTES is not kept");
         let longest = format!(r#"{{"id":"{}"}}"#, "x".repeat(MAX_ID_BYTES - 2));
         assert!(id(&longest).is_some());
+    }
+
+    #[test]
+    fn an_id_over_the_budget_is_told_apart_from_none() {
+        let long = "x".repeat(MAX_ID_BYTES);
+        assert!(has_long_id(format!(r#"{{"jsonrpc":"2.0","id":"{long}","method":"m"}}"#).as_bytes()));
+        assert!(has_long_id(format!(r#"{{"method":"m","id":1{}}}"#, "0".repeat(MAX_ID_BYTES)).as_bytes()));
+        let shortest_long = format!(r#"{{"id":"{}","id":1}}"#, "x".repeat(MAX_ID_BYTES - 1));
+        assert_eq!((head(&shortest_long).long_id, id(&shortest_long)), (true, None), "the first id counts");
+        for short in [
+            format!(r#"{{"id":"{}"}}"#, "x".repeat(MAX_ID_BYTES - 2)),
+            format!(r#"{{"id":1,"params":{{"id":"{long}"}},"s":"{long}"}}"#),
+            r#"{"method":"notifications/initialized"}"#.to_owned(),
+        ] {
+            assert!(!has_long_id(short.as_bytes()), "{short}");
+        }
+        assert!(long_id_message().contains("MAX_ID_BYTES"));
     }
 
     #[test]

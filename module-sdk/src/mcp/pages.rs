@@ -16,7 +16,8 @@ pub fn page_range(
     let start = match cursor {
         None => 0,
         Some(cursor) => cursor.parse::<usize>().ok().filter(|&start| start < len).ok_or_else(|| {
-            ErrorData::invalid_params(format!("the cursor `{cursor}` is not one this server gave out"), None)
+            let message = format!("the cursor `{}` is not one this server gave out", crate::mcp::shown(cursor));
+            ErrorData::invalid_params(message, None)
         })?,
     };
     let end = start.saturating_add(page_size.max(1)).min(len);

@@ -23,6 +23,7 @@ use tokio::sync::Mutex;
 use tokio_util::codec::{Decoder, FramedWrite};
 
 use super::line_reader::{Line, LineReader};
+use super::message_head::{has_long_id, long_id_message};
 use crate::json_depth::{nests_too_deep, too_deep_message};
 
 /// A transport reading one message a line from `R` and writing answers to `W`.
@@ -85,6 +86,10 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> StdioLines<R, W> {
                 Some(id) => refusal(Some(id), ErrorData::invalid_request(message, None)),
                 None => refusal(None, ErrorData::parse_error(message, None)),
             });
+        }
+        // rmcp logs the id of every request it answers with an error: a long one is refused unread.
+        if has_long_id(text) {
+            return Err(refusal(None, ErrorData::invalid_request(long_id_message(), None)));
         }
         // rmcp's codec below reads it alike, but consumes the line: parsed
         // here first, the line is still there to find the id of one that fails.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::request::Parts;
-use module_sdk::mcp::USER_ID_META_KEY;
+use module_sdk::mcp::{USER_ID_META_KEY, shown};
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, ContentBlock, ErrorCode, GetTaskParams,
     GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams, RequestMetaObject, ServerCapabilities,
@@ -192,7 +192,7 @@ impl ServerHandler for FleetMcp {
         let Some(tool) = tools.get(&request.name) else {
             let message = format!(
                 "no tool named `{}` among this caller's tools; tools/list gives them (named module__tool)",
-                request.name
+                shown(&request.name)
             );
             return Err(ErrorData::invalid_params(message, None));
         };

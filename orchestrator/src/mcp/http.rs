@@ -19,6 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Extension, Router};
 use futures::StreamExt;
+use module_sdk::mcp::{has_long_id, long_id_message};
 use module_sdk::service::{error_response, request_body};
 use rmcp::transport::StreamableHttpService;
 use serde::Deserialize;
@@ -226,19 +227,24 @@ async fn handle(
 /// `request` and, when it is a message that may open a session (a `POST`
 /// naming none, whose body may be an `initialize`), a slot in the session
 /// budgets for it; past them its refusal, given before rmcp sees the
-/// request (see [`sessions`](crate::mcp::sessions)). The body is read
-/// within `MAX_BODY_BYTES`, as rmcp would.
+/// request (see [`sessions`](crate::mcp::sessions)). A `POST`'s body is read
+/// within `MAX_BODY_BYTES`, as rmcp would, and refused with `400` when its
+/// JSON-RPC `id` is over `MAX_ID_BYTES` (rmcp logs the id of every request
+/// it answers with an error).
 async fn session_slot(
     endpoint: &McpEndpoint,
     identity: &Identity,
     request: Request,
 ) -> Result<(Request, Option<SessionSlot>), Response> {
-    if *request.method() != Method::POST || request.headers().contains_key(SESSION_HEADER) {
+    if *request.method() != Method::POST {
         return Ok((request, None));
     }
     let (parts, body) = request.into_parts();
     let body = request_body(body, endpoint.max_body_bytes).await?;
-    let slot = match may_open_session(&body) {
+    if has_long_id(&body) {
+        return Err(error_response(StatusCode::BAD_REQUEST, long_id_message()));
+    }
+    let slot = match !parts.headers.contains_key(SESSION_HEADER) && may_open_session(&body) {
         true => Some(
             endpoint
                 .sessions

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use module_sdk::mcp::McpTool;
+use module_sdk::mcp::{McpTool, shown};
 use rmcp::ErrorData;
 use rmcp::model::Tool;
 
@@ -55,8 +55,8 @@ impl CallerTools {
             None => 0,
             Some(cursor) if is_tool_name(cursor) => listed.partition_point(|(name, _)| *name < cursor),
             Some(cursor) => {
-                let shown: String = cursor.chars().take(80).collect();
-                let message = format!("the cursor `{shown}` is not one this server gave out (a `module__tool` name)");
+                let message =
+                    format!("the cursor `{}` is not one this server gave out (a `module__tool` name)", shown(cursor));
                 return Err(ErrorData::invalid_params(message, None));
             }
         };
