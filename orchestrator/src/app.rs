@@ -277,6 +277,8 @@ impl Orchestrator {
         }
         // Arguments that would fail anyway are refused now, not after a person approved them.
         if let Some(problems) = self.executor.argument_problems(&tool_name, &mut arguments) {
+            // Counted as the executor counts a call it refuses for its arguments.
+            self.metrics.start_call(Some(&tool_name)).finish(Some(ErrorKind::InvalidArguments));
             let result = ToolResult::failure(tool_name, ErrorKind::InvalidArguments, problems);
             return CallOutcome { result, pending: None };
         }

@@ -46,6 +46,10 @@ async fn routed_calls_states_and_approvals_are_counted_and_scraped_by_prometheus
     for n in 0..50 {
         orchestrator.execute(json!({"tool_name": format!("bank.made_up_{n}"), "arguments": {}})).await;
     }
+    // A call needing approval whose arguments are refused before any approval is asked for.
+    let invalid = json!({"tool_name": "bank.transfer", "arguments": {"to": "carol", "cents": "five"}});
+    let (status, refused) = orchestrator.post_with("/execute", Some(&ada.key), &invalid).await;
+    assert_eq!((status, &refused["error_kind"]), (200, &json!("invalid_arguments")), "{refused}");
     let transfer = json!({"tool_name": "bank.transfer", "arguments": {"to": "carol", "cents": 5}});
     let (status, pending) = orchestrator.post_with("/execute", Some(&ada.key), &transfer).await;
     assert_eq!((status, &pending["error_kind"]), (200, &json!("permission_denied")), "{pending}");
@@ -70,6 +74,7 @@ async fn routed_calls_states_and_approvals_are_counted_and_scraped_by_prometheus
         (r#"tool_calls_total{tool="bank.echo",outcome="success"}"#, 3.0),
         (r#"tool_calls_total{tool="bank.echo",outcome="invalid_arguments"}"#, 1.0),
         (r#"tool_calls_total{tool="unknown",outcome="unknown_tool"}"#, 50.0),
+        (r#"tool_calls_total{tool="bank.transfer",outcome="invalid_arguments"}"#, 1.0),
         (r#"tool_call_duration_seconds_count{tool="bank.echo"}"#, 4.0),
         (r#"tool_calls_in_flight{tool="bank.echo"}"#, 0.0),
         (r#"orchestrator_module_state{module="bank",state="up"}"#, 1.0),
