@@ -353,6 +353,8 @@ pub fn parse_calls<T: Borrow<ToolDefinition>>(
         CallFormat::Text => at_most(text::parse(body)?, max_calls)?,
     };
     let names = NameMap::new(tools);
+    // Each tool called is prepared once, however often the message calls it.
+    let mut prepared: Vec<(&str, Value)> = Vec::new();
     // A scan per call: the calls are at most `max_calls`, and a message
     // usually holds one to three, fewer than a map of every tool would cost.
     for call in &mut calls {
@@ -361,8 +363,15 @@ pub fn parse_calls<T: Borrow<ToolDefinition>>(
             .and_then(|name| tools.iter().map(|t| t.borrow()).find(|t: &&ToolDefinition| t.name == name));
         call.tool_name = tool.map(|t| t.name.clone());
         if let (Some(tool), Ok(arguments)) = (tool, &mut call.arguments) {
+            let index = match prepared.iter().position(|(name, _)| *name == tool.name) {
+                Some(index) => index,
+                None => {
+                    prepared.push((tool.name.as_str(), compile::prepare(&compile::input_schema(tool))));
+                    prepared.len() - 1
+                }
+            };
             let renamed = matches!(format, CallFormat::Gemini);
-            arguments::restore(&compile::input_schema(tool), arguments, renamed);
+            arguments::restore(&prepared[index].1, arguments, renamed);
         }
     }
     Ok(calls)

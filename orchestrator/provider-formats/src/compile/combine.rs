@@ -11,6 +11,7 @@
 //! node win, as they always did.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
@@ -159,14 +160,75 @@ fn joined_properties(mine: &Value, theirs: &Value) -> Option<Value> {
 fn joined_lists(mine: &Value, theirs: &Value, unique: bool) -> Option<Value> {
     let (Value::Array(mine), Value::Array(theirs)) = (mine, theirs) else { return None };
     let mut joined = mine.clone();
-    joined.extend(theirs.iter().filter(|value| !unique || !mine.contains(value)).cloned());
+    let listed = ValueSet::new(mine);
+    joined.extend(theirs.iter().filter(|value| !unique || !listed.contains(value)).cloned());
     Some(Value::Array(joined))
 }
 
 /// The values of `mine` that `theirs` also lists.
 fn common_values(mine: &Value, theirs: &Value) -> Option<Value> {
     let (Value::Array(mine), Value::Array(theirs)) = (mine, theirs) else { return None };
-    Some(Value::Array(mine.iter().filter(|value| theirs.contains(value)).cloned().collect()))
+    let listed = ValueSet::new(theirs);
+    Some(Value::Array(mine.iter().filter(|value| listed.contains(value)).cloned().collect()))
+}
+
+/// JSON values to test membership in, in time linear in the lists (a
+/// module's `enum` or `required` may list 100 000 values, and comparing two
+/// such lists pairwise took minutes). `Value` is not `Hash`: each value is
+/// keyed by its text with object keys sorted, so it matches as `==` does.
+pub(crate) struct ValueSet(HashSet<String>);
+
+impl ValueSet {
+    /// The set of `values`.
+    pub(crate) fn new<'a>(values: impl IntoIterator<Item = &'a Value>) -> Self {
+        Self(values.into_iter().map(canonical_text).collect())
+    }
+
+    /// Whether `value` is in the set.
+    pub(crate) fn contains(&self, value: &Value) -> bool {
+        self.0.contains(&canonical_text(value))
+    }
+
+    /// Whether any of `values` is in the set.
+    pub(crate) fn shares(&self, values: &[Value]) -> bool {
+        values.iter().any(|value| self.contains(value))
+    }
+}
+
+/// `value` as compact JSON with every object's keys in sorted order.
+fn canonical_text(value: &Value) -> String {
+    fn write(value: &Value, out: &mut String) {
+        match value {
+            Value::Object(map) => {
+                let mut entries: Vec<_> = map.iter().collect();
+                entries.sort_unstable_by_key(|(name, _)| *name);
+                out.push('{');
+                for (i, (name, value)) in entries.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::from(name.as_str()).to_string());
+                    out.push(':');
+                    write(value, out);
+                }
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(item, out);
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut out = String::new();
+    write(value, &mut out);
+    out
 }
 
 /// The types both `type`s allow (an integer is a number); `None` when none.

@@ -9,6 +9,7 @@ use std::collections::HashSet;
 
 use serde_json::{Value, json};
 
+use super::combine::ValueSet;
 use super::keywords::Keywords;
 use super::node::Node;
 use super::notes;
@@ -369,11 +370,13 @@ fn merge_all_of<'a>(map: &mut Object<'a>, part: Object<'a>, unmerged: &mut Vec<S
             }
             (_, Some(old), Some(new)) if old == new => {}
             ("required", Some(Value::Array(old)), Some(Value::Array(new))) => {
-                let joined = old.iter().chain(new.iter().filter(|name| !old.contains(name))).cloned().collect();
+                let listed = ValueSet::new(old.iter());
+                let joined = old.iter().chain(new.iter().filter(|name| !listed.contains(name))).cloned().collect();
                 *mine = made(Value::Array(joined));
             }
-            ("enum", Some(Value::Array(old)), Some(Value::Array(new))) if old.iter().any(|v| new.contains(v)) => {
-                let both = old.iter().filter(|v| new.contains(v)).cloned().collect();
+            ("enum", Some(Value::Array(old)), Some(Value::Array(new))) if ValueSet::new(new.iter()).shares(old) => {
+                let listed = ValueSet::new(new.iter());
+                let both = old.iter().filter(|v| listed.contains(v)).cloned().collect();
                 *mine = made(Value::Array(both));
             }
             (k, Some(Value::Number(old)), Some(Value::Number(new)))
