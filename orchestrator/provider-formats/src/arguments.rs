@@ -4,7 +4,7 @@
 //! field that was optional but not nullable would reject them).
 //!
 //! The mapping reads the same prepared schema the compilers start from
-//! ([`compile::prepare`]): references with siblings and one-item `allOf`s
+//! ([`crate::compile::prepare`]): references with siblings and one-item `allOf`s
 //! are already combined there, so every property the model saw is found.
 
 use std::cmp::Reverse;
@@ -13,7 +13,6 @@ use std::collections::HashSet;
 use module_sdk::schema::resolve;
 use serde_json::{Map, Value};
 
-use super::compile;
 use super::names::gemini_property_names;
 
 /// How deep into nested arguments (and `allOf` lists) the mapping goes.
@@ -27,7 +26,7 @@ const MAX_DEPTH: usize = 64;
 const MAX_STEPS: usize = 100_000;
 
 /// Maps `arguments` back in place, following `prepared` (the tool's
-/// original input schema as [`compile::prepare`] makes it); `renamed` when
+/// original input schema as [`crate::compile::prepare`] makes it); `renamed` when
 /// the provider saw Gemini-safe property names.
 pub fn restore(prepared: &Value, arguments: &mut Map<String, Value>, renamed: bool) {
     let mut steps = Steps(MAX_STEPS);
@@ -222,6 +221,7 @@ fn accepts_null(root: &Value, node: &Value, depth: usize, steps: &mut Steps) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::compile;
     use serde_json::json;
 
     fn schema() -> Value {
