@@ -115,6 +115,8 @@ checks! {
     PermissionsValid = "manifest.permissions_valid", Base, "every required_permission is one of guest, user, admin, owner";
     /// Descriptions.
     DescriptionsNonEmpty = "manifest.descriptions_nonempty", Base, "the module, every tool and every parameter has a non-empty description";
+    /// The orchestrator's own manifest check.
+    OrchestratorAccepts = "manifest.orchestrator_accepts", Base, "the orchestrator's manifest check (module_sdk::contract::check_manifest_within, default schema budgets) accepts the manifest; an orchestrator refuses the whole manifest otherwise";
     /// Input schemas against the metaschema.
     InputMetaschema = "schema.input_metaschema", Full, "every input_schema is a valid draft 2020-12 JSON Schema";
     /// Output schemas against the metaschema.
@@ -401,6 +403,7 @@ mod tests {
                 "manifest.tool_names_unique",
                 "manifest.permissions_valid",
                 "manifest.descriptions_nonempty",
+                "manifest.orchestrator_accepts",
                 "providers.tool_names",
                 "providers.description_length",
                 "providers.convertible",

@@ -3,7 +3,9 @@
 
 use std::collections::HashMap;
 
-use module_sdk::contract::{CONTRACT_VERSION, Permission, is_valid_name};
+use module_sdk::contract::{
+    CONTRACT_VERSION, ModuleManifest, Permission, SchemaBudget, check_manifest_within, is_valid_name,
+};
 use serde_json::Value;
 
 use super::{ToolView, json_type, tools_of};
@@ -82,6 +84,7 @@ pub fn check_manifest(manifest: &Value, findings: &mut Findings) {
     check_names(manifest, &tools, findings);
     check_permissions(&tools, findings);
     check_descriptions(manifest, &tools, findings);
+    check_orchestrator_accepts(manifest, findings);
 }
 
 /// Reports `key` of `object` unless it is present (or, when `optional`,
@@ -287,6 +290,23 @@ fn check_descriptions(manifest: &Value, tools: &[ToolView<'_>], findings: &mut F
     }
 }
 
+/// Runs the orchestrator's own manifest check on `manifest`, so that what
+/// an orchestrator refuses (a duplicate parameter, parameters that disagree
+/// with `input_schema`, a `timeout_seconds` of 0...) fails at every level,
+/// whatever the other checks say; its error names the rule broken.
+fn check_orchestrator_accepts(manifest: &Value, findings: &mut Findings) {
+    findings.ran(Check::OrchestratorAccepts);
+    let refused = |reason: String| format!("an orchestrator refuses the whole manifest: {reason}");
+    match serde_json::from_value::<ModuleManifest>(manifest.clone()) {
+        Err(error) => findings.fail(Check::OrchestratorAccepts, refused(format!("it does not parse: {error}"))),
+        Ok(mut parsed) => {
+            if let Err(error) = check_manifest_within(&mut parsed, &SchemaBudget::default()) {
+                findings.fail(Check::OrchestratorAccepts, refused(error.to_string()));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,7 +328,8 @@ mod tests {
         json!({"module_name": "demo", "description": "Demo.", "version": "1.0.0", "contract_version": "1", "tools": [
             {"name": "demo.greet", "description": "Greet.", "required_permission": "guest",
              "parameters": [{"name": "who", "type": "string", "description": "Who.", "required": true, "enum": null}],
-             "input_schema": {"type": "object"}, "annotations": {"read_only": true}, "timeout_seconds": 30}
+             "input_schema": {"type": "object", "properties": {"who": {"type": "string"}}, "required": ["who"]},
+             "annotations": {"read_only": true}, "timeout_seconds": 30}
         ]})
     }
 
@@ -338,6 +359,7 @@ mod tests {
                 "manifest.tool_names_prefixed",
                 "manifest.permissions_valid",
                 "manifest.descriptions_nonempty",
+                "manifest.orchestrator_accepts",
             ],
             "{found:#?}"
         );
@@ -385,5 +407,32 @@ mod tests {
         );
         assert!(found.iter().any(|(n, p)| n == "manifest.tool_base_fields" && p.contains("required_permission")));
         assert!(found.contains(&("manifest.tool_names_unique".into(), "\"demo.greet\" is listed 2 times".into())));
+    }
+
+    #[test]
+    fn what_the_orchestrator_refuses_fails_at_base() {
+        let mut m = good();
+        m["tools"][0].as_object_mut().unwrap().remove("input_schema");
+        let twice = m["tools"][0]["parameters"][0].clone();
+        m["tools"][0]["parameters"].as_array_mut().unwrap().push(twice);
+        let found = failures(m.clone());
+        assert_eq!(
+            found,
+            vec![(
+                "manifest.orchestrator_accepts".to_owned(),
+                "an orchestrator refuses the whole manifest: tool `demo.greet` lists parameter `who` twice".to_owned()
+            )]
+        );
+        let mut findings = Findings::default();
+        check_manifest(&m, &mut findings);
+        let results = findings.into_results(crate::Level::Base, "");
+        let result = results.iter().find(|r| r.check == Check::OrchestratorAccepts).unwrap();
+        assert_eq!(result.status, Status::Failed);
+
+        let mut m = good();
+        m["tools"][0]["timeout_seconds"] = json!(0);
+        assert!(
+            failures(m).iter().any(|(n, p)| n == "manifest.orchestrator_accepts" && p.contains("timeout_seconds 0"))
+        );
     }
 }
