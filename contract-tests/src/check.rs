@@ -100,7 +100,7 @@ checks! {
     /// At least one tool.
     HasTools = "manifest.has_tools", Base, "the manifest lists at least one tool";
     /// Tool-level base fields.
-    ToolBaseFields = "manifest.tool_base_fields", Base, "every tool has name (string), description (string), parameters (array) and required_permission (string)";
+    ToolBaseFields = "manifest.tool_base_fields", Base, "every tool has name (string), description (string) and parameters (array), and required_permission is a string when present (missing, the contract's default guest applies)";
     /// Tool-level extensions.
     ToolExtensionFields = "manifest.tool_extension_fields", Full, "tool extensions, when present, have their JSON types (schemas objects, annotations booleans, requires_approval boolean, timeout_seconds positive number)";
     /// Parameter fields.

@@ -24,7 +24,9 @@ const CASES: &[(Defect, &[&str])] = &[
     (Defect::ContractVersion, &["manifest.extension_fields"]),
     (Defect::ModuleNameCase, &["manifest.module_name_valid", "manifest.orchestrator_accepts"]),
     (Defect::NoTools, &["manifest.has_tools", "manifest.orchestrator_accepts"]),
-    (Defect::PermissionMissing, &["manifest.tool_base_fields"]),
+    // The contract's default `guest` applies: nothing fails (a note says so).
+    (Defect::PermissionMissing, &[]),
+    (Defect::ParametersMissing, &["manifest.tool_base_fields"]),
     (Defect::TimeoutNotNumber, &["manifest.tool_extension_fields", "manifest.orchestrator_accepts"]),
     (Defect::ParameterRequiredNotBoolean, &["manifest.parameter_fields", "manifest.orchestrator_accepts"]),
     (Defect::ToolNameCase, &["manifest.tool_names_valid", "manifest.orchestrator_accepts"]),

@@ -162,14 +162,17 @@ fn check_tool_fields(tools: &[ToolView<'_>], findings: &mut Findings) {
     for tool in tools {
         let label = tool.label();
         let raw = Value::Object(tool.entry.clone());
-        let base = [
-            ("name", Expected::String),
-            ("description", Expected::String),
-            ("parameters", Expected::Array),
-            ("required_permission", Expected::String),
-        ];
+        let base = [("name", Expected::String), ("description", Expected::String), ("parameters", Expected::Array)];
         for (key, expected) in base {
             field(findings, Check::ToolBaseFields, &label, &raw, key, expected, false);
+        }
+        // The contract gives `required_permission` a default: missing, it is `guest`, not a fault.
+        field(findings, Check::ToolBaseFields, &label, &raw, "required_permission", Expected::String, true);
+        if tool.field("required_permission").is_none() {
+            findings.note(
+                Check::ToolBaseFields,
+                format!("{label}: no required_permission, so the contract's default `guest` applies (any caller)"),
+            );
         }
         for (key, expected) in TOOL_EXTENSIONS {
             if tool.field(key).is_some() {
@@ -395,7 +398,7 @@ mod tests {
         let tool = m["tools"][0].clone();
         m["tools"] = json!([tool.clone(), tool, 7]);
         m.as_object_mut().unwrap().remove("description");
-        m["tools"][0].as_object_mut().unwrap().remove("required_permission");
+        m["tools"][0].as_object_mut().unwrap().remove("parameters");
         let found = failures(m);
         assert!(found.contains(&(
             "manifest.base_fields".into(),
@@ -405,7 +408,10 @@ mod tests {
             found
                 .contains(&("manifest.base_fields".into(), "manifest: tools[2] must be an object, got integer".into()))
         );
-        assert!(found.iter().any(|(n, p)| n == "manifest.tool_base_fields" && p.contains("required_permission")));
+        assert!(found.contains(&(
+            "manifest.tool_base_fields".into(),
+            "demo.greet: `parameters` is missing (expected an array)".into()
+        )));
         assert!(found.contains(&("manifest.tool_names_unique".into(), "\"demo.greet\" is listed 2 times".into())));
     }
 
@@ -434,5 +440,23 @@ mod tests {
         assert!(
             failures(m).iter().any(|(n, p)| n == "manifest.orchestrator_accepts" && p.contains("timeout_seconds 0"))
         );
+    }
+
+    #[test]
+    fn a_missing_required_permission_is_the_contracts_default_not_a_failure() {
+        let mut m = good();
+        m["tools"][0].as_object_mut().unwrap().remove("required_permission");
+        assert_eq!(failures(m.clone()), vec![]);
+        let mut findings = Findings::default();
+        check_manifest(&m, &mut findings);
+        let results = findings.into_results(crate::Level::Full, "");
+        let base_fields = results.iter().find(|r| r.check == Check::ToolBaseFields).unwrap();
+        assert_eq!(base_fields.status, Status::Passed);
+        assert_eq!(
+            base_fields.notes,
+            vec!["demo.greet: no required_permission, so the contract's default `guest` applies (any caller)"]
+        );
+        m["tools"][0]["required_permission"] = json!(3);
+        assert!(failures(m).iter().any(|(n, p)| n == "manifest.tool_base_fields" && p.contains("required_permission")));
     }
 }
