@@ -144,7 +144,7 @@ checks! {
     /// Valid arguments.
     ValidArguments = "execute.valid_arguments", Base, "arguments generated from input_schema (or, without one, from parameters) get a 200 ToolResult and are not refused as invalid_arguments or unknown_tool";
     /// ToolResult shape.
-    ResultShape = "execute.result_shape", Base, "every ToolResult has tool_name (echoed), success, result and error with their JSON types (base), and a known error_kind when it has one (full)";
+    ResultShape = "execute.result_shape", Base, "every ToolResult has tool_name (echoed), success, result and error with their JSON types (base), and, when success is false, a known error_kind (full)";
     /// Output conformance.
     OutputSchema = "execute.output_schema", Full, "a successful result conforms to the tool's output_schema";
     /// Missing required field.

@@ -429,7 +429,9 @@ pub fn result_shape_problems(result: &Value, tool_name: &str) -> Vec<(Level, Str
             if error.as_str().is_none_or(|e| e.trim().is_empty()) {
                 problems.push((Level::Base, format!("success is false but error is not a message: {error}")));
             }
-            if !kind.is_null() && !is_known_error_kind(kind) {
+            if kind.is_null() {
+                problems.push((Level::Full, "success is false but there is no error_kind".to_owned()));
+            } else if !is_known_error_kind(kind) {
                 problems.push((Level::Full, format!("error_kind {kind} is not one of the contract's kinds")));
             }
         }
@@ -470,7 +472,10 @@ mod tests {
         let ok = json!({"tool_name": "m.t", "success": true, "result": {"x": 1}, "error": null});
         assert!(result_shape_problems(&ok, "m.t").is_empty());
         let base_only = json!({"tool_name": "m.t", "success": false, "result": null, "error": "no"});
-        assert!(result_shape_problems(&base_only, "m.t").is_empty());
+        assert_eq!(
+            result_shape_problems(&base_only, "m.t"),
+            [(Level::Full, "success is false but there is no error_kind".to_owned())]
+        );
         let failed =
             json!({"tool_name": "m.t", "success": false, "result": null, "error": "no", "error_kind": "not_found"});
         assert!(result_shape_problems(&failed, "m.t").is_empty());
