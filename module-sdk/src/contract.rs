@@ -14,8 +14,8 @@ use utoipa::ToSchema;
 
 pub use crate::manifest_check::{
     DEFAULT_MAX_MANIFEST_SCHEMA_BYTES, DEFAULT_MAX_SCHEMA_BYTES, DEFAULT_MAX_SCHEMA_DEPTH, DEFAULT_MAX_SCHEMA_NODES,
-    DEFAULT_MAX_SCHEMA_PATTERNS, ManifestError, ManifestPatterns, SchemaBudget, SchemaBudgetError, check_manifest,
-    check_manifest_within,
+    DEFAULT_MAX_SCHEMA_PATTERNS, MAX_PROVIDER_NAME_CHARS, ManifestError, ManifestPatterns, SchemaBudget,
+    SchemaBudgetError, check_manifest, check_manifest_within,
 };
 
 /// The contract version this crate speaks, sent as `contract_version`.

@@ -220,6 +220,9 @@ fn author_hint(error: &ManifestError) -> &'static str {
         }
         ManifestError::SchemaOverBudget { .. } => "make the arguments' types smaller or less deeply nested",
         ManifestError::BadPattern { .. } => "use a shorter `pattern` without lookaround or backreferences",
+        ManifestError::ProviderNameTooLong { .. } => {
+            "shorten the module's name or the tool's (`.name(\"...\")`): together at most 62 characters"
+        }
     }
 }
 

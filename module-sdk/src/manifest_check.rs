@@ -80,6 +80,23 @@ pub enum ManifestError {
     /// `parameters` and `input_schema` name different properties or requirements.
     #[error("tool `{0}`: parameters and input_schema disagree on the property names or the required set")]
     ParametersDisagree(String),
+    /// A tool's provider-safe name `<module_name>__<tool>` is longer than
+    /// [`MAX_PROVIDER_NAME_CHARS`] (only the SDK refuses it: an orchestrator
+    /// cuts such a name for the providers).
+    #[error(
+        "tool `{tool}` would be `{provider_name}` to model providers, {length} characters; the contract \
+         wants <module_name>__<tool> within {MAX_PROVIDER_NAME_CHARS} (module and tool names together at most \
+         {max_together} characters)",
+        max_together = MAX_PROVIDER_NAME_CHARS - 2
+    )]
+    ProviderNameTooLong {
+        /// The tool's name.
+        tool: String,
+        /// Its provider-safe form.
+        provider_name: String,
+        /// That form's length.
+        length: usize,
+    },
     /// `timeout_seconds` is not a positive, finite number.
     #[error("tool `{tool}` has timeout_seconds {seconds}; expected a positive, finite number")]
     BadTimeout {
@@ -90,13 +107,33 @@ pub enum ManifestError {
     },
 }
 
+/// The longest provider-safe tool name `<module_name>__<tool>` the contract
+/// allows: the longest name every model provider accepts.
+pub const MAX_PROVIDER_NAME_CHARS: usize = 64;
+
 /// Checks `manifest` against the contract's rules, with every tool's
 /// `input_schema` within the default [`SchemaBudget`] and every pattern
-/// compiled once (so a module's validators compile), and fills in every
+/// compiled once (so a module's validators compile), and every tool's
+/// provider-safe name within [`MAX_PROVIDER_NAME_CHARS`], and fills in every
 /// tool's `input_schema` that a base-fields-only module left out (built from
 /// its `parameters`).
 pub fn check_manifest(manifest: &mut ModuleManifest) -> Result<(), ManifestError> {
-    check_manifest_compiling(manifest, &SchemaBudget::default(), true)
+    check_manifest_compiling(manifest, &SchemaBudget::default(), true)?;
+    check_provider_names(manifest)
+}
+
+/// Whether every tool's `<module_name>__<tool>` fits [`MAX_PROVIDER_NAME_CHARS`]:
+/// the SDK's own manifest is held to it, while an orchestrator accepts other
+/// modules' longer names and cuts them for the providers.
+fn check_provider_names(manifest: &ModuleManifest) -> Result<(), ManifestError> {
+    for tool in &manifest.tools {
+        let provider_name = tool.name.replacen('.', "__", 1);
+        let length = provider_name.chars().count();
+        if length > MAX_PROVIDER_NAME_CHARS {
+            return Err(ManifestError::ProviderNameTooLong { tool: tool.name.clone(), provider_name, length });
+        }
+    }
+    Ok(())
 }
 
 /// [`check_manifest`] with every tool's `input_schema` within `budget`, its
@@ -289,6 +326,30 @@ mod tests {
         assert!(error.contains("tool `notes.add` has an input_schema over budget"), "{error}");
         assert!(error.contains("MAX_SCHEMA_NODES"), "{error}");
         check_manifest_within(&mut manifest, &SchemaBudget { max_nodes: 6, ..budget }).unwrap();
+    }
+
+    #[test]
+    fn a_provider_safe_name_over_64_characters_is_refused_here_only() {
+        let named = |module: &str, tool: &str| {
+            let mut value = good();
+            value["module_name"] = json!(module);
+            value["tools"][0]["name"] = json!(format!("{module}.{tool}"));
+            value
+        };
+        // 30 + 2 + 32 = 64: the longest the providers accept.
+        assert!(checked(named(&"m".repeat(30), &"t".repeat(32))).is_ok());
+        let (module, tool) = ("m".repeat(40), "t".repeat(40));
+        let error = checked(named(&module, &tool)).unwrap_err().to_string();
+        assert!(
+            error.starts_with(&format!(
+                "tool `{module}.{tool}` would be `{module}__{tool}` to model providers, 82 characters"
+            )),
+            "{error}"
+        );
+        assert!(error.contains("within 64 (module and tool names together at most 62 characters)"), "{error}");
+        // An orchestrator accepts it (and cuts it for the providers).
+        let mut theirs: ModuleManifest = serde_json::from_value(named(&module, &tool)).unwrap();
+        check_manifest_within(&mut theirs, &SchemaBudget::default()).unwrap();
     }
 
     #[test]
