@@ -94,7 +94,7 @@ checks! {
     /// Module-level base fields.
     ManifestBaseFields = "manifest.base_fields", Base, "the manifest has module_name (string), description (string) and tools (array of objects)";
     /// Module-level extensions.
-    ManifestExtensionFields = "manifest.extension_fields", Full, "manifest extensions, when present, have their JSON types (version string, contract_version \"1\")";
+    ManifestExtensionFields = "manifest.extension_fields", Full, "manifest extensions, when present, have their JSON types (version a semver string, contract_version \"1\")";
     /// The module name pattern.
     ModuleNameValid = "manifest.module_name_valid", Base, "module_name matches ^[a-z][a-z0-9_]{0,39}$";
     /// At least one tool.
@@ -102,7 +102,7 @@ checks! {
     /// Tool-level base fields.
     ToolBaseFields = "manifest.tool_base_fields", Base, "every tool has name (string), description (string) and parameters (array), and required_permission is a string when present (missing, the contract's default guest applies)";
     /// Tool-level extensions.
-    ToolExtensionFields = "manifest.tool_extension_fields", Full, "tool extensions, when present, have their JSON types (schemas objects, annotations booleans, requires_approval boolean, timeout_seconds positive number)";
+    ToolExtensionFields = "manifest.tool_extension_fields", Full, "tool extensions, when present, have their JSON types (schemas objects, annotations booleans, requires_approval boolean, timeout_seconds positive number, risk_level low, medium or high)";
     /// Parameter fields.
     ParameterFields = "manifest.parameter_fields", Base, "every parameter has name, type (a contract type), description (string), required (boolean) and enum (array of strings or null)";
     /// Tool name pattern.

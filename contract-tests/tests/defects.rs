@@ -27,6 +27,8 @@ const CASES: &[(Defect, &[&str])] = &[
     // The contract's default `guest` applies: nothing fails (a note says so).
     (Defect::PermissionMissing, &[]),
     (Defect::ParametersMissing, &["manifest.tool_base_fields"]),
+    (Defect::VersionNotSemver, &["manifest.extension_fields"]),
+    (Defect::RiskLevelUnknown, &["manifest.tool_extension_fields"]),
     (Defect::TimeoutNotNumber, &["manifest.tool_extension_fields", "manifest.orchestrator_accepts"]),
     (Defect::ParameterRequiredNotBoolean, &["manifest.parameter_fields", "manifest.orchestrator_accepts"]),
     (Defect::ToolNameCase, &["manifest.tool_names_valid", "manifest.orchestrator_accepts"]),

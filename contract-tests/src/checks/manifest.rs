@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use module_sdk::contract::{
-    CONTRACT_VERSION, ModuleManifest, Permission, SchemaBudget, check_manifest_within, is_valid_name,
+    CONTRACT_VERSION, ModuleManifest, Permission, RiskLevel, SchemaBudget, check_manifest_within, is_valid_name,
 };
 use serde_json::Value;
 
@@ -16,12 +16,13 @@ use crate::client::{Auth, ModuleClient, shorten};
 const MANIFEST_EXTENSIONS: [&str; 2] = ["version", "contract_version"];
 
 /// The tool extension fields `manifest.tool_extension_fields` checks, with their JSON types.
-const TOOL_EXTENSIONS: [(&str, Expected); 5] = [
+const TOOL_EXTENSIONS: [(&str, Expected); 6] = [
     ("input_schema", Expected::Object),
     ("output_schema", Expected::Object),
     ("annotations", Expected::Object),
     ("requires_approval", Expected::Boolean),
     ("timeout_seconds", Expected::PositiveNumber),
+    ("risk_level", Expected::RiskLevel),
 ];
 
 /// The JSON types a field may have.
@@ -32,6 +33,7 @@ enum Expected {
     Array,
     Object,
     PositiveNumber,
+    RiskLevel,
 }
 
 impl Expected {
@@ -42,6 +44,7 @@ impl Expected {
             Self::Array => value.is_array(),
             Self::Object => value.is_object(),
             Self::PositiveNumber => value.as_f64().is_some_and(|n| n > 0.0),
+            Self::RiskLevel => value.as_str().is_some_and(|level| level.parse::<RiskLevel>().is_ok()),
         }
     }
 
@@ -52,6 +55,7 @@ impl Expected {
             Self::Array => "an array",
             Self::Object => "an object",
             Self::PositiveNumber => "a positive number",
+            Self::RiskLevel => "one of \"low\", \"medium\", \"high\"",
         }
     }
 }
@@ -136,6 +140,14 @@ fn check_module_fields(manifest: &Value, findings: &mut Findings) {
     }
     field(findings, Check::ManifestExtensionFields, "manifest", manifest, "version", Expected::String, true);
     field(findings, Check::ManifestExtensionFields, "manifest", manifest, "contract_version", Expected::String, true);
+    if let Some(version) = manifest.get("version").and_then(Value::as_str)
+        && let Err(error) = semver::Version::parse(version)
+    {
+        findings.fail(
+            Check::ManifestExtensionFields,
+            format!("manifest: version {:?} is not a semantic version (MAJOR.MINOR.PATCH): {error}", shorten(version)),
+        );
+    }
     if let Some(version) = manifest.get("contract_version").and_then(Value::as_str).filter(|v| *v != CONTRACT_VERSION) {
         findings.fail(
             Check::ManifestExtensionFields,
@@ -192,7 +204,7 @@ fn check_tool_fields(tools: &[ToolView<'_>], findings: &mut Findings) {
     }
     findings.skip(
         Check::ToolExtensionFields,
-        "no tool has an extension field (input_schema, output_schema, annotations, requires_approval, timeout_seconds)",
+        "no tool has an extension field (input_schema, output_schema, annotations, requires_approval, timeout_seconds, risk_level)",
     );
 }
 
@@ -458,5 +470,27 @@ mod tests {
         );
         m["tools"][0]["required_permission"] = json!(3);
         assert!(failures(m).iter().any(|(n, p)| n == "manifest.tool_base_fields" && p.contains("required_permission")));
+    }
+
+    #[test]
+    fn a_version_that_is_not_semver_and_an_unknown_risk_level_fail_at_full() {
+        let mut m = good();
+        m["version"] = json!("1.0");
+        m["tools"][0]["risk_level"] = json!("extreme");
+        let found = failures(m.clone());
+        assert_eq!(found.len(), 2, "{found:#?}");
+        assert_eq!(found[0].0, "manifest.extension_fields");
+        assert!(found[0].1.starts_with("manifest: version \"1.0\" is not a semantic version"), "{}", found[0].1);
+        assert_eq!(
+            found[1],
+            (
+                "manifest.tool_extension_fields".to_owned(),
+                "demo.greet: `risk_level` must be one of \"low\", \"medium\", \"high\", got string \"extreme\""
+                    .to_owned()
+            )
+        );
+        m["version"] = json!("1.2.3-beta.1");
+        m["tools"][0]["risk_level"] = json!("medium");
+        assert_eq!(failures(m), vec![]);
     }
 }
