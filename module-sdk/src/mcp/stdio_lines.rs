@@ -6,23 +6,22 @@
 //! here each such line gets a JSON-RPC error naming what is wrong (with
 //! no `id`, which could not be read: MCP's form of JSON-RPC's `"id": null`),
 //! and the lines after it are read on (by [`LineReader`], which the
-//! orchestrator's client of stdio servers shares). A line that is a message
-//! is read by rmcp's codec, as rmcp's transport reads it.
-
-use std::sync::Arc;
+//! orchestrator's client of stdio servers shares, as it shares the
+//! [`LineWriter`] that answers). A line that is a message is read by rmcp's
+//! codec, as rmcp's transport reads it.
 
 use futures::SinkExt;
 use rmcp::RoleServer;
 use rmcp::model::{ClientJsonRpcMessage, ErrorData, JsonRpcError, JsonRpcMessage, RequestId, ServerJsonRpcMessage};
 use rmcp::transport::Transport;
-use rmcp::transport::async_rw::{JsonRpcMessageCodec, JsonRpcMessageCodecError, TransportWriter};
+use rmcp::transport::async_rw::{JsonRpcMessageCodec, JsonRpcMessageCodecError};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::Mutex;
-use tokio_util::codec::{Decoder, FramedWrite};
+use tokio_util::codec::Decoder;
 
 use super::line_reader::{Line, LineReader};
+use super::line_writer::LineWriter;
 use super::message_head::{has_long_id, long_id_message};
 use crate::json_depth::{nests_too_deep, too_deep_message};
 
@@ -30,7 +29,7 @@ use crate::json_depth::{nests_too_deep, too_deep_message};
 pub(crate) struct StdioLines<R, W> {
     lines: LineReader<R>,
     decoder: JsonRpcMessageCodec<ClientJsonRpcMessage>,
-    write: Arc<Mutex<Option<TransportWriter<RoleServer, W>>>>,
+    write: LineWriter<RoleServer, W>,
     /// The answer to the last line that could not be read, written before
     /// the next line is read (so a client that writes bad lines without
     /// reading waits in its pipe). Kept here, not in `receive`, which rmcp
@@ -60,7 +59,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> StdioLines<R, W> {
         Self {
             lines: LineReader::new(read, max_message_bytes),
             decoder: JsonRpcMessageCodec::default(),
-            write: Arc::new(Mutex::new(Some(FramedWrite::new(write, JsonRpcMessageCodec::default())))),
+            write: LineWriter::new(write, "standard output is closed"),
             refusal: None,
         }
     }
@@ -121,8 +120,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> StdioLines<R, W> {
     /// standard output is closed or failed.
     async fn write_refusal(&mut self) -> std::io::Result<()> {
         let Some(refusal) = &mut self.refusal else { return Ok(()) };
-        let mut write = self.write.lock().await;
-        let framed = write.as_mut().ok_or_else(closed)?;
+        let mut framed = self.write.lock().await?;
         if let Refusal::Unwritten(answer) = refusal {
             framed.feed(JsonRpcMessage::Error(JsonRpcError::clone(answer))).await?;
             *refusal = Refusal::Unflushed;
@@ -147,11 +145,6 @@ fn request_id(text: &[u8]) -> Option<RequestId> {
     head.method.and(head.id)
 }
 
-/// The error of a write after [`Transport::close`].
-fn closed() -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::NotConnected, "standard output is closed")
-}
-
 impl<R, W> Transport<RoleServer> for StdioLines<R, W>
 where
     R: AsyncRead + Unpin + Send,
@@ -160,11 +153,7 @@ where
     type Error = std::io::Error;
 
     fn send(&mut self, item: ServerJsonRpcMessage) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let write = self.write.clone();
-        async move {
-            let mut write = write.lock().await;
-            write.as_mut().ok_or_else(closed)?.send(item).await.map_err(std::io::Error::from)
-        }
+        self.write.send(item)
     }
 
     async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
@@ -198,7 +187,7 @@ where
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
-        drop(self.write.lock().await.take());
+        self.write.close().await;
         Ok(())
     }
 }
