@@ -9,18 +9,15 @@
 //! is skipped with a warning; an answer whose id could not be read ends the
 //! session, so no call waits for an answer that will not come.
 
-use std::sync::Arc;
-
-use futures::SinkExt;
-use module_sdk::mcp::{Line, LineReader};
+use module_sdk::mcp::{Line, LineReader, LineWriter};
 use rmcp::model::{ClientJsonRpcMessage, ErrorCode, ErrorData, JsonRpcError, JsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::Transport;
-use rmcp::transport::async_rw::{JsonRpcMessageCodec, TransportWriter};
+use rmcp::transport::async_rw::JsonRpcMessageCodec;
 use rmcp::{RoleClient, ServiceError};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{Mutex, watch};
-use tokio_util::codec::{Decoder, FramedWrite};
+use tokio::sync::watch;
+use tokio_util::codec::Decoder;
 
 /// The code of the error a request gets when its answer was too long to read.
 const TOO_LONG_CODE: ErrorCode = ErrorCode(-32_001);
@@ -49,7 +46,7 @@ pub struct StdioClient<R, W> {
     module: String,
     lines: LineReader<R>,
     decoder: JsonRpcMessageCodec<ServerJsonRpcMessage>,
-    write: Arc<Mutex<Option<TransportWriter<RoleClient, W>>>>,
+    write: LineWriter<RoleClient, W>,
     /// Why the session was ended, when an answer's id could not be read.
     ended: watch::Sender<Option<String>>,
 }
@@ -69,7 +66,7 @@ impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> StdioClient<R, W> {
             module: module.to_owned(),
             lines: LineReader::new(read, max_message_bytes),
             decoder: JsonRpcMessageCodec::default(),
-            write: Arc::new(Mutex::new(Some(FramedWrite::new(write, JsonRpcMessageCodec::default())))),
+            write: LineWriter::new(write, "the session is closed"),
             ended,
         }
     }
@@ -101,14 +98,7 @@ where
     type Error = std::io::Error;
 
     fn send(&mut self, item: ClientJsonRpcMessage) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let write = Arc::clone(&self.write);
-        async move {
-            let mut write = write.lock().await;
-            let framed = write
-                .as_mut()
-                .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotConnected, "the session is closed"))?;
-            framed.send(item).await.map_err(std::io::Error::from)
-        }
+        self.write.send(item)
     }
 
     async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
@@ -141,7 +131,7 @@ where
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
-        drop(self.write.lock().await.take());
+        self.write.close().await;
         Ok(())
     }
 }
