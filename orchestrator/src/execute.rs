@@ -258,10 +258,10 @@ impl Executor {
 
     /// What is wrong with `arguments` of `tool_name` by gateway validation
     /// (`GATEWAY_VALIDATION`), if the tool exists and anything is.
-    pub fn argument_problems(&self, tool_name: &str, arguments: &mut Map<String, Value>) -> Option<String> {
+    pub async fn argument_problems(&self, tool_name: &str, arguments: &mut Map<String, Value>) -> Option<String> {
         let route = self.route(tool_name).ok()?;
         let mut checked = CallArguments::Tree(std::mem::take(arguments));
-        let problems = self.validators.check(&route, &mut checked).err();
+        let problems = self.validators.check(&route, &mut checked).await.err();
         *arguments = checked.into_tree();
         problems
     }
@@ -374,7 +374,7 @@ impl Executor {
             );
             return ToolResult::failure(call.tool_name, ErrorKind::PermissionDenied, message).into();
         }
-        if let Err(problems) = self.validators.check(route, &mut call.arguments) {
+        if let Err(problems) = self.validators.check(route, &mut call.arguments).await {
             return ToolResult::failure(call.tool_name, ErrorKind::InvalidArguments, problems).into();
         }
         let timeout = self.call_timeout(route);

@@ -4,16 +4,19 @@
 //! validator, so every module's callers get the same `invalid_arguments`
 //! messages (JSON path, expected vs got) whether or not it uses the SDK.
 //!
-//! A tool's validator is compiled on its first call and kept until its
-//! module's manifest changes. `GATEWAY_VALIDATION=false` turns the check
+//! A tool's validator is compiled on its first call, on the blocking pool
+//! (a large schema takes a while: the serving threads go on serving) with
+//! every concurrent first caller awaiting that one compile, and kept until
+//! its module's manifest changes. `GATEWAY_VALIDATION=false` turns the check
 //! off; `SELF_VALIDATING_MODULES` turns it off for some modules only.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, RwLock};
 
 use module_sdk::contract::ModuleManifest;
 use module_sdk::service::ArgumentValidator;
 use serde_json::Value;
+use tokio::sync::OnceCell;
 
 use crate::NameMap;
 use crate::config::{ConfigError, invalid};
@@ -83,12 +86,12 @@ impl GatewayValidationSettings {
 struct ManifestValidators {
     manifest: Arc<ModuleManifest>,
     /// Shared with the set of an equal manifest discovered later.
-    tools: Arc<[OnceLock<Option<ArgumentValidator>>]>,
+    tools: Arc<[OnceCell<Option<ArgumentValidator>>]>,
 }
 
 impl ManifestValidators {
     fn new(manifest: Arc<ModuleManifest>) -> Self {
-        let tools = manifest.tools.iter().map(|_| OnceLock::new()).collect();
+        let tools = manifest.tools.iter().map(|_| OnceCell::new()).collect();
         Self { manifest, tools }
     }
 }
@@ -109,14 +112,21 @@ impl GatewayValidators {
     /// place: `Err` with the problems (`arguments.<path>: expected ..., got
     /// ...`) when they do not fit the tool's `input_schema`. `Ok` when
     /// validation is off for the module or the tool has no usable schema.
-    pub fn check(&self, route: &ToolRoute, arguments: &mut CallArguments<'_>) -> Result<(), String> {
+    /// The first call of a tool waits for its validator's compile.
+    pub async fn check(&self, route: &ToolRoute, arguments: &mut CallArguments<'_>) -> Result<(), String> {
         if !self.settings.applies_to(&route.module) {
             return Ok(());
         }
         let (manifest, index) = route.manifest();
         let validators = self.validators_of(&route.module, manifest);
         let Some(slot) = validators.tools.get(index) else { return Ok(()) };
-        let Some(validator) = slot.get_or_init(|| compile(route)) else { return Ok(()) };
+        // Once compiled, a read without a lock: the routing hot path. The
+        // first call's wait is boxed, so every call's future stays small.
+        let compiled = match slot.get() {
+            Some(compiled) => compiled,
+            None => Box::pin(slot.get_or_init(|| compile_off_thread(route.clone()))).await,
+        };
+        let Some(validator) = compiled else { return Ok(()) };
         match arguments {
             CallArguments::InPlace { value, .. } => validator.check_in_place(value),
             CallArguments::Tree(tree) => {
@@ -155,10 +165,22 @@ impl GatewayValidators {
     }
 }
 
+/// [`compile`] on the blocking pool, not on the thread serving the call:
+/// `None` (logged) when the compile panicked.
+async fn compile_off_thread(route: ToolRoute) -> Option<ArgumentValidator> {
+    let tool_name = route.tool().name.clone();
+    tokio::task::spawn_blocking(move || compile(&route)).await.unwrap_or_else(|error| {
+        tracing::warn!(tool = %tool_name, %error, "input_schema compile failed; the module validates alone");
+        None
+    })
+}
+
 /// The validator of the routed tool's `input_schema`, or `None` (logged)
 /// when there is no schema or it does not compile.
 fn compile(route: &ToolRoute) -> Option<ArgumentValidator> {
     let tool = route.tool();
+    #[cfg(test)]
+    tests::observe_compile(&tool.name);
     let schema = tool.input_schema.as_ref()?;
     match ArgumentValidator::new(schema) {
         Ok(validator) => Some(validator),
@@ -171,7 +193,95 @@ fn compile(route: &ToolRoute) -> Option<ArgumentValidator> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Condvar, Mutex};
+    use std::thread::ThreadId;
+    use std::time::Duration;
+
+    use module_sdk::Permission;
+    use module_sdk::contract::ToolDefinition;
+    use serde_json::json;
+
     use super::*;
+    use crate::snapshot::{ModuleSnapshot, ModuleState, Snapshot};
+
+    /// Every compile of a validator in these tests: the tool and the thread it ran on.
+    static COMPILES: Mutex<Vec<(String, ThreadId)>> = Mutex::new(Vec::new());
+    /// Whether a compile of [`GATED`] may finish.
+    static GATE: (Mutex<bool>, Condvar) = (Mutex::new(false), Condvar::new());
+    /// A tool whose compile waits for [`GATE`]: a deliberately slow compile.
+    const GATED: &str = "gated.slow";
+
+    /// Called by every compile: recorded; a compile of [`GATED`] waits for
+    /// the gate (at most 5 s: one blocking the test's own thread fails the
+    /// test instead of hanging it).
+    pub(super) fn observe_compile(tool: &str) {
+        COMPILES.lock().unwrap().push((tool.to_owned(), std::thread::current().id()));
+        if tool == GATED {
+            let (open, opened) = &GATE;
+            let open = open.lock().unwrap();
+            drop(opened.wait_timeout_while(open, Duration::from_secs(5), |open| !*open).unwrap());
+        }
+    }
+
+    fn compiles_of(tool: &str) -> Vec<ThreadId> {
+        COMPILES.lock().unwrap().iter().filter(|(name, _)| name == tool).map(|(_, thread)| *thread).collect()
+    }
+
+    /// The route of `tool`, the only tool of its module, with `schema`.
+    fn route_of(tool: &str, schema: Value) -> ToolRoute {
+        let module = tool.split_once('.').unwrap().0;
+        let mut definition = ToolDefinition::new(tool, "d", Permission::Guest);
+        definition.input_schema = Some(schema);
+        let manifest = ModuleManifest {
+            module_name: module.to_owned(),
+            description: String::new(),
+            tools: vec![definition],
+            version: None,
+            contract_version: None,
+        };
+        let snapshot = ModuleSnapshot {
+            name: module.into(),
+            url: "http://m".into(),
+            execute_url: "http://m/execute".into(),
+            state: ModuleState::Up,
+            manifest: Some(Arc::new(manifest)),
+        };
+        Snapshot::new(1, BTreeMap::from([(module.to_owned(), snapshot)])).route(tool).unwrap()
+    }
+
+    fn arguments(value: Value) -> CallArguments<'static> {
+        CallArguments::Tree(value.as_object().unwrap().clone())
+    }
+
+    /// On a single-threaded runtime: if the compile ran on the serving
+    /// thread, nothing else could run until it finished.
+    #[tokio::test]
+    async fn concurrent_first_calls_await_one_compile_run_off_the_serving_thread() {
+        let validators = Arc::new(GatewayValidators::new(GatewayValidationSettings::default()));
+        let route = route_of(GATED, json!({"type": "object", "properties": {"n": {"type": "integer"}}}));
+        let mut callers = tokio::task::JoinSet::new();
+        for n in 0..8 {
+            let (validators, route) = (Arc::clone(&validators), route.clone());
+            let n = if n == 0 { json!("zero") } else { json!(n) };
+            callers.spawn(async move { validators.check(&route, &mut arguments(json!({ "n": n }))).await });
+        }
+        // Every caller starts; the compile waits for the gate while this task goes on.
+        let compiled_on = loop {
+            if let Some(thread) = compiles_of(GATED).first() {
+                break *thread;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        };
+        assert_ne!(compiled_on, std::thread::current().id(), "compiled on the thread serving the call");
+        *GATE.0.lock().unwrap() = true;
+        GATE.1.notify_all();
+        let outcomes = callers.join_all().await;
+        let refused: Vec<&String> = outcomes.iter().filter_map(|outcome| outcome.as_ref().err()).collect();
+        assert!(refused.len() == 1 && refused[0].contains("arguments.n"), "{outcomes:?}");
+        let later = validators.check(&route, &mut arguments(json!({"n": "x"}))).await;
+        assert!(later.is_err_and(|problems| problems.contains("arguments.n")));
+        assert_eq!(compiles_of(GATED).len(), 1, "one compile for every call");
+    }
 
     fn read(file: GatewayValidationFile, vars: &[(&str, &str)]) -> Result<GatewayValidationSettings, ConfigError> {
         let modules = BTreeMap::from([("notes".to_owned(), "http://notes".to_owned())]);
