@@ -124,7 +124,8 @@ impl Context {
     /// A check of whether this call has been given up: past its deadline
     /// (it is answered `timeout` then) or cancelled (its caller went away).
     /// Blocking work that runs on after its call ([`Context::blocking`])
-    /// tests it before a change, so a call answered `timeout` changes nothing.
+    /// tests it before a change, so no change is started once its call was
+    /// given up (one started just before may still finish after the answer).
     pub fn given_up(&self) -> impl Fn() -> bool + Send + Sync + 'static {
         let cancelled = self.cancellation().clone();
         let deadline = self.0.deadline;
