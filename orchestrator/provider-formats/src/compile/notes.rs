@@ -55,7 +55,7 @@ pub const MAX_QUOTED_BYTES: usize = 200;
 /// dropping the keyword loses nothing a model needs (an annotation such as
 /// `title` or `$comment`, or an unknown keyword, which JSON Schema reads as
 /// one). A constraint without words of its own is quoted as compact JSON,
-/// at most [`MAX_QUOTED_BYTES`] of it.
+/// at most `MAX_QUOTED_BYTES` of it.
 pub fn phrase(keyword: &str, value: &Value) -> Option<String> {
     let n = || value.to_string();
     Some(match keyword {
