@@ -8,7 +8,7 @@
 //! are already combined there, so every property the model saw is found.
 
 use std::cmp::Reverse;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use module_sdk::schema::resolve;
 use serde_json::{Map, Value};
@@ -18,32 +18,40 @@ use super::names::gemini_property_names;
 /// How deep into nested arguments (and `allOf` lists) the mapping goes.
 const MAX_DEPTH: usize = 64;
 
-/// The most steps one call's mapping takes: schema nodes visited, and sent
-/// names looked up, each one step. A module's schema may refer to itself
-/// through `allOf` (`D: {allOf: [D, D]}`), which the depth alone would let
-/// grow to 2^64 steps; past this the rest of the call is left as sent
-/// (the module still checks it).
-const MAX_STEPS: usize = 100_000;
+/// The most steps one call's mapping takes: schema nodes visited, sent
+/// names looked up and declared names read, each one step. Each walk visits
+/// a schema node once (a schema may refer to itself through `allOf`,
+/// `D: {allOf: [D, D]}`, which would otherwise take 2^64 steps), so this
+/// only bounds a hostile module's huge property lists met by a model's
+/// many objects; a model's whole output (at most ~100 000 names) maps
+/// against ordinary schemas well within it. Past it the rest of the call is
+/// left as sent (the module still checks it).
+const MAX_STEPS: usize = 2_000_000;
 
 /// Maps `arguments` back in place, following `prepared` (the tool's
 /// original input schema as [`crate::compile::prepare`] makes it); `renamed` when
 /// the provider saw Gemini-safe property names.
 pub fn restore(prepared: &Value, arguments: &mut Map<String, Value>, renamed: bool) {
-    let mut steps = Steps(MAX_STEPS);
+    let mut steps = Steps { left: MAX_STEPS, nullable: HashMap::new() };
     restore_object(prepared, prepared, arguments, renamed, 0, &mut steps);
 }
 
-/// The steps a mapping has left ([`MAX_STEPS`]).
-struct Steps(usize);
+/// The steps a mapping has left ([`MAX_STEPS`]), and what it learnt of
+/// which schema nodes take `null` (each node of the prepared schema, by its
+/// address, is judged once per call).
+struct Steps {
+    left: usize,
+    nullable: HashMap<*const Value, bool>,
+}
 
 impl Steps {
     /// Takes `count` steps; false (and none left) when fewer remain.
     fn take(&mut self, count: usize) -> bool {
-        match self.0.checked_sub(count) {
-            Some(left) => self.0 = left,
-            None => self.0 = 0,
+        match self.left.checked_sub(count) {
+            Some(left) => self.left = left,
+            None => self.left = 0,
         }
-        self.0 > 0
+        self.left > 0
     }
 }
 
@@ -56,10 +64,10 @@ fn restore_object(
     steps: &mut Steps,
 ) {
     let mut schemas = Vec::new();
-    object_schemas(root, node, map, renamed, depth, steps, &mut schemas);
+    object_schemas(root, node, map, renamed, depth, steps, &mut HashSet::new(), &mut schemas);
     for node in schemas {
         let Some(properties) = node.get("properties").and_then(Value::as_object) else { continue };
-        if !steps.take(map.len()) {
+        if !steps.take(map.len() + if renamed { properties.len() } else { 0 }) {
             return;
         }
         if renamed {
@@ -104,7 +112,9 @@ fn restore_value(root: &Value, node: &Value, value: &mut Value, renamed: bool, d
 
 /// The schemas with `properties` that describe the object `map` at `node`:
 /// the node itself, every part of its `allOf`, and of a union the branch
-/// that best matches the names the model sent ([`matching`]).
+/// that best matches the names the model sent ([`matching`]); each node
+/// once (`visited`), however often the schema refers to it.
+#[allow(clippy::too_many_arguments)]
 fn object_schemas<'a>(
     root: &'a Value,
     node: &'a Value,
@@ -112,17 +122,21 @@ fn object_schemas<'a>(
     renamed: bool,
     depth: usize,
     steps: &mut Steps,
+    visited: &mut HashSet<*const Value>,
     out: &mut Vec<&'a Value>,
 ) {
     if depth > MAX_DEPTH || !steps.take(1) {
         return;
     }
     let node = resolve(root, node);
+    if !visited.insert(node) {
+        return;
+    }
     if node.get("properties").is_some() {
         out.push(node);
     }
     for part in node.get("allOf").and_then(Value::as_array).into_iter().flatten() {
-        object_schemas(root, part, map, renamed, depth + 1, steps, out);
+        object_schemas(root, part, map, renamed, depth + 1, steps, visited, out);
     }
     let scored: Vec<_> =
         branches(root, node).into_iter().filter_map(|branch| matching(root, branch, map, renamed, steps)).collect();
@@ -131,7 +145,7 @@ fn object_schemas<'a>(
         |&(score, index, _)| (score, Reverse(index)),
     );
     if let Some((_, _, branch)) = best {
-        object_schemas(root, branch, map, renamed, depth + 1, steps, out);
+        object_schemas(root, branch, map, renamed, depth + 1, steps, visited, out);
     }
 }
 
@@ -156,9 +170,13 @@ fn matching<'a>(
     let mut required = Vec::new();
     for part in parts.map(|part| resolve(root, part)) {
         let Some(properties) = part.get("properties").and_then(Value::as_object) else { continue };
+        if !steps.take(properties.len()) {
+            return None;
+        }
         let names = gemini_property_names(properties);
+        let safe: HashMap<&str, &str> = names.iter().map(|(name, safe)| (*name, safe.as_str())).collect();
         let sent = |name: &str| match renamed {
-            true => names.iter().find(|(n, _)| *n == name).map_or(name.to_owned(), |(_, safe)| safe.clone()),
+            true => safe.get(name).map_or(name, |safe| *safe).to_owned(),
             false => name.to_owned(),
         };
         required.extend(required_names(part).into_iter().map(sent));
@@ -194,13 +212,25 @@ fn required_names(node: &Value) -> Vec<&str> {
         .map_or(Vec::new(), |names| names.iter().filter_map(Value::as_str).collect())
 }
 
-/// Whether `node` lets a value be `null` (yes, when the steps run out: the
-/// `null` is then left for the module to judge).
+/// Whether `node` lets a value be `null` (yes, when the steps run out or the
+/// node refers back to itself: the `null` is then left for the module to
+/// judge). Each node is judged once per call ([`Steps::nullable`]).
 fn accepts_null(root: &Value, node: &Value, depth: usize, steps: &mut Steps) -> bool {
     if depth > MAX_DEPTH || !steps.take(1) {
         return true;
     }
     let node = resolve(root, node);
+    if let Some(&known) = steps.nullable.get(&std::ptr::from_ref(node)) {
+        return known;
+    }
+    steps.nullable.insert(node, true);
+    let judged = judge_null(root, node, depth, steps);
+    steps.nullable.insert(node, judged);
+    judged
+}
+
+/// [`accepts_null`] of a resolved node not judged before.
+fn judge_null(root: &Value, node: &Value, depth: usize, steps: &mut Steps) -> bool {
     let Value::Object(map) = node else { return node != &Value::Bool(false) };
     let typed = match map.get("type") {
         Some(Value::String(t)) => t == "null",
@@ -291,10 +321,28 @@ mod tests {
         let prepared = compile::prepare(&schema);
         for sent in [json!({"x": null, "y": null}), json!({"x": {"a": {"b": null}}, "y": 1})] {
             let mut args = sent.clone();
-            // Without a step budget this walks 2^64 nodes.
-            restore(&prepared, args.as_object_mut().unwrap(), true);
+            let mut steps = Steps { left: MAX_STEPS, nullable: HashMap::new() };
+            restore_object(&prepared, &prepared, args.as_object_mut().unwrap(), true, 0, &mut steps);
             assert_eq!(args.get("x"), sent.get("x"), "left as sent");
+            // Visiting a node more than once per walk, this takes 2^64 steps.
+            assert!(MAX_STEPS - steps.left < 100, "{} steps", MAX_STEPS - steps.left);
         }
+    }
+
+    #[test]
+    fn a_long_list_of_objects_is_mapped_back_whole() {
+        let names: Vec<String> = (0..20).map(|i| format!("field-{i}")).collect();
+        let properties: Map<String, Value> =
+            names.iter().map(|name| (name.clone(), json!({"type": "string"}))).collect();
+        let schema = json!({
+            "type": "object",
+            "properties": {"rows": {"type": "array", "items": {"type": "object", "properties": properties}}}
+        });
+        let row: Map<String, Value> = names.iter().map(|name| (name.replace('-', "_"), json!("v"))).collect();
+        let mut args = json!({"rows": vec![Value::Object(row); 5000]});
+        restore(&compile::prepare(&schema), args.as_object_mut().unwrap(), true);
+        let rows = args["rows"].as_array().unwrap();
+        assert!(rows.iter().all(|row| row.get("field-19") == Some(&json!("v"))), "every row renamed back");
     }
 
     #[test]

@@ -223,6 +223,8 @@ fn canonical_text(value: &Value) -> String {
                 }
                 out.push(']');
             }
+            // `-0.0 == 0.0` for `Value` as for `f64`: one text for both.
+            Value::Number(number) if number.as_f64() == Some(0.0) && number.is_f64() => out.push_str("0.0"),
             other => out.push_str(&other.to_string()),
         }
     }
@@ -259,6 +261,18 @@ fn common_types(mine: &Value, theirs: &Value) -> Option<Value> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_value_set_matches_as_json_values_compare() {
+        let listed = ValueSet::new(&[json!(0.0), json!({"a": 1, "b": [1, 2]}), json!(1)]);
+        let zero: Value = serde_json::from_str("-0").unwrap();
+        assert_eq!(zero, json!(0.0));
+        assert!(listed.contains(&zero), "-0 is 0.0");
+        let reordered: Value = serde_json::from_str(r#"{"b": [1, 2], "a": 1}"#).unwrap();
+        assert!(listed.contains(&reordered), "keys in another order");
+        assert!(!listed.contains(&json!({"a": 1, "b": [2, 1]})), "items in another order");
+        assert!(!listed.contains(&json!("1")));
+    }
 
     fn combine(base: Value, over: Value) -> Value {
         let keywords = combined(Keywords::of(Cow::Owned(base)).unwrap(), Keywords::of(Cow::Owned(over)).unwrap());
