@@ -218,17 +218,13 @@ mod tests {
 
     /// The results of `check_schemas` over one tool with `output_schema`, by check.
     fn output_problems(output_schema: Value) -> Vec<(Check, String)> {
-        let manifest = json!({"module_name": "evil", "description": "E.", "tools": [{
-            "name": "evil.answer", "description": "A.", "parameters": [], "required_permission": "guest",
-            "output_schema": output_schema
-        }]});
-        let mut findings = Findings::default();
-        check_schemas(&super::super::tools_of(&manifest), &mut findings);
-        findings
-            .into_results(crate::Level::Full, "")
-            .into_iter()
-            .flat_map(|r| r.problems.into_iter().map(move |p| (r.check, p)))
-            .collect()
+        problems(
+            "evil",
+            vec![json!({
+                "name": "evil.answer", "description": "A.", "parameters": [], "required_permission": "guest",
+                "output_schema": output_schema
+            })],
+        )
     }
 
     #[test]
@@ -268,7 +264,12 @@ mod tests {
 
     /// The problems `check_schemas` finds with `tools`'s input_schemas, all checks.
     fn input_problems(tools: Vec<Value>) -> Vec<(Check, String)> {
-        let manifest = json!({"module_name": "wide", "description": "W.", "tools": tools});
+        problems("wide", tools)
+    }
+
+    /// The problems `check_schemas` finds with `tools` of module `module_name`, by check.
+    fn problems(module_name: &str, tools: Vec<Value>) -> Vec<(Check, String)> {
+        let manifest = json!({"module_name": module_name, "description": "M.", "tools": tools});
         let mut findings = Findings::default();
         check_schemas(&super::super::tools_of(&manifest), &mut findings);
         findings
