@@ -2,6 +2,7 @@
 //! pending approval instead of running; approving it runs the stored call
 //! (tool, arguments, user) exactly once, denying it tells the model why.
 
+mod held_claim;
 pub mod record;
 pub mod redis_store;
 pub mod routes;
@@ -24,6 +25,7 @@ use crate::identity::Identity;
 use crate::providers::{self, CallFormat, RequestedCall};
 use crate::registry::RouteError;
 use crate::trace::RequestTrace;
+use held_claim::HeldClaim;
 use record::json_bytes;
 pub use record::{Approval, ApprovalStatus, ProviderCall};
 pub use settings::ApprovalSettings;
@@ -353,20 +355,22 @@ impl Approvals {
         let Claim::Won(token) = self.store.claim(&approval, self.claim_lease).await? else {
             return Err(ApprovalError::Conflict { id: id.to_owned(), status: "already being decided" });
         };
+        // Given up if the decision ends undecided, however it ends.
+        let claim = HeldClaim::new(Arc::clone(&self.store), id, token);
         // Read again once the claim is won (however long that took): a
         // decision recorded under an earlier claim, lapsed since, shows now;
         // and its expiry is checked by the clock that set it.
         let status = match self.store.get(id).await {
             Ok(stored) => stored.map(|stored| stored.status_at(OffsetDateTime::now_utc())),
-            Err(error) => return Err(self.undecided(id, &token, error.into()).await),
+            Err(error) => return Err(undecided(claim, error.into()).await),
         };
         match status {
             Some(ApprovalStatus::Pending) => {}
             Some(status) => {
                 let decided = ApprovalError::Conflict { id: id.to_owned(), status: status.as_str() };
-                return Err(self.undecided(id, &token, decided).await);
+                return Err(undecided(claim, decided).await);
             }
-            None => return Err(self.undecided(id, &token, ApprovalError::NotFound(id.to_owned())).await),
+            None => return Err(undecided(claim, ApprovalError::NotFound(id.to_owned())).await),
         }
         approval.decided_by = Some(identity.name.clone());
         approval.decided_at = Some(OffsetDateTime::now_utc());
@@ -386,8 +390,8 @@ impl Approvals {
                 let running_for = route.as_ref().map_or(Duration::ZERO, |route| executor.call_timeout(route));
                 let drop_at = self.drop_after(&approval, OffsetDateTime::now_utc() + running_for);
                 let bytes = approval.counted_bytes() + DECISION_BYTES;
-                if let Err(error) = self.record(&approval, bytes, drop_at, &token).await {
-                    return Err(self.undecided(id, &token, error).await);
+                if let Err(error) = self.record(&approval, bytes, drop_at, claim.token()).await {
+                    return Err(undecided(claim, error).await);
                 }
                 // The result is kept once and read by everyone who may see
                 // the approval (its user too): why a module was not reached
@@ -412,12 +416,13 @@ impl Approvals {
         match decision {
             Decision::Deny => {
                 let drop_at = self.drop_at(&approval);
-                if let Err(error) = self.record(&approval, approval.counted_bytes(), drop_at, &token).await {
-                    return Err(self.undecided(id, &token, error).await);
+                if let Err(error) = self.record(&approval, approval.counted_bytes(), drop_at, claim.token()).await {
+                    return Err(undecided(claim, error).await);
                 }
             }
             Decision::Approve => self.keep_result(&mut approval).await,
         }
+        claim.keep();
         if told.is_some() {
             approval.result = told;
         }
@@ -512,18 +517,15 @@ impl Approvals {
         };
         tracing::error!(approval = %approval.id, %error, "an approved call ran, but its result could not be stored");
     }
+}
 
-    /// Gives up the claim of `id` won with `token` but not decided (`error`:
-    /// its decision could not be recorded before anything ran, or it was no
-    /// longer pending), if the claim still holds `token`, so it can be
-    /// decided again, or is refused as it stands, rather than as being
-    /// decided until the claim lapses; answers the error.
-    async fn undecided(&self, id: &str, token: &ClaimToken, error: ApprovalError) -> ApprovalError {
-        if let Err(release) = self.store.release(id, token).await {
-            tracing::error!(approval = %id, error = %release, "the claim of an undecided approval could not be given up");
-        }
-        error
-    }
+/// Gives up `claim`, won but not decided (`error`: its decision could not
+/// be recorded before anything ran, or it was no longer pending), so the
+/// approval can be decided again, or is refused as it stands, rather than
+/// as being decided until the claim lapses; answers the error.
+async fn undecided(claim: HeldClaim, error: ApprovalError) -> ApprovalError {
+    claim.give_up().await;
+    error
 }
 
 /// Whether `identity` may see and decide `approval`: it may act for the
@@ -658,6 +660,9 @@ mod tests {
         Claims(Pause),
         /// Each decision recorded under a claim is stored only once paused.
         Records(Pause),
+        /// Recording a decision under a claim panics (as a bug would, in
+        /// the store or anywhere the decision goes).
+        PanicsRecording,
     }
 
     /// A pause: notifies `reached`, then waits until `go` is notified.
@@ -679,7 +684,7 @@ mod tests {
         }
     }
 
-    /// A store that waits where [`Wait`] says.
+    /// A store that waits (or fails) where [`Wait`] says.
     struct SlowStore(Arc<dyn ApprovalStore>, Wait);
 
     impl ApprovalStore for SlowStore {
@@ -712,8 +717,10 @@ mod tests {
             token: &'a ClaimToken,
         ) -> BoxFuture<'a, Result<Option<Admission>, StoreError>> {
             async move {
-                if let Wait::Records(pause) = &self.1 {
-                    pause.wait().await;
+                match &self.1 {
+                    Wait::Records(pause) => pause.wait().await,
+                    Wait::PanicsRecording => panic!("recording the decision of `{}` panicked", approval.id),
+                    _ => {}
                 }
                 self.0.put_claimed(approval, bytes, drop_at, settings, token).await
             }
@@ -736,7 +743,7 @@ mod tests {
                         tokio::time::sleep(Duration::try_from(left).unwrap_or_default()).await;
                     }
                     Wait::Claims(pause) => pause.wait().await,
-                    Wait::Records(_) => {}
+                    Wait::Records(_) | Wait::PanicsRecording => {}
                 }
                 self.0.claim(approval, lease).await
             }
@@ -888,6 +895,33 @@ mod tests {
         tokio::join!(first, second);
         assert_eq!(calls_made(&orchestrator), 1, "the call ran once");
         assert_eq!(store.get("twice").await.unwrap().unwrap().status, ApprovalStatus::Approved);
+    }
+
+    #[tokio::test]
+    async fn a_decision_that_panicked_gives_its_claim_up_in_memory() {
+        let store: Arc<dyn ApprovalStore> = Arc::new(MemoryStore::default());
+        let orchestrator = Arc::new(Orchestrator::new(Config::default()).unwrap());
+        let panicking = Arc::new(Approvals {
+            store: Arc::new(SlowStore(Arc::clone(&store), Wait::PanicsRecording)),
+            settings: Default::default(),
+            claim_lease: CLAIM_LEASE,
+        });
+        let stuck = approval("stuck", Duration::from_secs(60));
+        put(store.as_ref(), &stuck, stuck.expires_at).await;
+        let deciding = tokio::spawn({
+            let orchestrator = Arc::clone(&orchestrator);
+            async move {
+                let identity = Identity::development();
+                panicking.decide(&identity, "stuck", Decision::Approve, None, &orchestrator.executor).await
+            }
+        });
+        assert!(deciding.await.unwrap_err().is_panic());
+        assert_eq!(store.get("stuck").await.unwrap().unwrap().status, ApprovalStatus::Pending, "nothing recorded");
+        let approvals = Approvals { store, settings: Default::default(), claim_lease: CLAIM_LEASE };
+        let decided =
+            approvals.decide(&Identity::development(), "stuck", Decision::Approve, None, &orchestrator.executor).await;
+        assert_eq!(decided.unwrap().status, ApprovalStatus::Approved, "its claim was given up");
+        assert_eq!(calls_made(&orchestrator), 1);
     }
 
     #[tokio::test]
