@@ -443,6 +443,8 @@ impl Approvals {
     /// claim lapsed ([`ApprovalError::ClaimLapsed`]) or when it would take
     /// the approvals kept past `MAX_APPROVAL_BYTES` or its user's past
     /// `MAX_APPROVAL_BYTES_PER_USER` (only a reason can: see [`DECISION_BYTES`]).
+    /// A store that fails is asked whether it stored the decision all the
+    /// same ([`Self::stored_anyway`]).
     async fn record(
         &self,
         approval: &Approval,
@@ -450,7 +452,11 @@ impl Approvals {
         drop_at: OffsetDateTime,
         token: &ClaimToken,
     ) -> Result<(), ApprovalError> {
-        let Some(admission) = self.store.put_claimed(approval, bytes, drop_at, &self.settings, token).await? else {
+        let stored = match self.store.put_claimed(approval, bytes, drop_at, &self.settings, token).await {
+            Ok(stored) => stored,
+            Err(error) => self.stored_anyway(approval, token, error).await?,
+        };
+        let Some(admission) = stored else {
             tracing::warn!(approval = %approval.id, lease = ?self.claim_lease, "a decision's claim lapsed before it was recorded; it recorded and ran nothing");
             return Err(ApprovalError::ClaimLapsed { id: approval.id.clone(), lease: self.claim_lease });
         };
@@ -463,6 +469,36 @@ impl Approvals {
                 setting,
                 max,
             }),
+        }
+    }
+
+    /// Whether the decision `approval` (`running` or `denied`), whose
+    /// storing under the claim `token` failed with `error`, was stored all
+    /// the same: a script that ran while only its answer was lost (Redis
+    /// answering after the client's timeout, a connection dropped after the
+    /// command). Read again with its claim: it was, and goes on as stored
+    /// (an approved call runs, once), when the claim still holds `token`
+    /// and the record has the status decided. The claim was won with a fresh
+    /// token and the approval then read pending, so a claim that still holds
+    /// it has held it since, and no other decision can have stored one.
+    /// Otherwise (not stored, the claim lapsed, the store still failing)
+    /// `error` is answered and nothing runs.
+    async fn stored_anyway(
+        &self,
+        approval: &Approval,
+        token: &ClaimToken,
+        error: StoreError,
+    ) -> Result<Option<Admission>, StoreError> {
+        match self.store.get_claimed(&approval.id, token).await {
+            Ok(Some(stored)) if stored.status == approval.status => {
+                tracing::warn!(approval = %approval.id, %error, status = approval.status.as_str(), "storing a decision failed, but it was stored; it goes on");
+                Ok(Some(Admission::Stored))
+            }
+            Ok(_) => Err(error),
+            Err(again) => {
+                tracing::warn!(approval = %approval.id, %error, error_again = %again, "storing a decision failed, and whether it was stored could not be read");
+                Err(error)
+            }
         }
     }
 
@@ -660,6 +696,11 @@ mod tests {
         Claims(Pause),
         /// Each decision recorded under a claim is stored only once paused.
         Records(Pause),
+        /// Each decision recorded under a claim is stored, but answered with
+        /// an error (its answer lost, as when Redis answers after the
+        /// client's timeout); with `claim_lapsed`, the claim is given up
+        /// first, as if its lease lapsed meanwhile.
+        LosesRecordAnswers { claim_lapsed: bool },
         /// Recording a decision under a claim panics (as a bug would, in
         /// the store or anywhere the decision goes).
         PanicsRecording,
@@ -722,13 +763,26 @@ mod tests {
                     Wait::PanicsRecording => panic!("recording the decision of `{}` panicked", approval.id),
                     _ => {}
                 }
-                self.0.put_claimed(approval, bytes, drop_at, settings, token).await
+                let stored = self.0.put_claimed(approval, bytes, drop_at, settings, token).await;
+                let Wait::LosesRecordAnswers { claim_lapsed } = self.1 else { return stored };
+                if claim_lapsed {
+                    self.0.release(&approval.id, token).await.unwrap();
+                }
+                Err(StoreError::Unavailable(format!("the answer to storing {:?} was lost", stored.unwrap())))
             }
             .boxed()
         }
 
         fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Approval>, StoreError>> {
             self.0.get(id)
+        }
+
+        fn get_claimed<'a>(
+            &'a self,
+            id: &'a str,
+            token: &'a ClaimToken,
+        ) -> BoxFuture<'a, Result<Option<Approval>, StoreError>> {
+            self.0.get_claimed(id, token)
         }
 
         fn list<'a>(&'a self, user: Option<&'a str>) -> BoxFuture<'a, Result<Vec<Approval>, StoreError>> {
@@ -743,7 +797,7 @@ mod tests {
                         tokio::time::sleep(Duration::try_from(left).unwrap_or_default()).await;
                     }
                     Wait::Claims(pause) => pause.wait().await,
-                    Wait::Records(_) | Wait::PanicsRecording => {}
+                    Wait::Records(_) | Wait::LosesRecordAnswers { .. } | Wait::PanicsRecording => {}
                 }
                 self.0.claim(approval, lease).await
             }
@@ -895,6 +949,49 @@ mod tests {
         tokio::join!(first, second);
         assert_eq!(calls_made(&orchestrator), 1, "the call ran once");
         assert_eq!(store.get("twice").await.unwrap().unwrap().status, ApprovalStatus::Approved);
+    }
+
+    /// Checks that a decision of `store` stored under its claim whose answer
+    /// was lost goes on as stored: an approved call runs once, a denial is
+    /// answered; and that one whose claim lapsed meanwhile (another decision
+    /// may have taken it) runs nothing and answers the store's error.
+    async fn check_lost_answers(store: Arc<dyn ApprovalStore>) {
+        let orchestrator = Orchestrator::new(Config::default()).unwrap();
+        let identity = Identity::development();
+        let losing = |claim_lapsed| Approvals {
+            store: Arc::new(SlowStore(Arc::clone(&store), Wait::LosesRecordAnswers { claim_lapsed })),
+            settings: Default::default(),
+            claim_lease: CLAIM_LEASE,
+        };
+        for (id, decision, status) in [
+            ("approved", Decision::Approve, ApprovalStatus::Approved),
+            ("denied", Decision::Deny, ApprovalStatus::Denied),
+        ] {
+            let lost = approval(id, Duration::from_secs(60));
+            put(store.as_ref(), &lost, lost.expires_at).await;
+            let decided = losing(false).decide(&identity, id, decision, None, &orchestrator.executor).await;
+            assert_eq!(decided.unwrap().status, status, "{id}");
+            assert_eq!(store.get(id).await.unwrap().unwrap().status, status, "{id}");
+        }
+        assert_eq!(calls_made(&orchestrator), 1, "the approved call ran once");
+
+        let lapsed = approval("lapsed", Duration::from_secs(60));
+        put(store.as_ref(), &lapsed, lapsed.expires_at).await;
+        let decided = losing(true).decide(&identity, "lapsed", Decision::Approve, None, &orchestrator.executor).await;
+        assert!(matches!(decided, Err(ApprovalError::Store(_))), "{decided:?}");
+        assert_eq!(calls_made(&orchestrator), 1, "nothing ran");
+        assert_eq!(store.get("lapsed").await.unwrap().unwrap().status, ApprovalStatus::Running);
+    }
+
+    #[tokio::test]
+    async fn a_decision_stored_whose_answer_was_lost_goes_on_in_memory() {
+        check_lost_answers(Arc::new(MemoryStore::default())).await;
+    }
+
+    #[tokio::test]
+    async fn a_decision_stored_whose_answer_was_lost_goes_on_in_redis() {
+        let Some(redis) = test_support::RedisServer::start() else { return };
+        check_lost_answers(Arc::new(redis_store::RedisStore::new(&redis.url()).unwrap())).await;
     }
 
     #[tokio::test]

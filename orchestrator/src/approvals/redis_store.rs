@@ -237,6 +237,11 @@ fn read_record(text: &str) -> serde_json::Result<Approval> {
     Ok(approval)
 }
 
+/// Reads the stored record of `id` ([`read_record`]), or says it is not readable.
+fn read_stored(id: &str, text: &str) -> Result<Approval, StoreError> {
+    read_record(text).map_err(|e| StoreError::Corrupt { id: id.to_owned(), reason: e.to_string() })
+}
+
 /// `script` ([`INSERT`] or [`PUT`]) over the keys of [`drop_lapsed_bytes`]
 /// and the user's kept set for `approval`, its arguments left to add.
 fn storing<'a>(script: &'a Script, approval: &Approval) -> ScriptInvocation<'a> {
@@ -375,10 +380,22 @@ impl ApprovalStore for RedisStore {
         async move {
             let mut connection = self.connection.clone();
             let text: Option<String> = connection.get(record_key(id)).await.map_err(unavailable)?;
-            text.map(|text| {
-                read_record(&text).map_err(|e| StoreError::Corrupt { id: id.to_owned(), reason: e.to_string() })
-            })
-            .transpose()
+            text.map(|text| read_stored(id, &text)).transpose()
+        }
+        .boxed()
+    }
+
+    fn get_claimed<'a>(
+        &'a self,
+        id: &'a str,
+        token: &'a ClaimToken,
+    ) -> BoxFuture<'a, Result<Option<Approval>, StoreError>> {
+        async move {
+            let mut connection = self.connection.clone();
+            // One `MGET`: the record as it was while the claim held what it answers.
+            let (text, claim): (Option<String>, Option<String>) =
+                connection.mget(&[record_key(id), claim_key(id)]).await.map_err(unavailable)?;
+            text.filter(|_| claim.as_deref() == Some(token.as_str())).map(|text| read_stored(id, &text)).transpose()
         }
         .boxed()
     }

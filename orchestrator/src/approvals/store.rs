@@ -113,6 +113,14 @@ pub trait ApprovalStore: Send + Sync {
     ) -> BoxFuture<'a, Result<Option<Admission>, StoreError>>;
     /// The approval `id`, if kept.
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Approval>, StoreError>>;
+    /// The approval `id`, if kept and its claim still holds `token`, read
+    /// in the same step as the claim: what a decision that holds the claim
+    /// stored, when the store's answer to storing it was lost.
+    fn get_claimed<'a>(
+        &'a self,
+        id: &'a str,
+        token: &'a ClaimToken,
+    ) -> BoxFuture<'a, Result<Option<Approval>, StoreError>>;
     /// The kept approvals of `user` (the calls for that user id), or
     /// every kept approval when `user` is `None`; only those are read.
     fn list<'a>(&'a self, user: Option<&'a str>) -> BoxFuture<'a, Result<Vec<Approval>, StoreError>>;
@@ -255,6 +263,16 @@ impl ApprovalStore for MemoryStore {
     fn get<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<Option<Approval>, StoreError>> {
         let found = self.locked().get(id).map(|entry| entry.approval.clone());
         futures::future::ready(Ok(found)).boxed()
+    }
+
+    fn get_claimed<'a>(
+        &'a self,
+        id: &'a str,
+        token: &'a ClaimToken,
+    ) -> BoxFuture<'a, Result<Option<Approval>, StoreError>> {
+        let entries = self.locked();
+        let found = entries.get(id).filter(|entry| entry.claim.as_ref() == Some(token));
+        futures::future::ready(Ok(found.map(|entry| entry.approval.clone()))).boxed()
     }
 
     fn list<'a>(&'a self, user: Option<&'a str>) -> BoxFuture<'a, Result<Vec<Approval>, StoreError>> {
