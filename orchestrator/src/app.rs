@@ -276,10 +276,9 @@ impl Orchestrator {
             return CallOutcome { result: answer.into_result(), pending: None };
         }
         // Arguments that would fail anyway are refused now, not after a person approved them.
-        if let Some(problems) = self.executor.argument_problems(&tool_name, &mut arguments).await {
+        if let Some(result) = self.executor.argument_refusal(&tool_name, &mut arguments).await {
             // Counted as the executor counts a call it refuses for its arguments.
-            self.metrics.start_call(Some(&tool_name)).finish(Some(ErrorKind::InvalidArguments));
-            let result = ToolResult::failure(tool_name, ErrorKind::InvalidArguments, problems);
+            self.metrics.start_call(Some(&tool_name)).finish(result.error_kind);
             return CallOutcome { result, pending: None };
         }
         match self.approvals.request(identity, caller, &tool_name, arguments, provider_call).await {

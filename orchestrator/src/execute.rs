@@ -20,7 +20,7 @@ use crate::call_answer::{CallAnswer, RelayError};
 use crate::call_slots::CallSlots;
 use crate::caller::{Caller, CallerFields};
 use crate::config::Config;
-use crate::gateway_validation::GatewayValidators;
+use crate::gateway_validation::{ArgumentsRefused, GatewayValidators};
 use crate::json_body::read_json;
 use crate::metrics::Metrics;
 use crate::module_client::{AnswerBody, ModuleClient, SendError};
@@ -241,8 +241,9 @@ impl Executor {
         self.registry.route(tool_name)
     }
 
-    /// The longest a call of `route`'s tool may take, from sending it to
-    /// reading its answer (waiting for a slot and retries included): its own
+    /// The longest a call of `route`'s tool may take, from checking its
+    /// arguments to reading its answer (a first call's wait for the tool's
+    /// validator, waiting for a slot and retries included): its own
     /// `timeout_seconds` (capped by `MAX_TOOL_TIMEOUT`) with [`TIMEOUT_GRACE`],
     /// or its module's default.
     pub fn call_timeout(&self, route: &ToolRoute) -> Duration {
@@ -256,14 +257,39 @@ impl Executor {
         }
     }
 
-    /// What is wrong with `arguments` of `tool_name` by gateway validation
-    /// (`GATEWAY_VALIDATION`), if the tool exists and anything is.
-    pub async fn argument_problems(&self, tool_name: &str, arguments: &mut Map<String, Value>) -> Option<String> {
+    /// The refusal of `arguments` of `tool_name` by gateway validation
+    /// (`GATEWAY_VALIDATION`), if the tool exists and they are refused:
+    /// `invalid_arguments`, or `timeout` when the tool's first validator
+    /// compile outlasts its [`Self::call_timeout`].
+    pub async fn argument_refusal(&self, tool_name: &str, arguments: &mut Map<String, Value>) -> Option<ToolResult> {
         let route = self.route(tool_name).ok()?;
+        let timeout = self.call_timeout(&route);
         let mut checked = CallArguments::Tree(std::mem::take(arguments));
-        let problems = self.validators.check(&route, &mut checked).await.err();
+        let refusal = self.refuse_arguments(&route, tool_name, &mut checked, timeout, Instant::now() + timeout).await;
         *arguments = checked.into_tree();
-        problems
+        refusal
+    }
+
+    /// The ToolResult refusing `arguments` of a call of `tool_name` routed by
+    /// `route`, with `timeout` ending at `deadline`, if gateway validation
+    /// refuses them.
+    async fn refuse_arguments(
+        &self,
+        route: &ToolRoute,
+        tool_name: &str,
+        arguments: &mut CallArguments<'_>,
+        timeout: Duration,
+        deadline: Instant,
+    ) -> Option<ToolResult> {
+        let (kind, message) = match self.validators.check(route, arguments, deadline).await.err()? {
+            ArgumentsRefused::Invalid(problems) => (ErrorKind::InvalidArguments, problems),
+            still_compiling @ ArgumentsRefused::StillCompiling => {
+                let message =
+                    format!("`{tool_name}` did not start within {} s: {still_compiling}", timeout.as_secs_f64());
+                (ErrorKind::Timeout, message)
+            }
+        };
+        Some(ToolResult::failure(tool_name, kind, message))
     }
 
     /// Runs `tool_name` with `arguments` for `caller`, routed by `route`
@@ -374,28 +400,33 @@ impl Executor {
             );
             return ToolResult::failure(call.tool_name, ErrorKind::PermissionDenied, message).into();
         }
-        if let Err(problems) = self.validators.check(route, &mut call.arguments).await {
-            return ToolResult::failure(call.tool_name, ErrorKind::InvalidArguments, problems).into();
-        }
+        // The call's time starts here: a first call's wait for its tool's validator counts too.
         let timeout = self.call_timeout(route);
+        let deadline = Instant::now() + timeout;
+        if let Some(refusal) =
+            self.refuse_arguments(route, &call.tool_name, &mut call.arguments, timeout, deadline).await
+        {
+            return refusal.into();
+        }
         let idempotent = tool.annotations.is_some_and(|a| a.idempotent || a.read_only);
-        self.send(route, &call, timeout, idempotent, trace).await
+        self.send(route, &call, timeout, deadline, idempotent, trace).await
     }
 
     /// Posts `call` to the module, retrying a connection that was refused
     /// (nothing was sent) and, for idempotent tools, a connection that broke;
-    /// `trace` goes with it as its `traceparent` (an MCP server's in the call's `_meta`).
+    /// `trace` goes with it as its `traceparent` (an MCP server's in the call's `_meta`),
+    /// by `deadline`, where the call's `timeout` ends.
     async fn send(
         &self,
         route: &ToolRoute,
         call: &OutgoingCall<'_>,
         timeout: Duration,
+        deadline: Instant,
         idempotent: bool,
         trace: &TraceParent,
     ) -> CallAnswer {
         let traceparent =
             HeaderValue::from_bytes(&trace.header_bytes()).expect("a traceparent is hex digits and dashes");
-        let deadline = Instant::now() + timeout;
         // Wait for one of the module's call slots (MAX_CONCURRENT_CALLS_PER_MODULE) within the call's time.
         let Ok(_slot) = tokio::time::timeout_at(deadline, self.slots.acquire(&route.module)).await else {
             let message = format!(

@@ -5,18 +5,22 @@
 //! messages (JSON path, expected vs got) whether or not it uses the SDK.
 //!
 //! A tool's validator is compiled on its first call, on the blocking pool
-//! (a large schema takes a while: the serving threads go on serving) with
-//! every concurrent first caller awaiting that one compile, and kept until
-//! its module's manifest changes. `GATEWAY_VALIDATION=false` turns the check
-//! off; `SELF_VALIDATING_MODULES` turns it off for some modules only.
+//! (a large schema takes a while: the serving threads go on serving), by one
+//! task that the first caller starts and that a caller going away neither
+//! stops nor starts again; every first caller awaits it until its call's
+//! deadline. It is kept until its module's manifest changes.
+//! `GATEWAY_VALIDATION=false` turns the check off; `SELF_VALIDATING_MODULES`
+//! turns it off for some modules only.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use module_sdk::contract::ModuleManifest;
 use module_sdk::service::ArgumentValidator;
 use serde_json::Value;
-use tokio::sync::OnceCell;
+use tokio::sync::watch;
+use tokio::time::Instant;
 
 use crate::NameMap;
 use crate::config::{ConfigError, invalid};
@@ -81,17 +85,48 @@ impl GatewayValidationSettings {
     }
 }
 
+/// Why [`GatewayValidators::check`] did not let a call's arguments through.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ArgumentsRefused {
+    /// They do not fit the tool's `input_schema`: the problems
+    /// (`arguments.<path>: expected ..., got ...`).
+    #[error("{0}")]
+    Invalid(String),
+    /// The tool's validator, compiled on its first call, was not ready by
+    /// the call's deadline.
+    #[error("the validator of the tool's input_schema was still being compiled")]
+    StillCompiling,
+}
+
+/// One tool's validator, compiled once, by a task of its own.
+struct ToolValidator {
+    /// The validator (`None`: no schema, one that does not compile, or a
+    /// compile that panicked, so the module checks alone); set once, by the
+    /// compile task, and read with one atomic load.
+    compiled: OnceLock<Option<ArgumentValidator>>,
+    /// Whether the compile task was started: only by the first caller.
+    started: AtomicBool,
+    /// `true` once `compiled` is set, for the callers awaiting it.
+    done: watch::Sender<bool>,
+}
+
+impl ToolValidator {
+    fn new() -> Self {
+        Self { compiled: OnceLock::new(), started: AtomicBool::new(false), done: watch::Sender::new(false) }
+    }
+}
+
 /// One manifest's validators, in the order of its tools, each compiled on
-/// first use (`None`: the schema does not compile, so the module checks alone).
+/// first use.
 struct ManifestValidators {
     manifest: Arc<ModuleManifest>,
     /// Shared with the set of an equal manifest discovered later.
-    tools: Arc<[OnceCell<Option<ArgumentValidator>>]>,
+    tools: Arc<[ToolValidator]>,
 }
 
 impl ManifestValidators {
     fn new(manifest: Arc<ModuleManifest>) -> Self {
-        let tools = manifest.tools.iter().map(|_| OnceCell::new()).collect();
+        let tools = manifest.tools.iter().map(|_| ToolValidator::new()).collect();
         Self { manifest, tools }
     }
 }
@@ -109,11 +144,17 @@ impl GatewayValidators {
     }
 
     /// Checks `arguments` of a call routed by `route`, a tree or read in
-    /// place: `Err` with the problems (`arguments.<path>: expected ..., got
-    /// ...`) when they do not fit the tool's `input_schema`. `Ok` when
-    /// validation is off for the module or the tool has no usable schema.
-    /// The first call of a tool waits for its validator's compile.
-    pub async fn check(&self, route: &ToolRoute, arguments: &mut CallArguments<'_>) -> Result<(), String> {
+    /// place: [`ArgumentsRefused::Invalid`] with the problems when they do
+    /// not fit the tool's `input_schema`. `Ok` when validation is off for the
+    /// module or the tool has no usable schema. The first calls of a tool wait
+    /// for its validator's compile until `deadline`, the call's own, and are
+    /// [`ArgumentsRefused::StillCompiling`] past it.
+    pub async fn check(
+        &self,
+        route: &ToolRoute,
+        arguments: &mut CallArguments<'_>,
+        deadline: Instant,
+    ) -> Result<(), ArgumentsRefused> {
         if !self.settings.applies_to(&route.module) {
             return Ok(());
         }
@@ -121,13 +162,15 @@ impl GatewayValidators {
         let validators = self.validators_of(&route.module, manifest);
         let Some(slot) = validators.tools.get(index) else { return Ok(()) };
         // Once compiled, a read without a lock: the routing hot path. The
-        // first call's wait is boxed, so every call's future stays small.
-        let compiled = match slot.get() {
+        // first calls' wait is boxed, so every call's future stays small.
+        let compiled = match slot.compiled.get() {
             Some(compiled) => compiled,
-            None => Box::pin(slot.get_or_init(|| compile_off_thread(route.clone()))).await,
+            None => Box::pin(first_compile(&validators.tools, index, route, deadline))
+                .await
+                .ok_or(ArgumentsRefused::StillCompiling)?,
         };
         let Some(validator) = compiled else { return Ok(()) };
-        match arguments {
+        let outcome = match arguments {
             CallArguments::InPlace { value, .. } => validator.check_in_place(value),
             CallArguments::Tree(tree) => {
                 // Checked as a JSON object without copying the tree: moved in and back out.
@@ -138,7 +181,8 @@ impl GatewayValidators {
                 }
                 outcome
             }
-        }
+        };
+        outcome.map_err(ArgumentsRefused::Invalid)
     }
 
     /// The validators of `manifest`, module `module`'s current one; a new
@@ -163,6 +207,33 @@ impl GatewayValidators {
         }
         Arc::clone(entry)
     }
+}
+
+/// The validator of tool `index` of `tools` (routed by `route`), compiled
+/// by one task that the first caller starts, awaited until `deadline`: `None`
+/// past it. The task runs to its end whoever awaits it, so a caller that
+/// goes away mid-compile does not make the next one compile again.
+async fn first_compile<'a>(
+    tools: &'a Arc<[ToolValidator]>,
+    index: usize,
+    route: &ToolRoute,
+    deadline: Instant,
+) -> Option<&'a Option<ArgumentValidator>> {
+    let slot = &tools[index];
+    let mut done = slot.done.subscribe();
+    if !slot.started.swap(true, Ordering::AcqRel) {
+        let (tools, route) = (Arc::clone(tools), route.clone());
+        tokio::spawn(async move {
+            let compiled = compile_off_thread(route).await;
+            let slot = &tools[index];
+            // This task is the only one that sets it.
+            let _ = slot.compiled.set(compiled);
+            slot.done.send_replace(true);
+        });
+    }
+    // The sender lives in `slot`, so the wait ends only when the compile does, or at the deadline.
+    tokio::time::timeout_at(deadline, done.wait_for(|done| *done)).await.ok()?.ok()?;
+    slot.compiled.get()
 }
 
 /// [`compile`] on the blocking pool, not on the thread serving the call:
@@ -206,25 +277,58 @@ mod tests {
 
     /// Every compile of a validator in these tests: the tool and the thread it ran on.
     static COMPILES: Mutex<Vec<(String, ThreadId)>> = Mutex::new(Vec::new());
-    /// Whether a compile of [`GATED`] may finish.
-    static GATE: (Mutex<bool>, Condvar) = (Mutex::new(false), Condvar::new());
-    /// A tool whose compile waits for [`GATE`]: a deliberately slow compile.
-    const GATED: &str = "gated.slow";
+    /// The tools of module `gated` whose compile may finish, and their opening.
+    static OPENED: (Mutex<Vec<String>>, Condvar) = (Mutex::new(Vec::new()), Condvar::new());
 
-    /// Called by every compile: recorded; a compile of [`GATED`] waits for
-    /// the gate (at most 5 s: one blocking the test's own thread fails the
-    /// test instead of hanging it).
+    /// Called by every compile: recorded; a compile of a tool of module
+    /// `gated`, a deliberately slow compile, waits until [`open`] lets it
+    /// finish (at most 5 s: one blocking the test's own thread fails the test
+    /// instead of hanging it); one of module `panics` panics.
     pub(super) fn observe_compile(tool: &str) {
         COMPILES.lock().unwrap().push((tool.to_owned(), std::thread::current().id()));
-        if tool == GATED {
-            let (open, opened) = &GATE;
-            let open = open.lock().unwrap();
-            drop(opened.wait_timeout_while(open, Duration::from_secs(5), |open| !*open).unwrap());
+        if tool.starts_with("gated.") {
+            let (opened, opening) = &OPENED;
+            let opened = opened.lock().unwrap();
+            let closed = |opened: &mut Vec<String>| !opened.iter().any(|name| name == tool);
+            drop(opening.wait_timeout_while(opened, Duration::from_secs(5), closed).unwrap());
         }
+        if tool.starts_with("panics.") {
+            panic!("the compile of {tool} panics");
+        }
+    }
+
+    /// Lets the compiles of `tool` finish.
+    fn open(tool: &str) {
+        OPENED.0.lock().unwrap().push(tool.to_owned());
+        OPENED.1.notify_all();
     }
 
     fn compiles_of(tool: &str) -> Vec<ThreadId> {
         COMPILES.lock().unwrap().iter().filter(|(name, _)| name == tool).map(|(_, thread)| *thread).collect()
+    }
+
+    /// Waits until a compile of `tool` started; the thread it runs on.
+    async fn compile_started(tool: &str) -> ThreadId {
+        loop {
+            if let Some(thread) = compiles_of(tool).first() {
+                return *thread;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    /// A deadline no test reaches unless it hangs.
+    fn far() -> Instant {
+        Instant::now() + Duration::from_secs(20)
+    }
+
+    fn refused_for_n(outcome: &Result<(), ArgumentsRefused>) -> bool {
+        matches!(outcome, Err(ArgumentsRefused::Invalid(problems)) if problems.contains("arguments.n"))
+    }
+
+    /// An object whose `n` is an integer.
+    fn schema_n() -> Value {
+        json!({"type": "object", "properties": {"n": {"type": "integer"}}})
     }
 
     /// The route of `tool`, the only tool of its module, with `schema`.
@@ -257,30 +361,87 @@ mod tests {
     /// thread, nothing else could run until it finished.
     #[tokio::test]
     async fn concurrent_first_calls_await_one_compile_run_off_the_serving_thread() {
+        const TOOL: &str = "gated.slow";
         let validators = Arc::new(GatewayValidators::new(GatewayValidationSettings::default()));
-        let route = route_of(GATED, json!({"type": "object", "properties": {"n": {"type": "integer"}}}));
+        let route = route_of(TOOL, schema_n());
         let mut callers = tokio::task::JoinSet::new();
         for n in 0..8 {
             let (validators, route) = (Arc::clone(&validators), route.clone());
             let n = if n == 0 { json!("zero") } else { json!(n) };
-            callers.spawn(async move { validators.check(&route, &mut arguments(json!({ "n": n }))).await });
+            callers.spawn(async move { validators.check(&route, &mut arguments(json!({ "n": n })), far()).await });
         }
         // Every caller starts; the compile waits for the gate while this task goes on.
-        let compiled_on = loop {
-            if let Some(thread) = compiles_of(GATED).first() {
-                break *thread;
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        };
+        let compiled_on = compile_started(TOOL).await;
         assert_ne!(compiled_on, std::thread::current().id(), "compiled on the thread serving the call");
-        *GATE.0.lock().unwrap() = true;
-        GATE.1.notify_all();
+        open(TOOL);
         let outcomes = callers.join_all().await;
-        let refused: Vec<&String> = outcomes.iter().filter_map(|outcome| outcome.as_ref().err()).collect();
-        assert!(refused.len() == 1 && refused[0].contains("arguments.n"), "{outcomes:?}");
-        let later = validators.check(&route, &mut arguments(json!({"n": "x"}))).await;
-        assert!(later.is_err_and(|problems| problems.contains("arguments.n")));
-        assert_eq!(compiles_of(GATED).len(), 1, "one compile for every call");
+        let refused: Vec<_> = outcomes.iter().filter(|outcome| outcome.is_err()).collect();
+        assert!(refused.len() == 1 && refused_for_n(refused[0]), "{outcomes:?}");
+        let later = validators.check(&route, &mut arguments(json!({"n": "x"})), far()).await;
+        assert!(refused_for_n(&later), "{later:?}");
+        assert_eq!(compiles_of(TOOL).len(), 1, "one compile for every call");
+    }
+
+    /// A client that disconnects drops its call's future: the compile it
+    /// started goes on, and the next caller awaits that one.
+    #[tokio::test]
+    async fn a_first_caller_going_away_mid_compile_starts_no_second_compile() {
+        const TOOL: &str = "gated.dropped";
+        let validators = Arc::new(GatewayValidators::new(GatewayValidationSettings::default()));
+        let route = route_of(TOOL, schema_n());
+        let (first_validators, first_route) = (Arc::clone(&validators), route.clone());
+        let first =
+            tokio::spawn(
+                async move { first_validators.check(&first_route, &mut arguments(json!({"n": 1})), far()).await },
+            );
+        compile_started(TOOL).await;
+        first.abort();
+        assert!(first.await.unwrap_err().is_cancelled());
+        let mut next_arguments = arguments(json!({"n": "x"}));
+        let next = validators.check(&route, &mut next_arguments, far());
+        let opening = async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            open(TOOL);
+        };
+        let (next, ()) = tokio::join!(next, opening);
+        assert!(refused_for_n(&next), "{next:?}");
+        assert_eq!(compiles_of(TOOL).len(), 1, "the dropped caller's compile was started again");
+    }
+
+    #[tokio::test]
+    async fn a_first_call_awaits_the_compile_until_its_own_deadline_only() {
+        const TOOL: &str = "gated.deadline";
+        let validators = GatewayValidators::new(GatewayValidationSettings::default());
+        let route = route_of(TOOL, schema_n());
+        let started = Instant::now();
+        let deadline = started + Duration::from_millis(100);
+        let outcome = validators.check(&route, &mut arguments(json!({"n": "x"})), deadline).await;
+        assert_eq!(outcome, Err(ArgumentsRefused::StillCompiling));
+        // Not the 5 s the gate would hold it.
+        assert!(started.elapsed() < Duration::from_secs(2), "waited {:?}", started.elapsed());
+        open(TOOL);
+        let later = validators.check(&route, &mut arguments(json!({"n": "x"})), far()).await;
+        assert!(refused_for_n(&later), "{later:?}");
+        assert_eq!(compiles_of(TOOL).len(), 1, "the compile outlived its first call, once");
+    }
+
+    /// A compile that panics is as a schema that does not compile: the
+    /// module checks alone until its manifest changes, compiled once a manifest.
+    #[tokio::test]
+    async fn a_compile_that_panics_leaves_the_tool_to_its_module_until_its_manifest_changes() {
+        const TOOL: &str = "panics.tool";
+        let validators = GatewayValidators::new(GatewayValidationSettings::default());
+        let route = route_of(TOOL, schema_n());
+        for _ in 0..3 {
+            assert_eq!(validators.check(&route, &mut arguments(json!({"n": "x"})), far()).await, Ok(()));
+        }
+        // Rediscovered as it was: the same validators, no compile.
+        let rediscovered = route_of(TOOL, schema_n());
+        assert_eq!(validators.check(&rediscovered, &mut arguments(json!({"n": "x"})), far()).await, Ok(()));
+        assert_eq!(compiles_of(TOOL).len(), 1, "compiled once for its manifest");
+        let changed = route_of(TOOL, json!({"type": "object"}));
+        assert_eq!(validators.check(&changed, &mut arguments(json!({"n": "x"})), far()).await, Ok(()));
+        assert_eq!(compiles_of(TOOL).len(), 2, "compiled once for the changed manifest");
     }
 
     fn read(file: GatewayValidationFile, vars: &[(&str, &str)]) -> Result<GatewayValidationSettings, ConfigError> {
