@@ -65,7 +65,10 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 # The API docs: every intra-doc link resolves and none points at a private item.
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 
-cargo build --workspace --all-targets --locked
+# Every binary, example (the SDK's demo, which other packages' tests start) and
+# bench. Not the test executables: `cargo test` links those, and building them
+# here too linked each one twice (~5 GB more of `target/`).
+cargo build --workspace --bins --examples --benches --locked
 # The Kubernetes manifests, rendered and checked offline (schemas, policies).
 scripts/check-kubernetes.sh
 cargo test --workspace --locked
