@@ -32,19 +32,26 @@ const MAX_STEPS: usize = 2_000_000;
 /// original input schema as [`crate::compile::prepare`] makes it); `renamed` when
 /// the provider saw Gemini-safe property names.
 pub fn restore(prepared: &Value, arguments: &mut Map<String, Value>, renamed: bool) {
-    let mut steps = Steps { left: MAX_STEPS, nullable: HashMap::new() };
-    restore_object(prepared, prepared, arguments, renamed, 0, &mut steps);
+    Mapping::new(prepared, renamed).restore_object(prepared, arguments, 0);
 }
 
-/// The steps a mapping has left ([`MAX_STEPS`]), and what it learnt of
-/// which schema nodes take `null` (each node of the prepared schema, by its
-/// address, is judged once per call).
-struct Steps {
+/// One call's mapping: the prepared schema it follows (`root`), whether the
+/// model saw Gemini-safe names, the steps it has left ([`MAX_STEPS`]), and
+/// what it learnt of which schema nodes take `null` (each node of the
+/// prepared schema, by its address, is judged once per call).
+struct Mapping<'s> {
+    root: &'s Value,
+    renamed: bool,
     left: usize,
     nullable: HashMap<*const Value, bool>,
 }
 
-impl Steps {
+impl<'s> Mapping<'s> {
+    /// A mapping of a call against `root`, no step taken yet.
+    fn new(root: &'s Value, renamed: bool) -> Self {
+        Self { root, renamed, left: MAX_STEPS, nullable: HashMap::new() }
+    }
+
     /// Takes `count` steps; false (and none left) when fewer remain.
     fn take(&mut self, count: usize) -> bool {
         match self.left.checked_sub(count) {
@@ -53,199 +60,183 @@ impl Steps {
         }
         self.left > 0
     }
-}
 
-fn restore_object(
-    root: &Value,
-    node: &Value,
-    map: &mut Map<String, Value>,
-    renamed: bool,
-    depth: usize,
-    steps: &mut Steps,
-) {
-    let mut schemas = Vec::new();
-    object_schemas(root, node, map, renamed, depth, steps, &mut HashSet::new(), &mut schemas);
-    for node in schemas {
-        let Some(properties) = node.get("properties").and_then(Value::as_object) else { continue };
-        if !steps.take(map.len() + if renamed { properties.len() } else { 0 }) {
-            return;
-        }
-        if renamed {
-            for (name, safe) in gemini_property_names(properties) {
-                if name != safe
-                    && !map.contains_key(name)
-                    && let Some(value) = map.remove(&safe)
-                {
-                    map.insert(name.to_owned(), value);
+    fn restore_object(&mut self, node: &'s Value, map: &mut Map<String, Value>, depth: usize) {
+        let mut schemas = Vec::new();
+        self.object_schemas(node, map, depth, &mut HashSet::new(), &mut schemas);
+        for node in schemas {
+            let Some(properties) = node.get("properties").and_then(Value::as_object) else { continue };
+            if !self.take(map.len() + if self.renamed { properties.len() } else { 0 }) {
+                return;
+            }
+            if self.renamed {
+                for (name, safe) in gemini_property_names(properties) {
+                    if name != safe
+                        && !map.contains_key(name)
+                        && let Some(value) = map.remove(&safe)
+                    {
+                        map.insert(name.to_owned(), value);
+                    }
+                }
+            }
+            let required = required_names(node);
+            map.retain(|key, value| {
+                !(value.is_null()
+                    && !required.contains(&key.as_str())
+                    && properties.get(key).is_some_and(|p| !self.accepts_null(p, 0)))
+            });
+            for (key, value) in map.iter_mut() {
+                if let Some(property) = properties.get(key) {
+                    self.restore_value(property, value, depth + 1);
                 }
             }
         }
-        let required = required_names(node);
-        map.retain(|key, value| {
-            !(value.is_null()
-                && !required.contains(&key.as_str())
-                && properties.get(key).is_some_and(|p| !accepts_null(root, p, 0, steps)))
-        });
-        for (key, value) in map.iter_mut() {
-            if let Some(property) = properties.get(key) {
-                restore_value(root, property, value, renamed, depth + 1, steps);
+    }
+
+    fn restore_value(&mut self, node: &'s Value, value: &mut Value, depth: usize) {
+        match value {
+            Value::Object(map) => self.restore_object(node, map, depth),
+            Value::Array(items) if depth <= MAX_DEPTH && self.take(1) => {
+                let node = resolve(self.root, node);
+                let item = node
+                    .get("items")
+                    .or_else(|| self.branches(node).into_iter().find_map(|(_, branch)| branch.get("items")));
+                if let Some(item) = item.filter(|item| item.is_object()) {
+                    items.iter_mut().for_each(|value| self.restore_value(item, value, depth + 1));
+                }
             }
+            _ => {}
         }
     }
-}
 
-fn restore_value(root: &Value, node: &Value, value: &mut Value, renamed: bool, depth: usize, steps: &mut Steps) {
-    match value {
-        Value::Object(map) => restore_object(root, node, map, renamed, depth, steps),
-        Value::Array(items) if depth <= MAX_DEPTH && steps.take(1) => {
-            let node = resolve(root, node);
-            let item = node
-                .get("items")
-                .or_else(|| branches(root, node).into_iter().find_map(|(_, branch)| branch.get("items")));
-            if let Some(item) = item.filter(|item| item.is_object()) {
-                items.iter_mut().for_each(|value| restore_value(root, item, value, renamed, depth + 1, steps));
-            }
+    /// The schemas with `properties` that describe the object `map` at `node`:
+    /// the node itself, every part of its `allOf`, and of a union the branch
+    /// that best matches the names the model sent ([`Self::matching`]); each
+    /// node once (`visited`), however often the schema refers to it.
+    fn object_schemas(
+        &mut self,
+        node: &'s Value,
+        map: &Map<String, Value>,
+        depth: usize,
+        visited: &mut HashSet<*const Value>,
+        out: &mut Vec<&'s Value>,
+    ) {
+        if depth > MAX_DEPTH || !self.take(1) {
+            return;
         }
-        _ => {}
+        let node = resolve(self.root, node);
+        if !visited.insert(node) {
+            return;
+        }
+        if node.get("properties").is_some() {
+            out.push(node);
+        }
+        for part in node.get("allOf").and_then(Value::as_array).into_iter().flatten() {
+            self.object_schemas(part, map, depth + 1, visited, out);
+        }
+        let scored: Vec<_> = self.branches(node).into_iter().filter_map(|branch| self.matching(branch, map)).collect();
+        let best = scored.into_iter().max_by_key(
+            // The first of equally good branches wins: `max_by_key` keeps the last, so earlier ones rank higher.
+            |&(score, index, _)| (score, Reverse(index)),
+        );
+        if let Some((_, _, branch)) = best {
+            self.object_schemas(branch, map, depth + 1, visited, out);
+        }
     }
-}
 
-/// The schemas with `properties` that describe the object `map` at `node`:
-/// the node itself, every part of its `allOf`, and of a union the branch
-/// that best matches the names the model sent ([`matching`]); each node
-/// once (`visited`), however often the schema refers to it.
-#[allow(clippy::too_many_arguments)]
-fn object_schemas<'a>(
-    root: &'a Value,
-    node: &'a Value,
-    map: &Map<String, Value>,
-    renamed: bool,
-    depth: usize,
-    steps: &mut Steps,
-    visited: &mut HashSet<*const Value>,
-    out: &mut Vec<&'a Value>,
-) {
-    if depth > MAX_DEPTH || !steps.take(1) {
-        return;
-    }
-    let node = resolve(root, node);
-    if !visited.insert(node) {
-        return;
-    }
-    if node.get("properties").is_some() {
-        out.push(node);
-    }
-    for part in node.get("allOf").and_then(Value::as_array).into_iter().flatten() {
-        object_schemas(root, part, map, renamed, depth + 1, steps, visited, out);
-    }
-    let scored: Vec<_> =
-        branches(root, node).into_iter().filter_map(|branch| matching(root, branch, map, renamed, steps)).collect();
-    let best = scored.into_iter().max_by_key(
-        // The first of equally good branches wins: `max_by_key` keeps the last, so earlier ones rank higher.
-        |&(score, index, _)| (score, Reverse(index)),
-    );
-    if let Some((_, _, branch)) = best {
-        object_schemas(root, branch, map, renamed, depth + 1, steps, visited, out);
-    }
-}
-
-/// How well the union branch `branch` matches the names of `map`, as the
-/// model sent them (Gemini-safe when `renamed`): whether all its required
-/// names are there, how many sent names it declares, how few it does not;
-/// `None` for a branch that declares no properties.
-fn matching<'a>(
-    root: &'a Value,
-    branch: (usize, &'a Value),
-    map: &Map<String, Value>,
-    renamed: bool,
-    steps: &mut Steps,
-) -> Option<(Score, usize, &'a Value)> {
-    let (index, node) = branch;
-    if !steps.take(map.len()) {
-        return None;
-    }
-    // The branch's own properties and those of its `allOf` parts (one level: a score, not a mapping).
-    let parts = std::iter::once(node).chain(node.get("allOf").and_then(Value::as_array).into_iter().flatten());
-    let mut declared = HashSet::new();
-    let mut required = Vec::new();
-    for part in parts.map(|part| resolve(root, part)) {
-        let Some(properties) = part.get("properties").and_then(Value::as_object) else { continue };
-        if !steps.take(properties.len()) {
+    /// How well the union branch `branch` matches the names of `map`, as the
+    /// model sent them (Gemini-safe when renamed): whether all its required
+    /// names are there, how many sent names it declares, how few it does not;
+    /// `None` for a branch that declares no properties.
+    fn matching(&mut self, branch: (usize, &'s Value), map: &Map<String, Value>) -> Option<(Score, usize, &'s Value)> {
+        let (index, node) = branch;
+        if !self.take(map.len()) {
             return None;
         }
-        let names = gemini_property_names(properties);
-        let safe: HashMap<&str, &str> = names.iter().map(|(name, safe)| (*name, safe.as_str())).collect();
-        let sent = |name: &str| match renamed {
-            true => safe.get(name).map_or(name, |safe| *safe).to_owned(),
-            false => name.to_owned(),
+        // The branch's own properties and those of its `allOf` parts (one level: a score, not a mapping).
+        let parts = std::iter::once(node).chain(node.get("allOf").and_then(Value::as_array).into_iter().flatten());
+        let mut declared = HashSet::new();
+        let mut required = Vec::new();
+        for part in parts.map(|part| resolve(self.root, part)) {
+            let Some(properties) = part.get("properties").and_then(Value::as_object) else { continue };
+            if !self.take(properties.len()) {
+                return None;
+            }
+            let names = gemini_property_names(properties);
+            let safe: HashMap<&str, &str> = names.iter().map(|(name, safe)| (*name, safe.as_str())).collect();
+            let sent = |name: &str| match self.renamed {
+                true => safe.get(name).map_or(name, |safe| *safe).to_owned(),
+                false => name.to_owned(),
+            };
+            required.extend(required_names(part).into_iter().map(sent));
+            declared
+                .extend(names.iter().map(|(name, safe)| if self.renamed { safe.clone() } else { (*name).to_owned() }));
+        }
+        if declared.is_empty() {
+            return None;
+        }
+        let known = map.keys().filter(|key| declared.contains(*key)).count();
+        let all_required = required.iter().all(|name| map.contains_key(name));
+        Some(((all_required, known, Reverse(map.len() - known)), index, node))
+    }
+
+    /// The resolved alternatives of a union node, with their positions.
+    fn branches(&self, node: &'s Value) -> Vec<(usize, &'s Value)> {
+        ["anyOf", "oneOf"]
+            .iter()
+            .filter_map(|k| node.get(*k).and_then(Value::as_array))
+            .flatten()
+            .map(|branch| resolve(self.root, branch))
+            .enumerate()
+            .collect()
+    }
+
+    /// Whether `node` lets a value be `null` (yes, when the steps run out or the
+    /// node refers back to itself: the `null` is then left for the module to
+    /// judge). Each node is judged once per call ([`Mapping::nullable`]).
+    fn accepts_null(&mut self, node: &'s Value, depth: usize) -> bool {
+        if depth > MAX_DEPTH || !self.take(1) {
+            return true;
+        }
+        let node = resolve(self.root, node);
+        if let Some(&known) = self.nullable.get(&std::ptr::from_ref(node)) {
+            return known;
+        }
+        self.nullable.insert(node, true);
+        let judged = self.judge_null(node, depth);
+        self.nullable.insert(node, judged);
+        judged
+    }
+
+    /// [`Self::accepts_null`] of a resolved node not judged before.
+    fn judge_null(&mut self, node: &'s Value, depth: usize) -> bool {
+        let Value::Object(map) = node else { return node != &Value::Bool(false) };
+        let typed = match map.get("type") {
+            Some(Value::String(t)) => t == "null",
+            Some(Value::Array(types)) => types.iter().any(|t| t == "null"),
+            _ => false,
         };
-        required.extend(required_names(part).into_iter().map(sent));
-        declared.extend(names.iter().map(|(name, safe)| if renamed { safe.clone() } else { (*name).to_owned() }));
+        let enumerated = map.get("enum").and_then(Value::as_array).is_some_and(|v| v.contains(&Value::Null));
+        let constrained = ["type", "enum", "const", "anyOf", "oneOf", "$ref"].iter().any(|k| map.contains_key(*k));
+        let parts = map.get("allOf").and_then(Value::as_array).into_iter().flatten();
+        let own = typed
+            || enumerated
+            || map.get("const") == Some(&Value::Null)
+            || self.branches(node).into_iter().any(|(_, b)| self.accepts_null(b, depth + 1))
+            || !constrained;
+        own && parts.into_iter().all(|part| self.accepts_null(part, depth + 1))
     }
-    if declared.is_empty() {
-        return None;
-    }
-    let known = map.keys().filter(|key| declared.contains(*key)).count();
-    let all_required = required.iter().all(|name| map.contains_key(name));
-    Some(((all_required, known, Reverse(map.len() - known)), index, node))
 }
 
 /// How well a union branch matches sent names: all its required names sent,
 /// how many sent names it declares, how few it does not (higher is better).
 type Score = (bool, usize, Reverse<usize>);
 
-/// The resolved alternatives of a union node, with their positions.
-fn branches<'a>(root: &'a Value, node: &'a Value) -> Vec<(usize, &'a Value)> {
-    ["anyOf", "oneOf"]
-        .iter()
-        .filter_map(|k| node.get(*k).and_then(Value::as_array))
-        .flatten()
-        .map(|branch| resolve(root, branch))
-        .enumerate()
-        .collect()
-}
-
 /// The `required` names of an object schema.
 fn required_names(node: &Value) -> Vec<&str> {
     node.get("required")
         .and_then(Value::as_array)
         .map_or(Vec::new(), |names| names.iter().filter_map(Value::as_str).collect())
-}
-
-/// Whether `node` lets a value be `null` (yes, when the steps run out or the
-/// node refers back to itself: the `null` is then left for the module to
-/// judge). Each node is judged once per call ([`Steps::nullable`]).
-fn accepts_null(root: &Value, node: &Value, depth: usize, steps: &mut Steps) -> bool {
-    if depth > MAX_DEPTH || !steps.take(1) {
-        return true;
-    }
-    let node = resolve(root, node);
-    if let Some(&known) = steps.nullable.get(&std::ptr::from_ref(node)) {
-        return known;
-    }
-    steps.nullable.insert(node, true);
-    let judged = judge_null(root, node, depth, steps);
-    steps.nullable.insert(node, judged);
-    judged
-}
-
-/// [`accepts_null`] of a resolved node not judged before.
-fn judge_null(root: &Value, node: &Value, depth: usize, steps: &mut Steps) -> bool {
-    let Value::Object(map) = node else { return node != &Value::Bool(false) };
-    let typed = match map.get("type") {
-        Some(Value::String(t)) => t == "null",
-        Some(Value::Array(types)) => types.iter().any(|t| t == "null"),
-        _ => false,
-    };
-    let enumerated = map.get("enum").and_then(Value::as_array).is_some_and(|v| v.contains(&Value::Null));
-    let constrained = ["type", "enum", "const", "anyOf", "oneOf", "$ref"].iter().any(|k| map.contains_key(*k));
-    let parts = map.get("allOf").and_then(Value::as_array).into_iter().flatten();
-    let own = typed
-        || enumerated
-        || map.get("const") == Some(&Value::Null)
-        || branches(root, node).into_iter().any(|(_, b)| accepts_null(root, b, depth + 1, steps))
-        || !constrained;
-    own && parts.into_iter().all(|part| accepts_null(root, part, depth + 1, steps))
 }
 
 #[cfg(test)]
@@ -321,11 +312,11 @@ mod tests {
         let prepared = compile::prepare(&schema);
         for sent in [json!({"x": null, "y": null}), json!({"x": {"a": {"b": null}}, "y": 1})] {
             let mut args = sent.clone();
-            let mut steps = Steps { left: MAX_STEPS, nullable: HashMap::new() };
-            restore_object(&prepared, &prepared, args.as_object_mut().unwrap(), true, 0, &mut steps);
+            let mut mapping = Mapping::new(&prepared, true);
+            mapping.restore_object(&prepared, args.as_object_mut().unwrap(), 0);
             assert_eq!(args.get("x"), sent.get("x"), "left as sent");
             // Visiting a node more than once per walk, this takes 2^64 steps.
-            assert!(MAX_STEPS - steps.left < 100, "{} steps", MAX_STEPS - steps.left);
+            assert!(MAX_STEPS - mapping.left < 100, "{} steps", MAX_STEPS - mapping.left);
         }
     }
 
