@@ -9,23 +9,25 @@
 
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 use module_sdk::schema::resolve;
 use serde_json::{Map, Value};
 
-use super::names::gemini_property_names;
+use super::names::{gemini_property_names, is_gemini_property_name};
 
 /// How deep into nested arguments (and `allOf` lists) the mapping goes.
 const MAX_DEPTH: usize = 64;
 
 /// The most steps one call's mapping takes: schema nodes visited, sent
-/// names looked up and declared names read, each one step. Each walk visits
-/// a schema node once (a schema may refer to itself through `allOf`,
-/// `D: {allOf: [D, D]}`, which would otherwise take 2^64 steps), so this
-/// only bounds a hostile module's huge property lists met by a model's
-/// many objects; a model's whole output (at most ~100 000 names) maps
-/// against ordinary schemas well within it. Past it the rest of the call is
-/// left as sent (the module still checks it).
+/// names looked up and declared names read (once per node and call,
+/// [`Mapping::declared`]), each one step. Each walk visits a schema node
+/// once (a schema may refer to itself through `allOf`, `D: {allOf: [D, D]}`,
+/// which would otherwise take 2^64 steps), so this only bounds a hostile
+/// module's huge schemas met by a model's many objects; a model's whole
+/// output (at most ~100 000 names) maps against ordinary schemas well
+/// within it. Past it the rest of the call is left as sent (the module
+/// still checks it).
 const MAX_STEPS: usize = 2_000_000;
 
 /// Maps `arguments` back in place, following `prepared` (the tool's
@@ -37,19 +39,89 @@ pub fn restore(prepared: &Value, arguments: &mut Map<String, Value>, renamed: bo
 
 /// One call's mapping: the prepared schema it follows (`root`), whether the
 /// model saw Gemini-safe names, the steps it has left ([`MAX_STEPS`]), and
-/// what it learnt of which schema nodes take `null` (each node of the
-/// prepared schema, by its address, is judged once per call).
+/// what it learnt of the prepared schema's nodes, each by its address and
+/// worked out once per call: which take `null`, what names they declare.
 struct Mapping<'s> {
     root: &'s Value,
     renamed: bool,
     left: usize,
     nullable: HashMap<*const Value, bool>,
+    declared: HashMap<*const Value, Rc<Declared<'s>>>,
+    /// How many nodes' names were worked out, for the tests to count.
+    #[cfg(test)]
+    computed: usize,
+}
+
+/// The names one schema node with `properties` declares, as a call's
+/// mapping reads them (see [`Mapping::declared`]).
+struct Declared<'s> {
+    properties: &'s Map<String, Value>,
+    /// The real name of each Gemini-safe name that differs from it (none unless renamed).
+    real: HashMap<String, &'s str>,
+    /// The `required` names.
+    required: HashSet<&'s str>,
+    /// The `required` names as the model sends them (Gemini-safe when renamed).
+    required_sent: HashSet<String>,
+}
+
+impl Declared<'_> {
+    /// Whether the model, sending `key`, names one of these properties.
+    fn declares(&self, key: &str, renamed: bool) -> bool {
+        match renamed {
+            // A safe name is its own, or one made for a real name that is not.
+            true => self.real.contains_key(key) || (is_gemini_property_name(key) && self.properties.contains_key(key)),
+            false => self.properties.contains_key(key),
+        }
+    }
+
+    /// Whether `map` holds every required name, as sent.
+    fn all_required(&self, map: &Map<String, Value>) -> bool {
+        map.keys().filter(|key| self.required_sent.contains(key.as_str())).count() == self.required_sent.len()
+    }
 }
 
 impl<'s> Mapping<'s> {
     /// A mapping of a call against `root`, no step taken yet.
     fn new(root: &'s Value, renamed: bool) -> Self {
-        Self { root, renamed, left: MAX_STEPS, nullable: HashMap::new() }
+        Self {
+            root,
+            renamed,
+            left: MAX_STEPS,
+            nullable: HashMap::new(),
+            declared: HashMap::new(),
+            #[cfg(test)]
+            computed: 0,
+        }
+    }
+
+    /// The names the resolved schema node `node`, whose `properties` are
+    /// `properties`, declares: worked out the first time the call meets it
+    /// (a step a name read) and kept, so a model's many objects, or a
+    /// branch tried for each, read them again for free. `None` when the
+    /// steps ran out.
+    fn declared(&mut self, node: &'s Value, properties: &'s Map<String, Value>) -> Option<Rc<Declared<'s>>> {
+        if let Some(known) = self.declared.get(&std::ptr::from_ref(node)) {
+            return Some(Rc::clone(known));
+        }
+        let required = required_names(node);
+        if !self.take(properties.len() + required.len()) {
+            return None;
+        }
+        #[cfg(test)]
+        {
+            self.computed += 1;
+        }
+        let safe: Vec<(&str, String)> = match self.renamed {
+            true => gemini_property_names(properties),
+            false => Vec::new(),
+        };
+        let safe_of: HashMap<&str, &str> = safe.iter().map(|(name, safe)| (*name, safe.as_str())).collect();
+        let required_sent =
+            required.iter().map(|name| safe_of.get(name).map_or(*name, |safe| *safe).to_owned()).collect();
+        let real = safe.iter().filter(|(name, safe)| name != safe).map(|(name, safe)| (safe.clone(), *name)).collect();
+        let declared = Rc::new(Declared { properties, real, required: required.into_iter().collect(), required_sent });
+        self.declared.insert(node, Rc::clone(&declared));
+        Some(declared)
     }
 
     /// Takes `count` steps; false (and none left) when fewer remain.
@@ -66,23 +138,24 @@ impl<'s> Mapping<'s> {
         self.object_schemas(node, map, depth, &mut HashSet::new(), &mut schemas);
         for node in schemas {
             let Some(properties) = node.get("properties").and_then(Value::as_object) else { continue };
-            if !self.take(map.len() + if self.renamed { properties.len() } else { 0 }) {
+            let Some(declared) = self.declared(node, properties) else { return };
+            if !self.take(map.len()) {
                 return;
             }
-            if self.renamed {
-                for (name, safe) in gemini_property_names(properties) {
-                    if name != safe
-                        && !map.contains_key(name)
-                        && let Some(value) = map.remove(&safe)
-                    {
-                        map.insert(name.to_owned(), value);
-                    }
+            // Safe names that differ never meet a real name, so each is renamed on its own.
+            let renames: Vec<(String, &str)> = map
+                .keys()
+                .filter_map(|key| declared.real.get(key).map(|real| (key.clone(), *real)))
+                .filter(|(_, real)| !map.contains_key(*real))
+                .collect();
+            for (safe, real) in renames {
+                if let Some(value) = map.remove(&safe) {
+                    map.insert(real.to_owned(), value);
                 }
             }
-            let required = required_names(node);
             map.retain(|key, value| {
                 !(value.is_null()
-                    && !required.contains(&key.as_str())
+                    && !declared.required.contains(key.as_str())
                     && properties.get(key).is_some_and(|p| !self.accepts_null(p, 0)))
             });
             for (key, value) in map.iter_mut() {
@@ -155,28 +228,20 @@ impl<'s> Mapping<'s> {
         }
         // The branch's own properties and those of its `allOf` parts (one level: a score, not a mapping).
         let parts = std::iter::once(node).chain(node.get("allOf").and_then(Value::as_array).into_iter().flatten());
-        let mut declared = HashSet::new();
-        let mut required = Vec::new();
+        let mut found = Vec::new();
         for part in parts.map(|part| resolve(self.root, part)) {
             let Some(properties) = part.get("properties").and_then(Value::as_object) else { continue };
-            if !self.take(properties.len()) {
+            let declared = self.declared(part, properties)?;
+            if !self.take(map.len()) {
                 return None;
             }
-            let names = gemini_property_names(properties);
-            let safe: HashMap<&str, &str> = names.iter().map(|(name, safe)| (*name, safe.as_str())).collect();
-            let sent = |name: &str| match self.renamed {
-                true => safe.get(name).map_or(name, |safe| *safe).to_owned(),
-                false => name.to_owned(),
-            };
-            required.extend(required_names(part).into_iter().map(sent));
-            declared
-                .extend(names.iter().map(|(name, safe)| if self.renamed { safe.clone() } else { (*name).to_owned() }));
+            found.push(declared);
         }
-        if declared.is_empty() {
+        if found.iter().all(|declared| declared.properties.is_empty()) {
             return None;
         }
-        let known = map.keys().filter(|key| declared.contains(*key)).count();
-        let all_required = required.iter().all(|name| map.contains_key(name));
+        let known = map.keys().filter(|key| found.iter().any(|declared| declared.declares(key, self.renamed))).count();
+        let all_required = found.iter().all(|declared| declared.all_required(map));
         Some(((all_required, known, Reverse(map.len() - known)), index, node))
     }
 
@@ -343,5 +408,25 @@ mod tests {
         let mut args = json!({"p": {"opt": null, "a_b": "x"}});
         restore(&compile::prepare(&schema), args.as_object_mut().unwrap(), true);
         assert_eq!(args, json!({"p": {"a-b": "x"}}));
+    }
+
+    #[test]
+    fn each_nodes_names_are_worked_out_once_per_call_however_many_objects_meet_it() {
+        // A hostile module's 3,000 properties (each renamed) in each branch of a union, met by a model's 50,000 objects.
+        let properties = |prefix: &str| -> Map<String, Value> {
+            (0..3000).map(|i| (format!("{prefix}-{i}"), json!({"type": "integer"}))).collect()
+        };
+        let schema = json!({"type": "object", "properties": {"rows": {"type": "array", "items": {"anyOf": [
+            {"type": "object", "properties": properties("q")},
+            {"type": "object", "properties": properties("p")}
+        ]}}}});
+        let prepared = compile::prepare(&schema);
+        let mut args = json!({"rows": vec![json!({"p_7": 1, "p_2999": null}); 50_000]});
+        let mut mapping = Mapping::new(&prepared, true);
+        mapping.restore_object(&prepared, args.as_object_mut().unwrap(), 0);
+        // The root's and each branch's: once, not once per object (nor per branch tried).
+        assert_eq!(mapping.computed, 3);
+        let rows = args["rows"].as_array().unwrap();
+        assert!(rows.iter().all(|row| row == &json!({"p-7": 1})), "every row mapped back within the steps");
     }
 }
