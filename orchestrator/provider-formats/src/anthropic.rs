@@ -127,6 +127,7 @@ pub fn read_tool_use(index: usize, block: &Value) -> Result<RequestedCall, Provi
         provider_name: name.to_owned(),
         tool_name: None,
         arguments: arguments_from_value(block.get("input").unwrap_or(&Value::Null)),
+        arguments_cut_short: false,
     })
 }
 

@@ -20,25 +20,28 @@ use super::names::{gemini_property_names, is_gemini_property_name};
 const MAX_DEPTH: usize = 64;
 
 /// The most steps one call's mapping takes: schema nodes visited, sent
-/// names looked up and declared names read (once per node and call,
-/// [`Mapping::declared`]), each one step. Each walk visits a schema node
+/// names looked up and declared names read (once per node and call),
+/// each one step. Each walk visits a schema node
 /// once (a schema may refer to itself through `allOf`, `D: {allOf: [D, D]}`,
 /// which would otherwise take 2^64 steps), so this only bounds a hostile
 /// module's huge schemas met by a model's many objects; a model's whole
 /// output (at most ~100 000 names) maps against ordinary schemas well
 /// within it. Past it the rest of the call is left as sent (the module
-/// still checks it).
-const MAX_STEPS: usize = 2_000_000;
+/// still checks it), and the call says so ([`crate::RequestedCall::arguments_cut_short`]).
+pub const MAX_MAPPING_STEPS: usize = 2_000_000;
 
 /// Maps `arguments` back in place, following `prepared` (the tool's
 /// original input schema as [`crate::compile::prepare`] makes it); `renamed` when
-/// the provider saw Gemini-safe property names.
-pub fn restore(prepared: &Value, arguments: &mut Map<String, Value>, renamed: bool) {
-    Mapping::new(prepared, renamed).restore_object(prepared, arguments, 0);
+/// the provider saw Gemini-safe property names. False when the mapping
+/// stopped at [`MAX_MAPPING_STEPS`], the rest of `arguments` left as sent.
+pub fn restore(prepared: &Value, arguments: &mut Map<String, Value>, renamed: bool) -> bool {
+    let mut mapping = Mapping::new(prepared, renamed, MAX_MAPPING_STEPS);
+    mapping.restore_object(prepared, arguments, 0);
+    mapping.whole()
 }
 
 /// One call's mapping: the prepared schema it follows (`root`), whether the
-/// model saw Gemini-safe names, the steps it has left ([`MAX_STEPS`]), and
+/// model saw Gemini-safe names, the steps it has left ([`MAX_MAPPING_STEPS`]), and
 /// what it learnt of the prepared schema's nodes, each by its address and
 /// worked out once per call: which take `null`, what names they declare.
 struct Mapping<'s> {
@@ -81,12 +84,12 @@ impl Declared<'_> {
 }
 
 impl<'s> Mapping<'s> {
-    /// A mapping of a call against `root`, no step taken yet.
-    fn new(root: &'s Value, renamed: bool) -> Self {
+    /// A mapping of a call against `root` that may take `steps` steps.
+    fn new(root: &'s Value, renamed: bool, steps: usize) -> Self {
         Self {
             root,
             renamed,
-            left: MAX_STEPS,
+            left: steps,
             nullable: HashMap::new(),
             declared: HashMap::new(),
             #[cfg(test)]
@@ -122,6 +125,11 @@ impl<'s> Mapping<'s> {
         let declared = Rc::new(Declared { properties, real, required: required.into_iter().collect(), required_sent });
         self.declared.insert(node, Rc::clone(&declared));
         Some(declared)
+    }
+
+    /// Whether the mapping went where it had to within its steps.
+    fn whole(&self) -> bool {
+        self.left > 0
     }
 
     /// Takes `count` steps; false (and none left) when fewer remain.
@@ -377,11 +385,11 @@ mod tests {
         let prepared = compile::prepare(&schema);
         for sent in [json!({"x": null, "y": null}), json!({"x": {"a": {"b": null}}, "y": 1})] {
             let mut args = sent.clone();
-            let mut mapping = Mapping::new(&prepared, true);
+            let mut mapping = Mapping::new(&prepared, true, MAX_MAPPING_STEPS);
             mapping.restore_object(&prepared, args.as_object_mut().unwrap(), 0);
             assert_eq!(args.get("x"), sent.get("x"), "left as sent");
             // Visiting a node more than once per walk, this takes 2^64 steps.
-            assert!(MAX_STEPS - mapping.left < 100, "{} steps", MAX_STEPS - mapping.left);
+            assert!(MAX_MAPPING_STEPS - mapping.left < 100, "{} steps", MAX_MAPPING_STEPS - mapping.left);
         }
     }
 
@@ -396,7 +404,7 @@ mod tests {
         });
         let row: Map<String, Value> = names.iter().map(|name| (name.replace('-', "_"), json!("v"))).collect();
         let mut args = json!({"rows": vec![Value::Object(row); 5000]});
-        restore(&compile::prepare(&schema), args.as_object_mut().unwrap(), true);
+        assert!(restore(&compile::prepare(&schema), args.as_object_mut().unwrap(), true), "mapped whole");
         let rows = args["rows"].as_array().unwrap();
         assert!(rows.iter().all(|row| row.get("field-19") == Some(&json!("v"))), "every row renamed back");
     }
@@ -422,11 +430,27 @@ mod tests {
         ]}}}});
         let prepared = compile::prepare(&schema);
         let mut args = json!({"rows": vec![json!({"p_7": 1, "p_2999": null}); 50_000]});
-        let mut mapping = Mapping::new(&prepared, true);
+        let mut mapping = Mapping::new(&prepared, true, MAX_MAPPING_STEPS);
         mapping.restore_object(&prepared, args.as_object_mut().unwrap(), 0);
+        assert!(mapping.whole());
         // The root's and each branch's: once, not once per object (nor per branch tried).
         assert_eq!(mapping.computed, 3);
         let rows = args["rows"].as_array().unwrap();
         assert!(rows.iter().all(|row| row == &json!({"p-7": 1})), "every row mapped back within the steps");
+    }
+
+    #[test]
+    fn a_mapping_past_its_steps_leaves_the_rest_as_sent_and_says_so() {
+        let schema = json!({"type": "object", "properties": {"rows": {"type": "array", "items": {
+            "type": "object", "properties": {"a-b": {"type": "string"}}
+        }}}});
+        let prepared = compile::prepare(&schema);
+        let mut args = json!({"rows": vec![json!({"a_b": "x"}); 100]});
+        let mut mapping = Mapping::new(&prepared, true, 50);
+        mapping.restore_object(&prepared, args.as_object_mut().unwrap(), 0);
+        assert!(!mapping.whole());
+        let rows = args["rows"].as_array().unwrap();
+        assert_eq!(rows[0], json!({"a-b": "x"}), "mapped within the steps");
+        assert_eq!(rows[99], json!({"a_b": "x"}), "left as sent past them");
     }
 }

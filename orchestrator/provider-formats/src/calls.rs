@@ -123,6 +123,7 @@ mod tests {
             provider_name: "m__t".into(),
             tool_name: None,
             arguments: Ok(Map::new()),
+            arguments_cut_short: false,
         };
         assert!(is_generated_id(&call.call_id));
         assert_eq!(executable(&call).unwrap_err().error_kind, Some(ErrorKind::UnknownTool));

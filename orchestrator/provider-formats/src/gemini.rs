@@ -78,6 +78,7 @@ pub fn read_function_call(index: usize, call: &Value) -> Result<RequestedCall, P
         provider_name: name.to_owned(),
         tool_name: None,
         arguments: arguments_from_value(call.get("args").unwrap_or(&Value::Null)),
+        arguments_cut_short: false,
     })
 }
 

@@ -31,6 +31,7 @@ use module_sdk::contract::{ToolDefinition, ToolResult};
 use serde_json::{Map, Value};
 
 pub use anthropic::StrictLimit;
+pub use arguments::MAX_MAPPING_STEPS;
 pub use cache::{ConvertedCache, Listed};
 use names::NameMap;
 pub use threads::ConversionThreads;
@@ -105,6 +106,10 @@ pub struct RequestedCall {
     pub tool_name: Option<String>,
     /// The arguments, or why they could not be read (e.g. malformed JSON).
     pub arguments: Result<Map<String, Value>, String>,
+    /// Whether mapping the arguments back to the tool's own names stopped
+    /// at [`MAX_MAPPING_STEPS`]: the rest of them are as the model sent
+    /// them (the module still checks them). [`parse_calls`] logs it at `warn`.
+    pub arguments_cut_short: bool,
 }
 
 /// Why a request body could not be read as the given format at all.
@@ -371,7 +376,15 @@ pub fn parse_calls<T: Borrow<ToolDefinition>>(
                 }
             };
             let renamed = matches!(format, CallFormat::Gemini);
-            arguments::restore(&prepared[index].1, arguments, renamed);
+            call.arguments_cut_short = !arguments::restore(&prepared[index].1, arguments, renamed);
+            if call.arguments_cut_short {
+                tracing::warn!(
+                    tool = %tool.name,
+                    call_id = %call.call_id,
+                    "mapping the call's arguments back to the tool's names stopped at {MAX_MAPPING_STEPS} steps \
+                     (MAX_MAPPING_STEPS, fixed); the rest goes to the module as the model sent it"
+                );
+            }
         }
     }
     Ok(calls)
@@ -427,5 +440,26 @@ mod tests {
         assert_eq!("text".parse::<CallFormat>(), Ok(CallFormat::Text));
         assert_eq!("xml".parse::<ToolFormat>(), Err(ProviderError::UnknownFormat("xml".into())));
         assert!("prompt".parse::<CallFormat>().is_err());
+    }
+
+    #[test]
+    fn a_call_whose_arguments_map_back_past_the_steps_says_so() {
+        // A union of 1,000 branches, each scored against a sent object of 1,000 names: past the steps.
+        let branches: Vec<Value> = (0..1000)
+            .map(|i| serde_json::json!({"type": "object", "properties": {format!("b-{i}"): {"type": "string"}}}))
+            .collect();
+        let sent: Map<String, Value> = (0..1000).map(|i| (format!("k{i}"), Value::Null)).collect();
+        for (schema, cut) in
+            [(serde_json::json!({"anyOf": branches}), true), (serde_json::json!({"type": "object"}), false)]
+        {
+            let tool: ToolDefinition = serde_json::from_value(serde_json::json!({
+                "name": "m.t", "description": "d", "parameters": [], "required_permission": "guest",
+                "input_schema": {"type": "object", "properties": {"v": schema}}
+            }))
+            .unwrap();
+            let message = serde_json::json!({"parts": [{"functionCall": {"name": "m__t", "args": {"v": sent}}}]});
+            let calls = parse_calls(CallFormat::Gemini, &message, &[tool], 1).unwrap();
+            assert_eq!(calls[0].arguments_cut_short, cut);
+        }
     }
 }

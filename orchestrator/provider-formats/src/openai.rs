@@ -131,7 +131,7 @@ fn requested(call_id: String, name: &str, arguments: Option<&Value>) -> Requeste
         Some(value) => arguments_from_value(value),
         None => Ok(Map::new()),
     };
-    RequestedCall { call_id, provider_name: name.to_owned(), tool_name: None, arguments }
+    RequestedCall { call_id, provider_name: name.to_owned(), tool_name: None, arguments, arguments_cut_short: false }
 }
 
 /// One `role: tool` message per result, for Chat Completions.

@@ -133,6 +133,7 @@ pub fn parse(body: &Value) -> Result<Vec<RequestedCall>, ProviderError> {
                 call_id: generated_id(calls.len()),
                 provider_name: name,
                 tool_name: None,
+                arguments_cut_short: false,
                 arguments: Err(format!(
                     "the JSON of this tool call is malformed ({error}); write it again as {{\"tool\": \"<name>\", \"args\": {{...}}}}"
                 )),
@@ -223,6 +224,7 @@ fn call_from(value: &Value, index: usize) -> Option<RequestedCall> {
         call_id: generated_id(index),
         provider_name: name.to_owned(),
         tool_name: None,
+        arguments_cut_short: false,
         arguments: arguments_from_value(arguments),
     })
 }

@@ -673,6 +673,7 @@ pub fn result_message(approval: &Approval) -> Option<Value> {
         provider_name: call.provider_name.clone(),
         tool_name: Some(approval.tool_name.clone()),
         arguments: Ok(approval.arguments.clone()),
+        arguments_cut_short: false,
     };
     Some(providers::render_results(format, &[(requested, result.clone())]))
 }
