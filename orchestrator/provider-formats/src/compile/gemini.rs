@@ -231,9 +231,14 @@ fn convert<'a>(node: Prepared<'a>, left: &mut usize) -> Object<'a> {
     match branches.len() {
         0 => {}
         1 => {
-            // A `true` branch adds nothing to the node's own keywords.
-            let only = object_of(branches.remove(0)).unwrap_or_else(Object::empty);
-            return finish(convert(Prepared::Object(only.merged(map).into_entries().collect()), left), nullable);
+            // The branch holds as well as the node's own keywords: merged in as an `allOf` part
+            // is (a `true` branch adds nothing).
+            let mut unmerged = Vec::new();
+            if let Some(only) = object_of(branches.remove(0)) {
+                merge_all_of(&mut map, only, &mut unmerged);
+            }
+            notes::append(&mut map, &unmerged);
+            return finish(convert(Prepared::Object(map.into_entries().collect()), left), nullable);
         }
         _ => return finish(distribute(map, branches, left), nullable),
     }
@@ -350,11 +355,14 @@ const LOWER_BOUNDS: &[&str] = &["minimum", "exclusiveMinimum", "minLength", "min
 /// Upper bounds, of which an `allOf` keeps the least.
 const UPPER_BOUNDS: &[&str] = &["maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"];
 
-/// Lays an `allOf` part over a node: properties and `required` are joined,
-/// bounds kept at the stricter, `enum`s intersected, other keywords kept
-/// where the node has none; where it has another value, what the part's
-/// asks is added to `unmerged` (phrases for the description).
-fn merge_all_of<'a>(map: &mut Object<'a>, part: Object<'a>, unmerged: &mut Vec<String>) {
+/// Lays an `allOf` part over a node: properties and `required` are joined
+/// (a property both declare becomes an `allOf` of its two schemas, merged
+/// in turn when converted), bounds kept at the stricter, `enum`s
+/// intersected, other keywords kept where the node has none; where it has
+/// another value, what the part's asks is added to `unmerged` (phrases for
+/// the description). The part's own `allOf` parts are laid over in turn.
+fn merge_all_of<'a>(map: &mut Object<'a>, mut part: Object<'a>, unmerged: &mut Vec<String>) {
+    let nested = part.remove("allOf").and_then(|parts| parts.into_items().ok());
     for (keyword, value) in part.into_entries() {
         let Some(mine) = map.entry_mut(&keyword) else {
             map.insert(keyword, value);
@@ -365,8 +373,14 @@ fn merge_all_of<'a>(map: &mut Object<'a>, part: Object<'a>, unmerged: &mut Vec<S
             ("properties", _, _) if Node::from(&*mine).is_object() && theirs.is_object() => {
                 let mine_entries =
                     std::mem::replace(mine, Prepared::Array(Vec::new())).into_object().unwrap_or_default();
-                let theirs = object_of(value).unwrap_or_else(Object::empty);
-                *mine = Prepared::Object(Keywords::from_entries(mine_entries).merged(theirs).into_entries().collect());
+                let mut joined = Keywords::from_entries(mine_entries);
+                for (name, property) in object_of(value).unwrap_or_else(Object::empty).into_entries() {
+                    match joined.entry_mut(&name) {
+                        Some(both) => both_hold(both, property),
+                        None => joined.insert(name, property),
+                    }
+                }
+                *mine = Prepared::Object(joined.into_entries().collect());
             }
             (_, Some(old), Some(new)) if old == new => {}
             ("required", Some(Value::Array(old)), Some(Value::Array(new))) => {
@@ -396,6 +410,24 @@ fn merge_all_of<'a>(map: &mut Object<'a>, part: Object<'a>, unmerged: &mut Vec<S
             }
         }
     }
+    for part in nested.into_iter().flatten().filter_map(object_of) {
+        merge_all_of(map, part, unmerged);
+    }
+}
+
+/// Makes the property schema `mine` one that holds where it and `theirs`
+/// both do: an `allOf` of the two (one list however many parts declare the
+/// property, so that no part nests deeper than the schema did).
+fn both_hold<'a>(mine: &mut Prepared<'a>, theirs: Prepared<'a>) {
+    if let Prepared::Object(entries) = mine
+        && let [(keyword, Prepared::Array(parts))] = entries.as_mut_slice()
+        && keyword == "allOf"
+    {
+        parts.push(theirs);
+        return;
+    }
+    let first = std::mem::replace(mine, Prepared::Array(Vec::new()));
+    *mine = Prepared::Object(vec![("allOf".into(), Prepared::Array(vec![first, theirs]))]);
 }
 
 /// Properties converted under safe names, `required` renamed to match, a
@@ -625,5 +657,56 @@ mod tests {
                    "description": "(matching the JSON Schema {\"items\":{\"maxLength\":9}})"})
         );
         assert_eq!(property(json!({"enum": ["a", "b"], "const": "a"})), json!({"enum": ["a"], "type": "string"}));
+    }
+
+    #[test]
+    fn a_property_several_all_of_parts_declare_holds_every_parts_schema() {
+        let schema = json!({"type": "object", "allOf": [
+            {"properties": {
+                "n": {"type": "integer", "minimum": 1, "maximum": 10},
+                "mode": {"enum": ["a", "b", "c"]},
+                "s": {"type": "string", "pattern": "^a"},
+                "k": {"type": "integer", "allOf": [{"minimum": 0}]}
+            }},
+            {"properties": {
+                "n": {"type": "integer", "minimum": 3, "maximum": 20},
+                "mode": {"enum": ["b", "c", "d"]},
+                "s": {"type": "string", "pattern": "z$"},
+                "k": {"maximum": 9}
+            }, "required": ["n"]},
+            {"properties": {"n": {"maximum": 8}}}
+        ]});
+        assert_eq!(gemini_violations(&schema), []);
+        let out = gemini(&schema);
+        assert_eq!(out["properties"]["n"], json!({"type": "integer", "minimum": 3, "maximum": 8}));
+        assert_eq!(out["properties"]["mode"], json!({"type": "string", "enum": ["b", "c"]}));
+        assert_eq!(
+            out["properties"]["s"],
+            json!({"type": "string", "pattern": "^a", "description": "(matching the regular expression \"z$\")"})
+        );
+        assert_eq!(out["properties"]["k"], json!({"type": "integer", "minimum": 0, "maximum": 9}));
+        assert_eq!(out["required"], json!(["n"]));
+    }
+
+    #[test]
+    fn a_one_branch_union_keeps_the_nodes_own_properties_and_the_branchs() {
+        let schema = json!({"type": "object", "properties": {"v": {
+            "type": "object",
+            "properties": {"n": {"type": "integer", "maximum": 5}, "a": {"type": "string"}},
+            "required": ["a"],
+            "anyOf": [
+                {"properties": {"n": {"type": "integer", "minimum": 2}, "b": {"type": "string"}}, "required": ["b"]},
+                {"type": "null"}
+            ]
+        }}});
+        assert_eq!(gemini_violations(&schema), []);
+        assert_eq!(
+            gemini(&schema)["properties"]["v"],
+            json!({"type": "object", "nullable": true, "required": ["a", "b"], "properties": {
+                "n": {"type": "integer", "maximum": 5, "minimum": 2},
+                "a": {"type": "string"},
+                "b": {"type": "string"}
+            }})
+        );
     }
 }
