@@ -122,7 +122,7 @@ impl Firing {
         let limit = u32::try_from(free).unwrap_or(u32::MAX);
         let due = tokio::task::spawn_blocking(move || {
             if !delivering.is_empty() {
-                store.renew(&worker, &delivering, lease_until)?;
+                store.renew(&worker, &delivering, now, lease_until)?;
             }
             if limit == 0 {
                 return Ok(Vec::new());
@@ -395,15 +395,19 @@ impl ClockWatch {
 }
 
 /// The run after this one: for a recurring task the first after `now`
-/// (missed runs collapse into the one that just fired), within `max_runs`
-/// and `until`; `None` for a one-time reminder or a finished schedule.
+/// (missed runs collapse into the one that just fired), and after the one
+/// that just fired (a clock that stepped back while it was delivered must
+/// not schedule it again), within `max_runs` and `until`; `None` for a
+/// one-time reminder or a finished schedule.
 pub fn next_run(task: &Task, now: Timestamp) -> Option<i64> {
     let schedule = Schedule::from_normalized(task.spec.schedule.as_deref()?).ok()?;
     if task.spec.max_runs.is_some_and(|max| task.runs.saturating_add(1) >= max) {
         return None;
     }
     let zone = TimeZone::get(&task.spec.timezone).unwrap_or(TimeZone::UTC);
-    let next = schedule.next_after(now, &zone).ok()?.as_millisecond();
+    let fired = task.next_run.and_then(|ms| Timestamp::from_millisecond(ms).ok());
+    let after = fired.map_or(now, |fired| fired.max(now));
+    let next = schedule.next_after(after, &zone).ok()?.as_millisecond();
     (task.spec.until.is_none_or(|until| next <= until)).then_some(next)
 }
 
@@ -423,8 +427,10 @@ mod tests {
     }
 
     fn task(schedule: Option<&str>, runs: u32, max_runs: Option<u32>, until: Option<i64>) -> Task {
+        let id = Uuid::new_v4();
         Task {
-            id: Uuid::new_v4(),
+            id,
+            stored_id: id.to_string(),
             spec: TaskSpec {
                 user_id: "u".into(),
                 task_type: "reminder".into(),
@@ -481,6 +487,16 @@ mod tests {
         assert!(!clock.went_back(48_999), "the new latest");
         assert!(!clock.went_back(100_000_000_000), "forward is not back");
         assert!(clock.went_back(60_000), "back from far ahead");
+    }
+
+    #[test]
+    fn a_clock_that_stepped_back_during_a_delivery_does_not_schedule_the_run_that_fired_again() {
+        let fired = 3_600 * 24 * 1000;
+        let mut daily = task(Some("0 0 * * *"), 0, None, None);
+        daily.next_run = Some(fired);
+        // Acknowledged half a second before the midnight it fired for.
+        let now = Timestamp::from_millisecond(fired - 500).unwrap();
+        assert_eq!(next_run(&daily, now), Some(fired + 86_400_000), "the next midnight, not this one again");
     }
 
     #[test]

@@ -30,9 +30,12 @@ const SHOWN_CHARS: usize = 60;
 pub fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
     row.get_ref(14)?;
     let mut read = Reader { row, problems: Vec::new() };
-    let id = read.text(0, "id");
-    let id = Uuid::parse_str(&id).unwrap_or_else(|_| {
-        read.problems.push(format!("id {:?} is not a UUID", shown(&id)));
+    let stored_id = read.text(0, "id");
+    // Only the form ids are written in: every statement names a task by
+    // that text, so an id in another form (upper case, braces) would be
+    // fired and never acknowledged, and cancelled under another task's id.
+    let id = Uuid::try_parse(&stored_id).ok().filter(|id| id.to_string() == stored_id).unwrap_or_else(|| {
+        read.problems.push(format!("id {:?} is not a UUID in its lower-case hyphenated form", shown(&stored_id)));
         Uuid::nil()
     });
     let user_id = read.text(1, "user_id");
@@ -70,6 +73,7 @@ pub fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
     let unreadable = (!read.problems.is_empty()).then(|| read.problems.join("; "));
     Ok(Task {
         id,
+        stored_id,
         spec: TaskSpec {
             user_id,
             task_type,

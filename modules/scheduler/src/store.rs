@@ -91,6 +91,11 @@ CREATE TRIGGER task_finished_changed AFTER UPDATE OF finished_at ON tasks
     UPDATE finished_count SET tasks = tasks + (new.finished_at IS NOT NULL) - (old.finished_at IS NOT NULL);
 END;
 "#,
+    r#"
+-- When the claim was taken or last renewed, by its holder's clock (with lease_until, the lease's
+-- length): a clock put back tells a claim made on a clock ahead from another process's long lease.
+ALTER TABLE tasks ADD COLUMN claimed_at INTEGER;
+"#,
 ];
 
 /// How much one user, and all of them together, may schedule.
@@ -198,8 +203,12 @@ pub struct NewTask {
 /// A stored task as the tools show it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Task {
-    /// Its id.
+    /// Its id; the nil UUID when the stored one is not a UUID (the task is
+    /// then [`unreadable`](Self::unreadable), and `stored_id` shows it).
     pub id: Uuid,
+    /// The id as stored, which the tools show: `id` as text, unless the
+    /// stored id is not a UUID.
+    pub stored_id: String,
     /// What the caller chose.
     pub spec: TaskSpec,
     /// `active`, `done`, `cancelled` or `failed`.
@@ -220,10 +229,46 @@ pub struct Task {
 }
 
 impl Task {
+    /// The status the tools show and `list_tasks` filters by: `failed` for
+    /// an [unreadable](Self::unreadable) task, which can never run, even
+    /// before it comes due and the claim marks it so; else the stored one.
+    pub fn shown_status(&self) -> &str {
+        if self.unreadable.is_some() { "failed" } else { &self.status }
+    }
+
+    /// Where the task stands in a listing, newest first.
+    pub fn key(&self) -> TaskKey {
+        TaskKey { created_at: self.created_at, id: self.stored_id.clone() }
+    }
+
     /// How an unreadable task's outcome is written and shown.
     pub fn unreadable_outcome(why: &str) -> String {
         format!("failed: the stored task cannot be read ({why}); it is kept as it is for an operator to repair")
     }
+}
+
+/// A task's place in a listing: by creation time, then by id (both as
+/// stored), the greater the newer. A page goes on from the key of the
+/// last task of the one before, so tasks added or deleted meanwhile
+/// neither shift the next page nor repeat on it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TaskKey {
+    /// When the task was created (ms since 1970 UTC).
+    pub created_at: i64,
+    /// Its id as stored.
+    pub id: String,
+}
+
+/// One page of a user's tasks ([`Store::list`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listing {
+    /// The page, newest first.
+    pub tasks: Vec<Task>,
+    /// How many tasks match the status, on every page.
+    pub total: u64,
+    /// How many match from this page on: more than `tasks` holds when
+    /// older ones were left for the next page.
+    pub remaining: u64,
 }
 
 /// How a fired run ended.
@@ -304,26 +349,53 @@ impl Store {
         })
     }
 
-    /// The caller's newest `limit` tasks after its newest `skip`, newest
-    /// first, optionally only those with `status`, and how many match in all.
+    /// The caller's tasks newest first, as `list_tasks` pages them: those
+    /// whose [shown status](Task::shown_status) is `status` (any, when
+    /// `None`), older than `after` (from the start, when `None`), past the
+    /// first `skip` of them, at most `limit`. The status is the one shown,
+    /// not the stored one, so an unreadable task is listed (and counted)
+    /// among the failed ones, not the active ones it would never run as;
+    /// finding those reads every task of the caller's that may match (a
+    /// user's tasks are bounded by `user_max_tasks` and `user_max_finished`).
     pub fn list(
         &self,
         user_id: &str,
         status: Option<&str>,
+        after: Option<&TaskKey>,
         limit: u32,
         skip: u32,
-    ) -> Result<(Vec<Task>, u64), StoreError> {
+    ) -> Result<Listing, StoreError> {
+        // Any stored status may be shown as failed (see `Task::shown_status`).
+        let stored = status.filter(|status| *status != "failed");
         self.read(|conn| {
+            // Ordered by the key as the rows are read (`task_from_row`), so
+            // that a key compares with `after` as the order has it.
             let mut statement = conn.prepare_cached(&format!(
                 "SELECT {TASK_COLUMNS} FROM tasks WHERE user_id = ?1 AND (?2 IS NULL OR status = ?2)
-                 ORDER BY created_at DESC, id DESC LIMIT ?3 OFFSET ?4"
+                 ORDER BY CASE typeof(created_at) WHEN 'integer' THEN created_at ELSE 0 END DESC,
+                          CAST(id AS TEXT) DESC"
             ))?;
-            let tasks =
-                statement.query_map((user_id, status, limit, skip), task_from_row)?.collect::<Result<Vec<_>, _>>()?;
-            let total: i64 = conn
-                .prepare_cached("SELECT COUNT(*) FROM tasks WHERE user_id = ?1 AND (?2 IS NULL OR status = ?2)")?
-                .query_row((user_id, status), |row| row.get(0))?;
-            Ok((tasks, u64::try_from(total).unwrap_or(0)))
+            let mut listing = Listing { tasks: Vec::new(), total: 0, remaining: 0 };
+            let mut to_skip = skip;
+            for task in statement.query_map((user_id, stored), task_from_row)? {
+                let task = task?;
+                if status.is_some_and(|status| task.shown_status() != status) {
+                    continue;
+                }
+                listing.total += 1;
+                if after.is_some_and(|after| task.key() >= *after) {
+                    continue;
+                }
+                if to_skip > 0 {
+                    to_skip -= 1;
+                    continue;
+                }
+                listing.remaining += 1;
+                if listing.tasks.len() < limit as usize {
+                    listing.tasks.push(task);
+                }
+            }
+            Ok(listing)
         })
     }
 
@@ -352,7 +424,7 @@ impl Store {
     pub fn claim(&self, worker: &str, now: i64, lease_until: i64, limit: u32) -> Result<Vec<Task>, StoreError> {
         self.write(|tx| {
             let mut statement = tx.prepare_cached(&format!(
-                "UPDATE tasks SET claimed_by = ?1, lease_until = ?2
+                "UPDATE tasks SET claimed_by = ?1, lease_until = ?2, claimed_at = ?3
                  WHERE id IN (SELECT id FROM (SELECT id FROM tasks WHERE status = 'active' AND next_run <= ?3
                                                AND (lease_until IS NULL OR lease_until <= ?3)
                                              ORDER BY next_run LIMIT ?4)
@@ -376,16 +448,17 @@ impl Store {
         })
     }
 
-    /// Extends to `lease_until` the claims `worker` still holds on the runs
-    /// of tasks `ids` (those it is delivering), so that no other process
-    /// takes one over while its delivery lasts; how many it still held.
-    pub fn renew(&self, worker: &str, ids: &[Uuid], lease_until: i64) -> Result<usize, StoreError> {
+    /// Extends to `lease_until`, at `now`, the claims `worker` still holds
+    /// on the runs of tasks `ids` (those it is delivering), so that no other
+    /// process takes one over while its delivery lasts; how many it still held.
+    pub fn renew(&self, worker: &str, ids: &[Uuid], now: i64, lease_until: i64) -> Result<usize, StoreError> {
         self.write(|tx| {
-            let mut statement =
-                tx.prepare_cached("UPDATE tasks SET lease_until = ?3 WHERE id = ?1 AND claimed_by = ?2")?;
+            let mut statement = tx.prepare_cached(
+                "UPDATE tasks SET lease_until = ?3, claimed_at = ?4 WHERE id = ?1 AND claimed_by = ?2",
+            )?;
             let mut held = 0;
             for id in ids {
-                held += statement.execute((id.to_string(), worker, lease_until))?;
+                held += statement.execute((id.to_string(), worker, lease_until, now))?;
             }
             Ok(held)
         })
@@ -469,9 +542,13 @@ impl Store {
 
     /// Undoes what a wall clock set far ahead and then put back left
     /// behind, as seen at `now` (for a process whose clock just went back,
-    /// and at start): a lease beyond `lease_until` (now plus the lease, the
-    /// furthest a claim made at `now` reaches) is cut to it, so the run is
-    /// not held for the length of the jump; and a recurring task's next run
+    /// and at start): a claim taken (or renewed) after `now`, so on a clock
+    /// ahead, is moved back to `now` with its own lease's length, so the run
+    /// is neither held for the length of the jump nor given up early by a
+    /// process whose lease is shorter than its holder's (a claim that still
+    /// holds is never cut short, whoever holds it); one from an older
+    /// version, without that time, is cut to `lease_until` (now plus this
+    /// process's lease) when it reaches beyond; and a recurring task's next run
     /// later than its schedule's first run after `now` (the next run is
     /// always the first after the time it was computed, so only a clock
     /// ahead of `now` puts it later) is brought back to it. One-time
@@ -479,7 +556,15 @@ impl Store {
     /// delay added to a wrong clock. How many leases and next runs changed.
     pub fn rewind(&self, now: i64, lease_until: i64) -> Result<(usize, usize), StoreError> {
         self.write(|tx| {
-            let leases = tx.execute("UPDATE tasks SET lease_until = ?1 WHERE lease_until > ?1", [lease_until])?;
+            // `lease_until > ?1` finds the claims through `tasks_held`: one taken
+            // after now lapses after now.
+            let leases = tx.execute(
+                "UPDATE tasks SET lease_until = CASE WHEN claimed_at IS NULL THEN ?2
+                                                     ELSE ?1 + (lease_until - claimed_at) END,
+                                  claimed_at = ?1
+                 WHERE lease_until > ?1 AND (claimed_at > ?1 OR (claimed_at IS NULL AND lease_until > ?2))",
+                [now, lease_until],
+            )?;
             // The few columns needed, not whole tasks: there may be many.
             let ahead = tx
                 .prepare(
@@ -677,6 +762,17 @@ mod tests {
         (dir, store)
     }
 
+    /// The first page of `user`'s tasks, and the total.
+    fn list(
+        store: &Store,
+        user: &str,
+        status: Option<&str>,
+        limit: u32,
+        skip: u32,
+    ) -> Result<(Vec<Task>, u64), StoreError> {
+        store.list(user, status, None, limit, skip).map(|listing| (listing.tasks, listing.total))
+    }
+
     fn reminder(user: &str, next_run: i64) -> NewTask {
         NewTask {
             spec: TaskSpec {
@@ -705,7 +801,7 @@ mod tests {
         assert_eq!(taken_over.len(), 1, "a's lease lapsed");
         assert!(!store.finish(&claimed[0], "a", &Outcome::Delivered, None, 6_000).unwrap(), "a lost its claim");
         assert!(store.finish(&taken_over[0], "b", &Outcome::Delivered, None, 6_000).unwrap());
-        let done = &store.list("u", None, 10, 0).unwrap().0[0];
+        let done = &list(&store, "u", None, 10, 0).unwrap().0[0];
         assert_eq!((done.status.as_str(), done.runs, done.next_run), ("done", 1, None));
         assert!(store.claim("c", 99_000, 100_000, 10).unwrap().is_empty(), "done tasks never fire");
     }
@@ -765,7 +861,7 @@ mod tests {
         let claimed = store.claim("w", 1_000, 9_000, 20).unwrap();
         assert_eq!(claimed.iter().map(|t| t.id).collect::<Vec<_>>(), [sound.id], "the sound task fires");
         for (n, (_, named)) in edits.iter().enumerate() {
-            let (tasks, total) = store.list(&format!("bob{n}"), None, 10, 0).unwrap();
+            let (tasks, total) = list(&store, &format!("bob{n}"), None, 10, 0).unwrap();
             assert_eq!((total, tasks[0].status.as_str()), (1, "failed"), "{named}");
             let outcome = tasks[0].last_outcome.as_deref().unwrap_or_default();
             assert!(
@@ -788,17 +884,17 @@ mod tests {
         // At 00:30 after a clock that read a year ahead: its leases and the
         // next runs it computed are a year out.
         let (now, year) = (HOUR / 2, 365 * 24 * HOUR);
+        let held = store.add(reminder("v", 0), 0).unwrap();
+        assert_eq!(store.claim("gone", year, year + 600_000, 10).unwrap().len(), 1);
         let mut hourly = reminder("u", year + HOUR);
         hourly.spec.schedule = Some("0 * * * *".into());
         let ahead = store.add(hourly.clone(), 0).unwrap();
         hourly.next_run = HOUR;
         let on_time = store.add(hourly, 0).unwrap();
-        let held = store.add(reminder("v", 0), 0).unwrap();
-        assert_eq!(store.claim("gone", 0, year, 10).unwrap().len(), 1);
         let later = store.add(reminder("v", year), 0).unwrap();
         assert_eq!(store.rewind(now, now + 600_000).unwrap(), (1, 1));
         let next_run = |user: &str, id: Uuid| {
-            store.list(user, None, 10, 0).unwrap().0.into_iter().find(|t| t.id == id).unwrap().next_run
+            list(&store, user, None, 10, 0).unwrap().0.into_iter().find(|t| t.id == id).unwrap().next_run
         };
         assert_eq!(next_run("u", ahead.id), Some(HOUR), "the first run after now");
         assert_eq!(next_run("u", on_time.id), Some(HOUR), "untouched");
@@ -810,19 +906,114 @@ mod tests {
     }
 
     #[test]
+    fn a_clock_put_back_leaves_a_claim_made_on_time_alone_whatever_its_lease() {
+        let (dir, store) = store();
+        // Another process with a ten-minute lease is delivering this run.
+        let theirs = store.add(reminder("u", 1_000), 0).unwrap();
+        assert_eq!(store.claim("long", 1_000, 601_000, 10).unwrap().len(), 1);
+        // This one starts (or sees its clock step back) with a 2 s lease.
+        assert_eq!(store.rewind(2_000, 4_000).unwrap(), (0, 0), "a claim made before now is not cut");
+        assert!(store.claim("short", 5_000, 7_000, 10).unwrap().is_empty(), "nor taken over");
+        assert_eq!(store.renew("long", &[theirs.id], 200_000, 800_000).unwrap(), 1);
+        // A claim of an older version, without the time it was taken: cut as before.
+        Connection::open(dir.path().join("db/scheduler.db"))
+            .unwrap()
+            .execute("UPDATE tasks SET claimed_at = NULL", [])
+            .unwrap();
+        assert_eq!(store.rewind(300_000, 302_000).unwrap(), (1, 0));
+        assert_eq!(store.claim("short", 302_000, 304_000, 10).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_claim_made_on_a_clock_ahead_keeps_its_own_lease_from_now() {
+        let (_dir, store) = store();
+        store.add(reminder("u", 1_000), 0).unwrap();
+        // Claimed with a 600 s lease on a clock at 1 000 000, then put back to 10 000.
+        assert_eq!(store.claim("ahead", 1_000_000, 1_600_000, 10).unwrap().len(), 1);
+        assert_eq!(store.rewind(10_000, 12_000).unwrap(), (1, 0));
+        assert!(store.claim("short", 609_999, 611_000, 10).unwrap().is_empty(), "600 s from now, not 2 s");
+        assert_eq!(store.claim("short", 610_000, 612_000, 10).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_row_whose_id_is_not_a_uuid_as_written_is_shown_by_that_id_and_never_fired() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let store = Store::open(&path, LIMITS, Duration::from_secs(5)).unwrap();
+        let hand = Connection::open(&path).unwrap();
+        let mut stored = Vec::new();
+        for (user, id) in [("a", "upper"), ("b", "abc")] {
+            let task = store.add(reminder(user, 500), 0).unwrap();
+            let id = if id == "upper" { task.id.to_string().to_uppercase() } else { id.to_owned() };
+            hand.execute("UPDATE tasks SET id = ?1 WHERE id = ?2", (&id, task.id.to_string())).unwrap();
+            stored.push(id);
+        }
+        // An id in upper case parses as a UUID, but no statement would find
+        // its row by it: fired, it would never be acknowledged.
+        assert!(store.claim("w", 1_000, 9_000, 10).unwrap().is_empty(), "both marked failed, neither fired");
+        for (user, id) in [("a", &stored[0]), ("b", &stored[1])] {
+            let (tasks, _) = list(&store, user, None, 10, 0).unwrap();
+            assert_eq!((tasks[0].stored_id.as_str(), tasks[0].status.as_str()), (id.as_str(), "failed"));
+            let why = tasks[0].unreadable.as_deref().unwrap_or_default();
+            assert!(why.contains("is not a UUID in its lower-case hyphenated form"), "{why}");
+        }
+    }
+
+    #[test]
+    fn an_unreadable_active_task_is_listed_and_counted_among_the_failed_not_the_active() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let store = Store::open(&path, LIMITS, Duration::from_secs(5)).unwrap();
+        let sound = store.add(reminder("u", 1_000_000), 1).unwrap();
+        let damaged = store.add(reminder("u", 1_000_000), 2).unwrap();
+        Connection::open(&path)
+            .unwrap()
+            .execute("UPDATE tasks SET timezone = 'Mars/Olympus_Mons' WHERE id = ?1", [damaged.id.to_string()])
+            .unwrap();
+        let ids = |status| {
+            let (tasks, total) = list(&store, "u", Some(status), 10, 0).unwrap();
+            (tasks.into_iter().map(|t| t.id).collect::<Vec<_>>(), total)
+        };
+        assert_eq!(ids("active"), (vec![sound.id], 1));
+        assert_eq!(ids("failed"), (vec![damaged.id], 1));
+        assert_eq!(list(&store, "u", None, 10, 0).unwrap().1, 2);
+    }
+
+    #[test]
+    fn a_page_goes_on_after_the_last_task_shown_whatever_was_added_or_removed_meanwhile() {
+        let (_dir, store) = store();
+        let store = Store { limits: Limits { user_max_tasks: 100, ..LIMITS }, ..store };
+        let ids: Vec<Uuid> = (0..5).map(|n| store.add(reminder("u", 1_000_000), n).unwrap().id).collect();
+        let first = store.list("u", Some("active"), None, 2, 0).unwrap();
+        assert_eq!(first.tasks.iter().map(|t| t.id).collect::<Vec<_>>(), [ids[4], ids[3]]);
+        assert_eq!((first.total, first.remaining), (5, 5));
+        // Meanwhile a newer task comes and one already shown goes.
+        store.add(reminder("u", 1_000_000), 10).unwrap();
+        store.cancel("u", ids[4], 11).unwrap();
+        let after = first.tasks.last().map(Task::key);
+        let second = store.list("u", Some("active"), after.as_ref(), 2, 0).unwrap();
+        assert_eq!(second.tasks.iter().map(|t| t.id).collect::<Vec<_>>(), [ids[2], ids[1]], "none skipped or repeated");
+        assert_eq!((second.total, second.remaining), (5, 3));
+        // The task a cursor names may be gone too.
+        store.cancel("u", ids[1], 12).unwrap();
+        let third = store.list("u", Some("active"), second.tasks.last().map(Task::key).as_ref(), 2, 0).unwrap();
+        assert_eq!((third.tasks.iter().map(|t| t.id).collect::<Vec<_>>(), third.remaining), (vec![ids[0]], 1));
+    }
+
+    #[test]
     fn a_renewed_claim_is_not_taken_over_and_only_its_holder_renews_it() {
         let (_dir, store) = store();
         let task = store.add(reminder("u", 1_000), 0).unwrap();
         let claimed = store.claim("a", 1_000, 5_000, 10).unwrap();
-        assert_eq!(store.renew("a", &[task.id], 9_000).unwrap(), 1);
+        assert_eq!(store.renew("a", &[task.id], 3_000, 9_000).unwrap(), 1);
         assert!(store.claim("b", 6_000, 16_000, 10).unwrap().is_empty(), "renewed until 9 000");
-        assert_eq!(store.renew("b", &[task.id], 99_000).unwrap(), 0, "b holds no claim on it");
+        assert_eq!(store.renew("b", &[task.id], 3_000, 99_000).unwrap(), 0, "b holds no claim on it");
         let taken_over = store.claim("b", 9_000, 19_000, 10).unwrap();
         assert_eq!(taken_over.len(), 1, "a's renewed lease lapsed");
-        assert_eq!(store.renew("a", &[task.id], 29_000).unwrap(), 0, "a cannot take it back");
+        assert_eq!(store.renew("a", &[task.id], 9_000, 29_000).unwrap(), 0, "a cannot take it back");
         assert!(store.finish(&taken_over[0], "b", &Outcome::Delivered, None, 9_500).unwrap());
         assert!(!store.finish(&claimed[0], "a", &Outcome::Delivered, None, 9_500).unwrap());
-        assert_eq!(store.renew("b", &[task.id], 39_000).unwrap(), 0, "an acknowledged run holds no claim");
+        assert_eq!(store.renew("b", &[task.id], 9_500, 39_000).unwrap(), 0, "an acknowledged run holds no claim");
     }
 
     #[test]
@@ -876,19 +1067,19 @@ mod tests {
             let next = task.spec.schedule.as_ref().map(|_| 61_000);
             store.finish(task, "w", &Outcome::Failed("HTTP 500".into()), next, 1_000).unwrap();
         }
-        let (tasks, _) = store.list("u", None, 10, 0).unwrap();
+        let (tasks, _) = list(&store, "u", None, 10, 0).unwrap();
         let statuses: Vec<(&str, Option<i64>)> = tasks.iter().map(|t| (t.status.as_str(), t.next_run)).collect();
         assert!(statuses.contains(&("active", Some(61_000))), "{statuses:?}");
         assert!(statuses.contains(&("failed", None)), "{statuses:?}");
         assert!(tasks.iter().all(|t| t.last_outcome.as_deref() == Some("failed: HTTP 500")));
-        assert_eq!(store.list("u", Some("failed"), 10, 0).unwrap().0.len(), 1);
+        assert_eq!(list(&store, "u", Some("failed"), 10, 0).unwrap().0.len(), 1);
     }
 
     #[test]
     fn users_see_and_cancel_only_their_own_tasks_within_their_limit() {
         let (_dir, store) = store();
         let task = store.add(reminder("alice", 1_000), 0).unwrap();
-        assert!(store.list("bob", None, 10, 0).unwrap().0.is_empty());
+        assert!(list(&store, "bob", None, 10, 0).unwrap().0.is_empty());
         assert!(matches!(store.cancel("bob", task.id, 0), Err(StoreError::NotFound(_))));
         assert_eq!(store.cancel("alice", task.id, 0).unwrap().status, "cancelled");
         assert!(store.claim("w", 9_000, 10_000, 10).unwrap().is_empty(), "cancelled tasks never fire");
@@ -933,7 +1124,7 @@ mod tests {
             assert_eq!(store.cancel("u", task.id, 10 + n).unwrap().status, "cancelled", "answered before pruning");
             cancelled.push(task.id);
         }
-        let (kept, total) = store.list("u", None, 100, 0).unwrap();
+        let (kept, total) = list(&store, "u", None, 100, 0).unwrap();
         let mut ids: Vec<Uuid> = kept.iter().map(|t| t.id).collect();
         ids.sort();
         let mut expected = vec![active.id, cancelled[3], cancelled[4]];
@@ -944,11 +1135,15 @@ mod tests {
         let claimed = store.claim("w", 500, 9_000, 10).unwrap();
         assert_eq!(claimed.iter().map(|t| t.id).collect::<Vec<_>>(), [due.id]);
         assert!(store.finish(&claimed[0], "w", &Outcome::Delivered, None, 500).unwrap());
-        let (done, _) = store.list("u", Some("done"), 100, 0).unwrap();
+        let (done, _) = list(&store, "u", Some("done"), 100, 0).unwrap();
         assert_eq!(done.len(), 1);
-        let (cancelled_left, _) = store.list("u", Some("cancelled"), 100, 0).unwrap();
+        let (cancelled_left, _) = list(&store, "u", Some("cancelled"), 100, 0).unwrap();
         assert_eq!(cancelled_left.iter().map(|t| t.id).collect::<Vec<_>>(), [cancelled[4]]);
-        assert_eq!(store.list("other", None, 100, 0).unwrap().0[0].id, other.id, "another user's tasks are untouched");
+        assert_eq!(
+            list(&store, "other", None, 100, 0).unwrap().0[0].id,
+            other.id,
+            "another user's tasks are untouched"
+        );
     }
 
     /// The finished tasks as `finished_count` has them, and as counted.
@@ -973,7 +1168,7 @@ mod tests {
             let task = store.add(reminder(user, 1_000_000), 10).unwrap();
             store.cancel(user, task.id, 10 + n as i64).unwrap();
         }
-        let kept = |user: &str| store.list(user, None, 10, 0).unwrap().1;
+        let kept = |user: &str| list(&store, user, None, 10, 0).unwrap().1;
         assert_eq!(["held", "a", "b", "c", "d", "e"].map(kept), [1, 0, 0, 0, 1, 1], "the oldest of all users go");
         assert_eq!(finished_counts(&path), (3, 3));
         // Once its lease lapsed, the next finished task pushes it out too.
@@ -1011,7 +1206,7 @@ mod tests {
             .execute_batch(
                 "DROP TRIGGER task_inserted_finished; DROP TRIGGER task_deleted_finished;
                  DROP TRIGGER task_finished_changed; DROP TABLE finished_count; DROP INDEX tasks_finished_all;
-                 PRAGMA user_version = 3;",
+                 ALTER TABLE tasks DROP COLUMN claimed_at; PRAGMA user_version = 3;",
             )
             .unwrap();
         Store::open(&path, LIMITS, Duration::from_secs(5)).unwrap();
@@ -1037,7 +1232,7 @@ mod tests {
     fn a_claimed_finished_task_is_not_pruned_while_its_lease_holds() {
         let (_dir, store) = store();
         let held = claimed_then_cancelled_and_pushed_out(&store, 2_000).id;
-        let (cancelled, total) = store.list("u", Some("cancelled"), 10, 0).unwrap();
+        let (cancelled, total) = list(&store, "u", Some("cancelled"), 10, 0).unwrap();
         assert_eq!(total, 3, "one over the limit of two, kept for its holder");
         assert!(cancelled.iter().any(|t| t.id == held));
     }
@@ -1050,7 +1245,7 @@ mod tests {
         // (a next run given): the task stays cancelled, and the one too
         // many finished tasks it was kept as goes.
         assert!(store.finish(&held, "dead", &Outcome::Delivered, Some(1_000_000), 3_000).unwrap());
-        let (cancelled, total) = store.list("u", Some("cancelled"), 10, 0).unwrap();
+        let (cancelled, total) = list(&store, "u", Some("cancelled"), 10, 0).unwrap();
         assert_eq!(total, 2, "{cancelled:?}");
         assert!(cancelled.iter().all(|t| t.id != held.id));
     }
@@ -1063,7 +1258,7 @@ mod tests {
         let held = claimed_then_cancelled_and_pushed_out(&store, 2_000).id;
         let later = store.add(reminder("u", 1_000_000), 6_000).unwrap();
         store.cancel("u", later.id, 6_000).unwrap();
-        let (cancelled, total) = store.list("u", Some("cancelled"), 10, 0).unwrap();
+        let (cancelled, total) = list(&store, "u", Some("cancelled"), 10, 0).unwrap();
         assert_eq!(total, 2, "{cancelled:?}");
         assert!(cancelled.iter().all(|t| t.id != held));
         assert!(store.claim("w", 9_000, 19_000, 10).unwrap().is_empty(), "nor was it claimed again");
@@ -1074,10 +1269,10 @@ mod tests {
     fn a_list_is_the_newest_tasks_up_to_its_limit_with_the_total() {
         let (_dir, store) = store();
         let ids: Vec<Uuid> = (0..3).map(|n| store.add(reminder("u", 1_000_000), n).unwrap().id).collect();
-        let (newest, total) = store.list("u", None, 2, 0).unwrap();
+        let (newest, total) = list(&store, "u", None, 2, 0).unwrap();
         assert_eq!(newest.iter().map(|t| t.id).collect::<Vec<_>>(), [ids[2], ids[1]]);
         assert_eq!(total, 3);
-        assert_eq!(store.list("u", Some("done"), 2, 0).unwrap(), (vec![], 0));
+        assert_eq!(list(&store, "u", Some("done"), 2, 0).unwrap(), (vec![], 0));
     }
 
     #[test]

@@ -123,17 +123,16 @@ pub struct TaskView {
 impl TaskView {
     /// The view of `task`, its times in its own zone.
     pub fn of(task: Task) -> Self {
+        let status = task.shown_status().to_owned();
         let spec = task.spec;
         let zone = TimeZone::get(&spec.timezone).unwrap_or(TimeZone::UTC);
         let show = |ms: Option<i64>| ms.map(|ms| rfc3339(ms, &zone));
         Self {
-            task_id: task.id.to_string(),
+            task_id: task.stored_id,
             task_type: spec.task_type,
             description: spec.description,
             schedule: spec.schedule,
-            // An unreadable task cannot fire: failed, with the reason, even
-            // before it comes due and the firing loop marks it so.
-            status: if task.unreadable.is_some() { "failed".to_owned() } else { task.status },
+            status,
             next_run: show(task.next_run),
             last_run: show(task.last_run),
             runs: task.runs,
@@ -184,6 +183,7 @@ mod tests {
         };
         let task = Task {
             id: uuid::Uuid::nil(),
+            stored_id: "abc".into(),
             spec,
             status: "active".into(),
             next_run: Some(1_000),

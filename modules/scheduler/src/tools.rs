@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::schedule::{SCHEDULE_PATTERN, Schedule, time_zone};
-use crate::store::{NewTask, Store, Task, TaskSpec};
+use crate::store::{NewTask, Store, Task, TaskKey, TaskSpec};
 use crate::task::{ExecutionData, TaskView, rfc3339};
 
 /// A delay: numbers with units s, m, h, d, as in `30s`, `5m`, `1h30m`, `2d`.
@@ -25,6 +25,10 @@ pub const TIME_PATTERN: &str = r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[0
 
 /// The shape of an IANA time zone name (`UTC`, `Europe/Berlin`, `America/Argentina/Buenos_Aires`).
 pub const TIME_ZONE_PATTERN: &str = r"^(UTC|[A-Z][A-Za-z_+-]{1,30}(/[A-Za-z0-9_+-]{1,30}){1,2})$";
+
+/// The longest `cursor` of `list_tasks`: a creation time and a task id
+/// (one of a sound row is 56 characters at most).
+const CURSOR_MAX_CHARS: u32 = 200;
 
 /// Tasks `list_tasks` shows when the call gives no `limit`.
 const LIST_DEFAULT_LIMIT: u32 = 50;
@@ -121,10 +125,13 @@ pub struct ListTasks {
     /// Show at most this many of the newest tasks (default 50).
     #[schemars(range(min = 1, max = LIST_MAX_LIMIT))]
     pub limit: Option<u32>,
-    /// Skip this many of the newest tasks first, to see older ones (default
-    /// 0): when `total` is more than were shown, ask again with `skip` set
-    /// to how many you have seen.
+    /// Skip this many of the newest tasks first (after `cursor`, when
+    /// given), to see older ones (default 0). `cursor` pages more reliably.
     pub skip: Option<u32>,
+    /// Show only tasks older than those of an earlier answer: its
+    /// `next_cursor`. Tasks added or removed meanwhile do not shift the page.
+    #[schemars(length(max = CURSOR_MAX_CHARS))]
+    pub cursor: Option<String>,
 }
 
 /// A task's status, as a filter.
@@ -190,6 +197,9 @@ pub struct TaskList {
     /// How many tasks match `status` in all: more than `tasks` holds when
     /// older ones were left out (filter by `status` to see others).
     pub total: u64,
+    /// Present when older tasks match too: pass it as `cursor` to see them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }
 
 /// The current time.
@@ -305,24 +315,46 @@ pub async fn list_tasks(ctx: Context, args: ListTasks) -> Result<TaskList, ToolE
         TaskStatus::Failed => Some("failed"),
     };
     let skip = args.skip.unwrap_or(0);
-    let (newest, total) = ctx.blocking(move |s: &Scheduler| s.store.list(&user_id, status, limit, skip)).await?;
+    let after = args.cursor.as_deref().map(parse_cursor).transpose()?;
+    let listing =
+        ctx.blocking(move |s: &Scheduler| s.store.list(&user_id, status, after.as_ref(), limit, skip)).await?;
     let budget = ctx.state::<Scheduler>()?.store.limits().list_max_bytes;
-    Ok(TaskList { tasks: within_bytes(newest.into_iter().map(TaskView::of), budget), total })
+    let tasks = within_bytes(listing.tasks.into_iter(), budget);
+    // The oldest shown is the first: older ones are on the next page.
+    let next_cursor = match tasks.first() {
+        Some((key, _)) if listing.remaining > tasks.len() as u64 => Some(format!("{}:{}", key.created_at, key.id)),
+        _ => None,
+    };
+    Ok(TaskList { tasks: tasks.into_iter().map(|(_, view)| view).collect(), total: listing.total, next_cursor })
 }
 
-/// The leading views (newest first) whose JSON fits in `budget` bytes
-/// together, oldest first; always the first one, so that one task larger
-/// than the budget (`SCHEDULER_MAX_DATA_BYTES` may exceed it) is still seen
-/// and `skip` moves past it.
-fn within_bytes(newest_first: impl Iterator<Item = TaskView>, budget: u64) -> Vec<TaskView> {
+/// The [`TaskKey`] a `cursor` (a `next_cursor`) stands for: `<created_at>:<id>`.
+fn parse_cursor(text: &str) -> Result<TaskKey, ToolError> {
+    let key = text
+        .split_once(':')
+        .and_then(|(created_at, id)| Some(TaskKey { created_at: created_at.parse().ok()?, id: id.to_owned() }));
+    key.ok_or_else(|| {
+        let shown: String = text.chars().take(64).collect();
+        ToolError::invalid_arguments(format!(
+            "arguments.cursor {shown:?} is not a cursor; pass the next_cursor of an earlier list_tasks answer"
+        ))
+    })
+}
+
+/// The leading tasks (newest first) whose views' JSON fits in `budget`
+/// bytes together, oldest first, each with its key; always the first one,
+/// so that one task larger than the budget (`SCHEDULER_MAX_DATA_BYTES` may
+/// exceed it) is still seen and paging moves past it.
+fn within_bytes(newest_first: impl Iterator<Item = Task>, budget: u64) -> Vec<(TaskKey, TaskView)> {
     let mut used = 0u64;
-    let mut shown: Vec<TaskView> = newest_first
+    let mut shown: Vec<(TaskKey, TaskView)> = newest_first
+        .map(|task| (task.key(), TaskView::of(task)))
         .enumerate()
-        .take_while(|(index, view)| {
+        .take_while(|(index, (_, view))| {
             used = used.saturating_add(serde_json::to_vec(view).map_or(u64::MAX, |bytes| bytes.len() as u64));
             *index == 0 || used <= budget
         })
-        .map(|(_, view)| view)
+        .map(|(_, shown)| shown)
         .collect();
     shown.reverse();
     shown
@@ -332,10 +364,7 @@ fn within_bytes(newest_first: impl Iterator<Item = TaskView>, budget: u64) -> Ve
 #[tool(permission = "user", destructive, idempotent)]
 pub async fn cancel_task(ctx: Context, args: CancelTask) -> Result<TaskView, ToolError> {
     let user_id = ctx.require_user_id()?.to_owned();
-    let Ok(id) = Uuid::try_parse(args.task_id.trim()) else {
-        let shown: String = args.task_id.chars().take(64).collect();
-        return Err(ToolError::not_found(format!("no task {shown:?} of yours; list_tasks shows your task ids")));
-    };
+    let id = task_id(&args.task_id)?;
     let now = Timestamp::now().as_millisecond();
     let task = ctx.blocking(move |s: &Scheduler| s.store.cancel(&user_id, id, now)).await?;
     Ok(TaskView::of(task))
@@ -459,6 +488,17 @@ async fn preflight(client: &GuardedClient, url: &str) -> Result<(), ToolError> {
     }
 }
 
+/// The task id `text` (`arguments.task_id`); a text that is not a UUID
+/// is refused naming the argument, never taken for some other id.
+fn task_id(text: &str) -> Result<Uuid, ToolError> {
+    Uuid::try_parse(text.trim()).map_err(|_| {
+        let shown: String = text.chars().take(64).collect();
+        ToolError::invalid_arguments(format!(
+            "arguments.task_id {shown:?} is not a task id (a UUID); list_tasks shows your task ids"
+        ))
+    })
+}
+
 fn zone_of(task: &Task) -> TimeZone {
     TimeZone::get(&task.spec.timezone).unwrap_or(TimeZone::UTC)
 }
@@ -493,6 +533,21 @@ mod tests {
         let day = Duration::from_secs(86_400);
         let far = check_ahead(now.as_millisecond() + 2 * 86_400_000, now, day).unwrap_err().to_string();
         assert!(far.contains("more than 1 days ahead, the limit (SCHEDULER_MAX_AHEAD_DAYS)"), "{far}");
+    }
+
+    #[test]
+    fn an_id_or_a_cursor_that_is_not_one_is_refused_naming_the_argument() {
+        let error = task_id("abc").unwrap_err();
+        assert_eq!(error.kind(), module_sdk::ErrorKind::InvalidArguments);
+        assert!(error.to_string().contains("arguments.task_id \"abc\" is not a task id (a UUID)"), "{error}");
+        let id = Uuid::new_v4();
+        assert_eq!(task_id(&format!(" {} ", id.to_string().to_uppercase())).unwrap(), id);
+        let cursor = parse_cursor(&format!("17:{id}")).unwrap();
+        assert_eq!((cursor.created_at, cursor.id), (17, id.to_string()));
+        for bad in ["", "17", "x:abc", "99999999999999999999:abc"] {
+            let error = parse_cursor(bad).unwrap_err().to_string();
+            assert!(error.contains("arguments.cursor"), "{error}");
+        }
     }
 
     #[tokio::test]

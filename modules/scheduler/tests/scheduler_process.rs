@@ -3,7 +3,8 @@
 //! between users, a receiver that is down for a while, SIGKILL with runs
 //! due during the downtime, the address guard of `api_call` tasks, a hanging
 //! `api_call` that holds back no other run, a delivery that outlasts its
-//! lease sent once and not taken over by a second process, a run in flight
+//! lease sent once and not taken over by a second process (nor by one
+//! started with a shorter lease), a run in flight
 //! at a SIGTERM sent at once by the restarted process, rows that no longer
 //! parse shown failed while the other tasks fire, a restart after the
 //! clock went back firing what a clock a year ahead put off, and the
@@ -531,6 +532,29 @@ async fn a_run_whose_delivery_outlasts_the_lease_is_not_taken_over_while_its_pro
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_with_a_shorter_lease_does_not_take_over_a_run_another_is_delivering() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let (receiver, address) = Receiver::start().await;
+    let slow = format!("http://{address}/slow");
+    let env = [("DELIVERY_URL", slow.as_str()), ("DELIVERY_TIMEOUT_SECONDS", "60"), ("DELIVERY_MAX_ATTEMPTS", "1")];
+    // The default lease of ten minutes, renewed every 30 s (its poll
+    // interval): far longer than the second process's whole lease.
+    let first = start(&db, None, &[env.as_slice(), &[("SCHEDULER_POLL_MS", "30000")]].concat());
+    ok(&first.client(), "u", "add_reminder", json!({"when": {"delay": "0s"}, "message": "once"})).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while receiver.slow_hits.load(Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "the run was never sent");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Its look at start for claims a clock ahead left must not cut the
+    // first process's lease to its own second.
+    let _second = start(&db, None, &[env.as_slice(), &[("SCHEDULER_LEASE_SECONDS", "1")]].concat());
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(receiver.slow_hits.load(Ordering::SeqCst), 1, "the second process took over a run in flight");
+}
+
 // Multi-threaded: the receiver keeps answering while this thread blocks
 // in `terminate` and `start`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -617,7 +641,10 @@ async fn hostile_and_odd_arguments_get_clear_errors_and_never_a_crash() {
     let expected = "the shortest interval allowed is 120 seconds (SCHEDULER_MIN_INTERVAL_SECONDS)";
     assert!(often["error"].as_str().unwrap().contains(expected), "{often}");
     let not_an_id = call(&client, "u", "cancel_task", json!({"task_id": "../../etc/passwd"})).await;
-    assert_eq!(error_kind(&not_an_id), "not_found");
+    assert_eq!(error_kind(&not_an_id), "invalid_arguments");
+    assert!(not_an_id["error"].as_str().unwrap().contains("arguments.task_id \"../../etc/passwd\" is not a task id"));
+    let cursor = call(&client, "u", "list_tasks", json!({"cursor": "not a cursor"})).await;
+    assert_eq!(error_kind(&cursor), "invalid_arguments");
 }
 
 #[tokio::test]
@@ -657,6 +684,25 @@ async fn add_and_cancel_without_end_keeps_the_store_and_the_list_bounded() {
     let older = ok(&client, "alice", "list_tasks", json!({"status": "cancelled", "limit": 500, "skip": 7})).await;
     let shown: Vec<&str> = older["tasks"].as_array().unwrap().iter().map(|t| t["task_id"].as_str().unwrap()).collect();
     assert_eq!(shown, ids[16..23].iter().map(String::as_str).collect::<Vec<_>>());
+    // A cursor goes on after the last task shown: a task added meanwhile
+    // (which pushes the oldest out) neither shifts the page nor repeats one.
+    let shown = |listed: &Value| -> Vec<String> {
+        listed["tasks"].as_array().unwrap().iter().map(|t| t["task_id"].as_str().unwrap().to_owned()).collect()
+    };
+    let first = ok(&client, "alice", "list_tasks", json!({"status": "cancelled", "limit": 3})).await;
+    assert_eq!(shown(&first), ids[27..]);
+    let added = ok(&client, "alice", "add_reminder", json!({"when": {"delay": "1h"}, "message": "newer"})).await;
+    ok(&client, "alice", "cancel_task", json!({"task_id": added["task_id"]})).await;
+    let cursor = first["next_cursor"].clone();
+    let second = ok(&client, "alice", "list_tasks", json!({"status": "cancelled", "limit": 3, "cursor": cursor})).await;
+    assert_eq!(shown(&second), ids[24..27]);
+    // The answer's budget ends a page too: seven tasks of about 8 KB.
+    let third =
+        ok(&client, "alice", "list_tasks", json!({"status": "cancelled", "cursor": second["next_cursor"]})).await;
+    assert_eq!(shown(&third), ids[17..24]);
+    let last = ok(&client, "alice", "list_tasks", json!({"status": "cancelled", "cursor": third["next_cursor"]})).await;
+    assert_eq!(shown(&last), ids[11..17], "the oldest, ids[10], was pushed out by the newer one");
+    assert!(last.get("next_cursor").is_none(), "{last}");
     let too_many = call(&client, "alice", "list_tasks", json!({"limit": 501})).await;
     assert_eq!(error_kind(&too_many), "invalid_arguments");
 }
