@@ -15,6 +15,7 @@ mod serve;
 mod settings;
 mod skill_file;
 mod slots;
+mod stdout;
 mod template;
 mod tools;
 mod watch;

@@ -15,6 +15,7 @@ use crate::arguments::as_word;
 use crate::catalog::SkillTool;
 use crate::settings::over_own_hard_limits;
 use crate::slots::RunSlots;
+use crate::stdout::stdout_value;
 
 /// Characters of stderr's end quoted in an error.
 const STDERR_TAIL_CHARS: usize = 600;
@@ -73,13 +74,7 @@ pub async fn run(tool: &SkillTool, arguments: Map<String, Value>, slots: &RunSlo
     match outcome.exit {
         Exit::Code(0) => Ok(SkillOutput {
             exit_code: 0,
-            // Cut output is no longer the script's JSON, even when it parses
-            // (a long number cut short is another number).
-            stdout: if stdout_cut {
-                Value::String(stdout)
-            } else {
-                serde_json::from_str(&stdout).unwrap_or(Value::String(stdout))
-            },
+            stdout: stdout_value(&tool.scrubber, &outcome.stdout.bytes, stdout, stdout_cut),
             stderr,
             truncated: stdout_cut || stderr_cut,
         }),

@@ -4,6 +4,7 @@
 use std::sync::LazyLock;
 
 use regex::Regex;
+use serde_json::Value;
 
 /// What replaces a secret.
 pub const REDACTED: &str = "[redacted]";
@@ -84,6 +85,41 @@ impl Scrubber {
     /// `text` without secrets.
     pub fn scrub(&self, text: &str) -> String {
         self.redact(text, text.len(), usize::MAX).0
+    }
+
+    /// `value`, parsed from a script's unscrubbed JSON, without secrets.
+    /// Every string, object key and number is scrubbed as decoded: the raw
+    /// text may spell a secret with escapes (`\u00e4`, `\"`, the `\n` of a
+    /// PEM key) that only the decoded form shows. Then the value's JSON text
+    /// is scrubbed for shapes that span a key and its value
+    /// (`"password": "hunter2"`), and read back; when that text no longer
+    /// parses, it is the answer, as text.
+    pub fn scrub_json(&self, value: Value) -> Value {
+        let value = self.scrub_decoded(value);
+        let text = value.to_string();
+        let scrubbed = self.scrub(&text);
+        if scrubbed == text {
+            return value;
+        }
+        serde_json::from_str(&scrubbed).unwrap_or(Value::String(scrubbed))
+    }
+
+    /// `value` with every string, object key and number scrubbed (a
+    /// number holding a secret becomes the string [`REDACTED`]).
+    fn scrub_decoded(&self, value: Value) -> Value {
+        match value {
+            Value::String(text) => Value::String(self.scrub(&text)),
+            Value::Number(number) => {
+                let text = number.to_string();
+                let scrubbed = self.scrub(&text);
+                if scrubbed == text { Value::Number(number) } else { Value::String(scrubbed) }
+            }
+            Value::Array(items) => Value::Array(items.into_iter().map(|item| self.scrub_decoded(item)).collect()),
+            Value::Object(entries) => Value::Object(
+                entries.into_iter().map(|(key, item)| (self.scrub(&key), self.scrub_decoded(item))).collect(),
+            ),
+            other => other,
+        }
     }
 
     /// `text` up to byte `keep_below` with every secret and token shape
