@@ -41,6 +41,11 @@ async fn run(settings: Settings) -> Result<(), String> {
     // Every child of this process is a script run: what a script leaves
     // behind (`setsid cmd &`) comes back here when it exits, to be killed.
     limited_process::become_subreaper().map_err(|error| format!("cannot become a child subreaper: {error}"))?;
+    // Scripts run as the module's user: a dumpable module would let them
+    // read its environment (`/proc/$PPID/environ`: SERVICE_AUTH_TOKEN, every
+    // skill's secrets) and memory. Each script is dumpable again after exec.
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(|error| format!("cannot make the module non-dumpable: {error}"))?;
     let dir = SKILLS_DIR.absolute(&settings.skills_dir).map_err(|e| e.to_string())?;
     match std::fs::metadata(&dir) {
         Ok(metadata) if metadata.is_dir() => {}

@@ -221,6 +221,35 @@ async fn a_script_past_its_timeout_is_killed_with_its_children() {
     }
 }
 
+#[tokio::test]
+async fn a_script_cannot_read_the_module_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "probe/SKILL.toml", PROBE_SKILL);
+    let skill = r#"[skill]
+name = "other"
+[[tools]]
+name = "environ"
+description = "Print the module's environment."
+command = "python3 -c 'import os; print(open(\"/proc/%d/environ\" % os.getppid(), \"rb\").read())'"
+"#;
+    write(dir.path(), "other/SKILL.toml", skill);
+    let mut command = Command::new(env!("CARGO_BIN_EXE_skills"));
+    command.env("SKILLS_DIR", dir.path()).env("SKILLS_TEST_SECRET", SECRET);
+    // Root reads every process's environment: the module and its scripts
+    // run as `nobody` then, as a module should run as a user of its own.
+    if rustix::process::geteuid().is_root() {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::process::CommandExt::uid(&mut command, 65534);
+        std::os::unix::process::CommandExt::gid(&mut command, 65534);
+    }
+    let module = Process::start(command);
+    let answer = module.client().call("skills.other_environ", json!({}), None).await;
+    assert_eq!(answer["error_kind"], "execution_failed", "{answer}");
+    assert!(answer["error"].as_str().unwrap().contains("PermissionError"), "{answer}");
+    assert!(!answer.to_string().contains(SECRET), "another skill's secret: {answer}");
+}
+
 /// The running processes whose command line is `sleep <seconds>`.
 fn sleepers(seconds: &str) -> Vec<u32> {
     let wanted = format!("sleep\0{seconds}\0");
