@@ -17,6 +17,7 @@ use crate::group::{ProcessGroupGuard, kill_group, stop_group};
 use crate::limits::{Limits, apply_before_exec};
 use crate::orphans::{adopt_orphans_below, kill_orphans, spawn_registered};
 use crate::output::{Captured, read_capped};
+use crate::parent_death::die_with_parent;
 use crate::side_output::{SIDE_OUTPUT_FD, pipe_to_fd3};
 use crate::tree::{kill_descendants, wait_exited};
 
@@ -181,7 +182,9 @@ impl Run {
     /// own session, and the run waits (up to half a second) until they have
     /// exited. In a process that called [`crate::become_subreaper`], the
     /// descendants that left the tree are killed and reaped after every
-    /// exit, normal or not, so none outlives the run.
+    /// exit, normal or not, so none outlives the run. The program is
+    /// killed (SIGKILL) when the thread that calls this exits, the process
+    /// with it: call it from threads that live as long as the process.
     pub async fn run(&self) -> Result<Outcome, RunError> {
         let program = self.program.to_string_lossy().into_owned();
         let spawn_error = |source| RunError::Spawn { program: program.clone(), source };
@@ -203,6 +206,7 @@ impl Run {
         join_before_exec(&mut command, self.cgroups.clone());
         apply_before_exec(&mut command, self.limits);
         adopt_orphans_below(&mut command);
+        die_with_parent(&mut command);
         let side_pipe = match self.side_output_bytes {
             Some(_) => Some(pipe_to_fd3(&mut command).map_err(spawn_error)?),
             None => None,

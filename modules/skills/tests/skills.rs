@@ -209,16 +209,44 @@ async fn a_script_past_its_timeout_is_killed_with_its_children() {
     assert!(result["error"].as_str().unwrap().contains("killed"), "{result}");
     assert!(started.elapsed() < Duration::from_secs(10));
     let child: u32 = std::fs::read_to_string(dir.path().join("probe/child.pid")).unwrap().trim().parse().unwrap();
+    assert_ends_within_two_seconds(child, "the script's child");
+}
+
+/// Waits up to two seconds for the process `pid` to be gone, or a zombie
+/// waiting for its reaper: not running either way.
+fn assert_ends_within_two_seconds(pid: u32, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
-        let stat = std::fs::read_to_string(format!("/proc/{child}/stat"));
-        // Gone, or a zombie waiting for its reaper: not running either way.
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"));
         if stat.as_ref().map_or(true, |s| s.rsplit(") ").next().is_some_and(|rest| rest.starts_with('Z'))) {
             break;
         }
-        assert!(Instant::now() < deadline, "the script's child {child} is still running: {stat:?}");
+        assert!(Instant::now() < deadline, "{what} {pid} is still running: {stat:?}");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+#[tokio::test]
+async fn a_script_dies_with_a_module_killed_mid_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let skill = "[skill]\nname = \"slow\"\n[[tools]]\nname = \"wait\"\ndescription = \"Sleep a minute.\"\n\
+                 command = \"sh -c 'echo $$ > script.pid; exec sleep 60'\"\ntimeout_seconds = 120\n";
+    write(dir.path(), "slow/SKILL.toml", skill);
+    let mut module = serve(dir.path());
+    let client = module.client();
+    let call = tokio::spawn(async move { client.try_call("skills.slow_wait", json!({}), None).await.is_ok() });
+    let pid_file = dir.path().join("slow/script.pid");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let script = loop {
+        if let Some(pid) = std::fs::read_to_string(&pid_file).ok().and_then(|text| text.trim().parse().ok()) {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the script did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    module.kill();
+    assert!(!call.await.unwrap(), "the call was answered by a killed module");
+    assert_ends_within_two_seconds(script, "the script of a killed module");
 }
 
 #[tokio::test]
