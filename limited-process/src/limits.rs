@@ -6,14 +6,17 @@ use std::os::unix::process::CommandExt;
 use nix::sys::resource::{Resource, setrlimit};
 
 /// The kernel resource limits (`setrlimit`) a program runs under; each is
-/// both the soft and the hard limit, so the program cannot raise it.
+/// both the soft and the hard limit, so the program cannot raise it, but
+/// for CPU time, whose hard limit is one second more (see
+/// [`Limits::cpu_hard_seconds`]).
 /// `RLIMIT_CORE` is always 0: a crashing program writes no core dump, which
 /// the host's dump handler (systemd-coredump, apport: started as root,
 /// outside the sandbox and its cgroup) would otherwise read whole, up to
 /// `address_space_bytes` per process, charged to nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// `RLIMIT_CPU`: CPU seconds before the kernel kills the process.
+    /// `RLIMIT_CPU`: CPU seconds before the kernel sends the process
+    /// `SIGXCPU` (which ends it unless caught).
     pub cpu_seconds: u64,
     /// `RLIMIT_AS`: the largest virtual address space, in bytes.
     pub address_space_bytes: u64,
@@ -37,13 +40,22 @@ impl Default for Limits {
 }
 
 impl Limits {
+    /// The hard `RLIMIT_CPU`: one second past [`Self::cpu_seconds`], where
+    /// the kernel sends `SIGKILL` to a program that caught or ignored
+    /// `SIGXCPU`. Were it equal to the soft limit, the kernel would send
+    /// `SIGKILL` at once, and the program's end would not tell its CPU limit
+    /// from any other kill.
+    pub fn cpu_hard_seconds(&self) -> u64 {
+        self.cpu_seconds.saturating_add(1)
+    }
+
     /// Sets every limit on the calling process, and no core dumps. Only
     /// `setrlimit` calls: no allocation, no locks, so it may run between
     /// fork and exec.
     fn apply(&self) -> io::Result<()> {
         let set = |resource, value: u64| setrlimit(resource, value, value).map_err(io::Error::from);
         set(Resource::RLIMIT_CORE, 0)?;
-        set(Resource::RLIMIT_CPU, self.cpu_seconds)?;
+        setrlimit(Resource::RLIMIT_CPU, self.cpu_seconds, self.cpu_hard_seconds())?;
         set(Resource::RLIMIT_AS, self.address_space_bytes)?;
         set(Resource::RLIMIT_NOFILE, self.open_files)?;
         set(Resource::RLIMIT_NPROC, self.processes)?;

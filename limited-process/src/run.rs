@@ -379,12 +379,12 @@ mod tests {
         // A core dump limit the program could raise (soft 0, hard
         // unlimited: a common default) is made 0 for both.
         let outcome =
-            sh("ulimit -t; ulimit -n; ulimit -v; ulimit -c; ulimit -H -c; ulimit -c unlimited || echo refused")
+            sh("ulimit -t; ulimit -H -t; ulimit -n; ulimit -v; ulimit -c; ulimit -H -c; ulimit -c unlimited || echo refused")
                 .limits(limits)
                 .run()
                 .await
                 .unwrap();
-        assert_eq!(String::from_utf8_lossy(&outcome.stdout.bytes), "7\n33\n1048576\n0\n0\nrefused\n");
+        assert_eq!(String::from_utf8_lossy(&outcome.stdout.bytes), "7\n8\n33\n1048576\n0\n0\nrefused\n");
         let tight = Limits { address_space_bytes: 50 << 20, ..limits };
         let hungry = Run::new("python3", ["-c", "x = bytearray(200 * 1024 * 1024)"])
             .env("PATH", "/usr/bin:/bin")
@@ -393,8 +393,9 @@ mod tests {
             .await
             .unwrap();
         assert_ne!(hungry.exit, Exit::Code(0), "{:?}", String::from_utf8_lossy(&hungry.stderr.bytes));
+        // The CPU limit ends the program with SIGXCPU, which tells it from other kills.
         let spin = sh("while :; do :; done").limits(Limits { cpu_seconds: 1, ..limits }).run().await.unwrap();
-        assert!(matches!(spin.exit, Exit::Signal(_)), "{:?}", spin.exit);
+        assert_eq!(spin.exit, Exit::Signal(24));
         assert!(!spin.timed_out);
     }
 

@@ -122,7 +122,7 @@ impl Settings {
 pub fn over_own_hard_limits(limits: &Limits) -> Vec<&'static str> {
     use rustix::process::{Resource, getrlimit};
     [
-        ("SKILL_CPU_SECONDS", Resource::Cpu, limits.cpu_seconds),
+        ("SKILL_CPU_SECONDS", Resource::Cpu, limits.cpu_hard_seconds()),
         ("SKILL_ADDRESS_SPACE_BYTES", Resource::As, limits.address_space_bytes),
         ("SKILL_OPEN_FILES", Resource::Nofile, limits.open_files),
         ("SKILL_PROCESSES", Resource::Nproc, limits.processes),
