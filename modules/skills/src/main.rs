@@ -9,6 +9,7 @@
 mod arguments;
 mod catalog;
 mod followed;
+mod interpreters;
 mod runner;
 mod scrub;
 mod serve;

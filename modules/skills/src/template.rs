@@ -2,12 +2,15 @@
 //! replaces its placeholder inside one word, so it can never add words,
 //! pipes, redirections or substitutions. A value that would start a word
 //! with `-` (and so be read as an option) is refused unless its argument
-//! allows it or the word comes after a literal `--` word.
+//! allows it or the word comes after a literal `--` word. A placeholder in
+//! code an interpreter runs (`sh -c '... {p}'`) is refused at load.
 
 use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
 use regex::Regex;
+
+use crate::interpreters::{CodeWord, value_as_code};
 
 /// The kernel's limit on one argument (`MAX_ARG_STRLEN`, 128 KiB), less
 /// its terminating NUL byte.
@@ -29,6 +32,17 @@ pub enum TemplateError {
     /// The model would choose the program.
     #[error("the program (the first word, `{0}`) cannot contain a placeholder")]
     PlaceholderProgram(String),
+    /// A value would be code an interpreter runs (`sh -c '... {p} ...'`).
+    #[error(
+        "the word `{word}` is code that `{program}` runs, so a value in it would be code too; pass the value as an \
+         argument of its own after the code (`sh -c 'grep -- \"$1\" data.txt' sh {{p}}`) or call a script"
+    )]
+    ValueAsCode {
+        /// The interpreter, as the template writes it.
+        program: String,
+        /// The word with the placeholder.
+        word: String,
+    },
 }
 
 /// Why a call's value cannot be put into the command line.
@@ -130,16 +144,15 @@ impl CommandTemplate {
     /// Splits `command` into words with shell-words rules (quotes and
     /// backslashes group; nothing is expanded) and finds the placeholders.
     pub fn parse(command: &str) -> Result<Self, TemplateError> {
-        let words: Vec<Word> = shell_words::split(command)
-            .map_err(|e| TemplateError::Split(e.to_string()))?
-            .iter()
-            .map(|word| Word::parse(word))
-            .collect();
-        let program = words.first().ok_or(TemplateError::Empty)?;
-        if program.placeholders().next().is_some() {
-            return Err(TemplateError::PlaceholderProgram(shell_words::split(command).unwrap_or_default()[0].clone()));
+        let split = shell_words::split(command).map_err(|e| TemplateError::Split(e.to_string()))?;
+        let program = split.first().ok_or(TemplateError::Empty)?;
+        if PLACEHOLDER.is_match(program) {
+            return Err(TemplateError::PlaceholderProgram(program.clone()));
         }
-        Ok(Self { words })
+        if let Some(CodeWord { program, word }) = value_as_code(&split, |word| PLACEHOLDER.is_match(word)) {
+            return Err(TemplateError::ValueAsCode { program, word });
+        }
+        Ok(Self { words: split.iter().map(|word| Word::parse(word)).collect() })
     }
 
     /// The placeholders, each once, in order of first appearance.
@@ -299,6 +312,10 @@ mod tests {
         assert!(matches!(CommandTemplate::parse("run 'open"), Err(TemplateError::Split(_))));
         assert_eq!(CommandTemplate::parse("  "), Err(TemplateError::Empty));
         assert!(matches!(CommandTemplate::parse("{tool} x"), Err(TemplateError::PlaceholderProgram(_))));
+        let code = CommandTemplate::parse("sh -c 'grep {p} data.txt | head'").unwrap_err();
+        let expected = TemplateError::ValueAsCode { program: "sh".into(), word: "grep {p} data.txt | head".into() };
+        assert_eq!(code, expected);
+        assert!(code.to_string().contains("pass the value as an argument of its own"), "{code}");
         let template = CommandTemplate::parse("echo --x={v}").unwrap();
         assert_eq!(template.argv(|_| Some("a\0b".into()), |_| false), Err(ValueError::Nul("v".into())));
         let long = "a".repeat(MAX_ARGUMENT_BYTES - 3);
