@@ -115,10 +115,17 @@ pub fn input_schema(arguments: &[Argument]) -> Value {
     })
 }
 
-/// A validated argument's value as the text of its command-line word.
-pub fn as_word(value: &Value) -> String {
+/// A validated argument's value as the text of its command-line word. An
+/// `integer` argument may come as a whole number with a fraction part
+/// (`5.0`: JSON Schema counts it as an integer), written without it, as a
+/// script parsing an integer expects.
+pub fn as_word(value: &Value, integer: bool) -> String {
     match value {
         Value::String(text) => text.clone(),
+        Value::Number(number) if integer && number.is_f64() => match number.as_f64() {
+            Some(whole) if whole.is_finite() && whole.fract() == 0.0 => format!("{whole:.0}"),
+            _ => number.to_string(),
+        },
         other => other.to_string(),
     }
 }
@@ -168,7 +175,10 @@ mod tests {
         assert!(schema["properties"]["q"]["description"].as_str().unwrap().starts_with("The q. (one"));
         assert_eq!(schema["properties"]["n"], json!({"type": "integer", "description": "The n."}));
         assert_eq!(schema["properties"]["mode"]["enum"], json!(["a", "b"]));
-        assert_eq!(as_word(&json!("x y")), "x y");
-        assert_eq!((as_word(&json!(5)), as_word(&json!(true))), ("5".to_owned(), "true".to_owned()));
+        assert_eq!(as_word(&json!("x y"), false), "x y");
+        assert_eq!((as_word(&json!(5), true), as_word(&json!(true), false)), ("5".to_owned(), "true".to_owned()));
+        // A whole number with a fraction part: without it for an integer argument only.
+        assert_eq!((as_word(&json!(5.0), true), as_word(&json!(5.0), false)), ("5".to_owned(), "5.0".to_owned()));
+        assert_eq!(as_word(&json!(-1e20), true), "-100000000000000000000");
     }
 }

@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
-use crate::arguments::as_word;
+use crate::arguments::{ArgType, as_word};
 use crate::catalog::SkillTool;
 use crate::settings::over_own_hard_limits;
 use crate::slots::RunSlots;
@@ -43,7 +43,10 @@ pub async fn run(tool: &SkillTool, arguments: Map<String, Value>, slots: &RunSlo
     let argv = tool
         .template
         .argv(
-            |name| arguments.get(name).filter(|v| !v.is_null()).map(as_word),
+            |name| {
+                let integer = tool.arguments.iter().any(|a| a.name == name && a.kind == ArgType::Integer);
+                arguments.get(name).filter(|v| !v.is_null()).map(|value| as_word(value, integer))
+            },
             |name| tool.arguments.iter().any(|argument| argument.name == name && argument.may_start_with_dash),
         )
         .map_err(|error| ToolError::invalid_arguments(error.to_string()))?;

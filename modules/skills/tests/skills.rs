@@ -322,6 +322,14 @@ async fn fifty_megabytes_of_output_are_cut() {
 }
 
 #[tokio::test]
+async fn a_whole_number_sent_as_a_float_reaches_an_integer_argument_as_an_integer() {
+    let (_dir, module) = start();
+    let result = module.client().call("skills.probe_padded", json!({"pad": 3.0}), None).await;
+    let stdout = result["result"]["stdout"].as_str().unwrap_or_else(|| panic!("{result}"));
+    assert!(stdout.starts_with("...[redacted]y"), "{result}");
+}
+
+#[tokio::test]
 async fn output_cut_short_is_text_even_when_it_parses_as_json() {
     let (_dir, module) = start();
     let result = module.client().call_ok("skills.probe_digits", json!({}), None).await;
