@@ -57,9 +57,19 @@ pub struct Scrubber {
 
 impl Scrubber {
     /// A scrubber for these secret values (the skill's allow-listed
-    /// variables), plus the token shapes every scrubber knows.
+    /// variables), plus the token shapes every scrubber knows. A value with
+    /// whitespace around it (a token file's newline) is looked for trimmed
+    /// too, as a script that uses it prints it.
     pub fn new(secrets: impl IntoIterator<Item = String>) -> Self {
-        Self { secrets: secrets.into_iter().filter(|s| s.trim().chars().count() >= MIN_SECRET_CHARS).collect() }
+        let mut kept = Vec::new();
+        for secret in secrets.into_iter().filter(|s| s.trim().chars().count() >= MIN_SECRET_CHARS) {
+            let trimmed = secret.trim();
+            if trimmed.len() < secret.len() {
+                kept.push(trimmed.to_owned());
+            }
+            kept.push(secret);
+        }
+        Self { secrets: kept }
     }
 
     /// How many bytes past a cap must be read for [`Self::scrub_capped`] to
@@ -198,6 +208,9 @@ mod tests {
     fn secret_values_are_redacted() {
         let scrubber = Scrubber::new(["s3cr3t-value".to_owned(), "ab".to_owned()]);
         assert_eq!(scrubber.scrub("token is s3cr3t-value, ab"), "token is [redacted], ab");
+        // A value with a newline at its end, printed without it.
+        let padded = Scrubber::new([" tk-0123456789\n".to_owned()]);
+        assert_eq!(padded.scrub("got tk-0123456789."), "got [redacted].");
     }
 
     #[test]
