@@ -16,6 +16,10 @@ use crate::interpreters::{CodeWord, value_as_code};
 /// its terminating NUL byte.
 pub const MAX_ARGUMENT_BYTES: usize = 128 * 1024 - 1;
 
+/// The most placeholders (each occurrence) one command may hold: loading
+/// a tool and building its argv look each up among the others.
+pub const MAX_PLACEHOLDERS: usize = 100;
+
 /// `{name}`: a placeholder; any other brace is literal text.
 static PLACEHOLDER: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\{([A-Za-z_][A-Za-z0-9_]*)\}").expect("a valid pattern"));
@@ -32,6 +36,9 @@ pub enum TemplateError {
     /// The model would choose the program.
     #[error("the program (the first word, `{0}`) cannot contain a placeholder")]
     PlaceholderProgram(String),
+    /// More placeholders than [`MAX_PLACEHOLDERS`].
+    #[error("has {0} placeholders, more than the {MAX_PLACEHOLDERS} a command may hold")]
+    TooManyPlaceholders(usize),
     /// A value would be code an interpreter runs (`sh -c '... {p} ...'`).
     #[error(
         "the word `{word}` is code that `{program}` runs, so a value in it would be code too; pass the value as an \
@@ -148,6 +155,10 @@ impl CommandTemplate {
         let program = split.first().ok_or(TemplateError::Empty)?;
         if PLACEHOLDER.is_match(program) {
             return Err(TemplateError::PlaceholderProgram(program.clone()));
+        }
+        let count: usize = split.iter().map(|word| PLACEHOLDER.find_iter(word).count()).sum();
+        if count > MAX_PLACEHOLDERS {
+            return Err(TemplateError::TooManyPlaceholders(count));
         }
         if let Some(CodeWord { program, word }) = value_as_code(&split, |word| PLACEHOLDER.is_match(word)) {
             return Err(TemplateError::ValueAsCode { program, word });
@@ -312,6 +323,9 @@ mod tests {
         assert!(matches!(CommandTemplate::parse("run 'open"), Err(TemplateError::Split(_))));
         assert_eq!(CommandTemplate::parse("  "), Err(TemplateError::Empty));
         assert!(matches!(CommandTemplate::parse("{tool} x"), Err(TemplateError::PlaceholderProgram(_))));
+        let many = |count: usize| format!("run{}", (0..count).map(|n| format!(" {{p{n}}}")).collect::<String>());
+        assert_eq!(CommandTemplate::parse(&many(MAX_PLACEHOLDERS)).unwrap().placeholders().len(), MAX_PLACEHOLDERS);
+        assert_eq!(CommandTemplate::parse(&many(MAX_PLACEHOLDERS + 1)), Err(TemplateError::TooManyPlaceholders(101)));
         let code = CommandTemplate::parse("sh -c 'grep {p} data.txt | head'").unwrap_err();
         let expected = TemplateError::ValueAsCode { program: "sh".into(), word: "grep {p} data.txt | head".into() };
         assert_eq!(code, expected);
