@@ -124,8 +124,9 @@ fn run_error(tool: &SkillTool, program: &str, error: &RunError) -> ToolError {
     }
 }
 
-/// A program word with a slash is a path inside the skill's directory;
-/// a bare name is looked up in the allow-listed `PATH`.
+/// A program word with a slash is a path: a relative one from the skill's
+/// directory, an absolute one as written; a bare name is looked up in the
+/// allow-listed `PATH`.
 fn program_path(directory: &Path, program: &str) -> std::ffi::OsString {
     if program.contains('/') { directory.join(program).into_os_string() } else { program.into() }
 }
@@ -155,6 +156,8 @@ mod tests {
     fn helpers() {
         assert_eq!(program_path(Path::new("/s"), "scripts/a.py"), "/s/scripts/a.py");
         assert_eq!(program_path(Path::new("/s"), "python3"), "python3");
+        assert_eq!(program_path(Path::new("/s"), "/usr/bin/python3"), "/usr/bin/python3");
+        assert_eq!(program_path(Path::new("/s"), "../shared/x"), "/s/../shared/x");
         assert_eq!(stderr_tail("  \n"), "");
         assert_eq!(stderr_tail(&format!("{}end\n", "x".repeat(1000))).chars().count(), 600 + 20);
         let ten = std::time::Duration::from_secs(10);
