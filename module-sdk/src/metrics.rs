@@ -78,7 +78,10 @@ impl CallMetrics {
     }
 
     /// The metrics of the tool `tool`, created now (with a zero for every
-    /// outcome, so dashboards see the series before the first failure).
+    /// outcome, so dashboards see the series before the first failure): a
+    /// counter for each outcome (`success`, each [`ErrorKind`],
+    /// [`CANCELLED_OUTCOME`]: a fixed set), one histogram and one gauge, and
+    /// no other series ever.
     pub fn tool(&self, tool: &str) -> ToolMetrics {
         let outcome =
             |outcome: &'static str| self.calls.get_or_create(&OutcomeLabels { tool: tool.to_owned(), outcome }).clone();
@@ -90,6 +93,19 @@ impl CallMetrics {
             duration: self.durations.get_or_create(&label).clone(),
             in_flight: self.in_flight.get_or_create(&label).clone(),
         }))
+    }
+
+    /// Removes every series of `tool` ([`CallMetrics::tool`]'s), for a
+    /// server whose tools change: a gone tool's series leave `/metrics`. A
+    /// [`ToolMetrics`] of it still held (a call in flight) counts on unseen.
+    pub fn remove_tool(&self, tool: &str) {
+        let outcomes = ["success", CANCELLED_OUTCOME].into_iter().chain(ErrorKind::ALL.map(ErrorKind::as_str));
+        for outcome in outcomes {
+            self.calls.remove(&OutcomeLabels { tool: tool.to_owned(), outcome });
+        }
+        let label = ToolLabel { tool: tool.to_owned() };
+        self.durations.remove(&label);
+        self.in_flight.remove(&label);
     }
 
     /// The registry, for a server that adds metrics of its own.
@@ -211,5 +227,29 @@ mod tests {
         greet.start().cancel();
         assert!(metrics.encode().contains(r#"tool_calls_total{tool="demo.greet",outcome="cancelled"} 2"#));
         assert!(metrics.encode().ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn a_tool_has_a_series_per_outcome_and_removing_it_removes_them_all() {
+        // `success`, each error kind, `cancelled`.
+        const OUTCOMES: usize = ErrorKind::ALL.len() + 2;
+        let metrics = CallMetrics::new();
+        let (gone, kept) = (metrics.tool("demo.gone"), metrics.tool("demo.kept"));
+        gone.start().finish(None);
+        kept.start().finish(None);
+        let series = |text: &str, tool: &str| {
+            let label = format!("tool=\"{tool}\"");
+            text.lines().filter(|line| !line.starts_with('#') && line.contains(&label)).count()
+        };
+        let text = metrics.encode();
+        // The outcomes, the histogram's 18 buckets, sum and count, the gauge.
+        assert_eq!(series(&text, "demo.gone"), OUTCOMES + 18 + 2 + 1, "{text}");
+        metrics.remove_tool("demo.gone");
+        let text = metrics.encode();
+        assert_eq!(series(&text, "demo.gone"), 0, "{text}");
+        assert_eq!(series(&text, "demo.kept"), OUTCOMES + 18 + 2 + 1, "{text}");
+        // A call still holding the gone tool's metrics counts unseen, and finishes.
+        gone.start().finish(None);
+        assert_eq!(series(&metrics.encode(), "demo.gone"), 0);
     }
 }
