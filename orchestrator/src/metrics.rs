@@ -9,7 +9,7 @@
 //! has is counted under `tool="unknown"`.
 
 use crate::NameMap;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -24,7 +24,7 @@ use prometheus_client::metrics::gauge::Gauge;
 
 use crate::auth::Authorized;
 use crate::http::AppState;
-use crate::registry::{ModuleState, ModuleStatus};
+use crate::registry::{ModuleState, ModuleStatus, Registry};
 
 /// The label of a per-module series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -144,6 +144,39 @@ impl Metrics {
         tools.entry(tool.to_owned()).or_insert_with(|| self.calls.tool(tool)).start()
     }
 
+    /// Removes the series of every tool for which `exists` (given the
+    /// `module.tool` name) says false, but the `tools.search` meta-tool's, so
+    /// that tools that come and go (a module redeployed without some, an MCP
+    /// server renaming its tools) do not grow `/metrics` and memory for ever.
+    /// A tool has a bounded set of series, one per outcome ([`CallMetrics::tool`]).
+    pub fn retain_tools(&self, exists: impl Fn(&str) -> bool) {
+        let mut tools = self.tools.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        tools.retain(|name, _| {
+            let kept = exists(name) || crate::tool_search::is_meta_tool(name);
+            if !kept {
+                self.calls.remove_tool(name);
+            }
+            kept
+        });
+    }
+
+    /// Follows `registry`'s generations for as long as it publishes them,
+    /// and [removes](Self::retain_tools) the series of the tools each new
+    /// snapshot no longer has, also those a call of a just-gone tool made
+    /// again meanwhile. It runs in a task of its own, once per generation:
+    /// a call's cost is unchanged, but for a wait on its short pass over the
+    /// tools called so far.
+    pub fn spawn_retaining(self: &Arc<Self>, registry: &Arc<Registry>) {
+        let (metrics, registry) = (Arc::clone(self), Arc::clone(registry));
+        let mut generations = registry.subscribe();
+        tokio::spawn(async move {
+            while generations.changed().await.is_ok() {
+                let snapshot = registry.snapshot();
+                metrics.retain_tools(|name| snapshot.tool(name).is_some());
+            }
+        });
+    }
+
     /// Counts a call that asked for approval: `pending`, `refused` (a
     /// budget or access refusal) or `error` (the store failed).
     pub fn approval_requested(&self, outcome: &'static str) {
@@ -233,5 +266,26 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing from\n{text}");
         }
+    }
+
+    #[test]
+    fn the_series_of_tools_gone_are_removed_and_come_back_with_their_tool() {
+        let metrics = Metrics::new(&RegistryMetrics::default());
+        for tool in ["files.read", "files.old", crate::tool_search::META_TOOL] {
+            metrics.start_call(Some(tool)).finish(None);
+        }
+        metrics.start_call(None).finish(Some(ErrorKind::UnknownTool));
+        metrics.retain_tools(|name| name == "files.read");
+        let text = metrics.encode(&[]);
+        assert!(!text.contains("files.old"), "{text}");
+        for kept in ["files.read", crate::tool_search::META_TOOL, UNKNOWN_TOOL_LABEL] {
+            assert!(
+                text.contains(&format!(r#"tool_calls_total{{tool="{kept}",outcome="success"}}"#)),
+                "{kept}: {text}"
+            );
+        }
+        // The tool is back (its module returned): counted from zero again.
+        metrics.start_call(Some("files.old")).finish(None);
+        assert!(metrics.encode(&[]).contains(r#"tool_calls_total{tool="files.old",outcome="success"} 1"#));
     }
 }

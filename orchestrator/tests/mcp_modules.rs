@@ -358,8 +358,9 @@ async fn a_silent_server_times_out_a_huge_tool_list_is_refused_and_credentials_s
 }
 
 /// A hand-written MCP server (2025-11-25, with a session): `tools/list`
-/// lists `first`, and `second` once `POST /change` was called, which also
-/// sends `notifications/tools/list_changed` on the session's event stream;
+/// lists `first`, then `first` and `second` once `POST /change` was called,
+/// then only `second` after another; each change also sends
+/// `notifications/tools/list_changed` on the session's event stream;
 /// `tools/call` of `second` never answers, of anything else answers "done".
 fn changing_server() -> ModuleServer {
     let version = Arc::new(AtomicUsize::new(0));
@@ -376,7 +377,8 @@ fn changing_server() -> ModuleServer {
                     "serverInfo": {"name": "changing", "version": "1.0.0"}
                 }),
                 Some("tools/list") if version == 0 => json!({"tools": [tool("first")]}),
-                Some("tools/list") => json!({"tools": [tool("first"), tool("second")]}),
+                Some("tools/list") if version == 1 => json!({"tools": [tool("first"), tool("second")]}),
+                Some("tools/list") => json!({"tools": [tool("second")]}),
                 Some("tools/call") if request["params"]["name"] == "second" => std::future::pending().await,
                 Some("tools/call") => json!({"content": [{"type": "text", "text": "done"}]}),
                 _ => return StatusCode::ACCEPTED.into_response(),
@@ -407,7 +409,7 @@ fn changing_server() -> ModuleServer {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn list_changed_discovers_again_and_a_call_past_its_time_is_a_timeout() {
+async fn list_changed_discovers_again_a_call_past_its_time_is_a_timeout_and_gone_tools_leave_metrics() {
     let server = changing_server();
     let services = json!({"changing": format!("mcp+{}/mcp", server.url())}).to_string();
     let orchestrator =
@@ -443,6 +445,19 @@ async fn list_changed_discovers_again_and_a_call_past_its_time_is_a_timeout() {
     }
     let hung = execute(&orchestrator, "changing.second", json!({}), "user").await;
     assert_eq!(error_kind(&hung), "timeout", "DEFAULT_TOOL_TIMEOUT ran out: {hung}");
+
+    // `first` goes: its series leave /metrics, `second`'s stay.
+    let first = r#"tool_calls_total{tool="changing.first",outcome="success"} 3"#;
+    assert!(orchestrator.metrics().await.lines().any(|line| line == first), "counted at every door");
+    reqwest::Client::new().post(format!("{}/change", server.url())).send().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while orchestrator.metrics().await.contains("changing.first") {
+        assert!(Instant::now() < deadline, "a gone tool's series stayed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(orchestrator.tool_names("permission=user").await, ["changing.second"]);
+    let text = orchestrator.metrics().await;
+    assert!(text.contains(r#"tool_calls_total{tool="changing.second",outcome="timeout"} 1"#), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
