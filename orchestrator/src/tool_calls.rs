@@ -112,8 +112,8 @@ async fn off_thread<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static
     tokio::task::spawn_blocking(work).await.unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()))
 }
 
-/// Runs one call read from the message, or answers the failed result that
-/// says why it cannot be run (the same one the library's callers get).
+/// Runs one call read from the message, or answers (and counts) the failed
+/// result that says why it cannot be run (the same one the library's callers get).
 async fn run_one(
     orchestrator: &Orchestrator,
     identity: &Identity,
@@ -124,7 +124,12 @@ async fn run_one(
 ) -> CallOutcome {
     let (tool_name, arguments) = match requested.executable() {
         Ok(runnable) => runnable,
-        Err(refused) => return CallOutcome { result: *refused, pending: None },
+        Err(refused) => {
+            // Counted as `/execute` counts a call it refuses: a name that maps
+            // to no tool under `tool="unknown"`, never under the model's text.
+            orchestrator.metrics.start_call(requested.tool_name.as_deref()).finish(refused.error_kind);
+            return CallOutcome { result: *refused, pending: None };
+        }
     };
     let approved = approved_tools.iter().any(|approved| approved == tool_name);
     let provider_call = Some(ProviderCall::new(format.as_str(), requested));

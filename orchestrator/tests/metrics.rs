@@ -1,15 +1,20 @@
 //! `GET /metrics` of a real orchestrator: routed calls by tool and outcome,
-//! module states, discovery failures, cache lookups and approvals, for the
-//! service token only, bounded against made-up tool names, and scraped by a
-//! real `prometheus`.
+//! module states, discovery failures, cache lookups and approvals (decided
+//! at `/approvals` and over `/mcp`), for the service token only, bounded
+//! against made-up tool names (at `/execute`, `/v1/tool-calls` and `/mcp`),
+//! and scraped by a real `prometheus`.
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::identities::{TestKey, keys_file};
 use common::modules::approval_module;
 use common::{ModuleServer, OrchestratorProcess, free_port, module_services};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, ProtocolVersion};
+use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::json;
 use test_support::{PrometheusServer, ScrapeTarget};
 
@@ -55,6 +60,33 @@ async fn routed_calls_states_and_approvals_are_counted_and_scraped_by_prometheus
     assert_eq!((status, &pending["error_kind"]), (200, &json!("permission_denied")), "{pending}");
     let (_, listed) = orchestrator.get_with("/approvals", Some(&root.key)).await;
     let id = listed["approvals"][0]["id"].as_str().unwrap().to_owned();
+    // Made-up names at /v1/tool-calls and /mcp count as unknown too, never under their own name.
+    let message = json!({"role": "assistant", "content": null, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "bank__made_up_model", "arguments": "{}"}}
+    ]});
+    let request = json!({"user_id": "ada", "user_permission": "user", "message": message});
+    let (status, answer) = orchestrator.post("/v1/tool-calls?format=openai", &request).await;
+    assert_eq!(status, 200, "{answer}");
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", orchestrator.url)).auth_header(ada.key.clone());
+    let recent = ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+    let client = serve_client_with_lifecycle((), test_support::mcp_client::transport(config), recent).await.unwrap();
+    let made_up = client.call_tool(CallToolRequestParams::new("bank__made_up_mcp")).await;
+    assert!(made_up.unwrap_err().to_string().contains("no tool named"));
+    // Confirmations over /mcp that cannot decide are refusals, as at POST /approvals/{id}:
+    // an approval that does not exist, and one of another tool's call.
+    let confirmed =
+        BTreeMap::from([("approval".to_owned(), json!({"action": "accept", "content": {"approve": true}}))]);
+    for (tool, state) in [("bank__transfer", "no-such-approval"), ("bank__echo", id.as_str())] {
+        let retry = CallToolRequestParams::new(tool).with_request_state(state).with_input_responses(confirmed.clone());
+        let refused = match client.call_tool_once(retry).await {
+            Ok(CallToolResponse::Complete(result)) => result.is_error == Some(true),
+            Ok(_) => false,
+            Err(_) => true,
+        };
+        assert!(refused, "{tool} with {state} decides nothing");
+    }
+    client.cancel().await.unwrap();
     let (status, _) =
         orchestrator.post_with(&format!("/approvals/{id}"), Some(&root.key), &json!({"decision": "deny"})).await;
     assert_eq!(status, 200);
@@ -73,7 +105,7 @@ async fn routed_calls_states_and_approvals_are_counted_and_scraped_by_prometheus
     let expected = [
         (r#"tool_calls_total{tool="bank.echo",outcome="success"}"#, 3.0),
         (r#"tool_calls_total{tool="bank.echo",outcome="invalid_arguments"}"#, 1.0),
-        (r#"tool_calls_total{tool="unknown",outcome="unknown_tool"}"#, 50.0),
+        (r#"tool_calls_total{tool="unknown",outcome="unknown_tool"}"#, 52.0),
         (r#"tool_calls_total{tool="bank.transfer",outcome="invalid_arguments"}"#, 1.0),
         (r#"tool_call_duration_seconds_count{tool="bank.echo"}"#, 4.0),
         (r#"tool_calls_in_flight{tool="bank.echo"}"#, 0.0),
@@ -82,10 +114,16 @@ async fn routed_calls_states_and_approvals_are_counted_and_scraped_by_prometheus
         (r#"orchestrator_module_state{module="gone",state="up"}"#, 0.0),
         (r#"orchestrator_approvals_requested_total{outcome="pending"}"#, 1.0),
         (r#"orchestrator_approvals_decided_total{outcome="denied"}"#, 1.0),
+        (r#"orchestrator_approvals_decided_total{outcome="refused"}"#, 2.0),
     ];
-    for (series, value) in expected {
-        assert_eq!(sample(&text, series), Some(value), "{series} in\n{text}");
-    }
+    let wrong: Vec<_> = expected
+        .iter()
+        .filter_map(|(series, value)| {
+            let found = sample(&text, series);
+            (found != Some(*value)).then(|| format!("{series}: {found:?}, not {value}"))
+        })
+        .collect();
+    assert!(wrong.is_empty(), "{wrong:#?} in\n{text}");
     let failures = sample(&text, r#"orchestrator_discovery_failures_total{module="gone"}"#);
     assert!(failures.is_some_and(|n| n >= 1.0), "{text}");
     let misses = sample(&text, r#"orchestrator_manifest_cache_lookups_total{outcome="miss"}"#);

@@ -606,7 +606,7 @@ pub async fn decide_to_the_end(
     let deciding = tokio::spawn(RequestTrace::current().scope(async move {
         let outcome =
             orchestrator.approvals.decide(&identity, &owned_id, decision, reason, &orchestrator.executor).await;
-        orchestrator.metrics.approval_decided(decision_outcome(&outcome, decision));
+        count_decision(&orchestrator, outcome.as_ref().map(|_| decision));
         outcome
     }));
     deciding.await.unwrap_or_else(|stopped| {
@@ -615,14 +615,18 @@ pub async fn decide_to_the_end(
     })
 }
 
-/// The `outcome` label of `orchestrator_approvals_decided` for a decision's outcome.
-fn decision_outcome(outcome: &Result<Approval, ApprovalError>, decision: Decision) -> &'static str {
-    match (outcome, decision) {
-        (Ok(_), Decision::Approve) => "approved",
-        (Ok(_), Decision::Deny) => "denied",
-        (Err(ApprovalError::Store(_) | ApprovalError::Interrupted { .. }), _) => "error",
-        (Err(_), _) => "refused",
-    }
+/// Counts in `orchestrator_approvals_decided` a decision taken (`Ok`) or
+/// refused or failed (`Err`): what every way of deciding approvals counts
+/// through (`POST /approvals/{id}`, `/mcp`'s confirmations), refusals
+/// before [`decide_to_the_end`] included.
+pub(crate) fn count_decision(orchestrator: &Orchestrator, outcome: Result<Decision, &ApprovalError>) {
+    let label = match outcome {
+        Ok(Decision::Approve) => "approved",
+        Ok(Decision::Deny) => "denied",
+        Err(ApprovalError::Store(_) | ApprovalError::Interrupted { .. }) => "error",
+        Err(_) => "refused",
+    };
+    orchestrator.metrics.approval_decided(label);
 }
 
 /// The result the model gets while its call waits for the user.

@@ -23,7 +23,7 @@ use time::format_description::well_known::Rfc3339;
 use unicode_general_category::{GeneralCategory, get_general_category};
 
 use crate::app::Orchestrator;
-use crate::approvals::{Approval, Decision, decide_to_the_end};
+use crate::approvals::{Approval, ApprovalError, Decision, count_decision, decide_to_the_end};
 use crate::identity::Identity;
 
 /// The key of the confirmation in `inputRequests` and `inputResponses`.
@@ -145,13 +145,19 @@ pub async fn resume(
         true => (Decision::Approve, None),
         false => (Decision::Deny, Some("declined in the MCP client".to_owned())),
     };
+    // Refusals here are counted as `POST /approvals/{id}` counts its own.
     match orchestrator.approvals.get_for(identity, state, &orchestrator.executor).await {
         Ok(approval) if approval.tool_name != tool.full_name => {
+            // For this tool, the state names no approval.
+            count_decision(orchestrator, Err(&ApprovalError::NotFound(state.to_owned())));
             let message = format!("requestState `{state}` belongs to a call of `{}`", approval.tool_name);
             return Err(ErrorData::invalid_params(message, None));
         }
         Ok(_) => {}
-        Err(error) => return Ok(CallToolResult::error(vec![ContentBlock::text(error.to_string())])),
+        Err(error) => {
+            count_decision(orchestrator, Err(&error));
+            return Ok(CallToolResult::error(vec![ContentBlock::text(error.to_string())]));
+        }
     }
     let outcome = decide_to_the_end(orchestrator, identity, state, decision, reason).await;
     Ok(match outcome {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::request::Parts;
+use module_sdk::ErrorKind;
 use module_sdk::mcp::{USER_ID_META_KEY, shown};
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CancelTaskParams, ContentBlock, ErrorCode, GetTaskParams,
@@ -190,6 +191,8 @@ impl ServerHandler for FleetMcp {
         let trace = trace.or_callers(meta_trace.or_else(|| context.meta.get_traceparent()));
         let tools = self.tools(caller);
         let Some(tool) = tools.get(&request.name) else {
+            // Counted under `tool="unknown"`, as `/execute` counts it: never under the client's text.
+            self.orchestrator.metrics.start_call(None).finish(Some(ErrorKind::UnknownTool));
             let message = format!(
                 "no tool named `{}` among this caller's tools; tools/list gives them (named module__tool)",
                 shown(&request.name)
