@@ -45,9 +45,9 @@ impl BodyLimit for AppState {
 }
 
 /// The API over `orchestrator`: its routes inside the checks every request
-/// passes first (no state-changing request from another site, a body sent
-/// as JSON, the request's trace, and bodies without a declared length
-/// stopped at `MAX_BODY_BYTES`). The checks wrap
+/// passes first (a `Host` it answers, no state-changing request from
+/// another site, a body sent as JSON, the request's trace, and bodies
+/// without a declared length stopped at `MAX_BODY_BYTES`). The checks wrap
 /// the router once: `Router::layer` would wrap every route in a boxed
 /// service cloned for each request.
 pub fn router(
@@ -66,9 +66,9 @@ pub fn router(
         .service(ExecuteFirst { execute, others })
 }
 
-/// The hosts browsers' state-changing requests must name (see
-/// [`crate::same_origin`]): `MCP_ALLOWED_HOSTS` when set; else, in
-/// development mode, the loopback names and the `HOST` address; else any.
+/// The hosts requests must name (see [`crate::same_origin`]):
+/// `MCP_ALLOWED_HOSTS` when set; else, in development mode, the loopback
+/// names and the `HOST` address; else any.
 fn allowed_hosts(orchestrator: &Orchestrator) -> AllowedHosts {
     let listed = &orchestrator.config.mcp.transport.allowed_hosts;
     if !listed.is_empty() {

@@ -14,13 +14,13 @@
 //! header, when there is one, must name the request's own `Host`.
 //!
 //! That does not stop DNS rebinding: a page whose own name was made to
-//! resolve to the orchestrator's address is the same origin to the browser.
-//! So, given a list of allowed hosts ([`AllowedHosts`]: `MCP_ALLOWED_HOSTS`,
-//! or in development mode the loopback names and the listening address), a
-//! state-changing request a browser made (one with `Origin` or
-//! `Sec-Fetch-Site`) must also name one of them in its `Host`. Clients that
-//! are not browsers are not held to it: rebinding needs a browser, and they
-//! can send any `Host` anyway.
+//! resolve to the orchestrator's address is the same origin to the browser,
+//! and its reads (`GET /approvals`) carry neither header. So, given a list
+//! of allowed hosts ([`AllowedHosts`]: `MCP_ALLOWED_HOSTS`, or in
+//! development mode the loopback names and the listening address), every
+//! request, whatever its method and headers, must name one of them in its
+//! `Host`; only `/health` (probes name any address) and the console's files
+//! (no data in them) are served whatever it names.
 
 use std::future::{Ready, ready};
 use std::net::IpAddr;
@@ -38,8 +38,8 @@ use tower::{Layer, Service};
 /// The header a browser tells the relation of the page to the target with.
 const SEC_FETCH_SITE: &str = "sec-fetch-site";
 
-/// The host names (with a port, or any port) a browser's state-changing
-/// request must name in its `Host`; empty allows any.
+/// The host names (with a port, or any port) a request must name in its
+/// `Host`; empty allows any.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AllowedHosts(Arc<[(String, Option<u16>)]>);
 
@@ -90,11 +90,10 @@ fn authority(text: &str) -> Option<(String, Option<u16>)> {
     Some((host.trim_matches(['[', ']']).to_ascii_lowercase(), port))
 }
 
-/// Refuses state-changing requests from other sites, and browsers'
-/// state-changing requests naming a host not in its [`AllowedHosts`], with
-/// `403` and a JSON error (see the module's documentation); the request
-/// otherwise goes on to the inner service's own future, with nothing boxed
-/// or cloned.
+/// Refuses requests naming a host not in its [`AllowedHosts`], and
+/// state-changing requests from other sites, with `403` and a JSON error
+/// (see the module's documentation); the request otherwise goes on to the
+/// inner service's own future, with nothing boxed or cloned.
 #[derive(Debug, Clone, Default)]
 pub struct SameOriginLayer(pub AllowedHosts);
 
@@ -130,23 +129,26 @@ where
     }
 }
 
-/// The `403` for a request that may change something and comes from a page
-/// of another origin, or from a browser naming a host `hosts` does not
-/// allow; `None` when it may go on.
+/// The paths served whatever `Host` a request names: liveness (a probe
+/// names the pod's address) and the console's files, which hold no data.
+const ANY_HOST_PATHS: [&str; 4] = ["/health", "/", "/console.css", "/console.js"];
+
+/// The `403` for a request naming a host `hosts` does not allow (but to
+/// [`ANY_HOST_PATHS`]), or one that may change something and comes from a
+/// page of another origin; `None` when it may go on.
 fn cross_site_refusal(method: &Method, path: &str, headers: &HeaderMap, hosts: &AllowedHosts) -> Option<Response> {
-    if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) || path == "/mcp" {
-        return None;
-    }
-    let from_browser = headers.contains_key(SEC_FETCH_SITE) || headers.contains_key(ORIGIN);
-    if from_browser && !hosts.allow(headers.get(HOST)) {
+    if !hosts.allow(headers.get(HOST)) && !ANY_HOST_PATHS.contains(&path) {
         let host = headers.get(HOST).map_or("(none)", |host| host.to_str().unwrap_or("(not text)"));
         let message = format!(
-            "request refused: `Host: {host}` is not a host this orchestrator answers browsers' changes for \
-             (MCP_ALLOWED_HOSTS; in development mode, by default, localhost, 127.0.0.1, [::1] and its HOST \
-             address), so a page of another site that made its own name resolve to this address (DNS rebinding) \
-             cannot drive it; open the console at one of those, or list the host in MCP_ALLOWED_HOSTS"
+            "request refused: `Host: {host}` is not a host this orchestrator answers (MCP_ALLOWED_HOSTS; in \
+             development mode, by default, localhost, 127.0.0.1, [::1] and its HOST address), so a page of another \
+             site that made its own name resolve to this address (DNS rebinding) can neither read nor change \
+             anything; reach it at one of those, or list the host in MCP_ALLOWED_HOSTS"
         );
         return Some(error_response(StatusCode::FORBIDDEN, message));
+    }
+    if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) || path == "/mcp" {
+        return None;
     }
     let from = match headers.get(SEC_FETCH_SITE) {
         Some(site) if site == "same-origin" || site == "none" => return None,
@@ -187,7 +189,11 @@ mod tests {
     }
 
     fn refused_by(hosts: &AllowedHosts, method: Method, pairs: &[(&str, &str)]) -> bool {
-        cross_site_refusal(&method, "/approvals/x", &headers(pairs), hosts).is_some()
+        refused_at(hosts, method, "/approvals/x", pairs)
+    }
+
+    fn refused_at(hosts: &AllowedHosts, method: Method, path: &str, pairs: &[(&str, &str)]) -> bool {
+        cross_site_refusal(&method, path, &headers(pairs), hosts).is_some()
     }
 
     #[test]
@@ -198,14 +204,24 @@ mod tests {
         assert!(refused_by(&hosts, Method::POST, &rebound));
         assert!(refused_by(&hosts, Method::POST, &[("host", "evil.example"), ("sec-fetch-site", "same-origin")]));
         assert!(refused_by(&hosts, Method::POST, &[("sec-fetch-site", "same-origin")]), "no Host");
+        // Its reads carry neither header; every method and route is held to the list, `/mcp` too.
+        for method in [Method::GET, Method::HEAD, Method::OPTIONS, Method::POST, Method::DELETE] {
+            for path in ["/approvals", "/modules", "/metrics", "/tools", "/openapi.json", "/mcp", "/nowhere"] {
+                assert!(refused_at(&hosts, method.clone(), path, &[("host", "evil.example:8080")]), "{method} {path}");
+            }
+        }
+        assert!(refused_by(&hosts, Method::GET, &[]), "no Host");
+        // But liveness and the console's files, which hold no data.
+        for path in ["/health", "/", "/console.css", "/console.js"] {
+            assert!(!refused_at(&hosts, Method::GET, path, &[("host", "orchestrator:8080")]), "{path}");
+        }
         for own in ["localhost:8080", "LOCALHOST", "127.0.0.1:1", "[::1]:8080", "192.168.1.5:8080"] {
             let origin = format!("http://{own}");
             assert!(!refused_by(&hosts, Method::POST, &[("host", own), ("origin", &origin)]), "{own}");
             assert!(!refused_by(&hosts, Method::DELETE, &[("host", own), ("sec-fetch-site", "same-origin")]));
+            assert!(!refused_by(&hosts, Method::GET, &[("host", own)]), "{own}");
+            assert!(!refused_at(&hosts, Method::POST, "/mcp", &[("host", own)]), "{own}");
         }
-        // Clients that are not browsers, and reads.
-        assert!(!refused_by(&hosts, Method::POST, &[("host", "orchestrator:8080")]));
-        assert!(!refused_by(&hosts, Method::GET, &rebound));
         // Listening on every address adds none; a list with ports holds to them.
         let every = AllowedHosts::development("0.0.0.0".parse().unwrap());
         assert!(refused_by(&every, Method::POST, &[("host", "0.0.0.0:8080"), ("sec-fetch-site", "same-origin")]));
@@ -213,7 +229,10 @@ mod tests {
         assert!(!refused_by(&listed, Method::POST, &[("host", "[::1]:9"), ("sec-fetch-site", "none")]));
         assert!(!refused_by(&listed, Method::POST, &[("host", "orch.example:8443"), ("sec-fetch-site", "none")]));
         assert!(refused_by(&listed, Method::POST, &[("host", "orch.example:8080"), ("sec-fetch-site", "none")]));
+        assert!(refused_by(&listed, Method::GET, &[("host", "orch.example:8080")]));
         assert!(!refused_by(&listed, Method::POST, &[("host", "App.Example:1"), ("sec-fetch-site", "none")]));
+        // With no list, any host (identities configured, no MCP_ALLOWED_HOSTS).
+        assert!(!refused_by(&AllowedHosts::default(), Method::GET, &[("host", "evil.example")]));
         assert!(AllowedHosts::new([]).allow(None), "an empty list allows any host");
     }
 

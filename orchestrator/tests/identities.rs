@@ -321,7 +321,19 @@ async fn post_from(
     token: Option<&str>,
     headers: &[(&str, &str)],
 ) -> (u16, Value) {
-    let mut request = reqwest::Client::new().post(format!("{}{path}", orchestrator.url));
+    send_from(orchestrator, reqwest::Method::POST, path, token, headers).await
+}
+
+/// `method path` with `headers`, no body, and `token` as the bearer: the
+/// status and the JSON answer (`null` when it is none).
+async fn send_from(
+    orchestrator: &OrchestratorProcess,
+    method: reqwest::Method,
+    path: &str,
+    token: Option<&str>,
+    headers: &[(&str, &str)],
+) -> (u16, Value) {
+    let mut request = reqwest::Client::new().request(method, format!("{}{path}", orchestrator.url));
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
@@ -363,7 +375,7 @@ async fn state_changing_requests_from_other_sites_are_refused_in_every_mode() {
 }
 
 #[tokio::test]
-async fn a_dns_rebinding_page_cannot_change_anything_in_development_mode() {
+async fn a_dns_rebinding_page_can_neither_read_nor_change_anything_in_development_mode() {
     let development = OrchestratorProcess::start(&[]);
     let port = development.address().port();
     // The page's own name, made to resolve to the orchestrator: the same
@@ -371,20 +383,37 @@ async fn a_dns_rebinding_page_cannot_change_anything_in_development_mode() {
     let (host, origin) = (format!("evil.example:{port}"), format!("http://evil.example:{port}"));
     let rebound =
         [[("host", host.as_str()), ("origin", origin.as_str())], [("host", &host), ("sec-fetch-site", "same-origin")]];
-    for path in ["/refresh-tools", "/execute", "/approvals/x"] {
+    let refused = |path: &str, (status, answer): (u16, Value)| {
+        assert_eq!(status, 403, "{path}: {answer}");
+        let error = answer["error"].as_str().unwrap();
+        assert!(error.contains(&format!("`Host: {host}`")) && error.contains("MCP_ALLOWED_HOSTS"), "{error}");
+    };
+    for path in ["/refresh-tools", "/execute", "/approvals/x", "/mcp"] {
         for headers in &rebound {
-            let (status, answer) = post_from(&development, path, None, headers).await;
-            assert_eq!(status, 403, "{path} with {headers:?}: {answer}");
-            let error = answer["error"].as_str().unwrap();
-            assert!(error.contains(&format!("`Host: {host}`")) && error.contains("MCP_ALLOWED_HOSTS"), "{error}");
+            refused(path, post_from(&development, path, None, headers).await);
         }
+        refused(path, post_from(&development, path, None, &[("host", &host)]).await);
     }
-    let (own, own_origin) = (format!("localhost:{port}"), format!("http://localhost:{port}"));
+    // Its reads send neither `Origin` nor `Sec-Fetch-Site` (the page's
+    // origin is not a trustworthy one): every approval, with its arguments
+    // and results, the modules, the metrics and the tools would be its.
+    for path in ["/approvals", "/modules", "/metrics", "/tools", "/openapi.json", "/mcp"] {
+        refused(path, send_from(&development, reqwest::Method::GET, path, None, &[("host", &host)]).await);
+    }
+    let own = format!("localhost:{port}");
+    for path in ["/approvals", "/modules", "/metrics", "/tools"] {
+        let (status, answer) = send_from(&development, reqwest::Method::GET, path, None, &[("host", &own)]).await;
+        assert_eq!(status, 200, "{path} at localhost: {answer}");
+    }
+    // Liveness and the console's files are served at any name.
+    for path in ["/health", "/", "/console.js"] {
+        let (status, _) = send_from(&development, reqwest::Method::GET, path, None, &[("host", &host)]).await;
+        assert_eq!(status, 200, "{path}");
+    }
+    let own_origin = format!("http://{own}");
     let (status, answer) =
         post_from(&development, "/refresh-tools", None, &[("host", &own), ("origin", &own_origin)]).await;
     assert_eq!(status, 200, "the console opened at localhost: {answer}");
-    let (status, answer) = post_from(&development, "/refresh-tools", None, &[("host", &host)]).await;
-    assert_eq!(status, 200, "a client that is no browser: {answer}");
 
     // A host listed in MCP_ALLOWED_HOSTS is served; with identities, any is.
     let listed = OrchestratorProcess::start(&[("MCP_ALLOWED_HOSTS", "evil.example")]);
@@ -392,11 +421,18 @@ async fn a_dns_rebinding_page_cannot_change_anything_in_development_mode() {
     let (host, origin) = (format!("evil.example:{port}"), format!("http://evil.example:{port}"));
     let (status, answer) = post_from(&listed, "/refresh-tools", None, &[("host", &host), ("origin", &origin)]).await;
     assert_eq!(status, 200, "{answer}");
+    let (status, answer) = send_from(&listed, reqwest::Method::GET, "/approvals", None, &[("host", &host)]).await;
+    assert_eq!(status, 200, "{answer}");
+    let (status, answer) = send_from(&listed, reqwest::Method::GET, "/approvals", None, &[]).await;
+    assert_eq!(status, 403, "the list replaces the loopback names: {answer}");
     let with_token = OrchestratorProcess::start(&[("ORCHESTRATOR_API_TOKEN", SERVICE_TOKEN)]);
     let port = with_token.address().port();
     let (host, origin) = (format!("evil.example:{port}"), format!("http://evil.example:{port}"));
     let headers = [("host", host.as_str()), ("origin", origin.as_str())];
     let (status, answer) = post_from(&with_token, "/refresh-tools", Some(SERVICE_TOKEN), &headers).await;
+    assert_eq!(status, 200, "{answer}");
+    let (status, answer) =
+        send_from(&with_token, reqwest::Method::GET, "/approvals", Some(SERVICE_TOKEN), &[("host", &host)]).await;
     assert_eq!(status, 200, "{answer}");
 }
 

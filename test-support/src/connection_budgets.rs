@@ -6,7 +6,8 @@
 //! Each check takes the server's address and a `POST` route that reads a
 //! JSON body (`/execute` on a module, `/v1/tool-calls?format=openai` on the
 //! orchestrator), and panics with what the server sent when a budget does
-//! not hold.
+//! not hold. Requests name `Host: localhost`, one the orchestrator in
+//! development mode answers (it refuses other names, against DNS rebinding).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -30,9 +31,9 @@ pub struct SlowClients {
 impl SlowClients {
     /// Opens `count` connections of each kind to `post_path` on `address`.
     pub async fn hold(address: SocketAddr, post_path: &str, count: usize) -> Self {
-        let half_a_head = format!("POST {post_path} HTTP/1.1\r\nHost: test\r\nContent-Ty");
+        let half_a_head = format!("POST {post_path} HTTP/1.1\r\nHost: localhost\r\nContent-Ty");
         let half_a_body = format!(
-            "POST {post_path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"tool_name\""
+            "POST {post_path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"tool_name\""
         );
         let mut held = Self { heads: Vec::new(), bodies: Vec::new() };
         for _ in 0..count {
@@ -65,12 +66,13 @@ impl SlowClients {
 /// `MAX_CONNECTIONS`), one more connection is not served until the
 /// `header_timeout` frees a slot, and then it is.
 pub async fn assert_connection_cap(address: SocketAddr, post_path: &str, slots: usize, header_timeout: Duration) {
-    let half_a_head = format!("POST {post_path} HTTP/1.1\r\nHost: test\r\nContent-Ty");
+    let half_a_head = format!("POST {post_path} HTTP/1.1\r\nHost: localhost\r\nContent-Ty");
     let mut held = Vec::new();
     for _ in 0..slots {
         held.push(send_and_stall(address, half_a_head.as_bytes()).await);
     }
-    let mut waiting = send_and_stall(address, b"GET /health HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").await;
+    let mut waiting =
+        send_and_stall(address, b"GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await;
     let mut first_byte = [0u8; 1];
     let early = timeout(Duration::from_millis(1000), waiting.read(&mut first_byte)).await;
     assert!(early.is_err(), "one more connection was served while {slots} held every slot: {early:?}");
@@ -88,7 +90,7 @@ pub async fn assert_connection_cap(address: SocketAddr, post_path: &str, slots: 
 pub async fn assert_declared_body_refused_early(address: SocketAddr, post_path: &str) {
     for expect in ["", "Expect: 100-continue\r\n"] {
         let head = format!(
-            "POST {post_path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: 1073741824\r\n{expect}\r\n"
+            "POST {post_path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 1073741824\r\n{expect}\r\n"
         );
         let mut stream = send_and_stall(address, head.as_bytes()).await;
         let answer = read_answer(&mut stream, MARGIN).await.expect("an answer without the body");
@@ -136,7 +138,7 @@ pub async fn assert_slow_reader_gets_the_whole_answer(
     socket.set_recv_buffer_size(SLOW_READER_BUFFER as u32).expect("a small receive buffer");
     let mut stream = socket.connect(address).await.expect("the server accepts a connection");
     let head = format!(
-        "POST {post_path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        "POST {post_path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes()).await.expect("the head is sent");
@@ -186,7 +188,7 @@ pub async fn assert_slow_reader_gets_the_whole_answer(
 /// reading at the limit can answer.
 pub async fn assert_chunked_body_stopped_at_the_limit(address: SocketAddr, post_path: &str) {
     let head = format!(
-        "POST {post_path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "POST {post_path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
     );
     let mut stream = send_and_stall(address, head.as_bytes()).await;
     stream.write_all(over_the_limit_chunks().as_bytes()).await.expect("the chunks are sent");
