@@ -83,8 +83,6 @@ pub struct Orchestrator {
     listings: ListingCache,
     /// The search index of the tools and the `tools__search` meta-tool.
     pub tool_search: ToolSearch,
-    /// The client fetching a JWKS URL (no redirects followed).
-    jwks_client: reqwest::Client,
 }
 
 impl Orchestrator {
@@ -109,7 +107,7 @@ impl Orchestrator {
             .tcp_nodelay(true)
             .http1_only()
             .build()?;
-        let jwks_client = crate::identity::jwt::jwks_client(tls.clone())?;
+        let jwks = (crate::identity::jwt::jwks_client(tls.clone())?, config.discovery_timeout);
         let cache: Arc<dyn ManifestCache> = match &config.redis_url {
             Some(url) => Arc::new(RedisCache::new(url)?),
             None => Arc::new(MemoryCache::default()),
@@ -138,29 +136,19 @@ impl Orchestrator {
             tls,
         )?;
         let executor = Executor::new(Arc::clone(&registry), module_client, Arc::clone(&config), Arc::clone(&metrics));
-        let identities = Identities::new(config.api_token.clone(), &config.identities, config.redis_url.as_deref())?;
+        let identities =
+            Identities::new(config.api_token.clone(), &config.identities, config.redis_url.as_deref(), jwks)?;
         let approvals = Approvals::new(config.redis_url.as_deref(), config.approvals.clone())?;
         let listings = ListingCache::new(config.budgets.listing_cache_bytes);
         let converted = ConvertedCache::with_threads(config.budgets.listing_threads);
         let tool_search = ToolSearch::new(config.tool_search);
-        Ok(Self {
-            config,
-            registry,
-            executor,
-            identities,
-            approvals,
-            metrics,
-            converted,
-            listings,
-            tool_search,
-            jwks_client,
-        })
+        Ok(Self { config, registry, executor, identities, approvals, metrics, converted, listings, tool_search })
     }
 
     /// Loads what identities need before requests arrive (the JWKS, fetched
     /// within `DISCOVERY_TIMEOUT`).
     pub async fn start_identities(&self) -> Result<(), crate::identity::jwt::JwtError> {
-        self.identities.start(&self.jwks_client, self.config.discovery_timeout).await
+        self.identities.start().await
     }
 
     /// The tools `caller` may use, in `format` (`raw`: the manifest form, each

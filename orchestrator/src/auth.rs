@@ -23,6 +23,7 @@ impl FromRequestParts<AppState> for Authorized {
             .orchestrator
             .identities
             .authenticate(parts.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer_token))
+            .await
             .map(Self)
             .map_err(|refusal| unauthorized(&refusal.to_string()))
     }

@@ -221,6 +221,8 @@ struct FileConfig {
     jwt_permission_claim: Option<String>,
     jwt_modules_claim: Option<String>,
     jwt_jwks_refresh_seconds: Option<f64>,
+    jwt_unknown_kid_refetch_seconds: Option<f64>,
+    jwt_jwks_max_stale_seconds: Option<f64>,
     approval_expiry_seconds: Option<f64>,
     approval_risk_level: Option<String>,
     approval_for_destructive: Option<bool>,
@@ -381,6 +383,8 @@ impl Config {
                 jwt_permission_claim: file.jwt_permission_claim,
                 jwt_modules_claim: file.jwt_modules_claim,
                 jwt_jwks_refresh_seconds: file.jwt_jwks_refresh_seconds,
+                jwt_unknown_kid_refetch_seconds: file.jwt_unknown_kid_refetch_seconds,
+                jwt_jwks_max_stale_seconds: file.jwt_jwks_max_stale_seconds,
             },
             &env,
         )?;

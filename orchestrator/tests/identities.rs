@@ -5,10 +5,13 @@
 mod common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::identities::{ISSUER_KEY, OTHER_KEY, TestKey, claims, hash_key, jwks_file, keys_file, now_plus, token};
+use common::identities::{
+    ISSUER_KEY, KID, OTHER_KEY, TestKey, claims, hash_key, jwks, jwks_file, keys_file, now_plus, token, token_of,
+};
 use common::modules::{approval_module, sdk_module};
 use common::{ModuleServer, OrchestratorProcess, free_port, module_services};
 use orchestrator::identity::jwt::MAX_JWKS_BYTES;
@@ -311,6 +314,93 @@ async fn a_jwks_refresh_answering_more_than_its_limit_keeps_the_previous_keys() 
     let refused = |line: &str| line.contains("keeping the previous JWKS") && line.contains("MAX_JWKS_BYTES");
     assert!(orchestrator.logged(refused), "{:?}", orchestrator.logs());
     assert_eq!(orchestrator.get_with("/modules", Some(&good)).await.0, 200, "the previous keys still verify");
+}
+
+/// A JWKS server at `/.well-known/jwks.json` answering what its answer
+/// holds (`None`: `503`), counting its fetches: its URL, the answer and the count.
+fn rotating_jwks_server(first: String) -> (ModuleServer, String, Arc<Mutex<Option<String>>>, Arc<AtomicUsize>) {
+    let answer = Arc::new(Mutex::new(Some(first)));
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let (held, counted) = (Arc::clone(&answer), Arc::clone(&fetches));
+    let handler = move || {
+        counted.fetch_add(1, Ordering::SeqCst);
+        let body = held.lock().unwrap().clone();
+        std::future::ready(body.map_or((axum::http::StatusCode::SERVICE_UNAVAILABLE, String::new()), |body| {
+            (axum::http::StatusCode::OK, body)
+        }))
+    };
+    let issuer = ModuleServer::start(axum::Router::new().route("/.well-known/jwks.json", axum::routing::get(handler)));
+    let url = format!("{}/.well-known/jwks.json", issuer.url());
+    (issuer, url, answer, fetches)
+}
+
+#[tokio::test]
+async fn a_token_of_a_key_rotated_in_fetches_the_jwks_again_at_most_once_an_interval() {
+    let (_issuer, url, answer, fetches) = rotating_jwks_server(jwks(&[(ISSUER_KEY, KID)]));
+    let env = [
+        ("JWT_JWKS", url.as_str()),
+        ("JWT_AUDIENCE", "orchestrator"),
+        ("JWT_ALGORITHMS", "ES256"),
+        ("JWT_JWKS_REFRESH_SECONDS", "3600"),
+        ("JWT_UNKNOWN_KID_REFETCH_SECONDS", "3"),
+    ];
+    let orchestrator = OrchestratorProcess::start(&env);
+    assert_eq!(fetches.load(Ordering::SeqCst), 1, "at start-up");
+    // The issuer rotates a new key in: its tokens are verified at once, not after the hour.
+    *answer.lock().unwrap() = Some(jwks(&[(ISSUER_KEY, KID), (OTHER_KEY, "test-issuer-2")]));
+    let rotated = token_of(OTHER_KEY, "test-issuer-2", &claims("ada", "user"));
+    let (status, answer) = orchestrator.get_with("/modules", Some(&rotated)).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(fetches.load(Ordering::SeqCst), 2);
+    // Made-up kids are refused, and fetch nothing within the interval...
+    let forged = |n: usize| token_of(ISSUER_KEY, &format!("forged-{n}"), &claims("ada", "admin"));
+    let forged_calls = || {
+        futures::future::join_all((0..20).map(|n| {
+            let token = forged(n);
+            let orchestrator = &orchestrator;
+            async move { orchestrator.get_with("/modules", Some(&token)).await }
+        }))
+    };
+    for (status, answer) in forged_calls().await {
+        assert_eq!(status, 401, "{answer}");
+        assert!(answer["error"].as_str().unwrap().contains("`kid`"), "{answer}");
+    }
+    assert_eq!(fetches.load(Ordering::SeqCst), 2, "within JWT_UNKNOWN_KID_REFETCH_SECONDS");
+    // ...and after it, one fetch for many at once.
+    tokio::time::sleep(Duration::from_millis(3200)).await;
+    for (status, answer) in forged_calls().await {
+        assert_eq!(status, 401, "{answer}");
+    }
+    assert_eq!(fetches.load(Ordering::SeqCst), 3, "one fetch at a time");
+}
+
+#[tokio::test]
+async fn jwks_keys_no_fetch_confirmed_for_too_long_verify_no_jwt() {
+    let (_issuer, url, answer, _) = rotating_jwks_server(jwks(&[(ISSUER_KEY, KID)]));
+    let env = [
+        ("JWT_JWKS", url.as_str()),
+        ("JWT_AUDIENCE", "orchestrator"),
+        ("JWT_ALGORITHMS", "ES256"),
+        ("JWT_JWKS_REFRESH_SECONDS", "1"),
+        ("JWT_JWKS_MAX_STALE_SECONDS", "2"),
+    ];
+    let (orchestrator, _keys, [ada]) = start_with_keys(&[], [TestKey::new("ada", "ada", "user")], &env).await;
+    let good = token(ISSUER_KEY, &claims("ada", "user"));
+    assert_eq!(orchestrator.get_with("/modules", Some(&good)).await.0, 200);
+    *answer.lock().unwrap() = None;
+    let stale = |line: &str| line.contains("JWT_JWKS_MAX_STALE_SECONDS") && line.contains("ERROR");
+    assert!(orchestrator.logged(stale), "{:?}", orchestrator.logs());
+    let (status, refusal) = orchestrator.get_with("/modules", Some(&good)).await;
+    assert_eq!(status, 401, "{refusal}");
+    assert!(refusal["error"].as_str().unwrap().contains("JWT_JWKS_MAX_STALE_SECONDS (2 s)"), "{refusal}");
+    assert_eq!(orchestrator.get_with("/modules", Some(&ada)).await.0, 200, "API keys do not depend on the JWKS");
+    // Accepted again once a fetch succeeds.
+    *answer.lock().unwrap() = Some(jwks(&[(ISSUER_KEY, KID)]));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while orchestrator.get_with("/modules", Some(&good)).await.0 != 200 {
+        assert!(std::time::Instant::now() < deadline, "still refused after the JWKS answers again");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// `POST path` with `headers` and no body (what a page's `no-cors` fetch

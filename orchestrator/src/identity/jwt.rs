@@ -1,10 +1,17 @@
 //! JWT bearer tokens verified against a JWKS (a file, or a URL fetched at
 //! start-up and every `JWT_JWKS_REFRESH_SECONDS`), with the issuer,
 //! audience, expiry and an algorithm allow-list checked by `jsonwebtoken`.
+//!
+//! A JWKS URL is also fetched again for a token naming a `kid` it lacks (a
+//! key rotated in since the last fetch), one fetch at a time and at most one
+//! every `JWT_UNKNOWN_KID_REFETCH_SECONDS`, so made-up `kid`s cannot make
+//! the orchestrator hammer the issuer. Keys no fetch has confirmed for
+//! `JWT_JWKS_MAX_STALE_SECONDS` (the URL failing since) verify no token: a
+//! key the issuer revoked meanwhile would otherwise be trusted for ever.
 
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use jsonwebtoken::jwk::JwkSet;
@@ -61,6 +68,12 @@ pub struct JwtSettings {
     pub modules_claim: String,
     /// `JWT_JWKS_REFRESH_SECONDS`: how often a JWKS URL is fetched again.
     pub refresh: Duration,
+    /// `JWT_UNKNOWN_KID_REFETCH_SECONDS`: the least time between two fetches
+    /// of a JWKS URL made for tokens naming a `kid` it lacks.
+    pub unknown_kid_refetch: Duration,
+    /// `JWT_JWKS_MAX_STALE_SECONDS`: how long after its last successful fetch
+    /// a JWKS URL's keys still verify tokens.
+    pub max_stale: Duration,
 }
 
 /// Why keys could not be loaded or a token was refused.
@@ -77,6 +90,20 @@ pub enum JwtError {
     /// The token is not valid (signature, issuer, audience, expiry, algorithm).
     #[error("the JWT is not valid: {0}")]
     Invalid(String),
+    /// No fetch of the JWKS URL has succeeded for longer than `JWT_JWKS_MAX_STALE_SECONDS`.
+    #[error(
+        "no JWT is accepted now: the JWKS was last fetched from {url} {age_seconds} s ago, longer than \
+         JWT_JWKS_MAX_STALE_SECONDS ({max_seconds} s) allows (a key revoked since would still be trusted); \
+         every fetch since failed (see the orchestrator's log), and JWTs are accepted again once one succeeds"
+    )]
+    Stale {
+        /// The JWKS URL.
+        url: String,
+        /// Whole seconds since its last successful fetch.
+        age_seconds: u64,
+        /// `JWT_JWKS_MAX_STALE_SECONDS`.
+        max_seconds: f64,
+    },
 }
 
 /// The identity a valid token carries.
@@ -90,16 +117,36 @@ pub struct JwtClaims {
     pub modules: Option<Vec<String>>,
 }
 
+/// A key set and when it was read or fetched.
+struct Keys {
+    set: JwkSet,
+    fetched: Instant,
+}
+
 /// Verifies tokens against the current key set.
 pub struct JwtVerifier {
     settings: JwtSettings,
-    keys: RwLock<Arc<JwkSet>>,
+    keys: RwLock<Arc<Keys>>,
+    /// The client and the timeout (`DISCOVERY_TIMEOUT`) of every fetch.
+    client: reqwest::Client,
+    timeout: Duration,
+    /// When the last fetch for an unknown `kid` started; held while one runs,
+    /// so the tokens that wait for it look their `kid` up in its keys.
+    unknown_kid_fetch: tokio::sync::Mutex<Option<Instant>>,
 }
 
 impl JwtVerifier {
-    /// A verifier with no keys yet (every token is refused until [`Self::load`]).
-    pub fn new(settings: JwtSettings) -> Self {
-        Self { settings, keys: RwLock::new(Arc::new(JwkSet { keys: Vec::new() })) }
+    /// A verifier with no keys yet (every token is refused until
+    /// [`Self::load`]), fetching a JWKS URL with `client`, each fetch
+    /// within `timeout`.
+    pub fn new(settings: JwtSettings, client: reqwest::Client, timeout: Duration) -> Self {
+        Self {
+            settings,
+            keys: RwLock::new(Arc::new(Keys { set: JwkSet { keys: Vec::new() }, fetched: Instant::now() })),
+            client,
+            timeout,
+            unknown_kid_fetch: tokio::sync::Mutex::new(None),
+        }
     }
 
     /// The settings it verifies with.
@@ -108,10 +155,11 @@ impl JwtVerifier {
     }
 
     /// Reads or fetches the JWKS and makes it current; a fetch gives up after
-    /// `timeout` (`DISCOVERY_TIMEOUT`), so a JWKS URL that never answers can
+    /// the timeout (`DISCOVERY_TIMEOUT`), so a JWKS URL that never answers can
     /// hold neither start-up nor the refreshes after it, and reads at most
     /// [`MAX_JWKS_BYTES`], so one that answers without end cannot fill memory.
-    pub async fn load(&self, client: &reqwest::Client, timeout: Duration) -> Result<(), JwtError> {
+    pub async fn load(&self) -> Result<(), JwtError> {
+        let timeout = self.timeout;
         let (name, json) = match &self.settings.jwks {
             JwksSource::File(path) => {
                 let name = path.display().to_string();
@@ -128,7 +176,7 @@ impl JwtVerifier {
                         false => e.to_string(),
                     },
                 };
-                let request = client.get(url).timeout(timeout);
+                let request = self.client.get(url).timeout(timeout);
                 let response = request.send().await.and_then(|r| r.error_for_status()).map_err(fail)?;
                 if response.status().is_redirection() {
                     let to = response.headers().get(reqwest::header::LOCATION).and_then(|v| v.to_str().ok());
@@ -154,13 +202,15 @@ impl JwtVerifier {
         };
         let set: JwkSet = serde_json::from_slice(&json)
             .map_err(|e| JwtError::Jwks { source_name: name, reason: format!("not a JWKS: {e}") })?;
-        *self.keys.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(set);
+        *self.keys.write().unwrap_or_else(|poisoned| poisoned.into_inner()) =
+            Arc::new(Keys { set, fetched: Instant::now() });
         Ok(())
     }
 
-    /// Fetches a JWKS URL again every refresh interval, each fetch within
-    /// `timeout` (a file is read once).
-    pub fn spawn_refresh(self: &Arc<Self>, client: reqwest::Client, timeout: Duration) {
+    /// Fetches a JWKS URL again every refresh interval (a file is read
+    /// once); a failed fetch keeps the previous keys, and says so in the log,
+    /// as an error once they are past `JWT_JWKS_MAX_STALE_SECONDS`.
+    pub fn spawn_refresh(self: &Arc<Self>) {
         if !matches!(self.settings.jwks, JwksSource::Url(_)) {
             return;
         }
@@ -168,26 +218,73 @@ impl JwtVerifier {
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(verifier.settings.refresh).await;
-                if let Err(error) = verifier.load(&client, timeout).await {
-                    tracing::warn!(%error, "keeping the previous JWKS");
+                if let Err(error) = verifier.load().await {
+                    match verifier.fresh(&verifier.current()) {
+                        Ok(()) => tracing::warn!(%error, "keeping the previous JWKS"),
+                        Err(stale) => tracing::error!(%error, "{stale}"),
+                    }
                 }
             }
         });
     }
 
+    /// The current key set.
+    fn current(&self) -> Arc<Keys> {
+        Arc::clone(&self.keys.read().unwrap_or_else(|poisoned| poisoned.into_inner()))
+    }
+
+    /// `Err` when `keys` come from a JWKS URL no fetch has confirmed for
+    /// longer than `JWT_JWKS_MAX_STALE_SECONDS` (a file's keys never are).
+    fn fresh(&self, keys: &Keys) -> Result<(), JwtError> {
+        let age = keys.fetched.elapsed();
+        match &self.settings.jwks {
+            JwksSource::Url(url) if age > self.settings.max_stale => Err(JwtError::Stale {
+                url: url.clone(),
+                age_seconds: age.as_secs(),
+                max_seconds: self.settings.max_stale.as_secs_f64(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The key set to look `kid` up in: the current one, or, when it lacks
+    /// `kid` and the JWKS is a URL, the one a fetch made now gives (see the
+    /// module's documentation). A token arriving while such a fetch runs
+    /// waits for it; one arriving within `JWT_UNKNOWN_KID_REFETCH_SECONDS`
+    /// of its start fetches nothing.
+    async fn keys_with(&self, kid: &str) -> Arc<Keys> {
+        let keys = self.current();
+        if keys.set.find(kid).is_some() || !matches!(self.settings.jwks, JwksSource::Url(_)) {
+            return keys;
+        }
+        let mut last = self.unknown_kid_fetch.lock().await;
+        if last.is_none_or(|started| started.elapsed() >= self.settings.unknown_kid_refetch) {
+            *last = Some(Instant::now());
+            tracing::info!("fetching the JWKS again: a token names a `kid` it lacks");
+            if let Err(error) = self.load().await {
+                tracing::warn!(%error, "keeping the previous JWKS");
+            }
+        }
+        self.current()
+    }
+
     /// The claims of `token`, once its signature, algorithm, expiry, issuer
     /// and audience are checked.
-    pub fn verify(&self, token: &str) -> Result<JwtClaims, JwtError> {
+    pub async fn verify(&self, token: &str) -> Result<JwtClaims, JwtError> {
         let invalid = |e: jsonwebtoken::errors::Error| JwtError::Invalid(e.to_string());
         // `alg: none` and unknown algorithms fail here: they are not `Algorithm`s.
         let header = jsonwebtoken::decode_header(token).map_err(invalid)?;
         if !self.settings.algorithms.contains(&header.alg) {
             return Err(JwtError::Invalid(format!("algorithm {:?} is not in JWT_ALGORITHMS", header.alg)));
         }
-        let keys = Arc::clone(&self.keys.read().unwrap_or_else(|poisoned| poisoned.into_inner()));
+        let keys = match &header.kid {
+            Some(kid) => self.keys_with(kid).await,
+            None => self.current(),
+        };
+        self.fresh(&keys)?;
         let jwk = match &header.kid {
-            Some(kid) => keys.find(kid),
-            None if keys.keys.len() == 1 => keys.keys.first(),
+            Some(kid) => keys.set.find(kid),
+            None if keys.set.keys.len() == 1 => keys.set.keys.first(),
             None => None,
         }
         .ok_or_else(|| JwtError::Invalid("no key of the JWKS matches the token's `kid`".into()))?;

@@ -240,18 +240,21 @@ pub struct Identities {
 }
 
 impl Identities {
-    /// From the settings: the service token, the keys, the JWT settings, and
+    /// From the settings: the service token, the keys, the JWT settings (a
+    /// JWKS URL fetched by `jwks`: its client and `DISCOVERY_TIMEOUT`), and
     /// the revoked keys kept in the Redis at `redis_url` (none without it).
     pub fn new(
         api_token: Option<String>,
         settings: &IdentitySettings,
         redis_url: Option<&str>,
+        jwks: (reqwest::Client, std::time::Duration),
     ) -> Result<Self, RevocationError> {
+        let (client, timeout) = jwks;
         Ok(Self {
             api_token: api_token.as_deref().map(keys::digest),
             keys: settings.api_keys.clone(),
             revocations: Arc::new(Revocations::new(redis_url, settings.revocation_refresh)?),
-            jwt: settings.jwt.clone().map(|jwt| Arc::new(JwtVerifier::new(jwt))),
+            jwt: settings.jwt.clone().map(|jwt| Arc::new(JwtVerifier::new(jwt, client, timeout))),
         })
     }
 
@@ -276,14 +279,13 @@ impl Identities {
         if self.required() { "identities" } else { "development (every request trusted)" }
     }
 
-    /// Loads the JWKS (when JWTs are configured) and keeps a JWKS URL fresh,
-    /// each fetch within `timeout`; reads the revoked keys (with Redis) and
-    /// keeps them fresh.
-    pub async fn start(&self, client: &reqwest::Client, timeout: std::time::Duration) -> Result<(), jwt::JwtError> {
+    /// Loads the JWKS (when JWTs are configured) and keeps a JWKS URL fresh;
+    /// reads the revoked keys (with Redis) and keeps them fresh.
+    pub async fn start(&self) -> Result<(), jwt::JwtError> {
         self.revocations.start().await;
         if let Some(verifier) = &self.jwt {
-            verifier.load(client, timeout).await?;
-            verifier.spawn_refresh(client.clone(), timeout);
+            verifier.load().await?;
+            verifier.spawn_refresh();
         }
         Ok(())
     }
@@ -291,8 +293,9 @@ impl Identities {
     /// The identity `token` proves (`None`: no bearer token was sent).
     /// Every key is compared whatever the token looks like, so unknown,
     /// expired and malformed keys take the same path; a revoked key is
-    /// refused as an unknown one.
-    pub fn authenticate(&self, token: Option<&str>) -> Result<Identity, AuthError> {
+    /// refused as an unknown one. A JWT naming a `kid` the JWKS lacks may
+    /// wait for the JWKS URL to be fetched again.
+    pub async fn authenticate(&self, token: Option<&str>) -> Result<Identity, AuthError> {
         if !self.required() {
             return Ok(Identity::development());
         }
@@ -320,7 +323,7 @@ impl Identities {
         }
         match &self.jwt {
             Some(verifier) if token.split('.').count() == 3 => {
-                let claims = verifier.verify(token).map_err(|e| AuthError::BadJwt(e.to_string()))?;
+                let claims = verifier.verify(token).await.map_err(|e| AuthError::BadJwt(e.to_string()))?;
                 Ok(Identity {
                     name: format!("jwt:{}", claims.user_id),
                     kind: IdentityKind::Jwt,
@@ -346,6 +349,11 @@ mod tests {
             permission,
             modules,
         }
+    }
+
+    /// A JWKS client no test here uses.
+    fn jwks() -> (reqwest::Client, std::time::Duration) {
+        (reqwest::Client::new(), std::time::Duration::from_secs(1))
     }
 
     fn fields(user: Option<&str>, permission: Option<&str>, modules: Option<&[&str]>) -> CallerFields {
@@ -399,8 +407,8 @@ mod tests {
         assert_eq!(broad.grant().name(), "jwt:ada", "the name stays the user's");
     }
 
-    #[test]
-    fn unknown_expired_and_missing_tokens_are_refused() {
+    #[tokio::test]
+    async fn unknown_expired_and_missing_tokens_are_refused() {
         let live = keys::generate_key();
         let old = keys::generate_key();
         let entry = |id: &str, key: &str, expires: &str| keys::ApiKeyEntry {
@@ -418,19 +426,19 @@ mod tests {
             ],
             ..IdentitySettings::default()
         };
-        let identities = Identities::new(Some("service".into()), &settings, None).unwrap();
-        assert_eq!(identities.authenticate(Some(&live)).unwrap().name, "key:live");
-        assert_eq!(identities.authenticate(Some(&old)), Err(AuthError::Expired));
+        let identities = Identities::new(Some("service".into()), &settings, None, jwks()).unwrap();
+        assert_eq!(identities.authenticate(Some(&live)).await.unwrap().name, "key:live");
+        assert_eq!(identities.authenticate(Some(&old)).await, Err(AuthError::Expired));
         identities.revocations.replace(["live".to_owned()].into());
-        assert_eq!(identities.authenticate(Some(&live)), Err(AuthError::Unknown), "revoked: refused as unknown");
+        assert_eq!(identities.authenticate(Some(&live)).await, Err(AuthError::Unknown), "revoked: refused as unknown");
         identities.revocations.replace(Default::default());
-        assert_eq!(identities.authenticate(Some("nope")), Err(AuthError::Unknown));
-        assert_eq!(identities.authenticate(None), Err(AuthError::Missing));
-        assert_eq!(identities.authenticate(Some("service")).unwrap().kind, IdentityKind::ServiceToken);
+        assert_eq!(identities.authenticate(Some("nope")).await, Err(AuthError::Unknown));
+        assert_eq!(identities.authenticate(None).await, Err(AuthError::Missing));
+        assert_eq!(identities.authenticate(Some("service")).await.unwrap().kind, IdentityKind::ServiceToken);
         for near in ["servic", "service!", "Service", ""] {
-            assert_eq!(identities.authenticate(Some(near)), Err(AuthError::Unknown), "{near:?}");
+            assert_eq!(identities.authenticate(Some(near)).await, Err(AuthError::Unknown), "{near:?}");
         }
-        let open = Identities::new(None, &IdentitySettings::default(), None).unwrap();
-        assert_eq!(open.authenticate(None).unwrap().kind, IdentityKind::Development);
+        let open = Identities::new(None, &IdentitySettings::default(), None, jwks()).unwrap();
+        assert_eq!(open.authenticate(None).await.unwrap().kind, IdentityKind::Development);
     }
 }

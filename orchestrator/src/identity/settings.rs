@@ -16,6 +16,11 @@ use crate::config::{AtLeast, ConfigError, invalid, seconds_setting};
 pub const DEFAULT_JWT_ALGORITHMS: &str = "RS256,ES256";
 /// The default of `JWT_JWKS_REFRESH_SECONDS`.
 pub const DEFAULT_JWKS_REFRESH_SECONDS: f64 = 300.0;
+/// The default of `JWT_UNKNOWN_KID_REFETCH_SECONDS`.
+pub const DEFAULT_UNKNOWN_KID_REFETCH_SECONDS: f64 = 30.0;
+/// The default of `JWT_JWKS_MAX_STALE_SECONDS`: this many refresh
+/// intervals (an hour at the default interval).
+pub const DEFAULT_MAX_STALE_REFRESHES: f64 = 12.0;
 
 /// The checked identity settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,6 +68,10 @@ pub struct IdentityFile {
     pub jwt_modules_claim: Option<String>,
     /// `jwt_jwks_refresh_seconds`.
     pub jwt_jwks_refresh_seconds: Option<f64>,
+    /// `jwt_unknown_kid_refetch_seconds`.
+    pub jwt_unknown_kid_refetch_seconds: Option<f64>,
+    /// `jwt_jwks_max_stale_seconds`.
+    pub jwt_jwks_max_stale_seconds: Option<f64>,
 }
 
 /// An `API_KEYS_FILE`: only `[[api_keys]]`.
@@ -122,6 +131,29 @@ impl IdentitySettings {
                     file.jwt_jwks_refresh_seconds,
                     DEFAULT_JWKS_REFRESH_SECONDS,
                 )?;
+                let unknown_kid_refetch = at_least_one_second(
+                    env,
+                    "JWT_UNKNOWN_KID_REFETCH_SECONDS",
+                    file.jwt_unknown_kid_refetch_seconds,
+                    DEFAULT_UNKNOWN_KID_REFETCH_SECONDS,
+                )?;
+                let max_stale = at_least_one_second(
+                    env,
+                    "JWT_JWKS_MAX_STALE_SECONDS",
+                    file.jwt_jwks_max_stale_seconds,
+                    DEFAULT_MAX_STALE_REFRESHES * refresh.as_secs_f64(),
+                )?;
+                if max_stale <= refresh {
+                    return Err(invalid(
+                        "JWT_JWKS_MAX_STALE_SECONDS",
+                        &max_stale.as_secs_f64().to_string(),
+                        format!(
+                            "it must be longer than JWT_JWKS_REFRESH_SECONDS ({} s), or every JWT would be refused \
+                             between two refreshes; make it several refresh intervals",
+                            refresh.as_secs_f64()
+                        ),
+                    ));
+                }
                 let audience = text("JWT_AUDIENCE", file.jwt_audience).ok_or_else(|| {
                     invalid(
                         "JWT_AUDIENCE",
@@ -143,6 +175,8 @@ impl IdentitySettings {
                     modules_claim: text("JWT_MODULES_CLAIM", file.jwt_modules_claim)
                         .unwrap_or_else(|| "modules".into()),
                     refresh,
+                    unknown_kid_refetch,
+                    max_stale,
                 })
             }
         };
@@ -226,6 +260,20 @@ mod tests {
             .to_string();
         assert!(error.contains("JWT_ALGORITHMS"), "{error}");
         assert!(read(&[]).unwrap().jwt.is_none());
+    }
+
+    #[test]
+    fn the_jwks_refetch_and_staleness_have_defaults_and_staleness_outlasts_a_refresh() {
+        let url = ("JWT_JWKS", "https://id.example/jwks.json");
+        let jwt = read(&[url, ("JWT_AUDIENCE", "orch")]).unwrap().jwt.unwrap();
+        assert_eq!((jwt.unknown_kid_refetch, jwt.max_stale), (Duration::from_secs(30), Duration::from_secs(3600)));
+        let jwt = read(&[url, ("JWT_AUDIENCE", "orch"), ("JWT_JWKS_REFRESH_SECONDS", "600")]).unwrap().jwt.unwrap();
+        assert_eq!(jwt.max_stale, Duration::from_secs(7200), "12 refresh intervals");
+        let error = read(&[url, ("JWT_AUDIENCE", "orch"), ("JWT_JWKS_MAX_STALE_SECONDS", "300")]).unwrap_err();
+        let error = error.to_string();
+        assert!(error.contains("JWT_JWKS_MAX_STALE_SECONDS") && error.contains("JWT_JWKS_REFRESH_SECONDS"), "{error}");
+        let error = read(&[url, ("JWT_AUDIENCE", "orch"), ("JWT_UNKNOWN_KID_REFETCH_SECONDS", "0")]).unwrap_err();
+        assert!(error.to_string().contains("JWT_UNKNOWN_KID_REFETCH_SECONDS"), "{error}");
     }
 
     #[test]

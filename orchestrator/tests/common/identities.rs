@@ -88,12 +88,20 @@ pub const KID: &str = "test-issuer-1";
 
 /// A JWKS file holding the issuer's public key.
 pub fn jwks_file() -> tempfile::NamedTempFile {
-    let key = EncodingKey::from_ec_pem(ISSUER_KEY.as_bytes()).unwrap();
-    let mut jwk = Jwk::from_encoding_key(&key, Algorithm::ES256).unwrap();
-    jwk.common.key_id = Some(KID.to_owned());
     let mut file = tempfile::NamedTempFile::new().unwrap();
-    file.write_all(serde_json::to_string(&JwkSet { keys: vec![jwk] }).unwrap().as_bytes()).unwrap();
+    file.write_all(jwks(&[(ISSUER_KEY, KID)]).as_bytes()).unwrap();
     file
+}
+
+/// A JWKS of the public keys of `keys` (PEM, `kid`), as text.
+pub fn jwks(keys: &[(&str, &str)]) -> String {
+    let jwk = |(pem, kid): &(&str, &str)| {
+        let key = EncodingKey::from_ec_pem(pem.as_bytes()).unwrap();
+        let mut jwk = Jwk::from_encoding_key(&key, Algorithm::ES256).unwrap();
+        jwk.common.key_id = Some((*kid).to_owned());
+        jwk
+    };
+    serde_json::to_string(&JwkSet { keys: keys.iter().map(jwk).collect() }).unwrap()
 }
 
 /// Seconds since the epoch, offset by `delta`.
@@ -103,8 +111,13 @@ pub fn now_plus(delta: i64) -> i64 {
 
 /// An ES256 token with `claims`, signed with `pem`, naming the issuer's `kid`.
 pub fn token(pem: &str, claims: &Value) -> String {
+    token_of(pem, KID, claims)
+}
+
+/// An ES256 token with `claims`, signed with `pem`, naming `kid`.
+pub fn token_of(pem: &str, kid: &str, claims: &Value) -> String {
     let mut header = Header::new(Algorithm::ES256);
-    header.kid = Some(KID.to_owned());
+    header.kid = Some(kid.to_owned());
     jsonwebtoken::encode(&header, claims, &EncodingKey::from_ec_pem(pem.as_bytes()).unwrap()).unwrap()
 }
 
