@@ -124,6 +124,7 @@ impl SchemaBudget {
             bytes: 0,
             own: HashSet::new(),
             new: Vec::new(),
+            resources: None,
         }
     }
 }
@@ -140,12 +141,14 @@ pub struct ManifestPatterns {
 }
 
 /// One node waiting to be measured: how deep it is, the references being
-/// followed above it, and how many copies of it a conversion may make.
+/// followed above it, how many copies of it a conversion may make, and the
+/// resource its references resolve in (the nearest `$id` above it).
 struct Pending<'a> {
     node: &'a Value,
     depth: usize,
     chain: Option<usize>,
     copies: usize,
+    base: &'a Value,
 }
 
 /// The state of one [`SchemaBudget::check`]: the schema walked as if every
@@ -162,20 +165,22 @@ struct Walk<'a> {
     own: HashSet<&'a str>,
     /// The patterns not among those counted before this schema.
     new: Vec<&'a str>,
+    /// Every subschema with an `$id`, found once a reference names another
+    /// resource (`other#/x`).
+    resources: Option<Vec<&'a Value>>,
 }
 
 impl<'a> Walk<'a> {
     fn run(&mut self, patterns: &mut ManifestPatterns) -> Result<usize, SchemaBudgetError> {
-        let mut pending = vec![Pending { node: self.root, depth: 1, chain: None, copies: 1 }];
-        while let Some(Pending { node, depth, chain, copies }) = pending.pop() {
+        let root = self.root;
+        let mut pending = vec![Pending { node: root, depth: 1, chain: None, copies: 1, base: root }];
+        while let Some(Pending { node, depth, chain, copies, base }) = pending.pop() {
             if depth > self.budget.max_depth {
                 return Err(SchemaBudgetError::TooDeep { max: self.budget.max_depth });
             }
-            self.nodes = self.nodes.saturating_add(copies);
-            if self.nodes > self.budget.max_nodes {
-                return Err(SchemaBudgetError::TooManyNodes { max: self.budget.max_nodes });
-            }
+            self.add_nodes(copies)?;
             let Value::Object(map) = node else { continue };
+            let base = if is_resource(map) { node } else { base };
             self.count_patterns(map, patterns)?;
             // A union's other keywords may be copied into each of its
             // branches (how Gemini's subset expresses `A and (B or C)`), and
@@ -190,13 +195,12 @@ impl<'a> Walk<'a> {
                 .map_or(1, |types| types.iter().filter(|t| t.as_str() != Some("null")).count());
             let shared = copies.saturating_mul(branches.max(1));
             self.count_text(map, shared.saturating_mul(types.max(1)))?;
-            let target = map.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix('#'));
-            if let Some(target) = target.and_then(|pointer| self.root.pointer(pointer))
-                && !self.on_chain(chain, target)
-            {
-                self.chains.push((target, chain));
-                let chain = Some(self.chains.len() - 1);
-                pending.push(Pending { node: target, depth: depth + 1, chain, copies: shared });
+            for (target, base) in self.targets(map, base)? {
+                if !self.on_chain(chain, target) {
+                    self.chains.push((target, chain));
+                    let chain = Some(self.chains.len() - 1);
+                    pending.push(Pending { node: target, depth: depth + 1, chain, copies: shared, base });
+                }
             }
             for (keyword, value) in map {
                 let keyword = keyword.as_str();
@@ -205,22 +209,89 @@ impl<'a> Walk<'a> {
                     "allOf" => shared.saturating_mul(types.max(1)),
                     _ => shared,
                 };
-                let child = |node| Pending { node, depth: depth + 1, chain, copies };
-                match value {
-                    Value::Array(items) if LIST_SUBSCHEMA_KEYWORDS.contains(&keyword) => {
-                        pending.extend(items.iter().map(child))
-                    }
-                    Value::Object(children) if MAP_SUBSCHEMA_KEYWORDS.contains(&keyword) => {
-                        pending.extend(children.values().map(child))
-                    }
-                    Value::Object(_) | Value::Bool(_) if SINGLE_SUBSCHEMA_KEYWORDS.contains(&keyword) => {
-                        pending.push(child(value))
-                    }
-                    _ => {}
+                let child = |node| Pending { node, depth: depth + 1, chain, copies, base };
+                match held(keyword, value) {
+                    Held::List(items) => pending.extend(items.iter().map(child)),
+                    Held::Map(children) => pending.extend(children.values().filter(|v| !v.is_array()).map(child)),
+                    Held::One(value) => pending.push(child(value)),
+                    Held::Text => {}
                 }
             }
         }
         Ok(self.bytes)
+    }
+
+    /// Counts `more` nodes against [`SchemaBudget::max_nodes`].
+    fn add_nodes(&mut self, more: usize) -> Result<(), SchemaBudgetError> {
+        self.nodes = self.nodes.saturating_add(more);
+        if self.nodes > self.budget.max_nodes {
+            return Err(SchemaBudgetError::TooManyNodes { max: self.budget.max_nodes });
+        }
+        Ok(())
+    }
+
+    /// The subschemas the references of `map` (in the resource `base`) may
+    /// lead to, each with its resource: where the validator resolves a
+    /// pointer (percent-decoded, in `base`; in every resource when the
+    /// reference names another one) and where a provider conversion does
+    /// (as written, from the root). A reference to an anchor leads to a
+    /// subschema the walk reaches where it stands, as does a dynamic one
+    /// sent elsewhere by a dynamic anchor.
+    fn targets(
+        &mut self,
+        map: &'a serde_json::Map<String, Value>,
+        base: &'a Value,
+    ) -> Result<Vec<(&'a Value, &'a Value)>, SchemaBudgetError> {
+        let mut targets: Vec<(&'a Value, &'a Value)> = Vec::new();
+        for reference in REFERENCE_KEYWORDS.iter().filter_map(|k| map.get(*k)?.as_str()) {
+            let Some((uri, fragment)) = reference.split_once('#') else { continue };
+            if !(fragment.is_empty() || fragment.starts_with('/')) {
+                continue;
+            }
+            let resources = if uri.is_empty() { vec![base] } else { self.resources()? };
+            let decoded = percent_decoded(fragment);
+            let found = resources.into_iter().filter_map(|resource| resolve(resource, decoded.as_deref()?));
+            let written = uri.is_empty().then(|| self.root.pointer(fragment).map(|t| (t, self.root))).flatten();
+            for (target, resource) in found.chain(written) {
+                if !targets.iter().any(|(known, _)| std::ptr::eq(*known, target)) {
+                    targets.push((target, resource));
+                }
+            }
+        }
+        Ok(targets)
+    }
+
+    /// The root and every subschema with an `$id`, found once; each costs
+    /// a node, as each is tried for every reference to another resource.
+    fn resources(&mut self) -> Result<Vec<&'a Value>, SchemaBudgetError> {
+        if let Some(found) = self.resources.clone() {
+            self.add_nodes(found.len())?;
+            return Ok(found);
+        }
+        let mut found = vec![self.root];
+        let mut pending = vec![self.root];
+        let mut visited = 0usize;
+        while let Some(node) = pending.pop() {
+            visited += 1;
+            if visited > self.budget.max_nodes {
+                return Err(SchemaBudgetError::TooManyNodes { max: self.budget.max_nodes });
+            }
+            let Value::Object(map) = node else { continue };
+            if is_resource(map) && !std::ptr::eq(node, self.root) {
+                found.push(node);
+            }
+            for (keyword, value) in map {
+                match held(keyword, value) {
+                    Held::List(items) => pending.extend(items),
+                    Held::Map(children) => pending.extend(children.values()),
+                    Held::One(value) => pending.push(value),
+                    Held::Text => {}
+                }
+            }
+        }
+        self.add_nodes(found.len())?;
+        self.resources = Some(found.clone());
+        Ok(found)
     }
 
     /// Adds `copies` times the text of `map` that is not a subschema
@@ -230,15 +301,17 @@ impl<'a> Walk<'a> {
         let mut counter = Counter { left: self.budget.max_bytes };
         for (keyword, value) in map {
             counter.left = counter.left.checked_sub(keyword.len()).ok_or_else(|| too_large.clone())?;
-            let keyword = keyword.as_str();
-            match value {
-                Value::Array(_) if LIST_SUBSCHEMA_KEYWORDS.contains(&keyword) => {}
-                Value::Object(children) if MAP_SUBSCHEMA_KEYWORDS.contains(&keyword) => {
+            match held(keyword, value) {
+                Held::List(_) | Held::One(_) => {}
+                Held::Map(children) => {
                     let names = children.keys().map(String::len).sum::<usize>();
                     counter.left = counter.left.checked_sub(names).ok_or_else(|| too_large.clone())?;
+                    // `dependencies`' lists of names are text, not subschemas.
+                    for list in children.values().filter(|v| v.is_array()) {
+                        serde_json::to_writer(&mut counter, list).map_err(|_| too_large.clone())?;
+                    }
                 }
-                Value::Object(_) | Value::Bool(_) if SINGLE_SUBSCHEMA_KEYWORDS.contains(&keyword) => {}
-                other => serde_json::to_writer(&mut counter, other).map_err(|_| too_large.clone())?,
+                Held::Text => serde_json::to_writer(&mut counter, value).map_err(|_| too_large.clone())?,
             }
         }
         let own = self.budget.max_bytes - counter.left;
@@ -280,6 +353,96 @@ impl<'a> Walk<'a> {
         }
         false
     }
+}
+
+/// Keywords whose object value maps names to subschemas for the validator,
+/// which compiles them in every draft, but not for provider conversions,
+/// which keep them as text: `dependencies` (its lists of names are not
+/// subschemas).
+const VALIDATOR_MAP_KEYWORDS: &[&str] = &["dependencies"];
+
+/// Keywords whose value is a subschema the validator does not compile in
+/// place but finds `$anchor`s and `$id`s in, and compiles when referred to;
+/// provider conversions keep it as text.
+const VALIDATOR_SINGLE_KEYWORDS: &[&str] = &["contentSchema"];
+
+/// Keywords whose value refers to a subschema the validator compiles there:
+/// `$dynamicRef` and `$recursiveRef` resolve as `$ref` does, unless a dynamic
+/// anchor sends them to a subschema holding one, which the walk reaches
+/// where it stands.
+const REFERENCE_KEYWORDS: &[&str] = &["$ref", "$dynamicRef", "$recursiveRef"];
+
+/// What the value of a keyword is to the validator.
+enum Held<'a> {
+    /// A list of subschemas.
+    List(&'a [Value]),
+    /// Names mapped to subschemas (a list among them is text).
+    Map(&'a serde_json::Map<String, Value>),
+    /// One subschema.
+    One(&'a Value),
+    /// Not a subschema.
+    Text,
+}
+
+/// What `value` under `keyword` is to the validator: every position the
+/// schema crate compiles a subschema at, or finds an `$anchor` or `$id` in.
+fn held<'a>(keyword: &str, value: &'a Value) -> Held<'a> {
+    let single = |k: &str| SINGLE_SUBSCHEMA_KEYWORDS.contains(&k) || VALIDATOR_SINGLE_KEYWORDS.contains(&k);
+    let map = |k: &str| MAP_SUBSCHEMA_KEYWORDS.contains(&k) || VALIDATOR_MAP_KEYWORDS.contains(&k);
+    match value {
+        Value::Array(items) if LIST_SUBSCHEMA_KEYWORDS.contains(&keyword) => Held::List(items),
+        Value::Object(children) if map(keyword) => Held::Map(children),
+        Value::Object(_) | Value::Bool(_) if single(keyword) => Held::One(value),
+        _ => Held::Text,
+    }
+}
+
+/// Whether the subschema `map` starts a resource its references resolve
+/// in: it has an `$id` (or draft 4's `id`).
+fn is_resource(map: &serde_json::Map<String, Value>) -> bool {
+    ["$id", "id"].iter().any(|k| map.get(*k).is_some_and(Value::is_string))
+}
+
+/// `fragment` with its `%XX` escapes decoded, as the validator reads a
+/// reference's fragment; `None` when that is not UTF-8.
+fn percent_decoded(fragment: &str) -> Option<String> {
+    let bytes = fragment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = (bytes[i] == b'%').then(|| fragment.get(i + 1..i + 3)).flatten();
+        match escaped.and_then(|hex| u8::from_str_radix(hex, 16).ok()) {
+            Some(byte) => {
+                out.push(byte);
+                i += 3;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The value at the JSON pointer `pointer` in `resource`, and the resource
+/// it stands in: the last subschema with an `$id` passed on the way.
+fn resolve<'a>(resource: &'a Value, pointer: &str) -> Option<(&'a Value, &'a Value)> {
+    let (mut node, mut base) = (resource, resource);
+    for token in pointer.split('/').skip(1) {
+        if let Value::Object(map) = node
+            && is_resource(map)
+        {
+            base = node;
+        }
+        let token = token.replace("~1", "/").replace("~0", "~");
+        node = match node {
+            Value::Object(map) => map.get(&token)?,
+            Value::Array(items) => items.get(token.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+    }
+    Some((node, base))
 }
 
 /// A writer that only counts, and fails once more than `left` bytes come.
@@ -399,5 +562,60 @@ mod tests {
             json!({"type": "object", "properties": {"c": {"$ref": "#/$defs/C"}}, "$defs": {"C": {"pattern": "^b$"}}});
         assert_eq!(budget.check_sharing(&again, &mut patterns), Err(SchemaBudgetError::TooManyPatterns { max: 3 }));
         assert!(budget.check(&again).is_ok());
+    }
+
+    /// A schema with `(?=a)` (which the validator's engine refuses to
+    /// compile) at each place the validator compiles a subschema from.
+    fn hidden_patterns() -> Vec<(&'static str, Value)> {
+        let p = json!({"pattern": "(?=a)"});
+        let uri = "http://e.example";
+        vec![
+            ("properties", json!({"properties": {"a": p}})),
+            ("patternProperties", json!({"patternProperties": {"(?=a)": true}})),
+            ("additionalProperties", json!({"additionalProperties": p})),
+            ("propertyNames", json!({"propertyNames": p})),
+            ("dependentSchemas", json!({"dependentSchemas": {"a": p}})),
+            ("dependencies", json!({"dependencies": {"a": p, "b": ["a"]}})),
+            ("contains", json!({"contains": p})),
+            ("prefixItems", json!({"prefixItems": [p]})),
+            ("items", json!({"items": p})),
+            ("if", json!({"if": p, "then": true})),
+            ("then", json!({"if": true, "then": p})),
+            ("else", json!({"if": true, "else": p})),
+            ("not", json!({"not": p})),
+            ("allOf", json!({"allOf": [p]})),
+            ("unevaluatedProperties", json!({"unevaluatedProperties": p})),
+            ("unevaluatedItems", json!({"unevaluatedItems": p})),
+            ("$defs", json!({"$ref": "#/$defs/a", "$defs": {"a": p}})),
+            ("definitions", json!({"$ref": "#/definitions/a", "definitions": {"a": p}})),
+            ("$ref to an unknown keyword", json!({"$ref": "#/x", "x": p})),
+            ("$ref percent-encoded", json!({"$ref": "#/x%79", "x%79": {}, "xy": p})),
+            ("$ref to an $anchor", json!({"$ref": "#h", "contentSchema": {"$anchor": "h", "pattern": "(?=a)"}})),
+            ("$dynamicRef", json!({"$dynamicRef": "#/x", "x": p})),
+            (
+                "$dynamicRef to a $dynamicAnchor",
+                json!({"$dynamicRef": "#h", "$defs": {"h": {"$dynamicAnchor": "h", "pattern": "(?=a)"}}}),
+            ),
+            (
+                "$ref in a nested $id",
+                json!({"x": {}, "properties": {"a": {"$id": format!("{uri}/a"), "$ref": "#/x", "x": p}}}),
+            ),
+            (
+                "$ref to another resource",
+                json!({"$id": format!("{uri}/r"), "$ref": format!("{uri}/b#/x"),
+                "$defs": {"b": {"$id": format!("{uri}/b"), "x": p}}}),
+            ),
+        ]
+    }
+
+    #[test]
+    fn every_pattern_the_validator_compiles_is_counted() {
+        let none = SchemaBudget { max_patterns: 0, ..SchemaBudget::default() };
+        for (place, schema) in hidden_patterns() {
+            // The validator compiles it: its engine refuses the pattern.
+            let compiled = crate::validate::linear_time_options().build(&schema);
+            assert!(compiled.is_err_and(|e| e.to_string().contains("(?=a)")), "{place}: {schema}");
+            assert_eq!(none.check(&schema), Err(SchemaBudgetError::TooManyPatterns { max: 0 }), "{place}: {schema}");
+        }
     }
 }
