@@ -53,6 +53,34 @@ fn patterns(count: usize) -> Value {
     json!({"type": "object", "properties": properties})
 }
 
+/// Where a tool's `input_schema` may hold patterns that its validator
+/// compiles, out of the way of a walk of `properties` and `$defs`.
+const HIDING_PLACES: [&str; 5] = ["dependencies", "dynamic", "escaped", "resource", "anchor"];
+
+/// An object schema with 65 patterns (one more than `MAX_SCHEMA_PATTERNS`)
+/// hidden in `place`, each a subschema the validator compiles.
+fn hidden_patterns(place: &str) -> Value {
+    let many: Map<String, Value> =
+        (0..65).map(|i| (format!("p{i}"), json!({"type": "string", "pattern": format!("^a{i}$")}))).collect();
+    let hidden = json!({"properties": many});
+    let mut schema = match place {
+        // Draft 7's `dependentSchemas`, compiled in every draft.
+        "dependencies" => json!({"dependencies": {"a": hidden}}),
+        // A dynamic reference resolves as `$ref` does, here to an unknown keyword.
+        "dynamic" => json!({"$dynamicRef": "#/x-hidden", "x-hidden": hidden}),
+        // The validator percent-decodes the pointer: `x-hidden`, not `x%2Dhidden`.
+        "escaped" => json!({"$ref": "#/x%2Dhidden", "x%2Dhidden": {}, "x-hidden": hidden}),
+        // Under an `$id`, `#/x` is that resource's `x`, not the root's.
+        "resource" => {
+            json!({"x": {}, "properties": {"a": {"$id": "https://example.com/a", "$ref": "#/x", "x": hidden}}})
+        }
+        // An anchor inside `contentSchema`, which the validator indexes but does not compile in place.
+        _ => json!({"$dynamicRef": "#h", "contentSchema": {"$anchor": "h", "properties": many}}),
+    };
+    schema["type"] = json!("object");
+    schema
+}
+
 /// A manifest of `count` tools, each within every one-tool budget but large
 /// once inlined: 10 levels of definitions, each with a 120-character
 /// description and two properties referring to the next (~2.5 KB as
@@ -115,6 +143,22 @@ async fn last_error(orchestrator: &OrchestratorProcess, module: &str) -> String 
 
 async fn assert_alive(orchestrator: &OrchestratorProcess) {
     assert_eq!(orchestrator.get("/health").await["status"], "ok");
+}
+
+#[tokio::test]
+async fn patterns_hidden_where_the_validator_compiles_them_are_counted() {
+    let router = HIDING_PLACES.iter().fold(Router::new(), |router, place| {
+        let tool = manifest(place, json!({"name": "work", "input_schema": hidden_patterns(place)}));
+        router.route(&format!("/{place}/manifest"), get(move || async move { Json(tool) }))
+    });
+    let server = ModuleServer::start(router);
+    let modules: Vec<(&str, String)> =
+        HIDING_PLACES.iter().map(|place| (*place, format!("{}/{place}", server.url()))).collect();
+    let orchestrator = OrchestratorProcess::start(&[("MODULE_SERVICES", &module_services(&modules))]);
+    for place in HIDING_PLACES {
+        let error = last_error(&orchestrator, place).await;
+        assert!(error.contains(&format!("{place}.work")) && error.contains("MAX_SCHEMA_PATTERNS"), "{place}: {error}");
+    }
 }
 
 #[tokio::test]
