@@ -13,6 +13,10 @@ pub const DEFAULT_MAX_TOOLS: usize = 100;
 /// The default of [`Budgets::max_run`] (`--max-run-seconds`): 30 minutes.
 pub const DEFAULT_MAX_RUN: Duration = Duration::from_secs(30 * 60);
 
+/// The default of [`Budgets::module_max_body_bytes`] (`--module-max-body-bytes`):
+/// the contract's default request body limit, 2 MiB.
+pub const DEFAULT_MODULE_MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+
 /// What one run may spend on a module.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budgets {
@@ -25,10 +29,29 @@ pub struct Budgets {
     /// How long checking the module may take (`--max-run-seconds`): a
     /// request in flight then is cut off, and none is made after it.
     pub max_run: Duration,
+    /// The module's own request body limit (`--module-max-body-bytes`, its
+    /// `MAX_BODY_BYTES`): `execute.body_too_large` sends a body one byte
+    /// longer, the largest request of a run.
+    pub module_max_body_bytes: usize,
 }
 
 impl Default for Budgets {
     fn default() -> Self {
-        Self { max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES, max_tools: DEFAULT_MAX_TOOLS, max_run: DEFAULT_MAX_RUN }
+        Self {
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            max_tools: DEFAULT_MAX_TOOLS,
+            max_run: DEFAULT_MAX_RUN,
+            module_max_body_bytes: DEFAULT_MODULE_MAX_BODY_BYTES,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_module_body_limit_is_the_sdks_default() {
+        assert_eq!(DEFAULT_MODULE_MAX_BODY_BYTES, module_sdk::ServerLimits::default().max_body_bytes);
     }
 }

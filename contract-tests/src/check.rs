@@ -17,6 +17,11 @@ pub enum Level {
     /// `{"error": ...}` bodies, `401` answers, OpenAPI).
     #[default]
     Full,
+    /// Not a level a run is held to: that of a check of what the contract
+    /// does not state (a budget an orchestrator applies), whose problems
+    /// are warnings at every level.
+    #[value(skip)]
+    Advisory,
 }
 
 impl Level {
@@ -25,6 +30,7 @@ impl Level {
         match self {
             Level::Base => "base",
             Level::Full => "full",
+            Level::Advisory => "advisory",
         }
     }
 }
@@ -121,6 +127,8 @@ checks! {
     InputMetaschema = "schema.input_metaschema", Full, "every input_schema is a valid draft 2020-12 JSON Schema";
     /// Output schemas against the metaschema.
     OutputMetaschema = "schema.output_metaschema", Full, "every output_schema is a valid draft 2020-12 JSON Schema";
+    /// Output schema budgets (not a rule of the contract).
+    OutputBudget = "schema.output_budget", Advisory, "every output_schema stays within the default schema budgets an orchestrator checks results against (nesting, nodes once references are inlined, bytes, patterns); over them, an orchestrator leaves the tool's results unchecked";
     /// Input schema root.
     InputRootObject = "schema.input_root_object", Full, "every input_schema has \"type\": \"object\" at its root";
     /// Self-contained schemas.
@@ -159,6 +167,10 @@ checks! {
     UnknownTool = "execute.unknown_tool", Base, "a call to a tool the module does not have gets 200 with success:false (base) and error_kind unknown_tool (full)";
     /// Non-JSON body.
     NonJsonBody = "execute.non_json_body", Base, "a body that is not JSON gets a 4xx (base) with a JSON {\"error\": string} (full)";
+    /// A body that is not a ToolCall.
+    MissingToolName = "execute.missing_tool_name", Base, "a JSON body without tool_name gets a 4xx (base): 400 or 422 with a JSON {\"error\": string} (full)";
+    /// A body over the module's limit.
+    BodyTooLarge = "execute.body_too_large", Full, "a body over the module's limit (--module-max-body-bytes, by default the contract's 2 MiB) gets 413";
     /// No 5xx, no dropped connection.
     NoServerErrors = "http.no_server_errors", Base, "no request of the whole run got a 5xx, a dropped connection or no answer in time";
 }
@@ -415,6 +427,7 @@ mod tests {
                 "execute.arguments_not_object",
                 "execute.unknown_tool",
                 "execute.non_json_body",
+                "execute.missing_tool_name",
                 "http.no_server_errors",
             ]
         );
@@ -435,8 +448,12 @@ mod tests {
                 "parameters.types",
                 "parameters.enums",
                 "execute.output_schema",
+                "execute.body_too_large",
             ]
         );
+        let advisory: Vec<&str> =
+            Check::ALL.iter().filter(|c| c.level() == Level::Advisory).map(|c| c.name()).collect();
+        assert_eq!(advisory, ["schema.output_budget"]);
         assert!(Level::Base < Level::Full && Level::default() == Level::Full);
     }
 }

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
 use contract_tests::Level;
-use contract_tests::budget::{Budgets, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_RUN, DEFAULT_MAX_TOOLS};
+use contract_tests::budget::{
+    Budgets, DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_MAX_RUN, DEFAULT_MAX_TOOLS, DEFAULT_MODULE_MAX_BODY_BYTES,
+};
 use contract_tests::generate::DEFAULT_SAMPLE_URL;
 use contract_tests::junit::to_junit;
 use contract_tests::report::RunReport;
@@ -54,6 +56,10 @@ struct Cli {
     /// How long the whole run may take, in seconds: a request in flight then is cut off, none is made after.
     #[arg(long, default_value_t = DEFAULT_MAX_RUN.as_secs())]
     max_run_seconds: u64,
+    /// The modules' own request body limit in bytes (their MAX_BODY_BYTES): execute.body_too_large sends one byte
+    /// more and expects 413.
+    #[arg(long, default_value_t = DEFAULT_MODULE_MAX_BODY_BYTES)]
+    module_max_body_bytes: usize,
 }
 
 /// The machine-readable report formats.
@@ -90,6 +96,7 @@ async fn main() -> ExitCode {
             max_response_bytes: cli.max_response_bytes,
             max_tools: cli.max_tools,
             max_run: Duration::from_secs(cli.max_run_seconds),
+            module_max_body_bytes: cli.module_max_body_bytes,
         },
     };
     let deadline = Instant::now().checked_add(options.budgets.max_run);

@@ -62,6 +62,8 @@ const CASES: &[(Defect, &[&str])] = &[
     (Defect::DuplicateBaseParameter, &["manifest.orchestrator_accepts"]),
     (Defect::NonJsonPlainText, &["execute.non_json_body"]),
     (Defect::NonJsonServerError, &["execute.non_json_body", "http.no_server_errors"]),
+    (Defect::MissingToolNameResult, &["execute.missing_tool_name"]),
+    (Defect::NoBodyLimit, &["execute.body_too_large"]),
 ];
 
 fn options(read_only: bool, level: Level) -> SuiteOptions {
@@ -157,6 +159,8 @@ async fn at_base_what_orchestrators_rely_on_still_fails() {
         (Defect::AnyTokenAccepted, "auth.wrong_token", Status::Failed),
         (Defect::UnknownToolNotFound, "execute.unknown_tool", Status::Warned),
         (Defect::NonJsonPlainText, "execute.non_json_body", Status::Warned),
+        (Defect::MissingToolNameResult, "execute.missing_tool_name", Status::Failed),
+        (Defect::NoBodyLimit, "execute.body_too_large", Status::Warned),
         (Defect::OpenApiMissingRoute, "openapi.document", Status::Warned),
         (Defect::InputSchemaInvalid, "schema.input_metaschema", Status::Warned),
     ];
@@ -168,9 +172,26 @@ async fn at_base_what_orchestrators_rely_on_still_fails() {
     }
 }
 
+/// Defects in what the contract does not state (a budget an orchestrator
+/// applies), and the checks that warn of them, at both levels.
+const ADVICE: &[(Defect, &[&str])] = &[(Defect::OutputSchemaOverBudget, &["schema.output_budget"])];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_contract_does_not_state_only_warns() {
+    for (defect, expected) in ADVICE {
+        for level in [Level::Base, Level::Full] {
+            let report = report_at(*defect, false, level).await;
+            let failed: Vec<&str> = report.failures().map(|r| r.check.name()).collect();
+            let warned: BTreeSet<&str> = report.warnings().map(|r| r.check.name()).collect();
+            assert!(report.passed() && failed.is_empty(), "{defect:?} at {level}: failed {failed:?}");
+            assert_eq!(warned, expected.iter().copied().collect(), "{defect:?} at {level}");
+        }
+    }
+}
+
 #[test]
 fn every_check_has_a_defect_that_fails_it() {
-    let covered: BTreeSet<&str> = CASES.iter().flat_map(|(_, checks)| checks.iter().copied()).collect();
+    let covered: BTreeSet<&str> = CASES.iter().chain(ADVICE).flat_map(|(_, checks)| checks.iter().copied()).collect();
     let uncovered: Vec<&str> = Check::ALL.iter().map(|c| c.name()).filter(|name| !covered.contains(name)).collect();
     assert!(uncovered.is_empty(), "checks no defect proves: {uncovered:?}");
 }

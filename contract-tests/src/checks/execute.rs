@@ -1,6 +1,7 @@
 //! `POST /execute`, driven by each tool's own schema: generated valid
-//! calls, mutated invalid ones, an unknown tool, non-object arguments and a
-//! body that is not JSON.
+//! calls, mutated invalid ones, an unknown tool, non-object arguments, a
+//! body that is not JSON, one without `tool_name` and one over the
+//! module's body limit.
 
 use std::time::Duration;
 
@@ -70,8 +71,11 @@ pub async fn check_execute(
         }
         caller.exercise(tool, findings).await;
     }
-    caller.unknown_tool(module_name.unwrap_or("module"), findings).await;
+    let module_name = module_name.unwrap_or("module");
+    caller.unknown_tool(module_name, findings).await;
     caller.non_json_body(findings).await;
+    caller.missing_tool_name(findings).await;
+    caller.body_too_large(module_name, findings).await;
     for (check, reason) in [
         (Check::ValidArguments, "no tool could be called"),
         (Check::OutputSchema, "no call succeeded, or no tool has an output_schema"),
@@ -275,6 +279,54 @@ impl Caller<'_> {
                     findings.fail_at(check, Level::Full, format!("{what}: {} but {problem}", reply.status));
                 }
             }
+        }
+    }
+
+    /// A JSON body that is not a ToolCall, for want of `tool_name`: a 4xx
+    /// (base), 400 or 422 with `{"error": string}` (full).
+    async fn missing_tool_name(&self, findings: &mut Findings) {
+        let check = Check::MissingToolName;
+        findings.ran(check);
+        let what = "POST /execute with a body without tool_name";
+        let body = br#"{"arguments": {}}"#.to_vec();
+        match self.client.post("/execute", body, Auth::Configured, REQUEST_TIMEOUT).await {
+            Err(failure) => findings.fail(check, format!("{what}: {failure}")),
+            Ok(reply) if !(400..500).contains(&reply.status) => {
+                findings.fail(check, format!("{what}: expected a 4xx, got {}", reply.status));
+            }
+            Ok(reply) if !REFUSALS.contains(&reply.status) => {
+                findings.fail_at(check, Level::Full, format!("{what}: expected 400 or 422, got {}", reply.status));
+            }
+            Ok(reply) => {
+                if let Some(problem) = reply.error_body_problem() {
+                    findings.fail_at(check, Level::Full, format!("{what}: {} but {problem}", reply.status));
+                }
+            }
+        }
+    }
+
+    /// A ToolCall (to a tool no module has) one byte over the module's
+    /// body limit: `413`.
+    async fn body_too_large(&self, module_name: &str, findings: &mut Findings) {
+        let check = Check::BodyTooLarge;
+        findings.ran(check);
+        let limit = self.options.budgets.module_max_body_bytes;
+        let size = limit.saturating_add(1);
+        let what = format!("POST /execute with a body of {size} bytes (--module-max-body-bytes {limit})");
+        let call = json!({"tool_name": format!("{module_name}.contract_tests_no_such_tool"), "arguments": {}});
+        let mut body = serde_json::to_vec(&call).unwrap_or_default();
+        // The padding goes inside the object, so that the body stays JSON.
+        body.pop();
+        body.extend_from_slice(br#", "padding": ""#);
+        let padding = size.saturating_sub(body.len() + 2);
+        body.resize(body.len() + padding, b' ');
+        body.extend_from_slice(br#""}"#);
+        match self.client.post("/execute", body, Auth::Configured, REQUEST_TIMEOUT).await {
+            Err(failure) => findings.fail(check, format!("{what}: {failure}")),
+            Ok(reply) if reply.status != 413 => {
+                findings.fail(check, format!("{what}: expected 413, got {}", reply.status));
+            }
+            Ok(_) => {}
         }
     }
 

@@ -3,7 +3,7 @@
 //! schemas within the budgets an orchestrator checks at discovery (each
 //! schema's, and the manifest's patterns and text together); output
 //! schemas within the same budgets, since every result is checked against
-//! them.
+//! them (advice only: the contract does not state it).
 
 use module_sdk::contract::{DEFAULT_MAX_MANIFEST_SCHEMA_BYTES, ManifestPatterns, SchemaBudget, SchemaBudgetError};
 use std::collections::HashMap;
@@ -29,6 +29,7 @@ pub fn check_schemas(tools: &[ToolView<'_>], findings: &mut Findings) {
     }
     if tools.iter().any(|tool| tool.output_schema().is_some()) {
         findings.ran(Check::OutputMetaschema);
+        findings.ran(Check::OutputBudget);
     }
     if tools.iter().any(|tool| tool.input_schema().is_some() || tool.output_schema().is_some()) {
         findings.ran(Check::ReferencesLocal);
@@ -48,10 +49,11 @@ pub fn check_schemas(tools: &[ToolView<'_>], findings: &mut Findings) {
         // Within the budget, so the cost is known.
         let cost = input_schema.and_then(|schema| budget.check(schema).ok()).unwrap_or(0);
         input_bytes = input_bytes.saturating_add(cost);
-        // The results are not checked against one over budget either (execute.output_schema notes so).
+        // The results are not checked against one over budget either (execute.output_schema notes so);
+        // CONTRACT.md does not bound output schemas, so it is advice, not a failure.
         let output = format!("{label} output_schema");
         let output_schema =
-            within_budget(tool.output_schema(), |s| budget.check(s), Check::OutputMetaschema, &output, findings);
+            within_budget(tool.output_schema(), |s| budget.check(s), Check::OutputBudget, &output, findings);
         for (check, key, schema) in [
             (Check::InputMetaschema, "input_schema", input_schema),
             (Check::OutputMetaschema, "output_schema", output_schema),
@@ -110,11 +112,12 @@ pub fn check_schemas(tools: &[ToolView<'_>], findings: &mut Findings) {
     findings.skip(Check::InputRootObject, no_input);
     findings.skip(Check::InputBudget, no_input);
     findings.skip(Check::OutputMetaschema, "no tool has an output_schema (an extension)");
+    findings.skip(Check::OutputBudget, "no tool has an output_schema (an extension)");
     findings.skip(Check::ReferencesLocal, "no tool has an input_schema or output_schema (extensions)");
 }
 
 /// `schema` when `cost` (its budget check) passes; `None` otherwise, with
-/// `check` failed for `what`, naming the budget exceeded.
+/// `check` failed (at its own level) for `what`, naming the budget exceeded.
 fn within_budget<'a, T>(
     schema: Option<&'a Value>,
     cost: impl FnOnce(&'a Value) -> Result<T, SchemaBudgetError>,
@@ -228,12 +231,31 @@ mod tests {
     }
 
     #[test]
-    fn an_output_schema_over_budget_fails_its_check_naming_the_budget() {
+    fn an_output_schema_over_budget_only_warns_naming_the_budget() {
         assert_eq!(output_problems(doubling_unions(3)), []);
-        let problems = output_problems(doubling_unions(40));
-        assert_eq!(problems.len(), 1, "{problems:?}");
-        assert_eq!(problems[0].0, Check::OutputMetaschema);
-        assert!(problems[0].1.starts_with("evil.answer output_schema: ") && problems[0].1.contains("MAX_SCHEMA_NODES"));
+        // The contract does not bound output schemas: a warning at every level, never a failure.
+        for level in [crate::Level::Base, crate::Level::Full] {
+            let results = output_results(doubling_unions(40), level);
+            assert!(results.iter().all(|r| r.status != crate::Status::Failed), "{results:?}");
+            let budget = results.iter().find(|r| r.check == Check::OutputBudget).unwrap();
+            assert_eq!(budget.status, crate::Status::Warned, "{budget:?}");
+            assert_eq!(budget.warnings.len(), 1, "{budget:?}");
+            let warning = &budget.warnings[0];
+            assert!(warning.starts_with("evil.answer output_schema: ") && warning.contains("MAX_SCHEMA_NODES"));
+            let metaschema = results.iter().find(|r| r.check == Check::OutputMetaschema).unwrap();
+            assert_eq!(metaschema.status, crate::Status::Passed, "{metaschema:?}");
+        }
+    }
+
+    /// Every check's result for one tool with `output_schema`, at `level`.
+    fn output_results(output_schema: Value, level: crate::Level) -> Vec<crate::CheckResult> {
+        let manifest = json!({"module_name": "evil", "description": "E.", "tools": [{
+            "name": "evil.answer", "description": "A.", "parameters": [], "required_permission": "guest",
+            "output_schema": output_schema
+        }]});
+        let mut findings = Findings::default();
+        check_schemas(&super::super::tools_of(&manifest), &mut findings);
+        findings.into_results(level, "")
     }
 
     #[test]
