@@ -170,17 +170,17 @@ async fn control_characters_from_the_module_are_escaped() {
 }
 
 /// An `output_schema` of a few KB that would take 2^40 steps to check a
-/// result against is held to the schema budgets: it fails
-/// `schema.output_metaschema` naming the budget, and the results are not
-/// checked against it, so the run ends instead of hanging.
+/// result against is held to the schema budgets: `schema.output_budget`
+/// warns naming the budget (CONTRACT.md does not state it), and the results
+/// are not checked against it, so the run ends instead of hanging.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_output_schema_over_the_schema_budgets_is_reported_not_used() {
     let module = start_hostile("output_exponential");
     let (report, status) = check(&module, &[]).await;
-    assert_eq!(status, Some(1), "{report}");
+    assert!(!report.contains("FAIL schema.output"), "{report}");
     assert!(
         report.contains(
-            "  FAIL schema.output_metaschema: hostile.answer output_schema: it has more than 10000 subschemas once references are inlined (budget MAX_SCHEMA_NODES)"
+            "  WARN schema.output_budget: hostile.answer output_schema: it has more than 10000 subschemas once references are inlined (budget MAX_SCHEMA_NODES)"
         ),
         "{report}"
     );
