@@ -62,7 +62,7 @@ pub fn services_required() -> bool {
 }
 
 /// The binary `name` (`"research"`, or `"examples/demo"`) that
-/// `cargo build --workspace --all-targets` put next to the running test's
+/// `cargo build --workspace --bins --examples` put next to the running test's
 /// own binary, for tests that start another package's binary (`cargo test`
 /// gives a test only its own package's through `CARGO_BIN_EXE_*`).
 pub fn built_binary(name: &str) -> std::path::PathBuf {
@@ -72,7 +72,7 @@ pub fn built_binary(name: &str) -> std::path::PathBuf {
     let binary = profile_dir.join(name);
     assert!(
         binary.exists(),
-        "{} is not built: run `cargo build --workspace --all-targets` first (scripts/test.sh does)",
+        "{} is not built: run `cargo build --workspace --bins --examples` first (scripts/test.sh does)",
         binary.display()
     );
     binary

@@ -49,8 +49,8 @@ struct Executable {
 }
 
 /// Runs `cargo build <args> --message-format=json` and returns every
-/// executable it produced or found fresh, except test harnesses (with
-/// `--all-targets` a binary is also built as its own unit-test harness).
+/// executable it produced or found fresh, except test harnesses (which
+/// `--tests` or `--all-targets` would add).
 fn build(args: &[&str]) -> Vec<Executable> {
     let output = cargo().arg("build").args(args).arg("--message-format=json").output().unwrap();
     let messages: Vec<Value> =
@@ -111,14 +111,16 @@ fn module_manifests() -> Vec<(String, PathBuf)> {
 }
 
 /// Every binary of every module package, plus the SDK's demo example, from
-/// `cargo build --workspace --all-targets`: the build `scripts/test.sh` runs
-/// before the tests, so there nothing compiles again (a build of only these
-/// packages unifies features over fewer crates, and compiled rmcp, the SDK
-/// and every module a second time); run alone, it builds what is stale.
+/// `cargo build --workspace --bins --examples --benches`: exactly the build
+/// `scripts/test.sh` runs before the tests, so there nothing compiles again
+/// (a build of only these packages unifies features over fewer crates, and
+/// compiled rmcp, the SDK and every module a second time; `--all-targets`
+/// linked every test executable once more); run alone, it builds what is
+/// stale.
 pub fn module_binaries() -> Vec<(String, PathBuf)> {
     let manifests: Vec<PathBuf> = module_manifests().into_iter().map(|(_, manifest)| manifest).collect();
     let sdk_manifest = root().join("module-sdk/Cargo.toml");
-    build(&["--workspace", "--all-targets"])
+    build(&["--workspace", "--bins", "--examples", "--benches"])
         .into_iter()
         .filter(|executable| {
             (executable.kind == "bin" && manifests.contains(&executable.manifest_path))
