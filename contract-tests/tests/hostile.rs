@@ -176,7 +176,7 @@ async fn control_characters_from_the_module_are_escaped() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_output_schema_over_the_schema_budgets_is_reported_not_used() {
     let module = start_hostile("output_exponential");
-    let (report, status) = check(&module, &[]).await;
+    let (report, _) = check(&module, &[]).await;
     assert!(!report.contains("FAIL schema.output"), "{report}");
     assert!(
         report.contains(
