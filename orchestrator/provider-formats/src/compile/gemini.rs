@@ -231,13 +231,8 @@ fn convert<'a>(node: Prepared<'a>, left: &mut usize) -> Object<'a> {
     match branches.len() {
         0 => {}
         1 => {
-            // The branch holds as well as the node's own keywords: merged in as an `allOf` part
-            // is (a `true` branch adds nothing).
-            let mut unmerged = Vec::new();
-            if let Some(only) = object_of(branches.remove(0)) {
-                merge_all_of(&mut map, only, &mut unmerged);
-            }
-            notes::append(&mut map, &unmerged);
+            // The branch holds as well as the node's own keywords.
+            let map = with_branch(map, branches.remove(0));
             return finish(convert(Prepared::Object(map.into_entries().collect()), left), nullable);
         }
         _ => return finish(distribute(map, branches, left), nullable),
@@ -310,7 +305,8 @@ fn omitted_object<'a>() -> Object<'a> {
 }
 
 /// A union of `branches`, each with the node's other keywords laid under
-/// it (`A and (B or C)` is `(A and B) or (A and C)`); the description stays on the union.
+/// it (`A and (B or C)` is `(A and B) or (A and C)`, see [`with_branch`]);
+/// the description stays on the union.
 fn distribute<'a>(mut map: Object<'a>, branches: Vec<Prepared<'a>>, left: &mut usize) -> Object<'a> {
     let mut union = Object::empty();
     if let Some(description) = map.remove("description") {
@@ -319,15 +315,24 @@ fn distribute<'a>(mut map: Object<'a>, branches: Vec<Prepared<'a>>, left: &mut u
     let converted = branches
         .into_iter()
         .map(|branch| {
-            let merged = match object_of(branch) {
-                Some(branch) => map.clone().merged(branch),
-                None => map.clone(),
-            };
+            let merged = with_branch(map.clone(), branch);
             Prepared::Object(convert(Prepared::Object(merged.into_entries().collect()), left).into_entries().collect())
         })
         .collect();
     union.insert("anyOf".into(), Prepared::Array(converted));
     union
+}
+
+/// The node `map` and one branch of its union, which both hold: the branch
+/// merged in as an `allOf` part is ([`merge_all_of`]), so the node's own
+/// properties and `required` stay beside the branch's (a `true` branch adds nothing).
+fn with_branch<'a>(mut map: Object<'a>, branch: Prepared<'a>) -> Object<'a> {
+    let mut unmerged = Vec::new();
+    if let Some(branch) = object_of(branch) {
+        merge_all_of(&mut map, branch, &mut unmerged);
+    }
+    notes::append(&mut map, &unmerged);
+    map
 }
 
 /// The type a node without `type` has, judged by its other keywords.
@@ -358,9 +363,10 @@ const UPPER_BOUNDS: &[&str] = &["maximum", "exclusiveMaximum", "maxLength", "max
 /// Lays an `allOf` part over a node: properties and `required` are joined
 /// (a property both declare becomes an `allOf` of its two schemas, merged
 /// in turn when converted), bounds kept at the stricter, `enum`s
-/// intersected, other keywords kept where the node has none; where it has
-/// another value, what the part's asks is added to `unmerged` (phrases for
-/// the description). The part's own `allOf` parts are laid over in turn.
+/// intersected, `type`s narrowed to those both take, other keywords kept
+/// where the node has none; where it has another value, what the part's
+/// asks is added to `unmerged` (phrases for the description). The part's
+/// own `allOf` parts are laid over in turn.
 fn merge_all_of<'a>(map: &mut Object<'a>, mut part: Object<'a>, unmerged: &mut Vec<String>) {
     let nested = part.remove("allOf").and_then(|parts| parts.into_items().ok());
     for (keyword, value) in part.into_entries() {
@@ -383,6 +389,11 @@ fn merge_all_of<'a>(map: &mut Object<'a>, mut part: Object<'a>, unmerged: &mut V
                 *mine = Prepared::Object(joined.into_entries().collect());
             }
             (_, Some(old), Some(new)) if old == new => {}
+            ("type", Some(old), Some(new)) => {
+                if let Some(both) = common_types(old, new) {
+                    *mine = made(both);
+                }
+            }
             ("required", Some(Value::Array(old)), Some(Value::Array(new))) => {
                 let listed = ValueSet::new(old.iter());
                 let joined = old.iter().chain(new.iter().filter(|name| !listed.contains(name))).cloned().collect();
@@ -412,6 +423,32 @@ fn merge_all_of<'a>(map: &mut Object<'a>, mut part: Object<'a>, unmerged: &mut V
     }
     for part in nested.into_iter().flatten().filter_map(object_of) {
         merge_all_of(map, part, unmerged);
+    }
+}
+
+/// The types both `type` values `old` and `new` take (an `integer` is a
+/// `number`), one string when one; `None` when they share none, or either
+/// is not a type or list of types.
+fn common_types(old: &Value, new: &Value) -> Option<Value> {
+    let names = |types: &Value| -> Option<Vec<String>> {
+        match types {
+            Value::String(one) => Some(vec![one.clone()]),
+            Value::Array(many) => many.iter().map(|t| t.as_str().map(str::to_owned)).collect(),
+            _ => None,
+        }
+    };
+    let (old, new) = (names(old)?, names(new)?);
+    let takes = |types: &[String], t: &str| types.iter().any(|u| u == t || (t == "integer" && u == "number"));
+    let mut both: Vec<String> = Vec::new();
+    for t in old.iter().chain(&new) {
+        if takes(&old, t) && takes(&new, t) && !both.contains(t) {
+            both.push(t.clone());
+        }
+    }
+    match both.len() {
+        0 => None,
+        1 => both.pop().map(Value::String),
+        _ => Some(Value::Array(both.into_iter().map(Value::String).collect())),
     }
 }
 
@@ -707,6 +744,48 @@ mod tests {
                 "a": {"type": "string"},
                 "b": {"type": "string"}
             }})
+        );
+    }
+
+    #[test]
+    fn each_branch_of_a_union_keeps_the_nodes_own_properties_and_required() {
+        let schema = json!({"type": "object", "properties": {"v": {
+            "type": "object",
+            "properties": {"kind": {"type": "string"}, "n": {"type": "integer", "maximum": 10}},
+            "required": ["kind"],
+            "oneOf": [
+                {"properties": {"x": {"type": "string"}, "n": {"minimum": 2}}, "required": ["x"]},
+                {"properties": {"y": {"type": "number"}}}
+            ]
+        }}});
+        assert_eq!(gemini_violations(&schema), []);
+        assert_eq!(
+            gemini(&schema)["properties"]["v"],
+            json!({"anyOf": [
+                {"type": "object", "required": ["kind", "x"], "properties": {
+                    "kind": {"type": "string"},
+                    "n": {"type": "integer", "maximum": 10, "minimum": 2},
+                    "x": {"type": "string"}
+                }},
+                {"type": "object", "required": ["kind"], "properties": {
+                    "kind": {"type": "string"},
+                    "n": {"type": "integer", "maximum": 10},
+                    "y": {"type": "number"}
+                }}
+            ]})
+        );
+        // A branch's type narrows the node's, bounds and enums as an `allOf`'s do.
+        let narrowed = json!({"type": "object", "properties": {"v": {
+            "type": ["integer", "string"], "enum": [1, 2, "a", "b"],
+            "anyOf": [{"type": "number", "minimum": 0}, {"type": "string", "enum": ["b", "c"]}]
+        }}});
+        assert_eq!(gemini_violations(&narrowed), []);
+        assert_eq!(
+            gemini(&narrowed)["properties"]["v"],
+            json!({"anyOf": [
+                {"type": "integer", "minimum": 0, "description": "(one of 1, 2, \"a\", \"b\")"},
+                {"type": "string", "enum": ["b"]}
+            ]})
         );
     }
 }

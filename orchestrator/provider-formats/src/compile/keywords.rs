@@ -111,14 +111,6 @@ impl<'a, V> Keywords<'a, V> {
         }
     }
 
-    /// `self` with every keyword of `over` put on top (as `Map::extend`).
-    pub(super) fn merged(mut self, over: Self) -> Self {
-        for (keyword, value) in over.0 {
-            self.insert(keyword, value);
-        }
-        self
-    }
-
     /// The keywords in order, to be written out.
     pub(super) fn into_entries(self) -> impl Iterator<Item = (Cow<'a, str>, V)> {
         self.0.into_iter()
@@ -156,10 +148,7 @@ mod tests {
         map.remove("a");
         keywords.remove("a");
         assert_eq!(keywords.remove("missing"), None);
-        let over = json!({"g": 7, "d": 40});
-        map.extend(over.as_object().unwrap().clone());
-        let keywords = keywords.merged(Keywords::of(Cow::Owned(over)).unwrap());
-        assert!(keywords.contains_key("g") && !keywords.contains_key("a") && keywords.get("d") == Some(&json!(40)));
+        assert!(keywords.contains_key("f") && !keywords.contains_key("a") && keywords.get("c") == Some(&json!(30)));
         let written: Vec<(String, Value)> =
             keywords.into_entries().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
         let expected: Vec<(String, Value)> = map.into_iter().collect();
