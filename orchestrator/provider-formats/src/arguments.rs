@@ -376,6 +376,28 @@ mod tests {
     }
 
     #[test]
+    fn a_union_nodes_own_properties_are_renamed_back_beside_the_branch_found() {
+        // Gemini sees the node's `kind-of` and `max-results` in every branch; the model sends them with one branch's.
+        let schema = json!({"type": "object", "properties": {"v": {
+            "type": "object",
+            "properties": {"kind-of": {"type": "string"}, "max-results": {"type": ["integer", "null"]}},
+            "required": ["kind-of"],
+            "oneOf": [
+                {"properties": {"page-size": {"type": "integer"}, "max-results": {"minimum": 1}}, "required": ["page-size"]},
+                {"properties": {"sort-by": {"type": "string"}, "order": {"type": "string"}}, "required": ["sort-by"]}
+            ]
+        }}});
+        let prepared = compile::prepare(&schema);
+        let sent = json!({"kind_of": "a", "max_results": null, "sort_by": "x", "order": null});
+        let mut args = json!({"v": sent});
+        assert!(restore(&prepared, args.as_object_mut().unwrap(), true));
+        assert_eq!(args, json!({"v": {"kind-of": "a", "max-results": null, "sort-by": "x"}}));
+        let mut args = json!({"v": {"kind_of": "a", "page_size": 2, "max_results": 3}});
+        assert!(restore(&prepared, args.as_object_mut().unwrap(), true));
+        assert_eq!(args, json!({"v": {"kind-of": "a", "page-size": 2, "max-results": 3}}));
+    }
+
+    #[test]
     fn a_schema_that_refers_to_itself_through_all_of_is_mapped_within_its_steps() {
         let schema = json!({
             "type": "object",
