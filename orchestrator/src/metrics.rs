@@ -10,6 +10,7 @@
 
 use crate::NameMap;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -25,6 +26,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use crate::auth::Authorized;
 use crate::http::AppState;
 use crate::registry::{ModuleState, ModuleStatus, Registry};
+
+/// How often the series of gone tools are removed besides at each new
+/// generation: a call still holding a gone tool's route may make them again.
+pub const RETAIN_EVERY: Duration = Duration::from_secs(60);
 
 /// The label of a per-module series.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -163,14 +168,22 @@ impl Metrics {
     /// Follows `registry`'s generations for as long as it publishes them,
     /// and [removes](Self::retain_tools) the series of the tools each new
     /// snapshot no longer has, also those a call of a just-gone tool made
-    /// again meanwhile. It runs in a task of its own, once per generation:
-    /// a call's cost is unchanged, but for a wait on its short pass over the
-    /// tools called so far.
-    pub fn spawn_retaining(self: &Arc<Self>, registry: &Arc<Registry>) {
+    /// again meanwhile. It runs in a task of its own, once per generation and
+    /// `every` ([`RETAIN_EVERY`]; a call that held a gone tool's route across
+    /// the change, waiting for its validator or an approval store, can make
+    /// its series again after the pass): a call's cost is unchanged, but for
+    /// a wait on its short pass over the tools called so far.
+    pub fn spawn_retaining(self: &Arc<Self>, registry: &Arc<Registry>, every: Duration) {
         let (metrics, registry) = (Arc::clone(self), Arc::clone(registry));
         let mut generations = registry.subscribe();
         tokio::spawn(async move {
-            while generations.changed().await.is_ok() {
+            let mut every = tokio::time::interval(every);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    changed = generations.changed() => if changed.is_err() { break },
+                    _ = every.tick() => {}
+                }
                 let snapshot = registry.snapshot();
                 metrics.retain_tools(|name| snapshot.tool(name).is_some());
             }
@@ -287,5 +300,28 @@ mod tests {
         // The tool is back (its module returned): counted from zero again.
         metrics.start_call(Some("files.old")).finish(None);
         assert!(metrics.encode(&[]).contains(r#"tool_calls_total{tool="files.old",outcome="success"} 1"#));
+    }
+
+    #[tokio::test]
+    async fn series_a_call_made_again_after_its_tool_went_are_removed_without_a_new_generation() {
+        use crate::cache::MemoryCache;
+        use crate::limits::Budgets;
+        let registry = Arc::new(Registry::new(
+            &Default::default(),
+            Arc::new(MemoryCache::default()),
+            reqwest::Client::new(),
+            None,
+            Duration::from_millis(200),
+            Budgets::default(),
+        ));
+        let metrics = Arc::new(Metrics::new(&RegistryMetrics::default()));
+        metrics.spawn_retaining(&registry, Duration::from_millis(20));
+        // A call that routed before its tool went, answered after the pass of the change.
+        metrics.start_call(Some("files.gone")).finish(None);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while metrics.encode(&[]).contains("files.gone") {
+            assert!(std::time::Instant::now() < deadline, "the gone tool's series stayed");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 }

@@ -55,7 +55,7 @@ pub async fn serve(orchestrator: Orchestrator) -> Result<(), ServeError> {
     }
     orchestrator.registry.load_cached().await;
     orchestrator.registry.spawn_discovery(config.refresh_interval);
-    orchestrator.metrics.spawn_retaining(&orchestrator.registry);
+    orchestrator.metrics.spawn_retaining(&orchestrator.registry, crate::metrics::RETAIN_EVERY);
     let shutdown = module_sdk::service::shutdown_signal();
     tracing::info!(
         address = %bound,
