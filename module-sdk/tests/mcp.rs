@@ -370,10 +370,16 @@ fn list_request() -> Value {
 
 /// POSTs `body` to `/mcp` with the headers a client sends plus `headers`.
 async fn post_raw(demo: &Process, headers: &[(&str, &str)], body: Value) -> (StatusCode, String) {
+    post_text(demo, headers, body.to_string()).await
+}
+
+/// POSTs the JSON text `body` to `/mcp` as [`post_raw`] does.
+async fn post_text(demo: &Process, headers: &[(&str, &str)], body: String) -> (StatusCode, String) {
     let mut request = reqwest::Client::new()
         .post(format!("{}/mcp", demo.url()))
         .header("accept", "application/json, text/event-stream")
-        .json(&body);
+        .header("content-type", "application/json")
+        .body(body);
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
@@ -402,6 +408,32 @@ async fn foreign_origins_and_unknown_protocol_versions_are_refused() {
     let closed = start_demo(&[]);
     let (status, _) = post_raw(&closed, &[version, ("origin", "http://localhost:3000")], list_request()).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
+}
+
+/// rmcp logs the id of every request it answers with an error: one over
+/// `MAX_ID_BYTES` is refused before rmcp reads it, however its name is
+/// written (serde decodes `"\u0069d"` to `id`).
+#[tokio::test]
+async fn a_long_id_is_refused_naming_its_budget_however_its_name_is_written() {
+    let demo = start_demo(&[]);
+    let stateless = [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "nope")];
+    let long = "A".repeat(64 * 1024);
+    for name in ["id", "\\u0069d", "\\u0069\\u0064"] {
+        let body = format!(r#"{{"jsonrpc":"2.0","{name}":"{long}","method":"tools/call","params":{{"name":"nope"}}}}"#);
+        let (status, answer) = post_text(&demo, &stateless, body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{name}: {}", &answer[..answer.len().min(300)]);
+        assert!(answer.contains("MAX_ID_BYTES"), "{name}: {}", &answer[..answer.len().min(300)]);
+    }
+}
+
+/// As `/mcp` does, `--stdio` refuses a long id whose name is escaped.
+#[test]
+fn a_stdio_request_with_a_long_escaped_id_is_refused_naming_its_budget() {
+    let long = "A".repeat(64 * 1024);
+    let mut stdio = StdioDemo::start(&[]);
+    stdio.write_bytes(format!("{{\"jsonrpc\":\"2.0\",\"\\u0069d\":\"{long}\",\"method\":\"ping\"}}\n").as_bytes());
+    assert_refused(&stdio.answer(), -32600, "MAX_ID_BYTES");
+    stdio.close();
 }
 
 #[tokio::test]

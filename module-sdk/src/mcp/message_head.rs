@@ -3,8 +3,13 @@
 //! read as its bytes go by, in constant memory. Only strings, escapes and
 //! nesting are followed; the members of the top-level object are read
 //! until one of them is another value, so a nested `id` is not taken.
+//! A member's name is compared as serde reads it, its escapes decoded.
+
+use std::fmt;
 
 use rmcp::model::RequestId;
+use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde_json::value::RawValue;
 
 /// The longest `id` kept, as JSON (a number, or a string with its quotes
 /// and escapes); a longer one is not read, and a request with one is
@@ -13,11 +18,52 @@ use rmcp::model::RequestId;
 pub const MAX_ID_BYTES: usize = 128;
 
 /// Whether the JSON-RPC message `message` has a top-level `id` longer than
-/// [`MAX_ID_BYTES`] as JSON; scans it as [`HeadScan`] does.
+/// [`MAX_ID_BYTES`] as JSON. The message is read as serde reads it (a
+/// name's escapes decoded, every `id` of the object weighed); one serde
+/// cannot read is scanned as [`HeadScan`] does.
 pub fn has_long_id(message: &[u8]) -> bool {
-    let mut scan = HeadScan::default();
-    scan.feed(message);
-    scan.finish().long_id
+    match serde_json::from_slice::<LongId>(message) {
+        Ok(LongId(long)) => long,
+        Err(_) => {
+            let mut scan = HeadScan::default();
+            scan.feed(message);
+            scan.finish().long_id
+        }
+    }
+}
+
+/// Whether any top-level `id` of an object is longer than [`MAX_ID_BYTES`]
+/// as JSON (with a name given twice, a reader may keep either).
+struct LongId(bool);
+
+impl<'de> serde::Deserialize<'de> for LongId {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(LongIdVisitor)
+    }
+}
+
+/// Reads the members of the object [`LongId`] weighs.
+struct LongIdVisitor;
+
+impl<'de> Visitor<'de> for LongIdVisitor {
+    type Value = LongId;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        formatter.write_str("a JSON-RPC message (an object)")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut members: A) -> Result<LongId, A::Error> {
+        let mut long = false;
+        while let Some(name) = members.next_key::<String>()? {
+            match name == "id" {
+                true => long |= members.next_value::<&'de RawValue>()?.get().len() > MAX_ID_BYTES,
+                false => {
+                    members.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(LongId(long))
+    }
 }
 
 /// What the sender of a message [`has_long_id`] is told.
@@ -27,8 +73,9 @@ pub fn long_id_message() -> String {
     )
 }
 
-/// The longest member name told apart (`method`).
-const MAX_KEY_BYTES: usize = 6;
+/// The longest member name told apart as JSON: `method`, each letter
+/// written as a `\uXXXX` escape. A longer name is none of those told apart.
+const MAX_KEY_BYTES: usize = 6 * "method".len();
 
 /// What the scan found of a message.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -151,8 +198,10 @@ impl HeadScan {
                 self.at = At::Key;
             }
             At::AfterKey if byte == b':' => {
-                self.head.has_method |= self.key == b"method";
-                self.at = At::BeforeValue { id: self.key == b"id" };
+                let name = self.key_name();
+                let (method, id) = (name.as_deref() == Some("method"), name.as_deref() == Some("id"));
+                self.head.has_method |= method;
+                self.at = At::BeforeValue { id };
             }
             At::BeforeValue { .. } if space => {}
             At::BeforeValue { .. } if matches!(byte, b'{' | b'[') => {
@@ -191,6 +240,21 @@ impl HeadScan {
             b'}' => self.at = At::Done,
             b' ' | b'\t' | b'\r' | b'\n' => {}
             _ => self.at = At::Done,
+        }
+    }
+
+    /// The current member's name with its escapes decoded, when it is at
+    /// most [`MAX_KEY_BYTES`] as JSON (and can be read).
+    fn key_name(&self) -> Option<std::borrow::Cow<'_, str>> {
+        if self.key.len() > MAX_KEY_BYTES {
+            return None;
+        }
+        match self.key.contains(&b'\\') {
+            false => std::str::from_utf8(&self.key).ok().map(Into::into),
+            true => {
+                let quoted = [b"\"", self.key.as_slice(), b"\""].concat();
+                serde_json::from_slice::<String>(&quoted).ok().map(Into::into)
+            }
         }
     }
 
@@ -284,6 +348,26 @@ mod tests {
     }
 
     #[test]
+    fn a_name_is_read_with_its_escapes_decoded() {
+        let long = "a".repeat(200);
+        for text in [
+            format!(r#"{{"\u0069d":"{long}"}}"#),
+            format!(r#"{{"jsonrpc":"2.0","\u0069\u0064":"{long}","method":"tools/call","params":{{"name":"nope"}}}}"#),
+            format!(r#"{{"id":1,"\u0069d":"{long}","method":"m"}}"#),
+        ] {
+            assert!(has_long_id(text.as_bytes()), "{text}");
+        }
+        // Read by the scan alone (as a line too long to hold is).
+        assert!(head(&format!(r#"{{"\u0069d":"{long}"}}"#)).long_id);
+        assert_eq!(id(r#"{"\u0069\u0064":7}"#), Some(RequestId::Number(7)));
+        assert!(head(r#"{"\u006d\u0065\u0074\u0068\u006f\u0064":"ping"}"#).has_method);
+        assert!(head(r#"{"\u006dethod":"ping"}"#).has_method);
+        assert!(!head(r#"{"\u006dethods":"ping"}"#).has_method);
+        assert_eq!(id(r#"{"\"id":7}"#), None);
+        assert!(!has_long_id(format!(r#"{{"\u0069dx":"{long}"}}"#).as_bytes()));
+    }
+
+    #[test]
     fn a_request_is_told_from_an_answer() {
         assert!(head(r#"{"id":1,"method":"ping"}"#).has_method);
         assert!(!head(r#"{"id":1,"result":{"method":"ping"}}"#).has_method);
@@ -295,7 +379,7 @@ mod tests {
         let mut scan = HeadScan::default();
         let big = "x".repeat(1 << 20);
         scan.feed(format!(r#"{{"{big}":"{big}","id":3,"result":"{big}"}}"#).as_bytes());
-        assert!(scan.key.capacity() < 64 && scan.value.capacity() < 1024);
+        assert!(scan.key.capacity() <= 2 * MAX_KEY_BYTES && scan.value.capacity() < 1024);
         assert_eq!(scan.finish().id, Some(RequestId::Number(3)));
     }
 }
