@@ -5,6 +5,7 @@
 //! tokio's blocking threads without limit.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
@@ -35,16 +36,22 @@ impl BlockingLimit {
         Self { permits: Arc::new(Semaphore::new(max)), max }
     }
 
-    /// A permit, waited for until `deadline` (the call's); past it, an
-    /// `unavailable` error naming `MAX_BLOCKING_CALLS`.
-    pub(crate) async fn permit(&self, deadline: Instant) -> Result<OwnedSemaphorePermit, ToolError> {
-        match tokio::time::timeout_at(deadline, self.permits.clone().acquire_owned()).await {
+    /// A permit, waited for while at least half of `timeout` (the tool's)
+    /// is left before `deadline` (the call's): work started later would
+    /// mostly run after its call was answered `timeout`, crowding out calls
+    /// that could still succeed. Past that, an `unavailable` error naming
+    /// `MAX_BLOCKING_CALLS`.
+    pub(crate) async fn permit(&self, deadline: Instant, timeout: Duration) -> Result<OwnedSemaphorePermit, ToolError> {
+        let last_start = deadline.checked_sub(timeout / 2).unwrap_or_else(Instant::now);
+        match tokio::time::timeout_at(last_start, self.permits.clone().acquire_owned()).await {
             Ok(Ok(permit)) => Ok(permit),
             // `Ok(Err(_))`: the semaphore is never closed.
             Ok(Err(_)) | Err(_) => Err(ToolError::unavailable(format!(
                 "the module is already running as much blocking work as it allows ({} at once, MAX_BLOCKING_CALLS), \
-                 and none ended before this call's deadline; try again later",
-                self.max
+                 for so much of this tool's timeout of {} s that less than half of it was left to run this call's \
+                 work, so it never started; try again later",
+                self.max,
+                timeout.as_secs_f64()
             ))),
         }
     }

@@ -48,6 +48,8 @@ struct CallScope {
     tool_name: Arc<str>,
     user_id: Option<String>,
     deadline: Instant,
+    /// The tool's timeout, which ended at `deadline`.
+    timeout: Duration,
     /// Made on first use (most handlers never ask for it), or cancelled
     /// when the call ends while someone may still ask ([`CancelOnDrop`]).
     cancellation: OnceLock<CancellationToken>,
@@ -74,9 +76,10 @@ impl Context {
         tool_name: Arc<str>,
         user_id: Option<String>,
         deadline: Instant,
+        timeout: Duration,
         shared: Arc<ModuleShared>,
     ) -> Self {
-        Self(Arc::new(CallScope { tool_name, user_id, deadline, cancellation: OnceLock::new(), shared }))
+        Self(Arc::new(CallScope { tool_name, user_id, deadline, timeout, cancellation: OnceLock::new(), shared }))
     }
 
     /// A guard that cancels this call's [`Context::cancellation`] when dropped.
@@ -153,8 +156,10 @@ impl Context {
     /// [`Context::cancellation`] in long work, and [`Context::given_up`]
     /// before a change the caller may have been told failed). So that such work cannot pile
     /// up, at most `MAX_BLOCKING_CALLS` pieces of a module's work run at
-    /// once: a call waits for one to end, and one that waits past its
-    /// deadline gets an `unavailable` error naming the setting.
+    /// once: a call waits for one to end while at least half of its tool's
+    /// timeout is left, then gets an `unavailable` error naming the setting
+    /// (work started later would mostly run after its call was answered).
+    /// A call given up by the time it has its slot starts no work.
     ///
     /// ```
     /// # use module_sdk::{Context, ToolError};
@@ -179,7 +184,16 @@ impl Context {
         E: Into<ToolError> + Send + 'static,
     {
         let state = self.state::<S>()?;
-        let permit = self.0.shared.blocking.permit(self.0.deadline).await?;
+        let permit = self.0.shared.blocking.permit(self.0.deadline, self.0.timeout).await?;
+        // A slot free at once is granted even past the deadline (a handler's
+        // first poll may have run long): no work for a call already answered.
+        if self.given_up()() {
+            return Err(ToolError::timeout(format!(
+                "the call was given up (its tool's timeout of {} s passed, or its caller left) before its blocking \
+                 work started; the work never ran",
+                self.0.timeout.as_secs_f64()
+            )));
+        }
         let work = move || {
             // Given back when the work ends, whenever its call did.
             let _permit = permit;
@@ -204,7 +218,7 @@ mod tests {
     use super::*;
 
     fn context() -> Context {
-        Context::new("m.t".into(), None, Instant::now(), Arc::default())
+        Context::new("m.t".into(), None, Instant::now(), Duration::from_secs(1), Arc::default())
     }
 
     #[test]
@@ -220,7 +234,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_call_is_given_up_at_its_deadline_or_when_it_ends() {
-        let later = Context::new("m.t".into(), None, Instant::now() + Duration::from_secs(60), Arc::default());
+        let later = Context::new(
+            "m.t".into(),
+            None,
+            Instant::now() + Duration::from_secs(60),
+            Duration::from_secs(60),
+            Arc::default(),
+        );
         let guard = later.cancel_on_drop();
         let given_up = later.given_up();
         assert!(!given_up());

@@ -332,7 +332,7 @@ impl ModuleService {
         };
         // The call's timeout counts from its arrival: no clock read of its own.
         let deadline = deadline_after(started, tool.timeout);
-        let ctx = Context::new(tool.name.clone(), user_id, deadline, self.shared.clone());
+        let ctx = Context::new(tool.name.clone(), user_id, deadline, tool.timeout, self.shared.clone());
         // Cancelled when this call ends for any reason, including the caller
         // going away (the future is then dropped).
         let _cancel_on_exit = ctx.cancel_on_drop();
@@ -651,15 +651,17 @@ mod tests {
         assert_eq!(result.error.as_deref(), Some(PANIC_ANSWER));
     }
 
-    /// Where [`held`]'s blocking work waits: a message for each piece to end.
-    struct Gate(std::sync::Mutex<std::sync::mpsc::Receiver<()>>);
+    /// Where [`held`]'s blocking work waits: a message for each piece to
+    /// end; and how many pieces started.
+    struct Gate(std::sync::Mutex<std::sync::mpsc::Receiver<()>>, Arc<std::sync::atomic::AtomicUsize>);
 
     /// Blocks until the gate lets it through. The timeout is long enough
     /// for a loaded machine to run the work once let through (the third
-    /// call of the test below), and each of the first two calls waits it out.
+    /// call of the test below), and the first call waits it out.
     #[tool(timeout_seconds = 2.0)]
     async fn held(ctx: Context, _args: serde_json::Map<String, serde_json::Value>) -> Result<u8, ToolError> {
         ctx.blocking(|gate: &Gate| {
+            gate.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             let gate = gate.0.lock().map_err(|_| ToolError::execution_failed("poisoned"))?;
             gate.recv_timeout(Duration::from_secs(20)).map_err(|_| ToolError::execution_failed("never let through"))?;
             Ok::<_, ToolError>(1)
@@ -670,16 +672,25 @@ mod tests {
     #[tokio::test]
     async fn blocking_work_past_its_call_keeps_its_permit_and_a_call_left_without_one_is_unavailable() {
         let (open, gate) = std::sync::mpsc::channel();
-        let module = Module::new("m", "x").tool(held).state(Gate(std::sync::Mutex::new(gate)));
+        let started = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let module = Module::new("m", "x").tool(held).state(Gate(std::sync::Mutex::new(gate), started.clone()));
         let service = module.build_limited(1).unwrap();
         let call = || ToolCall { tool_name: "m.held".into(), arguments: serde_json::Map::new(), user_id: None };
         let first = service.execute(call()).await;
         assert_eq!(first.error_kind, Some(ErrorKind::Timeout), "{first:?}");
-        // The first call's work runs on past its timeout, holding the only permit.
-        let second = service.execute(call()).await;
+        // The first call's work runs on past its timeout, holding the only
+        // permit; it ends just before the second call's deadline, too late
+        // for the second call's work to be worth starting.
+        let release = async {
+            tokio::time::sleep(Duration::from_millis(1900)).await;
+            open.send(()).unwrap();
+        };
+        let (second, ()) = tokio::join!(service.execute(call()), release);
         assert_eq!(second.error_kind, Some(ErrorKind::Unavailable), "{second:?}");
         assert!(second.error.unwrap().contains("(1 at once, MAX_BLOCKING_CALLS)"));
-        // Once it ends, its permit is back.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(started.load(std::sync::atomic::Ordering::SeqCst), 1, "the second call's work never ran");
+        // Once the work ends, its permit is back.
         open.send(()).unwrap();
         open.send(()).unwrap();
         let third = service.execute(call()).await;
