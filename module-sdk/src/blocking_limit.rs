@@ -16,6 +16,10 @@ use crate::error::ToolError;
 /// threads, which the runtime's own file and name lookups use too.
 pub const DEFAULT_MAX_BLOCKING_CALLS: usize = 64;
 
+/// The most `MAX_BLOCKING_CALLS` may be: tokio runs at most 512 blocking
+/// threads, and its own file, name lookup and stdio work needs some of them.
+pub(crate) const MAX_BLOCKING_CALLS_CEILING: usize = 448;
+
 /// One permit per piece of blocking work running; the work holds its own,
 /// so it is given back when the work ends, not when its call does.
 pub(crate) struct BlockingLimit {

@@ -4,7 +4,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use crate::blocking_limit::DEFAULT_MAX_BLOCKING_CALLS;
+use crate::blocking_limit::{DEFAULT_MAX_BLOCKING_CALLS, MAX_BLOCKING_CALLS_CEILING};
 use crate::error::ServeError;
 use crate::listener::ServerLimits;
 use crate::mcp::McpSettings;
@@ -117,7 +117,16 @@ impl ServeConfig {
             Some(other) => return Err(invalid("LOG_FORMAT", other.to_owned(), "expected `text` or `json`")),
         };
         let mcp = McpSettings::from_lookup(&lookup)?;
-        let max_blocking_calls = count("MAX_BLOCKING_CALLS", "calls", defaults.max_blocking_calls)?;
+        let max_blocking_calls = match count("MAX_BLOCKING_CALLS", "calls", defaults.max_blocking_calls)? {
+            n if n > MAX_BLOCKING_CALLS_CEILING => {
+                let why = format!(
+                    "expected at most {MAX_BLOCKING_CALLS_CEILING} calls: tokio runs at most 512 blocking threads, \
+                     and its own file, name lookup and stdio work needs the rest"
+                );
+                return Err(invalid("MAX_BLOCKING_CALLS", n.to_string(), &why));
+            }
+            n => n,
+        };
         Ok(Self { host, port, auth_token: get("SERVICE_AUTH_TOKEN"), limits, log_format, mcp, max_blocking_calls })
     }
 }
@@ -159,6 +168,7 @@ mod tests {
             ("MAX_CONNECTIONS", "0"),
             ("MAX_CONNECTIONS", "many"),
             ("MAX_BLOCKING_CALLS", "0"),
+            ("MAX_BLOCKING_CALLS", "449"),
         ] {
             let error = read(&[(name, bad)]).unwrap_err().to_string();
             assert!(error.contains(name) && error.contains(bad), "{error}");
@@ -190,6 +200,7 @@ mod tests {
         };
         assert_eq!(config.limits, expected);
         assert_eq!(read(&[("MAX_BLOCKING_CALLS", "3")]).unwrap().max_blocking_calls, 3);
+        assert_eq!(read(&[("MAX_BLOCKING_CALLS", "448")]).unwrap().max_blocking_calls, 448);
         assert!(read(&[("LOG_FORMAT", "xml")]).is_err());
     }
 }
