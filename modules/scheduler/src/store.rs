@@ -156,6 +156,10 @@ pub enum StoreError {
          try again once some have run or been cancelled"
     )]
     Full(u64),
+    /// The call was given up (its timeout passed, or its caller went away)
+    /// before its change was written.
+    #[error("the call was given up before its change was written (the database was busy); nothing was changed")]
+    GivenUp,
 }
 
 impl ToolErrorKind for StoreError {
@@ -163,6 +167,7 @@ impl ToolErrorKind for StoreError {
         match self {
             StoreError::NotFound(_) => ErrorKind::NotFound,
             StoreError::TooManyTasks(_) => ErrorKind::InvalidArguments,
+            StoreError::GivenUp => ErrorKind::Timeout,
             StoreError::Sqlite(_) | StoreError::Busy(_) | StoreError::Full(_) => ErrorKind::Unavailable,
             StoreError::Directory { .. } | StoreError::TooNew(..) => ErrorKind::ExecutionFailed,
         }
@@ -312,9 +317,10 @@ impl Store {
     }
 
     /// Stores `task`, within the owner's task limit and that of all users
-    /// together; the stored task.
-    pub fn add(&self, task: NewTask, now: i64) -> Result<Task, StoreError> {
-        self.write(|tx| {
+    /// together; the stored task. Nothing is stored once `abandoned` says
+    /// the call was given up (see [`StoreError::GivenUp`]).
+    pub fn add(&self, task: NewTask, now: i64, abandoned: impl Fn() -> bool) -> Result<Task, StoreError> {
+        self.write_unless(abandoned, |tx| {
             let active: i64 = tx.query_row(
                 "SELECT COUNT(*) FROM tasks WHERE user_id = ?1 AND status = 'active'",
                 [&task.spec.user_id],
@@ -401,8 +407,10 @@ impl Store {
 
     /// Cancels the caller's task `id` at `now` (no further runs); the task
     /// as it is now. A task that is no longer active is answered as it is.
-    pub fn cancel(&self, user_id: &str, id: Uuid, now: i64) -> Result<Task, StoreError> {
-        self.write(|tx| {
+    /// Nothing is changed once `abandoned` says the call was given up (see
+    /// [`StoreError::GivenUp`]).
+    pub fn cancel(&self, user_id: &str, id: Uuid, now: i64, abandoned: impl Fn() -> bool) -> Result<Task, StoreError> {
+        self.write_unless(abandoned, |tx| {
             tx.execute(
                 "UPDATE tasks SET status = 'cancelled', next_run = NULL, finished_at = ?3
                  WHERE id = ?1 AND user_id = ?2 AND status = 'active'",
@@ -624,8 +632,28 @@ impl Store {
 
     /// Runs `work` in one immediate write transaction, committed when it succeeds.
     fn write<T>(&self, work: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        self.write_unless(|| false, work)
+    }
+
+    /// Runs `work` as [`Store::write`] does, unless `abandoned` says its
+    /// call was given up: checked once the connection is free (so a call
+    /// given up while it waited behind other writes does not wait for
+    /// SQLite's lock too) and once SQLite's write lock is taken, before
+    /// `work` changes anything, so that a call answered `timeout` while it
+    /// waited (behind other writes, or another process's) changes nothing.
+    fn write_unless<T>(
+        &self,
+        abandoned: impl Fn() -> bool,
+        work: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
         self.read(|conn| {
+            if abandoned() {
+                return Err(StoreError::GivenUp);
+            }
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if abandoned() {
+                return Err(StoreError::GivenUp);
+            }
             let value = work(&tx)?;
             tx.commit()?;
             Ok(value)
@@ -792,7 +820,7 @@ mod tests {
     #[test]
     fn a_claimed_run_is_not_claimed_again_until_its_lease_lapses() {
         let (_dir, store) = store();
-        let task = store.add(reminder("u", 1_000), 0).unwrap();
+        let task = store.add(reminder("u", 1_000), 0, || false).unwrap();
         assert!(store.claim("a", 999, 5_000, 10).unwrap().is_empty(), "not due yet");
         let claimed = store.claim("a", 1_000, 5_000, 10).unwrap();
         assert_eq!(claimed.iter().map(|t| t.id).collect::<Vec<_>>(), [task.id]);
@@ -809,9 +837,9 @@ mod tests {
     #[test]
     fn a_released_claim_is_due_at_once_and_only_its_holders_claims_are_released() {
         let (_dir, store) = store();
-        let mine = store.add(reminder("u", 1_000), 0).unwrap();
+        let mine = store.add(reminder("u", 1_000), 0, || false).unwrap();
         store.claim("a", 1_000, 600_000, 1).unwrap();
-        store.add(reminder("u", 1_000), 0).unwrap();
+        store.add(reminder("u", 1_000), 0, || false).unwrap();
         store.claim("b", 1_000, 600_000, 1).unwrap();
         assert_eq!(store.release("a").unwrap(), 1);
         let retaken = store.claim("c", 2_000, 600_000, 10).unwrap();
@@ -826,12 +854,46 @@ mod tests {
         let store = Store::open(&path, LIMITS, Duration::from_millis(50)).unwrap();
         let other = Connection::open(&path).unwrap();
         other.execute_batch("BEGIN IMMEDIATE").unwrap();
-        let error = store.add(reminder("u", 1_000), 0).unwrap_err();
+        let error = store.add(reminder("u", 1_000), 0, || false).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Unavailable);
         let message = error.to_string();
         assert!(message.contains("locked by another process for over 50 ms (SCHEDULER_BUSY_TIMEOUT_MS)"), "{message}");
         other.execute_batch("COMMIT").unwrap();
-        store.add(reminder("u", 1_000), 0).expect("the lock is free again");
+        store.add(reminder("u", 1_000), 0, || false).expect("the lock is free again");
+    }
+
+    #[test]
+    fn a_change_given_up_while_it_waited_for_the_lock_is_not_made() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let store = Store::open(&path, LIMITS, Duration::from_secs(5)).unwrap();
+        let kept = store.add(reminder("u", 1_000), 0, || false).unwrap();
+        // A call already given up does not wait for the lock at all.
+        assert!(matches!(store.add(reminder("u", 1_000), 0, || true), Err(StoreError::GivenUp)));
+        assert!(matches!(store.cancel("u", kept.id, 0, || true), Err(StoreError::GivenUp)));
+        // Another process holds the write lock; the calls wait for it, and
+        // are given up (their timeout passes) before it is released.
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let given_up = AtomicBool::new(false);
+        let abandoned = || given_up.load(Ordering::SeqCst);
+        std::thread::scope(|scope| {
+            let calls = [
+                scope.spawn(|| store.add(reminder("u", 1_000), 0, abandoned).map(|_| ())),
+                scope.spawn(|| store.cancel("u", kept.id, 0, abandoned).map(|_| ())),
+            ];
+            std::thread::sleep(Duration::from_millis(100));
+            given_up.store(true, Ordering::SeqCst);
+            other.execute_batch("ROLLBACK").unwrap();
+            for call in calls {
+                let error = call.join().unwrap().unwrap_err();
+                assert!(matches!(error, StoreError::GivenUp), "{error}");
+                assert_eq!(error.kind(), ErrorKind::Timeout);
+            }
+        });
+        let (tasks, _) = list(&store, "u", None, 10, 0).unwrap();
+        assert_eq!(tasks, [kept], "nothing was written");
     }
 
     #[test]
@@ -839,7 +901,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.db");
         let store = Store::open(&path, LIMITS, Duration::from_secs(5)).unwrap();
-        let sound = store.add(reminder("alice", 1_000), 0).unwrap();
+        let sound = store.add(reminder("alice", 1_000), 0, || false).unwrap();
         // What an older version or a hand edit may leave, one kind per user;
         // each is named in the reason.
         let edits = [
@@ -855,7 +917,7 @@ mod tests {
         ];
         let hand = Connection::open(&path).unwrap();
         for (n, (edit, _)) in edits.iter().enumerate() {
-            let task = store.add(reminder(&format!("bob{n}"), 500), 0).unwrap();
+            let task = store.add(reminder(&format!("bob{n}"), 500), 0, || false).unwrap();
             hand.execute(&format!("UPDATE tasks SET {edit} WHERE id = ?1"), [task.id.to_string()]).unwrap();
         }
         let claimed = store.claim("w", 1_000, 9_000, 20).unwrap();
@@ -884,14 +946,14 @@ mod tests {
         // At 00:30 after a clock that read a year ahead: its leases and the
         // next runs it computed are a year out.
         let (now, year) = (HOUR / 2, 365 * 24 * HOUR);
-        let held = store.add(reminder("v", 0), 0).unwrap();
+        let held = store.add(reminder("v", 0), 0, || false).unwrap();
         assert_eq!(store.claim("gone", year, year + 600_000, 10).unwrap().len(), 1);
         let mut hourly = reminder("u", year + HOUR);
         hourly.spec.schedule = Some("0 * * * *".into());
-        let ahead = store.add(hourly.clone(), 0).unwrap();
+        let ahead = store.add(hourly.clone(), 0, || false).unwrap();
         hourly.next_run = HOUR;
-        let on_time = store.add(hourly, 0).unwrap();
-        let later = store.add(reminder("v", year), 0).unwrap();
+        let on_time = store.add(hourly, 0, || false).unwrap();
+        let later = store.add(reminder("v", year), 0, || false).unwrap();
         assert_eq!(store.rewind(now, now + 600_000).unwrap(), (1, 1));
         let next_run = |user: &str, id: Uuid| {
             list(&store, user, None, 10, 0).unwrap().0.into_iter().find(|t| t.id == id).unwrap().next_run
@@ -909,7 +971,7 @@ mod tests {
     fn a_clock_put_back_leaves_a_claim_made_on_time_alone_whatever_its_lease() {
         let (dir, store) = store();
         // Another process with a ten-minute lease is delivering this run.
-        let theirs = store.add(reminder("u", 1_000), 0).unwrap();
+        let theirs = store.add(reminder("u", 1_000), 0, || false).unwrap();
         assert_eq!(store.claim("long", 1_000, 601_000, 10).unwrap().len(), 1);
         // This one starts (or sees its clock step back) with a 2 s lease.
         assert_eq!(store.rewind(2_000, 4_000).unwrap(), (0, 0), "a claim made before now is not cut");
@@ -927,7 +989,7 @@ mod tests {
     #[test]
     fn a_claim_made_on_a_clock_ahead_keeps_its_own_lease_from_now() {
         let (_dir, store) = store();
-        store.add(reminder("u", 1_000), 0).unwrap();
+        store.add(reminder("u", 1_000), 0, || false).unwrap();
         // Claimed with a 600 s lease on a clock at 1 000 000, then put back to 10 000.
         assert_eq!(store.claim("ahead", 1_000_000, 1_600_000, 10).unwrap().len(), 1);
         assert_eq!(store.rewind(10_000, 12_000).unwrap(), (1, 0));
@@ -943,7 +1005,7 @@ mod tests {
         let hand = Connection::open(&path).unwrap();
         let mut stored = Vec::new();
         for (user, id) in [("a", "upper"), ("b", "abc")] {
-            let task = store.add(reminder(user, 500), 0).unwrap();
+            let task = store.add(reminder(user, 500), 0, || false).unwrap();
             let id = if id == "upper" { task.id.to_string().to_uppercase() } else { id.to_owned() };
             hand.execute("UPDATE tasks SET id = ?1 WHERE id = ?2", (&id, task.id.to_string())).unwrap();
             stored.push(id);
@@ -964,8 +1026,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.db");
         let store = Store::open(&path, LIMITS, Duration::from_secs(5)).unwrap();
-        let sound = store.add(reminder("u", 1_000_000), 1).unwrap();
-        let damaged = store.add(reminder("u", 1_000_000), 2).unwrap();
+        let sound = store.add(reminder("u", 1_000_000), 1, || false).unwrap();
+        let damaged = store.add(reminder("u", 1_000_000), 2, || false).unwrap();
         Connection::open(&path)
             .unwrap()
             .execute("UPDATE tasks SET timezone = 'Mars/Olympus_Mons' WHERE id = ?1", [damaged.id.to_string()])
@@ -983,19 +1045,19 @@ mod tests {
     fn a_page_goes_on_after_the_last_task_shown_whatever_was_added_or_removed_meanwhile() {
         let (_dir, store) = store();
         let store = Store { limits: Limits { user_max_tasks: 100, ..LIMITS }, ..store };
-        let ids: Vec<Uuid> = (0..5).map(|n| store.add(reminder("u", 1_000_000), n).unwrap().id).collect();
+        let ids: Vec<Uuid> = (0..5).map(|n| store.add(reminder("u", 1_000_000), n, || false).unwrap().id).collect();
         let first = store.list("u", Some("active"), None, 2, 0).unwrap();
         assert_eq!(first.tasks.iter().map(|t| t.id).collect::<Vec<_>>(), [ids[4], ids[3]]);
         assert_eq!((first.total, first.remaining), (5, 5));
         // Meanwhile a newer task comes and one already shown goes.
-        store.add(reminder("u", 1_000_000), 10).unwrap();
-        store.cancel("u", ids[4], 11).unwrap();
+        store.add(reminder("u", 1_000_000), 10, || false).unwrap();
+        store.cancel("u", ids[4], 11, || false).unwrap();
         let after = first.tasks.last().map(Task::key);
         let second = store.list("u", Some("active"), after.as_ref(), 2, 0).unwrap();
         assert_eq!(second.tasks.iter().map(|t| t.id).collect::<Vec<_>>(), [ids[2], ids[1]], "none skipped or repeated");
         assert_eq!((second.total, second.remaining), (5, 3));
         // The task a cursor names may be gone too.
-        store.cancel("u", ids[1], 12).unwrap();
+        store.cancel("u", ids[1], 12, || false).unwrap();
         let third = store.list("u", Some("active"), second.tasks.last().map(Task::key).as_ref(), 2, 0).unwrap();
         assert_eq!((third.tasks.iter().map(|t| t.id).collect::<Vec<_>>(), third.remaining), (vec![ids[0]], 1));
     }
@@ -1003,7 +1065,7 @@ mod tests {
     #[test]
     fn a_renewed_claim_is_not_taken_over_and_only_its_holder_renews_it() {
         let (_dir, store) = store();
-        let task = store.add(reminder("u", 1_000), 0).unwrap();
+        let task = store.add(reminder("u", 1_000), 0, || false).unwrap();
         let claimed = store.claim("a", 1_000, 5_000, 10).unwrap();
         assert_eq!(store.renew("a", &[task.id], 3_000, 9_000).unwrap(), 1);
         assert!(store.claim("b", 6_000, 16_000, 10).unwrap().is_empty(), "renewed until 9 000");
@@ -1019,15 +1081,15 @@ mod tests {
     #[test]
     fn a_run_held_by_another_process_wakes_the_loop_when_its_lease_lapses_not_before() {
         let (_dir, store) = store();
-        store.add(reminder("u", 1_000), 0).unwrap();
+        store.add(reminder("u", 1_000), 0, || false).unwrap();
         assert_eq!(store.next_wake(0).unwrap(), Some(1_000));
         // Held until 5 000 by a process that may have died: due, but not for
         // this one until then (a wake at 1 000 would be a busy loop).
         store.claim("dead", 1_000, 5_000, 10).unwrap();
         assert_eq!(store.next_wake(2_000).unwrap(), Some(5_000));
-        let later = store.add(reminder("u", 3_000), 0).unwrap();
+        let later = store.add(reminder("u", 3_000), 0, || false).unwrap();
         assert_eq!(store.next_wake(2_000).unwrap(), Some(3_000), "an unheld run that comes first");
-        store.cancel("u", later.id, 2_000).unwrap();
+        store.cancel("u", later.id, 2_000, || false).unwrap();
         assert_eq!(store.next_wake(5_000).unwrap(), Some(1_000), "the lapsed claim's run is due");
         let retaken = store.claim("w", 5_000, 9_000, 10).unwrap();
         store.finish(&retaken[0], "w", &Outcome::Delivered, None, 5_000).unwrap();
@@ -1060,8 +1122,8 @@ mod tests {
         let (_dir, store) = store();
         let mut recurring = reminder("u", 1_000);
         recurring.spec.schedule = Some("* * * * *".into());
-        store.add(recurring, 0).unwrap();
-        store.add(reminder("u", 1_000), 0).unwrap();
+        store.add(recurring, 0, || false).unwrap();
+        store.add(reminder("u", 1_000), 0, || false).unwrap();
         let claimed = store.claim("w", 1_000, 2_000, 10).unwrap();
         for task in &claimed {
             let next = task.spec.schedule.as_ref().map(|_| 61_000);
@@ -1078,15 +1140,15 @@ mod tests {
     #[test]
     fn users_see_and_cancel_only_their_own_tasks_within_their_limit() {
         let (_dir, store) = store();
-        let task = store.add(reminder("alice", 1_000), 0).unwrap();
+        let task = store.add(reminder("alice", 1_000), 0, || false).unwrap();
         assert!(list(&store, "bob", None, 10, 0).unwrap().0.is_empty());
-        assert!(matches!(store.cancel("bob", task.id, 0), Err(StoreError::NotFound(_))));
-        assert_eq!(store.cancel("alice", task.id, 0).unwrap().status, "cancelled");
+        assert!(matches!(store.cancel("bob", task.id, 0, || false), Err(StoreError::NotFound(_))));
+        assert_eq!(store.cancel("alice", task.id, 0, || false).unwrap().status, "cancelled");
         assert!(store.claim("w", 9_000, 10_000, 10).unwrap().is_empty(), "cancelled tasks never fire");
         for _ in 0..3 {
-            store.add(reminder("alice", 1_000), 0).unwrap();
+            store.add(reminder("alice", 1_000), 0, || false).unwrap();
         }
-        let error = store.add(reminder("alice", 1_000), 0).unwrap_err().to_string();
+        let error = store.add(reminder("alice", 1_000), 0, || false).unwrap_err().to_string();
         assert!(
             error.contains("you already have 3 active tasks, the limit per user (SCHEDULER_USER_MAX_TASKS)"),
             "{error}"
@@ -1098,30 +1160,34 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let limits = Limits { max_tasks: 4, ..LIMITS };
         let store = Store::open(&dir.path().join("s.db"), limits, Duration::from_secs(5)).unwrap();
-        let first = store.add(reminder("alice", 1_000), 0).unwrap();
+        let first = store.add(reminder("alice", 1_000), 0, || false).unwrap();
         for user in ["alice", "bob", "carol"] {
-            store.add(reminder(user, 1_000), 0).unwrap();
+            store.add(reminder(user, 1_000), 0, || false).unwrap();
         }
-        let error = store.add(reminder("dave", 1_000), 0).unwrap_err();
+        let error = store.add(reminder("dave", 1_000), 0, || false).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Unavailable);
         let message = error.to_string();
         assert!(
             message.contains("4 active tasks, its limit for all users together (SCHEDULER_MAX_TASKS)"),
             "{message}"
         );
-        store.cancel("alice", first.id, 0).unwrap();
-        store.add(reminder("dave", 1_000), 0).expect("a cancelled task does not count");
+        store.cancel("alice", first.id, 0, || false).unwrap();
+        store.add(reminder("dave", 1_000), 0, || false).expect("a cancelled task does not count");
     }
 
     #[test]
     fn only_the_newest_finished_tasks_are_kept_and_active_ones_never_go() {
         let (_dir, store) = store();
-        let active = store.add(reminder("u", 1_000_000), 0).unwrap();
-        let other = store.add(reminder("other", 1_000_000), 0).unwrap();
+        let active = store.add(reminder("u", 1_000_000), 0, || false).unwrap();
+        let other = store.add(reminder("other", 1_000_000), 0, || false).unwrap();
         let mut cancelled = Vec::new();
         for n in 0..5 {
-            let task = store.add(reminder("u", 1_000_000), n).unwrap();
-            assert_eq!(store.cancel("u", task.id, 10 + n).unwrap().status, "cancelled", "answered before pruning");
+            let task = store.add(reminder("u", 1_000_000), n, || false).unwrap();
+            assert_eq!(
+                store.cancel("u", task.id, 10 + n, || false).unwrap().status,
+                "cancelled",
+                "answered before pruning"
+            );
             cancelled.push(task.id);
         }
         let (kept, total) = list(&store, "u", None, 100, 0).unwrap();
@@ -1131,7 +1197,7 @@ mod tests {
         expected.sort();
         assert_eq!((ids, total), (expected, 3), "the two newest cancelled and the active task");
         // A run that ends its task counts as finished too, and pushes out the oldest.
-        let due = store.add(reminder("u", 500), 20).unwrap();
+        let due = store.add(reminder("u", 500), 20, || false).unwrap();
         let claimed = store.claim("w", 500, 9_000, 10).unwrap();
         assert_eq!(claimed.iter().map(|t| t.id).collect::<Vec<_>>(), [due.id]);
         assert!(store.finish(&claimed[0], "w", &Outcome::Delivered, None, 500).unwrap());
@@ -1161,23 +1227,23 @@ mod tests {
         let path = dir.path().join("s.db");
         let store = Store::open(&path, Limits { max_finished: 3, ..LIMITS }, Duration::from_secs(5)).unwrap();
         // Cancelled while its run is held until 50 000: kept while the claim holds.
-        let held = store.add(reminder("held", 1_000), 0).unwrap();
+        let held = store.add(reminder("held", 1_000), 0, || false).unwrap();
         assert_eq!(store.claim("w", 1_000, 50_000, 10).unwrap().len(), 1);
-        store.cancel("held", held.id, 1).unwrap();
+        store.cancel("held", held.id, 1, || false).unwrap();
         for (n, user) in ["a", "b", "c", "d", "e"].into_iter().enumerate() {
-            let task = store.add(reminder(user, 1_000_000), 10).unwrap();
-            store.cancel(user, task.id, 10 + n as i64).unwrap();
+            let task = store.add(reminder(user, 1_000_000), 10, || false).unwrap();
+            store.cancel(user, task.id, 10 + n as i64, || false).unwrap();
         }
         let kept = |user: &str| list(&store, user, None, 10, 0).unwrap().1;
         assert_eq!(["held", "a", "b", "c", "d", "e"].map(kept), [1, 0, 0, 0, 1, 1], "the oldest of all users go");
         assert_eq!(finished_counts(&path), (3, 3));
         // Once its lease lapsed, the next finished task pushes it out too.
-        let task = store.add(reminder("f", 1_000_000), 60_000).unwrap();
-        store.cancel("f", task.id, 60_000).unwrap();
+        let task = store.add(reminder("f", 1_000_000), 60_000, || false).unwrap();
+        store.cancel("f", task.id, 60_000, || false).unwrap();
         assert_eq!(["held", "c", "d", "e", "f"].map(kept), [0, 0, 1, 1, 1]);
         assert_eq!(finished_counts(&path), (3, 3));
         // A done run and a hand-deleted row are counted too.
-        let due = store.add(reminder("g", 500), 60_000).unwrap();
+        let due = store.add(reminder("g", 500), 60_000, || false).unwrap();
         let claimed = store.claim("w", 60_000, 70_000, 10).unwrap();
         assert_eq!(claimed.iter().map(|t| t.id).collect::<Vec<_>>(), [due.id]);
         store.finish(&claimed[0], "w", &Outcome::Delivered, None, 60_001).unwrap();
@@ -1196,10 +1262,10 @@ mod tests {
         let path = dir.path().join("s.db");
         let store = Store::open(&path, LIMITS, Duration::from_secs(5)).unwrap();
         for user in ["a", "b"] {
-            let task = store.add(reminder(user, 1_000_000), 0).unwrap();
-            store.cancel(user, task.id, 1).unwrap();
+            let task = store.add(reminder(user, 1_000_000), 0, || false).unwrap();
+            store.cancel(user, task.id, 1, || false).unwrap();
         }
-        store.add(reminder("a", 1_000_000), 0).unwrap();
+        store.add(reminder("a", 1_000_000), 0, || false).unwrap();
         drop(store);
         Connection::open(&path)
             .unwrap()
@@ -1217,13 +1283,13 @@ mod tests {
     /// its run until 5 000, then pushed out of the newest two finished by
     /// two more cancelled tasks; its run as `dead` claimed it.
     fn claimed_then_cancelled_and_pushed_out(store: &Store, cancelled_at: i64) -> Task {
-        let task = store.add(reminder("u", 1_000), 0).unwrap();
+        let task = store.add(reminder("u", 1_000), 0, || false).unwrap();
         let mut claimed = store.claim("dead", 1_000, 5_000, 10).unwrap();
         assert_eq!(claimed.len(), 1);
-        store.cancel("u", task.id, cancelled_at).unwrap();
+        store.cancel("u", task.id, cancelled_at, || false).unwrap();
         for n in 1..=2 {
-            let newer = store.add(reminder("u", 1_000_000), cancelled_at + n).unwrap();
-            store.cancel("u", newer.id, cancelled_at + n).unwrap();
+            let newer = store.add(reminder("u", 1_000_000), cancelled_at + n, || false).unwrap();
+            store.cancel("u", newer.id, cancelled_at + n, || false).unwrap();
         }
         claimed.remove(0)
     }
@@ -1256,8 +1322,8 @@ mod tests {
         // Its holder died (SIGKILL): nobody will acknowledge the run, and
         // the next task finished after the lease lapsed takes it away.
         let held = claimed_then_cancelled_and_pushed_out(&store, 2_000).id;
-        let later = store.add(reminder("u", 1_000_000), 6_000).unwrap();
-        store.cancel("u", later.id, 6_000).unwrap();
+        let later = store.add(reminder("u", 1_000_000), 6_000, || false).unwrap();
+        store.cancel("u", later.id, 6_000, || false).unwrap();
         let (cancelled, total) = list(&store, "u", Some("cancelled"), 10, 0).unwrap();
         assert_eq!(total, 2, "{cancelled:?}");
         assert!(cancelled.iter().all(|t| t.id != held));
@@ -1268,7 +1334,7 @@ mod tests {
     #[test]
     fn a_list_is_the_newest_tasks_up_to_its_limit_with_the_total() {
         let (_dir, store) = store();
-        let ids: Vec<Uuid> = (0..3).map(|n| store.add(reminder("u", 1_000_000), n).unwrap().id).collect();
+        let ids: Vec<Uuid> = (0..3).map(|n| store.add(reminder("u", 1_000_000), n, || false).unwrap().id).collect();
         let (newest, total) = list(&store, "u", None, 2, 0).unwrap();
         assert_eq!(newest.iter().map(|t| t.id).collect::<Vec<_>>(), [ids[2], ids[1]]);
         assert_eq!(total, 3);

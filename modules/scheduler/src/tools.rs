@@ -366,7 +366,8 @@ pub async fn cancel_task(ctx: Context, args: CancelTask) -> Result<TaskView, Too
     let user_id = ctx.require_user_id()?.to_owned();
     let id = task_id(&args.task_id)?;
     let now = Timestamp::now().as_millisecond();
-    let task = ctx.blocking(move |s: &Scheduler| s.store.cancel(&user_id, id, now)).await?;
+    let abandoned = ctx.given_up();
+    let task = ctx.blocking(move |s: &Scheduler| s.store.cancel(&user_id, id, now, abandoned)).await?;
     Ok(TaskView::of(task))
 }
 
@@ -389,7 +390,8 @@ pub async fn get_current_time(ctx: Context, args: GetCurrentTime) -> Result<Curr
 /// Stores `task` and wakes the firing loop.
 async fn add(ctx: &Context, scheduler: &Scheduler, task: NewTask) -> Result<Task, ToolError> {
     let now = Timestamp::now().as_millisecond();
-    let task = ctx.blocking(move |s: &Scheduler| s.store.add(task, now)).await?;
+    let abandoned = ctx.given_up();
+    let task = ctx.blocking(move |s: &Scheduler| s.store.add(task, now, abandoned)).await?;
     scheduler.wake.notify_one();
     Ok(task)
 }

@@ -8,8 +8,10 @@
 //! at a SIGTERM sent at once by the restarted process, rows that no longer
 //! parse shown failed while the other tasks fire, a restart after the
 //! clock went back firing what a clock a year ahead put off, and the
-//! warning that nothing fires without a delivery URL, and the error naming
-//! a database that cannot be created.
+//! warning that nothing fires without a delivery URL, the error naming
+//! a database that cannot be created, and a scheduling or cancel call
+//! answered timeout while another process held the database's lock that
+//! is not written later.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -177,6 +179,38 @@ async fn a_two_second_reminder_is_delivered_once_with_a_valid_signature() {
     let task = &listed["tasks"][0];
     assert_eq!((task["status"].as_str(), task["runs"].as_u64()), (Some("done"), Some(1)), "{task}");
     assert_eq!(task["last_outcome"], "delivered");
+}
+
+#[tokio::test]
+async fn calls_answered_timeout_while_another_process_held_the_lock_change_nothing_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    // Statements wait for a lock longer than the tools' 30 s timeout.
+    let module = start(&db, None, &[("SCHEDULER_BUSY_TIMEOUT_MS", "60000")]);
+    let client = module.client();
+    let kept = ok(&client, "u", "add_reminder", json!({"when": {"delay": "1h"}, "message": "before the lock"})).await;
+    let kept_id = kept["task_id"].as_str().unwrap();
+    // Another process holds the write lock until both calls are answered.
+    let other = rusqlite::Connection::open(&db).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let (added, cancelled) = tokio::join!(
+        call(&client, "u", "add_reminder", json!({"when": {"delay": "1h"}, "message": "answered timeout"})),
+        call(&client, "u", "cancel_task", json!({"task_id": kept_id})),
+    );
+    for late in [&added, &cancelled] {
+        assert_eq!(error_kind(late), "timeout", "{late}");
+    }
+    other.execute_batch("ROLLBACK").unwrap();
+    // Writes run one at a time: this one starts after the given-up ones ended.
+    ok(&client, "u", "add_reminder", json!({"when": {"delay": "1h"}, "message": "after the lock"})).await;
+    let listed = ok(&client, "u", "list_tasks", json!({})).await;
+    let tasks: Vec<(&str, &str)> = listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|task| (task["description"].as_str().unwrap(), task["status"].as_str().unwrap()))
+        .collect();
+    assert_eq!(tasks, [("before the lock", "active"), ("after the lock", "active")], "{listed}");
 }
 
 #[tokio::test]
