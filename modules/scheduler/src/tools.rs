@@ -30,6 +30,12 @@ pub const TIME_ZONE_PATTERN: &str = r"^(UTC|[A-Z][A-Za-z_+-]{1,30}(/[A-Za-z0-9_+
 /// (one of a sound row is 56 characters at most).
 const CURSOR_MAX_CHARS: u32 = 200;
 
+/// The shape of a `cursor` of `list_tasks`: `<created_at>:<id>`, a number of
+/// milliseconds and a task id (any text: a hand-edited row's id is shown as
+/// it is written), so that a caller, or a generator of sample arguments,
+/// sees from the schema that not every string is one.
+const CURSOR_PATTERN: &str = "^-?[0-9]{1,19}:";
+
 /// Tasks `list_tasks` shows when the call gives no `limit`.
 const LIST_DEFAULT_LIMIT: u32 = 50;
 
@@ -130,7 +136,7 @@ pub struct ListTasks {
     pub skip: Option<u32>,
     /// Show only tasks older than those of an earlier answer: its
     /// `next_cursor`. Tasks added or removed meanwhile do not shift the page.
-    #[schemars(length(max = CURSOR_MAX_CHARS))]
+    #[schemars(length(max = CURSOR_MAX_CHARS), regex(pattern = CURSOR_PATTERN))]
     pub cursor: Option<String>,
 }
 
@@ -549,6 +555,19 @@ mod tests {
         for bad in ["", "17", "x:abc", "99999999999999999999:abc"] {
             let error = parse_cursor(bad).unwrap_err().to_string();
             assert!(error.contains("arguments.cursor"), "{error}");
+        }
+    }
+
+    #[test]
+    fn the_schema_refuses_a_cursor_of_the_wrong_shape_and_takes_every_next_cursor() {
+        let schema = serde_json::to_value(schemars::schema_for!(ListTasks)).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let id = Uuid::new_v4();
+        for cursor in [format!("17:{id}"), format!("{}:{id}", i64::MIN), "0:hand-edited id".to_owned()] {
+            assert!(validator.is_valid(&serde_json::json!({"cursor": cursor})), "{cursor}");
+        }
+        for cursor in ["example", "another example", "x:abc", "17"] {
+            assert!(!validator.is_valid(&serde_json::json!({"cursor": cursor})), "{cursor}");
         }
     }
 
