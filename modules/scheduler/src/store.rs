@@ -478,7 +478,10 @@ impl Store {
     /// lease to lapse); how many it held.
     pub fn release(&self, worker: &str) -> Result<usize, StoreError> {
         self.write(|tx| {
-            Ok(tx.execute("UPDATE tasks SET claimed_by = NULL, lease_until = NULL WHERE claimed_by = ?1", [worker])?)
+            Ok(tx.execute(
+                "UPDATE tasks SET claimed_by = NULL, lease_until = NULL, claimed_at = NULL WHERE claimed_by = ?1",
+                [worker],
+            )?)
         })
     }
 
@@ -506,7 +509,8 @@ impl Store {
             // user's finished tasks may now be one too many.
             let stored: Option<String> = tx
                 .query_row(
-                    "UPDATE tasks SET claimed_by = NULL, lease_until = NULL, runs = runs + 1, last_run = ?3,
+                    "UPDATE tasks SET claimed_by = NULL, lease_until = NULL, claimed_at = NULL, runs = runs + 1,
+                         last_run = ?3,
                          last_outcome = ?4,
                          next_run = CASE WHEN status = 'active' AND ?5 = 'active' THEN ?6 ELSE NULL END,
                          finished_at = CASE WHEN status = 'active' AND ?5 <> 'active' THEN COALESCE(?3, created_at)
@@ -702,7 +706,8 @@ fn mark_unreadable(tx: &Transaction<'_>, key: &SqlValue, task: &Task, why: &str)
     tracing::error!(task = ?key, user = %task.spec.user_id, reason = %why,
         "a stored task cannot be read; it is marked failed and kept for an operator to repair");
     tx.prepare_cached(
-        "UPDATE tasks SET status = 'failed', last_outcome = ?2, claimed_by = NULL, lease_until = NULL WHERE id = ?1",
+        "UPDATE tasks SET status = 'failed', last_outcome = ?2, claimed_by = NULL, lease_until = NULL,
+                            claimed_at = NULL WHERE id = ?1",
     )?
     .execute((key, Task::unreadable_outcome(why)))?;
     Ok(())
@@ -984,6 +989,22 @@ mod tests {
             .unwrap();
         assert_eq!(store.rewind(300_000, 302_000).unwrap(), (1, 0));
         assert_eq!(store.claim("short", 302_000, 304_000, 10).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_claim_given_back_forgets_when_it_was_taken_so_an_older_versions_claim_is_cut() {
+        let (dir, store) = store();
+        let task = store.add(reminder("u", 1_000), 0, || false).unwrap();
+        assert_eq!(store.claim("new", 1_000, 3_000, 10).unwrap().len(), 1);
+        assert_eq!(store.release("new").unwrap(), 1);
+        // A process of an older version (during a rolling upgrade) claims it
+        // on a clock far ahead, writing no claimed_at.
+        Connection::open(dir.path().join("db/scheduler.db"))
+            .unwrap()
+            .execute("UPDATE tasks SET claimed_by = 'old', lease_until = 9000000 WHERE id = ?1", [task.id.to_string()])
+            .unwrap();
+        assert_eq!(store.rewind(4_000, 6_000).unwrap(), (1, 0), "cut as an older version's claim");
+        assert_eq!(store.claim("new", 6_000, 8_000, 10).unwrap().len(), 1);
     }
 
     #[test]
