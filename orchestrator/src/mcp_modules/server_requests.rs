@@ -44,6 +44,16 @@ pub struct ServerRequestBudget<T> {
     on_end: Option<Box<dyn FnOnce() + Send>>,
 }
 
+/// What becomes of a message from the server.
+enum Admission {
+    /// It goes on to rmcp.
+    Pass,
+    /// A request whose id is already waiting for its answer: read past.
+    Duplicate,
+    /// A request over the budget: the session ends.
+    OverBudget,
+}
+
 impl<T> ServerRequestBudget<T> {
     /// `inner`, the transport to the server of `module`, allowing it at most
     /// `max` unanswered requests (`MAX_MCP_SERVER_REQUESTS`); past them
@@ -76,13 +86,19 @@ impl<T> ServerRequestBudget<T> {
         self.unanswered.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Counts `message` from the server; `false` when it is a request over the budget.
-    fn admit(&mut self, message: &ServerJsonRpcMessage) -> bool {
+    /// Counts `message` from the server: a request over the budget ends the
+    /// session, and one whose id is already waiting for its answer is read
+    /// past (JSON-RPC ids are unique among outstanding requests; rmcp would
+    /// answer every copy, uncounted).
+    fn admit(&mut self, message: &ServerJsonRpcMessage) -> Admission {
         match message {
             JsonRpcMessage::Request(request) => {
                 let mut unanswered = self.unanswered();
-                if unanswered.len() >= self.max && !unanswered.contains(&request.id) {
-                    return false;
+                if unanswered.contains(&request.id) {
+                    return Admission::Duplicate;
+                }
+                if unanswered.len() >= self.max {
+                    return Admission::OverBudget;
                 }
                 unanswered.insert(request.id.clone());
             }
@@ -101,7 +117,7 @@ impl<T> ServerRequestBudget<T> {
             }
             JsonRpcMessage::Error(_) => {}
         }
-        true
+        Admission::Pass
     }
 
     /// Ends the session for being over the budget.
@@ -144,12 +160,18 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for ServerRequestBudget<T> 
     }
 
     async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
-        let message = self.inner.as_mut()?.receive().await?;
-        if self.admit(&message) {
-            Some(message)
-        } else {
-            self.end();
-            None
+        loop {
+            let message = self.inner.as_mut()?.receive().await?;
+            match self.admit(&message) {
+                Admission::Pass => return Some(message),
+                Admission::Duplicate => {
+                    tracing::debug!(module = %self.module, "skipped a request of the server whose id is already waiting for its answer");
+                }
+                Admission::OverBudget => {
+                    self.end();
+                    return None;
+                }
+            }
         }
     }
 
@@ -252,6 +274,21 @@ mod tests {
         budget.send(answer(2)).await.unwrap();
         assert_eq!(sent.load(Ordering::SeqCst), 1, "nor sent");
         assert!(budget.inner.is_none(), "the transport underneath is dropped at once");
+    }
+
+    #[tokio::test]
+    async fn a_request_whose_id_is_already_waiting_is_read_past() {
+        let (mut budget, ended, _) = budget(vec![ping(1), ping(1), ping(1), ping(2), ping(3)], false);
+        let first = budget.receive().await.unwrap();
+        assert!(matches!(first, JsonRpcMessage::Request(request) if request.id == RequestId::Number(1)));
+        let next = budget.receive().await.unwrap();
+        assert!(
+            matches!(next, JsonRpcMessage::Request(request) if request.id == RequestId::Number(2)),
+            "the copies of request 1 are skipped"
+        );
+        assert!(!ended.load(Ordering::SeqCst));
+        assert!(budget.receive().await.is_none(), "a third unanswered request");
+        assert!(ended.load(Ordering::SeqCst));
     }
 
     #[tokio::test]
