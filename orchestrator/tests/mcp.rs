@@ -649,6 +649,19 @@ async fn get_stream<'a>(fleet: &Fleet, sender: impl Into<Sender<'a>>, session: &
 }
 
 #[tokio::test]
+async fn a_session_whose_get_stream_is_open_is_not_idle() {
+    // Sessions idle for 3 s end; a client holding `GET /mcp` open waits
+    // for notifications, sending nothing meanwhile.
+    let fleet = Fleet::start(&[("MCP_SESSION_IDLE_SECONDS", "3")]).await;
+    let session = open_session(&fleet, "ada").await;
+    let stream = get_stream(&fleet, "ada", &session).await;
+    assert_eq!(stream.status(), 200);
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    assert_eq!(list_in_session(&fleet, "ada", &session).await.0, 200, "the session ended with its stream open");
+    drop(stream);
+}
+
+#[tokio::test]
 async fn sigterm_ends_open_event_streams_and_the_process() {
     let mut fleet = Fleet::start(&[]).await;
     let session = open_session(&fleet, "ada").await;

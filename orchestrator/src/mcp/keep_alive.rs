@@ -4,7 +4,9 @@
 //! `progressToken`), so the session, and the call with it, ended mid-call.
 //! [`KeptAlive`] touches the session (opens and closes an empty channel
 //! of it: two events, nothing sent) every half of that while the answer
-//! stream of one of its requests is open.
+//! stream of one of its requests is open. A client holding its `GET`
+//! stream open, waiting for notifications (`list_changed`), sends none
+//! either: that stream keeps its session alive the same way.
 
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
@@ -15,7 +17,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionHandle;
 use tokio::sync::oneshot;
 use tokio::time::{Instant, interval_at};
 
-/// The answer stream of one request of a session, keeping the session from idling while it is open.
+/// An answer stream of a session, or its `GET` stream, keeping the session from idling while it is open.
 pub struct KeptAlive<S> {
     stream: S,
     /// Dropped when the stream ends or is dropped: the touching stops.

@@ -122,7 +122,8 @@ pub struct FleetSessions {
 
 impl FleetSessions {
     /// No session yet; at most `max_sessions` at once, `max_per_identity` of
-    /// one identity, each ended after `idle` without a message or a call running.
+    /// one identity, each ended after `idle` without a message, a call
+    /// running or a `GET` stream open.
     pub fn new(max_sessions: usize, max_per_identity: usize, idle: Duration) -> Self {
         let mut local = LocalSessionManager::default();
         local.session_config.keep_alive = Some(idle);
@@ -172,10 +173,14 @@ impl FleetSessions {
         stream: S,
     ) -> CancelOnDrop<KeptAlive<S>> {
         // A call runs without a message for as long as its tool takes: its session is not idle meanwhile.
-        let every = self.local.session_config.keep_alive.map(|idle| idle / 2);
-        let stream = KeptAlive::new(stream, session.clone().filter(|_| request.is_some()), every);
+        let stream = KeptAlive::new(stream, session.clone().filter(|_| request.is_some()), self.touch_every());
         let (request, kept) = request.unzip();
         CancelOnDrop::new(stream, session, request, kept)
+    }
+
+    /// How often a stream kept alive touches its session: half its idle time.
+    fn touch_every(&self) -> Option<Duration> {
+        self.local.session_config.keep_alive.map(|idle| idle / 2)
     }
 
     /// Whether `id` names an open session opened with `grant`.
@@ -292,7 +297,11 @@ impl SessionManager for FleetSessions {
         &self,
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        Ok(self.local.create_standalone_stream(id).await?)
+        // A client holding `GET /mcp` open waits for the session's
+        // notifications (`list_changed`): the session is not idle meanwhile.
+        let session = self.local.sessions.read().await.get(id).cloned();
+        let stream = self.local.create_standalone_stream(id).await?;
+        Ok(KeptAlive::new(Box::pin(stream), session, self.touch_every()))
     }
 
     async fn resume(
