@@ -231,8 +231,12 @@ impl McpServer {
                 None => break,
             }
         }
-        let names = tools.iter().map(|tool| (self.settings.exposed_name(&tool.name).to_owned(), tool.name.to_string()));
-        *self.listed.lock().unwrap_or_else(PoisonError::into_inner) = names.collect();
+        // Refused before the names are kept: the calls still go to the tools listed before.
+        let names = self
+            .settings
+            .listed_names(tools.iter().map(|tool| tool.name.as_ref()))
+            .map_err(|reason| DiscoveryError::NotAManifest { url: url.to_owned(), reason })?;
+        *self.listed.lock().unwrap_or_else(PoisonError::into_inner) = names;
         Ok(manifest::manifest_of(&self.module, &self.settings, info.as_deref(), tools))
     }
 

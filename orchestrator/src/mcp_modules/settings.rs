@@ -105,6 +105,24 @@ impl McpServerSettings {
         self.tools.get(tool).and_then(|o| o.name.as_deref()).unwrap_or(tool)
     }
 
+    /// The server's name of each of `tools` (the server's names) by its
+    /// name in the fleet; an error naming both when two have one name
+    /// (`[tools.<tool>] name` giving one tool another's name), as the fleet
+    /// could not tell which one a call of it is for.
+    pub fn listed_names<'a>(
+        &self,
+        tools: impl IntoIterator<Item = &'a str>,
+    ) -> Result<BTreeMap<String, String>, String> {
+        let mut names = BTreeMap::new();
+        for tool in tools {
+            let exposed = self.exposed_name(tool);
+            if let Some(other) = names.insert(exposed.to_owned(), tool.to_owned()) {
+                return Err(format!("its tools {other:?} and {tool:?} both have the name `{exposed}` in the fleet"));
+            }
+        }
+        Ok(names)
+    }
+
     /// Each secret of the settings that an error message could repeat
     /// (the endpoint with its credentials, as given and as URL libraries
     /// print it; the bearer token; header values), with what to show instead.
@@ -288,6 +306,20 @@ mod tests {
         assert_eq!(files.permission, Permission::Admin);
         assert_eq!(files.exposed_name("delete-file"), "delete_file");
         assert_eq!(files.exposed_name("read_file"), "read_file");
+    }
+
+    #[test]
+    fn two_tools_given_one_name_in_the_fleet_are_refused() {
+        let (_, servers) = read(json!({"gh": {
+            "url": "mcp+http://127.0.0.1:1/mcp",
+            "tools": {"delete-repository": {"name": "delete_repository", "permission": "admin"}}
+        }}))
+        .unwrap();
+        let gh = &servers["gh"];
+        let names = gh.listed_names(["delete-repository", "list"]).unwrap();
+        assert_eq!(names["delete_repository"], "delete-repository");
+        let error = gh.listed_names(["delete_repository", "delete-repository"]).unwrap_err();
+        assert!(error.contains(r#""delete_repository" and "delete-repository""#), "{error}");
     }
 
     #[test]
