@@ -59,16 +59,21 @@ impl Scrubber {
     /// A scrubber for these secret values (the skill's allow-listed
     /// variables), plus the token shapes every scrubber knows. A value with
     /// whitespace around it (a token file's newline) is looked for trimmed
-    /// too, as a script that uses it prints it.
+    /// too, as a script that uses it prints it. Each is looked for in its
+    /// JSON-escaped spellings as well ([`json_spellings`]), so that a
+    /// secret a script prints inside JSON that goes back as text (one value
+    /// per line, too many items, cut) is still found.
     pub fn new(secrets: impl IntoIterator<Item = String>) -> Self {
         let mut kept = Vec::new();
         for secret in secrets.into_iter().filter(|s| s.trim().chars().count() >= MIN_SECRET_CHARS) {
             let trimmed = secret.trim();
             if trimmed.len() < secret.len() {
-                kept.push(trimmed.to_owned());
+                kept.extend(json_spellings(trimmed));
             }
-            kept.push(secret);
+            kept.extend(json_spellings(&secret));
         }
+        kept.sort_unstable();
+        kept.dedup();
         Self { secrets: kept }
     }
 
@@ -176,6 +181,41 @@ impl Scrubber {
     }
 }
 
+/// `secret` as printed and as JSON encoders spell it inside a string:
+/// `serde_json`'s escapes (`\"`, `\\`, `\n`, `\u001f`), and the ASCII-only
+/// form ([`ascii_json`]) in lowercase hex, as Python's `json.dumps` writes
+/// it, and in uppercase.
+fn json_spellings(secret: &str) -> [String; 4] {
+    let quoted = serde_json::to_string(secret).expect("a string serializes");
+    let escaped = quoted[1..quoted.len() - 1].to_owned();
+    [secret.to_owned(), escaped, ascii_json(secret, false), ascii_json(secret, true)]
+}
+
+/// `secret` JSON-escaped with only printable ASCII kept as is: short
+/// escapes where JSON has them, every other character as `\uXXXX`
+/// (UTF-16 units, a surrogate pair past U+FFFF), hex `upper` or not.
+fn ascii_json(secret: &str, upper: bool) -> String {
+    let mut out = String::with_capacity(secret.len() * 2);
+    for c in secret.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            ' '..='\u{7f}' => out.push(c),
+            _ => {
+                for unit in c.encode_utf16(&mut [0; 2]) {
+                    out.push_str(&if upper { format!("\\u{unit:04X}") } else { format!("\\u{unit:04x}") });
+                }
+            }
+        }
+    }
+    out
+}
+
 /// `ranges` sorted, with overlapping or touching ones joined.
 fn merged(mut ranges: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
     ranges.sort_unstable();
@@ -211,6 +251,20 @@ mod tests {
         // A value with a newline at its end, printed without it.
         let padded = Scrubber::new([" tk-0123456789\n".to_owned()]);
         assert_eq!(padded.scrub("got tk-0123456789."), "got [redacted].");
+    }
+
+    #[test]
+    fn json_escaped_secrets_are_redacted_in_text() {
+        let scrubber = Scrubber::new(["p\u{e4}ss\"w\u{1f511}rd\n-1".to_owned()]);
+        // As Python's `json.dumps` (ensure_ascii), serde_json, and an
+        // encoder writing uppercase hex print it, one value per line.
+        let printed = concat!(
+            r#"{"p": "p\u00e4ss\"w\ud83d\udd11rd\n-1"}"#,
+            "\n",
+            "{\"p\":\"p\u{e4}ss\\\"w\u{1f511}rd\\n-1\"}\n",
+            r#"{"p": "p\u00E4ss\"w\uD83D\uDD11rd\n-1"}"#,
+        );
+        assert_eq!(scrubber.scrub(printed), "{\"p\": \"[redacted]\"}\n{\"p\":\"[redacted]\"}\n{\"p\": \"[redacted]\"}");
     }
 
     #[test]
