@@ -10,9 +10,33 @@ struct Interpreter {
     code_letters: &'static str,
     /// Long options whose value is code.
     code_options: &'static [&'static str],
-    /// Options that take the next word as a value that is not code.
+    /// Short options that take a value that is not code: the rest of their
+    /// word (`-Mstrict`, `-rnet/http`), else the next word (`-O extglob`).
+    value_letters: &'static str,
+    /// Long options that take the next word as a value that is not code.
     value_options: &'static [&'static str],
+    /// Whether a code option is a flag and the code the first word that is
+    /// not an option (`sh -c -e 'code'`, `sh -c -- 'code'`), as for `sh`;
+    /// else the code is the option's value, the next word.
+    code_is_operand: bool,
+    /// Whether options may start with `+` too (`+o pipefail`).
+    plus_options: bool,
+    /// Whether the program runs a command given by its first word that is
+    /// not an option or a `NAME=value` (`env`).
+    runs_commands: bool,
 }
+
+/// An [`Interpreter`] with no options known, for the table to fill in.
+const NONE: Interpreter = Interpreter {
+    names: &[],
+    code_letters: "",
+    code_options: &[],
+    value_letters: "",
+    value_options: &[],
+    code_is_operand: false,
+    plus_options: false,
+    runs_commands: false,
+};
 
 /// The interpreters whose code options are known.
 const INTERPRETERS: &[Interpreter] = &[
@@ -20,25 +44,37 @@ const INTERPRETERS: &[Interpreter] = &[
         names: &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish"],
         code_letters: "c",
         code_options: &["--command"],
-        value_options: &["-o", "+o"],
+        value_letters: "oO",
+        value_options: &["--rcfile", "--init-file"],
+        code_is_operand: true,
+        plus_options: true,
+        ..NONE
     },
-    Interpreter { names: &["python", "pypy"], code_letters: "c", code_options: &[], value_options: &["-W", "-X"] },
-    Interpreter { names: &["perl"], code_letters: "eE", code_options: &[], value_options: &[] },
-    Interpreter {
-        names: &["ruby", "lua", "luajit", "Rscript"],
-        code_letters: "e",
-        code_options: &[],
-        value_options: &[],
-    },
-    Interpreter { names: &["php"], code_letters: "r", code_options: &[], value_options: &[] },
+    Interpreter { names: &["python", "pypy"], code_letters: "c", value_letters: "WX", ..NONE },
+    Interpreter { names: &["perl"], code_letters: "eE", value_letters: "MmIx", ..NONE },
+    Interpreter { names: &["ruby"], code_letters: "e", value_letters: "rIEC", ..NONE },
+    Interpreter { names: &["lua", "luajit"], code_letters: "e", value_letters: "l", ..NONE },
+    Interpreter { names: &["Rscript"], code_letters: "e", ..NONE },
+    // `-B`, `-R` and `-E` run code before, for and after every input line.
+    Interpreter { names: &["php"], code_letters: "rBRE", value_letters: "dcz", ..NONE },
     Interpreter {
         names: &["node", "nodejs", "bun", "deno"],
         code_letters: "ep",
         code_options: &["--eval", "--print"],
-        value_options: &["-r", "--require"],
+        value_letters: "r",
+        value_options: &["--require", "--import", "--loader", "--experimental-loader"],
+        ..NONE
     },
-    // `env -S`: one word split into a command line; `-u NAME`, `-C DIR` take a value.
-    Interpreter { names: &["env"], code_letters: "S", code_options: &["--split-string"], value_options: &["-u", "-C"] },
+    // `env -S`: one word split into a command line.
+    Interpreter {
+        names: &["env"],
+        code_letters: "S",
+        code_options: &["--split-string"],
+        value_letters: "uC",
+        value_options: &["--unset", "--chdir"],
+        runs_commands: true,
+        ..NONE
+    },
 ];
 
 /// Where a value would be code: the program word and what it runs.
@@ -54,51 +90,111 @@ pub struct CodeWord {
 /// interpreter among them runs as code and `has_placeholder`, or the
 /// placeholder word `env` would run as its command.
 pub fn value_as_code(words: &[String], has_placeholder: impl Fn(&str) -> bool) -> Option<CodeWord> {
-    for (at, program) in words.iter().enumerate() {
-        let Some(interpreter) = interpreter(program) else { continue };
-        let found = |word: &String| CodeWord { program: program.clone(), word: word.clone() };
-        let mut rest = words[at + 1..].iter();
-        while let Some(word) = rest.next() {
-            let runs_commands = interpreter.names == ["env"];
-            if word == "--" || !(word.starts_with('-') || word.starts_with('+')) {
-                // `env`'s `NAME=value` words, then the command it runs;
-                // else the script or the code.
-                if runs_commands && word.contains('=') {
-                    continue;
-                }
-                if runs_commands && has_placeholder(word) {
-                    return Some(found(word));
-                }
-                break;
+    words.iter().enumerate().find_map(|(at, program)| {
+        let word = code_word(interpreter(program)?, &words[at + 1..], &has_placeholder)?;
+        Some(CodeWord { program: program.clone(), word: word.clone() })
+    })
+}
+
+/// The word of `args` (what follows the program's word) that `interpreter`
+/// runs as code and `has_placeholder`. An option not in the table may take
+/// the next word as its value, so that word does not end the options: a
+/// code option after it is still seen (a false refusal is safer than a
+/// missed one).
+fn code_word<'a>(
+    interpreter: &Interpreter,
+    args: &'a [String],
+    has_placeholder: &impl Fn(&str) -> bool,
+) -> Option<&'a String> {
+    let (mut code_pending, mut code_seen, mut maybe_value, mut options_ended) = (false, false, false, false);
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        let signed = word.starts_with('-') || (interpreter.plus_options && word.starts_with('+'));
+        if options_ended || !signed || word.len() < 2 {
+            if code_pending {
+                return has_placeholder(word).then_some(word);
             }
-            if interpreter.value_options.contains(&word.as_str()) {
-                rest.next();
+            if interpreter.runs_commands && !code_seen && !options_ended && word.contains('=') {
                 continue;
             }
-            let long = word.starts_with("--");
-            let code = if long {
-                interpreter
-                    .code_options
-                    .iter()
-                    .find(|option| word.starts_with(*option))
-                    .map(|option| word.len() > option.len())
-            } else {
-                let letters: String = word[1..].chars().take_while(char::is_ascii_alphabetic).collect();
-                letters.contains(|c| interpreter.code_letters.contains(c)).then(|| word.len() > 1 + letters.len())
-            };
-            match code {
-                // The code is attached (`-c{code}`, `--eval={code}`) or the next word.
-                Some(_) if has_placeholder(word) => return Some(found(word)),
-                Some(false) => match rest.next() {
-                    Some(next) if has_placeholder(next) => return Some(found(next)),
-                    _ => break,
-                },
-                Some(true) => break,
-                None => {}
+            if interpreter.runs_commands && !code_seen && has_placeholder(word) {
+                return Some(word);
             }
+            if std::mem::take(&mut maybe_value) && !options_ended {
+                continue;
+            }
+            return None;
+        }
+        maybe_value = false;
+        if word == "--" {
+            options_ended = true;
+            continue;
+        }
+        let is_code = if let Some(long) = word.strip_prefix("--") {
+            let (name, attached) = long.split_once('=').map_or((long, None), |(name, value)| (name, Some(value)));
+            let name = &word[..2 + name.len()];
+            if interpreter.code_options.contains(&name) {
+                Some(attached.is_some())
+            } else {
+                if interpreter.value_options.contains(&name) && attached.is_none() {
+                    words.next();
+                } else {
+                    maybe_value = attached.is_none();
+                }
+                None
+            }
+        } else {
+            short_code(interpreter, word, &mut words, &mut maybe_value)
+        };
+        match is_code {
+            // The code is attached (`-c{code}`, `--eval={code}`).
+            Some(true) if has_placeholder(word) => return Some(word),
+            Some(true) => code_seen = true,
+            Some(false) if interpreter.code_is_operand => code_pending = true,
+            // The code is the next word.
+            Some(false) => match words.next() {
+                Some(next) if has_placeholder(next) => return Some(next),
+                _ => code_seen = true,
+            },
+            None => {}
         }
     }
     None
+}
+
+/// For a word of bundled short options: whether it has a code option, with
+/// its code attached (`Some(true)`) or not. Letters are read up to the
+/// first one that takes a value (its value is the rest of the word, else
+/// the next word of `words`, taken) or that is not a letter; `maybe_value`
+/// is set when the last letter is one the table does not know.
+fn short_code<'a>(
+    interpreter: &Interpreter,
+    word: &str,
+    words: &mut impl Iterator<Item = &'a String>,
+    maybe_value: &mut bool,
+) -> Option<bool> {
+    let mut code = None;
+    for (at, letter) in word.char_indices().skip(1) {
+        let rest = &word[at + letter.len_utf8()..];
+        if !letter.is_ascii_alphabetic() {
+            break;
+        }
+        if interpreter.code_letters.contains(letter) {
+            if interpreter.code_is_operand {
+                code = Some(false);
+                continue;
+            }
+            return Some(!rest.is_empty());
+        }
+        if interpreter.value_letters.contains(letter) {
+            if rest.is_empty() {
+                words.next();
+            }
+            return code;
+        }
+        *maybe_value = rest.is_empty();
+    }
+    code
 }
 
 /// The interpreter `word` names, as a program: its last path component
@@ -134,6 +230,25 @@ mod tests {
             ("env -i PATH=/bin {p} x", "env {p}"),
             ("env -S {p}", "env {p}"),
             ("env FOO=1 sh -c 'echo {p}'", "sh echo {p}"),
+            // Options after `sh -c`: the code is the first word that is not one.
+            ("sh -c -e 'echo {p}'", "sh echo {p}"),
+            ("sh -c -- 'echo {p}'", "sh echo {p}"),
+            ("bash -ce -o pipefail 'echo {p}'", "bash echo {p}"),
+            // Options with a value as the next word or the rest of theirs.
+            ("bash -O extglob -c 'echo {p}'", "bash echo {p}"),
+            ("bash --rcfile x -c 'echo {p}'", "bash echo {p}"),
+            ("php -d x=1 -r 'echo {p};'", "php echo {p};"),
+            ("php -R 'echo {p};'", "php echo {p};"),
+            ("lua -l socket -e 'print({p})'", "lua print({p})"),
+            ("node --import tsx -e {p}", "node {p}"),
+            ("perl -Mfeature=say -e 'say \"{p}\"'", "perl say \"{p}\""),
+            ("ruby -rnet/http -e 'p {p}'", "ruby p {p}"),
+            ("perl -e 1 -e 'print {p}'", "perl print {p}"),
+            // An option the table does not know may take the next word.
+            ("node --unknown-option x -e {p}", "node {p}"),
+            ("env -- {p}", "env {p}"),
+            ("env --chdir /tmp {p}", "env {p}"),
+            ("env -u HOME {p}", "env {p}"),
         ];
         for (command, expected) in cases {
             assert_eq!(code_in(command).as_deref(), Some(expected), "{command}");
@@ -150,6 +265,10 @@ mod tests {
             "env FOO={p} python3 a.py",
             "grep -e {p} file",
             "bash -- {p}",
+            "sh -c 'echo \"$1\"' -- {p}",
+            "env -S 'python3 a.py' {p}",
+            "perl -Mstrict script.pl {p}",
+            "ruby -I lib app.rb {p}",
         ] {
             assert_eq!(code_in(command), None, "{command}");
         }
