@@ -102,6 +102,20 @@ impl Scrubber {
         self.redact(text, text.len(), usize::MAX).0
     }
 
+    /// Whether `text` holds a secret that reads as a number but not as an
+    /// `i64` or `u64`: parsed as JSON it becomes an `f64`, may be rounded
+    /// (`98765432109876543210` is `9.876543210987655e19`), and then no
+    /// longer matches.
+    pub fn holds_number_secret(&self, text: &str) -> bool {
+        self.secrets.iter().any(|secret| {
+            let trimmed = secret.trim();
+            trimmed.parse::<f64>().is_ok()
+                && trimmed.parse::<i64>().is_err()
+                && trimmed.parse::<u64>().is_err()
+                && text.contains(secret.as_str())
+        })
+    }
+
     /// `value`, parsed from a script's unscrubbed JSON, without secrets.
     /// Every string, object key and number is scrubbed as decoded: the raw
     /// text may spell a secret with escapes (`\u00e4`, `\"`, the `\n` of a

@@ -24,8 +24,10 @@ const MAX_PARSED_DEPTH: usize = 32;
 /// parsed, not the scrubbed one: scrubbing text with escapes in it can
 /// take part of a secret and leave the rest (the BEGIN line of a PEM key
 /// whose lines are joined by `\n`), and parsing decodes what the text hid.
+/// Stdout holding a secret that reads as a number is text too: parsing
+/// may round it ([`Scrubber::holds_number_secret`]).
 pub fn stdout_value(scrubber: &Scrubber, raw: &[u8], scrubbed: String, cut: bool) -> Value {
-    if cut || !small_and_shallow(raw) {
+    if cut || !small_and_shallow(raw) || scrubber.holds_number_secret(&String::from_utf8_lossy(raw)) {
         return Value::String(scrubbed);
     }
     match serde_json::from_slice(raw) {
@@ -97,6 +99,13 @@ mod tests {
         assert_eq!(value(&scrubber, &printed), expected);
         let scrubbed = scrubber.scrub(&printed);
         assert_eq!(stdout_value(&scrubber, printed.as_bytes(), scrubbed.clone(), true), Value::String(scrubbed));
+    }
+
+    #[test]
+    fn a_number_secret_parsing_would_round_is_redacted() {
+        let scrubber = Scrubber::new(["98765432109876543210".to_owned()]);
+        let printed = r#"{"acct": 98765432109876543210}"#;
+        assert_eq!(value(&scrubber, printed), Value::String(format!(r#"{{"acct": {REDACTED}}}"#)));
     }
 
     #[test]
