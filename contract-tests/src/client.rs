@@ -63,6 +63,12 @@ pub enum Failure {
     /// The connection was closed or broken before a full answer.
     #[error("the connection dropped: {0}")]
     Dropped(String),
+    /// The module closed or reset the connection before any answer could be
+    /// read, while the request was still being sent (broken pipe, connection
+    /// reset): how a server that refuses a body without reading it may end
+    /// the exchange, its answer lost with the connection.
+    #[error("the connection was closed while the request was sent, before any answer: {0}")]
+    ClosedWhileSending(String),
     /// The body was longer than `--max-response-bytes`; the rest was not read.
     #[error("the answer is larger than {0} bytes (--max-response-bytes); the rest was not read")]
     TooLarge(usize),
@@ -120,17 +126,41 @@ impl ModuleClient {
     /// `GET {base}{path}`.
     pub async fn get(&self, path: &str, auth: Auth<'_>) -> Result<Reply, Failure> {
         let request = self.http.get(format!("{}{path}", self.base));
-        self.send(format!("GET {path}"), request, auth, REQUEST_TIMEOUT).await
+        self.send(format!("GET {path}"), request, auth, REQUEST_TIMEOUT, Body::Ordinary).await
     }
 
     /// `POST {base}{path}` with `body` sent as `application/json`, whatever it holds.
     pub async fn post(&self, path: &str, body: Vec<u8>, auth: Auth<'_>, timeout: Duration) -> Result<Reply, Failure> {
+        self.post_as(Body::Ordinary, path, body, auth, timeout).await
+    }
+
+    /// `POST` like [`Self::post`], of a body over the module's limit that it
+    /// may refuse without reading: the connection closed while it is sent
+    /// ([`Failure::ClosedWhileSending`]) is the refusal, not a server error.
+    pub async fn post_over_limit(
+        &self,
+        path: &str,
+        body: Vec<u8>,
+        auth: Auth<'_>,
+        timeout: Duration,
+    ) -> Result<Reply, Failure> {
+        self.post_as(Body::OverLimit, path, body, auth, timeout).await
+    }
+
+    async fn post_as(
+        &self,
+        kind: Body,
+        path: &str,
+        body: Vec<u8>,
+        auth: Auth<'_>,
+        timeout: Duration,
+    ) -> Result<Reply, Failure> {
         let request = self
             .http
             .post(format!("{}{path}", self.base))
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body);
-        self.send(format!("POST {path}"), request, auth, timeout).await
+        self.send(format!("POST {path}"), request, auth, timeout, kind).await
     }
 
     /// Every 5xx, dropped connection and hang seen so far.
@@ -144,6 +174,7 @@ impl ModuleClient {
         request: reqwest::RequestBuilder,
         auth: Auth<'_>,
         timeout: Duration,
+        body: Body,
     ) -> Result<Reply, Failure> {
         let request = match (auth, self.token.as_deref()) {
             (Auth::Configured, Some(token)) | (Auth::Bearer(token), _) => {
@@ -160,6 +191,8 @@ impl ModuleClient {
             let response = request.send().await.map_err(|error| {
                 if error.is_connect() {
                     Failure::Unreachable(error_chain(&error))
+                } else if body == Body::OverLimit && broke_off(&error) {
+                    Failure::ClosedWhileSending(error_chain(&error))
                 } else {
                     Failure::Dropped(error_chain(&error))
                 }
@@ -190,11 +223,16 @@ impl ModuleClient {
         };
         let incident = match &result {
             Ok(reply) if reply.status >= 500 => Some(format!("{label}: HTTP {}", reply.status)),
-            // Not the module failing to answer: the check that made the request reports these.
+            // Not the module failing to answer (a body over its limit may be refused unread):
+            // the check that made the request reports these.
             Ok(_)
-            | Err(Failure::Unreachable(_) | Failure::TooLarge(_) | Failure::OutOfTime | Failure::Redirected { .. }) => {
-                None
-            }
+            | Err(
+                Failure::Unreachable(_)
+                | Failure::ClosedWhileSending(_)
+                | Failure::TooLarge(_)
+                | Failure::OutOfTime
+                | Failure::Redirected { .. },
+            ) => None,
             Err(failure) => Some(format!("{label}: {failure}")),
         };
         if let (Some(incident), Ok(mut list)) = (incident, self.incidents.lock()) {
@@ -202,6 +240,37 @@ impl ModuleClient {
         }
         result
     }
+}
+
+/// What a request's body is to the module, which decides whether a
+/// connection broken off under it is [`Failure::ClosedWhileSending`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Body {
+    /// Within its limit (or none): a connection broken off is [`Failure::Dropped`].
+    Ordinary,
+    /// Over its limit: the module may refuse it unread.
+    OverLimit,
+}
+
+/// Whether `error`, met before any answer, is the connection broken off
+/// under the request (broken pipe, reset, aborted) rather than a closed
+/// connection or another fault.
+fn broke_off(error: &reqwest::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = source {
+        if let Some(io) = current.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                std::io::ErrorKind::BrokenPipe
+                    | std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+            )
+        {
+            return true;
+        }
+        source = current.source();
+    }
+    false
 }
 
 /// A year from now: the deadline of a run with no usable limit.

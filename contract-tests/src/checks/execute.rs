@@ -306,7 +306,9 @@ impl Caller<'_> {
     }
 
     /// A ToolCall (to a tool no module has) one byte over the module's
-    /// body limit: `413`.
+    /// body limit: `413`. A module that answers before reading the body and
+    /// closes the connection breaks off the sending, and the client never
+    /// sees its answer: that is taken as the refusal, with a note.
     async fn body_too_large(&self, module_name: &str, findings: &mut Findings) {
         let check = Check::BodyTooLarge;
         findings.ran(check);
@@ -321,7 +323,13 @@ impl Caller<'_> {
         let padding = size.saturating_sub(body.len() + 2);
         body.resize(body.len() + padding, b' ');
         body.extend_from_slice(br#""}"#);
-        match self.client.post("/execute", body, Auth::Configured, REQUEST_TIMEOUT).await {
+        match self.client.post_over_limit("/execute", body, Auth::Configured, REQUEST_TIMEOUT).await {
+            Err(failure @ Failure::ClosedWhileSending(_)) => findings.note(
+                check,
+                format!(
+                    "{what}: {failure}; taken as a refusal of the body unread, whose answer (413?) could not be read"
+                ),
+            ),
             Err(failure) => findings.fail(check, format!("{what}: {failure}")),
             Ok(reply) if reply.status != 413 => {
                 findings.fail(check, format!("{what}: expected 413, got {}", reply.status));
