@@ -233,8 +233,10 @@ fn canonical_text(value: &Value) -> String {
     out
 }
 
-/// The types both `type`s allow (an integer is a number); `None` when none.
-fn common_types(mine: &Value, theirs: &Value) -> Option<Value> {
+/// The types both `type`s allow (an integer is a number), one string when
+/// one; `None` when they share none, or either is not a type or list of
+/// types.
+pub(super) fn common_types(mine: &Value, theirs: &Value) -> Option<Value> {
     let names = |value: &Value| -> Option<Vec<String>> {
         match value {
             Value::String(name) => Some(vec![name.clone()]),

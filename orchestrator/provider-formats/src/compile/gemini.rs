@@ -9,7 +9,7 @@ use std::collections::HashSet;
 
 use serde_json::{Value, json};
 
-use super::combine::ValueSet;
+use super::combine::{ValueSet, common_types};
 use super::keywords::Keywords;
 use super::node::Node;
 use super::notes;
@@ -423,32 +423,6 @@ fn merge_all_of<'a>(map: &mut Object<'a>, mut part: Object<'a>, unmerged: &mut V
     }
     for part in nested.into_iter().flatten().filter_map(object_of) {
         merge_all_of(map, part, unmerged);
-    }
-}
-
-/// The types both `type` values `old` and `new` take (an `integer` is a
-/// `number`), one string when one; `None` when they share none, or either
-/// is not a type or list of types.
-fn common_types(old: &Value, new: &Value) -> Option<Value> {
-    let names = |types: &Value| -> Option<Vec<String>> {
-        match types {
-            Value::String(one) => Some(vec![one.clone()]),
-            Value::Array(many) => many.iter().map(|t| t.as_str().map(str::to_owned)).collect(),
-            _ => None,
-        }
-    };
-    let (old, new) = (names(old)?, names(new)?);
-    let takes = |types: &[String], t: &str| types.iter().any(|u| u == t || (t == "integer" && u == "number"));
-    let mut both: Vec<String> = Vec::new();
-    for t in old.iter().chain(&new) {
-        if takes(&old, t) && takes(&new, t) && !both.contains(t) {
-            both.push(t.clone());
-        }
-    }
-    match both.len() {
-        0 => None,
-        1 => both.pop().map(Value::String),
-        _ => Some(Value::Array(both.into_iter().map(Value::String).collect())),
     }
 }
 
