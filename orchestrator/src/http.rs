@@ -28,7 +28,7 @@ use crate::listing_cache::ListingVariant;
 use crate::providers::{CallFormat, ToolFormat};
 use crate::registry::{ModuleState, ModuleStatus};
 use crate::request_checks;
-use crate::same_origin::{AllowedHosts, SameOriginLayer};
+use crate::same_origin::{AllowedHosts, HostCheck, SameOriginLayer};
 use crate::tool_calls::{ToolCallsError, ToolCallsRequest, run_tool_calls};
 
 /// What every handler shares.
@@ -55,12 +55,14 @@ pub fn router(
 ) -> impl Service<Request, Response = Response, Error = Infallible, Future: Send> + Clone + Send + Sync + 'static {
     let body_limit = orchestrator.config.limits.max_body_bytes;
     let allowed_hosts = allowed_hosts(&orchestrator);
+    let host_check =
+        if orchestrator.identities.required() { HostCheck::BrowsersChanges } else { HostCheck::EveryRequest };
     let execute = execute.with_state(AppState { orchestrator: Arc::clone(&orchestrator) });
     // `/execute` reads its body within the limit itself (`JsonBody`); the
     // other routes' extractors take it from the request's extensions.
     let others = tower::ServiceBuilder::new().layer(DefaultBodyLimit::max(body_limit)).service(routes(orchestrator));
     tower::ServiceBuilder::new()
-        .layer(SameOriginLayer(allowed_hosts))
+        .layer(SameOriginLayer(allowed_hosts, host_check))
         .layer(module_sdk::service::RequireJsonLayer)
         .layer(crate::trace::KeepRequestTraceLayer)
         .service(ExecuteFirst { execute, others })

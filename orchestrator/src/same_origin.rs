@@ -17,10 +17,14 @@
 //! resolve to the orchestrator's address is the same origin to the browser,
 //! and its reads (`GET /approvals`) carry neither header. So, given a list
 //! of allowed hosts ([`AllowedHosts`]: `MCP_ALLOWED_HOSTS`, or in
-//! development mode the loopback names and the listening address), every
-//! request, whatever its method and headers, must name one of them in its
-//! `Host`; only `/health` (probes name any address) and the console's files
-//! (no data in them) are served whatever it names.
+//! development mode the loopback names and the listening address), requests
+//! must name one of them in its `Host` ([`HostCheck`]): in development mode,
+//! where everyone is the owner, every request whatever its method and
+//! headers, but `/health` (probes name any address) and the console's files
+//! (no data in them); with identities, where a rebinding page has no
+//! credentials to read with and servers (Prometheus by pod address, other
+//! services by their own name) call with keys, only browsers' requests that
+//! may change something.
 
 use std::future::{Ready, ready};
 use std::net::IpAddr;
@@ -90,24 +94,35 @@ fn authority(text: &str) -> Option<(String, Option<u16>)> {
     Some((host.trim_matches(['[', ']']).to_ascii_lowercase(), port))
 }
 
+/// Which requests must name one of the [`AllowedHosts`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HostCheck {
+    /// Every request but to [`ANY_HOST_PATHS`]: development mode.
+    #[default]
+    EveryRequest,
+    /// Only browsers' requests that may change something (`/mcp` keeps its
+    /// own check): with identities.
+    BrowsersChanges,
+}
+
 /// Refuses requests naming a host not in its [`AllowedHosts`], and
 /// state-changing requests from other sites, with `403` and a JSON error
 /// (see the module's documentation); the request otherwise goes on to the
 /// inner service's own future, with nothing boxed or cloned.
 #[derive(Debug, Clone, Default)]
-pub struct SameOriginLayer(pub AllowedHosts);
+pub struct SameOriginLayer(pub AllowedHosts, pub HostCheck);
 
 impl<S> Layer<S> for SameOriginLayer {
     type Service = SameOrigin<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        SameOrigin(inner, self.0.clone())
+        SameOrigin(inner, self.0.clone(), self.1)
     }
 }
 
 /// The service of [`SameOriginLayer`].
 #[derive(Debug, Clone)]
-pub struct SameOrigin<S>(S, AllowedHosts);
+pub struct SameOrigin<S>(S, AllowedHosts, HostCheck);
 
 impl<S, B> Service<Request<B>> for SameOrigin<S>
 where
@@ -122,7 +137,7 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        match cross_site_refusal(request.method(), request.uri().path(), request.headers(), &self.1) {
+        match cross_site_refusal(request.method(), request.uri().path(), request.headers(), &self.1, self.2) {
             Some(refusal) => Either::Right(ready(Ok(refusal))),
             None => Either::Left(self.0.call(request)),
         }
@@ -133,11 +148,22 @@ where
 /// names the pod's address) and the console's files, which hold no data.
 const ANY_HOST_PATHS: [&str; 4] = ["/health", "/", "/console.css", "/console.js"];
 
-/// The `403` for a request naming a host `hosts` does not allow (but to
-/// [`ANY_HOST_PATHS`]), or one that may change something and comes from a
-/// page of another origin; `None` when it may go on.
-fn cross_site_refusal(method: &Method, path: &str, headers: &HeaderMap, hosts: &AllowedHosts) -> Option<Response> {
-    if !hosts.allow(headers.get(HOST)) && !ANY_HOST_PATHS.contains(&path) {
+/// The `403` for a request `check` holds to `hosts` naming a host they do
+/// not allow, or one that may change something and comes from a page of
+/// another origin; `None` when it may go on.
+fn cross_site_refusal(
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+    hosts: &AllowedHosts,
+    check: HostCheck,
+) -> Option<Response> {
+    let changes = !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) && path != "/mcp";
+    let checked = match check {
+        HostCheck::EveryRequest => !ANY_HOST_PATHS.contains(&path),
+        HostCheck::BrowsersChanges => changes && (headers.contains_key(SEC_FETCH_SITE) || headers.contains_key(ORIGIN)),
+    };
+    if checked && !hosts.allow(headers.get(HOST)) {
         let host = headers.get(HOST).map_or("(none)", |host| host.to_str().unwrap_or("(not text)"));
         let message = format!(
             "request refused: `Host: {host}` is not a host this orchestrator answers (MCP_ALLOWED_HOSTS; in \
@@ -147,7 +173,7 @@ fn cross_site_refusal(method: &Method, path: &str, headers: &HeaderMap, hosts: &
         );
         return Some(error_response(StatusCode::FORBIDDEN, message));
     }
-    if matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS) || path == "/mcp" {
+    if !changes {
         return None;
     }
     let from = match headers.get(SEC_FETCH_SITE) {
@@ -185,7 +211,7 @@ mod tests {
     }
 
     fn refused(method: Method, path: &str, pairs: &[(&'static str, &'static str)]) -> bool {
-        cross_site_refusal(&method, path, &headers(pairs), &AllowedHosts::default()).is_some()
+        cross_site_refusal(&method, path, &headers(pairs), &AllowedHosts::default(), HostCheck::EveryRequest).is_some()
     }
 
     fn refused_by(hosts: &AllowedHosts, method: Method, pairs: &[(&str, &str)]) -> bool {
@@ -193,7 +219,7 @@ mod tests {
     }
 
     fn refused_at(hosts: &AllowedHosts, method: Method, path: &str, pairs: &[(&str, &str)]) -> bool {
-        cross_site_refusal(&method, path, &headers(pairs), hosts).is_some()
+        cross_site_refusal(&method, path, &headers(pairs), hosts, HostCheck::EveryRequest).is_some()
     }
 
     #[test]
@@ -234,6 +260,22 @@ mod tests {
         // With no list, any host (identities configured, no MCP_ALLOWED_HOSTS).
         assert!(!refused_by(&AllowedHosts::default(), Method::GET, &[("host", "evil.example")]));
         assert!(AllowedHosts::new([]).allow(None), "an empty list allows any host");
+    }
+
+    #[test]
+    fn with_identities_only_browsers_changes_are_held_to_the_listed_hosts() {
+        let hosts = AllowedHosts::new(["orch.example"]);
+        let refused = |method: Method, path: &str, pairs: &[(&str, &str)]| {
+            cross_site_refusal(&method, path, &headers(pairs), &hosts, HostCheck::BrowsersChanges).is_some()
+        };
+        // Prometheus by pod address, a back-end by service name, with keys.
+        assert!(!refused(Method::GET, "/metrics", &[("host", "10.1.2.3:8080")]));
+        assert!(!refused(Method::POST, "/execute", &[("host", "orchestrator:8080")]));
+        assert!(!refused(Method::GET, "/approvals", &[("host", "evil.example")]), "no credentials to read with");
+        // A browser's change must name a listed host; `/mcp` checks its own.
+        assert!(refused(Method::POST, "/execute", &[("host", "evil.example"), ("sec-fetch-site", "same-origin")]));
+        assert!(!refused(Method::POST, "/execute", &[("host", "orch.example"), ("sec-fetch-site", "same-origin")]));
+        assert!(!refused(Method::POST, "/mcp", &[("host", "evil.example"), ("origin", "http://evil.example")]));
     }
 
     #[test]
