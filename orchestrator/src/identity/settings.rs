@@ -10,7 +10,7 @@ use serde::Deserialize;
 use super::jwt::{JwksSource, JwtSettings};
 use super::keys::{ApiKey, ApiKeyEntry};
 use super::revocations::DEFAULT_REVOCATION_REFRESH_SECONDS;
-use crate::config::{AtLeast, ConfigError, invalid, seconds_setting};
+use crate::config::{AtLeast, ConfigError, MAX_SETTING_SECONDS, invalid, seconds_setting};
 
 /// The default of `JWT_ALGORITHMS`.
 pub const DEFAULT_JWT_ALGORITHMS: &str = "RS256,ES256";
@@ -19,7 +19,7 @@ pub const DEFAULT_JWKS_REFRESH_SECONDS: f64 = 300.0;
 /// The default of `JWT_UNKNOWN_KID_REFETCH_SECONDS`.
 pub const DEFAULT_UNKNOWN_KID_REFETCH_SECONDS: f64 = 30.0;
 /// The default of `JWT_JWKS_MAX_STALE_SECONDS`: this many refresh
-/// intervals (an hour at the default interval).
+/// intervals (an hour at the default interval), at most 30 days.
 pub const DEFAULT_MAX_STALE_REFRESHES: f64 = 12.0;
 
 /// The checked identity settings.
@@ -141,14 +141,17 @@ impl IdentitySettings {
                     env,
                     "JWT_JWKS_MAX_STALE_SECONDS",
                     file.jwt_jwks_max_stale_seconds,
-                    DEFAULT_MAX_STALE_REFRESHES * refresh.as_secs_f64(),
+                    // Never past the cap every setting has, whatever the refresh.
+                    (DEFAULT_MAX_STALE_REFRESHES * refresh.as_secs_f64()).min(MAX_SETTING_SECONDS.as_secs_f64()),
                 )?;
-                if max_stale <= refresh {
+                // A JWKS file is never stale; equal is allowed so that a
+                // refresh at the cap still has a maximum staleness.
+                if matches!(source, JwksSource::Url(_)) && max_stale < refresh {
                     return Err(invalid(
                         "JWT_JWKS_MAX_STALE_SECONDS",
                         &max_stale.as_secs_f64().to_string(),
                         format!(
-                            "it must be longer than JWT_JWKS_REFRESH_SECONDS ({} s), or every JWT would be refused \
+                            "it must be at least JWT_JWKS_REFRESH_SECONDS ({} s), or every JWT would be refused \
                              between two refreshes; make it several refresh intervals",
                             refresh.as_secs_f64()
                         ),
@@ -269,11 +272,20 @@ mod tests {
         assert_eq!((jwt.unknown_kid_refetch, jwt.max_stale), (Duration::from_secs(30), Duration::from_secs(3600)));
         let jwt = read(&[url, ("JWT_AUDIENCE", "orch"), ("JWT_JWKS_REFRESH_SECONDS", "600")]).unwrap().jwt.unwrap();
         assert_eq!(jwt.max_stale, Duration::from_secs(7200), "12 refresh intervals");
-        let error = read(&[url, ("JWT_AUDIENCE", "orch"), ("JWT_JWKS_MAX_STALE_SECONDS", "300")]).unwrap_err();
+        let error = read(&[url, ("JWT_AUDIENCE", "orch"), ("JWT_JWKS_MAX_STALE_SECONDS", "299")]).unwrap_err();
         let error = error.to_string();
         assert!(error.contains("JWT_JWKS_MAX_STALE_SECONDS") && error.contains("JWT_JWKS_REFRESH_SECONDS"), "{error}");
         let error = read(&[url, ("JWT_AUDIENCE", "orch"), ("JWT_UNKNOWN_KID_REFETCH_SECONDS", "0")]).unwrap_err();
         assert!(error.to_string().contains("JWT_UNKNOWN_KID_REFETCH_SECONDS"), "{error}");
+        // A weekly refresh, or one at the cap, starts: the default is held to the cap.
+        for weekly in ["604800", "2592000"] {
+            let jwt =
+                read(&[url, ("JWT_AUDIENCE", "orch"), ("JWT_JWKS_REFRESH_SECONDS", weekly)]).unwrap().jwt.unwrap();
+            assert_eq!(jwt.max_stale, MAX_SETTING_SECONDS, "{weekly}");
+        }
+        // A file is never stale: its refresh and staleness are not weighed.
+        let file = [("JWT_JWKS", "/etc/orchestrator/jwks.json"), ("JWT_AUDIENCE", "orch")];
+        assert!(read(&[file[0], file[1], ("JWT_JWKS_MAX_STALE_SECONDS", "60")]).is_ok());
     }
 
     #[test]
