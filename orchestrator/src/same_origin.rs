@@ -97,7 +97,7 @@ fn authority(text: &str) -> Option<(String, Option<u16>)> {
 /// Which requests must name one of the [`AllowedHosts`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum HostCheck {
-    /// Every request but to [`ANY_HOST_PATHS`]: development mode.
+    /// Every request but to `/health` and the console's files: development mode.
     #[default]
     EveryRequest,
     /// Only browsers' requests that may change something (`/mcp` keeps its
