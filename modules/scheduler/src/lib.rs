@@ -36,9 +36,12 @@ const API_CALL_MAX_REDIRECTS: u8 = 5;
 /// before serving).
 pub fn module(settings: &Settings) -> Result<(Module, Option<Firing>), String> {
     let database = settings.database_path().map_err(|e| e.to_string())?;
-    let store = Store::open(&database, settings.limits(), settings.busy_timeout())
-        .map_err(|e| SCHEDULER_DB.unusable(&settings.scheduler_db, &database, e).to_string())?;
-    let store = Arc::new(store);
+    let open = || {
+        Store::open(&database, settings.limits(), settings.busy_timeout())
+            .map(Arc::new)
+            .map_err(|e| SCHEDULER_DB.unusable(&settings.scheduler_db, &database, e).to_string())
+    };
+    let store = open()?;
     schedule::time_zone(&settings.default_timezone).map_err(|e| format!("SCHEDULER_DEFAULT_TIMEZONE: {e}"))?;
     let timeout = std::time::Duration::from_secs(settings.delivery_timeout_seconds);
     let limits = ClientLimits { total: timeout, connect: timeout, max_redirects: API_CALL_MAX_REDIRECTS };
@@ -55,7 +58,10 @@ pub fn module(settings: &Settings) -> Result<(Module, Option<Firing>), String> {
             let webhook = Webhook::new(url.clone(), secret, settings.retry_policy(), timeout)
                 .map_err(|e| format!("cannot build the webhook client: {e}"))?;
             Some(Firing {
-                store: store.clone(),
+                // A connection of its own: a write of the loop waiting for
+                // another process's lock (up to the busy timeout) holds it,
+                // not the one the tools read and write through.
+                store: open()?,
                 webhook,
                 client: client.clone(),
                 api_call_max_bytes: usize::try_from(settings.api_call_max_bytes).unwrap_or(usize::MAX),

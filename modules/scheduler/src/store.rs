@@ -19,6 +19,11 @@
 //!   when they come due and otherwise left as they are (see [`crate::row`]).
 //! - Schema: migrations numbered by `PRAGMA user_version`, applied at open.
 //!
+//! - Connections: a `Store` is one connection, used by one call at a time.
+//!   The tools and the firing loop open one each, so a write of the loop
+//!   that waits for another process's lock (up to the busy timeout) does
+//!   not hold up the tools' calls; a read (WAL) never waits for a writer.
+//!
 //! All methods block: call them off the async workers.
 
 use std::path::{Path, PathBuf};

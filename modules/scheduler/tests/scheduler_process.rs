@@ -11,7 +11,8 @@
 //! warning that nothing fires without a delivery URL, the error naming
 //! a database that cannot be created, and a scheduling or cancel call
 //! answered timeout while another process held the database's lock that
-//! is not written later.
+//! is not written later, and `list_tasks` answered at once while the firing
+//! loop waits for that lock.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -211,6 +212,27 @@ async fn calls_answered_timeout_while_another_process_held_the_lock_change_nothi
         .map(|task| (task["description"].as_str().unwrap(), task["status"].as_str().unwrap()))
         .collect();
     assert_eq!(tasks, [("before the lock", "active"), ("after the lock", "active")], "{listed}");
+}
+
+#[tokio::test]
+async fn list_tasks_answers_while_the_firing_loop_waits_for_another_processs_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let (_receiver, address) = Receiver::start().await;
+    // The loop's writes wait for a lock longer than the tools' 30 s timeout.
+    let module = start(&db, Some(address), &[("SCHEDULER_BUSY_TIMEOUT_MS", "60000")]);
+    let client = module.client();
+    ok(&client, "u", "add_reminder", json!({"when": {"delay": "1h"}, "message": "later"})).await;
+    let other = rusqlite::Connection::open(&db).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    // The loop looks every 200 ms: its claim now waits for the lock.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let started = Instant::now();
+    let listed = call(&client, "u", "list_tasks", json!({})).await;
+    let waited = started.elapsed();
+    other.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(listed["result"]["tasks"].as_array().map(Vec::len), Some(1), "{listed}");
+    assert!(waited < Duration::from_secs(5), "answered after {waited:?}");
 }
 
 #[tokio::test]
