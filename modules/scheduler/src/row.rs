@@ -11,6 +11,7 @@
 use rusqlite::Row;
 use rusqlite::types::ValueRef;
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::schedule::{Schedule, time_zone};
@@ -23,6 +24,41 @@ pub const TASK_COLUMNS: &str = "id, user_id, task_type, description, execution_d
 
 /// Most characters of a stored value quoted in a reason.
 const SHOWN_CHARS: usize = 60;
+
+/// Most characters of a [`listed_id`]: a UUID (36) fits whole, and so
+/// does every id `cancel_task` takes (64).
+pub const LISTED_ID_MAX_CHARS: usize = 64;
+
+/// Hex digits of the digest that stands for the rest of a longer id.
+const LISTED_ID_DIGEST_CHARS: usize = 16;
+
+/// A task's id as listings order tasks and `list_tasks`' cursors name
+/// them: the stored id when it has at most [`LISTED_ID_MAX_CHARS`]
+/// characters (every id the module writes), else its first characters,
+/// `~` and 16 hex digits of the SHA-256 of the whole, so that a cursor
+/// stays short whatever id a hand edit or an older version left (the
+/// store orders by this too: `listed_id` in SQL).
+pub fn listed_id(stored: &str) -> String {
+    if stored.chars().count() <= LISTED_ID_MAX_CHARS {
+        return stored.to_owned();
+    }
+    let digest = Sha256::digest(stored.as_bytes());
+    let hex: String = digest.iter().take(LISTED_ID_DIGEST_CHARS / 2).map(|byte| format!("{byte:02x}")).collect();
+    let head: String = stored.chars().take(LISTED_ID_MAX_CHARS - 1 - LISTED_ID_DIGEST_CHARS).collect();
+    format!("{head}~{hex}")
+}
+
+/// A stored value read as text, as [`task_from_row`] reads it: numbers as
+/// their text, a blob as empty text.
+pub fn text_of(value: ValueRef<'_>) -> Option<String> {
+    match value {
+        ValueRef::Null => None,
+        ValueRef::Text(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
+        ValueRef::Integer(n) => Some(n.to_string()),
+        ValueRef::Real(x) => Some(x.to_string()),
+        ValueRef::Blob(_) => Some(String::new()),
+    }
+}
 
 /// The task in `row` (selected as [`TASK_COLUMNS`]); the only error is a
 /// column that is not there. Every value that cannot be read is replaced by
@@ -101,9 +137,9 @@ struct Reader<'r, 's> {
     problems: Vec<String>,
 }
 
-impl Reader<'_, '_> {
+impl<'r> Reader<'r, '_> {
     /// The value of column `index` (all are there: [`task_from_row`] checked the last one).
-    fn value(&self, index: usize) -> ValueRef<'_> {
+    fn value(&self, index: usize) -> ValueRef<'r> {
         self.row.get_ref(index).unwrap_or(ValueRef::Null)
     }
 
@@ -117,16 +153,11 @@ impl Reader<'_, '_> {
 
     /// A text column that may be NULL.
     fn optional_text(&mut self, index: usize, name: &str) -> Option<String> {
-        match self.value(index) {
-            ValueRef::Null => None,
-            ValueRef::Text(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
-            ValueRef::Integer(n) => Some(n.to_string()),
-            ValueRef::Real(x) => Some(x.to_string()),
-            ValueRef::Blob(bytes) => {
-                self.problems.push(format!("{name} is a blob of {} bytes, not text", bytes.len()));
-                Some(String::new())
-            }
+        let value = self.value(index);
+        if let ValueRef::Blob(bytes) = value {
+            self.problems.push(format!("{name} is a blob of {} bytes, not text", bytes.len()));
         }
+        text_of(value)
     }
 
     /// A whole-number column that may be NULL.
@@ -163,4 +194,25 @@ fn described(value: ValueRef<'_>) -> String {
 /// At most [`SHOWN_CHARS`] characters of `text`.
 fn shown(text: &str) -> String {
     text.chars().take(SHOWN_CHARS).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listed_id_is_the_stored_one_unless_long_and_then_short_and_still_tells_ids_apart() {
+        let uuid = Uuid::new_v4().to_string();
+        assert_eq!(listed_id(&uuid), uuid);
+        let longest = "é".repeat(LISTED_ID_MAX_CHARS);
+        assert_eq!(listed_id(&longest), longest, "counted in characters, not bytes");
+        let shared = "é".repeat(300);
+        let (a, b) = (listed_id(&format!("{shared}a")), listed_id(&format!("{shared}b")));
+        assert_ne!(a, b);
+        for listed in [&a, &b] {
+            assert_eq!(listed.chars().count(), LISTED_ID_MAX_CHARS, "{listed}");
+            assert!(listed.starts_with(&"é".repeat(47)), "{listed}");
+        }
+        assert_eq!(a, listed_id(&format!("{shared}a")), "the same every time");
+    }
 }

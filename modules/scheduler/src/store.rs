@@ -31,12 +31,13 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use module_sdk::{ErrorKind, ToolErrorKind};
+use rusqlite::functions::FunctionFlags;
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension, Statement, Transaction, TransactionBehavior};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::row::{TASK_COLUMNS, task_from_row};
+use crate::row::{TASK_COLUMNS, listed_id, task_from_row, text_of};
 use crate::schedule::{Schedule, time_zone};
 
 /// The schema, one step per version; step `i` brings `user_version` from `i` to `i + 1`.
@@ -248,7 +249,7 @@ impl Task {
 
     /// Where the task stands in a listing, newest first.
     pub fn key(&self) -> TaskKey {
-        TaskKey { created_at: self.created_at, id: self.stored_id.clone() }
+        TaskKey { created_at: self.created_at, id: listed_id(&self.stored_id) }
     }
 
     /// How an unreadable task's outcome is written and shown.
@@ -257,15 +258,15 @@ impl Task {
     }
 }
 
-/// A task's place in a listing: by creation time, then by id (both as
-/// stored), the greater the newer. A page goes on from the key of the
+/// A task's place in a listing: by creation time (as stored), then by
+/// [listed id](crate::row::listed_id), the greater the newer. A page goes on from the key of the
 /// last task of the one before, so tasks added or deleted meanwhile
 /// neither shift the next page nor repeat on it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct TaskKey {
     /// When the task was created (ms since 1970 UTC).
     pub created_at: i64,
-    /// Its id as stored.
+    /// Its [listed id](crate::row::listed_id): the stored one, unless that is very long.
     pub id: String,
 }
 
@@ -312,6 +313,10 @@ impl Store {
         // WAL is a property of the file; it stays once set.
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
+        // The order of listings, as `Task::key` has it.
+        conn.create_scalar_function("listed_id", 1, FunctionFlags::SQLITE_DETERMINISTIC, |call| {
+            Ok(listed_id(&text_of(call.get_raw(0)).unwrap_or_default()))
+        })?;
         migrate(&mut conn)?;
         Ok(Self { conn: Mutex::new(conn), limits, busy_timeout })
     }
@@ -384,7 +389,7 @@ impl Store {
             let mut statement = conn.prepare_cached(&format!(
                 "SELECT {TASK_COLUMNS} FROM tasks WHERE user_id = ?1 AND (?2 IS NULL OR status = ?2)
                  ORDER BY CASE typeof(created_at) WHEN 'integer' THEN created_at ELSE 0 END DESC,
-                          CAST(id AS TEXT) DESC"
+                          listed_id(id) DESC"
             ))?;
             let mut listing = Listing { tasks: Vec::new(), total: 0, remaining: 0 };
             let mut to_skip = skip;

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 use uuid::Uuid;
 
+use crate::row::LISTED_ID_MAX_CHARS;
 use crate::schedule::{SCHEDULE_PATTERN, Schedule, time_zone};
 use crate::store::{NewTask, Store, Task, TaskKey, TaskSpec};
 use crate::task::{ExecutionData, TaskView, rfc3339};
@@ -26,14 +27,15 @@ pub const TIME_PATTERN: &str = r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[0
 /// The shape of an IANA time zone name (`UTC`, `Europe/Berlin`, `America/Argentina/Buenos_Aires`).
 pub const TIME_ZONE_PATTERN: &str = r"^(UTC|[A-Z][A-Za-z_+-]{1,30}(/[A-Za-z0-9_+-]{1,30}){1,2})$";
 
-/// The longest `cursor` of `list_tasks`: a creation time and a task id
-/// (one of a sound row is 56 characters at most).
-const CURSOR_MAX_CHARS: u32 = 200;
+/// The longest `cursor` of `list_tasks`: a creation time (20 characters at
+/// most), `:` and a listed id, so every `next_cursor` given out fits.
+const CURSOR_MAX_CHARS: u32 = 21 + LISTED_ID_MAX_CHARS as u32;
 
 /// The shape of a `cursor` of `list_tasks`: `<created_at>:<id>`, a number of
-/// milliseconds and a task id (any text: a hand-edited row's id is shown as
-/// it is written), so that a caller, or a generator of sample arguments,
-/// sees from the schema that not every string is one.
+/// milliseconds and a [listed id](crate::row::listed_id) (a hand-edited row's id is
+/// shown as it is written, cut short when long), so that a caller, or a
+/// generator of sample arguments, sees from the schema that not every
+/// string is one.
 const CURSOR_PATTERN: &str = "^-?[0-9]{1,19}:";
 
 /// Tasks `list_tasks` shows when the call gives no `limit`.

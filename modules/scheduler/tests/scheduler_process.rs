@@ -12,7 +12,8 @@
 //! a database that cannot be created, and a scheduling or cancel call
 //! answered timeout while another process held the database's lock that
 //! is not written later, and `list_tasks` answered at once while the firing
-//! loop waits for that lock.
+//! loop waits for that lock, and `list_tasks` paging by every cursor it gives
+//! through ids an older database holds that are far longer than a cursor.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -233,6 +234,49 @@ async fn list_tasks_answers_while_the_firing_loop_waits_for_another_processs_loc
     other.execute_batch("ROLLBACK").unwrap();
     assert_eq!(listed["result"]["tasks"].as_array().map(Vec::len), Some(1), "{listed}");
     assert!(waited < Duration::from_secs(5), "answered after {waited:?}");
+}
+
+#[tokio::test]
+async fn list_tasks_pages_with_every_cursor_it_gives_whatever_ids_an_old_database_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let module = start(&db, None, &[]);
+    let client = module.client();
+    let added = ok(&client, "u", "add_reminder", json!({"when": {"delay": "1h"}, "message": "new"})).await;
+    // Rows an older version or a hand edit left: ids far over a cursor's
+    // length, created in one millisecond, two sharing their first 300 characters.
+    let hand = rusqlite::Connection::open(&db).unwrap();
+    hand.busy_timeout(Duration::from_secs(5)).unwrap();
+    let long = "x".repeat(300);
+    let old_ids = [format!("{long}b"), format!("{long}a"), "y".repeat(500)];
+    for id in &old_ids {
+        hand.execute(
+            "INSERT INTO tasks (id, user_id, task_type, description, execution_data, timezone, status, runs,
+                                created_at, finished_at)
+             VALUES (?1, 'u', 'reminder', 'old', '{\"task_type\": \"reminder\", \"message\": \"old\"}', 'UTC',
+                     'done', 1, 5, 5)",
+            [id],
+        )
+        .unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..10 {
+        let mut arguments = json!({"limit": 1});
+        if let Some(cursor) = &cursor {
+            arguments["cursor"] = json!(cursor);
+        }
+        let page = ok(&client, "u", "list_tasks", arguments).await;
+        seen.extend(page["tasks"].as_array().unwrap().iter().map(|task| task["task_id"].as_str().unwrap().to_owned()));
+        let Some(next) = page["next_cursor"].as_str() else { break };
+        cursor = Some(next.to_owned());
+    }
+    let mut expected = vec![added["task_id"].as_str().unwrap().to_owned()];
+    expected.extend(["y".repeat(500), format!("{long}b"), format!("{long}a")]);
+    let mut sorted_seen = seen.clone();
+    sorted_seen.sort();
+    expected.sort();
+    assert_eq!(sorted_seen, expected, "each task once, none left out");
 }
 
 #[tokio::test]
