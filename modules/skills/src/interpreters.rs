@@ -15,6 +15,17 @@ struct Interpreter {
     value_letters: &'static str,
     /// Long options that take the next word as a value that is not code.
     value_options: &'static [&'static str],
+    /// Short options known to take no value (`python3 -u`): the next word
+    /// is not theirs. A letter in none of the lists may take it.
+    flag_letters: &'static str,
+    /// Long options known to take no value (`node --inspect`).
+    flag_options: &'static [&'static str],
+    /// Short options whose value can only be the rest of their word, never
+    /// the next word (`perl -i.bak`, `-xdir`).
+    attached_letters: &'static str,
+    /// Whether the program reads no option after its code (`python3 -c
+    /// CODE` and `-m MODULE`: the words after are the code's `sys.argv`).
+    code_ends_options: bool,
     /// Whether a code option is a flag and the code the first word that is
     /// not an option (`sh -c -e 'code'`, `sh -c -- 'code'`), as for `sh`;
     /// else the code is the option's value, the next word.
@@ -33,32 +44,138 @@ const NONE: Interpreter = Interpreter {
     code_options: &[],
     value_letters: "",
     value_options: &[],
+    flag_letters: "",
+    flag_options: &[],
+    attached_letters: "",
+    code_ends_options: false,
     code_is_operand: false,
     plus_options: false,
     runs_commands: false,
 };
 
-/// The interpreters whose code options are known.
+/// node's options known to take no value.
+const NODE_FLAGS: &[&str] = &[
+    "--inspect",
+    "--inspect-brk",
+    "--inspect-wait",
+    "--watch",
+    "--check",
+    "--interactive",
+    "--test",
+    "--enable-source-maps",
+    "--no-warnings",
+    "--trace-warnings",
+    "--trace-uncaught",
+    "--trace-deprecation",
+    "--throw-deprecation",
+    "--no-deprecation",
+    "--pending-deprecation",
+    "--abort-on-uncaught-exception",
+    "--expose-gc",
+    "--preserve-symlinks",
+    "--experimental-vm-modules",
+    "--experimental-strip-types",
+    "--frozen-intrinsics",
+];
+
+/// The interpreters whose code options are known. A flag listed here must
+/// take no value in every program of its entry: a word taken for a flag's
+/// next word when it is the flag's value would hide a code option after it.
 const INTERPRETERS: &[Interpreter] = &[
     Interpreter {
-        names: &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish"],
+        names: &["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"],
         code_letters: "c",
         code_options: &["--command"],
         value_letters: "oO",
         value_options: &["--rcfile", "--init-file"],
+        flag_letters: "abefhikmnprstuvxBCDEHP",
+        flag_options: &["--login", "--noprofile", "--norc", "--posix", "--restricted", "--verbose"],
         code_is_operand: true,
         plus_options: true,
         ..NONE
     },
-    Interpreter { names: &["python", "pypy"], code_letters: "c", value_letters: "WX", ..NONE },
-    Interpreter { names: &["perl"], code_letters: "eE", value_letters: "MmIx", ..NONE },
-    Interpreter { names: &["ruby"], code_letters: "e", value_letters: "rIEC", ..NONE },
-    Interpreter { names: &["lua", "luajit"], code_letters: "e", value_letters: "l", ..NONE },
-    Interpreter { names: &["Rscript"], code_letters: "e", ..NONE },
-    // `-B`, `-R` and `-E` run code before, for and after every input line.
-    Interpreter { names: &["php"], code_letters: "rBRE", value_letters: "dcz", ..NONE },
+    // fish's `-c` takes its code as the next word; `-C` runs code first.
     Interpreter {
-        names: &["node", "nodejs", "bun", "deno"],
+        names: &["fish"],
+        code_letters: "cC",
+        code_options: &["--command", "--init-command"],
+        value_letters: "dfop",
+        value_options: &["--debug", "--features", "--debug-output", "--profile"],
+        flag_letters: "hilnvNP",
+        ..NONE
+    },
+    Interpreter {
+        names: &["python", "pypy"],
+        code_letters: "cm",
+        value_letters: "WX",
+        value_options: &["--check-hash-based-pycs"],
+        flag_letters: "bBdEhiIOPqsSuvVx",
+        flag_options: &["--help", "--version", "--help-env", "--help-xoptions", "--help-all"],
+        code_ends_options: true,
+        ..NONE
+    },
+    Interpreter {
+        names: &["perl"],
+        code_letters: "eE",
+        value_letters: "MmI",
+        flag_letters: "acnpsStTuUwWXlhv",
+        attached_letters: "ixdDCV",
+        ..NONE
+    },
+    Interpreter {
+        names: &["ruby"],
+        code_letters: "e",
+        value_letters: "rIEC",
+        flag_letters: "acdlnpsSvwWyh",
+        attached_letters: "ixKTF",
+        ..NONE
+    },
+    Interpreter { names: &["lua", "luajit"], code_letters: "e", value_letters: "l", flag_letters: "ivEW", ..NONE },
+    Interpreter {
+        names: &["Rscript"],
+        code_letters: "e",
+        flag_options: &[
+            "--verbose",
+            "--vanilla",
+            "--no-environ",
+            "--no-site-file",
+            "--no-init-file",
+            "--restore",
+            "--no-restore",
+            "--save",
+            "--no-save",
+        ],
+        ..NONE
+    },
+    // `-B`, `-R` and `-E` run code before, for and after every input line.
+    Interpreter {
+        names: &["php"],
+        code_letters: "rBRE",
+        value_letters: "dczSt",
+        flag_letters: "aCqsHivwhlmne",
+        ..NONE
+    },
+    Interpreter {
+        names: &["node", "nodejs"],
+        code_letters: "ep",
+        code_options: &["--eval", "--print"],
+        value_letters: "rC",
+        value_options: &[
+            "--require",
+            "--import",
+            "--loader",
+            "--experimental-loader",
+            "--conditions",
+            "--input-type",
+            "--env-file",
+            "--title",
+        ],
+        flag_letters: "cihv",
+        flag_options: NODE_FLAGS,
+        ..NONE
+    },
+    Interpreter {
+        names: &["bun", "deno"],
         code_letters: "ep",
         code_options: &["--eval", "--print"],
         value_letters: "r",
@@ -72,6 +189,8 @@ const INTERPRETERS: &[Interpreter] = &[
         code_options: &["--split-string"],
         value_letters: "uC",
         value_options: &["--unset", "--chdir"],
+        flag_letters: "iv",
+        flag_options: &["--ignore-environment", "--null", "--debug"],
         runs_commands: true,
         ..NONE
     },
@@ -97,10 +216,13 @@ pub fn value_as_code(words: &[String], has_placeholder: impl Fn(&str) -> bool) -
 }
 
 /// The word of `args` (what follows the program's word) that `interpreter`
-/// runs as code and `has_placeholder`. An option not in the table may take
-/// the next word as its value, so that word does not end the options: a
-/// code option after it is still seen (a false refusal is safer than a
-/// missed one).
+/// runs as code and `has_placeholder`. The first word that is neither an
+/// option nor a known option's value ends the options (a script's name:
+/// what follows is the script's), and so does the code where
+/// `code_ends_options`. An option not in the table (neither a flag nor
+/// one with a value) may take the next word as its value, so that word
+/// does not end the options: a code option after it is still seen (a
+/// false refusal is safer than a missed one).
 fn code_word<'a>(
     interpreter: &Interpreter,
     args: &'a [String],
@@ -139,7 +261,7 @@ fn code_word<'a>(
                 if interpreter.value_options.contains(&name) && attached.is_none() {
                     words.next();
                 } else {
-                    maybe_value = attached.is_none();
+                    maybe_value = attached.is_none() && !interpreter.flag_options.contains(&name);
                 }
                 None
             }
@@ -149,11 +271,13 @@ fn code_word<'a>(
         match is_code {
             // The code is attached (`-c{code}`, `--eval={code}`).
             Some(true) if has_placeholder(word) => return Some(word),
+            Some(true) if interpreter.code_ends_options => return None,
             Some(true) => code_seen = true,
             Some(false) if interpreter.code_is_operand => code_pending = true,
             // The code is the next word.
             Some(false) => match words.next() {
                 Some(next) if has_placeholder(next) => return Some(next),
+                _ if interpreter.code_ends_options => return None,
                 _ => code_seen = true,
             },
             None => {}
@@ -164,9 +288,10 @@ fn code_word<'a>(
 
 /// For a word of bundled short options: whether it has a code option, with
 /// its code attached (`Some(true)`) or not. Letters are read up to the
-/// first one that takes a value (its value is the rest of the word, else
-/// the next word of `words`, taken) or that is not a letter; `maybe_value`
-/// is set when the last letter is one the table does not know.
+/// first one that takes a value (its value is the rest of the word, else,
+/// but for an attached-only one, the next word of `words`, taken) or that
+/// is not a letter; `maybe_value` is set when the last letter is one the
+/// table does not know.
 fn short_code<'a>(
     interpreter: &Interpreter,
     word: &str,
@@ -192,7 +317,12 @@ fn short_code<'a>(
             }
             return code;
         }
-        *maybe_value = rest.is_empty();
+        if interpreter.attached_letters.contains(letter) {
+            return code;
+        }
+        if !interpreter.flag_letters.contains(letter) {
+            *maybe_value = rest.is_empty();
+        }
     }
     code
 }
@@ -249,6 +379,17 @@ mod tests {
             ("env -- {p}", "env {p}"),
             ("env --chdir /tmp {p}", "env {p}"),
             ("env -u HOME {p}", "env {p}"),
+            // A known option's value is not the script's name.
+            ("python3 -X dev -c {p}", "python3 {p}"),
+            ("python3 -W ignore -u -c {p}", "python3 {p}"),
+            ("perl -I lib -e {p}", "perl {p}"),
+            // A module name chooses what runs.
+            ("python3 -m {p}", "python3 {p}"),
+            ("python3 -um{p}", "python3 -um{p}"),
+            // An unknown option's possible value does not end the options.
+            ("python3 -Q new -c {p}", "python3 {p}"),
+            ("node --unknown-flag app.js -e {p}", "node {p}"),
+            ("bun --inspect app.js -e {p}", "bun {p}"),
         ];
         for (command, expected) in cases {
             assert_eq!(code_in(command).as_deref(), Some(expected), "{command}");
@@ -269,6 +410,23 @@ mod tests {
             "env -S 'python3 a.py' {p}",
             "perl -Mstrict script.pl {p}",
             "ruby -I lib app.rb {p}",
+            // The code or module ends python's options: the rest is its `sys.argv`.
+            "python3 -m pytest -c {p}",
+            "python3 -um pytest -c {p}",
+            "python3 -mpytest -c {p}",
+            "python3 -c 'import sys' -c {p}",
+            // Flags the table knows take no value: the next word is the script.
+            "python3 -u script.py -c {p}",
+            "python3 -OO -B script.py -c {p}",
+            "node --inspect app.js -p {p}",
+            "node -i app.js -e {p}",
+            "perl -w -i.bak script.pl -e {p}",
+            "perl -x script.pl -e {p}",
+            "ruby -w app.rb -e {p}",
+            "bash -x script.sh -c {p}",
+            "lua -i app.lua -e {p}",
+            "php -n app.php -r {p}",
+            "Rscript --vanilla app.R -e {p}",
         ] {
             assert_eq!(code_in(command), None, "{command}");
         }
