@@ -198,11 +198,18 @@ impl Scrubber {
 /// `secret` as printed and as JSON encoders spell it inside a string:
 /// `serde_json`'s escapes (`\"`, `\\`, `\n`, `\u001f`), and the ASCII-only
 /// form ([`ascii_json`]) in lowercase hex, as Python's `json.dumps` writes
-/// it, and in uppercase.
-fn json_spellings(secret: &str) -> [String; 4] {
+/// it, and in uppercase; for a secret with a `/`, each of those escaped
+/// spellings with `\/` for it too, as PHP's `json_encode` writes it (by
+/// default ASCII-only, or with `JSON_UNESCAPED_UNICODE`).
+fn json_spellings(secret: &str) -> Vec<String> {
     let quoted = serde_json::to_string(secret).expect("a string serializes");
     let escaped = quoted[1..quoted.len() - 1].to_owned();
-    [secret.to_owned(), escaped, ascii_json(secret, false), ascii_json(secret, true)]
+    let mut spellings = vec![secret.to_owned(), escaped, ascii_json(secret, false), ascii_json(secret, true)];
+    if secret.contains('/') {
+        let slashed: Vec<String> = spellings[1..].iter().map(|spelling| spelling.replace('/', "\\/")).collect();
+        spellings.extend(slashed);
+    }
+    spellings
 }
 
 /// `secret` JSON-escaped with only printable ASCII kept as is: short
@@ -279,6 +286,18 @@ mod tests {
             r#"{"p": "p\u00E4ss\"w\uD83D\uDD11rd\n-1"}"#,
         );
         assert_eq!(scrubber.scrub(printed), "{\"p\": \"[redacted]\"}\n{\"p\":\"[redacted]\"}\n{\"p\": \"[redacted]\"}");
+    }
+
+    #[test]
+    fn secrets_with_escaped_slashes_are_redacted() {
+        let scrubber = Scrubber::new(["https://u:p\u{e4}ss@db/x".to_owned()]);
+        // As PHP's `json_encode` prints it, by default and with
+        // `JSON_UNESCAPED_UNICODE`.
+        let printed =
+            concat!(r#"{"dsn":"https:\/\/u:p\u00e4ss@db\/x"}"#, "\n", "{\"dsn\":\"https:\\/\\/u:p\u{e4}ss@db\\/x\"}");
+        assert_eq!(scrubber.scrub(printed), "{\"dsn\":\"[redacted]\"}\n{\"dsn\":\"[redacted]\"}");
+        // A secret without a `/` gets no more spellings.
+        assert_eq!(json_spellings("plain").len(), 4);
     }
 
     #[test]
