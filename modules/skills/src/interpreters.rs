@@ -373,10 +373,11 @@ const INTERPRETERS: &[Interpreter] = &[
     },
 ];
 
-/// Where a value would be code: the program word and what it runs.
+/// Where a value would be code or choose what runs: the program word and
+/// the word it runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CodeWord {
-    /// The interpreter's word as the template writes it (`sh`, `/usr/bin/env`).
+    /// The program's word as the template writes it (`sh`, `/usr/bin/env`, `timeout`).
     pub program: String,
     /// The word that holds the placeholder.
     pub word: String,

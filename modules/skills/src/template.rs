@@ -3,7 +3,9 @@
 //! pipes, redirections or substitutions. A value that would start a word
 //! with `-` (and so be read as an option) is refused unless its argument
 //! allows it or the word comes after a literal `--` word. A placeholder in
-//! code an interpreter runs (`sh -c '... {p}'`) is refused at load.
+//! code an interpreter runs (`sh -c '... {p}'`), or in the script or
+//! command a program runs (`python3 {p}`, `timeout 5 {p}`), is refused at
+//! load.
 
 use std::collections::BTreeSet;
 use std::sync::LazyLock;
@@ -332,6 +334,9 @@ mod tests {
         let expected = TemplateError::ValueAsCode { program: "sh".into(), word: "grep {p} data.txt | head".into() };
         assert_eq!(code, expected);
         assert!(code.to_string().contains("pass the value as an argument of its own"), "{code}");
+        let script = CommandTemplate::parse("nice -n 5 python3 {p}").unwrap_err();
+        assert_eq!(script, TemplateError::ValueAsCode { program: "python3".into(), word: "{p}".into() });
+        assert!(script.to_string().contains("names the script or command it runs"), "{script}");
         let template = CommandTemplate::parse("echo --x={v}").unwrap();
         assert_eq!(template.argv(|_| Some("a\0b".into()), |_| false), Err(ValueError::Nul("v".into())));
         let long = "a".repeat(MAX_ARGUMENT_BYTES - 3);
