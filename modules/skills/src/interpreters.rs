@@ -20,7 +20,8 @@ struct Interpreter {
     /// Short options known to take no value (`python3 -u`): the next word
     /// is not theirs. A letter in none of the lists may take it.
     flag_letters: &'static str,
-    /// Long options known to take no value (`node --inspect`).
+    /// Long options known to take no value (`node --inspect`), and `-`
+    /// where it is an option.
     flag_options: &'static [&'static str],
     /// Short options whose value can only be the rest of their word, never
     /// the next word (`perl -i.bak`, `-xdir`).
@@ -205,7 +206,8 @@ const INTERPRETERS: &[Interpreter] = &[
         value_letters: "uC",
         value_options: &["--unset", "--chdir"],
         flag_letters: "iv",
-        flag_options: &["--ignore-environment", "--null", "--debug"],
+        // A lone `-` is `-i`.
+        flag_options: &["-", "--ignore-environment", "--null", "--debug"],
         assignments: true,
         runs_commands: true,
         ..NONE
@@ -438,7 +440,8 @@ fn code_word<'a>(
     while let Some(word) = words.next() {
         let at = args.len() - words.len() - 1;
         let signed = word.starts_with('-') || (interpreter.plus_options && word.starts_with('+'));
-        if options_ended || !signed || word.len() < 2 {
+        let lone_option = interpreter.flag_options.contains(&word.as_str());
+        if options_ended || !signed || (word.len() < 2 && !lone_option) {
             if code_pending {
                 return if has_placeholder(word) { Found::Value(word) } else { Found::Nothing };
             }
@@ -602,6 +605,8 @@ mod tests {
             ("env -- {p}", "env {p}"),
             ("env --chdir /tmp {p}", "env {p}"),
             ("env -u HOME {p}", "env {p}"),
+            ("env - {p}", "env {p}"),
+            ("env - A=1 {p}", "env {p}"),
             // A known option's value is not the script's name.
             ("python3 -X dev -c {p}", "python3 {p}"),
             ("python3 -W ignore -u -c {p}", "python3 {p}"),
