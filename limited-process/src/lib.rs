@@ -3,7 +3,7 @@
 //! but the pipes it is given, its own process group,
 //! resource limits (and optionally another user and cgroups to join) set before exec, a
 //! wall-clock timeout that kills the whole group and every descendant
-//! still attached to the tree, SIGKILL when the caller dies, and stdout/stderr (and optionally
+//! still attached to the tree, SIGKILL when the caller dies, a new empty session keyring, and stdout/stderr (and optionally
 //! descriptor 3) read concurrently with a byte cap.
 //!
 //! ```no_run
@@ -35,6 +35,7 @@ mod orphans;
 mod output;
 mod parent_death;
 mod run;
+mod session_keyring;
 mod side_output;
 mod tree;
 

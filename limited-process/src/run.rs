@@ -18,6 +18,7 @@ use crate::limits::{Limits, apply_before_exec};
 use crate::orphans::{adopt_orphans_below, kill_orphans, spawn_registered};
 use crate::output::{Captured, read_capped};
 use crate::parent_death::die_with_parent;
+use crate::session_keyring::new_session_keyring;
 use crate::side_output::{SIDE_OUTPUT_FD, pipe_to_fd3};
 use crate::tree::{kill_descendants, wait_exited};
 
@@ -207,6 +208,7 @@ impl Run {
         apply_before_exec(&mut command, self.limits);
         adopt_orphans_below(&mut command);
         die_with_parent(&mut command);
+        new_session_keyring(&mut command);
         let side_pipe = match self.side_output_bytes {
             Some(_) => Some(pipe_to_fd3(&mut command).map_err(spawn_error)?),
             None => None,

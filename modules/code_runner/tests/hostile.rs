@@ -536,3 +536,42 @@ async fn a_flood_of_empty_files_meets_the_runs_memory() {
     assert_eq!(result["timed_out"], false, "{result}");
     assert_eq!(result["exceeded_budgets"], json!(["CODE_MEMORY_BYTES"]), "{result}");
 }
+
+/// Python that calls `keyctl` and `add_key` with ctypes (no `keyutils` needed).
+const KEYS: &str = "import ctypes
+L = ctypes.CDLL(None, use_errno=True)
+L.syscall.restype = ctypes.c_long
+def find(description):
+    key = L.syscall(250, 10, ctypes.c_long(-3), b'user', description, 0)
+    if key < 0:
+        return 'absent'
+    value = ctypes.create_string_buffer(100)
+    length = L.syscall(250, 11, ctypes.c_long(key), value, 100)
+    return 'FOUND ' + repr(value.raw[:max(length, 0)])
+";
+
+#[tokio::test]
+async fn runs_share_no_session_keyring_with_the_module_or_each_other() {
+    // The module starts in a session keyring of its own (as a systemd
+    // service, a login shell or a container does) holding a secret key.
+    let wrapper = "import ctypes, os, sys
+L = ctypes.CDLL(None, use_errno=True)
+L.syscall.restype = ctypes.c_long
+assert L.syscall(250, 1, b'module-session') > 0, ctypes.get_errno()
+assert L.syscall(248, b'user', b'module-token', b'keyring-secret', 14, ctypes.c_long(-3)) > 0, ctypes.get_errno()
+os.execv(sys.argv[1], sys.argv[1:])";
+    let mut command = Command::new("/usr/bin/python3");
+    command
+        .args(["-c", wrapper, env!("CARGO_BIN_EXE_code_runner")])
+        .env("CODE_SANDBOX_UID_BASE", NEXT_UID_BASE.fetch_add(16, Ordering::Relaxed).to_string())
+        .env("SERVICE_AUTH_TOKEN", TOKEN);
+    let process = Process::start(command);
+    let mut runner = Runner { client: process.client().with_token(TOKEN), process };
+    let module_key = runner.run(&format!("{KEYS}print(find(b'module-token'))"), 10).await;
+    assert_eq!(text(&module_key, "stdout"), "absent\n", "{module_key}");
+    let drop_off = "print(L.syscall(248, b'user', b'dropbox', b'from-run-a', 10, ctypes.c_long(-3)) > 0)";
+    let left = runner.run(&format!("{KEYS}{drop_off}"), 10).await;
+    assert_eq!(text(&left, "stdout"), "True\n", "{left}");
+    let picked_up = runner.run(&format!("{KEYS}print(find(b'dropbox'))"), 10).await;
+    assert_eq!(text(&picked_up, "stdout"), "absent\n", "{picked_up}");
+}
