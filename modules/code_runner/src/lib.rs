@@ -14,6 +14,7 @@ pub mod settings;
 mod admission;
 mod cgroup;
 mod files;
+mod host_usr;
 mod run_user;
 mod sandbox;
 mod serve;

@@ -1,5 +1,6 @@
 //! The sandbox one run of code gets: a fresh bubblewrap with every
-//! namespace unshared, a read-only `/usr`, three small in-memory file
+//! namespace unshared, a read-only `/usr` without the host's own programs
+//! (`/usr/local`...), three small in-memory file
 //! systems (working directory, `/tmp`, `/dev/shm`), an empty environment, no capabilities, resource limits
 //! per process, and a cgroup of its own that bounds the run's memory,
 //! processes and CPU in total.
@@ -14,6 +15,7 @@ use std::time::Duration;
 use limited_process::{Limits, Outcome, Run, RunError};
 
 use crate::cgroup::{CgroupError, Exceeded, Hierarchy, RunBudget, RunCgroup};
+use crate::host_usr::cover_arguments;
 use crate::run_user;
 use crate::settings::Settings;
 
@@ -152,6 +154,9 @@ pub struct Ran {
 pub struct Sandbox {
     bwrap: PathBuf,
     python: PathBuf,
+    /// bubblewrap's arguments that cover the host's own parts of `/usr`,
+    /// found at start-up.
+    usr_cover: Vec<String>,
     limits: Limits,
     /// The first user id and the group id of runs, when the module is root.
     users: Option<(u32, u32)>,
@@ -178,6 +183,7 @@ impl Sandbox {
         Ok(Self {
             bwrap: settings.bwrap.clone(),
             python: settings.python.clone(),
+            usr_cover: cover_arguments(&settings.python),
             limits,
             users: root.then_some((settings.sandbox_uid_base, settings.sandbox_gid)),
             tmpfs_bytes: settings.tmpfs_bytes,
@@ -268,7 +274,7 @@ impl Sandbox {
     /// same for every run; the program and its arguments follow a `--`.
     pub fn isolation_arguments(&self) -> Vec<String> {
         let size = self.tmpfs_bytes.to_string();
-        [
+        let mut args: Vec<String> = [
             // Namespaces: user (no nested ones), mount, PID, network (only an
             // empty loopback), IPC, UTS, cgroup.
             "--unshare-all",
@@ -352,7 +358,10 @@ impl Sandbox {
             "2",
         ]
         .map(str::to_owned)
-        .into()
+        .into();
+        // After `/usr` is bound: the host's own programs in it are covered.
+        args.extend(self.usr_cover.iter().cloned());
+        args
     }
 
     /// The bubblewrap binary.

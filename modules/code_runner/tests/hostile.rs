@@ -207,6 +207,8 @@ for pid in os.listdir("/proc"):
             pass
 print("env", dict(os.environ))
 print("procs", everything)
+host_own = ["/usr/local/bin", "/usr/local/etc", "/usr/local/sbin", "/usr/etc", "/usr/src"]
+print("usr-visible", [path for path in host_own if os.path.isdir(path) and os.listdir(path)])
 "#
     );
     let result = runner.run(&code, 20).await;
@@ -215,6 +217,8 @@ print("procs", everything)
         assert!(stdout.contains(&format!("{what} DENIED")), "{what}: {stdout}");
     }
     assert!(!stdout.contains("CODE_TEST_SECRET") && !stdout.contains("SERVICE_AUTH_TOKEN"), "{stdout}");
+    // The host's own programs and configuration under /usr are covered.
+    assert!(stdout.contains("usr-visible []"), "{stdout}");
 }
 
 #[tokio::test]
@@ -232,7 +236,7 @@ async fn escaping_children_and_kill_all_leave_nothing() {
 
     let outside = r#"
 import os
-for path in ["/usr/evil", "/evil", "/proc/evil", "/dev/evil", "/tmp/../evil", "/work/../evil"]:
+for path in ["/usr/evil", "/usr/local/evil", "/evil", "/proc/evil", "/dev/evil", "/tmp/../evil", "/work/../evil"]:
     try:
         open(path, "w").write("x")
         print(path, "WRITTEN")
