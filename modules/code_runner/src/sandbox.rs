@@ -5,7 +5,9 @@
 //! per process, and a cgroup of its own that bounds the run's memory,
 //! processes and CPU in total.
 //!
-//! Inside, `/bin/sh` runs the code with `python3 -c`, then, when the code
+//! Inside, `/bin/sh` first writes [`STARTED`] on descriptor 3 (so a run
+//! whose sandbox bubblewrap could not set up is told from the code's own
+//! failure), runs the code with `python3 -c`, then, when the code
 //! left files in its working directory, lists them (with `list_files.py`)
 //! on descriptor 3, which the code itself does not inherit.
 
@@ -30,12 +32,17 @@ const NPROC_ABOVE_PIDS_MAX: u64 = 8;
 /// The lister, run inside the sandbox after the code.
 const LIST_FILES: &str = include_str!("list_files.py");
 
-/// Runs the code (`$1` is the interpreter, `$2` the code), keeps its
+/// What the script writes on descriptor 3 before anything else: without
+/// it, the sandbox was never set up.
+const STARTED: &[u8] = b"sandbox-started\n";
+
+/// Writes [`STARTED`], runs the code (`$1` is the interpreter, `$2` the code), keeps its
 /// status, lists the working directory on descriptor 3 when anything is in
 /// it (`$3` the lister, `$4`..`$6` its caps), and exits with the code's
 /// status. A lister that fails (a tree too deep for it, say) adds a line
 /// that spoils its report, so the answer says `files_truncated`.
-const SCRIPT: &str = r#"python="$1"; "$python" -c "$2" 3>&-
+const SCRIPT: &str = r#"echo sandbox-started >&3
+python="$1"; "$python" -c "$2" 3>&-
 status=$?
 for name in .[!.]* ..?* *; do
   if [ -e "$name" ] || [ -L "$name" ]; then
@@ -135,6 +142,15 @@ pub enum SandboxError {
     /// The run's cgroup could not be made.
     #[error("cannot make the run's cgroup: {0}")]
     Cgroup(#[from] CgroupError),
+    /// bubblewrap started but could not set up the sandbox (a namespace
+    /// refused for want of processes, say): the code never ran.
+    #[error("bubblewrap could not set up the sandbox ({exit:?}): {message}; try again later")]
+    Setup {
+        /// How bubblewrap ended.
+        exit: limited_process::Exit,
+        /// What it said on stderr.
+        message: String,
+    },
     /// bubblewrap could not be started or waited for.
     #[error(transparent)]
     Run(#[from] RunError),
@@ -223,7 +239,7 @@ impl Sandbox {
         if let Some(cgroup) = cgroup {
             cgroup.remove().await;
         }
-        Ok(Ran { outcome: outcome?, exceeded })
+        Ok(Ran { outcome: set_up(outcome?)?, exceeded })
     }
 
     /// Waits at most `wait` until the processes of run slot `slot`'s
@@ -249,7 +265,7 @@ impl Sandbox {
             .limits(self.limits)
             .timeout(timeout)
             .max_output_bytes(self.max_output_bytes)
-            .side_output(self.files.listing_max_bytes());
+            .side_output(self.files.listing_max_bytes().saturating_add(STARTED.len()));
         if let Some((base, gid)) = self.users {
             run = run.user(base.saturating_add(slot), gid);
         }
@@ -395,6 +411,26 @@ impl Sandbox {
     }
 }
 
+/// The most characters of bubblewrap's stderr an answer quotes when it
+/// could not set up the sandbox (its own messages are one line).
+const SETUP_MESSAGE_MAX_CHARS: usize = 1000;
+
+/// `outcome` without the [`STARTED`] line on descriptor 3, or the error of
+/// a sandbox that was never set up (not at a timeout, which may come first).
+fn set_up(mut outcome: Outcome) -> Result<Outcome, SandboxError> {
+    let side = &mut outcome.side_output;
+    if let Some(listing) = side.bytes.strip_prefix(STARTED) {
+        side.bytes = listing.to_vec();
+        side.total_bytes = side.total_bytes.saturating_sub(STARTED.len() as u64);
+        return Ok(outcome);
+    }
+    if outcome.timed_out {
+        return Ok(outcome);
+    }
+    let message = String::from_utf8_lossy(&outcome.stderr.bytes).trim().chars().take(SETUP_MESSAGE_MAX_CHARS).collect();
+    Err(SandboxError::Setup { exit: outcome.exit, message })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -408,5 +444,6 @@ mod tests {
         assert_eq!(&args[script + 1..script + 4], ["sh", "/usr/bin/python3", "print(1)"]);
         assert_eq!(args[script + 5..], ["32", "16384", "65536"]);
         assert!(args.iter().any(|arg| arg == "--unshare-all") && args.iter().any(|arg| arg == "--clearenv"));
+        assert!(SCRIPT.starts_with(&format!("echo {} >&3\n", String::from_utf8_lossy(STARTED).trim_end())));
     }
 }

@@ -118,7 +118,9 @@ impl Runner {
         let ran = self.sandbox.execute(&args.code, args.stdin.as_deref(), Duration::from_secs(timeout), turn.slot());
         let Ran { outcome, exceeded } = ran.await.map_err(|error| match error {
             SandboxError::Run(_) => ToolError::execution_failed(error.to_string()),
-            SandboxError::Unavailable(_) | SandboxError::Cgroup(_) => ToolError::unavailable(error.to_string()),
+            SandboxError::Unavailable(_) | SandboxError::Cgroup(_) | SandboxError::Setup { .. } => {
+                ToolError::unavailable(error.to_string())
+            }
         })?;
         let exceeded_budgets = [(exceeded.memory, "CODE_MEMORY_BYTES"), (exceeded.processes, "CODE_PROCESSES")]
             .into_iter()

@@ -579,3 +579,32 @@ os.execv(sys.argv[1], sys.argv[1:])";
     let picked_up = runner.run(&format!("{KEYS}print(find(b'dropbox'))"), 10).await;
     assert_eq!(text(&picked_up, "stdout"), "absent\n", "{picked_up}");
 }
+
+#[tokio::test]
+async fn a_sandbox_bubblewrap_cannot_set_up_is_unavailable_not_the_codes_failure() {
+    // A bubblewrap that fails as a real one does when another run's fork
+    // bomb took the processes its namespaces need, while a flag file exists.
+    let dir = std::env::temp_dir().join(format!("code_runner-bwrap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let flag = dir.join("fail");
+    let wrapper = dir.join("bwrap");
+    let script = format!(
+        "#!/bin/sh\nif [ -e {} ]; then\n  echo 'bwrap: Creating new namespace failed: Resource temporarily unavailable' >&2\n  exit 1\nfi\nexec /usr/bin/bwrap \"$@\"\n",
+        flag.display()
+    );
+    std::fs::write(&wrapper, script).unwrap();
+    for path in [&dir, &wrapper] {
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    let runner = start_with(&[("CODE_BWRAP", wrapper.to_str().unwrap())]);
+    std::fs::write(&flag, "").unwrap();
+    let refused = runner.client.call(TOOL, json!({"code": "print(1)"}), Some("u")).await;
+    std::fs::remove_file(&flag).unwrap();
+    assert_eq!(error_kind(&refused), "unavailable", "{refused}");
+    assert!(refused["error"].as_str().unwrap().contains("Creating new namespace failed"), "{refused}");
+    // The code's own failure, even one that looks like bubblewrap's, stays the code's.
+    let mimic = "import sys\nprint('bwrap: Creating new namespace failed', file=sys.stderr)\nsys.exit(1)";
+    let own = runner.client.call_ok(TOOL, json!({"code": mimic}), Some("u")).await;
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(own["exit_code"], 1, "{own}");
+}
