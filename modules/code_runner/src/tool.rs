@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use limited_process::Exit;
+use limited_process::{Exit, RunError};
 use module_sdk::{Context, ToolError};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -117,7 +117,11 @@ impl Runner {
             .map_err(|error| ToolError::unavailable(error.to_string()))?;
         let ran = self.sandbox.execute(&args.code, args.stdin.as_deref(), Duration::from_secs(timeout), turn.slot());
         let Ran { outcome, exceeded } = ran.await.map_err(|error| match error {
-            SandboxError::Run(_) => ToolError::execution_failed(error.to_string()),
+            // Before the code: the module lacked processes, descriptors or memory, or the kernel refused the run's cgroup.
+            SandboxError::Run(RunError::Spawn { .. }) => {
+                ToolError::unavailable(format!("{error}; the code did not run, try again later"))
+            }
+            SandboxError::Run(RunError::Wait { .. }) => ToolError::execution_failed(error.to_string()),
             SandboxError::Unavailable(_) | SandboxError::Cgroup(_) | SandboxError::Setup { .. } => {
                 ToolError::unavailable(error.to_string())
             }

@@ -581,7 +581,7 @@ os.execv(sys.argv[1], sys.argv[1:])";
 }
 
 #[tokio::test]
-async fn a_sandbox_bubblewrap_cannot_set_up_is_unavailable_not_the_codes_failure() {
+async fn a_sandbox_bubblewrap_cannot_start_or_set_up_is_unavailable_not_the_codes_failure() {
     // A bubblewrap that fails as a real one does when another run's fork
     // bomb took the processes its namespaces need, while a flag file exists.
     let dir = std::env::temp_dir().join(format!("code_runner-bwrap-{}", std::process::id()));
@@ -605,6 +605,12 @@ async fn a_sandbox_bubblewrap_cannot_set_up_is_unavailable_not_the_codes_failure
     // The code's own failure, even one that looks like bubblewrap's, stays the code's.
     let mimic = "import sys\nprint('bwrap: Creating new namespace failed', file=sys.stderr)\nsys.exit(1)";
     let own = runner.client.call_ok(TOOL, json!({"code": mimic}), Some("u")).await;
-    std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(own["exit_code"], 1, "{own}");
+    // A bubblewrap that cannot even be started (as when the module is out
+    // of processes or descriptors, or its run cgroup is refused).
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let unstarted = runner.client.call(TOOL, json!({"code": "print(1)"}), Some("u")).await;
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(error_kind(&unstarted), "unavailable", "{unstarted}");
+    assert!(unstarted["error"].as_str().unwrap().contains("cannot start"), "{unstarted}");
 }
