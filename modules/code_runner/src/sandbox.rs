@@ -144,13 +144,8 @@ pub enum SandboxError {
     Cgroup(#[from] CgroupError),
     /// bubblewrap started but could not set up the sandbox (a namespace
     /// refused for want of processes, say): the code never ran.
-    #[error("bubblewrap could not set up the sandbox ({exit:?}): {message}; try again later")]
-    Setup {
-        /// How bubblewrap ended.
-        exit: limited_process::Exit,
-        /// What it said on stderr.
-        message: String,
-    },
+    #[error("bubblewrap could not set up the sandbox: {0}; try again later")]
+    Setup(String),
     /// bubblewrap could not be started or waited for.
     #[error(transparent)]
     Run(#[from] RunError),
@@ -428,7 +423,7 @@ fn set_up(mut outcome: Outcome) -> Result<Outcome, SandboxError> {
         return Ok(outcome);
     }
     let message = String::from_utf8_lossy(&outcome.stderr.bytes).trim().chars().take(SETUP_MESSAGE_MAX_CHARS).collect();
-    Err(SandboxError::Setup { exit: outcome.exit, message })
+    Err(SandboxError::Setup(message))
 }
 
 #[cfg(test)]

@@ -122,7 +122,7 @@ impl Runner {
                 ToolError::unavailable(format!("{error}; the code did not run, try again later"))
             }
             SandboxError::Run(RunError::Wait { .. }) => ToolError::execution_failed(error.to_string()),
-            SandboxError::Unavailable(_) | SandboxError::Cgroup(_) | SandboxError::Setup { .. } => {
+            SandboxError::Unavailable(_) | SandboxError::Cgroup(_) | SandboxError::Setup(_) => {
                 ToolError::unavailable(error.to_string())
             }
         })?;
