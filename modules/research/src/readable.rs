@@ -4,9 +4,10 @@
 //! The main text is the page's `<main>`, `<article>` or `[role=main]`
 //! element when it has one (navigation and footers are then left out),
 //! else its whole body; html2text renders it and drops scripts and styles.
-//! Pages nested too deeply to build a tree from in reasonable time, and
-//! pages whose tree would exceed its budget of nodes or time (see
-//! [`crate::bounded_tree`]), are read from the tokenizer pass of
+//! Pages nested too deeply to build a tree from in reasonable time, pages
+//! whose tree would exceed its budget of nodes or time (see
+//! [`crate::bounded_tree`]), and pages whose tables nest too deeply to lay
+//! out in reasonable time, are read from the tokenizer pass of
 //! [`crate::skim`] instead (text without layout).
 
 use schemars::JsonSchema;
@@ -18,6 +19,12 @@ use crate::bounded_tree::{self, TreeBudget, TreeError};
 use crate::skim::{MAX_DEPTH, skim};
 use crate::text::collapse_whitespace;
 
+/// Nesting of tables beyond which a page is not laid out. html2text lays a
+/// table's cells out and then copies their lines into the table around
+/// it, so its time grows with the table depth times the text inside: 126
+/// tables nested around 1.9 MB of text took 12 s, and the layout has no
+/// deadline. Real layouts nest a few tables deep.
+pub const MAX_TABLE_DEPTH: usize = 8;
 /// Width, in columns, that text is wrapped to.
 const WRAP_COLUMNS: usize = 100;
 /// Most links returned for one page.
@@ -65,6 +72,9 @@ pub enum TextOnly {
     /// Its elements nest deeper than [`MAX_DEPTH`].
     #[error("its elements nest deeper than {MAX_DEPTH}")]
     TooDeep,
+    /// Its tables nest deeper than [`MAX_TABLE_DEPTH`].
+    #[error("its tables nest deeper than {MAX_TABLE_DEPTH}")]
+    TablesTooDeep,
     /// Its tree would exceed the budget.
     #[error(transparent)]
     Tree(#[from] TreeError),
@@ -79,8 +89,15 @@ pub fn readable(html: &str, base: &Url, budget: TreeBudget) -> Readable {
         Err(TextOnly::TooDeep)
     } else {
         bounded_tree::parse(html, budget).map_err(TextOnly::from).and_then(|document| {
+            let depth = tree_depth(&document);
             // Rebuilt formatting elements nest deeper than the source does.
-            if tree_depth(&document) > MAX_DEPTH { Err(TextOnly::TooDeep) } else { Ok(document) }
+            if depth.nodes > MAX_DEPTH {
+                Err(TextOnly::TooDeep)
+            } else if depth.tables > MAX_TABLE_DEPTH {
+                Err(TextOnly::TablesTooDeep)
+            } else {
+                Ok(document)
+            }
         })
     };
     let document = match document {
@@ -111,16 +128,31 @@ pub fn readable(html: &str, base: &Url, budget: TreeBudget) -> Readable {
     Readable { title, text: text.trim().to_owned(), links, cut: links_cut || title_cut, text_only: None }
 }
 
-/// How deeply the nodes of `document` nest, in one pass without recursion.
-fn tree_depth(document: &Html) -> usize {
-    let (mut depth, mut deepest) = (0_usize, 0_usize);
+/// How deeply a document's nodes, and its tables, nest.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Depth {
+    nodes: usize,
+    tables: usize,
+}
+
+/// How deeply the nodes and the tables of `document` nest, in one pass
+/// without recursion.
+fn tree_depth(document: &Html) -> Depth {
+    let is_table = |node: &ego_tree::NodeRef<'_, scraper::Node>| {
+        node.value().as_element().is_some_and(|element| element.name() == "table")
+    };
+    let (mut depth, mut deepest) = (Depth::default(), Depth::default());
     for edge in document.tree.root().traverse() {
         match edge {
-            ego_tree::iter::Edge::Open(_) => {
-                depth += 1;
-                deepest = deepest.max(depth);
+            ego_tree::iter::Edge::Open(node) => {
+                depth.nodes += 1;
+                depth.tables += usize::from(is_table(&node));
+                deepest = Depth { nodes: deepest.nodes.max(depth.nodes), tables: deepest.tables.max(depth.tables) };
             }
-            ego_tree::iter::Edge::Close(_) => depth = depth.saturating_sub(1),
+            ego_tree::iter::Edge::Close(node) => {
+                depth.nodes = depth.nodes.saturating_sub(1);
+                depth.tables = depth.tables.saturating_sub(usize::from(is_table(&node)));
+            }
         }
     }
     deepest
@@ -259,5 +291,17 @@ mod tests {
         let rebuilt_deep: String = (0..600).map(|i| format!("<p><b id={i}>x</p>")).collect();
         let page = readable(&rebuilt_deep, &base(), TreeBudget { max_nodes: 1_000_000, ..budget() });
         assert_eq!(page.text_only, Some(TextOnly::TooDeep), "600 rebuilt <b> nest 600 deep in the tree");
+    }
+
+    #[test]
+    fn pages_whose_tables_nest_too_deeply_are_read_as_text() {
+        let nested = |depth: usize| format!("{}cell text{}", "<table><tr><td>".repeat(depth), "</table>".repeat(depth));
+        let page = readable(&nested(MAX_TABLE_DEPTH + 1), &base(), budget());
+        assert_eq!((page.text_only, page.text.as_str()), (Some(TextOnly::TablesTooDeep), "cell text"));
+        let page = readable(&nested(MAX_TABLE_DEPTH), &base(), budget());
+        assert_eq!(page.text_only, None, "laid out up to the limit");
+        assert!(page.text.contains("cell text"), "{}", page.text);
+        let siblings = format!("{}<p>after", nested(3).repeat(MAX_TABLE_DEPTH * 4));
+        assert_eq!(readable(&siblings, &base(), budget()).text_only, None, "tables side by side do not add up");
     }
 }

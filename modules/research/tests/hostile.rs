@@ -61,6 +61,14 @@ async fn unclosed_tables_are_read_without_a_tree() {
 }
 
 #[tokio::test]
+async fn deeply_nested_tables_around_much_text_are_read_without_layout() {
+    let fixture = Fixture::start().await;
+    // 126 deep passes the source and tree depth checks and the node budget;
+    // html2text took 12 s to lay it out, holding a layout slot.
+    fetch_hostile(&fixture, "/tables-around-text/126", Some("tables nest deeper than 8")).await;
+}
+
+#[tokio::test]
 async fn a_large_page_within_the_node_budget_is_laid_out_within_the_memory_budget() {
     let fixture = Fixture::start().await;
     // 24,000 elements: about the largest ordinary page the default budget lays out.

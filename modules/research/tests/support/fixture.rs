@@ -120,6 +120,7 @@ impl Fixture {
             .route("/formatting/{repetitions}", get(formatting))
             .route("/nested-divs/{count}", get(nested_divs))
             .route("/unclosed-tables/{count}", get(unclosed_tables))
+            .route("/tables-around-text/{count}", get(tables_around_text))
             .route("/paragraphs/{count}", get(paragraphs))
             .with_state(state);
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -210,6 +211,12 @@ async fn nested_divs(Path(count): Path<usize>) -> Response {
 /// `count` unclosed `<table><tr><td>`, each table inside the last cell.
 async fn unclosed_tables(Path(count): Path<usize>) -> Response {
     html(format!("{}cell", "<table><tr><td>".repeat(count)))
+}
+
+/// `count` unclosed `<table><tr><td>`, each inside the last cell, around
+/// 1.9 MB of text: within every tree budget, but slow to lay out.
+async fn tables_around_text(Path(count): Path<usize>) -> Response {
+    html(format!("{}{}", "<table><tr><td>".repeat(count), "word ".repeat(380_000)))
 }
 
 /// `count` ordinary paragraphs: a large page whose tree is within budget.
