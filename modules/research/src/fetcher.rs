@@ -18,6 +18,8 @@ use guarded_http::{
     AddressPolicy, ClientLimits, GuardedClient, GuardedError, GuardedRequest, StatusCode, Url, read_capped, shown_url,
 };
 
+use crate::text::cut_chars;
+
 /// What the fetcher asks servers for.
 const ACCEPT_TEXT: &str = "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.1";
 
@@ -179,7 +181,7 @@ fn body_coding(headers: &HeaderMap) -> Option<(&'static str, String)> {
             .flat_map(|value| value.split(',').map(|c| c.trim().to_ascii_lowercase()).collect::<Vec<_>>())
             .collect();
         let coding = codings.into_iter().find(|c| !c.is_empty() && !unchanged.contains(&c.as_str()))?;
-        Some((shown, coding.chars().take(MAX_ENCODING_CHARS).collect()))
+        Some((shown, cut_chars(coding, MAX_ENCODING_CHARS).0))
     })
 }
 
@@ -195,13 +197,17 @@ fn media_type(value: &[u8]) -> Result<Option<mime::Mime>, FetchError> {
         return Ok(None);
     }
     let parsed = text.parse().or_else(|_| essence.parse());
-    parsed
-        .map(Some)
-        .map_err(|_| FetchError::UnsupportedContentType(essence.chars().take(MAX_SHOWN_MEDIA_TYPE_CHARS).collect()))
+    parsed.map(Some).map_err(|_| unsupported(essence))
 }
 
-/// Most characters of an unreadable media type quoted in an error.
+/// Most characters of a refused media type quoted in an error.
 const MAX_SHOWN_MEDIA_TYPE_CHARS: usize = 100;
+
+/// The error refusing `media_type`, quoted at most
+/// [`MAX_SHOWN_MEDIA_TYPE_CHARS`] long (a server's header can be far longer).
+fn unsupported(media_type: &str) -> FetchError {
+    FetchError::UnsupportedContentType(cut_chars(media_type.to_owned(), MAX_SHOWN_MEDIA_TYPE_CHARS).0)
+}
 
 /// HTML unless the server says it is some other text; other types refused.
 fn body_kind(content_type: Option<&mime::Mime>) -> Result<BodyKind, FetchError> {
@@ -219,7 +225,7 @@ fn body_kind(content_type: Option<&mime::Mime>) -> Result<BodyKind, FetchError> 
     {
         Ok(BodyKind::Text)
     } else {
-        Err(FetchError::UnsupportedContentType(media_type.essence_str().to_owned()))
+        Err(unsupported(media_type.essence_str()))
     }
 }
 
@@ -289,5 +295,15 @@ mod tests {
         let error = kind(&[b'x'; 5000]).unwrap_err();
         assert!(error.len() < 300, "{error}");
         assert_eq!(kind(b" ; x").unwrap(), BodyKind::Html, "an empty type names none, as if missing");
+    }
+
+    #[test]
+    fn a_long_refused_media_type_that_parses_is_cut_in_the_error() {
+        let value = format!("application/{}", "x".repeat(300_000));
+        let error = media_type(value.as_bytes()).and_then(|m| body_kind(m.as_ref())).unwrap_err();
+        assert!(
+            matches!(&error, FetchError::UnsupportedContentType(t) if t.chars().count() == MAX_SHOWN_MEDIA_TYPE_CHARS)
+        );
+        assert!(error.to_string().starts_with("the page is `application/xxx"), "{error}");
     }
 }

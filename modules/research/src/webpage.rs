@@ -10,6 +10,7 @@ use crate::bounded_tree::TreeBudget;
 use crate::charset;
 use crate::fetcher::{BodyKind, FetchError, Fetched, Fetcher};
 use crate::readable::{Link, MAX_URL_CHARS, readable};
+use crate::text::cut_chars;
 use crate::turns::Turns;
 use guarded_http::GuardedError;
 
@@ -178,17 +179,6 @@ fn to_web_page(fetched: Fetched, max_chars: usize, tree_budget: TreeBudget) -> W
         text,
         links,
         truncated: text_cut || links_cut || url_cut || type_cut || page_cut || fetched.truncated,
-    }
-}
-
-/// `text` cut to `max_chars` characters; true when it was cut.
-fn cut_chars(mut text: String, max_chars: usize) -> (String, bool) {
-    match text.char_indices().nth(max_chars) {
-        Some((end, _)) => {
-            text.truncate(end);
-            (text, true)
-        }
-        None => (text, false),
     }
 }
 
