@@ -17,7 +17,7 @@ use url::{Host, Url};
 
 use crate::address_policy::AddressPolicy;
 use crate::bad_ports::bad_port;
-use crate::guarded_resolver::{BlockedHost, GuardedResolver};
+use crate::guarded_resolver::{BlockedHost, GuardedResolver, UnresolvedHost};
 
 /// Most characters of a URL quoted in an error: a redirect's `Location`
 /// can be as long as the server's headers, and an error goes to a model.
@@ -81,6 +81,14 @@ pub enum GuardedError {
     /// A connection could not be made within its budget.
     #[error("could not connect to {} within {} seconds", shown_url(.0), .1)]
     ConnectTimedOut(Url, u64),
+    /// The URL's host name has no address.
+    #[error("could not find the address of {}: {detail}; check the host name", shown_url(.url))]
+    Unresolved {
+        /// The URL being fetched.
+        url: Url,
+        /// The resolver's error.
+        detail: String,
+    },
     /// The server could not be reached.
     #[error("could not connect to {}: {detail}", shown_url(.url))]
     Unreachable {
@@ -230,13 +238,16 @@ impl GuardedClient {
         }
     }
 
-    /// Classifies a failed request: a refused host, a timeout, or an
-    /// unreachable server.
+    /// Classifies a failed request: a refused host, a host name without an
+    /// address, a timeout, or an unreachable server.
     fn request_error(&self, url: &Url, error: reqwest::Error) -> GuardedError {
         let mut source = error.source();
         while let Some(cause) = source {
             if let Some(blocked) = cause.downcast_ref::<BlockedHost>() {
                 return GuardedError::Refused { url: url.clone(), reason: blocked.to_string() };
+            }
+            if let Some(unresolved) = cause.downcast_ref::<UnresolvedHost>() {
+                return GuardedError::Unresolved { url: url.clone(), detail: unresolved.to_string() };
             }
             source = cause.source();
         }

@@ -32,6 +32,12 @@ pub struct BlockedHost {
     pub blocked: BlockedAddress,
 }
 
+/// A host name the system resolver found no address for (no such name,
+/// or the lookup failed): the resolver's own error.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct UnresolvedHost(pub std::io::Error);
+
 /// A reqwest resolver that filters the system resolver's answers through
 /// an [`AddressPolicy`].
 #[derive(Debug, Clone)]
@@ -52,7 +58,10 @@ impl Resolve for GuardedResolver {
         let host = name.as_str().to_owned();
         Box::pin(async move {
             // The port is replaced by the connector; 0 is a placeholder.
-            let resolved: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let resolved: Vec<SocketAddr> = match tokio::net::lookup_host((host.as_str(), 0)).await {
+                Ok(resolved) => resolved.collect(),
+                Err(source) => return Err(Box::new(UnresolvedHost(source)) as _),
+            };
             let mut first_refusal = None;
             let mut permitted = Vec::with_capacity(resolved.len());
             for address in resolved {

@@ -215,12 +215,16 @@ fn tool_error(error: FetchError) -> ToolError {
         FetchError::Status { status, .. } if status.as_u16() == 404 || status.as_u16() == 410 => {
             ToolError::not_found(message)
         }
-        FetchError::Status { status, .. } if status.is_server_error() => ToolError::unavailable(message),
+        // A server error or "too many requests" may pass; trying again later can succeed.
+        FetchError::Status { status, .. } if status.is_server_error() || status.as_u16() == 429 => {
+            ToolError::unavailable(message)
+        }
         FetchError::Status { .. }
         | FetchError::Request(
             GuardedError::TooManyRedirects(_)
             | GuardedError::BadRedirect(_)
             | GuardedError::RedirectTooLong { .. }
+            | GuardedError::Unresolved { .. }
             | GuardedError::Transfer { .. },
         )
         | FetchError::TooManyRedirects(_)
@@ -294,7 +298,8 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/", listener.local_addr().unwrap());
         let app = axum::Router::new()
-            .route("/", axum::routing::get(|| async { axum::response::Html("<p>A short page.</p>") }));
+            .route("/", axum::routing::get(|| async { axum::response::Html("<p>A short page.</p>") }))
+            .route("/busy", axum::routing::get(|| async { StatusCode::TOO_MANY_REQUESTS }));
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         url
     }
@@ -350,6 +355,18 @@ mod tests {
         drop(held);
         let result = client.call("fetch_webpage", serde_json::json!({"url": url})).await;
         assert_eq!(result.result["text"], "A short page.", "{result:?}");
+    }
+
+    #[tokio::test]
+    async fn a_name_that_does_not_resolve_fails_and_too_many_requests_is_for_later() {
+        let url = page_server().await;
+        let (layout, fetch) = (LayoutSlots(Turns::new(1)), FetchSlots(Turns::new(1)));
+        let client = client(&layout, &fetch);
+        let result = client.call("fetch_webpage", serde_json::json!({"url": "http://no-such-host.invalid/"})).await;
+        assert_eq!(result.error_kind, Some(module_sdk::ErrorKind::ExecutionFailed), "{result:?}");
+        assert!(result.error.as_deref().unwrap().contains("check the host name"), "{result:?}");
+        let result = client.call("fetch_webpage", serde_json::json!({"url": format!("{url}busy")})).await;
+        assert_eq!(result.error_kind, Some(module_sdk::ErrorKind::Unavailable), "{result:?}");
     }
 
     #[test]
