@@ -23,6 +23,10 @@ use crate::guarded_resolver::{BlockedHost, GuardedResolver, UnresolvedHost};
 /// can be as long as the server's headers, and an error goes to a model.
 const MAX_SHOWN_URL_CHARS: usize = 2048;
 
+/// Most characters of a connection or transfer error quoted in an error:
+/// a certificate that does not match the host lists every name it is for.
+const MAX_SHOWN_DETAIL_CHARS: usize = 1024;
+
 /// Most bytes of a URL the HTTP library can request (`http::Uri` holds at
 /// most `u16::MAX - 1`); a redirect to a longer one cannot be followed.
 const MAX_REQUEST_URL_BYTES: usize = u16::MAX as usize - 1;
@@ -247,7 +251,7 @@ impl GuardedClient {
                 return GuardedError::Refused { url: url.clone(), reason: blocked.to_string() };
             }
             if let Some(unresolved) = cause.downcast_ref::<UnresolvedHost>() {
-                return GuardedError::Unresolved { url: url.clone(), detail: unresolved.to_string() };
+                return GuardedError::Unresolved { url: url.clone(), detail: shown_detail(unresolved.to_string()) };
             }
             source = cause.source();
         }
@@ -258,7 +262,7 @@ impl GuardedClient {
             return GuardedError::TimedOut(self.limits.total.as_secs());
         }
         // The error's own text repeats the URL, which the message names once.
-        GuardedError::Unreachable { url: url.clone(), detail: error_chain(&error.without_url()) }
+        GuardedError::Unreachable { url: url.clone(), detail: shown_detail(error_chain(&error.without_url())) }
     }
 }
 
@@ -282,8 +286,18 @@ fn transfer_error(url: &Url, error: reqwest::Error) -> GuardedError {
     if error.is_timeout() {
         GuardedError::TimedOut(0)
     } else {
-        GuardedError::Transfer { url: url.clone(), detail: error_chain(&error.without_url()) }
+        GuardedError::Transfer { url: url.clone(), detail: shown_detail(error_chain(&error.without_url())) }
     }
+}
+
+/// An error's `detail` as an error quotes it: cut at
+/// [`MAX_SHOWN_DETAIL_CHARS`], with `…` when cut.
+fn shown_detail(mut detail: String) -> String {
+    if let Some((end, _)) = detail.char_indices().nth(MAX_SHOWN_DETAIL_CHARS) {
+        detail.truncate(end);
+        detail.push('…');
+    }
+    detail
 }
 
 /// `url` as an error quotes it: cut at 2048 characters, with `…` when cut.
@@ -297,6 +311,15 @@ pub fn shown_url(url: &Url) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_detail_is_cut() {
+        let names: String = (0..2000).map(|i| format!("DnsName(\"host{i}.example.org\"), ")).collect();
+        let shown = shown_detail(format!("invalid peer certificate: NotValidForName: {names}"));
+        assert_eq!(shown.chars().count(), MAX_SHOWN_DETAIL_CHARS + 1);
+        assert!(shown.starts_with("invalid peer certificate") && shown.ends_with('…'), "{shown}");
+        assert_eq!(shown_detail("connection refused".into()), "connection refused");
+    }
 
     fn client(allowed: &[&str]) -> GuardedClient {
         let policy = AddressPolicy::new(allowed.iter().map(|n| n.parse().unwrap()).collect());
