@@ -24,7 +24,8 @@ pub fn module(settings: &Settings) -> Result<Module, PathSettingError> {
     let database = NOTES_DB.absolute(&settings.notes_db)?;
     let store = Store::open(&database, settings.limits(), settings.busy_timeout())
         .map_err(|e| NOTES_DB.unusable(&settings.notes_db, &database, e))?
-        .search_budget(settings.search_budget());
+        .search_budget(settings.search_budget())
+        .answer_max_bytes(settings.answer_max_bytes);
     Ok(Module::new(
         "notes",
         "The user's long-term notes: save facts to remember, search them by relevance, list, edit and delete them.",

@@ -30,3 +30,18 @@ pub struct SearchHit {
     /// A short extract of the content around the matches, matched words in `**bold**`.
     pub snippet: String,
 }
+
+/// How many of `items`, from the first, fit together in `budget` bytes of
+/// JSON; at least one when there is one, so that a note larger than the
+/// budget is still seen and a listing moves past it.
+pub fn leading_within<T: Serialize>(items: impl IntoIterator<Item = T>, budget: u64) -> usize {
+    let mut used = 0u64;
+    items
+        .into_iter()
+        .enumerate()
+        .take_while(|(index, item)| {
+            used = used.saturating_add(serde_json::to_vec(item).map_or(u64::MAX, |json| json.len() as u64));
+            *index == 0 || used <= budget
+        })
+        .count()
+}

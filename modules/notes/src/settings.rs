@@ -51,6 +51,12 @@ pub struct Settings {
     #[arg(long, env = "NOTES_BUSY_TIMEOUT_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     pub busy_timeout_ms: u64,
 
+    /// Most bytes of notes (as JSON) one `list_notes` or `search_notes`
+    /// answer carries (64 KiB to 6 MiB, under the orchestrator's 8 MiB
+    /// answer limit); the leading notes that fit are shown, at least one.
+    #[arg(long, env = "NOTES_ANSWER_MAX_BYTES", default_value_t = crate::store::DEFAULT_ANSWER_MAX_BYTES, value_parser = clap::value_parser!(u64).range(65_536..=6_291_456))]
+    pub answer_max_bytes: u64,
+
     /// The longest one search may run, in milliseconds; past it the search
     /// is stopped and the call fails saying so.
     #[arg(long, env = "NOTES_SEARCH_MAX_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
@@ -91,6 +97,8 @@ mod tests {
         assert_eq!(settings.limits().store_max_bytes, 1 << 30);
         assert_eq!(settings.busy_timeout(), Duration::from_secs(5));
         assert_eq!(settings.search_budget(), crate::store::DEFAULT_SEARCH_BUDGET);
+        assert_eq!(settings.answer_max_bytes, 4 << 20);
+        assert!(Settings::try_parse_from(["notes", "--answer-max-bytes", "8388608"]).is_err());
         assert!(Settings::try_parse_from(["notes", "--user-max-notes", "0"]).is_err());
         assert!(Settings::try_parse_from(["notes", "--note-max-bytes", "lots"]).is_err());
     }

@@ -35,7 +35,7 @@ use time::format_description::well_known::Rfc3339;
 use uuid::Uuid;
 
 use crate::cursor::Cursor;
-use crate::note::{Note, SearchHit};
+use crate::note::{Note, SearchHit, leading_within};
 
 /// The schema, one step per version; step `i` brings `user_version` from `i` to `i + 1`.
 pub(crate) const MIGRATIONS: &[&str] = &[
@@ -158,6 +158,10 @@ pub const MAX_READERS: usize = 8;
 
 /// A search's time budget unless [`Store::search_budget`] sets another.
 pub const DEFAULT_SEARCH_BUDGET: Duration = Duration::from_secs(5);
+
+/// JSON bytes of notes in one listing or search unless
+/// [`Store::answer_max_bytes`] sets another.
+pub const DEFAULT_ANSWER_MAX_BYTES: u64 = 4 * 1024 * 1024;
 
 /// SQLite virtual-machine steps between two checks of a search's deadline.
 const STEPS_BETWEEN_CHECKS: i32 = 100;
@@ -322,6 +326,7 @@ pub struct Store {
     limits: Limits,
     busy_timeout: Duration,
     search_budget: Duration,
+    answer_max_bytes: u64,
     writer: Mutex<Connection>,
     readers: Mutex<Readers>,
     /// Signalled when a read connection is given back (or could not be opened).
@@ -353,6 +358,7 @@ impl Store {
             limits,
             busy_timeout,
             search_budget: DEFAULT_SEARCH_BUDGET,
+            answer_max_bytes: DEFAULT_ANSWER_MAX_BYTES,
             writer: Mutex::new(writer),
             readers: Mutex::new(Readers::default()),
             reader_freed: Condvar::new(),
@@ -363,6 +369,13 @@ impl Store {
     /// ([`StoreError::SearchTooLong`]).
     pub fn search_budget(mut self, budget: Duration) -> Self {
         self.search_budget = budget;
+        self
+    }
+
+    /// The most bytes of notes, as JSON, one listing page or one search
+    /// answers with: the leading notes that fit, and always the first.
+    pub fn answer_max_bytes(mut self, bytes: u64) -> Self {
+        self.answer_max_bytes = bytes;
         self
     }
 
@@ -463,7 +476,8 @@ impl Store {
     }
 
     /// `user_id`'s notes matching the FTS5 expression `fts_query` (see
-    /// [`crate::query::fts_query`]) and `filter`, best first, at most `limit`.
+    /// [`crate::query::fts_query`]) and `filter`, best first, at most `limit`
+    /// and those that fit in [`Store::answer_max_bytes`] (at least one).
     /// SQLite stops the search at its time budget, or as soon as
     /// `abandoned` says the call was given up.
     pub fn search(
@@ -499,15 +513,18 @@ impl Store {
                 })?;
                 hits.collect::<Result<Vec<_>, _>>()
             })();
-            hits.map_err(|error| match error.sqlite_error_code() {
+            let mut hits = hits.map_err(|error| match error.sqlite_error_code() {
                 Some(ErrorCode::OperationInterrupted) => StoreError::SearchTooLong { budget_ms: budget.as_millis() },
                 _ => error.into(),
-            })
+            })?;
+            hits.truncate(leading_within(&hits, self.answer_max_bytes));
+            Ok(hits)
         })
     }
 
     /// A page of `user_id`'s notes matching `filter`, newest first, starting
-    /// after `after` (from the start when `None`), at most `limit`.
+    /// after `after` (from the start when `None`), at most `limit` and those
+    /// that fit in [`Store::answer_max_bytes`] (at least one).
     pub fn list(
         &self,
         user_id: &str,
@@ -532,8 +549,9 @@ impl Store {
             })?;
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })?;
-        let more = rows.len() > limit;
-        rows.truncate(limit);
+        let shown = leading_within(rows.iter().take(limit).map(|(note, _, _)| note), self.answer_max_bytes);
+        let more = rows.len() > shown;
+        rows.truncate(shown);
         let next = rows
             .last()
             .filter(|_| more)
@@ -952,6 +970,36 @@ mod tests {
         assert_eq!(search(&store, "u", "plan", &both), ["plan one"]);
         assert_eq!(search(&store, "u", "plan", &recent), ["plan two"]);
         assert_eq!(store.list("u", &both, None, 10).unwrap().notes.len(), 1);
+    }
+
+    #[test]
+    fn listings_and_searches_answer_the_notes_that_fit_their_byte_budget() {
+        let (_dir, store) = store(LIMITS);
+        // 990 control characters escape to 5940 bytes of JSON: two such notes fit in 15,000 bytes.
+        let store = store.answer_max_bytes(15_000);
+        let content = |i: usize| format!("word{i} {}", "\u{1}".repeat(990));
+        store.import("u", (0..5).map(|i| note(&content(i), &[]))).unwrap();
+        let mut pages = Vec::new();
+        let mut after = None;
+        loop {
+            let page = store.list("u", &Filter::default(), after, 100).unwrap();
+            pages.push(page.notes.iter().map(|n| n.content.clone()).collect::<Vec<_>>());
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        assert_eq!(pages.iter().map(Vec::len).collect::<Vec<_>>(), [2, 2, 1]);
+        assert_eq!(pages.concat(), (0..5).rev().map(content).collect::<Vec<_>>(), "no gaps, no repeats");
+        // A hit's snippet holds control characters too: fewer hits fit than notes.
+        let hits = search(&store, "u", "word*", &Filter::default()).len();
+        assert!((1..=2).contains(&hits), "{hits} hits");
+        // A note larger than the budget is still answered, one a page.
+        let tiny = store.answer_max_bytes(100);
+        let page = tiny.list("u", &Filter::default(), None, 100).unwrap();
+        assert_eq!(page.notes.len(), 1);
+        assert!(page.next.is_some());
+        assert_eq!(search(&tiny, "u", "word*", &Filter::default()).len(), 1);
     }
 
     #[test]

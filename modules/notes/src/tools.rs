@@ -163,7 +163,8 @@ pub async fn search_notes(ctx: Context, args: SearchNotes) -> Result<SearchResul
     Ok(SearchResults { results })
 }
 
-/// List the user's notes, newest first, a page at a time.
+/// List the user's notes, newest first, a page at a time (a page of long
+/// notes holds fewer than `limit`; `next_cursor` goes on after them).
 #[tool(read_only, idempotent)]
 pub async fn list_notes(ctx: Context, args: ListNotes) -> Result<NoteList, ToolError> {
     let user_id = ctx.require_user_id()?.to_owned();
