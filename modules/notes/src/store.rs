@@ -299,6 +299,12 @@ pub enum StoreError {
     /// The call was given up (its timeout passed) before its change was committed.
     #[error("the call was given up before its change was written (the database was busy); nothing was changed")]
     GivenUp,
+    /// Another connection or process held the database's lock for longer
+    /// than the busy timeout (in milliseconds).
+    #[error(
+        "the notes database stayed locked by another process for over {0} ms (NOTES_BUSY_TIMEOUT_MS); try again shortly"
+    )]
+    Busy(u128),
     /// SQLite failed.
     #[error("the notes database failed: {0}")]
     Sqlite(#[from] rusqlite::Error),
@@ -310,6 +316,7 @@ impl ToolErrorKind for StoreError {
             StoreError::NotFound(_) => ErrorKind::NotFound,
             StoreError::TooLarge { .. } => ErrorKind::InvalidArguments,
             StoreError::SearchTooLong { .. } | StoreError::GivenUp => ErrorKind::Timeout,
+            StoreError::Busy(_) => ErrorKind::Unavailable,
             StoreError::TooManyNotes { .. }
             | StoreError::QuotaExceeded { .. }
             | StoreError::StoreFull { .. }
@@ -574,13 +581,29 @@ impl Store {
         if abandoned() {
             return Err(StoreError::GivenUp);
         }
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let value = work(&tx)?;
-        if abandoned() {
-            return Err(StoreError::GivenUp);
+        let written = (|| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let value = work(&tx)?;
+            if abandoned() {
+                return Err(StoreError::GivenUp);
+            }
+            tx.commit()?;
+            Ok(value)
+        })();
+        written.map_err(|error| self.busy(error))
+    }
+
+    /// `error`, or [`StoreError::Busy`] when it is SQLite's answer to a lock
+    /// held past the busy timeout, so that it names the setting.
+    fn busy(&self, error: StoreError) -> StoreError {
+        match error {
+            StoreError::Sqlite(sqlite)
+                if matches!(sqlite.sqlite_error_code(), Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)) =>
+            {
+                StoreError::Busy(self.busy_timeout.as_millis())
+            }
+            other => other,
         }
-        tx.commit()?;
-        Ok(value)
     }
 
     /// Runs `work` on a read connection from the pool, waiting for one
@@ -602,9 +625,9 @@ impl Store {
         let mut lease = Lease { store: self, conn: None };
         let conn = match idle {
             Some(conn) => conn,
-            None => connect(&self.path, self.busy_timeout)?,
+            None => connect(&self.path, self.busy_timeout).map_err(|error| self.busy(error))?,
         };
-        work(lease.conn.insert(conn))
+        work(lease.conn.insert(conn)).map_err(|error| self.busy(error))
     }
 }
 
@@ -1120,6 +1143,19 @@ mod tests {
         });
         let page = store.list("u", &Filter::default(), None, 10).unwrap();
         assert_eq!(page.notes, [kept], "nothing was written");
+    }
+
+    #[test]
+    fn a_lock_held_past_the_busy_timeout_is_unavailable_naming_the_setting() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notes.db");
+        let store = Store::open(&path, LIMITS, Duration::from_millis(50)).unwrap();
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let busy = store.save("u", note("late", &[]), || false).unwrap_err();
+        assert!(matches!(busy, StoreError::Busy(50)), "{busy}");
+        assert_eq!(busy.kind(), ErrorKind::Unavailable);
+        assert!(busy.to_string().contains("NOTES_BUSY_TIMEOUT_MS"), "{busy}");
     }
 
     #[test]
