@@ -171,6 +171,11 @@ const STEPS_BETWEEN_CHECKS: i32 = 100;
 /// index entries, so many small notes cannot grow the file far past it.
 pub const NOTE_ROW_BYTES: u64 = 256;
 
+/// Longest `user_id` that may save notes, in bytes: the id is stored in
+/// every note's row, its index and each of its tags' rows, so an id of
+/// open-ended length would grow the file far past what is counted.
+pub const MAX_USER_ID_BYTES: usize = 256;
+
 /// How much one user, and all users together, may keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -271,6 +276,11 @@ pub enum StoreError {
         /// The setting.
         limit: u64,
     },
+    /// The caller's `user_id` is longer than [`MAX_USER_ID_BYTES`].
+    #[error(
+        "the user_id is {0} bytes, more than the {MAX_USER_ID_BYTES} bytes (MAX_USER_ID_BYTES) a user id may have to save notes"
+    )]
+    UserIdTooLong(usize),
     /// The database was written by a newer version of this module.
     #[error("the database has schema version {found}, newer than this module's {known}; run a newer module")]
     SchemaTooNew {
@@ -314,7 +324,7 @@ impl ToolErrorKind for StoreError {
     fn kind(&self) -> ErrorKind {
         match self {
             StoreError::NotFound(_) => ErrorKind::NotFound,
-            StoreError::TooLarge { .. } => ErrorKind::InvalidArguments,
+            StoreError::TooLarge { .. } | StoreError::UserIdTooLong(_) => ErrorKind::InvalidArguments,
             StoreError::SearchTooLong { .. } | StoreError::GivenUp => ErrorKind::Timeout,
             StoreError::Busy(_) => ErrorKind::Unavailable,
             StoreError::TooManyNotes { .. }
@@ -696,6 +706,9 @@ fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
 
 /// Inserts one note after checking the limits.
 fn insert(tx: &Transaction<'_>, user_id: &str, note: &NewNote, limits: Limits, now: i64) -> Result<Note, StoreError> {
+    if user_id.len() > MAX_USER_ID_BYTES {
+        return Err(StoreError::UserIdTooLong(user_id.len()));
+    }
     check_size(byte_size(&note.content), limits)?;
     let size = stored_bytes(&note.content, &note.tags, note.source.as_deref());
     let (count, used) = usage(tx, user_id)?;
@@ -1156,6 +1169,16 @@ mod tests {
         assert!(matches!(busy, StoreError::Busy(50)), "{busy}");
         assert_eq!(busy.kind(), ErrorKind::Unavailable);
         assert!(busy.to_string().contains("NOTES_BUSY_TIMEOUT_MS"), "{busy}");
+    }
+
+    #[test]
+    fn a_user_id_longer_than_the_limit_saves_nothing() {
+        let (_dir, store) = store(LIMITS);
+        store.save(&"u".repeat(MAX_USER_ID_BYTES), note("kept", &[]), || false).unwrap();
+        let long = store.save(&"u".repeat(MAX_USER_ID_BYTES + 1), note("x", &[]), || false).unwrap_err();
+        assert!(matches!(long, StoreError::UserIdTooLong(257)), "{long}");
+        assert_eq!(long.kind(), ErrorKind::InvalidArguments);
+        assert!(long.to_string().contains("MAX_USER_ID_BYTES"), "{long}");
     }
 
     #[test]
