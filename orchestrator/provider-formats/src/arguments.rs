@@ -36,29 +36,31 @@ pub const MAX_MAPPING_STEPS: usize = 2_000_000;
 /// stopped at [`MAX_MAPPING_STEPS`], the rest of `arguments` left as sent.
 pub fn restore(prepared: &Value, arguments: &mut Map<String, Value>, renamed: bool) -> bool {
     let mut mapping = Mapping::new(prepared, renamed, MAX_MAPPING_STEPS);
-    mapping.restore_object(prepared, arguments, 0);
+    mapping.restore_object(&[prepared], arguments, 0);
     mapping.whole()
 }
 
 /// One call's mapping: the prepared schema it follows (`root`), whether the
 /// model saw Gemini-safe names, the steps it has left ([`MAX_MAPPING_STEPS`]), and
 /// what it learnt of the prepared schema's nodes, each by its address and
-/// worked out once per call: which take `null`, what names they declare.
+/// worked out once per call: which take `null`, what names the nodes that
+/// describe one object declare together.
 struct Mapping<'s> {
     root: &'s Value,
     renamed: bool,
     left: usize,
     nullable: HashMap<*const Value, bool>,
-    declared: HashMap<*const Value, Rc<Declared<'s>>>,
-    /// How many nodes' names were worked out, for the tests to count.
+    declared: HashMap<Vec<*const Value>, Rc<Declared<'s>>>,
+    /// How many sets of nodes' names were worked out, for the tests to count.
     #[cfg(test)]
     computed: usize,
 }
 
-/// The names one schema node with `properties` declares, as a call's
-/// mapping reads them (see [`Mapping::declared`]).
+/// The names that the schema nodes with `properties` describing one object
+/// declare together, as a call's mapping reads them (see [`Mapping::declared`]).
 struct Declared<'s> {
-    properties: &'s Map<String, Value>,
+    /// The schemas of each real name, one per node that declares it (all hold).
+    schemas: HashMap<&'s str, Vec<&'s Value>>,
     /// The real name of each Gemini-safe name that differs from it (none unless renamed).
     real: HashMap<String, &'s str>,
     /// The `required` names.
@@ -67,19 +69,24 @@ struct Declared<'s> {
     required_sent: HashSet<String>,
 }
 
-impl Declared<'_> {
+impl<'s> Declared<'s> {
     /// Whether the model, sending `key`, names one of these properties.
     fn declares(&self, key: &str, renamed: bool) -> bool {
         match renamed {
             // A safe name is its own, or one made for a real name that is not.
-            true => self.real.contains_key(key) || (is_gemini_property_name(key) && self.properties.contains_key(key)),
-            false => self.properties.contains_key(key),
+            true => self.real.contains_key(key) || (is_gemini_property_name(key) && self.schemas.contains_key(key)),
+            false => self.schemas.contains_key(key),
         }
     }
 
     /// Whether `map` holds every required name, as sent.
     fn all_required(&self, map: &Map<String, Value>) -> bool {
         map.keys().filter(|key| self.required_sent.contains(key.as_str())).count() == self.required_sent.len()
+    }
+
+    /// The schemas of the property `name` (none when no node declares it).
+    fn schemas(&self, name: &str) -> &[&'s Value] {
+        self.schemas.get(name).map_or(&[], Vec::as_slice)
     }
 }
 
@@ -97,17 +104,22 @@ impl<'s> Mapping<'s> {
         }
     }
 
-    /// The names the resolved schema node `node`, whose `properties` are
-    /// `properties`, declares: worked out the first time the call meets it
-    /// (a step a name read) and kept, so a model's many objects, or a
-    /// branch tried for each, read them again for free. `None` when the
-    /// steps ran out.
-    fn declared(&mut self, node: &'s Value, properties: &'s Map<String, Value>) -> Option<Rc<Declared<'s>>> {
-        if let Some(known) = self.declared.get(&std::ptr::from_ref(node)) {
+    /// The names the resolved schema nodes `nodes`, each with `properties`,
+    /// declare together: Gemini-safe names worked out over the joined set
+    /// ([`gemini_property_names`]), as the conversion, which merges the
+    /// nodes into one, works them out. Worked out the first time the call
+    /// meets these nodes (a step a name read) and kept, so a model's many
+    /// objects, or a branch tried for each, read them again for free.
+    /// `None` when the steps ran out.
+    fn declared(&mut self, nodes: &[&'s Value]) -> Option<Rc<Declared<'s>>> {
+        let key: Vec<*const Value> = nodes.iter().map(|node| std::ptr::from_ref(*node)).collect();
+        if let Some(known) = self.declared.get(&key) {
             return Some(Rc::clone(known));
         }
-        let required = required_names(node);
-        if !self.take(properties.len() + required.len()) {
+        let parts: Vec<&'s Map<String, Value>> =
+            nodes.iter().filter_map(|node| node.get("properties").and_then(Value::as_object)).collect();
+        let required: Vec<&'s str> = nodes.iter().flat_map(|node| required_names(node)).collect();
+        if !self.take(parts.iter().map(|properties| properties.len()).sum::<usize>() + required.len()) {
             return None;
         }
         #[cfg(test)]
@@ -115,15 +127,19 @@ impl<'s> Mapping<'s> {
             self.computed += 1;
         }
         let safe: Vec<(&str, String)> = match self.renamed {
-            true => gemini_property_names(properties),
+            true => gemini_property_names(&parts),
             false => Vec::new(),
         };
         let safe_of: HashMap<&str, &str> = safe.iter().map(|(name, safe)| (*name, safe.as_str())).collect();
         let required_sent =
             required.iter().map(|name| safe_of.get(name).map_or(*name, |safe| *safe).to_owned()).collect();
         let real = safe.iter().filter(|(name, safe)| name != safe).map(|(name, safe)| (safe.clone(), *name)).collect();
-        let declared = Rc::new(Declared { properties, real, required: required.into_iter().collect(), required_sent });
-        self.declared.insert(node, Rc::clone(&declared));
+        let mut schemas: HashMap<&'s str, Vec<&'s Value>> = HashMap::new();
+        for (name, schema) in parts.iter().flat_map(|properties| properties.iter()) {
+            schemas.entry(name.as_str()).or_default().push(schema);
+        }
+        let declared = Rc::new(Declared { schemas, real, required: required.into_iter().collect(), required_sent });
+        self.declared.insert(key, Rc::clone(&declared));
         Some(declared)
     }
 
@@ -141,63 +157,104 @@ impl<'s> Mapping<'s> {
         self.left > 0
     }
 
-    fn restore_object(&mut self, node: &'s Value, map: &mut Map<String, Value>, depth: usize) {
-        let mut schemas = Vec::new();
-        self.object_schemas(node, map, depth, &mut HashSet::new(), &mut schemas);
-        for node in schemas {
-            let Some(properties) = node.get("properties").and_then(Value::as_object) else { continue };
-            let Some(declared) = self.declared(node, properties) else { return };
-            if !self.take(map.len()) {
-                return;
+    /// Maps back the object `map` that the schema nodes `nodes` all describe.
+    fn restore_object(&mut self, nodes: &[&'s Value], map: &mut Map<String, Value>, depth: usize) {
+        let schemas = self.object_schemas(nodes, map, depth);
+        if schemas.is_empty() {
+            return;
+        }
+        let Some(declared) = self.declared(&schemas) else { return };
+        if !self.take(map.len()) {
+            return;
+        }
+        // Safe names that differ never meet a real name, so each is renamed on its own.
+        let renames: Vec<(String, &str)> = map
+            .keys()
+            .filter_map(|key| declared.real.get(key).map(|real| (key.clone(), *real)))
+            .filter(|(_, real)| !map.contains_key(*real))
+            .collect();
+        for (safe, real) in renames {
+            if let Some(value) = map.remove(&safe) {
+                map.insert(real.to_owned(), value);
             }
-            // Safe names that differ never meet a real name, so each is renamed on its own.
-            let renames: Vec<(String, &str)> = map
-                .keys()
-                .filter_map(|key| declared.real.get(key).map(|real| (key.clone(), *real)))
-                .filter(|(_, real)| !map.contains_key(*real))
-                .collect();
-            for (safe, real) in renames {
-                if let Some(value) = map.remove(&safe) {
-                    map.insert(real.to_owned(), value);
-                }
-            }
-            map.retain(|key, value| {
-                !(value.is_null()
-                    && !declared.required.contains(key.as_str())
-                    && properties.get(key).is_some_and(|p| !self.accepts_null(p, 0)))
-            });
-            for (key, value) in map.iter_mut() {
-                if let Some(property) = properties.get(key) {
-                    self.restore_value(property, value, depth + 1);
-                }
+        }
+        map.retain(|key, value| {
+            !(value.is_null()
+                && !declared.required.contains(key.as_str())
+                && declared.schemas(key).iter().any(|p| !self.accepts_null(p, 0)))
+        });
+        for (key, value) in map.iter_mut() {
+            let schemas = declared.schemas(key);
+            if !schemas.is_empty() {
+                self.restore_value(schemas, value, depth + 1);
             }
         }
     }
 
-    fn restore_value(&mut self, node: &'s Value, value: &mut Value, depth: usize) {
+    /// Maps back `value`, which the schema nodes `nodes` all describe.
+    fn restore_value(&mut self, nodes: &[&'s Value], value: &mut Value, depth: usize) {
         match value {
-            Value::Object(map) => self.restore_object(node, map, depth),
+            Value::Object(map) => self.restore_object(nodes, map, depth),
             Value::Array(items) if depth <= MAX_DEPTH && self.take(1) => {
-                let node = resolve(self.root, node);
-                let item = node
-                    .get("items")
-                    .or_else(|| self.branches(node).into_iter().find_map(|(_, branch)| branch.get("items")));
+                let mut closure = Vec::new();
+                let mut visited = HashSet::new();
+                for node in nodes {
+                    self.all_of_closure(node, depth, &mut visited, &mut closure);
+                }
+                // The conversion keeps the first `items` of those it merges.
+                let item = closure
+                    .iter()
+                    .find_map(|node| node.get("items"))
+                    .or_else(|| self.union(&closure).into_iter().find_map(|(_, branch)| branch.get("items")));
                 if let Some(item) = item.filter(|item| item.is_object()) {
-                    items.iter_mut().for_each(|value| self.restore_value(item, value, depth + 1));
+                    items.iter_mut().for_each(|value| self.restore_value(&[item], value, depth + 1));
                 }
             }
             _ => {}
         }
     }
 
-    /// The schemas with `properties` that describe the object `map` at `node`:
-    /// the node itself, every part of its `allOf`, and of a union the branch
-    /// that best matches the names the model sent ([`Self::matching`]); each
-    /// node once (`visited`), however often the schema refers to it.
-    fn object_schemas(
+    /// The schema nodes with `properties` that describe the object `map`
+    /// that `nodes` describe, in the order Gemini's conversion joins their
+    /// properties: each node and its `allOf` parts, depth first
+    /// ([`Self::all_of_closure`]); then of their union the branch that best
+    /// matches the names the model sent ([`Self::matching`]) with its own
+    /// parts, then of the branch's union, and so on. Each node once,
+    /// however often the schema refers to it.
+    fn object_schemas(&mut self, nodes: &[&'s Value], map: &Map<String, Value>, depth: usize) -> Vec<&'s Value> {
+        let mut visited = HashSet::new();
+        let mut closure = Vec::new();
+        let mut next = nodes.to_vec();
+        for depth in depth.. {
+            let start = closure.len();
+            for node in next {
+                self.all_of_closure(node, depth, &mut visited, &mut closure);
+            }
+            let base: Vec<&'s Value> =
+                closure.iter().copied().filter(|node| node.get("properties").is_some()).collect();
+            let branches = self.union(&closure[start..]);
+            let scored: Vec<_> = branches
+                .into_iter()
+                .filter_map(|branch| self.matching(branch, &base, &visited, map, depth + 1))
+                .collect();
+            let best = scored.into_iter().max_by_key(
+                // The first of equally good branches wins: `max_by_key` keeps the last, so earlier ones rank higher.
+                |&(score, index, _)| (score, Reverse(index)),
+            );
+            match best {
+                Some((_, _, branch)) => next = vec![branch],
+                None => break,
+            }
+        }
+        closure.retain(|node| node.get("properties").is_some());
+        closure
+    }
+
+    /// Adds to `out` the resolved `node` and its `allOf` parts, depth
+    /// first (the order the conversion merges them in), each not `visited` before.
+    fn all_of_closure(
         &mut self,
         node: &'s Value,
-        map: &Map<String, Value>,
         depth: usize,
         visited: &mut HashSet<*const Value>,
         out: &mut Vec<&'s Value>,
@@ -209,55 +266,52 @@ impl<'s> Mapping<'s> {
         if !visited.insert(node) {
             return;
         }
-        if node.get("properties").is_some() {
-            out.push(node);
-        }
+        out.push(node);
         for part in node.get("allOf").and_then(Value::as_array).into_iter().flatten() {
-            self.object_schemas(part, map, depth + 1, visited, out);
-        }
-        let scored: Vec<_> = self.branches(node).into_iter().filter_map(|branch| self.matching(branch, map)).collect();
-        let best = scored.into_iter().max_by_key(
-            // The first of equally good branches wins: `max_by_key` keeps the last, so earlier ones rank higher.
-            |&(score, index, _)| (score, Reverse(index)),
-        );
-        if let Some((_, _, branch)) = best {
-            self.object_schemas(branch, map, depth + 1, visited, out);
+            self.all_of_closure(part, depth + 1, visited, out);
         }
     }
 
     /// How well the union branch `branch` matches the names of `map`, as the
-    /// model sent them (Gemini-safe when renamed): whether all its required
-    /// names are there, how many sent names it declares, how few it does not;
-    /// `None` for a branch that declares no properties.
-    fn matching(&mut self, branch: (usize, &'s Value), map: &Map<String, Value>) -> Option<(Score, usize, &'s Value)> {
+    /// model sent them (Gemini-safe when renamed), beside the nodes `base`
+    /// already found (the conversion merges them into each branch; `visited`
+    /// those and their parts): whether all required names are there, how
+    /// many sent names are declared, how few are not; `None` for a branch
+    /// that declares no properties.
+    fn matching(
+        &mut self,
+        branch: (usize, &'s Value),
+        base: &[&'s Value],
+        visited: &HashSet<*const Value>,
+        map: &Map<String, Value>,
+        depth: usize,
+    ) -> Option<(Score, usize, &'s Value)> {
         let (index, node) = branch;
+        let mut closure = Vec::new();
+        self.all_of_closure(node, depth, &mut HashSet::new(), &mut closure);
+        let own: Vec<&'s Value> = closure
+            .into_iter()
+            .filter(|part| part.get("properties").is_some() && !visited.contains(&std::ptr::from_ref(*part)))
+            .collect();
+        if own.is_empty() {
+            return None;
+        }
+        let nodes: Vec<&'s Value> = base.iter().chain(&own).copied().collect();
+        let declared = self.declared(&nodes)?;
         if !self.take(map.len()) {
             return None;
         }
-        // The branch's own properties and those of its `allOf` parts (one level: a score, not a mapping).
-        let parts = std::iter::once(node).chain(node.get("allOf").and_then(Value::as_array).into_iter().flatten());
-        let mut found = Vec::new();
-        for part in parts.map(|part| resolve(self.root, part)) {
-            let Some(properties) = part.get("properties").and_then(Value::as_object) else { continue };
-            let declared = self.declared(part, properties)?;
-            if !self.take(map.len()) {
-                return None;
-            }
-            found.push(declared);
-        }
-        if found.iter().all(|declared| declared.properties.is_empty()) {
-            return None;
-        }
-        let known = map.keys().filter(|key| found.iter().any(|declared| declared.declares(key, self.renamed))).count();
-        let all_required = found.iter().all(|declared| declared.all_required(map));
-        Some(((all_required, known, Reverse(map.len() - known)), index, node))
+        let known = map.keys().filter(|key| declared.declares(key, self.renamed)).count();
+        Some(((declared.all_required(map), known, Reverse(map.len() - known)), index, node))
     }
 
-    /// The resolved alternatives of a union node, with their positions.
-    fn branches(&self, node: &'s Value) -> Vec<(usize, &'s Value)> {
+    /// The resolved alternatives of the union that the nodes `nodes` make
+    /// when merged, with their positions: the first `anyOf` among them and
+    /// the first `oneOf` (the conversion keeps those, saying the others in words).
+    fn union(&self, nodes: &[&'s Value]) -> Vec<(usize, &'s Value)> {
         ["anyOf", "oneOf"]
             .iter()
-            .filter_map(|k| node.get(*k).and_then(Value::as_array))
+            .filter_map(|k| nodes.iter().find_map(|node| node.get(*k).and_then(Value::as_array)))
             .flatten()
             .map(|branch| resolve(self.root, branch))
             .enumerate()
@@ -295,7 +349,7 @@ impl<'s> Mapping<'s> {
         let own = typed
             || enumerated
             || map.get("const") == Some(&Value::Null)
-            || self.branches(node).into_iter().any(|(_, b)| self.accepts_null(b, depth + 1))
+            || self.union(&[node]).into_iter().any(|(_, b)| self.accepts_null(b, depth + 1))
             || !constrained;
         own && parts.into_iter().all(|part| self.accepts_null(part, depth + 1))
     }
@@ -397,6 +451,50 @@ mod tests {
         assert_eq!(args, json!({"v": {"kind-of": "a", "page-size": 2, "max-results": 3}}));
     }
 
+    /// Arguments for the object at `converted` (a Gemini-converted schema
+    /// node) as a model shapes them: every property under its converted
+    /// name, its value the property's `description` (nested objects filled
+    /// the same way), so that mapped back each shows whose name it got.
+    fn sent_by(converted: &Value) -> Value {
+        let properties = converted["properties"].as_object().expect("an object node");
+        let sent = properties.iter().map(|(name, property)| {
+            let value = match property.get("properties") {
+                Some(_) => sent_by(property),
+                None => property["description"].clone(),
+            };
+            (name.clone(), value)
+        });
+        Value::Object(sent.collect())
+    }
+
+    #[test]
+    fn names_made_safe_over_an_all_of_or_a_branchs_joined_properties_map_back() {
+        // Gemini sees one object with the parts' properties joined; `max-results` and `max_results` meet there.
+        let parent = json!({"max-results": {"type": "string", "description": "parent"}});
+        let part = json!({"max_results": {"type": "string", "description": "part"}});
+        let expected = json!({"max-results": "parent", "max_results": "part"});
+        let all_of = json!({"type": "object", "properties": {"v": {"allOf": [
+            {"type": "object", "properties": parent}, {"type": "object", "properties": part}
+        ]}}});
+        let all_of_backwards = json!({"type": "object", "properties": {"v": {"allOf": [
+            {"type": "object", "properties": part}, {"type": "object", "properties": parent}
+        ]}}});
+        let branch = json!({"type": "object", "properties": {"v": {"type": "object", "properties": parent, "oneOf": [
+            {"properties": part, "required": ["max_results"]},
+            {"properties": {"other": {"type": "string", "description": "other"}}, "required": ["other"]}
+        ]}}});
+        let one_branch = json!({"type": "object", "properties": {"v": {"type": "object", "properties": part,
+            "anyOf": [{"properties": parent}, {"type": "null"}]}}});
+        for schema in [all_of, all_of_backwards, branch, one_branch] {
+            let converted = compile::gemini(&schema);
+            let v = &converted["properties"]["v"];
+            let v = v.get("anyOf").map_or(v, |branches| &branches[0]);
+            let mut args = json!({"v": sent_by(v)});
+            assert!(restore(&compile::prepare(&schema), args.as_object_mut().unwrap(), true));
+            assert_eq!(args["v"], expected, "{schema}: converted {v}");
+        }
+    }
+
     #[test]
     fn a_schema_that_refers_to_itself_through_all_of_is_mapped_within_its_steps() {
         let schema = json!({
@@ -408,7 +506,7 @@ mod tests {
         for sent in [json!({"x": null, "y": null}), json!({"x": {"a": {"b": null}}, "y": 1})] {
             let mut args = sent.clone();
             let mut mapping = Mapping::new(&prepared, true, MAX_MAPPING_STEPS);
-            mapping.restore_object(&prepared, args.as_object_mut().unwrap(), 0);
+            mapping.restore_object(&[&prepared], args.as_object_mut().unwrap(), 0);
             assert_eq!(args.get("x"), sent.get("x"), "left as sent");
             // Visiting a node more than once per walk, this takes 2^64 steps.
             assert!(MAX_MAPPING_STEPS - mapping.left < 100, "{} steps", MAX_MAPPING_STEPS - mapping.left);
@@ -453,7 +551,7 @@ mod tests {
         let prepared = compile::prepare(&schema);
         let mut args = json!({"rows": vec![json!({"p_7": 1, "p_2999": null}); 50_000]});
         let mut mapping = Mapping::new(&prepared, true, MAX_MAPPING_STEPS);
-        mapping.restore_object(&prepared, args.as_object_mut().unwrap(), 0);
+        mapping.restore_object(&[&prepared], args.as_object_mut().unwrap(), 0);
         assert!(mapping.whole());
         // The root's and each branch's: once, not once per object (nor per branch tried).
         assert_eq!(mapping.computed, 3);
@@ -469,7 +567,7 @@ mod tests {
         let prepared = compile::prepare(&schema);
         let mut args = json!({"rows": vec![json!({"a_b": "x"}); 100]});
         let mut mapping = Mapping::new(&prepared, true, 50);
-        mapping.restore_object(&prepared, args.as_object_mut().unwrap(), 0);
+        mapping.restore_object(&[&prepared], args.as_object_mut().unwrap(), 0);
         assert!(!mapping.whole());
         let rows = args["rows"].as_array().unwrap();
         assert_eq!(rows[0], json!({"a-b": "x"}), "mapped within the steps");

@@ -444,8 +444,8 @@ mod tests {
 
     #[test]
     fn a_call_whose_arguments_map_back_past_the_steps_says_so() {
-        // A union of 1,000 branches, each scored against a sent object of 1,000 names: past the steps.
-        let branches: Vec<Value> = (0..1000)
+        // A union of 3,000 branches, each scored against a sent object of 1,000 names: past the steps.
+        let branches: Vec<Value> = (0..3000)
             .map(|i| serde_json::json!({"type": "object", "properties": {format!("b-{i}"): {"type": "string"}}}))
             .collect();
         let sent: Map<String, Value> = (0..1000).map(|i| (format!("k{i}"), Value::Null)).collect();

@@ -241,15 +241,23 @@ pub fn is_gemini_property_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// The Gemini-safe name of every property of `properties`, in order: names
-/// that are already safe stay, others have each bad character replaced by
-/// `_` (and a `_` in front when needed), numbered when that meets another.
-/// A pure function of the property names, so calls can be mapped back.
-pub fn gemini_property_names(properties: &Map<String, Value>) -> Vec<(&str, String)> {
-    gemini_safe_names(properties.keys().map(String::as_str))
+/// The Gemini-safe name of every property that the object schemas with
+/// `properties` declare together (Gemini sees an `allOf`'s parts, or a
+/// union branch and its node, as one object), in the order they are joined:
+/// each name once, where it first appears. Names that are already safe
+/// stay, others have each bad character replaced by `_` (and a `_` in
+/// front when needed), numbered when that meets another name of the whole
+/// set. A pure function of the names, so calls can be mapped back.
+pub fn gemini_property_names<'n>(properties: &[&'n Map<String, Value>]) -> Vec<(&'n str, String)> {
+    let mut seen = HashSet::new();
+    let joined: Vec<&str> =
+        properties.iter().flat_map(|map| map.keys()).map(String::as_str).filter(|name| seen.insert(*name)).collect();
+    gemini_safe_names(joined.iter().copied())
 }
 
-/// [`gemini_property_names`] of the property names `names` (no name twice), in order.
+/// The Gemini-safe names of the property names `names` (no name twice), in
+/// order, as [`gemini_property_names`] says; the conversion calls it on the
+/// properties it has joined.
 pub(crate) fn gemini_safe_names<'n>(names: impl Iterator<Item = &'n str> + Clone) -> Vec<(&'n str, String)> {
     // Usually every name is safe already: each keeps its own, and none can meet another.
     if names.clone().all(is_gemini_property_name) {
@@ -379,7 +387,7 @@ mod tests {
     #[test]
     fn property_names_become_gemini_safe_without_meeting() {
         let props = json!({"ok_name": {}, "max-results": {}, "max_results": {}, "2fa": {}, "$type": {}});
-        let names = gemini_property_names(props.as_object().unwrap());
+        let names = gemini_property_names(&[props.as_object().unwrap()]);
         let safe: Vec<&str> = names.iter().map(|(_, s)| s.as_str()).collect();
         assert_eq!(safe, ["ok_name", "max_results_2", "max_results", "_2fa", "_type"]);
     }

@@ -442,7 +442,11 @@ fn both_hold<'a>(mine: &mut Prepared<'a>, theirs: Prepared<'a>) {
 }
 
 /// Properties converted under safe names, `required` renamed to match, a
-/// map's value type described in words.
+/// map's value type described in words. The properties are those of every
+/// `allOf` part and union branch merged into the node, joined in merge
+/// order, and their safe names are worked out over that whole set, as
+/// [`gemini_property_names`](crate::names::gemini_property_names) works them
+/// out when a call is mapped back.
 fn convert_object(map: &mut Object<'_>, left: &mut usize) {
     let mut renames = Vec::new();
     if let Some(properties) = map.entry_mut("properties")
