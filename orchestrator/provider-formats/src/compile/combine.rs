@@ -165,8 +165,8 @@ fn joined_lists(mine: &Value, theirs: &Value, unique: bool) -> Option<Value> {
     Some(Value::Array(joined))
 }
 
-/// The values of `mine` that `theirs` also lists.
-fn common_values(mine: &Value, theirs: &Value) -> Option<Value> {
+/// The values of `mine` that `theirs` also lists (`None` unless both are lists).
+pub(super) fn common_values(mine: &Value, theirs: &Value) -> Option<Value> {
     let (Value::Array(mine), Value::Array(theirs)) = (mine, theirs) else { return None };
     let listed = ValueSet::new(theirs);
     Some(Value::Array(mine.iter().filter(|value| listed.contains(value)).cloned().collect()))
@@ -187,11 +187,6 @@ impl ValueSet {
     /// Whether `value` is in the set.
     pub(crate) fn contains(&self, value: &Value) -> bool {
         self.0.contains(&canonical_text(value))
-    }
-
-    /// Whether any of `values` is in the set.
-    pub(crate) fn shares(&self, values: &[Value]) -> bool {
-        values.iter().any(|value| self.contains(value))
     }
 }
 

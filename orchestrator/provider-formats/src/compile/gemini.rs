@@ -9,7 +9,7 @@ use std::collections::HashSet;
 
 use serde_json::{Value, json};
 
-use super::combine::{ValueSet, common_types};
+use super::combine::{ValueSet, common_types, common_values};
 use super::keywords::Keywords;
 use super::node::Node;
 use super::notes;
@@ -46,6 +46,11 @@ pub const GEMINI_FORMATS: &[&str] = &["enum", "date-time"];
 
 /// The value types a Gemini node may have.
 pub const GEMINI_TYPES: &[&str] = &["string", "number", "integer", "boolean", "array", "object"];
+
+/// What a node whose merged `enum`s, `const`s and `type` leave no value to
+/// take says in its description (Gemini has no keyword for "no value"), in
+/// parentheses; the tool stays listed, as the property may be optional.
+const NO_VALUE_FITS: &str = "no value fits: the schema's parts allow no value in common";
 
 /// The keywords that constrain values of one kind only (JSON Schema
 /// ignores them on a value of another kind), by the types they belong to.
@@ -209,6 +214,7 @@ fn convert<'a>(node: Prepared<'a>, left: &mut usize) -> Object<'a> {
     let Some(mut map) = object_of(node) else {
         return any_value(Object::empty());
     };
+    const_into_enum(&mut map);
     if let Some(parts) = map.remove("allOf")
         && let Ok(parts) = parts.into_items()
     {
@@ -217,10 +223,6 @@ fn convert<'a>(node: Prepared<'a>, left: &mut usize) -> Object<'a> {
             merge_all_of(&mut map, part, &mut unmerged);
         }
         notes::append(&mut map, &unmerged);
-    }
-    // `const` is the one value `enum` may then take (or none: it says so).
-    if let Some(value) = map.remove("const") {
-        map.insert("enum".into(), made(Value::Array(vec![Node::from(&value).to_value().into_owned()])));
     }
     let mut nullable = map.remove("nullable").is_some_and(|n| Node::from(&n).value() == Some(&Value::Bool(true)));
     let mut branches: Vec<Prepared<'a>> =
@@ -242,6 +244,9 @@ fn convert<'a>(node: Prepared<'a>, left: &mut usize) -> Object<'a> {
         Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
         _ => Vec::new(),
     };
+    if !keep_values_of_types(&mut map, &types, nullable) {
+        notes::append(&mut map, &[NO_VALUE_FITS.to_owned()]);
+    }
     let before = types.len();
     let types: Vec<String> = types.into_iter().filter(|t| t != "null").collect();
     nullable |= types.len() < before;
@@ -285,6 +290,56 @@ fn convert<'a>(node: Prepared<'a>, left: &mut usize) -> Object<'a> {
         convert_array(&mut map, left);
     }
     finish(keep_only(map), nullable)
+}
+
+/// Makes a `const` of `map` a one-value `enum`, intersected with the `enum`
+/// beside it when there is one, so that merging nodes intersects both alike.
+fn const_into_enum(map: &mut Object<'_>) {
+    let Some(value) = map.remove("const") else { return };
+    let value = Node::from(&value).to_value().into_owned();
+    let values = match map.entry("enum").map(Node::from).and_then(Node::value) {
+        Some(Value::Array(values)) => {
+            let listed = ValueSet::new(values.iter());
+            if listed.contains(&value) { vec![value] } else { Vec::new() }
+        }
+        _ => vec![value],
+    };
+    map.insert("enum".into(), made(Value::Array(values)));
+}
+
+/// Drops the `enum` values of `map` that none of the JSON types `types`
+/// takes, nor `null` when the node is `nullable` (none when `types` is
+/// empty or names a type JSON Schema does not have); false, and the `enum`
+/// removed, when no value is left.
+fn keep_values_of_types(map: &mut Object<'_>, types: &[String], nullable: bool) -> bool {
+    let known = !types.is_empty() && types.iter().all(|t| t == "null" || GEMINI_TYPES.contains(&t.as_str()));
+    let fits = |value: &Value| of_types(value, types) || (nullable && value.is_null());
+    let Some(Prepared::Value(values)) = map.entry_mut("enum") else { return true };
+    let Value::Array(list) = &**values else { return true };
+    if known && !list.iter().all(fits) {
+        let kept = list.iter().filter(|value| fits(value)).cloned().collect();
+        *values = Cow::Owned(Value::Array(kept));
+    }
+    if values.as_array().is_some_and(Vec::is_empty) {
+        map.remove("enum");
+        return false;
+    }
+    true
+}
+
+/// Whether one of the JSON types `types` takes `value` (an integer is a
+/// number; a number without a fraction is an integer).
+fn of_types(value: &Value, types: &[String]) -> bool {
+    types.iter().any(|t| match (t.as_str(), value) {
+        ("null", Value::Null)
+        | ("boolean", Value::Bool(_))
+        | ("string", Value::String(_))
+        | ("array", Value::Array(_))
+        | ("object", Value::Object(_))
+        | ("number", Value::Number(_)) => true,
+        ("integer", Value::Number(n)) => n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0),
+        _ => false,
+    })
 }
 
 /// Removes the keywords of `map` that belong to kinds other than `kind`:
@@ -362,13 +417,14 @@ const UPPER_BOUNDS: &[&str] = &["maximum", "exclusiveMaximum", "maxLength", "max
 
 /// Lays an `allOf` part over a node: properties and `required` are joined
 /// (a property both declare becomes an `allOf` of its two schemas, merged
-/// in turn when converted), bounds kept at the stricter, `enum`s
-/// intersected, `type`s narrowed to those both take, other keywords kept
+/// in turn when converted), bounds kept at the stricter, `enum`s (and
+/// `const`s, as one-value `enum`s) intersected, `type`s narrowed to those both take, other keywords kept
 /// where the node has none; where it has another value, what the part's
 /// asks is added to `unmerged` (phrases for the description). The part's
 /// own `allOf` parts are laid over in turn.
 fn merge_all_of<'a>(map: &mut Object<'a>, mut part: Object<'a>, unmerged: &mut Vec<String>) {
     let nested = part.remove("allOf").and_then(|parts| parts.into_items().ok());
+    const_into_enum(&mut part);
     for (keyword, value) in part.into_entries() {
         let Some(mine) = map.entry_mut(&keyword) else {
             map.insert(keyword, value);
@@ -399,10 +455,10 @@ fn merge_all_of<'a>(map: &mut Object<'a>, mut part: Object<'a>, unmerged: &mut V
                 let joined = old.iter().chain(new.iter().filter(|name| !listed.contains(name))).cloned().collect();
                 *mine = made(Value::Array(joined));
             }
-            ("enum", Some(Value::Array(old)), Some(Value::Array(new))) if ValueSet::new(new.iter()).shares(old) => {
-                let listed = ValueSet::new(new.iter());
-                let both = old.iter().filter(|v| listed.contains(v)).cloned().collect();
-                *mine = made(Value::Array(both));
+            ("enum", Some(old), Some(new)) if old.is_array() && new.is_array() => {
+                if let Some(both) = common_values(old, new) {
+                    *mine = made(both);
+                }
             }
             (k, Some(Value::Number(old)), Some(Value::Number(new)))
                 if LOWER_BOUNDS.contains(&k) || UPPER_BOUNDS.contains(&k) =>
@@ -675,6 +731,45 @@ mod tests {
     }
 
     #[test]
+    fn merged_enums_and_consts_keep_only_the_values_every_part_and_the_type_allow() {
+        let property = |node: Value| {
+            let schema = json!({"type": "object", "properties": {"v": node}});
+            assert_eq!(gemini_violations(&schema), []);
+            gemini(&schema)["properties"]["v"].clone()
+        };
+        // A union branch's enum with its node's, as an `allOf` part's.
+        assert_eq!(
+            property(json!({"enum": ["a", "b", "c"], "anyOf": [{"enum": ["b", "c", "d"]}, {"type": "null"}]})),
+            json!({"enum": ["b", "c"], "type": "string", "nullable": true})
+        );
+        // A `const` is a one-value enum, intersected too (not put in place of the other's).
+        assert_eq!(
+            property(json!({"enum": ["a", "b"], "allOf": [{"const": "b"}]})),
+            json!({"enum": ["b"], "type": "string"})
+        );
+        assert_eq!(property(json!({"const": "a", "enum": ["a", "b"]})), json!({"enum": ["a"], "type": "string"}));
+        // The type narrowed to integer keeps only the integers.
+        assert_eq!(
+            property(
+                json!({"enum": [1, 2.5, "x", 3.0, null], "allOf": [{"type": ["integer", "string"]}, {"type": "number"}]})
+            ),
+            json!({"type": "integer", "description": "(one of 1, 3.0)"})
+        );
+        // No value fits: the node says so (the tool stays; the module refuses any value sent there).
+        assert_eq!(
+            property(json!({"type": "string", "enum": ["a"], "allOf": [{"const": "b"}]})),
+            json!({"type": "string", "description": format!("({NO_VALUE_FITS})")})
+        );
+        assert_eq!(
+            property(json!({"enum": ["a", "b"], "oneOf": [{"type": "integer"}, {"enum": ["b"]}]})),
+            json!({"anyOf": [
+                {"type": "integer", "description": format!("({NO_VALUE_FITS})")},
+                {"enum": ["b"], "type": "string"}
+            ]})
+        );
+    }
+
+    #[test]
     fn a_property_several_all_of_parts_declare_holds_every_parts_schema() {
         let schema = json!({"type": "object", "allOf": [
             {"properties": {
@@ -752,7 +847,7 @@ mod tests {
                 }}
             ]})
         );
-        // A branch's type narrows the node's, bounds and enums as an `allOf`'s do.
+        // A branch's type narrows the node's, bounds and enums as an `allOf`'s do (the enum to that type's values).
         let narrowed = json!({"type": "object", "properties": {"v": {
             "type": ["integer", "string"], "enum": [1, 2, "a", "b"],
             "anyOf": [{"type": "number", "minimum": 0}, {"type": "string", "enum": ["b", "c"]}]
@@ -761,7 +856,7 @@ mod tests {
         assert_eq!(
             gemini(&narrowed)["properties"]["v"],
             json!({"anyOf": [
-                {"type": "integer", "minimum": 0, "description": "(one of 1, 2, \"a\", \"b\")"},
+                {"type": "integer", "minimum": 0, "description": "(one of 1, 2)"},
                 {"type": "string", "enum": ["b"]}
             ]})
         );
