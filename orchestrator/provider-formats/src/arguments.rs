@@ -276,8 +276,8 @@ impl<'s> Mapping<'s> {
     /// model sent them (Gemini-safe when renamed), beside the nodes `base`
     /// already found (the conversion merges them into each branch; `visited`
     /// those and their parts): whether all required names are there, how
-    /// many sent names are declared, how few are not; `None` for a branch
-    /// that declares no properties.
+    /// many sent names are declared, how few are not, how few declared names
+    /// were not sent ([`Score`]); `None` for a branch that declares no properties.
     fn matching(
         &mut self,
         branch: (usize, &'s Value),
@@ -302,7 +302,8 @@ impl<'s> Mapping<'s> {
             return None;
         }
         let known = map.keys().filter(|key| declared.declares(key, self.renamed)).count();
-        Some(((declared.all_required(map), known, Reverse(map.len() - known)), index, node))
+        let unsent = declared.schemas.len().saturating_sub(known);
+        Some(((declared.all_required(map), known, Reverse(map.len() - known), Reverse(unsent)), index, node))
     }
 
     /// The resolved alternatives of the union that the nodes `nodes` make
@@ -356,8 +357,11 @@ impl<'s> Mapping<'s> {
 }
 
 /// How well a union branch matches sent names: all its required names sent,
-/// how many sent names it declares, how few it does not (higher is better).
-type Score = (bool, usize, Reverse<usize>);
+/// how many sent names it declares, how few it does not, how few it
+/// declares that were not sent (a model fills in the branch it chose, so
+/// of two branches that declare every sent name the narrower is meant;
+/// higher is better).
+type Score = (bool, usize, Reverse<usize>, Reverse<usize>);
 
 /// The `required` names of an object schema.
 fn required_names(node: &Value) -> Vec<&str> {
@@ -493,6 +497,111 @@ mod tests {
             assert!(restore(&compile::prepare(&schema), args.as_object_mut().unwrap(), true));
             assert_eq!(args["v"], expected, "{schema}: converted {v}");
         }
+    }
+
+    /// Property names that meet once made Gemini-safe.
+    const MEETING_NAMES: &[&str] = &["a-b", "a_b", "a.b", "a_b_2", "x", "1x", "_1x"];
+
+    /// Object schemas whose properties (named from [`MEETING_NAMES`], each
+    /// described by its own name) sit in the node, its `allOf` parts and its
+    /// `oneOf` branches (each with a required name of its own), nested.
+    fn meeting_objects() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        fn with_properties(child: BoxedStrategy<Value>) -> BoxedStrategy<Value> {
+            proptest::sample::subsequence(MEETING_NAMES, 0..=3)
+                .prop_flat_map(move |names| {
+                    let children = proptest::collection::vec(
+                        prop_oneof![Just(json!({"type": "string"})), child.clone()],
+                        names.len(),
+                    );
+                    children.prop_map(move |children| {
+                        let properties: Map<String, Value> = names
+                            .iter()
+                            .zip(children)
+                            .map(|(name, mut child)| {
+                                child["description"] = json!(name);
+                                (name.to_string(), child)
+                            })
+                            .collect();
+                        json!({"type": "object", "properties": properties})
+                    })
+                })
+                .boxed()
+        }
+        with_properties(Just(json!({"type": "string"})).boxed()).prop_recursive(3, 40, 3, |inner| {
+            let parts = proptest::collection::vec(inner.clone(), 0..=2);
+            let branches = proptest::collection::vec(inner.clone(), 0..=3);
+            (with_properties(inner), parts, branches).prop_map(|(mut node, parts, branches)| {
+                if !parts.is_empty() {
+                    node["allOf"] = json!(parts);
+                }
+                if branches.len() > 1 {
+                    // Each branch required a name of its own: branches whose names all meet are one to a model.
+                    let branches: Vec<Value> = branches
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, mut branch)| {
+                            let own = format!("only{i}");
+                            branch["properties"][&own] = json!({"type": "string", "description": own});
+                            branch["required"] = json!([own]);
+                            branch
+                        })
+                        .collect();
+                    node["oneOf"] = json!(branches);
+                }
+                node
+            })
+        })
+    }
+
+    /// What a model sends for the Gemini-converted object node `converted`
+    /// (of a union, branch `pick`): every property under its converted name,
+    /// and what that should map back to, each under the real name its
+    /// description starts with; `None` for a node that is not an object.
+    fn model_sends(converted: &Value, pick: usize) -> Option<(Value, Value)> {
+        let node = match converted.get("anyOf").and_then(Value::as_array) {
+            Some(branches) => &branches[pick % branches.len()],
+            None => converted,
+        };
+        let properties = node.get("properties")?.as_object()?;
+        let (mut sent, mut expected) = (Map::new(), Map::new());
+        for (safe, property) in properties {
+            let real = property["description"].as_str().unwrap().split(' ').next().unwrap();
+            let (value, back) = model_sends(property, pick).unwrap_or_else(|| (json!(real), json!(real)));
+            sent.insert(safe.clone(), value);
+            expected.insert(real.to_owned(), back);
+        }
+        Some((Value::Object(sent), Value::Object(expected)))
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn every_property_gemini_shows_maps_back_to_its_own_name(mut node in meeting_objects(), pick in 0..3usize) {
+            node["description"] = json!("v");
+            let schema = json!({"type": "object", "properties": {"v": node}, "required": ["v"]});
+            let converted = compile::gemini(&schema);
+            let (mut sent, expected) = model_sends(&converted, pick).unwrap();
+            let before = sent.clone();
+            restore(&compile::prepare(&schema), sent.as_object_mut().unwrap(), true);
+            proptest::prop_assert_eq!(&sent, &expected, "sent {} for {}", before, converted);
+        }
+    }
+
+    #[test]
+    fn of_branches_that_declare_every_sent_name_the_narrowest_is_taken() {
+        // Gemini shows the first branch's `a.b` and `a_b_2` and the second's `a-b` and `a.b` under the same names.
+        let schema = json!({"type": "object", "properties": {"v": {"type": "object", "oneOf": [
+            {"properties": {"a.b": {"type": "string"}, "a_b_2": {"type": "string"}, "x": {"type": "string"}}},
+            {"properties": {"a-b": {"type": "string"}}, "allOf": [{"properties": {"a.b": {"type": "string"}}}]}
+        ]}}});
+        let converted = compile::gemini(&schema);
+        assert_eq!(
+            converted["properties"]["v"]["anyOf"][1]["properties"],
+            json!({"a_b_2": {"type": "string"}, "a_b": {"type": "string"}})
+        );
+        let mut args = json!({"v": {"a_b_2": "1", "a_b": "2"}});
+        assert!(restore(&compile::prepare(&schema), args.as_object_mut().unwrap(), true));
+        assert_eq!(args, json!({"v": {"a-b": "1", "a.b": "2"}}));
     }
 
     #[test]
