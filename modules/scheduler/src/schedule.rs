@@ -46,6 +46,11 @@ pub enum ScheduleError {
     /// The schedule never fires again.
     #[error("the schedule {0:?} has no future run")]
     NeverRuns(String),
+    /// Days of the month that none of the months named has (`0 0 30 2 *`).
+    #[error(
+        "the schedule {0:?} never runs: no month in {2:?} has a day {1:?} (February has 29 days at most; April, June, September and November 30); use days 1-28, or L for the last day of the month"
+    )]
+    NoSuchDay(String, String, String),
 }
 
 /// A schedule in its normalized cron form, ready to evaluate.
@@ -83,6 +88,7 @@ impl Schedule {
             .build()
             .parse(text)
             .map_err(|e| ScheduleError::Unreadable(shown(text), e.to_string()))?;
+        check_days_exist(&cron, text)?;
         Ok(Self { cron, text: text.to_owned() })
     }
 
@@ -98,6 +104,29 @@ impl Schedule {
             .find_next_occurrence(&start, false)
             .map(|zoned| zoned.timestamp())
             .map_err(|_| ScheduleError::NeverRuns(self.text.clone()))
+    }
+
+    /// The first run strictly after `after` and no later than `ahead` after
+    /// it, or `None` when there is none. Where [`Self::next_after`] lets
+    /// croner search on to the year 5000 (seconds of CPU for a schedule that
+    /// never runs), this search ends with the year `ahead` reaches.
+    pub fn first_run_within(
+        &self,
+        after: Timestamp,
+        zone: &TimeZone,
+        ahead: Duration,
+    ) -> Result<Option<Timestamp>, ScheduleError> {
+        let end = jiff::SignedDuration::try_from(ahead).ok().and_then(|ahead| after.checked_add(ahead).ok());
+        let Some(end) = end else { return self.next_after(after, zone).map(Some) };
+        let mut bounded = self.cron.clone();
+        let last_year = end.to_zoned(zone.clone()).year();
+        for year in (i32::from(last_year) + 1)..=croner::YEAR_UPPER_LIMIT {
+            let year = u16::try_from(year).unwrap_or(u16::MAX);
+            // A year outside croner's range has no bit to clear.
+            let _ = bounded.pattern.years.unset_bit(year, CRONER_VALUE_BIT);
+        }
+        let run = bounded.find_next_occurrence(&after.to_zoned(zone.clone()), false).map(|zoned| zoned.timestamp());
+        Ok(run.ok().filter(|run| *run <= end))
     }
 
     /// The next `count` runs after `after`.
@@ -205,6 +234,10 @@ pub const CHECK_HORIZON_MONTHS: i64 = 48;
 /// to a day after.
 pub const TURNING_POINT_WINDOW: Duration = Duration::from_secs(2 * 86_400);
 
+/// The bit croner's fields set for a value they name (its `ALL_BIT`, which
+/// croner does not export).
+const CRONER_VALUE_BIT: u8 = 1;
+
 /// What one window of the interval check found.
 enum Window {
     /// A gap shorter than the shortest allowed.
@@ -234,6 +267,32 @@ fn turning_points(after: Timestamp, horizon: Timestamp, zone: &TimeZone) -> Vec<
         .collect();
     points.sort_unstable();
     points
+}
+
+/// Refuses a day-of-month field none of whose days the month field's
+/// months have (`0 0 31 2,4,6,9,11 *`), which croner would otherwise search
+/// for until the year 5000. 29 February is a day, of leap years. A field
+/// with `L`, `W` or `#`, or a weekday field that is enough on its own (a
+/// day runs when either field matches), is left to the bounded search
+/// ([`Schedule::first_run_within`]).
+fn check_days_exist(cron: &Cron, text: &str) -> Result<(), ScheduleError> {
+    let pattern = &cron.pattern;
+    let weekday_suffices = !pattern.is_dow_wildcard() && !pattern.matches_dom_and_dow();
+    if weekday_suffices || pattern.days.has_modifiers() {
+        return Ok(());
+    }
+    let longest = |month: u16| match month {
+        2 => 29,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
+    let first_day = pattern.days.values().into_iter().min().unwrap_or(u16::MAX);
+    if pattern.months.values().into_iter().any(|month| first_day <= longest(month)) {
+        return Ok(());
+    }
+    let fields: Vec<&str> = text.split_whitespace().rev().collect();
+    let field = |from_end: usize| fields.get(from_end).map_or_else(String::new, |field| shown(field));
+    Err(ScheduleError::NoSuchDay(shown(text), field(2), field(1)))
 }
 
 /// The cron form of a phrase; `None` when the input is not a phrase (it may be cron).
@@ -469,7 +528,7 @@ mod tests {
             ("61 * * * *", "cannot read the schedule \"61 * * * *\""),
             ("* * * *", "4 fields"),
             ("* * * * * * *", "7 fields"),
-            ("0 0 31 2 *", "has no future run"),
+            ("0 0 31 2 *", "never runs: no month in \"2\" has a day \"31\""),
             ("", "0 fields"),
         ] {
             let error = Schedule::parse(input)
@@ -557,6 +616,43 @@ mod tests {
         assert_eq!(days("0 9 L * *", start(2028, 1, 15), 3), ["2028-01-31", "2028-02-29", "2028-03-31"]);
         // 29 February: leap years only.
         assert_eq!(days("0 0 29 2 *", start(2025, 1, 1), 2), ["2028-02-29", "2032-02-29"]);
+    }
+
+    #[test]
+    fn a_day_no_named_month_has_is_refused_naming_both_fields() {
+        for (input, day, months) in [
+            ("0 0 31 2 *", "31", "2"),
+            ("0 0 30 2 *", "30", "2"),
+            ("0 0 30,31 feb *", "30,31", "feb"),
+            ("0 0 31 4 *", "31", "4"),
+            ("0 0 31 6 *", "31", "6"),
+            ("0 0 31 9 *", "31", "9"),
+            ("0 0 31 11 *", "31", "11"),
+            ("0 0 31 2,4,6,9,11 *", "31", "2,4,6,9,11"),
+        ] {
+            let error = Schedule::parse(input).unwrap_err();
+            assert_eq!(error, ScheduleError::NoSuchDay(input.into(), day.into(), months.into()), "{input}");
+            assert!(error.to_string().contains(&format!("never runs: no month in {months:?} has a day {day:?}")));
+        }
+        // 29 February (leap years), a month that has the day, the last day,
+        // or a weekday that runs on its own: accepted.
+        for input in ["0 0 29 2 *", "0 0 30,31 2,3 *", "0 0 31 1-12 *", "0 0 L 2 *", "0 0 31 2 1", "0 0 29 2 1#5"] {
+            assert!(Schedule::parse(input).is_ok(), "{input}");
+        }
+    }
+
+    #[test]
+    fn the_bounded_search_stops_at_its_horizon() {
+        let after = date(2025, 3, 1).at(0, 0, 0, 0).to_zoned(TimeZone::UTC).unwrap().timestamp();
+        let year = Duration::from_secs(366 * 86_400);
+        let leap_day = Schedule::parse("0 0 29 2 *").unwrap();
+        // The next 29 February is in 2028: not within a year, within four.
+        assert_eq!(leap_day.first_run_within(after, &TimeZone::UTC, year).unwrap(), None);
+        let found = leap_day.first_run_within(after, &TimeZone::UTC, year * 4).unwrap();
+        assert_eq!(found, Some("2028-02-29T00:00:00Z".parse().unwrap()));
+        // No weekday nearest a 31 February, ever: refused at the horizon.
+        let never = Schedule::parse("0 0 31W 2 *").unwrap();
+        assert_eq!(never.first_run_within(after, &TimeZone::UTC, year * 10).unwrap(), None);
     }
 
     #[test]

@@ -269,7 +269,7 @@ pub async fn add_recurring_task(ctx: Context, args: AddRecurringTask) -> Result<
     let zone = time_zone(&zone_name).map_err(|e| invalid("timezone", e))?;
     let until = args.until.as_deref().map(|until| parse_time("until", until)).transpose()?;
     let now = Timestamp::now();
-    check_interval(schedule.clone(), zone.clone(), now, limits.min_interval).await?;
+    check_runs(schedule.clone(), zone.clone(), now, limits.max_ahead, limits.min_interval).await?;
     let sample = schedule.upcoming(now, &zone, 3).map_err(|e| invalid("schedule", e))?;
     let max_runs = args.max_runs.map(|n| n as usize).unwrap_or(usize::MAX);
     let runs: Vec<i64> = sample
@@ -404,24 +404,35 @@ async fn add(ctx: &Context, scheduler: &Scheduler, task: NewTask) -> Result<Task
     Ok(task)
 }
 
-/// Refuses a schedule whose runs come closer than `shortest` at times.
-/// Reading eight days of runs (up to `INTERVAL_CHECK_MAX_RUNS` cron
-/// evaluations) is CPU work, so it is done on a blocking thread, leaving
-/// the async workers to other calls.
-async fn check_interval(
+/// Refuses a schedule with no run within `max_ahead`, searched no further
+/// (one that never runs would have croner search to the year 5000), or
+/// whose runs come closer than `shortest` at times. Reading up to
+/// `max_ahead` of the calendar and eight days of runs (up to
+/// `INTERVAL_CHECK_MAX_RUNS` cron evaluations) is CPU work, so it is done on
+/// a blocking thread, leaving the async workers to other calls.
+async fn check_runs(
     schedule: Schedule,
     zone: TimeZone,
     now: Timestamp,
+    max_ahead: Duration,
     shortest: Duration,
 ) -> Result<(), ToolError> {
-    let too_short = tokio::task::spawn_blocking(move || {
-        schedule.interval_shorter_than(shortest, now, INTERVAL_CHECK_SPAN, &zone, INTERVAL_CHECK_MAX_RUNS)
+    let checked = tokio::task::spawn_blocking(move || {
+        let first = schedule.first_run_within(now, &zone, max_ahead)?;
+        first
+            .map(|_| schedule.interval_shorter_than(shortest, now, INTERVAL_CHECK_SPAN, &zone, INTERVAL_CHECK_MAX_RUNS))
+            .transpose()
     })
     .await?
     .map_err(|e| invalid("schedule", e))?;
-    match too_short {
-        None => Ok(()),
-        Some(gap) => Err(ToolError::invalid_arguments(format!(
+    match checked {
+        None => Err(ToolError::invalid_arguments(format!(
+            "arguments.schedule has no run in the next {} days, the limit (SCHEDULER_MAX_AHEAD_DAYS), as far as it is \
+             searched; write a schedule that runs sooner",
+            max_ahead.as_secs() / 86_400
+        ))),
+        Some(None) => Ok(()),
+        Some(Some(gap)) => Err(ToolError::invalid_arguments(format!(
             "arguments.schedule runs every {} seconds at times; the shortest interval allowed is {} seconds \
              (SCHEDULER_MIN_INTERVAL_SECONDS)",
             gap.as_secs(),
@@ -578,14 +589,36 @@ mod tests {
         // A run every minute: eight days of them, over ten thousand, to read.
         let schedule = Schedule::parse("every 1m").unwrap();
         let now = Timestamp::now();
-        let mut check = std::pin::pin!(check_interval(schedule.clone(), TimeZone::UTC, now, Duration::from_secs(60)));
+        let ahead = Duration::from_secs(3660 * 86_400);
+        let mut check =
+            std::pin::pin!(check_runs(schedule.clone(), TimeZone::UTC, now, ahead, Duration::from_secs(60)));
         assert!(futures::poll!(check.as_mut()).is_pending(), "the check yields while it reads the runs elsewhere");
         check.await.unwrap();
-        let refused = check_interval(schedule, TimeZone::UTC, now, Duration::from_secs(120)).await.unwrap_err();
+        let refused = check_runs(schedule, TimeZone::UTC, now, ahead, Duration::from_secs(120)).await.unwrap_err();
         let refused = refused.to_string();
         assert!(
             refused.contains("runs every 60 seconds at times; the shortest interval allowed is 120 seconds (SCHEDULER_MIN_INTERVAL_SECONDS)"),
             "{refused}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_schedule_with_no_run_within_the_limit_is_refused_naming_it() {
+        let now = Timestamp::now();
+        let ahead = Duration::from_secs(3660 * 86_400);
+        // The weekday nearest a 31 February: no such day, and `W` is left to the bounded search.
+        let never = Schedule::parse("0 0 31W 2 *").unwrap();
+        let refused = check_runs(never, TimeZone::UTC, now, ahead, Duration::from_secs(60)).await.unwrap_err();
+        assert_eq!(refused.kind(), module_sdk::ErrorKind::InvalidArguments);
+        let refused = refused.to_string();
+        assert!(
+            refused
+                .contains("arguments.schedule has no run in the next 3660 days, the limit (SCHEDULER_MAX_AHEAD_DAYS)"),
+            "{refused}"
+        );
+        // 29 February, within four years: accepted.
+        check_runs(Schedule::parse("0 0 29 2 *").unwrap(), TimeZone::UTC, now, ahead, Duration::from_secs(60))
+            .await
+            .unwrap();
     }
 }
