@@ -662,6 +662,22 @@ async fn a_session_whose_get_stream_is_open_is_not_idle() {
 }
 
 #[tokio::test]
+async fn a_session_whose_resumed_get_stream_is_open_is_not_idle() {
+    // Sessions idle for 3 s end; a client reconnecting its `GET /mcp`
+    // after a network blip names the last event it had (`Last-Event-ID`).
+    let fleet = Fleet::start(&[("MCP_SESSION_IDLE_SECONDS", "3")]).await;
+    let session = open_session(&fleet, "ada").await;
+    drop(get_stream(&fleet, "ada", &session).await);
+    let headers =
+        [("mcp-session-id", session.as_str()), ("mcp-protocol-version", "2025-11-25"), ("last-event-id", "0")];
+    let stream = mcp_raw(&fleet, reqwest::Method::GET, "ada", &headers, None).await;
+    assert_eq!(stream.status(), 200);
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    assert_eq!(list_in_session(&fleet, "ada", &session).await.0, 200, "the session ended with its stream open");
+    drop(stream);
+}
+
+#[tokio::test]
 async fn sigterm_ends_open_event_streams_and_the_process() {
     let mut fleet = Fleet::start(&[]).await;
     let session = open_session(&fleet, "ada").await;

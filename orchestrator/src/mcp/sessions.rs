@@ -164,16 +164,20 @@ impl FleetSessions {
         OPENER.scope(Mutex::new(slot), serve).await
     }
 
-    /// `stream`, the answer to `request` (if a request) of `session`: kept
-    /// alive while open, cancelling the request when dropped before its answer.
+    /// `stream`, the answer to `request` (if a request) of `session`, or its
+    /// `GET` stream resumed (`common`): kept alive while open if either,
+    /// cancelling the request when dropped before its answer.
     fn answer_stream<S: Stream<Item = ServerSseMessage> + Unpin>(
         &self,
         session: Option<LocalSessionHandle>,
         request: Option<(RequestId, KeptCallId)>,
+        common: bool,
         stream: S,
     ) -> CancelOnDrop<KeptAlive<S>> {
-        // A call runs without a message for as long as its tool takes: its session is not idle meanwhile.
-        let stream = KeptAlive::new(stream, session.clone().filter(|_| request.is_some()), self.touch_every());
+        // A call runs without a message for as long as its tool takes, and a
+        // `GET` stream waits for notifications: the session is not idle meanwhile.
+        let kept_alive = common || request.is_some();
+        let stream = KeptAlive::new(stream, session.clone().filter(|_| kept_alive), self.touch_every());
         let (request, kept) = request.unzip();
         CancelOnDrop::new(stream, session, request, kept)
     }
@@ -286,7 +290,7 @@ impl SessionManager for FleetSessions {
             (request, kept)
         });
         let stream = futures::stream::poll_fn(move |cx| receiver.inner.poll_recv(cx));
-        Ok(self.answer_stream(Some(session), request, stream))
+        Ok(self.answer_stream(Some(session), request, false, stream))
     }
 
     async fn accept_message(&self, id: &SessionId, message: ClientJsonRpcMessage) -> Result<(), Self::Error> {
@@ -310,12 +314,13 @@ impl SessionManager for FleetSessions {
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         // A call's answer resumed (`<index>/<stream number>`) is kept alive
-        // and cancelled when dropped, as the stream it moves from was.
-        let number = last_event_id.split_once('/').and_then(|(_, number)| number.parse().ok());
-        let request = number.and_then(|number| self.calls.get(id, number));
+        // and cancelled when dropped, as the stream it moves from was; the
+        // `GET` stream resumed (`<index>`) is kept alive, as it was opened.
+        let number = last_event_id.split_once('/').map(|(_, number)| number.parse().ok());
+        let request = number.flatten().and_then(|number| self.calls.get(id, number));
         let session = self.local.sessions.read().await.get(id).cloned();
         let stream = self.local.resume(id, last_event_id).await?;
-        Ok(self.answer_stream(session, request, Box::pin(stream)))
+        Ok(self.answer_stream(session, request, number.is_none(), Box::pin(stream)))
     }
 }
 
