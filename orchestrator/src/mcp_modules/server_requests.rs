@@ -33,7 +33,7 @@ pub struct ServerRequestBudget<T> {
     module: String,
     max: usize,
     /// The server's requests whose answers are not sent yet.
-    unanswered: Arc<Mutex<HashSet<RequestId>>>,
+    unanswered: Arc<Mutex<Unanswered>>,
     /// Whether rmcp drops the answer to a request the server cancelled (the
     /// lifecycle of protocols before 2026-07-28), so a cancelled request is
     /// no longer waiting.
@@ -42,6 +42,17 @@ pub struct ServerRequestBudget<T> {
     ended: watch::Sender<Option<String>>,
     /// Called once when the budget ends the session.
     on_end: Option<Box<dyn FnOnce() + Send>>,
+}
+
+/// The server's requests whose answers are not sent yet.
+#[derive(Default)]
+struct Unanswered {
+    /// Those waiting for their answers: a request with one of these ids is a duplicate.
+    waiting: HashSet<RequestId>,
+    /// How many have their answers produced and being sent: they count
+    /// against the budget still, but their ids may be used again (a server
+    /// restarting its counter after a reconnect).
+    sending: usize,
 }
 
 /// What becomes of a message from the server.
@@ -82,7 +93,7 @@ impl<T> ServerRequestBudget<T> {
         self.ended.subscribe()
     }
 
-    fn unanswered(&self) -> MutexGuard<'_, HashSet<RequestId>> {
+    fn unanswered(&self) -> MutexGuard<'_, Unanswered> {
         self.unanswered.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -94,20 +105,20 @@ impl<T> ServerRequestBudget<T> {
         match message {
             JsonRpcMessage::Request(request) => {
                 let mut unanswered = self.unanswered();
-                if unanswered.contains(&request.id) {
+                if unanswered.waiting.contains(&request.id) {
                     return Admission::Duplicate;
                 }
-                if unanswered.len() >= self.max {
+                if unanswered.waiting.len() + unanswered.sending >= self.max {
                     return Admission::OverBudget;
                 }
-                unanswered.insert(request.id.clone());
+                unanswered.waiting.insert(request.id.clone());
             }
             JsonRpcMessage::Notification(notification) => {
                 if let ServerNotification::CancelledNotification(cancelled) = &notification.notification
                     && let Some(id) = &cancelled.params.request_id
                     && self.cancel_drops_answer
                 {
-                    self.unanswered().remove(id);
+                    self.unanswered().waiting.remove(id);
                 }
             }
             JsonRpcMessage::Response(response) => {
@@ -140,10 +151,17 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for ServerRequestBudget<T> 
 
     fn send(&mut self, item: ClientJsonRpcMessage) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let answered = match &item {
-            JsonRpcMessage::Response(response) => Some(response.id.clone()),
-            JsonRpcMessage::Error(error) => error.id.clone(),
+            JsonRpcMessage::Response(response) => Some(&response.id),
+            JsonRpcMessage::Error(error) => error.id.as_ref(),
             JsonRpcMessage::Request(_) | JsonRpcMessage::Notification(_) => None,
         };
+        // Answered, the request is no longer waiting, though it counts until its answer is sent.
+        let counted = answered.is_some_and(|id| {
+            let mut unanswered = self.unanswered();
+            let waiting = unanswered.waiting.remove(id);
+            unanswered.sending += usize::from(waiting);
+            waiting
+        });
         let sending = self.inner.as_mut().map(|inner| inner.send(item));
         let (unanswered, mut ended) = (Arc::clone(&self.unanswered), self.ended.subscribe());
         async move {
@@ -152,8 +170,8 @@ impl<T: Transport<RoleClient>> Transport<RoleClient> for ServerRequestBudget<T> 
                 sent = sending => sent,
                 _ = ended.wait_for(Option::is_some) => Ok(()),
             };
-            if let Some(id) = answered {
-                unanswered.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
+            if counted {
+                unanswered.lock().unwrap_or_else(PoisonError::into_inner).sending -= 1;
             }
             sent
         }
@@ -289,6 +307,22 @@ mod tests {
         assert!(!ended.load(Ordering::SeqCst));
         assert!(budget.receive().await.is_none(), "a third unanswered request");
         assert!(ended.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test]
+    async fn an_answered_id_may_be_used_again_while_its_answer_is_sent() {
+        let (mut budget, ended, _) = budget(vec![ping(1), ping(1), ping(2)], true);
+        assert!(budget.receive().await.is_some());
+        // The answer is produced; its send (never finishing here) is under way.
+        let answering = budget.send(answer(1));
+        let again = budget.receive().await.unwrap();
+        assert!(
+            matches!(again, JsonRpcMessage::Request(request) if request.id == RequestId::Number(1)),
+            "the id reused after its answer was skipped as a duplicate"
+        );
+        assert!(budget.receive().await.is_none(), "the answer being sent still counts: a third request");
+        assert!(ended.load(Ordering::SeqCst));
+        drop(answering);
     }
 
     #[tokio::test]
