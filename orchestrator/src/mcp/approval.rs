@@ -25,6 +25,7 @@ use unicode_general_category::{GeneralCategory, get_general_category};
 use crate::app::Orchestrator;
 use crate::approvals::{Approval, ApprovalError, Decision, count_decision, decide_to_the_end};
 use crate::identity::Identity;
+use crate::mcp::call_results;
 
 /// The key of the confirmation in `inputRequests` and `inputResponses`.
 const CONFIRMATION: &str = "approval";
@@ -162,7 +163,7 @@ pub async fn resume(
     let outcome = decide_to_the_end(orchestrator, identity, state, decision, reason).await;
     Ok(match outcome {
         Ok(approval) => match approval.result {
-            Some(result) => tool.call_result(result),
+            Some(result) => call_results::call_result(tool, result),
             None => CallToolResult::error(vec![ContentBlock::text("the approval was decided without a result")]),
         },
         Err(error) => CallToolResult::error(vec![ContentBlock::text(error.to_string())]),

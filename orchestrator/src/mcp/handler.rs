@@ -23,11 +23,11 @@ use tokio::sync::watch;
 use crate::app::Orchestrator;
 use crate::caller::{Caller, CallerFields};
 use crate::identity::Identity;
-use crate::mcp::approval;
 use crate::mcp::progress::with_progress;
 use crate::mcp::streams::StreamBudget;
 use crate::mcp::tasks::{McpTasks, TaskOwner, client_accepts_tasks, run_as_task};
 use crate::mcp::tools::CallerTools;
+use crate::mcp::{approval, call_results};
 use crate::trace::RequestTrace;
 
 /// How long a client may keep a `tools/list` page: the fleet's tools change
@@ -217,9 +217,10 @@ impl ServerHandler for FleetMcp {
                 let outcome =
                     orchestrator.call(&identity, &caller, tool.full_name.clone(), arguments, false, None).await;
                 // An approval asked for meanwhile (the policy changed) is answered as for clients that cannot ask.
-                Ok(outcome
-                    .pending
-                    .map_or_else(|| tool.call_result(outcome.result), |pending| approval::waiting(&pending)))
+                Ok(outcome.pending.map_or_else(
+                    || call_results::call_result(&tool, outcome.result),
+                    |pending| approval::waiting(&pending),
+                ))
             });
             return run_as_task(&self.tasks, mcp_caller.task_owner(), call, progress, context.ct.cancelled()).await;
         }
@@ -234,7 +235,7 @@ impl ServerHandler for FleetMcp {
         match outcome.pending {
             Some(pending) if approval::client_can_confirm(&context) => approval::ask(&pending),
             Some(pending) => Ok(approval::waiting(&pending).into()),
-            None => Ok(tool.call_result(outcome.result).into()),
+            None => Ok(call_results::call_result(&tool, outcome.result).into()),
         }
     }
 

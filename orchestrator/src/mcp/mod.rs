@@ -31,6 +31,7 @@
 
 pub mod approval;
 pub mod call_ids;
+pub mod call_results;
 pub mod cancel_on_drop;
 pub mod handler;
 pub mod http;
