@@ -223,6 +223,7 @@ struct FileConfig {
     jwt_jwks_refresh_seconds: Option<f64>,
     jwt_unknown_kid_refetch_seconds: Option<f64>,
     jwt_jwks_max_stale_seconds: Option<f64>,
+    jwt_jwks_max_bytes: Option<usize>,
     approval_expiry_seconds: Option<f64>,
     approval_risk_level: Option<String>,
     approval_for_destructive: Option<bool>,
@@ -385,6 +386,7 @@ impl Config {
                 jwt_jwks_refresh_seconds: file.jwt_jwks_refresh_seconds,
                 jwt_unknown_kid_refetch_seconds: file.jwt_unknown_kid_refetch_seconds,
                 jwt_jwks_max_stale_seconds: file.jwt_jwks_max_stale_seconds,
+                jwt_jwks_max_bytes: file.jwt_jwks_max_bytes,
             },
             &env,
         )?;

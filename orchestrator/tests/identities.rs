@@ -14,7 +14,7 @@ use common::identities::{
 };
 use common::modules::{approval_module, sdk_module};
 use common::{ModuleServer, OrchestratorProcess, free_port, module_services};
-use orchestrator::identity::jwt::MAX_JWKS_BYTES;
+use orchestrator::identity::settings::DEFAULT_JWKS_MAX_BYTES;
 use serde_json::{Value, json};
 
 const SERVICE_TOKEN: &str = "service-token-for-tests-0123456789";
@@ -271,15 +271,15 @@ fn a_jwks_url_that_never_answers_stops_start_up_within_the_discovery_timeout() {
 }
 
 /// A JWKS server at `/.well-known/jwks.json` answering the test keys' JWKS,
-/// padded past `MAX_JWKS_BYTES` with trailing whitespace (still a valid
-/// JWKS) while `oversized` is set: its URL and the switch.
-fn jwks_server(oversized: bool) -> (ModuleServer, String, Arc<AtomicBool>) {
+/// padded with `padding` bytes of trailing whitespace (still a valid JWKS)
+/// while `padded` is set: its URL and the switch.
+fn jwks_server(padding: usize, padded: bool) -> (ModuleServer, String, Arc<AtomicBool>) {
     let jwks = std::fs::read_to_string(jwks_file().path()).unwrap();
-    let padded = format!("{jwks}{}", " ".repeat(MAX_JWKS_BYTES));
-    let switch = Arc::new(AtomicBool::new(oversized));
-    let oversized = Arc::clone(&switch);
+    let long = format!("{jwks}{}", " ".repeat(padding));
+    let switch = Arc::new(AtomicBool::new(padded));
+    let padded = Arc::clone(&switch);
     let answer = move || {
-        let body = if oversized.load(Ordering::SeqCst) { padded.clone() } else { jwks.clone() };
+        let body = if padded.load(Ordering::SeqCst) { long.clone() } else { jwks.clone() };
         std::future::ready(body)
     };
     let issuer = ModuleServer::start(axum::Router::new().route("/.well-known/jwks.json", axum::routing::get(answer)));
@@ -289,29 +289,58 @@ fn jwks_server(oversized: bool) -> (ModuleServer, String, Arc<AtomicBool>) {
 
 #[test]
 fn a_jwks_url_answering_more_than_its_limit_stops_start_up() {
-    let (_issuer, url, _) = jwks_server(true);
+    for (setting, limit) in [(None, DEFAULT_JWKS_MAX_BYTES), (Some("4096"), 4096)] {
+        let (_issuer, url, _) = jwks_server(limit, true);
+        let mut command = std::process::Command::new(common::BINARY);
+        command.arg("serve").env_clear().env("PORT", "0").env("JWT_JWKS", &url).env("JWT_AUDIENCE", "orchestrator");
+        if let Some(setting) = setting {
+            command.env("JWT_JWKS_MAX_BYTES", setting);
+        }
+        let output = test_support::Process::start_failing(command, 1);
+        assert!(output.contains(&format!("cannot load the JWKS from {url}")), "{output}");
+        assert!(output.contains(&format!("larger than {limit} bytes, the limit JWT_JWKS_MAX_BYTES sets")), "{output}");
+    }
+}
+
+#[tokio::test]
+async fn a_jwks_larger_than_the_default_limit_is_used_under_a_raised_one() {
+    let (_issuer, url, _) = jwks_server(DEFAULT_JWKS_MAX_BYTES, true);
+    let env = [
+        ("JWT_JWKS", url.as_str()),
+        ("JWT_AUDIENCE", "orchestrator"),
+        ("JWT_ALGORITHMS", "ES256"),
+        ("JWT_JWKS_MAX_BYTES", "2097152"),
+    ];
+    let orchestrator = OrchestratorProcess::start(&env);
+    let good = token(ISSUER_KEY, &claims("ada", "user"));
+    assert_eq!(orchestrator.get_with("/modules", Some(&good)).await.0, 200);
+}
+
+#[test]
+fn a_jwks_size_limit_out_of_its_range_stops_start_up() {
     let mut command = std::process::Command::new(common::BINARY);
-    command.arg("serve").env_clear().env("PORT", "0").env("JWT_JWKS", &url).env("JWT_AUDIENCE", "orchestrator");
-    let output = test_support::Process::start_failing(command, 1);
-    assert!(output.contains(&format!("cannot load the JWKS from {url}")), "{output}");
-    assert!(output.contains(&format!("larger than {MAX_JWKS_BYTES} bytes")), "{output}");
-    assert!(output.contains("MAX_JWKS_BYTES"), "{output}");
+    command.arg("serve").env_clear().env("PORT", "0");
+    command.env("JWT_JWKS", "https://id.example/jwks.json").env("JWT_AUDIENCE", "orchestrator");
+    command.env("JWT_JWKS_MAX_BYTES", "100");
+    let output = test_support::Process::start_failing(command, 2);
+    assert!(output.contains("JWT_JWKS_MAX_BYTES") && output.contains("from 4096 to 67108864"), "{output}");
 }
 
 #[tokio::test]
 async fn a_jwks_refresh_answering_more_than_its_limit_keeps_the_previous_keys() {
-    let (_issuer, url, oversized) = jwks_server(false);
+    let (_issuer, url, oversized) = jwks_server(4096, false);
     let env = [
         ("JWT_JWKS", url.as_str()),
         ("JWT_AUDIENCE", "orchestrator"),
         ("JWT_ALGORITHMS", "ES256"),
         ("JWT_JWKS_REFRESH_SECONDS", "1"),
+        ("JWT_JWKS_MAX_BYTES", "4096"),
     ];
     let orchestrator = OrchestratorProcess::start(&env);
     let good = token(ISSUER_KEY, &claims("ada", "user"));
     assert_eq!(orchestrator.get_with("/modules", Some(&good)).await.0, 200);
     oversized.store(true, Ordering::SeqCst);
-    let refused = |line: &str| line.contains("keeping the previous JWKS") && line.contains("MAX_JWKS_BYTES");
+    let refused = |line: &str| line.contains("keeping the previous JWKS") && line.contains("JWT_JWKS_MAX_BYTES");
     assert!(orchestrator.logged(refused), "{:?}", orchestrator.logs());
     assert_eq!(orchestrator.get_with("/modules", Some(&good)).await.0, 200, "the previous keys still verify");
 }

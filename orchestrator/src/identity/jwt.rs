@@ -21,10 +21,6 @@ use serde_json::Value;
 
 use crate::bounded_body::read_bounded;
 
-/// The most bytes of a JWKS URL's answer read (fixed: a real key set is a
-/// few KiB); a larger one fails the fetch as an unreachable URL does.
-pub const MAX_JWKS_BYTES: usize = 1024 * 1024;
-
 /// Where the signing keys come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JwksSource {
@@ -74,6 +70,9 @@ pub struct JwtSettings {
     /// `JWT_JWKS_MAX_STALE_SECONDS`: how long after its last successful fetch
     /// a JWKS URL's keys still verify tokens.
     pub max_stale: Duration,
+    /// `JWT_JWKS_MAX_BYTES`: the most bytes of a JWKS URL's answer read; a
+    /// larger one fails the fetch as an unreachable URL does.
+    pub max_bytes: usize,
 }
 
 /// Why keys could not be loaded or a token was refused.
@@ -157,7 +156,7 @@ impl JwtVerifier {
     /// Reads or fetches the JWKS and makes it current; a fetch gives up after
     /// the timeout (`DISCOVERY_TIMEOUT`), so a JWKS URL that never answers can
     /// hold neither start-up nor the refreshes after it, and reads at most
-    /// [`MAX_JWKS_BYTES`], so one that answers without end cannot fill memory.
+    /// `JWT_JWKS_MAX_BYTES`, so one that answers without end cannot fill memory.
     pub async fn load(&self) -> Result<(), JwtError> {
         let timeout = self.timeout;
         let (name, json) = match &self.settings.jwks {
@@ -190,10 +189,14 @@ impl JwtVerifier {
                         ),
                     });
                 }
-                let body = read_bounded(response, MAX_JWKS_BYTES, "MAX_JWKS_BYTES").await.map_err(|e| match e {
+                let max_bytes = self.settings.max_bytes;
+                let body = read_bounded(response, max_bytes, "JWT_JWKS_MAX_BYTES").await.map_err(|e| match e {
                     BodyError::TooLarge { max, .. } => JwtError::Jwks {
                         source_name: url.clone(),
-                        reason: format!("the JWKS is larger than {max} bytes, its fixed limit (MAX_JWKS_BYTES)"),
+                        reason: format!(
+                            "the JWKS is larger than {max} bytes, the limit JWT_JWKS_MAX_BYTES sets \
+                             (raise it for an issuer with that many keys)"
+                        ),
                     },
                     BodyError::Transport(e) => fail(e),
                 })?;

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use super::jwt::{JwksSource, JwtSettings};
 use super::keys::{ApiKey, ApiKeyEntry};
 use super::revocations::DEFAULT_REVOCATION_REFRESH_SECONDS;
-use crate::config::{AtLeast, ConfigError, MAX_SETTING_SECONDS, invalid, seconds_setting};
+use crate::config::{AtLeast, ConfigError, MAX_SETTING_SECONDS, invalid, positive_count, seconds_setting};
 
 /// The default of `JWT_ALGORITHMS`.
 pub const DEFAULT_JWT_ALGORITHMS: &str = "RS256,ES256";
@@ -21,6 +21,15 @@ pub const DEFAULT_UNKNOWN_KID_REFETCH_SECONDS: f64 = 30.0;
 /// The default of `JWT_JWKS_MAX_STALE_SECONDS`: this many refresh
 /// intervals (an hour at the default interval), at most 30 days.
 pub const DEFAULT_MAX_STALE_REFRESHES: f64 = 12.0;
+/// The default of `JWT_JWKS_MAX_BYTES`, 1 MiB: hundreds of keys with their
+/// certificates (a real key set is a few KiB, a large tenant's tens).
+pub const DEFAULT_JWKS_MAX_BYTES: usize = 1024 * 1024;
+/// The least `JWT_JWKS_MAX_BYTES`, 4 KiB: one RSA key with its certificate
+/// chain (`x5c`) takes about 3 KiB, so less would refuse a real key set.
+pub const MIN_JWKS_MAX_BYTES: usize = 4 * 1024;
+/// The most `JWT_JWKS_MAX_BYTES`, 64 MiB: each fetch holds the whole answer
+/// and its parsed keys in memory.
+pub const MAX_JWKS_MAX_BYTES: usize = 64 * 1024 * 1024;
 
 /// The checked identity settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,6 +81,8 @@ pub struct IdentityFile {
     pub jwt_unknown_kid_refetch_seconds: Option<f64>,
     /// `jwt_jwks_max_stale_seconds`.
     pub jwt_jwks_max_stale_seconds: Option<f64>,
+    /// `jwt_jwks_max_bytes`.
+    pub jwt_jwks_max_bytes: Option<usize>,
 }
 
 /// An `API_KEYS_FILE`: only `[[api_keys]]`.
@@ -157,6 +168,7 @@ impl IdentitySettings {
                         ),
                     ));
                 }
+                let max_bytes = jwks_max_bytes(env, file.jwt_jwks_max_bytes)?;
                 let audience = text("JWT_AUDIENCE", file.jwt_audience).ok_or_else(|| {
                     invalid(
                         "JWT_AUDIENCE",
@@ -180,6 +192,7 @@ impl IdentitySettings {
                     refresh,
                     unknown_kid_refetch,
                     max_stale,
+                    max_bytes,
                 })
             }
         };
@@ -216,6 +229,17 @@ fn at_least_one_second(
         None => (String::new(), from_file.or(Some(default))),
     };
     seconds_setting(name, &text, seconds, AtLeast::Seconds(1.0))
+}
+
+/// `JWT_JWKS_MAX_BYTES` from `env`, else the file's value, else the
+/// default: within [`MIN_JWKS_MAX_BYTES`]..=[`MAX_JWKS_MAX_BYTES`].
+fn jwks_max_bytes(env: &dyn Fn(&str) -> Option<String>, from_file: Option<usize>) -> Result<usize, ConfigError> {
+    let expected = format!("a number of bytes from {MIN_JWKS_MAX_BYTES} to {MAX_JWKS_MAX_BYTES}");
+    let bytes = positive_count(env, "JWT_JWKS_MAX_BYTES", from_file, DEFAULT_JWKS_MAX_BYTES, &expected)?;
+    if !(MIN_JWKS_MAX_BYTES..=MAX_JWKS_MAX_BYTES).contains(&bytes) {
+        return Err(invalid("JWT_JWKS_MAX_BYTES", &bytes.to_string(), format!("expected {expected}")));
+    }
+    Ok(bytes)
 }
 
 fn read_keys_file(path: &Path) -> Result<Vec<ApiKeyEntry>, ConfigError> {
@@ -286,6 +310,20 @@ mod tests {
         // A file is never stale: its refresh and staleness are not weighed.
         let file = [("JWT_JWKS", "/etc/orchestrator/jwks.json"), ("JWT_AUDIENCE", "orch")];
         assert!(read(&[file[0], file[1], ("JWT_JWKS_MAX_STALE_SECONDS", "60")]).is_ok());
+    }
+
+    #[test]
+    fn the_jwks_size_limit_defaults_to_one_mib_and_is_held_to_its_range() {
+        let url = ("JWT_JWKS", "https://id.example/jwks.json");
+        let jwt = read(&[url, ("JWT_AUDIENCE", "orch")]).unwrap().jwt.unwrap();
+        assert_eq!(jwt.max_bytes, 1024 * 1024);
+        let jwt = read(&[url, ("JWT_AUDIENCE", "orch"), ("JWT_JWKS_MAX_BYTES", "8388608")]).unwrap().jwt.unwrap();
+        assert_eq!(jwt.max_bytes, 8 * 1024 * 1024);
+        for refused in ["0", "4095", "67108865", "-1", "1MiB"] {
+            let error = read(&[url, ("JWT_AUDIENCE", "orch"), ("JWT_JWKS_MAX_BYTES", refused)]).unwrap_err();
+            let error = error.to_string();
+            assert!(error.contains("JWT_JWKS_MAX_BYTES") && error.contains("from 4096 to 67108864"), "{error}");
+        }
     }
 
     #[test]
