@@ -19,6 +19,7 @@ use crate::mcp::serialized::CallAnswer;
 use crate::mcp::shown::shown;
 use crate::mcp::tools::McpTools;
 use crate::module::ModuleService;
+use crate::trace_context::TraceParent;
 
 /// The `_meta` key of a `tools/call` that carries the caller's user id, as
 /// `user_id` does in a `/execute` call; trusted as `/execute` trusts it (the
@@ -104,9 +105,11 @@ impl ModuleMcp {
     }
 
     /// A `tools/call` answer, run as `/execute` runs it (argument validation,
-    /// timeout, panics contained); the user id comes from the params' `_meta`
-    /// or the request's `meta`. Dropping the future cancels the handler's
-    /// [`Context`](crate::Context).
+    /// timeout, panics contained); the user id and the W3C `traceparent`
+    /// (SEP-414: its trace id goes into the call's log events, as the
+    /// `traceparent` header's does on `/execute`; an invalid one is ignored)
+    /// come from the params' `_meta` or the request's `meta`. Dropping the
+    /// future cancels the handler's [`Context`](crate::Context).
     pub(crate) async fn call(
         &self,
         mut request: CallToolRequestParams,
@@ -120,6 +123,10 @@ impl ModuleMcp {
             );
             return Err(ErrorData::invalid_params(message, None));
         };
+        let trace = match request.meta.as_ref().and_then(|params_meta| params_meta.get_traceparent()) {
+            Some(header) => TraceParent::parse(header),
+            None => meta.get_traceparent().and_then(TraceParent::parse),
+        };
         // Taken out, not copied: the params' `_meta` first, the request's only without one there.
         let found = match request.meta.as_mut().and_then(|params_meta| params_meta.remove(USER_ID_META_KEY)) {
             Some(value) => Some(value),
@@ -131,7 +138,7 @@ impl ModuleMcp {
         };
         let call =
             ToolCall { tool_name: tool.full_name.clone(), arguments: request.arguments.unwrap_or_default(), user_id };
-        Ok(tool.answer(self.service.answer(call.into(), None).await))
+        Ok(tool.answer(self.service.answer(call.into(), trace).await))
     }
 }
 
