@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::blocking_limit::{DEFAULT_MAX_BLOCKING_CALLS, MAX_BLOCKING_CALLS_CEILING};
 use crate::error::ServeError;
-use crate::listener::ServerLimits;
+use crate::listener::{HEADER_BYTES_RANGE, ServerLimits};
 use crate::mcp::McpSettings;
 use crate::tool::MAX_TIMEOUT;
 
@@ -33,7 +33,7 @@ pub struct ServeConfig {
     /// `SERVICE_AUTH_TOKEN`; `None` (unset or empty) is development mode, no auth.
     pub auth_token: Option<String>,
     /// `MAX_BODY_BYTES`, `HEADER_READ_TIMEOUT_SECONDS`,
-    /// `BODY_READ_TIMEOUT_SECONDS` and `MAX_CONNECTIONS`.
+    /// `BODY_READ_TIMEOUT_SECONDS`, `MAX_CONNECTIONS` and `MAX_HEADER_BYTES`.
     pub limits: ServerLimits,
     /// `LOG_FORMAT` (`text` or `json`).
     pub log_format: LogFormat,
@@ -110,6 +110,20 @@ impl ServeConfig {
             header_read_timeout: seconds("HEADER_READ_TIMEOUT_SECONDS", defaults.limits.header_read_timeout)?,
             body_read_timeout: seconds("BODY_READ_TIMEOUT_SECONDS", defaults.limits.body_read_timeout)?,
             max_connections: count("MAX_CONNECTIONS", "connections", defaults.limits.max_connections)?,
+            max_header_bytes: match get("MAX_HEADER_BYTES") {
+                Some(v) => match v.parse::<usize>() {
+                    Ok(n) if HEADER_BYTES_RANGE.contains(&n) => n,
+                    _ => {
+                        let (least, most) = HEADER_BYTES_RANGE.into_inner();
+                        return Err(invalid(
+                            "MAX_HEADER_BYTES",
+                            v,
+                            &format!("expected a number of bytes from {least} to {most}"),
+                        ));
+                    }
+                },
+                None => defaults.limits.max_header_bytes,
+            },
         };
         let log_format = match get("LOG_FORMAT").as_deref() {
             None | Some("text") => LogFormat::Text,
@@ -169,6 +183,9 @@ mod tests {
             ("MAX_CONNECTIONS", "many"),
             ("MAX_BLOCKING_CALLS", "0"),
             ("MAX_BLOCKING_CALLS", "449"),
+            ("MAX_HEADER_BYTES", "4095"),
+            ("MAX_HEADER_BYTES", "262145"),
+            ("MAX_HEADER_BYTES", "64k"),
         ] {
             let error = read(&[(name, bad)]).unwrap_err().to_string();
             assert!(error.contains(name) && error.contains(bad), "{error}");
@@ -190,6 +207,7 @@ mod tests {
             ("HEADER_READ_TIMEOUT_SECONDS", "0.5"),
             ("BODY_READ_TIMEOUT_SECONDS", "2"),
             ("MAX_CONNECTIONS", "7"),
+            ("MAX_HEADER_BYTES", "4096"),
         ])
         .unwrap();
         let expected = ServerLimits {
@@ -197,6 +215,7 @@ mod tests {
             header_read_timeout: Duration::from_millis(500),
             body_read_timeout: Duration::from_secs(2),
             max_connections: 7,
+            max_header_bytes: 4096,
         };
         assert_eq!(config.limits, expected);
         assert_eq!(read(&[("MAX_BLOCKING_CALLS", "3")]).unwrap().max_blocking_calls, 3);

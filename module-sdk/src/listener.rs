@@ -14,6 +14,11 @@
 //!   head is complete, so it bounds idle keep-alive connections too. Past it
 //!   (by up to an eighth of it) the connection is closed without an answer
 //!   (as hyper's own timeout does; nothing of the request was parsed).
+//! - **Request head size**: a request line and headers larger than
+//!   [`ServerLimits::max_header_bytes`] (or more than hyper's fixed 100
+//!   header fields) get hyper's `431 Request Header Fields Too Large`,
+//!   without a body, and the connection is closed; no more of the head than
+//!   that is held.
 //! - **Answers nobody reads**: the same time bounds how long writing an
 //!   answer may make no progress (a client that sends requests and never
 //!   reads, e.g. thousands pipelined); past it the connection is closed, so
@@ -66,6 +71,13 @@ pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default [`ServerLimits::max_connections`], 1024.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// The default [`ServerLimits::max_header_bytes`], 64 KiB: a browser's head
+/// with its cookies and a large bearer token is a few KiB.
+pub const DEFAULT_MAX_HEADER_BYTES: usize = 64 * 1024;
+/// The values `MAX_HEADER_BYTES` may take: from 4 KiB (a head with a JWT
+/// bearer token needs a few) to 256 KiB (each connection may hold that
+/// much, below hyper's own read buffer limit of about 400 KiB).
+pub const HEADER_BYTES_RANGE: std::ops::RangeInclusive<usize> = 4 * 1024..=256 * 1024;
 
 /// The budgets of an HTTP server's connections and requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +94,9 @@ pub struct ServerLimits {
     pub body_read_timeout: Duration,
     /// `MAX_CONNECTIONS`: connections served at once; more wait to be accepted.
     pub max_connections: usize,
+    /// `MAX_HEADER_BYTES`: the largest request head (request line and
+    /// headers); a larger one gets `431` and its connection is closed.
+    pub max_header_bytes: usize,
 }
 
 impl Default for ServerLimits {
@@ -91,6 +106,7 @@ impl Default for ServerLimits {
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
         }
     }
 }
@@ -144,7 +160,7 @@ async fn serve_connections<S>(
 {
     // No timer and no header read timeout of hyper's: the watch's sweep keeps it.
     let mut http = http1::Builder::new();
-    http.header_read_timeout(None);
+    http.header_read_timeout(None).max_header_size(limits.max_header_bytes);
     let slots = Arc::new(Semaphore::new(limits.max_connections.clamp(1, Semaphore::MAX_PERMITS)));
     let watch = ConnectionWatch::default();
     tokio::spawn(watch.sweep_idle(limits.header_read_timeout));

@@ -12,7 +12,8 @@ pub use crate::body::{BodyError, read_body};
 pub use crate::config::DEFAULT_MAX_BODY_BYTES;
 pub use crate::healthcheck::{local_address, probe_health};
 pub use crate::listener::{
-    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, serve_router, serve_router_on,
+    DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_HEADER_BYTES,
+    HEADER_BYTES_RANGE, serve_router, serve_router_on,
 };
 pub use crate::logging::{LogOutput, init_logging};
 pub use crate::metrics::{

@@ -1,5 +1,5 @@
 //! Whole-process tests of the connection budgets (`HEADER_READ_TIMEOUT_SECONDS`,
-//! `BODY_READ_TIMEOUT_SECONDS`, `MAX_CONNECTIONS`, `MAX_BODY_BYTES`): the demo
+//! `BODY_READ_TIMEOUT_SECONDS`, `MAX_CONNECTIONS`, `MAX_BODY_BYTES`, `MAX_HEADER_BYTES`): the demo
 //! module runs as a real process and raw TCP clients send their requests
 //! slowly, or not at all, or announce bodies that are too large, or read a
 //! large answer slowly. The checks are test-support's, shared with the
@@ -8,10 +8,12 @@
 use std::process::Command;
 use std::time::Duration;
 
+use module_sdk::service::DEFAULT_MAX_HEADER_BYTES;
 use serde_json::json;
 use test_support::connection_budgets::{
     MARGIN, SlowClients, assert_chunked_body_stopped_at_the_limit, assert_connection_cap,
-    assert_declared_body_refused_early, assert_slow_reader_gets_the_whole_answer, slow_reader_answer_bytes,
+    assert_declared_body_refused_early, assert_large_heads_refused, assert_slow_reader_gets_the_whole_answer,
+    slow_reader_answer_bytes,
 };
 use test_support::raw_tcp::{read_until_closed, send_and_stall};
 use test_support::{Process, built_binary};
@@ -86,4 +88,14 @@ async fn bodies_over_the_limit_are_refused_early_whatever_their_framing() {
     assert_declared_body_refused_early(demo.address(), "/execute").await;
     assert_chunked_body_stopped_at_the_limit(demo.address(), "/execute").await;
     assert_eq!(demo.client().health().await["status"], "ok");
+}
+
+#[tokio::test]
+async fn request_heads_over_the_limit_get_431() {
+    for (setting, limit) in [(None, DEFAULT_MAX_HEADER_BYTES), (Some("8192"), 8192)] {
+        let env: Vec<(&str, &str)> = setting.map(|value| ("MAX_HEADER_BYTES", value)).into_iter().collect();
+        let demo = start_demo(&env);
+        assert_large_heads_refused(demo.address(), "/health", limit).await;
+        assert_eq!(demo.client().health().await["status"], "ok");
+    }
 }

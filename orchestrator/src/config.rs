@@ -20,6 +20,7 @@ use crate::mcp_modules::settings::{McpServerSettings, read_modules};
 use crate::tls::read_extra_roots;
 use crate::tool_search::settings::{ToolSearchFile, ToolSearchSettings};
 use module_sdk::contract::is_valid_name;
+use module_sdk::service::HEADER_BYTES_RANGE;
 use module_sdk::{LogFormat, ServerLimits};
 use rustls::pki_types::CertificateDer;
 use serde::Deserialize;
@@ -122,8 +123,9 @@ pub struct Config {
     pub port: u16,
     /// `LOG_FORMAT`: `text` or `json`.
     pub log_format: LogFormat,
-    /// `MAX_BODY_BYTES`, `HEADER_READ_TIMEOUT_SECONDS`, `BODY_READ_TIMEOUT_SECONDS`
-    /// and `MAX_CONNECTIONS`: the budgets of callers' connections and requests.
+    /// `MAX_BODY_BYTES`, `HEADER_READ_TIMEOUT_SECONDS`, `BODY_READ_TIMEOUT_SECONDS`,
+    /// `MAX_CONNECTIONS` and `MAX_HEADER_BYTES`: the budgets of callers'
+    /// connections and requests.
     pub limits: ServerLimits,
     /// `SERVING_THREADS`: the threads that serve callers' connections, each
     /// with its own event loop and its own connections to modules.
@@ -196,6 +198,7 @@ struct FileConfig {
     header_read_timeout_seconds: Option<f64>,
     body_read_timeout_seconds: Option<f64>,
     max_connections: Option<usize>,
+    max_header_bytes: Option<usize>,
     serving_threads: Option<usize>,
     max_manifest_bytes: Option<usize>,
     max_schema_depth: Option<usize>,
@@ -335,7 +338,18 @@ impl Config {
                 file.max_connections,
                 defaults.limits.max_connections,
             )?,
+            max_header_bytes: count(
+                "MAX_HEADER_BYTES",
+                "bytes",
+                file.max_header_bytes,
+                defaults.limits.max_header_bytes,
+            )?,
         };
+        if !HEADER_BYTES_RANGE.contains(&limits.max_header_bytes) {
+            let (least, most) = HEADER_BYTES_RANGE.into_inner();
+            let expected = format!("expected a number of bytes from {least} to {most}");
+            return Err(invalid("MAX_HEADER_BYTES", &limits.max_header_bytes.to_string(), expected));
+        }
 
         let serving_threads = count("SERVING_THREADS", "threads", file.serving_threads, defaults.serving_threads)?;
         if serving_threads > MAX_SERVING_THREADS {
@@ -693,15 +707,21 @@ mod tests {
 
     #[test]
     fn limits_come_from_the_file_or_the_environment() {
-        let file = "max_body_bytes = 4096\nheader_read_timeout_seconds = 2.5\nmax_connections = 9";
+        let file =
+            "max_body_bytes = 4096\nheader_read_timeout_seconds = 2.5\nmax_connections = 9\nmax_header_bytes = 8192";
         let config = read(Some(file), &[("BODY_READ_TIMEOUT_SECONDS", "7"), ("MAX_CONNECTIONS", "11")]).unwrap();
         let expected = ServerLimits {
             max_body_bytes: 4096,
             header_read_timeout: Duration::from_millis(2500),
             body_read_timeout: Duration::from_secs(7),
             max_connections: 11,
+            max_header_bytes: 8192,
         };
         assert_eq!(config.limits, expected);
+        for refused in ["4095", "262145"] {
+            let error = read(None, &[("MAX_HEADER_BYTES", refused)]).unwrap_err().to_string();
+            assert!(error.contains("MAX_HEADER_BYTES") && error.contains("from 4096 to 262144"), "{error}");
+        }
         let error = read(Some("max_connections = 0"), &[]).unwrap_err().to_string();
         assert!(error.contains("MAX_CONNECTIONS") && error.contains("max_connections"), "{error}");
     }

@@ -1,6 +1,6 @@
 //! Whole-process tests of the orchestrator's connection budgets
 //! (`HEADER_READ_TIMEOUT_SECONDS`, `BODY_READ_TIMEOUT_SECONDS`,
-//! `MAX_CONNECTIONS`, `MAX_BODY_BYTES`, served by `module_sdk::service::serve_router`):
+//! `MAX_CONNECTIONS`, `MAX_BODY_BYTES`, `MAX_HEADER_BYTES`, served by `module_sdk::service::serve_router`):
 //! raw TCP clients send their requests slowly, or not at all, or announce
 //! bodies that are too large, or read a large answer slowly, to the real
 //! binary. The checks are test-support's, shared with the SDK's tests.
@@ -14,11 +14,12 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::routing::post;
 use common::{ModuleServer, OrchestratorProcess, module_services};
+use module_sdk::service::DEFAULT_MAX_HEADER_BYTES;
 use serde_json::json;
 use test_support::Process;
 use test_support::connection_budgets::{
     SlowClients, assert_chunked_body_stopped_at_the_limit, assert_connection_cap, assert_declared_body_refused_early,
-    assert_slow_reader_gets_the_whole_answer, slow_reader_answer_bytes,
+    assert_large_heads_refused, assert_slow_reader_gets_the_whole_answer, slow_reader_answer_bytes,
 };
 
 /// A `POST` route that reads a JSON body.
@@ -93,4 +94,14 @@ async fn a_large_answer_read_slowly_is_not_cut_off_by_the_header_timeout() {
         Duration::from_secs(1),
     )
     .await;
+}
+
+#[tokio::test]
+async fn request_heads_over_the_limit_get_431() {
+    for (setting, limit) in [(None, DEFAULT_MAX_HEADER_BYTES), (Some("8192"), 8192)] {
+        let env: Vec<(&str, &str)> = setting.map(|value| ("MAX_HEADER_BYTES", value)).into_iter().collect();
+        let orchestrator = start_orchestrator(&env);
+        assert_large_heads_refused(orchestrator.address(), "/health", limit).await;
+        assert_eq!(get_status(&orchestrator.url(), "/health").await, 200);
+    }
 }

@@ -1,6 +1,7 @@
 //! The checks of the connection budgets that `module_sdk::service::serve_router`
 //! gives every server of the workspace (`HEADER_READ_TIMEOUT_SECONDS`,
-//! `BODY_READ_TIMEOUT_SECONDS`, `MAX_CONNECTIONS`, `MAX_BODY_BYTES`), written
+//! `BODY_READ_TIMEOUT_SECONDS`, `MAX_CONNECTIONS`, `MAX_BODY_BYTES`,
+//! `MAX_HEADER_BYTES`), written
 //! once and run against each real binary from raw TCP clients.
 //!
 //! Each check takes the server's address and a `POST` route that reads a
@@ -98,6 +99,26 @@ pub async fn assert_declared_body_refused_early(address: SocketAddr, post_path: 
         assert!(!answer.contains("100 Continue"), "{answer}");
         assert!(answer.contains("MAX_BODY_BYTES") && answer.contains("1073741824"), "{answer}");
     }
+}
+
+/// Request heads over `max_header_bytes` (one 100 KB header, and 2000 small
+/// ones: past the fixed 100 header fields, though under the byte limit)
+/// get `431` with `Connection: close` and the connection closed, while a
+/// head just under the limit is served: `GET get_path` answers `200`.
+pub async fn assert_large_heads_refused(address: SocketAddr, get_path: &str, max_header_bytes: usize) {
+    let head = |headers: &str| format!("GET {get_path} HTTP/1.1\r\nHost: localhost\r\n{headers}\r\n");
+    let long = head(&format!("X-Long: {}\r\n", "a".repeat(100_000)));
+    let many = head(&(0..2000).map(|i| format!("X-H{i}: v\r\n")).collect::<String>());
+    for (what, request) in [("one 100 KB header", long), ("2000 headers", many)] {
+        let mut stream = send_and_stall(address, request.as_bytes()).await;
+        let answer = read_until_closed(&mut stream, MARGIN).await.expect("refused and closed at once");
+        assert!(answer.starts_with("HTTP/1.1 431 Request Header Fields Too Large"), "{what}: {answer}");
+        assert!(answer.to_ascii_lowercase().contains("connection: close"), "{what}: {answer}");
+    }
+    let under = head(&format!("X-Long: {}\r\nConnection: close\r\n", "a".repeat(max_header_bytes - 200)));
+    let mut stream = send_and_stall(address, under.as_bytes()).await;
+    let answer = read_until_closed(&mut stream, MARGIN).await.expect("answered");
+    assert!(answer.starts_with("HTTP/1.1 200"), "a head under the limit: {answer}");
 }
 
 /// The receive buffer of [`assert_slow_reader_gets_the_whole_answer`]'s client.
