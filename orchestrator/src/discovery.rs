@@ -64,6 +64,16 @@ pub enum DiscoveryError {
     Rejected(#[from] ManifestError),
 }
 
+impl DiscoveryError {
+    /// Whether the module answered and what it sent was refused (not a
+    /// manifest, or one breaking the contract or a budget): its tools then
+    /// go away rather than keep the previous manifest's permissions and
+    /// schemas while calls reach the new code.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, Self::NotAManifest { .. } | Self::Rejected(_))
+    }
+}
+
 /// `GET {base_url}/manifest` with the service token, within `timeout`,
 /// reading at most `max_bytes` (`MAX_MANIFEST_BYTES`) of it.
 pub async fn fetch_manifest(

@@ -299,9 +299,10 @@ impl Registry {
         }
     }
 
-    /// Fetches, checks and caches `name`'s manifest; on failure the module
-    /// keeps the manifest it had (or gets one from the cache) and the error
-    /// is recorded. Of discoveries of one module that overlap (the periodic
+    /// Fetches, checks and caches `name`'s manifest; when it cannot be
+    /// fetched the module keeps the manifest it had (or gets one from the
+    /// cache), when the module answers with one that is refused it has none
+    /// (it is down until it sends one that passes); the error is recorded. Of discoveries of one module that overlap (the periodic
     /// one, `POST /refresh-tools`, an MCP server's change notice), the
     /// outcome of the one started last wins whichever ends last.
     pub async fn discover(&self, name: &str) -> Result<(), DiscoveryError> {
@@ -352,15 +353,23 @@ impl Registry {
             Err(error) => {
                 self.metrics.discovery_failed(name);
                 tracing::warn!(module = name, url = %slot.url, %error, "module discovery failed; will retry");
+                let refused = error.is_refusal();
                 {
                     let mut record = slot.write();
                     record.answered = false;
                     record.last_error = Some(error.to_string());
+                    if refused {
+                        record.manifest = None;
+                    }
                 }
                 self.publish();
                 drop(taken);
-                // Another replica may have reached it and cached its manifest.
-                self.load_from_cache(name).await;
+                // Another replica may have reached it and cached its manifest;
+                // not when it answered with a refused one (the cache holds its
+                // previous manifest).
+                if !refused {
+                    self.load_from_cache(name).await;
+                }
                 Err(error)
             }
         }

@@ -281,3 +281,38 @@ async fn refreshes_asked_while_one_runs_wait_for_it() {
     assert_eq!((first, second), (200, 200));
     assert_eq!(fetches.load(Ordering::SeqCst) - before, 2, "the second refresh ran a round of its own");
 }
+
+#[tokio::test]
+async fn a_module_answering_with_a_refused_manifest_loses_the_one_it_had() {
+    let tool = |input_schema: Value| {
+        json!({
+            "module_name": "files",
+            "description": "Files.",
+            "tools": [{"name": "files.delete", "description": "Delete a file.", "parameters": [],
+                       "input_schema": input_schema}]
+        })
+    };
+    let served = Arc::new(std::sync::Mutex::new(tool(json!({"type": "object"}))));
+    let sent = Arc::clone(&served);
+    let files =
+        ModuleServer::start(axum::Router::new().route(
+            "/manifest",
+            axum::routing::get(move || std::future::ready(axum::Json(sent.lock().unwrap().clone()))),
+        ));
+    let orchestrator = OrchestratorProcess::start(&[("MODULE_SERVICES", &module_services(&[("files", files.url())]))]);
+    orchestrator.wait_for_module("files", "up", Duration::from_secs(10)).await;
+    assert_eq!(orchestrator.tool_names("permission=guest").await, ["files.delete"]);
+
+    // The next release's manifest nests its schema past MAX_SCHEMA_DEPTH (32).
+    let deep =
+        (0..40).fold(json!({"type": "object"}), |inner, _| json!({"type": "object", "properties": {"a": inner}}));
+    *served.lock().unwrap() = tool(deep);
+    let (status, refreshed) = orchestrator.post("/refresh-tools", &Value::Null).await;
+    assert_eq!(status, 200);
+    let state = &refreshed["modules"][0];
+    assert_eq!(state["state"], "down", "the old manifest is not kept: {state}");
+    assert!(state["last_error"].as_str().unwrap().contains("manifest rejected"), "{state}");
+    assert!(orchestrator.tool_names("permission=admin").await.is_empty());
+    let result = orchestrator.execute(json!({"tool_name": "files.delete", "arguments": {}})).await;
+    assert_eq!(result["error_kind"], "unavailable", "{result}");
+}
