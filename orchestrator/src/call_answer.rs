@@ -33,14 +33,14 @@ pub enum CallAnswer {
 struct Checked<'a> {
     #[serde(borrow)]
     tool_name: Cow<'a, str>,
-    #[serde(rename = "success")]
-    _success: bool,
+    success: bool,
     #[serde(default, rename = "result")]
     _result: IgnoredAny,
     #[serde(default, borrow, rename = "error")]
     _error: Option<Cow<'a, str>>,
-    #[serde(default)]
-    error_kind: Option<ErrorKind>,
+    /// As sent: a name outside the contract's kinds is not relayed.
+    #[serde(default, borrow)]
+    error_kind: Option<Cow<'a, str>>,
 }
 
 /// Why a module's answer cannot be relayed.
@@ -55,14 +55,28 @@ pub enum RelayError {
 }
 
 impl CallAnswer {
-    /// `body`, a module's `200` answer to a call of `tool_name`, to relay as it is.
+    /// `body`, a module's `200` answer to a call of `tool_name`, to relay as
+    /// it is. A failure without an `error_kind` (a base-level module's) is
+    /// counted as `execution_failed`; one whose `error_kind` is not among
+    /// the contract's kinds is answered rebuilt with `execution_failed`, so
+    /// clients only ever see the contract's kinds.
     pub fn relay(body: Bytes, tool_name: &str) -> Result<Self, RelayError> {
         let checked: Checked<'_> = read_json(&body)?;
         if checked.tool_name != tool_name {
             return Err(RelayError::OtherTool(checked.tool_name.into_owned()));
         }
-        let error_kind = checked.error_kind;
+        let error_kind = match checked.error_kind.as_deref().map(ErrorKind::from_name) {
+            Some(Some(kind)) => Some(kind),
+            Some(None) => return Ok(Self::Relayed { body, error_kind: Some(ErrorKind::ExecutionFailed) }.rebuilt()),
+            None => (!checked.success).then_some(ErrorKind::ExecutionFailed),
+        };
         Ok(Self::Relayed { body, error_kind })
+    }
+
+    /// The answer made anew from what it holds (a relayed one read, unknown
+    /// `error_kind`s becoming `execution_failed`).
+    fn rebuilt(self) -> Self {
+        Self::Made(self.into_result())
     }
 
     /// The answer's `error_kind` (`None` on success).
@@ -128,6 +142,17 @@ mod tests {
             let error = CallAnswer::relay(Bytes::from_static(body.as_bytes()), "m.t").unwrap_err().to_string();
             assert!(error.contains(reason), "{body}: {error}");
         }
+        // A base-level module's failure, with no error_kind: relayed, counted as execution_failed.
+        let base = r#"{"tool_name":"m.t","success":false,"error":"x"}"#;
+        let answer = CallAnswer::relay(Bytes::from_static(base.as_bytes()), "m.t").unwrap();
+        assert_eq!(answer.error_kind(), Some(ErrorKind::ExecutionFailed));
+        assert_eq!(answer.into_body(), base.as_bytes());
+        // A kind outside the contract is not passed on.
+        let unknown = r#"{"tool_name":"m.t","success":false,"error":"slow down","error_kind":"rate_limited"}"#;
+        let answer = CallAnswer::relay(Bytes::from_static(unknown.as_bytes()), "m.t").unwrap();
+        assert_eq!(answer.error_kind(), Some(ErrorKind::ExecutionFailed));
+        let sent: serde_json::Value = serde_json::from_slice(&answer.into_body()).unwrap();
+        assert_eq!((&sent["error_kind"], &sent["error"]), (&json!("execution_failed"), &json!("slow down")));
         let made = CallAnswer::from(ToolResult::failure("m.t", ErrorKind::Unavailable, "down"));
         let body = made.into_body();
         assert_eq!(serde_json::from_slice::<ToolResult>(&body).unwrap().error_kind, Some(ErrorKind::Unavailable));
