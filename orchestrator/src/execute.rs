@@ -34,6 +34,8 @@ pub const TIMEOUT_GRACE: Duration = Duration::from_secs(1);
 const MAX_ATTEMPTS: u32 = 3;
 /// The wait before the first retry; doubled for each further one.
 const FIRST_RETRY_DELAY: Duration = Duration::from_millis(100);
+/// The most characters of a module's error answer quoted in a call's error.
+const MAX_DETAIL_CHARS: usize = 300;
 
 /// The body of the orchestrator's `POST /execute`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
@@ -500,9 +502,7 @@ impl Executor {
                 ToolResult::failure(name, ErrorKind::ExecutionFailed, message).into()
             });
         }
-        let detail = serde_json::from_slice::<module_sdk::contract::ErrorBody>(&body)
-            .map(|b| b.error)
-            .unwrap_or_else(|_| String::from_utf8_lossy(&body).chars().take(300).collect());
+        let detail = error_detail(&body);
         let (kind, message) = match status {
             StatusCode::BAD_REQUEST | StatusCode::UNPROCESSABLE_ENTITY => {
                 (ErrorKind::InvalidArguments, format!("the module refused the call: {detail}"))
@@ -551,10 +551,30 @@ fn transport_failure(route: &ToolRoute, call: &OutgoingCall<'_>, error: &SendErr
     ToolResult::failure(call.tool_name.clone(), kind, message)
 }
 
+/// What a module's non-`200` answer says: its `{"error": ...}` message, or
+/// else its text, either cut to [`MAX_DETAIL_CHARS`].
+fn error_detail(body: &[u8]) -> String {
+    let text = match serde_json::from_slice::<module_sdk::contract::ErrorBody>(body) {
+        Ok(answer) => std::borrow::Cow::Owned(answer.error),
+        Err(_) => String::from_utf8_lossy(body),
+    };
+    text.chars().take(MAX_DETAIL_CHARS).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_module_error_is_quoted_cut_whether_json_or_not() {
+        let long = "e".repeat(100_000);
+        let json = serde_json::to_vec(&json!({"error": long})).unwrap();
+        for body in [json, long.clone().into_bytes()] {
+            assert_eq!(error_detail(&body), long[..MAX_DETAIL_CHARS]);
+        }
+        assert_eq!(error_detail(br#"{"error":"no such file"}"#), "no such file");
+    }
 
     fn outgoing(body: &[u8]) -> Value {
         let request = ExecuteRequest::read(body).unwrap();
