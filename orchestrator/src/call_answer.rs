@@ -35,12 +35,69 @@ struct Checked<'a> {
     tool_name: Cow<'a, str>,
     success: bool,
     #[serde(default, rename = "result")]
-    _result: IgnoredAny,
+    _result: Parsed,
     #[serde(default, borrow, rename = "error")]
     _error: Option<Cow<'a, str>>,
     /// As sent: a name outside the contract's kinds is not relayed.
     #[serde(default, borrow)]
     error_kind: Option<Cow<'a, str>>,
+}
+
+/// Any JSON value, read through without being built: unlike
+/// [`IgnoredAny`], which skips text unchecked, its numbers are parsed (so
+/// `1e400` is refused) and serde_json's nesting limit applies.
+#[derive(Default)]
+struct Parsed;
+
+impl<'de> Deserialize<'de> for Parsed {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ParsedVisitor)
+    }
+}
+
+/// Visits a value for [`Parsed`], its elements and entries through [`Parsed`] again.
+struct ParsedVisitor;
+
+impl<'de> serde::de::Visitor<'de> for ParsedVisitor {
+    type Value = Parsed;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Parsed, E> {
+        Ok(Parsed)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Parsed, E> {
+        Ok(Parsed)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Parsed, E> {
+        Ok(Parsed)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Parsed, E> {
+        Ok(Parsed)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Parsed, E> {
+        Ok(Parsed)
+    }
+
+    fn visit_unit<E>(self) -> Result<Parsed, E> {
+        Ok(Parsed)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Parsed, A::Error> {
+        while seq.next_element::<Parsed>()?.is_some() {}
+        Ok(Parsed)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Parsed, A::Error> {
+        while map.next_entry::<IgnoredAny, Parsed>()?.is_some() {}
+        Ok(Parsed)
+    }
 }
 
 /// Why a module's answer cannot be relayed.
@@ -132,12 +189,16 @@ mod tests {
         let failed = r#"{"tool_name":"m.t","success":false,"error":"no \"luck\"","error_kind":"timeout"}"#;
         let answer = CallAnswer::relay(Bytes::from_static(failed.as_bytes()), "m.t").unwrap();
         assert_eq!(answer.error_kind(), Some(ErrorKind::Timeout));
+        let deep = format!(r#"{{"tool_name":"m.t","success":true,"result":{}1{}}}"#, "[".repeat(200), "]".repeat(200));
+        let error = CallAnswer::relay(Bytes::from(deep), "m.t").unwrap_err().to_string();
+        assert!(error.contains("recursion limit"), "{error}");
         for (body, reason) in [
             (r#"{"tool_name":"m.other","success":true}"#, "instead"),
             (r#"{"tool_name":"m.t"}"#, "success"),
             (r#"{"tool_name":"m.t","success":true,"error":5}"#, "invalid type"),
             (r#"{"tool_name":"m.t","success":true,"result":[1,}"#, "expected"),
             (r#"{"tool_name":"m.t","success":true} trailing"#, "trailing"),
+            (r#"{"tool_name":"m.t","success":true,"result":1e400}"#, "number out of range"),
         ] {
             let error = CallAnswer::relay(Bytes::from_static(body.as_bytes()), "m.t").unwrap_err().to_string();
             assert!(error.contains(reason), "{body}: {error}");
