@@ -47,6 +47,11 @@ struct Interpreter {
     /// Whether the word that runs is a command, itself a program (`env`,
     /// `timeout`), rather than a script or program text.
     runs_commands: bool,
+    /// Whether the command it runs is checked wherever the program appears
+    /// (`ssh host env {p}`, `find . -exec env {p} ;`), not only where it is
+    /// the command's program: running a command is all `env` does, so its
+    /// word is hardly ever text.
+    command_anywhere: bool,
 }
 
 /// An [`Interpreter`] with no options known, for the table to fill in.
@@ -66,6 +71,7 @@ const NONE: Interpreter = Interpreter {
     leading_operands: 0,
     assignments: false,
     runs_commands: false,
+    command_anywhere: false,
 };
 
 /// node's options known to take no value.
@@ -105,7 +111,8 @@ const INTERPRETERS: &[Interpreter] = &[
         value_options: &["--rcfile", "--init-file"],
         flag_letters: "abefhikmnprtuvxBCDEHP",
         stdin_letters: "s",
-        flag_options: &["--login", "--noprofile", "--norc", "--posix", "--restricted", "--verbose"],
+        // A lone `-` ends the options: the next word is the script.
+        flag_options: &["-", "--login", "--noprofile", "--norc", "--posix", "--restricted", "--verbose"],
         code_is_operand: true,
         plus_options: true,
         ..NONE
@@ -210,6 +217,7 @@ const INTERPRETERS: &[Interpreter] = &[
         flag_options: &["-", "--ignore-environment", "--null", "--debug"],
         assignments: true,
         runs_commands: true,
+        command_anywhere: true,
         ..NONE
     },
     Interpreter {
@@ -406,7 +414,8 @@ pub fn value_as_code(words: &[String], has_placeholder: impl Fn(&str) -> bool) -
     let mut command_at = 0;
     for (at, program) in words.iter().enumerate() {
         let Some(interpreter) = interpreter(program) else { continue };
-        match code_word(interpreter, &words[at + 1..], at == command_at, &has_placeholder) {
+        let is_command = at == command_at || interpreter.command_anywhere;
+        match code_word(interpreter, &words[at + 1..], is_command, &has_placeholder) {
             Found::Value(word) => return Some(CodeWord { program: program.clone(), word: word.clone() }),
             Found::Command(offset) if at == command_at => command_at = at + 1 + offset,
             Found::Command(_) | Found::Nothing => {}
@@ -607,6 +616,10 @@ mod tests {
             ("env -u HOME {p}", "env {p}"),
             ("env - {p}", "env {p}"),
             ("env - A=1 {p}", "env {p}"),
+            ("find . -exec env {p} ;", "env {p}"),
+            ("ssh host env A=1 {p}", "env {p}"),
+            ("sh - {p}", "sh {p}"),
+            ("bash - {p} x", "bash {p}"),
             // A known option's value is not the script's name.
             ("python3 -X dev -c {p}", "python3 {p}"),
             ("python3 -W ignore -u -c {p}", "python3 {p}"),
