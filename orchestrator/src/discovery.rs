@@ -51,6 +51,15 @@ pub enum DiscoveryError {
         /// What to check, for the statuses that have an obvious cause.
         hint: &'static str,
     },
+    /// An MCP server answered `tools/list` with a JSON-RPC error: the MCP
+    /// form of an error status, so its previous manifest is kept.
+    #[error("{url}: {reason}")]
+    ListError {
+        /// The server's URL or command.
+        url: String,
+        /// The error it answered, redacted and shortened.
+        reason: String,
+    },
     /// The body is not a ModuleManifest.
     #[error("{url} did not send a ModuleManifest: {reason}")]
     NotAManifest {

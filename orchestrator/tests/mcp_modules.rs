@@ -359,7 +359,8 @@ async fn a_silent_server_times_out_a_huge_tool_list_is_refused_and_credentials_s
 
 /// A hand-written MCP server (2025-11-25, with a session): `tools/list`
 /// lists `first`, then `first` and `second` once `POST /change` was called,
-/// then only `second` after another; each change also sends
+/// then only `second` after another, then a JSON-RPC error after a third;
+/// each change also sends
 /// `notifications/tools/list_changed` on the session's event stream;
 /// `tools/call` of `second` never answers, of anything else answers "done".
 fn changing_server() -> ModuleServer {
@@ -378,7 +379,12 @@ fn changing_server() -> ModuleServer {
                 }),
                 Some("tools/list") if version == 0 => json!({"tools": [tool("first")]}),
                 Some("tools/list") if version == 1 => json!({"tools": [tool("first"), tool("second")]}),
-                Some("tools/list") => json!({"tools": [tool("second")]}),
+                Some("tools/list") if version == 2 => json!({"tools": [tool("second")]}),
+                Some("tools/list") => {
+                    let error = json!({"code": -32603, "message": "internal error: the tool index is rebuilding"});
+                    let answer = json!({"jsonrpc": "2.0", "id": request["id"], "error": error});
+                    return ([("mcp-session-id", "session-1")], Json(answer)).into_response();
+                }
                 Some("tools/call") if request["params"]["name"] == "second" => std::future::pending().await,
                 Some("tools/call") => json!({"content": [{"type": "text", "text": "done"}]}),
                 _ => return StatusCode::ACCEPTED.into_response(),
@@ -458,6 +464,12 @@ async fn list_changed_discovers_again_a_call_past_its_time_is_a_timeout_and_gone
     assert_eq!(orchestrator.tool_names("permission=user").await, ["changing.second"]);
     let text = orchestrator.metrics().await;
     assert!(text.contains(r#"tool_calls_total{tool="changing.second",outcome="timeout"} 1"#), "{text}");
+
+    // `tools/list` answered with a JSON-RPC error is the MCP form of an error
+    // status, not a refused manifest: the tools it had stay, shown `cached`.
+    reqwest::Client::new().post(format!("{}/change", server.url())).send().await.unwrap();
+    orchestrator.wait_for_module("changing", "cached", Duration::from_secs(10)).await;
+    assert_eq!(orchestrator.tool_names("permission=user").await, ["changing.second"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

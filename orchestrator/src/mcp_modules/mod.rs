@@ -208,7 +208,7 @@ impl McpServer {
                         let reason = with_end_reason(&session, reason);
                         return Err(DiscoveryError::Unreachable { url: url.to_owned(), reason });
                     }
-                    return Err(DiscoveryError::NotAManifest { url: url.to_owned(), reason });
+                    return Err(DiscoveryError::ListError { url: url.to_owned(), reason });
                 }
             };
             let listed = serde_json::to_vec(&page.tools).map_or(usize::MAX, |page| page.len());
