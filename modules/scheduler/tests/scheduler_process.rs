@@ -694,7 +694,7 @@ async fn hostile_and_odd_arguments_get_clear_errors_and_never_a_crash() {
         ok(&client, "u", "add_reminder", json!({"when": {"at": "2020-01-01T00:00:00Z"}, "message": "late"})).await;
     assert!(past["next_run"].as_str().unwrap() > "2026", "a past time fires at once: {past}");
     for (schedule, expected) in [
-        ("0 0 31 2 *", "has no future run"),
+        ("0 0 31 2 *", "never runs: no month in \"2\" has a day \"31\""),
         ("61 * * * *", "cannot read the schedule"),
         ("'; DROP TABLE tasks; --", ""),
     ] {
