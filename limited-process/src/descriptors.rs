@@ -1,5 +1,6 @@
 //! The descriptors a program gets: its stdin, stdout and stderr (and
-//! descriptor 3 when side output is asked for), never one the calling
+//! descriptor 3 when side output is asked for, 4 when side input is),
+//! never one the calling
 //! process itself inherited without close-on-exec (a listening socket of
 //! socket activation, a launcher's pipe, a file a shell redirected).
 

@@ -4,7 +4,8 @@
 //! resource limits (and optionally another user and cgroups to join) set before exec, a
 //! wall-clock timeout that kills the whole group and every descendant
 //! still attached to the tree, SIGKILL when the caller dies, a new empty session keyring, and stdout/stderr (and optionally
-//! descriptor 3) read concurrently with a byte cap.
+//! descriptor 3) read concurrently with a byte cap, and optionally bytes to read
+//! on descriptor 4.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), limited_process::RunError> {
@@ -36,6 +37,7 @@ mod output;
 mod parent_death;
 mod run;
 mod session_keyring;
+mod side_input;
 mod side_output;
 mod tree;
 
@@ -45,4 +47,5 @@ pub use limits::Limits;
 pub use orphans::become_subreaper;
 pub use output::Captured;
 pub use run::{Exit, Outcome, Run, RunError};
+pub use side_input::SIDE_INPUT_FD;
 pub use side_output::SIDE_OUTPUT_FD;

@@ -19,6 +19,7 @@ use crate::orphans::{adopt_orphans_below, kill_orphans, spawn_registered};
 use crate::output::{Captured, read_capped};
 use crate::parent_death::die_with_parent;
 use crate::session_keyring::new_session_keyring;
+use crate::side_input::pipe_to_fd4;
 use crate::side_output::{SIDE_OUTPUT_FD, pipe_to_fd3};
 use crate::tree::{kill_descendants, wait_exited};
 
@@ -39,6 +40,7 @@ pub struct Run {
     stdin: Option<Vec<u8>>,
     user: Option<(u32, u32)>,
     side_output_bytes: Option<usize>,
+    side_input: Option<Vec<u8>>,
     /// `cgroup.procs` files the child writes itself into before exec.
     cgroups: Vec<Arc<std::fs::File>>,
 }
@@ -113,6 +115,7 @@ impl Run {
             stdin: None,
             user: None,
             side_output_bytes: None,
+            side_input: None,
             cgroups: Vec::new(),
         }
     }
@@ -144,6 +147,14 @@ impl Run {
     /// keeping at most `max_bytes` ([`Outcome::side_output`]).
     pub fn side_output(mut self, max_bytes: usize) -> Self {
         self.side_output_bytes = Some(max_bytes);
+        self
+    }
+
+    /// Gives the program `bytes` to read on descriptor 4
+    /// ([`crate::SIDE_INPUT_FD`]), then end of file: input that is neither
+    /// its stdin nor an argument (a filter bubblewrap reads with `--seccomp 4`).
+    pub fn side_input(mut self, bytes: impl Into<Vec<u8>>) -> Self {
+        self.side_input = Some(bytes.into());
         self
     }
 
@@ -215,11 +226,16 @@ impl Run {
         };
         // After descriptor 3 is placed: nothing above the program's own pipes is passed on.
         close_from_on_exec(&mut command, if side_pipe.is_some() { SIDE_OUTPUT_FD + 1 } else { SIDE_OUTPUT_FD });
+        // After that: descriptor 4 is placed without close-on-exec.
+        let input_pipe = match self.side_input {
+            Some(_) => Some(pipe_to_fd4(&mut command).map_err(spawn_error)?),
+            None => None,
+        };
         let mut command = tokio::process::Command::from(command);
         command.kill_on_drop(true);
         let started = Instant::now();
         let spawned = spawn_registered(|| command.spawn(), tokio::process::Child::id);
-        // Closes the parent's copy of descriptor 3's write end.
+        // Closes the parent's copies of descriptor 3's write end and descriptor 4's read end.
         drop(command);
         let (mut child, registered) = spawned.map_err(spawn_error)?;
         // The child leads its own group, so the group id is its pid.
@@ -227,6 +243,13 @@ impl Run {
         let mut guard = ProcessGroupGuard::new(child.id());
         if let (Some(mut pipe), Some(bytes)) = (child.stdin.take(), self.stdin.clone()) {
             // A program that does not read its stdin must not hold the run up.
+            tokio::spawn(async move {
+                let _ = tokio::io::AsyncWriteExt::write_all(&mut pipe, &bytes).await;
+            });
+        }
+        if let (Some(pipe), Some(bytes)) = (input_pipe, self.side_input.clone()) {
+            let mut pipe = tokio::net::unix::pipe::Sender::from_owned_fd(pipe).map_err(spawn_error)?;
+            // Closed once written, or once the program closed its end.
             tokio::spawn(async move {
                 let _ = tokio::io::AsyncWriteExt::write_all(&mut pipe, &bytes).await;
             });
@@ -484,7 +507,27 @@ mod tests {
         let with_side = sh(&probe).side_output(100).run().await.unwrap();
         assert_eq!(with_side.stdout.bytes, b"closed\n", "descriptor {fd}");
         assert_eq!(with_side.side_output.bytes, b"side\n", "descriptor 3 is kept");
+        let with_input = sh(&probe).side_input("x").run().await.unwrap();
+        assert_eq!(with_input.stdout.bytes, b"closed\n", "descriptor {fd}");
         drop(file);
+    }
+
+    #[tokio::test]
+    async fn side_input_is_read_on_descriptor_4() {
+        let probe =
+            "cat <&4; echo; for fd in 3 4 5 6 7 8 9; do [ -e /proc/self/fd/$fd ] && printf '%s ' $fd; done; echo";
+        let both = sh(probe).side_input("filter").side_output(100).run().await.unwrap();
+        assert_eq!(String::from_utf8_lossy(&both.stdout.bytes), "filter\n3 4 \n", "{both:?}");
+        let alone = sh(probe).side_input("filter").run().await.unwrap();
+        assert_eq!(String::from_utf8_lossy(&alone.stdout.bytes), "filter\n4 \n", "{alone:?}");
+        // More than a pipe holds: written while the program reads it.
+        let large = sh("wc -c <&4").side_input(vec![b'x'; 1 << 20]).run().await.unwrap();
+        assert_eq!(String::from_utf8_lossy(&large.stdout.bytes).trim(), "1048576");
+        // A program that does not read it still ends.
+        let unread = sh("echo ran").side_input(vec![b'x'; 1 << 20]).run().await.unwrap();
+        assert_eq!(unread.stdout.bytes, b"ran\n");
+        let without = sh("cat <&4").run().await.unwrap();
+        assert_ne!(without.exit, Exit::Code(0), "descriptor 4 is closed unless asked for");
     }
 
     #[tokio::test]
