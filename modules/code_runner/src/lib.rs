@@ -1,5 +1,5 @@
 //! The code_runner module: `code_runner.execute_code` runs a model's Python
-//! in a bubblewrap sandbox (every namespace unshared, a read-only `/usr`,
+//! in a bubblewrap sandbox (every namespace unshared, a seccomp filter, a read-only `/usr`,
 //! fresh in-memory working directory and `/tmp`, an empty environment, no
 //! capabilities, resource limits per process, a cgroup per run that bounds
 //! its memory, processes and CPU in total, a timeout that kills everything
@@ -17,13 +17,15 @@ mod files;
 mod host_usr;
 mod run_user;
 mod sandbox;
+mod seccomp;
 mod serve;
 mod tool;
 
 use module_sdk::{Module, Permission, RiskLevel, ServeConfig, Tool};
 
 pub use crate::files::OutputFile;
-pub use crate::sandbox::{ParentError, Ran, Sandbox, SandboxError};
+pub use crate::sandbox::{ParentError, Ran, Sandbox, SandboxError, StartError};
+pub use crate::seccomp::FilterError;
 pub use crate::tool::{CodeOutput, ExecuteCode, Runner};
 
 use crate::settings::Settings;
@@ -49,7 +51,8 @@ pub fn module(settings: &Settings, runner: Runner) -> Module {
 }
 
 /// Checks the sandbox, then serves until SIGINT or SIGTERM (MCP on stdio
-/// with `--stdio`); fails at once when CODE_CGROUP_PARENT cannot hold run cgroups.
+/// with `--stdio`); fails at once when CODE_CGROUP_PARENT cannot hold run
+/// cgroups or the seccomp filter cannot be built.
 pub async fn run(settings: Settings) -> Result<(), String> {
     let config = ServeConfig::from_env().map_err(|e| e.to_string())?;
     module_sdk::service::init_logging(config.log_format, settings.sdk.log_output());

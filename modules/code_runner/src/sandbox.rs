@@ -1,7 +1,8 @@
 //! The sandbox one run of code gets: a fresh bubblewrap with every
 //! namespace unshared, a read-only `/usr` without the host's own programs
 //! (`/usr/local`...), three small in-memory file
-//! systems (working directory, `/tmp`, `/dev/shm`), an empty environment, no capabilities, resource limits
+//! systems (working directory, `/tmp`, `/dev/shm`), an empty environment, no capabilities, a seccomp
+//! filter (read by bubblewrap on descriptor 4), resource limits
 //! per process, and a cgroup of its own that bounds the run's memory,
 //! processes and CPU in total.
 //!
@@ -14,11 +15,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use limited_process::{Limits, Outcome, Run, RunError};
+use limited_process::{Limits, Outcome, Run, RunError, SIDE_INPUT_FD};
 
 use crate::cgroup::{CgroupError, Exceeded, Hierarchy, RunBudget, RunCgroup};
 use crate::host_usr::cover_arguments;
 use crate::run_user;
+use crate::seccomp::{self, FilterError};
 use crate::settings::Settings;
 
 /// The working directory inside the sandbox (also `HOME`).
@@ -133,6 +135,17 @@ pub struct ParentError {
     source: CgroupError,
 }
 
+/// Why the module cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// CODE_CGROUP_PARENT cannot hold run cgroups.
+    #[error(transparent)]
+    Parent(#[from] ParentError),
+    /// The seccomp filter could not be built.
+    #[error(transparent)]
+    Filter(#[from] FilterError),
+}
+
 /// Why a run did not happen.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
@@ -174,6 +187,8 @@ pub struct Sandbox {
     tmpfs_bytes: u64,
     max_output_bytes: usize,
     totals: Totals,
+    /// The compiled seccomp filter, given to bubblewrap on descriptor 4.
+    filter: Vec<u8>,
     /// The caps of the file listing.
     pub files: FileCaps,
 }
@@ -183,9 +198,11 @@ impl Sandbox {
     /// slot `i` runs as user `CODE_SANDBOX_UID_BASE + i`. Finds where run
     /// cgroups can be made (under cgroup v2 and without
     /// CODE_CGROUP_PARENT, this may move the module into a leaf cgroup of
-    /// its own); fails only when CODE_CGROUP_PARENT cannot hold them.
-    pub fn new(settings: &Settings) -> Result<Self, ParentError> {
+    /// its own); fails when CODE_CGROUP_PARENT cannot hold them, or when
+    /// the seccomp filter cannot be built.
+    pub fn new(settings: &Settings) -> Result<Self, StartError> {
         let root = nix::unistd::Uid::effective().is_root();
+        let filter = seccomp::build()?;
         let totals = Totals::discover(settings)?;
         let mut limits = settings.limits();
         if let Totals::Cgroup(..) = totals {
@@ -200,6 +217,7 @@ impl Sandbox {
             tmpfs_bytes: settings.tmpfs_bytes,
             max_output_bytes: usize::try_from(settings.max_output_bytes).unwrap_or(usize::MAX),
             totals,
+            filter,
             files: FileCaps {
                 max_count: settings.files_max_count,
                 content_max_bytes: settings.file_content_max_bytes,
@@ -234,7 +252,7 @@ impl Sandbox {
         if let Some(cgroup) = cgroup {
             cgroup.remove().await;
         }
-        Ok(Ran { outcome: set_up(outcome?)?, exceeded })
+        Ok(Ran { outcome: set_up(outcome?, exceeded)?, exceeded })
     }
 
     /// Waits at most `wait` until the processes of run slot `slot`'s
@@ -260,7 +278,8 @@ impl Sandbox {
             .limits(self.limits)
             .timeout(timeout)
             .max_output_bytes(self.max_output_bytes)
-            .side_output(self.files.listing_max_bytes().saturating_add(STARTED.len()));
+            .side_output(self.files.listing_max_bytes().saturating_add(STARTED.len()))
+            .side_input(self.filter.clone());
         if let Some((base, gid)) = self.users {
             run = run.user(base.saturating_add(slot), gid);
         }
@@ -270,10 +289,11 @@ impl Sandbox {
         run
     }
 
-    /// bubblewrap's argv after the program name: the isolation, then the
-    /// shell that runs `code` and lists the files it left.
+    /// bubblewrap's argv after the program name: the isolation, the
+    /// seccomp filter, then the shell that runs `code` and lists the files it left.
     fn arguments(&self, code: &str) -> Vec<String> {
         let mut args = self.isolation_arguments();
+        args.extend(["--seccomp".to_owned(), SIDE_INPUT_FD.to_string()]);
         args.extend(["--", "/bin/sh", "-c", SCRIPT, "sh"].map(str::to_owned));
         let caps = [self.files.max_count, self.files.content_max_bytes, self.files.max_content_bytes];
         args.extend([self.python.to_string_lossy().into_owned(), code.to_owned(), LIST_FILES.to_owned()]);
@@ -282,7 +302,8 @@ impl Sandbox {
     }
 
     /// bubblewrap's isolation flags (namespaces, mounts, environment), the
-    /// same for every run; the program and its arguments follow a `--`.
+    /// same for every run; the seccomp filter (`--seccomp`, with its
+    /// descriptor) and the program and its arguments follow.
     pub fn isolation_arguments(&self) -> Vec<String> {
         let size = self.tmpfs_bytes.to_string();
         let mut args: Vec<String> = [
@@ -411,15 +432,17 @@ impl Sandbox {
 const SETUP_MESSAGE_MAX_CHARS: usize = 1000;
 
 /// `outcome` without the [`STARTED`] line on descriptor 3, or the error of
-/// a sandbox that was never set up (not at a timeout, which may come first).
-fn set_up(mut outcome: Outcome) -> Result<Outcome, SandboxError> {
+/// a sandbox that was never set up: not at a timeout, which may come
+/// first, nor when the kernel killed a process of the run for its memory
+/// (`exceeded`), which the answer names as for any run.
+fn set_up(mut outcome: Outcome, exceeded: Exceeded) -> Result<Outcome, SandboxError> {
     let side = &mut outcome.side_output;
     if let Some(listing) = side.bytes.strip_prefix(STARTED) {
         side.bytes = listing.to_vec();
         side.total_bytes = side.total_bytes.saturating_sub(STARTED.len() as u64);
         return Ok(outcome);
     }
-    if outcome.timed_out {
+    if outcome.timed_out || exceeded.memory {
         return Ok(outcome);
     }
     let message = String::from_utf8_lossy(&outcome.stderr.bytes).trim().chars().take(SETUP_MESSAGE_MAX_CHARS).collect();
@@ -440,5 +463,24 @@ mod tests {
         assert_eq!(args[script + 5..], ["32", "16384", "65536"]);
         assert!(args.iter().any(|arg| arg == "--unshare-all") && args.iter().any(|arg| arg == "--clearenv"));
         assert!(SCRIPT.starts_with(&format!("echo {} >&3\n", String::from_utf8_lossy(STARTED).trim_end())));
+        let seccomp = args.iter().position(|arg| arg == "--seccomp").unwrap();
+        assert!(seccomp < script && args[seccomp + 1] == "4", "{args:?}");
+    }
+
+    #[test]
+    fn a_shell_killed_for_memory_before_its_first_line_is_a_run_not_a_setup_failure() {
+        let killed = |timed_out| Outcome {
+            exit: limited_process::Exit::Signal(9),
+            timed_out,
+            stdout: Default::default(),
+            stderr: Default::default(),
+            side_output: Default::default(),
+            duration: Duration::from_millis(5),
+        };
+        let memory = Exceeded { memory: true, processes: false };
+        assert_eq!(set_up(killed(false), memory).unwrap().exit, limited_process::Exit::Signal(9));
+        assert!(set_up(killed(true), Exceeded::default()).is_ok());
+        let error = set_up(killed(false), Exceeded { memory: false, processes: true }).unwrap_err();
+        assert!(matches!(error, SandboxError::Setup(_)), "{error}");
     }
 }

@@ -14,6 +14,12 @@ use crate::cgroup::RunBudget;
 /// and the kernel refuses a single argument over 128 KiB.
 const CODE_MAX_BYTES_CEILING: u64 = 120 * 1024;
 
+/// The largest CODE_MAX_OUTPUT_BYTES: an answer holds stdout and stderr,
+/// each up to it, and JSON escapes a control byte as `\u0000` (6 bytes), so
+/// they take at most 12 times it, 6 MiB, under the orchestrator's 8 MiB
+/// answer limit (`MAX_ANSWER_BYTES`) with room for the rest of the answer.
+const MAX_OUTPUT_BYTES_CEILING: u64 = 512 * 1024;
+
 /// Settings of the code_runner module.
 #[derive(Debug, Clone, Parser)]
 #[command(version, about = "Serve the code_runner module: Python run in a bubblewrap sandbox.")]
@@ -46,8 +52,10 @@ pub struct Settings {
     #[arg(long, env = "CODE_MAX_TIMEOUT_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub max_timeout_seconds: u64,
 
-    /// Bytes kept of stdout, and of stderr, each (the rest is read and dropped).
-    #[arg(long, env = "CODE_MAX_OUTPUT_BYTES", default_value_t = 64 * 1024, value_parser = clap::value_parser!(u64).range(1..=16 * 1024 * 1024))]
+    /// Bytes kept of stdout, and of stderr, each (the rest is read and
+    /// dropped); at most 512 KiB, so that the answer stays under the
+    /// orchestrator's 8 MiB.
+    #[arg(long, env = "CODE_MAX_OUTPUT_BYTES", default_value_t = 64 * 1024, value_parser = clap::value_parser!(u64).range(1..=MAX_OUTPUT_BYTES_CEILING))]
     pub max_output_bytes: u64,
 
     /// CPU seconds each process of a run may use (RLIMIT_CPU).
@@ -188,6 +196,23 @@ mod tests {
         assert_eq!(settings.run_budget(), RunBudget { memory_bytes: 1 << 30, processes: 64, cpus: 1 });
         assert!(!settings.per_process_limits_only);
         assert_eq!(settings.cgroup_parent, None);
+    }
+
+    #[test]
+    fn output_is_bounded_so_the_answer_fits_the_orchestrators_limit() {
+        let output = |value: &str| Settings::try_parse_from(["code_runner", "--max-output-bytes", value]);
+        assert_eq!(output("524288").unwrap().max_output_bytes, 512 * 1024);
+        let refused = output("524289").unwrap_err().to_string();
+        assert!(refused.contains("--max-output-bytes") && refused.contains("524288"), "{refused}");
+        // stdout and stderr escaped, with the default files listing, under 8 MiB.
+        let settings = Settings::try_parse_from(["code_runner"]).unwrap();
+        let caps = crate::sandbox::FileCaps {
+            max_count: settings.files_max_count,
+            content_max_bytes: settings.file_content_max_bytes,
+            max_content_bytes: settings.files_max_content_bytes,
+        };
+        let worst = 2 * 6 * MAX_OUTPUT_BYTES_CEILING + caps.listing_max_bytes() as u64;
+        assert!(worst < 8 * 1024 * 1024, "{worst}");
     }
 
     #[test]

@@ -573,29 +573,84 @@ os.execv(sys.argv[1], sys.argv[1:])";
     let mut runner = Runner { client: process.client().with_token(TOKEN), process };
     let module_key = runner.run(&format!("{KEYS}print(find(b'module-token'))"), 10).await;
     assert_eq!(text(&module_key, "stdout"), "absent\n", "{module_key}");
-    let drop_off = "print(L.syscall(248, b'user', b'dropbox', b'from-run-a', 10, ctypes.c_long(-3)) > 0)";
+    // The seccomp filter refuses `add_key` (EPERM): no run can leave a key
+    // for the next (the keyring of its own is the wall behind the filter,
+    // tested in limited-process).
+    let drop_off =
+        "print(L.syscall(248, b'user', b'dropbox', b'from-run-a', 10, ctypes.c_long(-3)), ctypes.get_errno())";
     let left = runner.run(&format!("{KEYS}{drop_off}"), 10).await;
-    assert_eq!(text(&left, "stdout"), "True\n", "{left}");
-    let picked_up = runner.run(&format!("{KEYS}print(find(b'dropbox'))"), 10).await;
-    assert_eq!(text(&picked_up, "stdout"), "absent\n", "{picked_up}");
+    assert_eq!(text(&left, "stdout"), "-1 1\n", "{left}");
+}
+
+#[tokio::test]
+async fn the_seccomp_filter_refuses_kernel_calls_and_honest_programs_still_run() {
+    let mut runner = start();
+    let code = format!(
+        r#"
+import ctypes, os, subprocess, sys, threading, time
+L = ctypes.CDLL(None, use_errno=True)
+L.syscall.restype = ctypes.c_long
+def attempt(name, *args):
+    ctypes.set_errno(0)
+    result = L.syscall(*args)
+    print(name, result, ctypes.get_errno())
+attempt("keyctl", {keyctl}, 0, ctypes.c_long(-3), 0)
+attempt("add_key", {add_key}, b"user", b"k", b"v", 1, ctypes.c_long(-3))
+attempt("ptrace", {ptrace}, 16, 999999, 0, 0)
+attempt("process_vm_readv", {process_vm_readv}, 999999, 0, 0, 0, 0, 0)
+attempt("unshare", {unshare}, 0x00000400)
+attempt("io_uring_setup", {io_uring_setup}, 1, 0)
+attempt("x32", {getpid} | 0x40000000)
+open("/tmp/scratch", "w").write("tmp")
+open("here.txt", "w").write("work")
+threads = [threading.Thread(target=time.sleep, args=(0.01,)) for _ in range(4)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+child = subprocess.run([sys.executable, "-c", "print('child')"], capture_output=True, text=True)
+print("honest", open("/tmp/scratch").read(), open("here.txt").read(), child.stdout.strip(), time.time() > 0, os.getpid())
+"#,
+        keyctl = libc::SYS_keyctl,
+        add_key = libc::SYS_add_key,
+        ptrace = libc::SYS_ptrace,
+        process_vm_readv = libc::SYS_process_vm_readv,
+        unshare = libc::SYS_unshare,
+        io_uring_setup = libc::SYS_io_uring_setup,
+        getpid = libc::SYS_getpid,
+    );
+    let result = runner.run(&code, 20).await;
+    let stdout = text(&result, "stdout");
+    // Each would answer otherwise: a keyring id, ESRCH, 0 (`CLONE_FILES`), EFAULT, ENOSYS.
+    for name in ["keyctl", "add_key", "ptrace", "process_vm_readv", "unshare", "io_uring_setup", "x32"] {
+        assert!(stdout.contains(&format!("{name} -1 1\n")), "{name} is not refused with EPERM: {result}");
+    }
+    assert!(stdout.contains("honest tmp work child True "), "{result}");
+    assert_eq!(result["exit_code"], 0, "{result}");
+}
+
+/// A bubblewrap in a directory of its own named after `name`, that runs
+/// `failing` (shell) instead while a flag file exists, and the real one
+/// otherwise; the directory, the flag and the wrapper.
+fn flagged_bwrap(name: &str, failing: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("code_runner-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let flag = dir.join("fail");
+    let wrapper = dir.join("bwrap");
+    let script = format!("#!/bin/sh\nif [ -e {} ]; then\n{failing}\nfi\nexec /usr/bin/bwrap \"$@\"\n", flag.display());
+    std::fs::write(&wrapper, script).unwrap();
+    for path in [&dir, &wrapper] {
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    (dir, flag, wrapper)
 }
 
 #[tokio::test]
 async fn a_sandbox_bubblewrap_cannot_start_or_set_up_is_unavailable_not_the_codes_failure() {
     // A bubblewrap that fails as a real one does when another run's fork
     // bomb took the processes its namespaces need, while a flag file exists.
-    let dir = std::env::temp_dir().join(format!("code_runner-bwrap-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let flag = dir.join("fail");
-    let wrapper = dir.join("bwrap");
-    let script = format!(
-        "#!/bin/sh\nif [ -e {} ]; then\n  echo 'bwrap: Creating new namespace failed: Resource temporarily unavailable' >&2\n  exit 1\nfi\nexec /usr/bin/bwrap \"$@\"\n",
-        flag.display()
-    );
-    std::fs::write(&wrapper, script).unwrap();
-    for path in [&dir, &wrapper] {
-        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    }
+    let failing = "  echo 'bwrap: Creating new namespace failed: Resource temporarily unavailable' >&2\n  exit 1";
+    let (dir, flag, wrapper) = flagged_bwrap("bwrap", failing);
     let runner = start_with(&[("CODE_BWRAP", wrapper.to_str().unwrap())]);
     std::fs::write(&flag, "").unwrap();
     let refused = runner.client.call(TOOL, json!({"code": "print(1)"}), Some("u")).await;
@@ -613,4 +668,20 @@ async fn a_sandbox_bubblewrap_cannot_start_or_set_up_is_unavailable_not_the_code
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(error_kind(&unstarted), "unavailable", "{unstarted}");
     assert!(unstarted["error"].as_str().unwrap().contains("cannot start"), "{unstarted}");
+}
+
+#[tokio::test]
+async fn a_sandbox_killed_for_memory_before_the_code_ran_names_the_memory_budget() {
+    // A bubblewrap whose set-up the kernel kills for the run's memory
+    // (its cgroup's 64 MiB), before the shell's first line.
+    let failing = "  /usr/bin/python3 -c \"x = b'x' * (256 << 20)\"\n  exit 1";
+    let (dir, flag, wrapper) = flagged_bwrap("bwrap-memory", failing);
+    let runner = start_with(&[("CODE_BWRAP", wrapper.to_str().unwrap()), ("CODE_MEMORY_BYTES", "67108864")]);
+    std::fs::write(&flag, "").unwrap();
+    let killed = runner.client.call(TOOL, json!({"code": "print(1)"}), Some("u")).await;
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(killed["success"], true, "answered as a run, not `unavailable`: {killed}");
+    let result = &killed["result"];
+    assert_eq!(result["exceeded_budgets"], json!(["CODE_MEMORY_BYTES"]), "{killed}");
+    assert_eq!((result["exit_code"].clone(), result["stdout"].clone()), (json!(1), json!("")), "{killed}");
 }
