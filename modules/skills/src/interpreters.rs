@@ -1,8 +1,10 @@
 //! Words a program runs as code: the word after `sh -c`, `python3 -c`,
 //! `perl -e`, `node -e`, `sed -e`; and the words that choose what runs: an
 //! interpreter's script (`python3 app.py`), awk's and sed's program text,
-//! and the command `env`, `timeout`, `nice`, `sudo`... run. A value in one
-//! of them would be code (`x; curl evil | sh`) or any program or file.
+//! the command `env`, `timeout`, `nice`, `sudo`... run, and the module an
+//! option loads (`perl -MPOSIX`, `ruby -rjson`, `node --import tsx`). A
+//! value in one of them would be code (`x; curl evil | sh`) or any
+//! program, module or file.
 
 /// A program that runs code given on its command line.
 struct Interpreter {
@@ -13,10 +15,18 @@ struct Interpreter {
     /// Long options whose value is code.
     code_options: &'static [&'static str],
     /// Short options that take a value that is not code: the rest of their
-    /// word (`-Mstrict`, `-rnet/http`), else the next word (`-O extglob`).
+    /// word (`-Xdev`), else the next word (`-O extglob`).
     value_letters: &'static str,
     /// Long options that take the next word as a value that is not code.
     value_options: &'static [&'static str],
+    /// Short options whose value, the rest of their word or else (but for
+    /// an attached-only one) the next word, names a module or file the
+    /// program loads and runs, or is pasted into code (perl's `-MPOSIX` is
+    /// `use POSIX;`): a value there chooses what runs.
+    module_letters: &'static str,
+    /// Long options whose value, after `=` or the next word, names a module
+    /// or file the program loads (`node --import tsx`).
+    module_options: &'static [&'static str],
     /// Short options known to take no value (`python3 -u`): the next word
     /// is not theirs. A letter in none of the lists may take it.
     flag_letters: &'static str,
@@ -61,6 +71,8 @@ const NONE: Interpreter = Interpreter {
     code_options: &[],
     value_letters: "",
     value_options: &[],
+    module_letters: "",
+    module_options: &[],
     flag_letters: "",
     flag_options: &[],
     attached_letters: "",
@@ -99,6 +111,20 @@ const NODE_FLAGS: &[&str] = &[
     "--frozen-intrinsics",
 ];
 
+/// node's options whose value names a module or file it loads: preloaded
+/// modules, loaders, test reporters, OpenSSL's config (which may load an
+/// engine), and env files (whose `NODE_OPTIONS` node applies).
+const NODE_MODULE_OPTIONS: &[&str] = &[
+    "--require",
+    "--import",
+    "--loader",
+    "--experimental-loader",
+    "--env-file",
+    "--env-file-if-exists",
+    "--test-reporter",
+    "--openssl-config",
+];
+
 /// The interpreters whose code options are known. A flag listed here must
 /// take no value in every program of its entry: a word taken for a flag's
 /// next word when it is the flag's value would hide a code option after it.
@@ -127,20 +153,24 @@ const INTERPRETERS: &[Interpreter] = &[
         flag_letters: "hilnvNP",
         ..NONE
     },
+    // `-W`'s warning category is imported (`-W ignore::this.X` imports `this`).
     Interpreter {
         names: &["python", "pypy"],
         code_letters: "cm",
-        value_letters: "WX",
+        value_letters: "X",
+        module_letters: "W",
         value_options: &["--check-hash-based-pycs"],
         flag_letters: "bBdEhiIOPqsSuvVx",
         flag_options: &["--help", "--version", "--help-env", "--help-xoptions", "--help-all"],
         code_ends_options: true,
         ..NONE
     },
+    // `-MMOD` and `-mMOD` are pasted into `use MOD ...;`, `-d:MOD` into
+    // `use Devel::MOD;`; `-I` chooses where modules are loaded from.
     Interpreter {
         names: &["perl"],
         code_letters: "eE",
-        value_letters: "MmI",
+        module_letters: "MmId",
         flag_letters: "acnpsStTuUwWXlhv",
         attached_letters: "ixdDCV",
         ..NONE
@@ -148,12 +178,13 @@ const INTERPRETERS: &[Interpreter] = &[
     Interpreter {
         names: &["ruby"],
         code_letters: "e",
-        value_letters: "rIEC",
+        value_letters: "EC",
+        module_letters: "rI",
         flag_letters: "acdlnpsSvwWyh",
         attached_letters: "ixKTF",
         ..NONE
     },
-    Interpreter { names: &["lua", "luajit"], code_letters: "e", value_letters: "l", flag_letters: "ivEW", ..NONE },
+    Interpreter { names: &["lua", "luajit"], code_letters: "e", module_letters: "l", flag_letters: "ivEW", ..NONE },
     Interpreter {
         names: &["Rscript"],
         code_letters: "e",
@@ -170,11 +201,14 @@ const INTERPRETERS: &[Interpreter] = &[
         ],
         ..NONE
     },
-    // `-B`, `-R` and `-E` run code before, for and after every input line.
+    // `-B`, `-R` and `-E` run code before, for and after every input line;
+    // `-d auto_prepend_file=F` runs F, `-c` reads an ini file that may,
+    // `-z` loads a Zend extension.
     Interpreter {
         names: &["php"],
         code_letters: "rBRE",
-        value_letters: "dczSt",
+        value_letters: "St",
+        module_letters: "dcz",
         flag_letters: "aCqsHivwhlmne",
         ..NONE
     },
@@ -182,17 +216,10 @@ const INTERPRETERS: &[Interpreter] = &[
         names: &["node", "nodejs"],
         code_letters: "ep",
         code_options: &["--eval", "--print"],
-        value_letters: "rC",
-        value_options: &[
-            "--require",
-            "--import",
-            "--loader",
-            "--experimental-loader",
-            "--conditions",
-            "--input-type",
-            "--env-file",
-            "--title",
-        ],
+        value_letters: "C",
+        value_options: &["--conditions", "--input-type", "--title"],
+        module_letters: "r",
+        module_options: NODE_MODULE_OPTIONS,
         flag_letters: "cihv",
         flag_options: NODE_FLAGS,
         ..NONE
@@ -201,8 +228,8 @@ const INTERPRETERS: &[Interpreter] = &[
         names: &["bun", "deno"],
         code_letters: "ep",
         code_options: &["--eval", "--print"],
-        value_letters: "r",
-        value_options: &["--require", "--import", "--loader", "--experimental-loader"],
+        module_letters: "r",
+        module_options: &["--require", "--import", "--loader", "--experimental-loader", "--preload"],
         ..NONE
     },
     // `env -S`: one word split into a command line.
@@ -383,6 +410,15 @@ const INTERPRETERS: &[Interpreter] = &[
     },
 ];
 
+/// What a word with a placeholder is to the program that reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Code it runs, or the script, program text or command it runs.
+    Code,
+    /// An option's value naming a module or file it loads (`perl -M{p}`).
+    Module,
+}
+
 /// Where a value would be code or choose what runs: the program word and
 /// the word it runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -391,12 +427,15 @@ pub struct CodeWord {
     pub program: String,
     /// The word that holds the placeholder.
     pub word: String,
+    /// What that word is to the program.
+    pub role: Role,
 }
 
 /// What [`code_word`] found.
 enum Found<'a> {
-    /// The word that runs as code, or chooses what runs, with a placeholder.
-    Value(&'a String),
+    /// The word that runs as code, chooses what runs, or names a module
+    /// that is loaded, with a placeholder.
+    Value(&'a String, Role),
     /// Nothing; the command the program runs is the word at this index.
     Command(usize),
     /// Nothing.
@@ -404,19 +443,21 @@ enum Found<'a> {
 }
 
 /// The first word of `words` (a template split into argv words) that an
-/// interpreter among them runs as code and `has_placeholder`, or that
-/// chooses what runs where the program is the command's (the first word,
-/// or the command a wrapper such as `env` or `timeout` runs): the script of
-/// `python3 {p}`, the program text of `awk '{p}'`, the command of `env {p}`.
-/// Code options are looked for after every word, the program's or not
-/// (`ssh host sh -c '{p}'`).
+/// interpreter among them runs as code or loads as a module and
+/// `has_placeholder`, or that chooses what runs where the program is the
+/// command's (the first word, or the command a wrapper such as `env` or
+/// `timeout` runs): the script of `python3 {p}`, the program text of `awk
+/// '{p}'`, the command of `env {p}`. Code and module options are looked for
+/// after every word, the program's or not (`find . -exec sh -c '{p}' ;`).
 pub fn value_as_code(words: &[String], has_placeholder: impl Fn(&str) -> bool) -> Option<CodeWord> {
     let mut command_at = 0;
     for (at, program) in words.iter().enumerate() {
         let Some(interpreter) = interpreter(program) else { continue };
         let is_command = at == command_at || interpreter.command_anywhere;
         match code_word(interpreter, &words[at + 1..], is_command, &has_placeholder) {
-            Found::Value(word) => return Some(CodeWord { program: program.clone(), word: word.clone() }),
+            Found::Value(word, role) => {
+                return Some(CodeWord { program: program.clone(), word: word.clone(), role });
+            }
             Found::Command(offset) if at == command_at => command_at = at + 1 + offset,
             Found::Command(_) | Found::Nothing => {}
         }
@@ -425,18 +466,18 @@ pub fn value_as_code(words: &[String], has_placeholder: impl Fn(&str) -> bool) -
 }
 
 /// The word of `args` (what follows the program's word) that `interpreter`
-/// runs as code and `has_placeholder`; where `is_command` (the program is
-/// the command's), also the first word that is neither an option nor a
-/// known option's value (past the `leading_operands`), what the program
-/// runs unless a code option was given: a script, program text, a
-/// command (whose index is returned when it has no placeholder). That
-/// word ends the options (what follows is the script's), and so does the
-/// code where `code_ends_options`. An option not in the table (neither a
-/// flag nor one with a value) may take the next word as its value, so
-/// that word does not end the options: a code option after it is still
-/// seen, and a placeholder in it or in a leading operand after it is
-/// refused as the word that may run (a false refusal is safer than a
-/// missed one).
+/// runs as code, or loads as a module, and `has_placeholder`; where
+/// `is_command` (the program is the command's), also the first word that
+/// is neither an option nor a known option's value (past the
+/// `leading_operands`), what the program runs unless a code option was
+/// given: a script, program text, a command (whose index is returned when
+/// it has no placeholder). That word ends the options (what follows is the
+/// script's), and so does the code where `code_ends_options`. An option
+/// not in the table (neither a flag nor one with a value) may take the
+/// next word as its value, so that word does not end the options: a code
+/// option after it is still seen, and a placeholder in it or in a leading
+/// operand after it is refused as the word that may run (a false refusal
+/// is safer than a missed one).
 fn code_word<'a>(
     interpreter: &Interpreter,
     args: &'a [String],
@@ -452,7 +493,7 @@ fn code_word<'a>(
         let lone_option = interpreter.flag_options.contains(&word.as_str());
         if options_ended || !signed || (word.len() < 2 && !lone_option) {
             if code_pending {
-                return if has_placeholder(word) { Found::Value(word) } else { Found::Nothing };
+                return if has_placeholder(word) { Found::Value(word, Role::Code) } else { Found::Nothing };
             }
             let runs = is_command && !code_seen;
             if runs && interpreter.assignments && !options_ended && word.contains('=') {
@@ -462,7 +503,7 @@ fn code_word<'a>(
             was_maybe_value |= maybe;
             if runs && (maybe || operands < interpreter.leading_operands) {
                 if has_placeholder(word) && (maybe || was_maybe_value) {
-                    return Found::Value(word);
+                    return Found::Value(word, Role::Code);
                 }
                 operands += usize::from(!maybe);
                 continue;
@@ -471,7 +512,7 @@ fn code_word<'a>(
                 continue;
             }
             return match runs {
-                true if has_placeholder(word) => Found::Value(word),
+                true if has_placeholder(word) => Found::Value(word, Role::Code),
                 true if interpreter.runs_commands => Found::Command(at),
                 _ => Found::Nothing,
             };
@@ -484,28 +525,41 @@ fn code_word<'a>(
         let is_code = if let Some(long) = word.strip_prefix("--") {
             let (name, attached) = long.split_once('=').map_or((long, None), |(name, value)| (name, Some(value)));
             let name = &word[..2 + name.len()];
+            let module = interpreter.module_options.contains(&name);
             if interpreter.code_options.contains(&name) {
                 Some(attached.is_some())
             } else {
-                if interpreter.value_options.contains(&name) && attached.is_none() {
-                    words.next();
-                } else {
-                    maybe_value = attached.is_none() && !interpreter.flag_options.contains(&name);
+                let value = match attached {
+                    Some(_) => Some(word),
+                    None if module || interpreter.value_options.contains(&name) => words.next(),
+                    None => {
+                        maybe_value = !interpreter.flag_options.contains(&name);
+                        None
+                    }
+                };
+                if let Some(value) = value.filter(|value| module && has_placeholder(value)) {
+                    return Found::Value(value, Role::Module);
                 }
                 None
             }
         } else {
-            short_code(interpreter, word, &mut words, &mut maybe_value, &mut code_seen)
+            let letters = short_options(interpreter, word, &mut words, has_placeholder);
+            if let Some(value) = letters.module {
+                return Found::Value(value, Role::Module);
+            }
+            maybe_value = letters.maybe_value;
+            code_seen |= letters.stdin;
+            letters.code
         };
         match is_code {
             // The code is attached (`-c{code}`, `--eval={code}`).
-            Some(true) if has_placeholder(word) => return Found::Value(word),
+            Some(true) if has_placeholder(word) => return Found::Value(word, Role::Code),
             Some(true) if interpreter.code_ends_options => return Found::Nothing,
             Some(true) => code_seen = true,
             Some(false) if interpreter.code_is_operand => code_pending = true,
             // The code is the next word.
             Some(false) => match words.next() {
-                Some(next) if has_placeholder(next) => return Found::Value(next),
+                Some(next) if has_placeholder(next) => return Found::Value(next, Role::Code),
                 _ if interpreter.code_ends_options => return Found::Nothing,
                 _ => code_seen = true,
             },
@@ -515,21 +569,32 @@ fn code_word<'a>(
     Found::Nothing
 }
 
-/// For a word of bundled short options: whether it has a code option, with
-/// its code attached (`Some(true)`) or not. Letters are read up to the
-/// first one that takes a value (its value is the rest of the word, else,
-/// but for an attached-only one, the next word of `words`, taken) or that
-/// is not a letter; `maybe_value` is set when the last letter is one the
-/// table does not know, `stdin` when a letter says the code comes from
-/// stdin.
-fn short_code<'a>(
+/// What a word of bundled short options holds, as [`short_options`] reads it.
+#[derive(Default)]
+struct Letters<'a> {
+    /// A code option, with its code attached (`Some(true)`) or not.
+    code: Option<bool>,
+    /// The last letter is one the table does not know: the next word may
+    /// be its value.
+    maybe_value: bool,
+    /// A letter says the code comes from stdin.
+    stdin: bool,
+    /// The word holding a module option's value, when that value has a
+    /// placeholder.
+    module: Option<&'a String>,
+}
+
+/// Reads a word of bundled short options: letters up to the first one that
+/// is a code option or takes a value (its value is the rest of the word,
+/// else, but for an attached-only one, the next word of `words`, taken) or
+/// that is not a letter.
+fn short_options<'a>(
     interpreter: &Interpreter,
-    word: &str,
+    word: &'a String,
     words: &mut impl Iterator<Item = &'a String>,
-    maybe_value: &mut bool,
-    stdin: &mut bool,
-) -> Option<bool> {
-    let mut code = None;
+    has_placeholder: &impl Fn(&str) -> bool,
+) -> Letters<'a> {
+    let mut found = Letters::default();
     for (at, letter) in word.char_indices().skip(1) {
         let rest = &word[at + letter.len_utf8()..];
         if !letter.is_ascii_alphabetic() {
@@ -537,29 +602,32 @@ fn short_code<'a>(
         }
         if interpreter.code_letters.contains(letter) {
             if interpreter.code_is_operand {
-                code = Some(false);
+                found.code = Some(false);
                 continue;
             }
-            return Some(!rest.is_empty());
+            found.code = Some(!rest.is_empty());
+            return found;
         }
-        if interpreter.value_letters.contains(letter) {
-            if rest.is_empty() {
-                words.next();
-            }
-            return code;
+        let attached = interpreter.attached_letters.contains(letter);
+        let module = interpreter.module_letters.contains(letter);
+        if attached || module || interpreter.value_letters.contains(letter) {
+            let value = match (rest.is_empty(), attached) {
+                (false, _) => Some(word),
+                (true, true) => None,
+                (true, false) => words.next(),
+            };
+            found.module = value.filter(|value| module && has_placeholder(value));
+            return found;
         }
         if interpreter.stdin_letters.contains(letter) {
-            *stdin = true;
+            found.stdin = true;
             continue;
         }
-        if interpreter.attached_letters.contains(letter) {
-            return code;
-        }
         if !interpreter.flag_letters.contains(letter) {
-            *maybe_value = rest.is_empty();
+            found.maybe_value = rest.is_empty();
         }
     }
-    code
+    found
 }
 
 /// The interpreter `word` names, as a program: its last path component
@@ -574,9 +642,63 @@ fn interpreter(word: &str) -> Option<&'static Interpreter> {
 mod tests {
     use super::*;
 
-    fn code_in(command: &str) -> Option<String> {
+    fn found_in(command: &str) -> Option<CodeWord> {
         let words = shell_words::split(command).unwrap();
-        value_as_code(&words, |word| word.contains("{p}")).map(|found| format!("{} {}", found.program, found.word))
+        value_as_code(&words, |word| word.contains("{p}"))
+    }
+
+    fn code_in(command: &str) -> Option<String> {
+        found_in(command).map(|found| format!("{} {}", found.program, found.word))
+    }
+
+    /// Options that load a module or file, or paste their value into code:
+    /// a placeholder in their value, in their word or the next, is refused.
+    #[test]
+    fn values_in_module_options_are_found() {
+        let cases = [
+            ("perl -M{p} script.pl", "perl", "-M{p}"),
+            ("perl -m{p} script.pl", "perl", "-m{p}"),
+            ("perl -M {p} script.pl", "perl", "{p}"),
+            ("perl -wM{p} script.pl", "perl", "-wM{p}"),
+            ("perl -MPOSIX -M{p} script.pl", "perl", "-M{p}"),
+            ("perl -I{p} script.pl", "perl", "-I{p}"),
+            ("perl -I {p} script.pl", "perl", "{p}"),
+            ("perl -d:{p} script.pl", "perl", "-d:{p}"),
+            ("ruby -r{p} app.rb", "ruby", "-r{p}"),
+            ("ruby -r {p} app.rb", "ruby", "{p}"),
+            ("ruby -I {p} app.rb", "ruby", "{p}"),
+            ("node -r {p} app.js", "node", "{p}"),
+            ("node --require={p} app.js", "node", "--require={p}"),
+            ("node --import {p} app.js", "node", "{p}"),
+            ("node --loader {p} app.js", "node", "{p}"),
+            ("node --experimental-loader={p} app.js", "node", "--experimental-loader={p}"),
+            ("node --env-file {p} app.js", "node", "{p}"),
+            ("bun --preload {p} app.ts", "bun", "{p}"),
+            ("python3 -W ignore::{p} app.py", "python3", "ignore::{p}"),
+            ("lua -l {p} app.lua", "lua", "{p}"),
+            ("php -d auto_prepend_file={p} app.php", "php", "auto_prepend_file={p}"),
+            ("php -c{p} app.php", "php", "-c{p}"),
+            // Wherever the interpreter is, like code options.
+            ("find . -exec perl -M{p} x.pl ;", "perl", "-M{p}"),
+        ];
+        for (command, program, word) in cases {
+            let expected = CodeWord { program: program.into(), word: word.into(), role: Role::Module };
+            assert_eq!(found_in(command), Some(expected), "{command}");
+        }
+        for command in [
+            "perl -MPOSIX script.pl {p}",
+            "perl -Mstrict -Ilib -e 'print @ARGV' {p}",
+            "perl -d script.pl {p}",
+            "perl script.pl -M{p}",
+            "ruby -rjson app.rb {p}",
+            "node --import tsx app.ts {p}",
+            "node --env-file=.env app.js {p}",
+            "python3 -W ignore app.py {p}",
+            "lua -l socket app.lua {p}",
+            "php -d display_errors=1 app.php {p}",
+        ] {
+            assert_eq!(found_in(command), None, "{command}");
+        }
     }
 
     #[test]

@@ -3,16 +3,16 @@
 //! pipes, redirections or substitutions. A value that would start a word
 //! with `-` (and so be read as an option) is refused unless its argument
 //! allows it or the word comes after a literal `--` word. A placeholder in
-//! code an interpreter runs (`sh -c '... {p}'`), or in the script or
-//! command a program runs (`python3 {p}`, `timeout 5 {p}`), is refused at
-//! load.
+//! code an interpreter runs (`sh -c '... {p}'`), in the script or
+//! command a program runs (`python3 {p}`, `timeout 5 {p}`), or in a module
+//! an option loads (`perl -M{p}`), is refused at load.
 
 use std::collections::BTreeSet;
 use std::sync::LazyLock;
 
 use regex::Regex;
 
-use crate::interpreters::{CodeWord, value_as_code};
+use crate::interpreters::{CodeWord, Role, value_as_code};
 
 /// The kernel's limit on one argument (`MAX_ARG_STRLEN`, 128 KiB), less
 /// its terminating NUL byte.
@@ -49,6 +49,20 @@ pub enum TemplateError {
          -- \"$1\" data.txt' sh {{p}}`, `python3 app.py {{p}}`)"
     )]
     ValueAsCode {
+        /// The interpreter, as the template writes it.
+        program: String,
+        /// The word with the placeholder.
+        word: String,
+    },
+    /// A value would name a module or file an option loads, or be pasted
+    /// into code (`perl -M{p}`, `node --import {p}`).
+    #[error(
+        "the word `{word}` is the value of an option with which `{program}` loads a module or file, or pastes it \
+         into code (`perl -M`/`-m`/`-I`/`-d:`, `ruby -r`/`-I`, `node -r`/`--import`/`--loader`/`--env-file`, \
+         `python3 -W`, `lua -l`, `php -d`/`-c`/`-z`), so a value in it would choose what runs; name the module in \
+         the template and pass the value as an argument of its own (`perl -MPOSIX script.pl {{p}}`)"
+    )]
+    ValueAsModule {
         /// The interpreter, as the template writes it.
         program: String,
         /// The word with the placeholder.
@@ -164,8 +178,11 @@ impl CommandTemplate {
         if count > MAX_PLACEHOLDERS {
             return Err(TemplateError::TooManyPlaceholders(count));
         }
-        if let Some(CodeWord { program, word }) = value_as_code(&split, |word| PLACEHOLDER.is_match(word)) {
-            return Err(TemplateError::ValueAsCode { program, word });
+        if let Some(CodeWord { program, word, role }) = value_as_code(&split, |word| PLACEHOLDER.is_match(word)) {
+            return Err(match role {
+                Role::Code => TemplateError::ValueAsCode { program, word },
+                Role::Module => TemplateError::ValueAsModule { program, word },
+            });
         }
         Ok(Self { words: split.iter().map(|word| Word::parse(word)).collect() })
     }
@@ -337,6 +354,10 @@ mod tests {
         let script = CommandTemplate::parse("nice -n 5 python3 {p}").unwrap_err();
         assert_eq!(script, TemplateError::ValueAsCode { program: "python3".into(), word: "{p}".into() });
         assert!(script.to_string().contains("names the script or command it runs"), "{script}");
+        let module = CommandTemplate::parse("perl -M{p} script.pl").unwrap_err();
+        assert_eq!(module, TemplateError::ValueAsModule { program: "perl".into(), word: "-M{p}".into() });
+        assert!(module.to_string().contains("loads a module or file, or pastes it into code"), "{module}");
+        assert!(CommandTemplate::parse("perl -MPOSIX script.pl {p}").is_ok());
         let template = CommandTemplate::parse("echo --x={v}").unwrap();
         assert_eq!(template.argv(|_| Some("a\0b".into()), |_| false), Err(ValueError::Nul("v".into())));
         let long = "a".repeat(MAX_ARGUMENT_BYTES - 3);
