@@ -1,10 +1,11 @@
 //! Words a program runs as code: the word after `sh -c`, `python3 -c`,
 //! `perl -e`, `node -e`, `sed -e`; and the words that choose what runs: an
 //! interpreter's script (`python3 app.py`), awk's and sed's program text,
-//! the command `env`, `timeout`, `nice`, `sudo`... run, and the module an
-//! option loads (`perl -MPOSIX`, `ruby -rjson`, `node --import tsx`). A
-//! value in one of them would be code (`x; curl evil | sh`) or any
-//! program, module or file.
+//! the command `env`, `timeout`, `nice`, `sudo`... run, the module an
+//! option loads (`perl -MPOSIX`, `ruby -rjson`, `node --import tsx`), and
+//! shell text reached through other commands (`su -c`, `script -c`, `sg`,
+//! `watch`'s and `ssh`'s command line). A value in one of them would be
+//! code (`x; curl evil | sh`) or any program, module or file.
 
 /// A program that runs code given on its command line.
 struct Interpreter {
@@ -51,6 +52,16 @@ struct Interpreter {
     /// Words that are not options to skip before the one that runs
     /// (`timeout`'s duration, `flock`'s lock file, `chroot`'s root).
     leading_operands: usize,
+    /// Short options with a value that take the place of the leading
+    /// operands (`runuser -u USER CMD`): after one, the first word that is
+    /// not an option is what runs.
+    operand_letters: &'static str,
+    /// Long options like `operand_letters` (`runuser --user USER`).
+    operand_options: &'static [&'static str],
+    /// Whether the words from the one that runs on are joined into one
+    /// command line for a shell (`ssh host cmd...`, `watch cmd...`): a
+    /// placeholder in any of them is shell code.
+    joins_command: bool,
     /// Whether `NAME=value` words before the one that runs are skipped
     /// (`env`, `sudo`).
     assignments: bool,
@@ -81,6 +92,9 @@ const NONE: Interpreter = Interpreter {
     plus_options: false,
     stdin_letters: "",
     leading_operands: 0,
+    operand_letters: "",
+    operand_options: &[],
+    joins_command: false,
     assignments: false,
     runs_commands: false,
     command_anywhere: false,
@@ -124,6 +138,22 @@ const NODE_MODULE_OPTIONS: &[&str] = &[
     "--test-reporter",
     "--openssl-config",
 ];
+
+/// `su [options] [-] [USER [ARG...]]`: the ARGs go to the user's shell
+/// (`su USER -c CODE`, `su USER SCRIPT`); `-s` chooses that shell.
+const SU: Interpreter = Interpreter {
+    names: &["su"],
+    code_letters: "c",
+    code_options: &["--command", "--session-command"],
+    value_letters: "gGw",
+    value_options: &["--group", "--supp-group", "--whitelist-environment"],
+    module_letters: "s",
+    module_options: &["--shell"],
+    flag_letters: "lmpfPhV",
+    flag_options: &["-", "--login", "--preserve-environment", "--fast", "--pty", "--help", "--version"],
+    leading_operands: 1,
+    ..NONE
+};
 
 /// The interpreters whose code options are known. A flag listed here must
 /// take no value in every program of its entry: a word taken for a flag's
@@ -408,6 +438,138 @@ const INTERPRETERS: &[Interpreter] = &[
         runs_commands: true,
         ..NONE
     },
+    // Namespace options take an optional file, attached only (`-m/proc/1/ns/mnt`).
+    Interpreter {
+        names: &["nsenter"],
+        value_letters: "tSGW",
+        value_options: &["--target", "--setuid", "--setgid", "--wdns"],
+        flag_letters: "aFZechV",
+        flag_options: &[
+            "--all",
+            "--mount",
+            "--uts",
+            "--ipc",
+            "--net",
+            "--pid",
+            "--cgroup",
+            "--user",
+            "--time",
+            "--root",
+            "--wd",
+            "--preserve-credentials",
+            "--no-fork",
+            "--follow-context",
+            "--env",
+            "--join-cgroup",
+            "--user-parent",
+            "--keep-caps",
+        ],
+        attached_letters: "muinpCUTrw",
+        runs_commands: true,
+        ..NONE
+    },
+    Interpreter {
+        names: &["unshare"],
+        value_letters: "RwSG",
+        value_options: &[
+            "--root",
+            "--wd",
+            "--setuid",
+            "--setgid",
+            "--propagation",
+            "--setgroups",
+            "--map-user",
+            "--map-group",
+            "--map-users",
+            "--map-groups",
+            "--monotonic",
+            "--boottime",
+        ],
+        flag_letters: "frchV",
+        flag_options: &[
+            "--mount",
+            "--uts",
+            "--ipc",
+            "--net",
+            "--pid",
+            "--user",
+            "--cgroup",
+            "--time",
+            "--fork",
+            "--map-root-user",
+            "--map-current-user",
+            "--map-auto",
+            "--kill-child",
+            "--mount-proc",
+            "--keep-caps",
+        ],
+        attached_letters: "muinpUCT",
+        runs_commands: true,
+        ..NONE
+    },
+    SU,
+    // su, or with `-u USER` a wrapper: `runuser -u USER CMD`.
+    Interpreter { names: &["runuser"], operand_letters: "u", operand_options: &["--user"], runs_commands: true, ..SU },
+    // `sg [-] GROUP [-c] COMMAND` gives COMMAND to `sh -c`.
+    Interpreter { names: &["sg"], code_letters: "c", flag_options: &["-"], leading_operands: 1, ..NONE },
+    // `script -c CODE` gives CODE to the shell; its operand is the log file.
+    Interpreter {
+        names: &["script"],
+        code_letters: "c",
+        code_options: &["--command"],
+        value_letters: "IOBTmEo",
+        value_options: &[
+            "--log-in",
+            "--log-out",
+            "--log-io",
+            "--log-timing",
+            "--logging-format",
+            "--echo",
+            "--output-limit",
+        ],
+        flag_letters: "aefqhV",
+        flag_options: &["--append", "--return", "--flush", "--force", "--quiet", "--timing", "--help", "--version"],
+        attached_letters: "t",
+        leading_operands: 1,
+        ..NONE
+    },
+    // watch joins its command's words and gives them to `sh -c` (but with
+    // `-x`, which is refused alike).
+    Interpreter {
+        names: &["watch"],
+        value_letters: "nq",
+        value_options: &["--interval", "--equexit"],
+        flag_letters: "bcCegprtwxhv",
+        flag_options: &[
+            "--beep",
+            "--color",
+            "--no-color",
+            "--differences",
+            "--errexit",
+            "--chgexit",
+            "--precise",
+            "--no-rerun",
+            "--no-title",
+            "--no-wrap",
+            "--exec",
+            "--help",
+            "--version",
+        ],
+        attached_letters: "d",
+        joins_command: true,
+        ..NONE
+    },
+    // ssh joins its command's words and gives them to the remote shell;
+    // `-F`'s config file may set a `ProxyCommand`, `-I` loads a library.
+    Interpreter {
+        names: &["ssh"],
+        value_letters: "BbcDEeiJLlmOoPpQRSWw",
+        module_letters: "FI",
+        flag_letters: "46AaCfGgKkMNnqsTtVvXxYy",
+        leading_operands: 1,
+        joins_command: true,
+        ..NONE
+    },
 ];
 
 /// What a word with a placeholder is to the program that reads it.
@@ -417,6 +579,8 @@ pub enum Role {
     Code,
     /// An option's value naming a module or file it loads (`perl -M{p}`).
     Module,
+    /// A word of a command line it joins for a shell (`ssh host cmd {p}`).
+    CommandLine,
 }
 
 /// Where a value would be code or choose what runs: the program word and
@@ -511,6 +675,10 @@ fn code_word<'a>(
             if maybe {
                 continue;
             }
+            if runs && interpreter.joins_command {
+                let joined = args[at..].iter().find(|word| has_placeholder(word));
+                return joined.map_or(Found::Nothing, |word| Found::Value(word, Role::CommandLine));
+            }
             return match runs {
                 true if has_placeholder(word) => Found::Value(word, Role::Code),
                 true if interpreter.runs_commands => Found::Command(at),
@@ -526,12 +694,16 @@ fn code_word<'a>(
             let (name, attached) = long.split_once('=').map_or((long, None), |(name, value)| (name, Some(value)));
             let name = &word[..2 + name.len()];
             let module = interpreter.module_options.contains(&name);
+            let takes_operands = interpreter.operand_options.contains(&name);
+            if takes_operands {
+                operands = interpreter.leading_operands;
+            }
             if interpreter.code_options.contains(&name) {
                 Some(attached.is_some())
             } else {
                 let value = match attached {
                     Some(_) => Some(word),
-                    None if module || interpreter.value_options.contains(&name) => words.next(),
+                    None if module || takes_operands || interpreter.value_options.contains(&name) => words.next(),
                     None => {
                         maybe_value = !interpreter.flag_options.contains(&name);
                         None
@@ -549,6 +721,9 @@ fn code_word<'a>(
             }
             maybe_value = letters.maybe_value;
             code_seen |= letters.stdin;
+            if letters.operands {
+                operands = interpreter.leading_operands;
+            }
             letters.code
         };
         match is_code {
@@ -579,6 +754,8 @@ struct Letters<'a> {
     maybe_value: bool,
     /// A letter says the code comes from stdin.
     stdin: bool,
+    /// A letter's value takes the place of the leading operands.
+    operands: bool,
     /// The word holding a module option's value, when that value has a
     /// placeholder.
     module: Option<&'a String>,
@@ -610,7 +787,8 @@ fn short_options<'a>(
         }
         let attached = interpreter.attached_letters.contains(letter);
         let module = interpreter.module_letters.contains(letter);
-        if attached || module || interpreter.value_letters.contains(letter) {
+        found.operands = interpreter.operand_letters.contains(letter);
+        if attached || module || found.operands || interpreter.value_letters.contains(letter) {
             let value = match (rest.is_empty(), attached) {
                 (false, _) => Some(word),
                 (true, true) => None,
@@ -701,6 +879,66 @@ mod tests {
         }
     }
 
+    /// Shell text reached through other commands: `su -c`, `script -c`,
+    /// `sg`'s command, `watch`'s and `ssh`'s command line; and the command
+    /// `runuser -u`, `nsenter` and `unshare` run.
+    #[test]
+    fn values_in_shells_reached_through_other_commands_are_found() {
+        use Role::{Code, CommandLine, Module};
+        let cases = [
+            ("su -c {p}", "su", "{p}", Code),
+            ("su - nobody -c 'echo {p}'", "su", "echo {p}", Code),
+            ("su nobody --command='echo {p}'", "su", "--command=echo {p}", Code),
+            ("su nobody {p}", "su", "{p}", Code),
+            ("su -s {p} nobody", "su", "{p}", Module),
+            ("runuser -c {p}", "runuser", "{p}", Code),
+            ("runuser nobody -c 'echo {p}'", "runuser", "echo {p}", Code),
+            ("runuser -u nobody {p}", "runuser", "{p}", Code),
+            ("runuser -u nobody -- {p} x", "runuser", "{p}", Code),
+            ("runuser --user=nobody timeout 5 {p}", "timeout", "{p}", Code),
+            ("sg staff 'echo {p}'", "sg", "echo {p}", Code),
+            ("sg - staff -c 'echo {p}'", "sg", "echo {p}", Code),
+            ("script -q -c {p} /dev/null", "script", "{p}", Code),
+            ("script out.log --command='echo {p}'", "script", "--command=echo {p}", Code),
+            ("watch {p}", "watch", "{p}", CommandLine),
+            ("watch -n 5 'ls {p}'", "watch", "ls {p}", CommandLine),
+            ("watch -d -n 5 ls -l {p}", "watch", "{p}", CommandLine),
+            ("ssh host {p}", "ssh", "{p}", CommandLine),
+            ("ssh host 'ls {p}'", "ssh", "ls {p}", CommandLine),
+            ("ssh -i key -p 22 host ls -l {p}", "ssh", "{p}", CommandLine),
+            ("ssh host -- cat {p}", "ssh", "{p}", CommandLine),
+            ("ssh host sh -c 'echo {p}'", "ssh", "echo {p}", CommandLine),
+            ("ssh -F {p} host", "ssh", "{p}", Module),
+            ("timeout 5 ssh host {p}", "ssh", "{p}", CommandLine),
+            ("nsenter -t 1 -m {p}", "nsenter", "{p}", Code),
+            ("nsenter --target 1 --mount --net=/run/netns/x python3 {p}", "python3", "{p}", Code),
+            ("unshare -r {p}", "unshare", "{p}", Code),
+            ("unshare --mount-proc -f --wd=/tmp sh -c 'echo {p}'", "sh", "echo {p}", Code),
+        ];
+        for (command, program, word, role) in cases {
+            let expected = CodeWord { program: program.into(), word: word.into(), role };
+            assert_eq!(found_in(command), Some(expected), "{command}");
+        }
+        for command in [
+            "ssh -i key host",
+            "ssh -i key {p}",
+            "ssh {p} uptime",
+            "ssh -l {p} -p {p} host uptime",
+            "su {p} -c id",
+            "su -c id nobody {p}",
+            "runuser -u {p} -- ls",
+            "sg {p} id",
+            "script -q {p}",
+            "script -c ls {p}",
+            "watch -n {p} ls",
+            "nsenter -t {p} -n ip a",
+            "unshare -r python3 app.py {p}",
+            "echo ssh host {p}",
+        ] {
+            assert_eq!(found_in(command), None, "{command}");
+        }
+    }
+
     #[test]
     fn values_in_code_words_are_found() {
         let cases = [
@@ -739,7 +977,7 @@ mod tests {
             ("env - {p}", "env {p}"),
             ("env - A=1 {p}", "env {p}"),
             ("find . -exec env {p} ;", "env {p}"),
-            ("ssh host env A=1 {p}", "env {p}"),
+            ("parallel env A=1 {p}", "env {p}"),
             ("sh - {p}", "sh {p}"),
             ("bash - {p} x", "bash {p}"),
             // A known option's value is not the script's name.

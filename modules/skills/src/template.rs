@@ -4,8 +4,9 @@
 //! with `-` (and so be read as an option) is refused unless its argument
 //! allows it or the word comes after a literal `--` word. A placeholder in
 //! code an interpreter runs (`sh -c '... {p}'`), in the script or
-//! command a program runs (`python3 {p}`, `timeout 5 {p}`), or in a module
-//! an option loads (`perl -M{p}`), is refused at load.
+//! command a program runs (`python3 {p}`, `timeout 5 {p}`), in a module
+//! an option loads (`perl -M{p}`), or in a command line a program gives a
+//! shell (`ssh host ls {p}`), is refused at load.
 
 use std::collections::BTreeSet;
 use std::sync::LazyLock;
@@ -59,11 +60,24 @@ pub enum TemplateError {
     #[error(
         "the word `{word}` is the value of an option with which `{program}` loads a module or file, or pastes it \
          into code (`perl -M`/`-m`/`-I`/`-d:`, `ruby -r`/`-I`, `node -r`/`--import`/`--loader`/`--env-file`, \
-         `python3 -W`, `lua -l`, `php -d`/`-c`/`-z`), so a value in it would choose what runs; name the module in \
+         `python3 -W`, `lua -l`, `php -d`/`-c`/`-z`, `su -s`, `ssh -F`/`-I`), so a value in it would choose what runs; name the module in \
          the template and pass the value as an argument of its own (`perl -MPOSIX script.pl {{p}}`)"
     )]
     ValueAsModule {
         /// The interpreter, as the template writes it.
+        program: String,
+        /// The word with the placeholder.
+        word: String,
+    },
+    /// A value would be in a command line a program joins for a shell
+    /// (`ssh host ls {p}`, `watch ls {p}`).
+    #[error(
+        "the word `{word}` is in the command line that `{program}` joins into one and gives to a shell (`ssh host \
+         ...`, the remote one; `watch ...`), so a value in it would be shell code whatever the quoting; keep \
+         placeholders out of that command line (`ssh {{host}} uptime` is fine)"
+    )]
+    ValueInCommandLine {
+        /// The program, as the template writes it.
         program: String,
         /// The word with the placeholder.
         word: String,
@@ -182,6 +196,7 @@ impl CommandTemplate {
             return Err(match role {
                 Role::Code => TemplateError::ValueAsCode { program, word },
                 Role::Module => TemplateError::ValueAsModule { program, word },
+                Role::CommandLine => TemplateError::ValueInCommandLine { program, word },
             });
         }
         Ok(Self { words: split.iter().map(|word| Word::parse(word)).collect() })
@@ -358,6 +373,10 @@ mod tests {
         assert_eq!(module, TemplateError::ValueAsModule { program: "perl".into(), word: "-M{p}".into() });
         assert!(module.to_string().contains("loads a module or file, or pastes it into code"), "{module}");
         assert!(CommandTemplate::parse("perl -MPOSIX script.pl {p}").is_ok());
+        let remote = CommandTemplate::parse("ssh -i key host ls {p}").unwrap_err();
+        assert_eq!(remote, TemplateError::ValueInCommandLine { program: "ssh".into(), word: "{p}".into() });
+        assert!(remote.to_string().contains("joins into one and gives to a shell"), "{remote}");
+        assert!(CommandTemplate::parse("ssh -i key {p} uptime").is_ok());
         let template = CommandTemplate::parse("echo --x={v}").unwrap();
         assert_eq!(template.argv(|_| Some("a\0b".into()), |_| false), Err(ValueError::Nul("v".into())));
         let long = "a".repeat(MAX_ARGUMENT_BYTES - 3);
