@@ -9,6 +9,7 @@
 //! schedules (`every 15m`) run on real instants, so they keep their pace
 //! through both transitions.
 
+use std::ops::RangeInclusive;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -82,12 +83,7 @@ impl Schedule {
 
     /// A schedule stored in normalized form (5 fields, or 6 with seconds first).
     pub fn from_normalized(text: &str) -> Result<Self, ScheduleError> {
-        let cron = CronParser::builder()
-            .seconds(Seconds::Optional)
-            .dom_and_dow(false)
-            .build()
-            .parse(text)
-            .map_err(|e| ScheduleError::Unreadable(shown(text), e.to_string()))?;
+        let cron = parser().parse(text).map_err(|e| ScheduleError::Unreadable(shown(text), e.to_string()))?;
         check_days_exist(&cron, text)?;
         Ok(Self { cron, text: text.to_owned() })
     }
@@ -118,15 +114,28 @@ impl Schedule {
     ) -> Result<Option<Timestamp>, ScheduleError> {
         let end = jiff::SignedDuration::try_from(ahead).ok().and_then(|ahead| after.checked_add(ahead).ok());
         let Some(end) = end else { return self.next_after(after, zone).map(Some) };
-        let mut bounded = self.cron.clone();
-        let last_year = end.to_zoned(zone.clone()).year();
-        for year in (i32::from(last_year) + 1)..=croner::YEAR_UPPER_LIMIT {
-            let year = u16::try_from(year).unwrap_or(u16::MAX);
-            // A year outside croner's range has no bit to clear.
-            let _ = bounded.pattern.years.unset_bit(year, CRONER_VALUE_BIT);
-        }
+        let year = |at: Timestamp| i32::from(at.to_zoned(zone.clone()).year());
+        let Some(bounded) = self.within_years(year(after)..=year(end)) else { return Ok(None) };
         let run = bounded.find_next_occurrence(&after.to_zoned(zone.clone()), false).map(|zoned| zoned.timestamp());
         Ok(run.ok().filter(|run| *run <= end))
+    }
+
+    /// This schedule's cron with its year field cut to `years` (through
+    /// croner's public year field, so no search of it goes past them), or
+    /// `None` when it runs in none of them.
+    fn within_years(&self, years: RangeInclusive<i32>) -> Option<Cron> {
+        let kept: Vec<String> = years
+            .filter(|year| self.cron.pattern.year_match(*year).unwrap_or(false))
+            .map(|year| year.to_string())
+            .collect();
+        if kept.is_empty() {
+            return None;
+        }
+        // Any cron with that year field: only its years are taken.
+        let field = parser().parse(&format!("0 0 0 * * * {}", kept.join(","))).ok()?;
+        let mut bounded = self.cron.clone();
+        bounded.pattern.years = field.pattern.years;
+        Some(bounded)
     }
 
     /// The next `count` runs after `after`.
@@ -234,10 +243,6 @@ pub const CHECK_HORIZON_MONTHS: i64 = 48;
 /// to a day after.
 pub const TURNING_POINT_WINDOW: Duration = Duration::from_secs(2 * 86_400);
 
-/// The bit croner's fields set for a value they name (its `ALL_BIT`, which
-/// croner does not export).
-const CRONER_VALUE_BIT: u8 = 1;
-
 /// What one window of the interval check found.
 enum Window {
     /// A gap shorter than the shortest allowed.
@@ -249,6 +254,12 @@ enum Window {
 /// Milliseconds of `duration`, saturating.
 fn millis(duration: Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// How schedules are read: seconds optional (`every Ns`), a day matching
+/// either day field (as cron has it) unless the weekday has `+`.
+fn parser() -> CronParser {
+    CronParser::builder().seconds(Seconds::Optional).dom_and_dow(false).build()
 }
 
 /// The instants after `after` and before `horizon` where a schedule's gaps
@@ -653,6 +664,40 @@ mod tests {
         // No weekday nearest a 31 February, ever: refused at the horizon.
         let never = Schedule::parse("0 0 31W 2 *").unwrap();
         assert_eq!(never.first_run_within(after, &TimeZone::UTC, year * 10).unwrap(), None);
+    }
+
+    #[test]
+    fn the_bounded_search_reads_no_year_past_its_last_and_otherwise_agrees_with_croners_own() {
+        let after = date(2025, 3, 1).at(0, 0, 0, 0).to_zoned(TimeZone::UTC).unwrap();
+        // The bound itself, not only the answer filtered after it: croner's
+        // own search finds 29 February 2028, the one cut to 2025-2027 nothing.
+        let leap_day = Schedule::parse("0 0 29 2 *").unwrap();
+        assert_eq!(leap_day.cron.find_next_occurrence(&after, false).unwrap().year(), 2028);
+        let bounded = leap_day.within_years(2025..=2027).expect("the schedule runs in every year");
+        assert!(bounded.find_next_occurrence(&after, false).is_err(), "searched past 2027");
+        assert!(leap_day.within_years(2028..=2028).unwrap().find_next_occurrence(&after, false).is_ok());
+        // A year field a hand edit wrote (seven fields) is kept, not widened.
+        let in_2030 = Schedule::from_normalized("0 0 0 1 1 * 2030").unwrap();
+        assert!(in_2030.within_years(2025..=2029).is_none());
+        // Within its bound, the answer is croner's own, in zones with DST too.
+        let after = after.timestamp();
+        for text in ["0 9 * * 1-5", "0 0 29 2 *", "0 0 L 2 *", "30 2 * * *", "0 0 * 2 1#5", "*/10 * * * * *"]
+            .into_iter()
+            .chain(["0 0 0 1 1 * 2030", "0 0 0 1 1 * 2020"])
+        {
+            let schedule = Schedule::from_normalized(text).unwrap();
+            for name in ["UTC", "Europe/Berlin", "America/New_York", "Pacific/Auckland"] {
+                let zone = zone(name);
+                let own = schedule.next_after(after, &zone).ok();
+                for days in [1, 300, 1_400, 3_660] {
+                    let ahead = Duration::from_secs(days * 86_400);
+                    let end = after.checked_add(jiff::SignedDuration::try_from(ahead).unwrap()).unwrap();
+                    let expected = own.filter(|run| *run <= end);
+                    let found = schedule.first_run_within(after, &zone, ahead).unwrap();
+                    assert_eq!(found, expected, "{text} in {name}, {days} days");
+                }
+            }
+        }
     }
 
     #[test]
