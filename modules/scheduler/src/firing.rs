@@ -23,7 +23,7 @@ use uuid::Uuid;
 
 use crate::delivery::{Event, Webhook};
 use crate::schedule::Schedule;
-use crate::store::{Outcome, Store, Task};
+use crate::store::{Next, Outcome, Store, Task};
 use crate::task::{ExecutionData, rfc3339};
 
 /// Everything the firing loop needs.
@@ -190,11 +190,17 @@ impl Firing {
             }
         };
         let now = Timestamp::now();
-        let next = next_run(&task, now);
         let (store, worker) = (self.store.clone(), self.worker.clone());
-        let finished =
-            tokio::task::spawn_blocking(move || store.finish(&task, &worker, &outcome, next, now.as_millisecond()))
-                .await;
+        // The search for the next run is CPU work too: off the async workers.
+        let finished = tokio::task::spawn_blocking(move || {
+            let next = next_run(&task, now, store.limits().max_ahead);
+            if let Next::NoneWithin(why) = &next {
+                tracing::error!(task = %task.id, user = %task.spec.user_id, reason = %why,
+                    "a recurring task has no run within SCHEDULER_MAX_AHEAD_DAYS; it is marked failed");
+            }
+            store.finish(&task, &worker, &outcome, &next, now.as_millisecond())
+        })
+        .await;
         match finished {
             Ok(Ok(true)) => {}
             Ok(Ok(false)) => tracing::warn!("a run's claim lapsed before it was acknowledged; it may fire again"),
@@ -394,21 +400,36 @@ impl ClockWatch {
     }
 }
 
-/// The run after this one: for a recurring task the first after `now`
+/// What follows this run: for a recurring task the first run after `now`
 /// (missed runs collapse into the one that just fired), and after the one
 /// that just fired (a clock that stepped back while it was delivered must
-/// not schedule it again), within `max_runs` and `until`; `None` for a
-/// one-time reminder or a finished schedule.
-pub fn next_run(task: &Task, now: Timestamp) -> Option<i64> {
-    let schedule = Schedule::from_normalized(task.spec.schedule.as_deref()?).ok()?;
+/// not schedule it again), within `max_runs` and `until`; [`Next::Ended`]
+/// for a one-time reminder or a finished schedule. The run is searched for
+/// no further than `max_ahead` (`SCHEDULER_MAX_AHEAD_DAYS`), as
+/// `add_recurring_task` searches for the first: a schedule with none by
+/// then (a hand edit's that never runs, which croner would search for up
+/// to the year 5000) is [`Next::NoneWithin`].
+pub fn next_run(task: &Task, now: Timestamp, max_ahead: Duration) -> Next {
+    let Some(Ok(schedule)) = task.spec.schedule.as_deref().map(Schedule::from_normalized) else { return Next::Ended };
     if task.spec.max_runs.is_some_and(|max| task.runs.saturating_add(1) >= max) {
-        return None;
+        return Next::Ended;
     }
     let zone = TimeZone::get(&task.spec.timezone).unwrap_or(TimeZone::UTC);
     let fired = task.next_run.and_then(|ms| Timestamp::from_millisecond(ms).ok());
     let after = fired.map_or(now, |fired| fired.max(now));
-    let next = schedule.next_after(after, &zone).ok()?.as_millisecond();
-    (task.spec.until.is_none_or(|until| next <= until)).then_some(next)
+    let until = task.spec.until;
+    let searched_to = after.as_millisecond().saturating_add(i64::try_from(max_ahead.as_millis()).unwrap_or(i64::MAX));
+    match schedule.first_run_within(after, &zone, max_ahead) {
+        Ok(Some(next)) if until.is_none_or(|until| next.as_millisecond() <= until) => Next::At(next.as_millisecond()),
+        // None before `until` either, when it comes first: the schedule ended.
+        Ok(None) if until.is_none_or(|until| until >= searched_to) => Next::NoneWithin(format!(
+            "the schedule {:?} has no run in the {} days after this one, the limit (SCHEDULER_MAX_AHEAD_DAYS), as far \
+             as it is searched",
+            schedule.as_cron(),
+            max_ahead.as_secs() / 86_400
+        )),
+        _ => Next::Ended,
+    }
 }
 
 #[cfg(test)]
@@ -489,6 +510,9 @@ mod tests {
         assert!(clock.went_back(60_000), "back from far ahead");
     }
 
+    /// `SCHEDULER_MAX_AHEAD_DAYS`' default.
+    const AHEAD: Duration = Duration::from_secs(3660 * 86_400);
+
     #[test]
     fn a_clock_that_stepped_back_during_a_delivery_does_not_schedule_the_run_that_fired_again() {
         let fired = 3_600 * 24 * 1000;
@@ -496,16 +520,41 @@ mod tests {
         daily.next_run = Some(fired);
         // Acknowledged half a second before the midnight it fired for.
         let now = Timestamp::from_millisecond(fired - 500).unwrap();
-        assert_eq!(next_run(&daily, now), Some(fired + 86_400_000), "the next midnight, not this one again");
+        assert_eq!(next_run(&daily, now, AHEAD), Next::At(fired + 86_400_000), "the next midnight, not this one again");
     }
 
     #[test]
     fn missed_runs_collapse_into_one_and_limits_end_the_schedule() {
         // Every minute, but the module was down for an hour: the next run is the first after now.
         let now = Timestamp::from_second(3_600 * 24 + 30).unwrap();
-        assert_eq!(next_run(&task(Some("* * * * *"), 0, None, None), now), Some((3_600 * 24 + 60) * 1000));
-        assert_eq!(next_run(&task(None, 0, None, None), now), None, "one-time");
-        assert_eq!(next_run(&task(Some("* * * * *"), 2, Some(3), None), now), None, "the third run was the last");
-        assert_eq!(next_run(&task(Some("* * * * *"), 0, None, Some(now.as_millisecond())), now), None, "until");
+        let every_minute = task(Some("* * * * *"), 0, None, None);
+        assert_eq!(next_run(&every_minute, now, AHEAD), Next::At((3_600 * 24 + 60) * 1000));
+        assert_eq!(next_run(&task(None, 0, None, None), now, AHEAD), Next::Ended, "one-time");
+        let third_of_three = task(Some("* * * * *"), 2, Some(3), None);
+        assert_eq!(next_run(&third_of_three, now, AHEAD), Next::Ended, "the third run was the last");
+        let until_now = task(Some("* * * * *"), 0, None, Some(now.as_millisecond()));
+        assert_eq!(next_run(&until_now, now, AHEAD), Next::Ended, "until");
+    }
+
+    #[test]
+    fn a_schedule_with_no_run_within_the_limit_ends_failed_with_why_unless_until_ended_it_first() {
+        let now = "2026-03-01T00:00:00Z".parse::<Timestamp>().unwrap();
+        // The weekday nearest a 31 February: never (a hand edit; the tools refuse it).
+        let never = task(Some("0 0 31W 2 *"), 0, None, None);
+        let Next::NoneWithin(why) = next_run(&never, now, AHEAD) else { panic!("not failed") };
+        assert!(
+            why.contains(
+                "\"0 0 31W 2 *\" has no run in the 3660 days after this one, the limit (SCHEDULER_MAX_AHEAD_DAYS)"
+            ),
+            "{why}"
+        );
+        // A run beyond the limit counts as none: 29 February 2028 is not within a year.
+        let leap_day = task(Some("0 0 29 2 *"), 0, None, None);
+        let year = Duration::from_secs(366 * 86_400);
+        assert!(matches!(next_run(&leap_day, now, year), Next::NoneWithin(_)));
+        assert_eq!(next_run(&leap_day, now, year * 3), Next::At(1_835_395_200_000), "2028-02-29 within three");
+        // An `until` before the limit ends the schedule first: done, not failed.
+        let ended = task(Some("0 0 31W 2 *"), 0, None, Some(now.as_millisecond() + 86_400_000));
+        assert_eq!(next_run(&ended, now, AHEAD), Next::Ended);
     }
 }

@@ -291,6 +291,21 @@ pub enum Outcome {
     Failed(String),
 }
 
+/// What follows an acknowledged run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    /// The task runs again at this time (ms since 1970 UTC).
+    At(i64),
+    /// It runs no more (a one-time task, or a schedule that `max_runs` or
+    /// `until` ended): it is done, or failed when a one-time task's run
+    /// could not be delivered.
+    Ended,
+    /// Its schedule has no run within `SCHEDULER_MAX_AHEAD_DAYS`, as far
+    /// as it is searched (a hand edit's schedule that never runs): it is
+    /// failed, with why.
+    NoneWithin(String),
+}
+
 /// Storage of tasks.
 #[derive(Debug)]
 pub struct Store {
@@ -496,22 +511,28 @@ impl Store {
     }
 
     /// Acknowledges the run of `task` claimed by `worker`: counts it, records
-    /// its outcome, and sets the task's next run (`None`: no more runs, the
-    /// task is done, or failed when a one-time task could not be delivered).
-    /// False when the claim had lapsed and was taken over. `now` is when,
-    /// for the retention of finished tasks.
+    /// its outcome, and sets what follows ([`Next`]): the task's next run,
+    /// or the end of it, done or failed (a task with no run within the
+    /// limit is failed with the reason, then this run's outcome). False
+    /// when the claim had lapsed and was taken over. `now` is when, for the
+    /// retention of finished tasks.
     pub fn finish(
         &self,
         task: &Task,
         worker: &str,
         outcome: &Outcome,
-        next: Option<i64>,
+        next: &Next,
         now: i64,
     ) -> Result<bool, StoreError> {
         let (status, text) = match (outcome, next) {
-            (_, Some(_)) => ("active", outcome_text(outcome)),
-            (Outcome::Failed(_), None) if task.spec.schedule.is_none() => ("failed", outcome_text(outcome)),
-            (_, None) => ("done", outcome_text(outcome)),
+            (_, Next::At(_)) => ("active", outcome_text(outcome)),
+            (_, Next::NoneWithin(why)) => ("failed", format!("failed: {why}; this run: {}", outcome_text(outcome))),
+            (Outcome::Failed(_), Next::Ended) if task.spec.schedule.is_none() => ("failed", outcome_text(outcome)),
+            (_, Next::Ended) => ("done", outcome_text(outcome)),
+        };
+        let next = match next {
+            Next::At(at) => Some(*at),
+            Next::Ended | Next::NoneWithin(_) => None,
         };
         self.write(|tx| {
             // The stored status after the update: finished by this run, or
@@ -573,7 +594,8 @@ impl Store {
     /// process's lease) when it reaches beyond; and a recurring task's next run
     /// later than its schedule's first run after `now` (the next run is
     /// always the first after the time it was computed, so only a clock
-    /// ahead of `now` puts it later) is brought back to it. One-time
+    /// ahead of `now` puts it later) is brought back to it (that run is
+    /// searched for within `max_ahead` of the limits only). One-time
     /// reminders keep their time: an absolute time cannot be told from a
     /// delay added to a wrong clock. How many leases and next runs changed.
     pub fn rewind(&self, now: i64, lease_until: i64) -> Result<(usize, usize), StoreError> {
@@ -611,7 +633,9 @@ impl Store {
                 let (Ok(schedule), Ok(zone)) = (Schedule::from_normalized(&schedule), time_zone(&zone)) else {
                     continue;
                 };
-                let Ok(first) = schedule.next_after(now, &zone) else { continue };
+                // Searched no further than the limit: a schedule that never
+                // runs (a hand edit's) is left to the acknowledgement of its run.
+                let Ok(Some(first)) = schedule.first_run_within(now, &zone, self.limits.max_ahead) else { continue };
                 if first.as_millisecond() < stored {
                     next_runs += update.execute((key, first.as_millisecond()))?;
                 }
@@ -842,8 +866,8 @@ mod tests {
         assert!(store.claim("b", 2_000, 9_000, 10).unwrap().is_empty(), "held by a");
         let taken_over = store.claim("b", 5_000, 9_000, 10).unwrap();
         assert_eq!(taken_over.len(), 1, "a's lease lapsed");
-        assert!(!store.finish(&claimed[0], "a", &Outcome::Delivered, None, 6_000).unwrap(), "a lost its claim");
-        assert!(store.finish(&taken_over[0], "b", &Outcome::Delivered, None, 6_000).unwrap());
+        assert!(!store.finish(&claimed[0], "a", &Outcome::Delivered, &Next::Ended, 6_000).unwrap(), "a lost its claim");
+        assert!(store.finish(&taken_over[0], "b", &Outcome::Delivered, &Next::Ended, 6_000).unwrap());
         let done = &list(&store, "u", None, 10, 0).unwrap().0[0];
         assert_eq!((done.status.as_str(), done.runs, done.next_run), ("done", 1, None));
         assert!(store.claim("c", 99_000, 100_000, 10).unwrap().is_empty(), "done tasks never fire");
@@ -947,7 +971,7 @@ mod tests {
             );
         }
         assert!(store.claim("w", 2_000, 9_000, 20).unwrap().is_empty(), "marked once, never claimed again");
-        assert!(store.finish(&claimed[0], "w", &Outcome::Delivered, None, 1_000).unwrap());
+        assert!(store.finish(&claimed[0], "w", &Outcome::Delivered, &Next::Ended, 1_000).unwrap());
         let rows: i64 = hand.query_row("SELECT COUNT(*) FROM tasks", [], |row| row.get(0)).unwrap();
         assert_eq!(rows, 1 + edits.len() as i64, "every row is kept");
         let runs: String = hand.query_row("SELECT runs FROM tasks WHERE user_id = 'bob4'", [], |r| r.get(0)).unwrap();
@@ -1104,8 +1128,8 @@ mod tests {
         let taken_over = store.claim("b", 9_000, 19_000, 10).unwrap();
         assert_eq!(taken_over.len(), 1, "a's renewed lease lapsed");
         assert_eq!(store.renew("a", &[task.id], 9_000, 29_000).unwrap(), 0, "a cannot take it back");
-        assert!(store.finish(&taken_over[0], "b", &Outcome::Delivered, None, 9_500).unwrap());
-        assert!(!store.finish(&claimed[0], "a", &Outcome::Delivered, None, 9_500).unwrap());
+        assert!(store.finish(&taken_over[0], "b", &Outcome::Delivered, &Next::Ended, 9_500).unwrap());
+        assert!(!store.finish(&claimed[0], "a", &Outcome::Delivered, &Next::Ended, 9_500).unwrap());
         assert_eq!(store.renew("b", &[task.id], 9_500, 39_000).unwrap(), 0, "an acknowledged run holds no claim");
     }
 
@@ -1123,7 +1147,7 @@ mod tests {
         store.cancel("u", later.id, 2_000, || false).unwrap();
         assert_eq!(store.next_wake(5_000).unwrap(), Some(1_000), "the lapsed claim's run is due");
         let retaken = store.claim("w", 5_000, 9_000, 10).unwrap();
-        store.finish(&retaken[0], "w", &Outcome::Delivered, None, 5_000).unwrap();
+        store.finish(&retaken[0], "w", &Outcome::Delivered, &Next::Ended, 5_000).unwrap();
         assert_eq!(store.next_wake(5_000).unwrap(), None, "nothing left to run");
     }
 
@@ -1157,8 +1181,8 @@ mod tests {
         store.add(reminder("u", 1_000), 0, || false).unwrap();
         let claimed = store.claim("w", 1_000, 2_000, 10).unwrap();
         for task in &claimed {
-            let next = task.spec.schedule.as_ref().map(|_| 61_000);
-            store.finish(task, "w", &Outcome::Failed("HTTP 500".into()), next, 1_000).unwrap();
+            let next = if task.spec.schedule.is_some() { Next::At(61_000) } else { Next::Ended };
+            store.finish(task, "w", &Outcome::Failed("HTTP 500".into()), &next, 1_000).unwrap();
         }
         let (tasks, _) = list(&store, "u", None, 10, 0).unwrap();
         let statuses: Vec<(&str, Option<i64>)> = tasks.iter().map(|t| (t.status.as_str(), t.next_run)).collect();
@@ -1231,7 +1255,7 @@ mod tests {
         let due = store.add(reminder("u", 500), 20, || false).unwrap();
         let claimed = store.claim("w", 500, 9_000, 10).unwrap();
         assert_eq!(claimed.iter().map(|t| t.id).collect::<Vec<_>>(), [due.id]);
-        assert!(store.finish(&claimed[0], "w", &Outcome::Delivered, None, 500).unwrap());
+        assert!(store.finish(&claimed[0], "w", &Outcome::Delivered, &Next::Ended, 500).unwrap());
         let (done, _) = list(&store, "u", Some("done"), 100, 0).unwrap();
         assert_eq!(done.len(), 1);
         let (cancelled_left, _) = list(&store, "u", Some("cancelled"), 100, 0).unwrap();
@@ -1277,7 +1301,7 @@ mod tests {
         let due = store.add(reminder("g", 500), 60_000, || false).unwrap();
         let claimed = store.claim("w", 60_000, 70_000, 10).unwrap();
         assert_eq!(claimed.iter().map(|t| t.id).collect::<Vec<_>>(), [due.id]);
-        store.finish(&claimed[0], "w", &Outcome::Delivered, None, 60_001).unwrap();
+        store.finish(&claimed[0], "w", &Outcome::Delivered, &Next::Ended, 60_001).unwrap();
         assert_eq!(["d", "e", "f", "g"].map(kept), [0, 1, 1, 1]);
         Connection::open(&path).unwrap().execute("DELETE FROM tasks WHERE user_id = 'e'", []).unwrap();
         assert_eq!(finished_counts(&path), (2, 2));
@@ -1341,7 +1365,7 @@ mod tests {
         // Its holder acknowledges the run as it would a recurring task's
         // (a next run given): the task stays cancelled, and the one too
         // many finished tasks it was kept as goes.
-        assert!(store.finish(&held, "dead", &Outcome::Delivered, Some(1_000_000), 3_000).unwrap());
+        assert!(store.finish(&held, "dead", &Outcome::Delivered, &Next::At(1_000_000), 3_000).unwrap());
         let (cancelled, total) = list(&store, "u", Some("cancelled"), 10, 0).unwrap();
         assert_eq!(total, 2, "{cancelled:?}");
         assert!(cancelled.iter().all(|t| t.id != held.id));

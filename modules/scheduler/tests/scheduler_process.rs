@@ -6,7 +6,8 @@
 //! lease sent once and not taken over by a second process (nor by one
 //! started with a shorter lease), a run in flight
 //! at a SIGTERM sent at once by the restarted process, rows that no longer
-//! parse shown failed while the other tasks fire, a restart after the
+//! parse shown failed while the other tasks fire, a hand-written schedule
+//! that never runs failed after its run, naming the limit, a restart after the
 //! clock went back firing what a clock a year ahead put off, and the
 //! warning that nothing fires without a delivery URL, the error naming
 //! a database that cannot be created, and a scheduling or cancel call
@@ -312,6 +313,51 @@ async fn a_task_whose_stored_row_no_longer_parses_fails_visibly_and_every_other_
     }
     let rows: i64 = hand.query_row("SELECT COUNT(*) FROM tasks", [], |row| row.get(0)).unwrap();
     assert_eq!(rows, 3, "the unreadable rows are kept");
+}
+
+#[tokio::test]
+async fn a_hand_written_schedule_that_never_runs_fires_its_run_then_fails_naming_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let (receiver, address) = Receiver::start().await;
+    let module = start(&db, Some(address), &[]);
+    let client = module.client();
+    // A row written by hand, due at once, whose schedule (the weekday
+    // nearest a 31 February) the tools refuse: croner would search for its
+    // next run up to the year 5000.
+    let id = "00000000-0000-4000-8000-000000000031";
+    let hand = rusqlite::Connection::open(&db).unwrap();
+    hand.busy_timeout(Duration::from_secs(5)).unwrap();
+    hand.execute(
+        "INSERT INTO tasks (id, user_id, task_type, description, execution_data, schedule, timezone, status,
+                            next_run, runs, created_at)
+         VALUES (?1, 'u', 'reminder', 'never', '{\"task_type\": \"reminder\", \"message\": \"never\"}',
+                 '0 0 31W 2 *', 'UTC', 'active', 0, 0, 0)",
+        [id],
+    )
+    .unwrap();
+    let deliveries = receiver.wait_for(1, Duration::from_secs(10)).await;
+    assert_eq!(deliveries[0].event()["task_id"], id, "its run is sent");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let task = loop {
+        let listed = ok(&client, "u", "list_tasks", json!({})).await;
+        let task = listed["tasks"][0].clone();
+        if task["status"] != "active" {
+            break task;
+        }
+        assert!(Instant::now() < deadline, "still active: {task}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!((task["status"].as_str(), task["runs"].as_u64()), (Some("failed"), Some(1)), "{task}");
+    let outcome = task["last_outcome"].as_str().unwrap_or_default();
+    assert!(
+        outcome.starts_with(
+            "failed: the schedule \"0 0 31W 2 *\" has no run in the 3660 days after this one, the limit \
+             (SCHEDULER_MAX_AHEAD_DAYS)"
+        ) && outcome.ends_with("; this run: delivered"),
+        "{outcome}"
+    );
+    assert_eq!(task["next_run"], Value::Null, "{task}");
 }
 
 // Multi-threaded: the receiver takes deliveries while this thread blocks in `start`.
