@@ -58,9 +58,9 @@ pub fn module(settings: &Settings) -> Result<(Module, Option<Firing>), String> {
             let webhook = Webhook::new(url.clone(), secret, settings.retry_policy(), timeout)
                 .map_err(|e| format!("cannot build the webhook client: {e}"))?;
             Some(Firing {
-                // A connection of its own: a write of the loop waiting for
-                // another process's lock (up to the busy timeout) holds it,
-                // not the one the tools read and write through.
+                // A store of its own: a write of the loop waiting for
+                // another process's lock (up to the busy timeout) holds its
+                // connection, not the ones the tools read and write through.
                 store: open()?,
                 webhook,
                 client: client.clone(),

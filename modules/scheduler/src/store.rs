@@ -19,10 +19,12 @@
 //!   when they come due and otherwise left as they are (see [`crate::row`]).
 //! - Schema: migrations numbered by `PRAGMA user_version`, applied at open.
 //!
-//! - Connections: a `Store` is one connection, used by one call at a time.
-//!   The tools and the firing loop open one each, so a write of the loop
-//!   that waits for another process's lock (up to the busy timeout) does
-//!   not hold up the tools' calls; a read (WAL) never waits for a writer.
+//! - Connections: a `Store` has two, each used by one call at a time: one
+//!   for writes and one for reads, so a write that waits for another
+//!   process's lock (up to the busy timeout) holds up the writes behind it
+//!   (which would wait for that lock too) but not a read: a read (WAL)
+//!   never waits for a writer. The tools and the firing loop open a
+//!   `Store` each, so a write of the loop does not hold up the tools' writes.
 //!
 //! All methods block: call them off the async workers.
 
@@ -309,7 +311,10 @@ pub enum Next {
 /// Storage of tasks.
 #[derive(Debug)]
 pub struct Store {
-    conn: Mutex<Connection>,
+    /// Writes go through this one.
+    writer: Mutex<Connection>,
+    /// Reads go through this one, so none waits behind a write.
+    reader: Mutex<Connection>,
     limits: Limits,
     busy_timeout: Duration,
 }
@@ -323,17 +328,10 @@ impl Store {
             std::fs::create_dir_all(parent)
                 .map_err(|source| StoreError::Directory { path: parent.to_owned(), source })?;
         }
-        let mut conn = Connection::open(path)?;
-        conn.busy_timeout(busy_timeout)?;
-        // WAL is a property of the file; it stays once set.
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "FULL")?;
-        // The order of listings, as `Task::key` has it.
-        conn.create_scalar_function("listed_id", 1, FunctionFlags::SQLITE_DETERMINISTIC, |call| {
-            Ok(listed_id(&text_of(call.get_raw(0)).unwrap_or_default()))
-        })?;
-        migrate(&mut conn)?;
-        Ok(Self { conn: Mutex::new(conn), limits, busy_timeout })
+        let mut writer = connect(path, busy_timeout)?;
+        migrate(&mut writer)?;
+        let reader = connect(path, busy_timeout)?;
+        Ok(Self { writer: Mutex::new(writer), reader: Mutex::new(reader), limits, busy_timeout })
     }
 
     /// The limits this store enforces.
@@ -674,8 +672,8 @@ impl Store {
     }
 
     /// Runs `work` as [`Store::write`] does, unless `abandoned` says its
-    /// call was given up: checked once the connection is free (so a call
-    /// given up while it waited behind other writes does not wait for
+    /// call was given up: checked once the write connection is free (so a
+    /// call given up while it waited behind other writes does not wait for
     /// SQLite's lock too) and once SQLite's write lock is taken, before
     /// `work` changes anything, so that a call answered `timeout` while it
     /// waited (behind other writes, or another process's) changes nothing.
@@ -684,7 +682,7 @@ impl Store {
         abandoned: impl Fn() -> bool,
         work: impl FnOnce(&Transaction<'_>) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        self.read(|conn| {
+        self.on(&self.writer, |conn| {
             if abandoned() {
                 return Err(StoreError::GivenUp);
             }
@@ -698,10 +696,19 @@ impl Store {
         })
     }
 
-    /// Runs `work` on the connection; a lock it waited for past the busy
-    /// timeout is answered as [`StoreError::Busy`], naming the setting.
+    /// Runs `work` on the read connection.
     fn read<T>(&self, work: impl FnOnce(&mut Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
-        let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        self.on(&self.reader, work)
+    }
+
+    /// Runs `work` on `conn`, once it is free; a lock it waited for past
+    /// the busy timeout is answered as [`StoreError::Busy`], naming the setting.
+    fn on<T>(
+        &self,
+        conn: &Mutex<Connection>,
+        work: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
         work(&mut conn).map_err(|error| match error {
             StoreError::Sqlite(sqlite)
                 if matches!(
@@ -788,6 +795,21 @@ fn get(tx: &Transaction<'_>, user_id: &str, id: Uuid) -> Result<Task, StoreError
     )
     .optional()?
     .ok_or(StoreError::NotFound(id))
+}
+
+/// A connection to the database at `path` whose statements wait up to
+/// `busy_timeout` for a lock, in WAL mode.
+fn connect(path: &Path, busy_timeout: Duration) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(busy_timeout)?;
+    // WAL is a property of the file; it stays once set.
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    // The order of listings, as `Task::key` has it.
+    conn.create_scalar_function("listed_id", 1, FunctionFlags::SQLITE_DETERMINISTIC, |call| {
+        Ok(listed_id(&text_of(call.get_raw(0)).unwrap_or_default()))
+    })?;
+    Ok(conn)
 }
 
 /// Brings the schema to the newest version, one migration per transaction.
@@ -899,6 +921,28 @@ mod tests {
         assert!(message.contains("locked by another process for over 50 ms (SCHEDULER_BUSY_TIMEOUT_MS)"), "{message}");
         other.execute_batch("COMMIT").unwrap();
         store.add(reminder("u", 1_000), 0, || false).expect("the lock is free again");
+    }
+
+    #[test]
+    fn a_read_is_answered_while_a_write_waits_for_another_processs_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let store = Store::open(&path, LIMITS, Duration::from_secs(10)).unwrap();
+        let kept = store.add(reminder("u", 1_000), 0, || false).unwrap();
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        std::thread::scope(|scope| {
+            let waiting = scope.spawn(|| store.add(reminder("u", 2_000), 0, || false));
+            // The write now waits in SQLite for the lock, up to 10 s.
+            std::thread::sleep(Duration::from_millis(200));
+            let (tasks, _) = list(&store, "u", None, 10, 0).unwrap();
+            assert_eq!(store.next_wake(0).unwrap(), Some(1_000));
+            assert!(!waiting.is_finished(), "answered only once the write had given up");
+            assert_eq!(tasks, std::slice::from_ref(&kept));
+            other.execute_batch("COMMIT").unwrap();
+            waiting.join().unwrap().expect("written once the lock is free");
+        });
+        assert_eq!(list(&store, "u", None, 10, 0).unwrap().1, 2);
     }
 
     #[test]
@@ -1154,7 +1198,7 @@ mod tests {
     #[test]
     fn active_tasks_without_a_time_are_found_through_the_index() {
         let (_dir, store) = store();
-        let conn = store.conn.lock().unwrap();
+        let conn = store.reader.lock().unwrap();
         let mut statement = conn.prepare(&format!("EXPLAIN QUERY PLAN {UNTIMED_ACTIVE}")).unwrap();
         let plan: Vec<String> = statement.query_map([], |row| row.get(3)).unwrap().map(Result::unwrap).collect();
         let searches: Vec<&String> =
@@ -1166,7 +1210,7 @@ mod tests {
     #[test]
     fn held_runs_are_found_through_the_index() {
         let (_dir, store) = store();
-        let conn = store.conn.lock().unwrap();
+        let conn = store.reader.lock().unwrap();
         let plan: String =
             conn.query_row(&format!("EXPLAIN QUERY PLAN {EARLIEST_LAPSE}"), [5], |row| row.get(3)).unwrap();
         assert!(plan.contains("tasks_held"), "{plan}");
@@ -1305,7 +1349,7 @@ mod tests {
         assert_eq!(["d", "e", "f", "g"].map(kept), [0, 1, 1, 1]);
         Connection::open(&path).unwrap().execute("DELETE FROM tasks WHERE user_id = 'e'", []).unwrap();
         assert_eq!(finished_counts(&path), (2, 2));
-        let conn = store.conn.lock().unwrap();
+        let conn = store.reader.lock().unwrap();
         let mut statement = conn.prepare(&format!("EXPLAIN QUERY PLAN {OLDEST_FINISHED_DELETED}")).unwrap();
         let steps: Vec<String> = statement.query_map([1, 0], |row| row.get(3)).unwrap().map(Result::unwrap).collect();
         assert!(steps.iter().any(|step| step.contains("tasks_finished_all")), "{steps:?}");
@@ -1399,7 +1443,7 @@ mod tests {
     #[test]
     fn due_runs_are_found_through_the_index() {
         let (_dir, store) = store();
-        let conn = store.conn.lock().unwrap();
+        let conn = store.reader.lock().unwrap();
         let plan: String = conn
             .query_row(
                 "EXPLAIN QUERY PLAN SELECT id FROM tasks WHERE status = 'active' AND next_run <= 5 ORDER BY next_run",
