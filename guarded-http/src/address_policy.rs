@@ -5,7 +5,9 @@
 //! service of the internal network (server-side request forgery). Every
 //! address is checked after name resolution, on every redirect hop; IPv6
 //! forms that embed an IPv4 address (mapped, NAT64, 6to4) are judged by the
-//! IPv4 address inside.
+//! IPv4 address inside. The local-use NAT64 prefix `64:ff9b:1::/48`
+//! (RFC 8215) is refused whole: it is not globally reachable, and what it
+//! translates to is the local network's choice, private IPv4 included.
 //!
 //! An allowed network names exactly the addresses written: allowing
 //! `127.0.0.2` does not allow its IPv6 embeddings (`::ffff:127.0.0.2`,
@@ -177,6 +179,15 @@ mod tests {
         for (address, range) in cases {
             assert_eq!(refused(&policy, address), Some(range), "{address}");
         }
+    }
+
+    #[test]
+    fn the_local_use_nat64_prefix_is_refused_whatever_it_embeds() {
+        let policy = AddressPolicy::new(Vec::new());
+        for address in ["64:ff9b:1::a00:1", "64:ff9b:1::808:808", "64:ff9b:1:ffff:ffff:ffff:ffff:ffff"] {
+            assert_eq!(refused(&policy, address), Some("local-use NAT64"), "{address}");
+        }
+        assert_eq!(refused(&policy, "64:ff9b::808:808"), None, "the well-known prefix is judged by its IPv4");
     }
 
     #[test]
