@@ -251,7 +251,7 @@ impl GuardedClient {
                 return GuardedError::Refused { url: url.clone(), reason: blocked.to_string() };
             }
             if let Some(unresolved) = cause.downcast_ref::<UnresolvedHost>() {
-                return GuardedError::Unresolved { url: url.clone(), detail: shown_detail(unresolved.to_string()) };
+                return GuardedError::Unresolved { url: url.clone(), detail: shown_detail(unresolved) };
             }
             source = cause.source();
         }
@@ -262,7 +262,7 @@ impl GuardedClient {
             return GuardedError::TimedOut(self.limits.total.as_secs());
         }
         // The error's own text repeats the URL, which the message names once.
-        GuardedError::Unreachable { url: url.clone(), detail: shown_detail(error_chain(&error.without_url())) }
+        GuardedError::Unreachable { url: url.clone(), detail: shown_detail(&error.without_url()) }
     }
 }
 
@@ -286,25 +286,27 @@ fn transfer_error(url: &Url, error: reqwest::Error) -> GuardedError {
     if error.is_timeout() {
         GuardedError::TimedOut(0)
     } else {
-        GuardedError::Transfer { url: url.clone(), detail: shown_detail(error_chain(&error.without_url())) }
+        GuardedError::Transfer { url: url.clone(), detail: shown_detail(&error.without_url()) }
     }
 }
 
-/// An error's `detail` as an error quotes it: cut at
+/// `error` with all its causes, as an error's `detail` quotes it: cut at
 /// [`MAX_SHOWN_DETAIL_CHARS`], with `…` when cut.
-fn shown_detail(mut detail: String) -> String {
-    if let Some((end, _)) = detail.char_indices().nth(MAX_SHOWN_DETAIL_CHARS) {
-        detail.truncate(end);
-        detail.push('…');
-    }
-    detail
+fn shown_detail(error: &dyn std::error::Error) -> String {
+    shown(&error_chain(error), MAX_SHOWN_DETAIL_CHARS).into_owned()
 }
 
 /// `url` as an error quotes it: cut at 2048 characters, with `…` when cut.
 pub fn shown_url(url: &Url) -> Cow<'_, str> {
-    match url.as_str().char_indices().nth(MAX_SHOWN_URL_CHARS) {
-        Some((end, _)) => Cow::Owned(format!("{}…", &url.as_str()[..end])),
-        None => Cow::Borrowed(url.as_str()),
+    shown(url.as_str(), MAX_SHOWN_URL_CHARS)
+}
+
+/// `text` as an error quotes it: cut at `max_chars` characters, with `…`
+/// when cut.
+fn shown(text: &str, max_chars: usize) -> Cow<'_, str> {
+    match text.char_indices().nth(max_chars) {
+        Some((end, _)) => Cow::Owned(format!("{}…", &text[..end])),
+        None => Cow::Borrowed(text),
     }
 }
 
@@ -315,10 +317,18 @@ mod tests {
     #[test]
     fn a_long_detail_is_cut() {
         let names: String = (0..2000).map(|i| format!("DnsName(\"host{i}.example.org\"), ")).collect();
-        let shown = shown_detail(format!("invalid peer certificate: NotValidForName: {names}"));
-        assert_eq!(shown.chars().count(), MAX_SHOWN_DETAIL_CHARS + 1);
-        assert!(shown.starts_with("invalid peer certificate") && shown.ends_with('…'), "{shown}");
-        assert_eq!(shown_detail("connection refused".into()), "connection refused");
+        let long = std::io::Error::other(format!("invalid peer certificate: NotValidForName: {names}"));
+        let cut = shown_detail(&long);
+        assert_eq!(cut.chars().count(), MAX_SHOWN_DETAIL_CHARS + 1);
+        assert!(cut.starts_with("invalid peer certificate") && cut.ends_with('…'), "{cut}");
+        assert_eq!(shown_detail(&std::io::Error::other("connection refused")), "connection refused");
+    }
+
+    #[test]
+    fn text_is_cut_on_character_boundaries_with_an_ellipsis() {
+        assert_eq!(shown("ééé", 2), "éé…");
+        assert_eq!(shown("éé", 2), "éé");
+        assert!(matches!(shown("ab", 5), Cow::Borrowed("ab")), "uncut text is not copied");
     }
 
     fn client(allowed: &[&str]) -> GuardedClient {
