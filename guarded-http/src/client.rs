@@ -93,6 +93,15 @@ pub enum GuardedError {
         /// The resolver's error.
         detail: String,
     },
+    /// The URL's host name could not be looked up for now: the name
+    /// service failed or did not answer.
+    #[error("could not look up the address of {}: {detail}; the name service failed for now, try again later", shown_url(.url))]
+    LookupFailed {
+        /// The URL being fetched.
+        url: Url,
+        /// The resolver's error.
+        detail: String,
+    },
     /// The server could not be reached.
     #[error("could not connect to {}: {detail}", shown_url(.url))]
     Unreachable {
@@ -251,7 +260,7 @@ impl GuardedClient {
                 return GuardedError::Refused { url: url.clone(), reason: blocked.to_string() };
             }
             if let Some(unresolved) = cause.downcast_ref::<UnresolvedHost>() {
-                return GuardedError::Unresolved { url: url.clone(), detail: shown_detail(unresolved) };
+                return unresolved_error(url, unresolved);
             }
             source = cause.source();
         }
@@ -263,6 +272,17 @@ impl GuardedClient {
         }
         // The error's own text repeats the URL, which the message names once.
         GuardedError::Unreachable { url: url.clone(), detail: shown_detail(&error.without_url()) }
+    }
+}
+
+/// A failed lookup of `url`'s host name: one that may pass (the name
+/// service failed), or one that found the name has no address.
+fn unresolved_error(url: &Url, unresolved: &UnresolvedHost) -> GuardedError {
+    let (url, detail) = (url.clone(), shown_detail(unresolved));
+    if unresolved.is_temporary() {
+        GuardedError::LookupFailed { url, detail }
+    } else {
+        GuardedError::Unresolved { url, detail }
     }
 }
 
@@ -329,6 +349,24 @@ mod tests {
         assert_eq!(shown("ééé", 2), "éé…");
         assert_eq!(shown("éé", 2), "éé");
         assert!(matches!(shown("ab", 5), Cow::Borrowed("ab")), "uncut text is not copied");
+    }
+
+    #[test]
+    fn a_lookup_that_may_pass_is_told_apart_from_a_name_without_address() {
+        let url = Url::parse("https://example.org/").unwrap();
+        let failure = |words: &str| {
+            let error = std::io::Error::other(format!("failed to lookup address information: {words}"));
+            unresolved_error(&url, &UnresolvedHost(error))
+        };
+        let down = failure("Temporary failure in name resolution");
+        assert!(matches!(down, GuardedError::LookupFailed { .. }), "{down:?}");
+        assert_eq!(
+            down.to_string(),
+            "could not look up the address of https://example.org/: failed to lookup address information: Temporary failure in name resolution; the name service failed for now, try again later"
+        );
+        let missing = failure("Name or service not known");
+        assert!(matches!(missing, GuardedError::Unresolved { .. }), "{missing:?}");
+        assert!(missing.to_string().ends_with("; check the host name"), "{missing}");
     }
 
     fn client(allowed: &[&str]) -> GuardedClient {

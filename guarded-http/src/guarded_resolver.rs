@@ -38,6 +38,36 @@ pub struct BlockedHost {
 #[error(transparent)]
 pub struct UnresolvedHost(pub std::io::Error);
 
+/// How the C library's `gai_strerror` words the lookup failures that may
+/// pass, in glibc's and musl's English (a Rust program never calls
+/// `setlocale`, so the C library speaks its C locale): the name service
+/// failed or did not answer (`EAI_AGAIN`), or memory ran out (`EAI_MEMORY`).
+const TEMPORARY_LOOKUP_FAILURES: [&str; 4] =
+    ["Temporary failure in name resolution", "Try again", "Memory allocation failure", "Out of memory"];
+
+impl UnresolvedHost {
+    /// True when the lookup failed for now rather than finding that the
+    /// name has no address, so trying again later can succeed: the name
+    /// service failed or did not answer in time (`EAI_AGAIN`, which glibc
+    /// also answers for a DNS server's `SERVFAIL`), memory ran out
+    /// (`EAI_MEMORY`), or a system call failed (`EAI_SYSTEM`, which std
+    /// turns into the OS error).
+    ///
+    /// std keeps only `gai_strerror`'s words of getaddrinfo's error code, so
+    /// the code is read back from them; the words of a C library other than
+    /// glibc and musl read as "no such name". What the code itself cannot
+    /// tell: a domain whose name servers all fail (a broken delegation)
+    /// looks temporary like a resolver that is down, and a name missing from
+    /// a misconfigured local resolver looks like a name that does not exist.
+    pub fn is_temporary(&self) -> bool {
+        if self.0.raw_os_error().is_some() {
+            return true;
+        }
+        let message = self.0.to_string();
+        TEMPORARY_LOOKUP_FAILURES.iter().any(|words| message.ends_with(words))
+    }
+}
+
 /// A reqwest resolver that filters the system resolver's answers through
 /// an [`AddressPolicy`].
 #[derive(Debug, Clone)]
@@ -97,6 +127,30 @@ mod tests {
         assert_eq!(blocked.blocked.range, "loopback");
         let message = blocked.to_string();
         assert!(!message.contains("127.0.0.1") && !message.contains("::1"), "no address for the caller: {message}");
+    }
+
+    /// A lookup failure as std reports getaddrinfo's error `words`.
+    fn lookup_failure(words: &str) -> UnresolvedHost {
+        UnresolvedHost(std::io::Error::other(format!("failed to lookup address information: {words}")))
+    }
+
+    #[test]
+    fn a_failing_name_service_is_told_from_a_name_without_address() {
+        for words in TEMPORARY_LOOKUP_FAILURES {
+            assert!(lookup_failure(words).is_temporary(), "{words}");
+        }
+        // EAI_NONAME (glibc, musl), EAI_NODATA and EAI_FAIL (glibc), EAI_FAIL (musl).
+        for words in [
+            "Name or service not known",
+            "Name does not resolve",
+            "No address associated with hostname",
+            "Non-recoverable failure in name resolution",
+            "Non-recoverable error",
+        ] {
+            assert!(!lookup_failure(words).is_temporary(), "{words}");
+        }
+        // EAI_SYSTEM: std reports the OS error, here EMFILE (too many open files).
+        assert!(UnresolvedHost(std::io::Error::from_raw_os_error(24)).is_temporary());
     }
 
     #[tokio::test]

@@ -211,7 +211,9 @@ fn tool_error(error: FetchError) -> ToolError {
         | FetchError::Request(GuardedError::TimedOut(_) | GuardedError::ConnectTimedOut(..)) => {
             ToolError::timeout(message)
         }
-        FetchError::Request(GuardedError::Unreachable { .. }) => ToolError::unavailable(message),
+        FetchError::Request(GuardedError::Unreachable { .. } | GuardedError::LookupFailed { .. }) => {
+            ToolError::unavailable(message)
+        }
         FetchError::Status { status, .. } if status.as_u16() == 404 || status.as_u16() == 410 => {
             ToolError::not_found(message)
         }
@@ -384,5 +386,22 @@ mod tests {
             tool_error(GuardedError::UnsupportedScheme("ftp".into()).into()).kind(),
             ErrorKind::InvalidArguments
         );
+    }
+
+    #[test]
+    fn a_failing_name_service_is_for_later_and_a_name_without_address_fails() {
+        use module_sdk::ErrorKind;
+        let url = Url::parse("https://example.org/").unwrap();
+        let lookup = |temporary: bool| {
+            let detail = "failed to lookup address information".to_owned();
+            let error = if temporary {
+                GuardedError::LookupFailed { url: url.clone(), detail }
+            } else {
+                GuardedError::Unresolved { url: url.clone(), detail }
+            };
+            tool_error(error.into()).kind()
+        };
+        assert_eq!(lookup(true), ErrorKind::Unavailable);
+        assert_eq!(lookup(false), ErrorKind::ExecutionFailed);
     }
 }
