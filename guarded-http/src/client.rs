@@ -110,6 +110,18 @@ pub enum GuardedError {
         /// The connection error.
         detail: String,
     },
+    /// The server's TLS certificate was refused (signed by no trusted
+    /// authority, for another name, expired): trying again will not help.
+    #[error(
+        "refused the TLS certificate of {}: {detail}; the site must fix its certificate, trying again will not help",
+        shown_url(.url)
+    )]
+    Certificate {
+        /// The URL being fetched.
+        url: Url,
+        /// The TLS library's reason.
+        detail: String,
+    },
     /// The redirect chain is longer than allowed.
     #[error("gave up after {0} redirects; fetch the final address directly")]
     TooManyRedirects(u8),
@@ -252,7 +264,7 @@ impl GuardedClient {
     }
 
     /// Classifies a failed request: a refused host, a host name without an
-    /// address, a timeout, or an unreachable server.
+    /// address, a refused certificate, a timeout, or an unreachable server.
     fn request_error(&self, url: &Url, error: reqwest::Error) -> GuardedError {
         let mut source = error.source();
         while let Some(cause) = source {
@@ -261,6 +273,9 @@ impl GuardedClient {
             }
             if let Some(unresolved) = cause.downcast_ref::<UnresolvedHost>() {
                 return unresolved_error(url, unresolved);
+            }
+            if let Some(refusal) = certificate_refusal(cause) {
+                return GuardedError::Certificate { url: url.clone(), detail: shown_detail(refusal) };
             }
             source = cause.source();
         }
@@ -284,6 +299,19 @@ fn unresolved_error(url: &Url, unresolved: &UnresolvedHost) -> GuardedError {
     } else {
         GuardedError::Unresolved { url, detail }
     }
+}
+
+/// The TLS library's refusal of the server's certificate, when `error` is
+/// one. rustls's error comes inside the handshake's I/O error, which the
+/// connector wraps in another; an I/O error's `source` skips what it
+/// wraps, so I/O errors are opened here.
+fn certificate_refusal<'a>(error: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    if let Some(io) = error.downcast_ref::<std::io::Error>() {
+        return certificate_refusal(io.get_ref()?);
+    }
+    error
+        .downcast_ref::<rustls::Error>()
+        .filter(|tls| matches!(tls, rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented))
 }
 
 /// Reads at most `max_bytes` of `response`'s body from `url`; true when the
@@ -444,6 +472,52 @@ mod tests {
             .unwrap();
         assert_eq!(url.path(), "/caf%C3%A9");
         assert_eq!(response.status(), StatusCode::OK);
+    }
+
+    #[test]
+    fn only_a_refused_certificate_is_a_certificate_error() {
+        let handshake = |error: rustls::Error| std::io::Error::new(std::io::ErrorKind::InvalidData, error);
+        let unknown_issuer = handshake(rustls::CertificateError::UnknownIssuer.into());
+        let refusal = certificate_refusal(&unknown_issuer).map(ToString::to_string);
+        assert_eq!(refusal.as_deref(), Some("invalid peer certificate: UnknownIssuer"));
+        assert!(certificate_refusal(&handshake(rustls::Error::NoCertificatesPresented)).is_some());
+        let rewrapped = std::io::Error::other(handshake(rustls::Error::NoCertificatesPresented));
+        assert!(certificate_refusal(&rewrapped).is_some(), "found inside an I/O error's I/O error");
+        assert!(certificate_refusal(&handshake(rustls::Error::DecryptError)).is_none(), "not the certificate");
+        assert!(certificate_refusal(&std::io::Error::from(std::io::ErrorKind::ConnectionReset)).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_self_signed_certificate_is_refused_for_good() {
+        use tokio_rustls::rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+        let certified = rcgen::generate_simple_self_signed(["127.0.0.1".to_owned()]).unwrap();
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.signing_key.serialize_der()));
+        let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+        let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![certified.cert.der().clone()], key)
+            .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (stream, _) = listener.accept().await.unwrap();
+            // The client gives the handshake up; this side's error is moot.
+            let _ = acceptor.accept(stream).await;
+        });
+        let error = client(&["127.0.0.1/32"])
+            .send(GuardedRequest::get(&format!("https://127.0.0.1:{port}/"), HeaderMap::new()))
+            .await
+            .unwrap_err();
+        assert!(matches!(error, GuardedError::Certificate { .. }), "{error:?}");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "refused the TLS certificate of https://127.0.0.1:{port}/: invalid peer certificate: UnknownIssuer; the site must fix its certificate, trying again will not help"
+            )
+        );
     }
 
     #[tokio::test]

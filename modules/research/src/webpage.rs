@@ -227,6 +227,7 @@ fn tool_error(error: FetchError) -> ToolError {
             | GuardedError::BadRedirect(_)
             | GuardedError::RedirectTooLong { .. }
             | GuardedError::Unresolved { .. }
+            | GuardedError::Certificate { .. }
             | GuardedError::Transfer { .. },
         )
         | FetchError::TooManyRedirects(_)
@@ -403,5 +404,14 @@ mod tests {
         };
         assert_eq!(lookup(true), ErrorKind::Unavailable);
         assert_eq!(lookup(false), ErrorKind::ExecutionFailed);
+    }
+
+    #[test]
+    fn a_refused_certificate_fails_rather_than_asking_to_try_again() {
+        let url = Url::parse("https://example.org/").unwrap();
+        let detail = "invalid peer certificate: UnknownIssuer".to_owned();
+        let error = tool_error(GuardedError::Certificate { url, detail }.into());
+        assert_eq!(error.kind(), module_sdk::ErrorKind::ExecutionFailed);
+        assert!(error.to_string().contains("invalid peer certificate: UnknownIssuer"), "{error}");
     }
 }
