@@ -14,6 +14,15 @@ use crate::store::Limits;
 /// `NOTES_DB`, for its errors.
 pub const NOTES_DB: PathSetting = PathSetting { name: "NOTES_DB", what: "the database", usage: PathUse::Create };
 
+/// The largest `NOTES_NOTE_MAX_BYTES` accepted. A listing or search answers
+/// at least one note whatever its size, so this bounds one answer: a search
+/// hit carries the content twice (the note, and a snippet that holds all of
+/// a short note's text), and each byte of it may take 6 bytes of JSON (a
+/// control character is written `\u0001`), so 12 × 512 KiB = 6 MiB (the
+/// most `NOTES_ANSWER_MAX_BYTES` allows) plus tags and source, under the
+/// orchestrator's 8 MiB answer limit.
+pub const NOTE_MAX_BYTES_LIMIT: u64 = 512 * 1024;
+
 /// Settings of the notes module.
 #[derive(Debug, Clone, Parser)]
 #[command(version, about = "Serve the notes module: per-user notes with tags, searched by relevance.")]
@@ -27,8 +36,9 @@ pub struct Settings {
     #[arg(long, env = "NOTES_DB", default_value = "./data/notes.db")]
     pub notes_db: PathBuf,
 
-    /// Largest note, in bytes of UTF-8 text.
-    #[arg(long, env = "NOTES_NOTE_MAX_BYTES", default_value_t = 16 * 1024, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Largest note, in bytes of UTF-8 text (at most
+    /// [`NOTE_MAX_BYTES_LIMIT`], 512 KiB).
+    #[arg(long, env = "NOTES_NOTE_MAX_BYTES", default_value_t = 16 * 1024, value_parser = clap::value_parser!(u64).range(1..=NOTE_MAX_BYTES_LIMIT))]
     pub note_max_bytes: u64,
 
     /// Most notes one user may keep.
@@ -40,9 +50,12 @@ pub struct Settings {
     #[arg(long, env = "NOTES_USER_MAX_BYTES", default_value_t = 20 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..))]
     pub user_max_bytes: u64,
 
-    /// Most bytes of all users' notes together: each note's content, tags,
-    /// source and user id, and 256 bytes for its row and index entries
-    /// (user ids are open-ended, so the number of users is not a bound).
+    /// Most bytes of all users' notes together, each note counted as what
+    /// it costs the database file (`notes::store::store_bytes`: its text
+    /// seven times over, for its row and the full-text index, its user id and
+    /// tags with their rows), so the file stays within 1.5 times this plus
+    /// the empty database's pages (user ids are open-ended, so the number
+    /// of users is not a bound).
     #[arg(long, env = "NOTES_STORE_MAX_BYTES", default_value_t = 1024 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(1..))]
     pub store_max_bytes: u64,
 
@@ -101,5 +114,9 @@ mod tests {
         assert!(Settings::try_parse_from(["notes", "--answer-max-bytes", "8388608"]).is_err());
         assert!(Settings::try_parse_from(["notes", "--user-max-notes", "0"]).is_err());
         assert!(Settings::try_parse_from(["notes", "--note-max-bytes", "lots"]).is_err());
+        let largest = NOTE_MAX_BYTES_LIMIT.to_string();
+        assert!(Settings::try_parse_from(["notes", "--note-max-bytes", &largest]).is_ok());
+        let past = (NOTE_MAX_BYTES_LIMIT + 1).to_string();
+        assert!(Settings::try_parse_from(["notes", "--note-max-bytes", &past]).is_err());
     }
 }

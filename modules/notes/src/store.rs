@@ -10,9 +10,10 @@
 //!   The index also holds a per-user token, so a search walks the caller's
 //!   part of the index rather than every user's.
 //! - Limits: per-user counts and bytes are kept in a `usage` table by
-//!   triggers, all users' in `store_usage` (summed from `usage` by more
-//!   triggers), and checked inside the writing transaction, so concurrent
-//!   saves cannot overshoot them.
+//!   triggers, all users' in `store_usage` (the sum of each note's
+//!   `store_bytes`, what it costs the file, see [`store_bytes`]), and
+//!   checked inside the writing transaction, so concurrent saves cannot
+//!   overshoot them.
 //! - Schema: migrations numbered by `PRAGMA user_version`, applied at open.
 //!
 //! One connection writes (behind a mutex); reads take a connection from a
@@ -139,6 +140,33 @@ CREATE TRIGGER usage_emptied AFTER UPDATE OF notes ON usage WHEN new.notes = 0 B
     DELETE FROM usage WHERE user_id = new.user_id;
 END;
 "#,
+    r#"
+-- NOTES_STORE_MAX_BYTES counts what each note costs the file: store_bytes, written at
+-- save (store_bytes() in store.rs, computed here the same way for existing notes). It
+-- counted the note's bytes, user id and 256 bytes, while its tag rows, the index copies
+-- of its user id and tags, and the full-text index took up to 5.6 times that.
+ALTER TABLE notes ADD COLUMN store_bytes INTEGER NOT NULL DEFAULT 0;
+UPDATE notes SET store_bytes = 256 + 4 * length(CAST(user_id AS BLOB))
+    + 7 * (length(CAST(content AS BLOB)) + length(CAST(tags AS BLOB)) + coalesce(length(CAST(source AS BLOB)), 0))
+    + (SELECT coalesce(sum(48 + 3 * (length(CAST(notes.user_id AS BLOB)) + length(CAST(value AS BLOB)))), 0)
+       FROM json_each(notes.tags));
+DROP TRIGGER usage_inserted;
+DROP TRIGGER usage_updated;
+DROP TRIGGER usage_deleted;
+UPDATE store_usage SET notes = (SELECT count(*) FROM notes), bytes = (SELECT coalesce(sum(store_bytes), 0) FROM notes);
+
+CREATE TRIGGER notes_counted AFTER INSERT ON notes BEGIN
+    UPDATE store_usage SET notes = notes + 1, bytes = bytes + new.store_bytes;
+END;
+
+CREATE TRIGGER notes_uncounted AFTER DELETE ON notes BEGIN
+    UPDATE store_usage SET notes = notes - 1, bytes = bytes - old.store_bytes;
+END;
+
+CREATE TRIGGER notes_recounted AFTER UPDATE OF store_bytes ON notes BEGIN
+    UPDATE store_usage SET bytes = bytes - old.store_bytes + new.store_bytes;
+END;
+"#,
 ];
 
 /// The columns of a note, in the order [`note_from_row`] reads them.
@@ -166,10 +194,37 @@ pub const DEFAULT_ANSWER_MAX_BYTES: u64 = 4 * 1024 * 1024;
 /// SQLite virtual-machine steps between two checks of a search's deadline.
 const STEPS_BETWEEN_CHECKS: i32 = 100;
 
-/// What each note is counted for against `NOTES_STORE_MAX_BYTES` besides
-/// its size and its user id: about what SQLite keeps for its row and its
-/// index entries, so many small notes cannot grow the file far past it.
+/// What each note counts against `NOTES_STORE_MAX_BYTES` besides its text,
+/// user id and tags ([`store_bytes`]): its id, owner token, times, their
+/// index entries and its records in the full-text index.
 pub const NOTE_ROW_BYTES: u64 = 256;
+
+/// How many times a note's user id is counted: its row, the index of the
+/// user's notes by time, its share of the user's `usage` row, and the
+/// room index pages leave free.
+pub const USER_ID_COPIES: u64 = 4;
+
+/// What each tag of a note counts besides its text and user id: its
+/// `note_tags` row and that row's copy in the index by note.
+pub const TAG_ROW_BYTES: u64 = 48;
+
+/// How many times a tag's text and its note's user id are counted for
+/// each tag: its `note_tags` row, the index by note, and free room.
+pub const TAG_COPIES: u64 = 3;
+
+/// How many bytes each byte of a note's text (content, tags as JSON and
+/// source) counts: once in its row, the rest for the full-text index and
+/// the room pages leave free. Measured by filling a 1 MiB database to its
+/// refusal, one save at a time, with notes of 2,000 bytes of each kind of
+/// text, and comparing the file (after a WAL checkpoint, with `dbstat` for
+/// each table) with the text's bytes: the index takes 5.4 bytes per byte
+/// of text for distinct three-letter words (`abc abd ...`: one entry, and
+/// one in each prefix index, per 4 bytes), the worst found; 3.2 for
+/// two-letter words or two-character CJK words, 2.9 for prose, 1.9 for
+/// one-character CJK words, 1.7 for long words; and rows of 2,000 bytes
+/// take a 4 KiB page each. Counted 6 times, three-letter words filled the
+/// file to 1.43 times the setting; 7 leaves room for what was not tried.
+pub const TEXT_COPIES: u64 = 7;
 
 /// Longest `user_id` that may save notes, in bytes: the id is stored in
 /// every note's row, its index and each of its tags' rows, so an id of
@@ -185,8 +240,8 @@ pub struct Limits {
     pub user_max_notes: u64,
     /// Most bytes per user, all notes together: content, tags and source.
     pub user_max_bytes: u64,
-    /// Most bytes of all users' notes together: each note's content, tags,
-    /// source and user id, and [`NOTE_ROW_BYTES`].
+    /// Most bytes of all users' notes together, each note counted as
+    /// [`store_bytes`] (what it costs the database file).
     pub store_max_bytes: u64,
 }
 
@@ -266,10 +321,10 @@ pub enum StoreError {
     },
     /// All users' notes together would pass `NOTES_STORE_MAX_BYTES`.
     #[error(
-        "storing {size} more bytes would take all users' notes past NOTES_STORE_MAX_BYTES ({used} of {limit} bytes used); delete notes you no longer need, or ask the operator to raise the setting"
+        "storing it counts {size} more bytes (text, tags and user id, with their rows and full-text index), which would take all users' notes past NOTES_STORE_MAX_BYTES ({used} of {limit} bytes used); delete notes you no longer need, or ask the operator to raise the setting"
     )]
     StoreFull {
-        /// The bytes to add, as counted against the setting.
+        /// The bytes to add, as counted against the setting ([`store_bytes`]).
         size: u64,
         /// Bytes of all users' notes now.
         used: u64,
@@ -439,16 +494,17 @@ impl Store {
             return self.get(user_id, id);
         }
         self.write(abandoned, |tx| {
-            let (old_size, mut content, tags, source) = tx
+            let (old_size, old_cost, mut content, tags, source) = tx
                 .query_row(
-                    "SELECT size_bytes, content, tags, source FROM notes WHERE id = ?1 AND user_id = ?2",
+                    "SELECT size_bytes, store_bytes, content, tags, source FROM notes WHERE id = ?1 AND user_id = ?2",
                     (id.to_string(), user_id),
                     |row| {
                         Ok((
                             row.get::<_, i64>(0)?,
-                            row.get::<_, String>(1)?,
+                            row.get::<_, i64>(1)?,
                             row.get::<_, String>(2)?,
-                            row.get::<_, Option<String>>(3)?,
+                            row.get::<_, String>(3)?,
+                            row.get::<_, Option<String>>(4)?,
                         ))
                     },
                 )
@@ -466,12 +522,15 @@ impl Store {
             if grown > 0 && used + grown > self.limits.user_max_bytes {
                 return Err(StoreError::QuotaExceeded { size: grown, used, limit: self.limits.user_max_bytes });
             }
-            if grown > 0 {
-                check_store_room(tx, grown, self.limits)?;
+            let cost = store_bytes(user_id, &content, &tags, source.as_deref());
+            let cost_grown = cost.saturating_sub(old_cost as u64);
+            if cost_grown > 0 {
+                check_store_room(tx, cost_grown, self.limits)?;
             }
             tx.execute(
-                "UPDATE notes SET content = ?1, tags = ?2, size_bytes = ?3, updated_at = ?4 WHERE id = ?5 AND user_id = ?6",
-                (&content, tags_json(&tags), size as i64, now_micros(), id.to_string(), user_id),
+                "UPDATE notes SET content = ?1, tags = ?2, size_bytes = ?3, store_bytes = ?4, updated_at = ?5
+                 WHERE id = ?6 AND user_id = ?7",
+                (&content, tags_json(&tags), size as i64, cost as i64, now_micros(), id.to_string(), user_id),
             )?;
             find(tx, user_id, id)
         })
@@ -718,11 +777,12 @@ fn insert(tx: &Transaction<'_>, user_id: &str, note: &NewNote, limits: Limits, n
     if used + size > limits.user_max_bytes {
         return Err(StoreError::QuotaExceeded { size, used, limit: limits.user_max_bytes });
     }
-    check_store_room(tx, size + user_id.len() as u64 + NOTE_ROW_BYTES, limits)?;
+    let cost = store_bytes(user_id, &note.content, &note.tags, note.source.as_deref());
+    check_store_room(tx, cost, limits)?;
     let id = Uuid::new_v4();
     let mut statement = tx.prepare_cached(
-        "INSERT INTO notes (id, user_id, owner, content, tags, source, size_bytes, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+        "INSERT INTO notes (id, user_id, owner, content, tags, source, size_bytes, store_bytes, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
     )?;
     statement.execute((
         id.to_string(),
@@ -732,6 +792,7 @@ fn insert(tx: &Transaction<'_>, user_id: &str, note: &NewNote, limits: Limits, n
         tags_json(&note.tags),
         &note.source,
         size as i64,
+        cost as i64,
         now,
     ))?;
     let stamp = timestamp(now);
@@ -775,10 +836,8 @@ fn check_store_room(conn: &Connection, size: u64, limits: Limits) -> Result<(), 
 
 /// All users' notes' bytes as counted against `NOTES_STORE_MAX_BYTES`.
 fn store_usage(conn: &Connection) -> Result<u64, StoreError> {
-    let (notes, bytes) = conn
-        .prepare_cached("SELECT notes, bytes FROM store_usage")?
-        .query_row([], |row| Ok((row.get::<_, i64>(0)? as u64, row.get::<_, i64>(1)? as u64)))?;
-    Ok(bytes + notes * NOTE_ROW_BYTES)
+    let bytes = conn.prepare_cached("SELECT bytes FROM store_usage")?.query_row([], |row| row.get::<_, i64>(0))?;
+    Ok(bytes as u64)
 }
 
 fn check_size(size: u64, limits: Limits) -> Result<(), StoreError> {
@@ -822,6 +881,21 @@ fn byte_size(content: &str) -> u64 {
 fn stored_bytes(content: &str, tags: &[String], source: Option<&str>) -> u64 {
     let tags: usize = tags.iter().map(String::len).sum();
     (content.len() + tags + source.map_or(0, str::len)) as u64
+}
+
+/// What a note counts against `NOTES_STORE_MAX_BYTES` (its `store_bytes`;
+/// migration 4 computes the same in SQL): about what it costs the database
+/// file at most, so that the file stays within 1.5 times the setting (plus
+/// the empty database's few hundred KiB). Each byte of its text (content,
+/// tags as stored in JSON, and source) counts [`TEXT_COPIES`] times, its
+/// user id [`USER_ID_COPIES`] times, each tag [`TAG_ROW_BYTES`] and
+/// [`TAG_COPIES`] times its text and the user id, and the note
+/// [`NOTE_ROW_BYTES`].
+pub fn store_bytes(user_id: &str, content: &str, tags: &[String], source: Option<&str>) -> u64 {
+    let user_id = user_id.len() as u64;
+    let text = (content.len() + tags_json(tags).len() + source.map_or(0, str::len)) as u64;
+    let tag_rows: u64 = tags.iter().map(|tag| TAG_ROW_BYTES + TAG_COPIES * (user_id + tag.len() as u64)).sum();
+    NOTE_ROW_BYTES + USER_ID_COPIES * user_id + TEXT_COPIES * text + tag_rows
 }
 
 fn now_micros() -> i64 {
@@ -1039,6 +1113,34 @@ mod tests {
     }
 
     #[test]
+    fn the_largest_note_allowed_answers_under_the_orchestrators_answer_limit() {
+        use crate::settings::NOTE_MAX_BYTES_LIMIT;
+        use crate::tags::{MAX_TAG_CHARS, MAX_TAGS};
+        use crate::tools::MAX_SOURCE_CHARS;
+        let roomy = Limits {
+            note_max_bytes: NOTE_MAX_BYTES_LIMIT,
+            user_max_bytes: 1 << 30,
+            store_max_bytes: 1 << 40,
+            ..LIMITS
+        };
+        let (_dir, store) = store(roomy);
+        // The worst case: control characters (6 bytes of JSON each) in every
+        // field, in a note of few enough words that its snippet holds all of it.
+        let control = |n: usize| "\u{1}".repeat(n);
+        let content = format!("word{}", control(NOTE_MAX_BYTES_LIMIT as usize - 4));
+        let tags =
+            (b'a'..).take(MAX_TAGS).map(|last| format!("{}{}", control(MAX_TAG_CHARS - 1), last as char)).collect();
+        let source = Some(control(MAX_SOURCE_CHARS as usize));
+        store.save("u", NewNote { content, tags, source }, || false).unwrap();
+        let hits = store.search("u", &fts_query("word").unwrap().unwrap(), &Filter::default(), 50, || false).unwrap();
+        let answer = serde_json::to_vec(&hits).unwrap().len();
+        assert!(answer > 12 * NOTE_MAX_BYTES_LIMIT as usize, "the snippet holds the whole note: {answer} bytes");
+        // The orchestrator's answer limit (its DEFAULT_MAX_ANSWER_BYTES), with
+        // room for the answer's envelope.
+        assert!(answer < 8 * 1024 * 1024 - 64 * 1024, "{answer} bytes");
+    }
+
+    #[test]
     fn listings_page_newest_first_without_gaps_or_repeats() {
         let (_dir, store) = store(LIMITS);
         for i in 0..7 {
@@ -1082,7 +1184,7 @@ mod tests {
 
     #[test]
     fn one_users_notes_are_counted_together_and_leave_the_count_one_by_one() {
-        let one = 10 + 1 + NOTE_ROW_BYTES;
+        let one = store_bytes("a", "0123456789", &[], None);
         let (_dir, store) = store(LIMITS);
         let first = store.save("a", note("0123456789", &[]), || false).unwrap();
         let second = store.save("a", note("9876543210", &[]), || false).unwrap();
@@ -1095,29 +1197,96 @@ mod tests {
 
     #[test]
     fn all_users_notes_together_stay_within_the_store_limit() {
-        // A 10-byte note of a 1-byte user id is counted as 10 + 1 + NOTE_ROW_BYTES.
-        let one = 10 + 1 + NOTE_ROW_BYTES;
-        let (_dir, store) = store(Limits { note_max_bytes: 100, store_max_bytes: 2 * one + 60, ..LIMITS });
+        // Room for two 10-byte notes of 1-byte user ids, and 30 bytes of text more.
+        let one = store_bytes("a", "0123456789", &[], None);
+        assert_eq!(one, NOTE_ROW_BYTES + USER_ID_COPIES + TEXT_COPIES * (10 + "[]".len() as u64));
+        let room = 2 * one + 30 * TEXT_COPIES;
+        let (_dir, store) = store(Limits { note_max_bytes: 100, store_max_bytes: room, ..LIMITS });
         let a = store.save("a", note("0123456789", &[]), || false).unwrap();
         let b = store.save("b", note("0123456789", &[]), || false).unwrap();
         for user in ["a", "b", "c"] {
             let full = store.save(user, note("0123456789", &[]), || false).unwrap_err();
             assert!(
-                matches!(full, StoreError::StoreFull { size, used, limit } if size == one && used == 2 * one && limit == 2 * one + 60),
+                matches!(full, StoreError::StoreFull { size, used, limit } if size == one && used == 2 * one && limit == room),
                 "{full}"
             );
             assert!(full.to_string().contains("NOTES_STORE_MAX_BYTES"), "{full}");
         }
         let a_id = Uuid::parse_str(&a.note_id).unwrap();
         let grow = |by: usize| NoteChange { content: Some("x".repeat(10 + by)), tags: None };
-        assert!(matches!(store.update("a", a_id, grow(61), || false), Err(StoreError::StoreFull { size: 61, .. })));
-        store.update("a", a_id, grow(60), || false).unwrap();
+        let over = store.update("a", a_id, grow(31), || false).unwrap_err();
+        assert!(matches!(over, StoreError::StoreFull { size, .. } if size == 31 * TEXT_COPIES), "{over}");
+        store.update("a", a_id, grow(30), || false).unwrap();
         store.update("a", a_id, grow(0), || false).unwrap();
         store.delete("b", Uuid::parse_str(&b.note_id).unwrap(), || false).unwrap();
         store.save("c", note("0123456789", &[]), || false).unwrap();
-        assert_eq!(store_usage(&lock(&store.writer)).unwrap(), 2 * one, "b's note and user id left the count");
+        assert_eq!(store_usage(&lock(&store.writer)).unwrap(), 2 * one, "b's note left the count");
         let users: i64 = lock(&store.writer).query_row("SELECT count(*) FROM usage", [], |row| row.get(0)).unwrap();
         assert_eq!(users, 2, "a user with no notes left keeps no usage row");
+    }
+
+    /// The database file's bytes, its WAL checkpointed into it (and counted too).
+    fn file_bytes(store: &Store) -> u64 {
+        lock(&store.writer).execute_batch("PRAGMA wal_checkpoint(TRUNCATE)").unwrap();
+        let wal = std::fs::metadata(store.path.with_extension("db-wal")).map_or(0, |wal| wal.len());
+        std::fs::metadata(&store.path).unwrap().len() + wal
+    }
+
+    /// Distinct words of three letters or digits, from the `first`-th (of 46,656).
+    fn short_words(first: usize, count: usize) -> String {
+        const LETTERS: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+        let word =
+            |i: usize| [LETTERS[i % 36] as char, LETTERS[i / 36 % 36] as char, LETTERS[i / 1296 % 36] as char, ' '];
+        (first..first + count).flat_map(word).collect()
+    }
+
+    #[test]
+    fn the_file_stays_within_one_and_a_half_times_the_store_limit_whatever_the_notes() {
+        const SETTING: u64 = 2 << 20;
+        // The schema and each table's first pages, whatever is stored.
+        const EMPTY: u64 = 128 << 10;
+        let long_user = |i: usize| format!("{i:0>width$}", width = MAX_USER_ID_BYTES);
+        let control = |n: usize| "\u{1}".repeat(n);
+        type Notes<'a> = Box<dyn Fn(usize) -> (String, NewNote) + 'a>;
+        let kinds: [(&str, Notes); 4] = [
+            // Many short distinct words: the largest full-text index per byte of text.
+            ("short words", Box::new(|i| ("u".into(), note(&short_words(i * 500, 500), &[])))),
+            // The longest user id, 16 tags of control characters (6 bytes each as
+            // JSON) and the longest source.
+            (
+                "tags",
+                Box::new(|i| {
+                    let tags = (0..16).map(|tag| format!("{}{:02}{i}", control(50), tag)).collect();
+                    (long_user(0), NewNote { content: "x".into(), tags, source: Some(control(500)) })
+                }),
+            ),
+            // Each note another user's, of the longest user id.
+            ("users", Box::new(|i| (long_user(i), note("x", &[])))),
+            // A small note, then one too large to share its page: each takes a page.
+            ("half pages", Box::new(|i| (long_user(0), note(&control(if i % 2 == 0 { 1 } else { 3900 }), &[])))),
+        ];
+        for (kind, notes) in kinds {
+            let limits = Limits {
+                note_max_bytes: 4096,
+                user_max_notes: 1 << 20,
+                user_max_bytes: 1 << 40,
+                store_max_bytes: SETTING,
+            };
+            let (_dir, store) = store(limits);
+            let refusal = (0..)
+                .find_map(|i| {
+                    let (user, note) = notes(i);
+                    store.save(&user, note, || false).err()
+                })
+                .unwrap();
+            assert!(matches!(refusal, StoreError::StoreFull { .. }), "{kind}: {refusal}");
+            assert!(refusal.to_string().contains("NOTES_STORE_MAX_BYTES"), "{refusal}");
+            let file = file_bytes(&store);
+            assert!(
+                file <= SETTING / 2 * 3 + EMPTY,
+                "{kind}: {file} bytes of file for NOTES_STORE_MAX_BYTES={SETTING}"
+            );
+        }
     }
 
     #[test]
@@ -1214,14 +1383,15 @@ mod tests {
         store.save("u", sourced, || false).unwrap();
         store.save("u", note("de", &[]), || false).unwrap();
         store.save("v", note("f", &["g"]), || false).unwrap();
-        // The database as version 1 left it: content bytes only, no store_usage.
+        // The database as version 1 left it: content bytes only, no store_usage, no store_bytes.
         lock(&store.writer)
             .execute_batch(
                 "DROP TABLE store_usage;
-                 DROP TRIGGER usage_inserted;
-                 DROP TRIGGER usage_updated;
-                 DROP TRIGGER usage_deleted;
                  DROP TRIGGER usage_emptied;
+                 DROP TRIGGER notes_counted;
+                 DROP TRIGGER notes_uncounted;
+                 DROP TRIGGER notes_recounted;
+                 ALTER TABLE notes DROP COLUMN store_bytes;
                  UPDATE notes SET size_bytes = length(content);
                  UPDATE usage SET bytes = (SELECT sum(size_bytes) FROM notes WHERE notes.user_id = usage.user_id);
                  PRAGMA user_version = 1;",
@@ -1232,8 +1402,29 @@ mod tests {
         let store = Store::open(&path, LIMITS, Duration::from_secs(1)).unwrap();
         assert_eq!(usage(&lock(&store.writer), "u").unwrap(), (2, 3 + 5 + 1 + 3 + 2));
         assert_eq!(usage(&lock(&store.writer), "v").unwrap(), (1, 2));
-        // Every note counted with its user id and NOTE_ROW_BYTES.
-        assert_eq!(store_usage(&lock(&store.writer)).unwrap(), 14 + 2 + 2 + 1 + 3 * NOTE_ROW_BYTES);
+        // Every note costs what a save counts (migration 4 computes store_bytes in SQL).
+        let costs = [
+            store_bytes("u", "abc", &["été".into(), "x".into()], Some("s\0s")),
+            store_bytes("u", "de", &[], None),
+            store_bytes("v", "f", &["g".into()], None),
+        ];
+        let migrated: Vec<u64> = lock(&store.writer)
+            .prepare("SELECT store_bytes FROM notes ORDER BY seq")
+            .unwrap()
+            .query_map([], |row| row.get::<_, i64>(0).map(|cost| cost as u64))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(migrated, costs);
+        assert_eq!(store_usage(&lock(&store.writer)).unwrap(), costs.iter().sum::<u64>());
+        // The count follows saves, changes and deletions.
+        let saved = store.save("v", note("hij", &["k"]), || false).unwrap();
+        let id = Uuid::parse_str(&saved.note_id).unwrap();
+        store.update("v", id, NoteChange { content: Some("lmnop".into()), tags: None }, || false).unwrap();
+        let changed = store_bytes("v", "lmnop", &["k".into()], None);
+        assert_eq!(store_usage(&lock(&store.writer)).unwrap(), costs.iter().sum::<u64>() + changed);
+        store.delete("v", id, || false).unwrap();
+        assert_eq!(store_usage(&lock(&store.writer)).unwrap(), costs.iter().sum::<u64>());
     }
 
     #[test]
@@ -1264,6 +1455,6 @@ mod tests {
         lock(&store.writer).pragma_update(None, "user_version", 99).unwrap();
         drop(store);
         let refused = Store::open(&path, LIMITS, Duration::from_secs(1)).err().unwrap();
-        assert!(matches!(refused, StoreError::SchemaTooNew { found: 99, known: 3 }), "{refused}");
+        assert!(matches!(refused, StoreError::SchemaTooNew { found: 99, known: 4 }), "{refused}");
     }
 }

@@ -47,6 +47,12 @@ fn a_bad_setting_is_named_by_its_environment_variable() {
     let stderr = Process::start_failing(command, 2);
     assert!(stderr.contains("invalid value '0' for 'NOTES_STORE_MAX_BYTES (--store-max-bytes)'"), "{stderr}");
     assert!(!stderr.contains("<STORE_MAX_BYTES>"), "{stderr}");
+    // A note larger than its bound could answer past the orchestrator's 8 MiB.
+    let mut command = Command::new(env!("CARGO_BIN_EXE_notes"));
+    command.env_clear().env("NOTES_DB", dir.path().join("notes.db")).env("NOTES_NOTE_MAX_BYTES", "1300000");
+    let stderr = Process::start_failing(command, 2);
+    assert!(stderr.contains("invalid value '1300000' for 'NOTES_NOTE_MAX_BYTES (--note-max-bytes)'"), "{stderr}");
+    assert!(stderr.contains("1..=524288"), "{stderr}");
 }
 
 /// Calls `notes.<tool>` as `user`.
@@ -295,15 +301,18 @@ async fn limits_are_enforced_and_named() {
 #[tokio::test]
 async fn all_users_notes_together_are_bounded_by_the_store_setting() {
     let dir = tempfile::tempdir().unwrap();
-    // A 1-byte note of a 1-byte user id counts 1 + 1 + 256 bytes: two fit, not three.
-    let module = start(&dir.path().join("notes.db"), &[("NOTES_STORE_MAX_BYTES", "600")]);
+    // Two 1-byte notes of 1-byte user ids fit, not three.
+    let one = notes::store::store_bytes("a", "x", &[], None);
+    let setting = (2 * one + one / 2).to_string();
+    let module = start(&dir.path().join("notes.db"), &[("NOTES_STORE_MAX_BYTES", &setting)]);
     let client = module.client();
     let kept = ok(&client, "a", "save_note", json!({"content": "x"})).await;
     ok(&client, "b", "save_note", json!({"content": "x"})).await;
     let full = call(&client, "c", "save_note", json!({"content": "x"})).await;
     assert_eq!(error_kind(&full), "execution_failed");
     let message = full["error"].as_str().unwrap();
-    assert!(message.contains("past NOTES_STORE_MAX_BYTES (516 of 600 bytes used)"), "{full}");
+    assert!(message.contains(&format!("storing it counts {one} more bytes")), "{full}");
+    assert!(message.contains(&format!("past NOTES_STORE_MAX_BYTES ({} of {setting} bytes used)", 2 * one)), "{full}");
     ok(&client, "a", "delete_note", json!({"note_id": kept["note_id"]})).await;
     ok(&client, "c", "save_note", json!({"content": "x"})).await;
 }
