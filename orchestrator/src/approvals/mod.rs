@@ -888,6 +888,37 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_full_redis_that_evicts_nothing_refuses_a_decision_as_unavailable_and_keeps_the_approval() {
+        let Some(redis) = test_support::RedisServer::start() else { return };
+        let store: Arc<dyn ApprovalStore> = Arc::new(redis_store::RedisStore::new(&redis.url()).unwrap());
+        let orchestrator = Orchestrator::new(Config::default()).unwrap();
+        let approvals = Approvals { store: Arc::clone(&store), settings: Default::default(), claim_lease: CLAIM_LEASE };
+        let identity = Identity::development();
+        let waiting = approval("waiting", Duration::from_secs(60));
+        put(store.as_ref(), &waiting, waiting.expires_at).await;
+        // deploy/kubernetes/base/redis.yaml's policy, with Redis past its maxmemory.
+        let connection = crate::redis_cache::connection_manager(&redis.url()).unwrap();
+        let config = |name: &'static str, value: &'static str| {
+            let mut connection = connection.clone();
+            async move {
+                let _: () =
+                    redis::cmd("CONFIG").arg("SET").arg(name).arg(value).query_async(&mut connection).await.unwrap();
+            }
+        };
+        config("maxmemory-policy", "noeviction").await;
+        config("maxmemory", "1").await;
+        let decide = || approvals.decide(&identity, "waiting", Decision::Approve, None, &orchestrator.executor);
+        let refused = decide().await;
+        let Err(ApprovalError::Store(StoreError::Unavailable(reason))) = &refused else { panic!("{refused:?}") };
+        assert!(reason.contains("maxmemory"), "the answer says Redis is full: {reason}");
+        assert_eq!(calls_made(&orchestrator), 0, "nothing ran");
+        assert_eq!(store.get("waiting").await.unwrap().unwrap().status, ApprovalStatus::Pending, "nothing lost");
+        config("maxmemory", "0").await;
+        assert_eq!(decide().await.unwrap().status, ApprovalStatus::Approved, "decided once Redis has room");
+        assert_eq!(calls_made(&orchestrator), 1);
+    }
+
+    #[tokio::test]
     async fn a_decider_whose_claim_lapsed_and_was_taken_over_records_and_runs_nothing() {
         let Some(redis) = test_support::RedisServer::start() else { return };
         let store: Arc<dyn ApprovalStore> = Arc::new(redis_store::RedisStore::new(&redis.url()).unwrap());
