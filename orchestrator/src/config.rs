@@ -230,6 +230,7 @@ struct FileConfig {
     approval_expiry_seconds: Option<f64>,
     approval_risk_level: Option<String>,
     approval_for_destructive: Option<bool>,
+    approval_separate_decider: Option<bool>,
     max_pending_approvals: Option<usize>,
     max_approvals: Option<usize>,
     max_approvals_per_user: Option<usize>,
@@ -409,6 +410,7 @@ impl Config {
                 approval_expiry_seconds: file.approval_expiry_seconds,
                 approval_risk_level: file.approval_risk_level,
                 approval_for_destructive: file.approval_for_destructive,
+                approval_separate_decider: file.approval_separate_decider,
                 max_pending_approvals: file.max_pending_approvals,
                 max_approvals: file.max_approvals,
                 max_approvals_per_user: file.max_approvals_per_user,
@@ -447,6 +449,16 @@ impl Config {
             },
             &env,
         )?;
+
+        let api_token = env("ORCHESTRATOR_API_TOKEN").or(file.orchestrator_api_token.filter(|s| !s.is_empty()));
+        // Development mode (no identity configured) is one identity for every request.
+        let development = api_token.is_none() && identities.api_keys.is_empty() && identities.jwt.is_none();
+        if approvals.separate_decider && development {
+            let reason = "it needs identities (ORCHESTRATOR_API_TOKEN, API keys or JWT_JWKS): in development mode \
+                          every request is the one identity `development`, so no approval could be decided"
+                .to_owned();
+            return Err(invalid("APPROVAL_SEPARATE_DECIDER", "true", reason));
+        }
 
         Ok(Self {
             budgets,
@@ -498,7 +510,7 @@ impl Config {
             redis_url,
             service_auth_token: env("SERVICE_AUTH_TOKEN").or(file.service_auth_token.filter(|s| !s.is_empty())),
             tls_extra_roots,
-            api_token: env("ORCHESTRATOR_API_TOKEN").or(file.orchestrator_api_token.filter(|s| !s.is_empty())),
+            api_token,
             host,
             port,
             log_format,
@@ -743,5 +755,14 @@ mod tests {
         assert!(error.contains("discovery_timeot"), "{error}");
         let error = read(Some("port = \"eighty\""), &[]).unwrap_err().to_string();
         assert!(error.contains("port"), "{error}");
+    }
+
+    #[test]
+    fn a_separate_decider_needs_identities() {
+        let error = read(None, &[("APPROVAL_SEPARATE_DECIDER", "true")]).unwrap_err().to_string();
+        assert!(error.contains("APPROVAL_SEPARATE_DECIDER") && error.contains("development mode"), "{error}");
+        let token = ("ORCHESTRATOR_API_TOKEN", "a-service-token-of-more-than-32-characters");
+        let config = read(None, &[("APPROVAL_SEPARATE_DECIDER", "true"), token]).unwrap();
+        assert!(config.approvals.separate_decider);
     }
 }

@@ -47,6 +47,8 @@ impl Setup {
         let keys = keys_file(&[
             TestKey::new("ada", "ada", "user"),
             TestKey::new("bob", "bob", "user"),
+            // Ada's own key, apart from the one her agent asks with.
+            TestKey::new("ada-console", "ada", "user"),
             TestKey::new("root", "root", "admin"),
             TestKey { modules: Some(&["other"]), ..TestKey::new("root-other", "root", "admin") },
             TestKey { modules: Some(&["other"]), ..TestKey::new("ada-other", "ada", "user") },
@@ -110,6 +112,35 @@ async fn request_transfer_of(orchestrator: &OrchestratorProcess, call_id: &str, 
 async fn decide(orchestrator: &OrchestratorProcess, who: &str, id: &Value, decision: &str) -> (u16, Value) {
     let body = json!({"decision": decision, "reason": "not this month"});
     orchestrator.post_with(&format!("/approvals/{}", id.as_str().unwrap()), Some(who), &body).await
+}
+
+#[tokio::test]
+async fn with_a_separate_decider_the_identity_that_asked_decides_nothing() {
+    let setup = Setup::new();
+    // By default the key that asked decides (one person, agent and console on one key).
+    let shared = setup.start(&[]).await;
+    let (_, pending) = request_transfer(&shared, "call_1").await;
+    let (status, decided) = decide(&shared, &key("ada"), &pending["id"], "approve").await;
+    assert_eq!(status, 200, "{decided}");
+    assert_eq!(setup.calls.count(), 1);
+    drop(shared);
+
+    let separate = setup.start(&[("APPROVAL_SEPARATE_DECIDER", "true")]).await;
+    let (_, pending) = request_transfer(&separate, "call_2").await;
+    for decision in ["approve", "deny"] {
+        let (status, refused) = decide(&separate, &key("ada"), &pending["id"], decision).await;
+        assert_eq!(status, 403, "{refused}");
+        let error = refused["error"].as_str().unwrap();
+        assert!(error.contains("APPROVAL_SEPARATE_DECIDER") && error.contains("key:ada"), "{error}");
+    }
+    assert_eq!(setup.calls.count(), 1, "nothing ran");
+    // Another identity decides: ada's other key, or an admin.
+    let (status, decided) = decide(&separate, &key("ada-console"), &pending["id"], "approve").await;
+    assert_eq!((status, &decided["approval"]["decided_by"]), (200, &json!("key:ada-console")), "{decided}");
+    assert_eq!(setup.calls.count(), 2);
+    let (_, pending) = request_transfer(&separate, "call_3").await;
+    let (status, decided) = decide(&separate, &key("root"), &pending["id"], "deny").await;
+    assert_eq!((status, &decided["approval"]["status"]), (200, &json!("denied")), "{decided}");
 }
 
 #[tokio::test]

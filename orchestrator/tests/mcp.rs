@@ -292,12 +292,14 @@ async fn a_call_that_needs_approval_asks_the_user_or_says_it_waits() {
     let fleet = Fleet::start(&[]).await;
     let transfer = json!({"to": "carol", "cents": 500});
 
-    // A client that cannot ask its user: the call waits, and says how to approve it.
+    // A client that cannot ask its user: the call waits for a person in the
+    // console, and the model is not told the request that would approve it.
     let plain = fleet.connect((), "ada", "", recent()).await;
     let waiting = call(&plain, "bank__transfer", transfer.clone()).await;
     assert_eq!(waiting.is_error, Some(true));
-    assert!(text_of(&waiting).contains("waits for the user's approval"), "{}", text_of(&waiting));
-    assert!(text_of(&waiting).contains("POST /approvals/"), "{}", text_of(&waiting));
+    let told = text_of(&waiting);
+    assert!(told.contains("waits for a person's approval") && told.contains("console"), "{told}");
+    assert!(!told.contains("POST") && !told.contains("/approvals") && !told.contains("decision"), "{told}");
     let id = waiting.meta.as_ref().unwrap()["io.github.tool-modules/approval_id"].as_str().unwrap().to_owned();
     assert!(text_of(&waiting).contains(&id));
     assert_eq!(fleet.bank_calls.count(), 0, "a waiting call does not run");
@@ -319,6 +321,37 @@ async fn a_call_that_needs_approval_asks_the_user_or_says_it_waits() {
     assert_eq!(done.structured_content, Some(json!({"to": "carol", "cents": 500, "user_id": "ada"})));
     assert_eq!(fleet.bank_calls.count(), 2);
     asking.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn with_a_separate_decider_a_client_is_not_asked_and_its_answer_decides_nothing() {
+    let fleet = Fleet::start(&[("APPROVAL_SEPARATE_DECIDER", "true")]).await;
+    // A client that could ask its user is told the call waits instead: its
+    // answer would be the decision of the identity that asked.
+    let (handler, _changes) = Agreeable::new();
+    let asking = fleet.connect(handler, "ada", "", recent()).await;
+    let waiting = call(&asking, "bank__transfer", json!({"to": "carol", "cents": 500})).await;
+    assert_eq!(waiting.is_error, Some(true));
+    assert!(text_of(&waiting).contains("waits for a person's approval"), "{}", text_of(&waiting));
+    let id = waiting.meta.as_ref().unwrap()["io.github.tool-modules/approval_id"].as_str().unwrap().to_owned();
+    // A retry carrying a confirmation all the same, from that identity, decides nothing.
+    let confirmed = std::collections::BTreeMap::from([(
+        "approval".to_owned(),
+        json!({"action": "accept", "content": {"approve": true}}),
+    )]);
+    let retry =
+        CallToolRequestParams::new("bank__transfer").with_request_state(id.clone()).with_input_responses(confirmed);
+    let Ok(CallToolResponse::Complete(refused)) = asking.call_tool_once(retry).await else { panic!("not a result") };
+    assert_eq!(refused.is_error, Some(true));
+    assert!(text_of(&refused).contains("APPROVAL_SEPARATE_DECIDER"), "{}", text_of(&refused));
+    assert_eq!(fleet.bank_calls.count(), 0, "nothing ran");
+    asking.cancel().await.unwrap();
+    // Another identity decides it.
+    let path = format!("/approvals/{id}");
+    let (status, decided) =
+        fleet.orchestrator.post_with(&path, Some(&api_key("root")), &json!({"decision": "approve"})).await;
+    assert_eq!((status, &decided["result"]["success"]), (200, &json!(true)), "{decided}");
+    assert_eq!(fleet.bank_calls.count(), 1);
 }
 
 #[tokio::test]

@@ -50,6 +50,17 @@ pub enum ApprovalError {
     /// The identity may not see or decide it.
     #[error("approval `{0}` is for another user; only that user or an admin may see or decide it")]
     NotYours(String),
+    /// The identity that asked for the call may not decide it
+    /// (`APPROVAL_SEPARATE_DECIDER`).
+    #[error(
+        "approval `{id}` was asked for by this identity (`{identity}`), and with APPROVAL_SEPARATE_DECIDER set the identity that asks for a call may not decide it: a person decides it with another identity (their own key or sign-in, or an admin's), in the console or through the approvals API"
+    )]
+    OwnCall {
+        /// The approval's id.
+        id: String,
+        /// The identity's name, as in the approval's `requested_by`.
+        identity: String,
+    },
     /// It was already decided, or expired.
     #[error("approval `{id}` is {status}; it can be decided only once, while pending")]
     Conflict {
@@ -337,6 +348,8 @@ impl Approvals {
     /// reached (its discovery error) is kept from every reader of the
     /// approval ([`RouteError::without_internals`]) and told only to an
     /// operator deciding ([`Identity::is_operator`]), as at `/execute`.
+    /// With `APPROVAL_SEPARATE_DECIDER` the identity that asked for the call
+    /// may not decide it ([`ApprovalError::OwnCall`]).
     pub async fn decide(
         &self,
         identity: &Identity,
@@ -349,6 +362,9 @@ impl Approvals {
             return Err(ApprovalError::ReasonTooLong { bytes, max: self.settings.max_reason_bytes });
         }
         let mut approval = self.get_for(identity, id, executor).await?;
+        if self.settings.separate_decider && approval.requested_by == identity.name {
+            return Err(ApprovalError::OwnCall { id: id.to_owned(), identity: identity.name.clone() });
+        }
         if approval.status != ApprovalStatus::Pending {
             return Err(ApprovalError::Conflict { id: id.to_owned(), status: approval.status.as_str() });
         }

@@ -35,7 +35,7 @@ pub(crate) struct DecisionBody {
 pub fn error_answer(error: &ApprovalError) -> Response {
     let status = match error {
         ApprovalError::NotFound(_) => StatusCode::NOT_FOUND,
-        ApprovalError::NotYours(_) => StatusCode::FORBIDDEN,
+        ApprovalError::NotYours(_) | ApprovalError::OwnCall { .. } => StatusCode::FORBIDDEN,
         ApprovalError::Conflict { .. } | ApprovalError::ClaimLapsed { .. } => StatusCode::CONFLICT,
         ApprovalError::TooMany { .. }
         | ApprovalError::UserFull { .. }
@@ -139,7 +139,7 @@ pub(crate) async fn show(
     (status = 200, body = Object, description = "`{\"approval\": Approval, \"result\": ToolResult, \"message\": the provider's result message or null}`"),
     (status = 400, body = ErrorBody, description = "The body is not JSON"),
     (status = 401, body = ErrorBody, description = "No valid identity"),
-    (status = 403, body = ErrorBody, description = "Another user's approval"),
+    (status = 403, body = ErrorBody, description = "Another user's approval, or, with APPROVAL_SEPARATE_DECIDER, one this identity asked for"),
     (status = 404, body = ErrorBody, description = "No such approval, or one of a tool this identity may not use"),
     (status = 409, body = ErrorBody, description = "Not pending, being decided by another request, or this decision took longer than its claim lasts (nothing ran)"),
     (status = 415, body = ErrorBody, description = "The body is not sent as `Content-Type: application/json`"),

@@ -36,6 +36,10 @@ pub struct ApprovalSettings {
     pub risk_level: Option<RiskLevel>,
     /// `APPROVAL_FOR_DESTRUCTIVE`: tools annotated `destructive` need approval.
     pub destructive: bool,
+    /// `APPROVAL_SEPARATE_DECIDER`: the identity that asked for a call (its
+    /// `requested_by`) may not decide its approval, so an agent that can
+    /// read its own key cannot approve its own calls.
+    pub separate_decider: bool,
     /// `MAX_PENDING_APPROVALS`: pending approvals one user may have at once.
     pub max_pending: usize,
     /// `MAX_APPROVALS`: approvals kept at once (pending, decided and expired, every user).
@@ -63,6 +67,7 @@ impl Default for ApprovalSettings {
             expiry: Duration::from_secs_f64(DEFAULT_APPROVAL_EXPIRY_SECONDS),
             risk_level: None,
             destructive: false,
+            separate_decider: false,
             max_pending: DEFAULT_MAX_PENDING_APPROVALS,
             max_total: DEFAULT_MAX_APPROVALS,
             max_per_user: DEFAULT_MAX_APPROVALS_PER_USER,
@@ -83,6 +88,8 @@ pub struct ApprovalFile {
     pub approval_risk_level: Option<String>,
     /// `approval_for_destructive`.
     pub approval_for_destructive: Option<bool>,
+    /// `approval_separate_decider`.
+    pub approval_separate_decider: Option<bool>,
     /// `max_pending_approvals`.
     pub max_pending_approvals: Option<usize>,
     /// `max_approvals`.
@@ -119,12 +126,13 @@ impl ApprovalSettings {
                 Some(text.parse::<RiskLevel>().map_err(|e| invalid("APPROVAL_RISK_LEVEL", &text, e.to_string()))?)
             }
         };
-        let destructive = match env("APPROVAL_FOR_DESTRUCTIVE") {
-            Some(text) => text
-                .parse::<bool>()
-                .map_err(|_| invalid("APPROVAL_FOR_DESTRUCTIVE", &text, "expected true or false".into()))?,
-            None => file.approval_for_destructive.unwrap_or(defaults.destructive),
+        let flag = |name, from_file: Option<bool>, default| match env(name) {
+            Some(text) => text.parse::<bool>().map_err(|_| invalid(name, &text, "expected true or false".into())),
+            None => Ok(from_file.unwrap_or(default)),
         };
+        let destructive = flag("APPROVAL_FOR_DESTRUCTIVE", file.approval_for_destructive, defaults.destructive)?;
+        let separate_decider =
+            flag("APPROVAL_SEPARATE_DECIDER", file.approval_separate_decider, defaults.separate_decider)?;
         let count = |name, from_file, default| positive_count(env, name, from_file, default, "a positive number");
         let max_pending = count("MAX_PENDING_APPROVALS", file.max_pending_approvals, defaults.max_pending)?;
         let max_total = count("MAX_APPROVALS", file.max_approvals, defaults.max_total)?;
@@ -148,6 +156,7 @@ impl ApprovalSettings {
             expiry,
             risk_level,
             destructive,
+            separate_decider,
             max_pending,
             max_total,
             max_per_user,
@@ -206,6 +215,7 @@ mod tests {
             ("APPROVAL_EXPIRY_SECONDS", "0"),
             ("APPROVAL_RISK_LEVEL", "severe"),
             ("APPROVAL_FOR_DESTRUCTIVE", "yes"),
+            ("APPROVAL_SEPARATE_DECIDER", "on"),
             ("MAX_PENDING_APPROVALS", "0"),
             ("MAX_APPROVALS", "many"),
             ("MAX_APPROVALS_PER_USER", "0"),

@@ -161,6 +161,8 @@ impl Identity {
     /// Whether it may see and decide things done for `user`: its own user's,
     /// or anyone's for admins, owners and services (a service, whatever its
     /// permission, may send `"approved": true` for any user's call anyway).
+    /// Deciding is further refused, with `APPROVAL_SEPARATE_DECIDER`, for
+    /// the approvals of the calls it asked for itself.
     pub fn may_act_for(&self, user: Option<&str>) -> bool {
         self.is_operator() || (user.is_some() && user == self.own_user())
     }

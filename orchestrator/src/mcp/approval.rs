@@ -4,8 +4,10 @@
 //! specification's multi-round-trip `input_required` result: a yes/no form,
 //! and the approval's id as `requestState`; its retry carries the user's
 //! answer, which approves or denies the stored call (run once, as
-//! `POST /approvals/{id}` would). Any other client gets a result saying the
-//! call waits, its approval id, and how to decide it.
+//! `POST /approvals/{id}` would). Any other client, and every client with
+//! `APPROVAL_SEPARATE_DECIDER` (its answer would be the asking identity's
+//! decision), gets a result saying the call waits for a person, with its
+//! approval id: never how to decide it, which a model would read.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -44,6 +46,14 @@ pub fn client_can_confirm(context: &RequestContext<RoleServer>) -> bool {
         .and_then(|capabilities| capabilities.elicitation)
         .is_some_and(|elicitation| elicitation.form.is_some() || elicitation.url.is_none());
     recent && forms
+}
+
+/// Whether a call that waits for approval asks the user through the client
+/// of `context` ([`client_can_confirm`]): not with
+/// `APPROVAL_SEPARATE_DECIDER` (`separate_decider`), where the answer, sent
+/// by the identity that asked for the call, could not decide it.
+pub fn asks_the_client(separate_decider: bool, context: &RequestContext<RoleServer>) -> bool {
+    !separate_decider && client_can_confirm(context)
 }
 
 /// The `input_required` result asking the user to confirm `approval`.
@@ -108,14 +118,16 @@ fn is_blank(c: char) -> bool {
 }
 
 /// The result of a call that waits for a person's approval, for a client
-/// that cannot ask its user: an error result (the tool has not run) saying
-/// how to decide it, with the approval's id also in `_meta`.
+/// that is not asked ([`asks_the_client`]): an error result (the tool has
+/// not run) addressed to the person, with the approval's id (also in
+/// `_meta`). It says where a person decides it, not how: a model told the
+/// request that approves it could send it itself.
 pub fn waiting(approval: &Approval) -> CallToolResult {
     let expires = approval.expires_at.format(&Rfc3339).unwrap_or_default();
     let message = format!(
-        "this call waits for the user's approval (approval {id}, until {expires}); it has not run. Tell the user: \
-         they approve or deny it in the orchestrator's console, or with POST /approvals/{id} and \
-         {{\"decision\": \"approve\"}}; its result is then at GET /approvals/{id}. Do not call it again meanwhile.",
+        "this call waits for a person's approval: approve or deny approval {id} (until {expires}) in the \
+         orchestrator's console, or as an approver through its approvals API. It has not run; do not call it \
+         again meanwhile.",
         id = approval.id
     );
     let mut result = CallToolResult::error(vec![ContentBlock::text(message)]);

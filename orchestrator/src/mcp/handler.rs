@@ -233,7 +233,11 @@ impl ServerHandler for FleetMcp {
             }
         };
         match outcome.pending {
-            Some(pending) if approval::client_can_confirm(&context) => approval::ask(&pending),
+            Some(pending)
+                if approval::asks_the_client(self.orchestrator.approvals.settings().separate_decider, &context) =>
+            {
+                approval::ask(&pending)
+            }
             Some(pending) => Ok(approval::waiting(&pending).into()),
             None => Ok(call_results::call_result(&tool, outcome.result).into()),
         }
