@@ -109,7 +109,7 @@ impl Orchestrator {
             .build()?;
         let jwks = (crate::identity::jwt::jwks_client(tls.clone())?, config.discovery_timeout);
         let cache: Arc<dyn ManifestCache> = match &config.redis_url {
-            Some(url) => Arc::new(RedisCache::new(url)?),
+            Some(url) => Arc::new(RedisCache::new(url, config.budgets.max_manifest_bytes)?),
             None => Arc::new(MemoryCache::default()),
         };
         let registry = Arc::new(

@@ -35,6 +35,15 @@ pub enum CacheError {
         /// The JSON parser's message.
         reason: String,
     },
+    /// A stored entry is larger than this process reads: cached by a
+    /// replica whose `MAX_MANIFEST_BYTES` is larger.
+    #[error("the cached entry `{key}` is over MAX_MANIFEST_BYTES ({max} bytes); it was not read")]
+    TooLarge {
+        /// The key read.
+        key: String,
+        /// `MAX_MANIFEST_BYTES`.
+        max: usize,
+    },
 }
 
 /// A store of manifests by module name, expiring after [`MANIFEST_TTL`].

@@ -28,14 +28,18 @@ pub struct RedisCache {
     connection: ConnectionManager,
     /// This process's mark on the discovery claims it holds.
     owner: String,
+    /// `MAX_MANIFEST_BYTES`: a cached manifest larger than this is not read,
+    /// as one fetched from the module would not be.
+    max_manifest_bytes: usize,
 }
 
 impl RedisCache {
-    /// A cache at `url`; connects lazily, so a Redis that is down at
+    /// A cache at `url` that reads manifests of at most `max_manifest_bytes`
+    /// (`MAX_MANIFEST_BYTES`); connects lazily, so a Redis that is down at
     /// start-up only makes the first commands fail.
-    pub fn new(url: &str) -> Result<Self, CacheError> {
+    pub fn new(url: &str, max_manifest_bytes: usize) -> Result<Self, CacheError> {
         let connection = connection_manager(url).map_err(|e| CacheError::Unavailable(e.to_string()))?;
-        Ok(Self { connection, owner: process_mark() })
+        Ok(Self { connection, owner: process_mark(), max_manifest_bytes })
     }
 }
 
@@ -55,12 +59,25 @@ impl ManifestCache for RedisCache {
     fn load<'a>(&'a self, module: &'a str) -> BoxFuture<'a, Result<Option<ModuleManifest>, CacheError>> {
         async move {
             let key = manifest_key(module);
+            let max = self.max_manifest_bytes;
             let mut connection = self.connection.clone();
-            let stored: Option<String> =
-                connection.get(&key).await.map_err(|e| CacheError::Unavailable(e.to_string()))?;
-            stored
-                .map(|text| serde_json::from_str(&text).map_err(|e| CacheError::Corrupt { key, reason: e.to_string() }))
-                .transpose()
+            // At most one byte past the budget, which tells an entry over it
+            // without reading the rest (GETRANGE's end counts; a missing key
+            // reads as empty, which no manifest is).
+            let stored: Vec<u8> = redis::cmd("GETRANGE")
+                .arg(&key)
+                .arg(0)
+                .arg(isize::try_from(max).unwrap_or(isize::MAX))
+                .query_async(&mut connection)
+                .await
+                .map_err(|e| CacheError::Unavailable(e.to_string()))?;
+            if stored.is_empty() {
+                return Ok(None);
+            }
+            if stored.len() > max {
+                return Err(CacheError::TooLarge { key, max });
+            }
+            serde_json::from_slice(&stored).map(Some).map_err(|e| CacheError::Corrupt { key, reason: e.to_string() })
         }
         .boxed()
     }
@@ -123,4 +140,39 @@ fn process_mark() -> String {
     use std::hash::BuildHasher;
     let random = std::collections::hash_map::RandomState::new().hash_one(std::time::SystemTime::now());
     format!("{}-{random:016x}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(description: String) -> ModuleManifest {
+        ModuleManifest {
+            module_name: "m".into(),
+            description,
+            tools: Vec::new(),
+            version: None,
+            contract_version: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cached_manifest_over_max_manifest_bytes_is_not_read() {
+        let Some(redis) = test_support::RedisServer::start() else { return };
+        // Cached by a replica with a larger budget.
+        let large = manifest("d".repeat(2000));
+        let size = serde_json::to_string(&large).unwrap().len();
+        RedisCache::new(&redis.url(), 1 << 20).unwrap().store(&large).await.unwrap();
+        let exact = RedisCache::new(&redis.url(), size).unwrap();
+        assert_eq!(exact.load("m").await.unwrap(), Some(large), "a manifest at the budget is within it");
+        let tight = RedisCache::new(&redis.url(), size - 1).unwrap();
+        let error = tight.load("m").await.unwrap_err();
+        assert!(matches!(error, CacheError::TooLarge { .. }), "{error}");
+        let expected = format!("`module_manifest:m` is over MAX_MANIFEST_BYTES ({} bytes)", size - 1);
+        assert!(error.to_string().contains(&expected), "{error}");
+        assert!(tight.load("other").await.unwrap().is_none(), "a missing entry is none");
+        let mut connection = tight.connection.clone();
+        let _: () = connection.set(manifest_key("bad"), "not a manifest").await.unwrap();
+        assert!(matches!(tight.load("bad").await, Err(CacheError::Corrupt { .. })));
+    }
 }

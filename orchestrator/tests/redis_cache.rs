@@ -1,6 +1,7 @@
 //! Whole-process tests of the shared manifest cache with a real
 //! `redis-server`: a restart that lists tools while every module is down,
-//! and Redis going away and coming back mid-run.
+//! Redis going away and coming back mid-run, and a cached manifest over
+//! this process's `MAX_MANIFEST_BYTES`.
 
 mod common;
 
@@ -87,4 +88,32 @@ async fn redis_down_at_start_up_is_not_fatal() {
     let orchestrator = OrchestratorProcess::start(&[("MODULE_SERVICES", &services), ("REDIS_URL", &nowhere)]);
     orchestrator.wait_for_module("alpha", "up", Duration::from_secs(10)).await;
     assert_eq!(orchestrator.tool_names("").await, ["alpha.echo"]);
+}
+
+#[tokio::test]
+async fn a_cached_manifest_over_max_manifest_bytes_is_not_adopted() {
+    let Some(redis_server) = RedisServer::start() else { return };
+    // Cached by a replica with a larger MAX_MANIFEST_BYTES; the module is down.
+    let manifest = json!({
+        "module_name": "alpha",
+        "description": "a".repeat(3000),
+        "tools": [{"name": "alpha.echo", "description": "Echo.", "parameters": [], "required_permission": "guest"}]
+    });
+    let mut redis = redis_server.connection().await;
+    let _: () = redis.set_ex("module_manifest:alpha", manifest.to_string(), 3600).await.unwrap();
+    let services = module_services(&[("alpha", format!("http://127.0.0.1:{}", free_port()))]);
+    let env = [("MODULE_SERVICES", services.as_str()), ("REDIS_URL", &redis_server.url())];
+    let orchestrator = OrchestratorProcess::start(&[env[0], env[1], ("MAX_MANIFEST_BYTES", "2048")]);
+    assert!(orchestrator.tool_names("permission=admin").await.is_empty(), "not adopted");
+    let alpha = orchestrator.wait_for_module("alpha", "down", Duration::from_secs(10)).await;
+    assert!(alpha["last_error"].as_str().unwrap().contains("cannot reach"), "{alpha}");
+    let refused = "the cached entry `module_manifest:alpha` is over MAX_MANIFEST_BYTES (2048 bytes)";
+    assert!(orchestrator.logged(|line| line.contains(refused)), "{:?}", orchestrator.logs());
+    let metrics = orchestrator.metrics().await;
+    assert!(metrics.contains(r#"orchestrator_cache_errors_total{cache="redis"}"#), "{metrics}");
+    drop(orchestrator);
+
+    // A replica at the budget it was cached with lists it.
+    let generous = OrchestratorProcess::start(&env);
+    assert_eq!(generous.tool_names("permission=admin").await, ["alpha.echo"]);
 }
