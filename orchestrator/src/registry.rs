@@ -311,8 +311,13 @@ impl Registry {
         };
         let number = slot.fetches_started.fetch_add(1, Ordering::Relaxed) + 1;
         let started = Instant::now();
+        // An MCP server's names of its tools, used only with the manifest they came with.
+        let mut listed = None;
         let fetched = match self.mcp.get(name) {
-            Some(server) => server.fetch_manifest(&slot.url, self.discovery_timeout).await,
+            Some(server) => server.fetch_manifest(&slot.url, self.discovery_timeout).await.map(|(manifest, names)| {
+                listed = Some((server, names));
+                manifest
+            }),
             None => {
                 let token = self.service_token.as_deref();
                 fetch_manifest(&self.client, &slot.url, token, self.discovery_timeout, self.budgets.max_manifest_bytes)
@@ -339,6 +344,9 @@ impl Registry {
                 if let Err(error) = self.cache.store(&manifest).await {
                     self.metrics.cache_error(self.cache.kind());
                     tracing::warn!(module = name, %error, "manifest not cached; serving it from memory");
+                }
+                if let Some((server, names)) = listed {
+                    server.use_names(names);
                 }
                 {
                     let mut record = slot.write();
@@ -703,6 +711,79 @@ mod tests {
             registry.snapshot().tools_for(&Caller::new(Some("owner"), None)).map(|t| t.tool.name.clone()).collect();
         assert_eq!(names, ["files.read"]);
         assert_eq!(cache.load("files").await.unwrap().unwrap().tools.len(), 1);
+    }
+
+    /// An MCP server over HTTP on loopback (2025-11-25, with a session)
+    /// whose `tools/list` lists the tools named in `lists[version]`;
+    /// `tools/call` answers the name it was called by. Its URL.
+    async fn listing_server(lists: Vec<Vec<&'static str>>, version: Arc<AtomicU64>) -> String {
+        use axum::http::StatusCode;
+        use axum::response::IntoResponse;
+        let post = move |axum::Json(request): axum::Json<serde_json::Value>| {
+            let listed = &lists[usize::try_from(version.load(Ordering::SeqCst)).unwrap()];
+            let tools: Vec<_> =
+                listed.iter().map(|name| json!({"name": name, "inputSchema": {"type": "object"}})).collect();
+            let result = match request["method"].as_str() {
+                Some("initialize") => json!({
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "listing", "version": "1.0.0"}
+                }),
+                Some("tools/list") => json!({"tools": tools}),
+                Some("tools/call") => json!({"content": [{"type": "text", "text": request["params"]["name"]}]}),
+                _ => return std::future::ready(StatusCode::ACCEPTED.into_response()),
+            };
+            let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": result});
+            std::future::ready(([("mcp-session-id", "session-1")], axum::Json(answer)).into_response())
+        };
+        let app = axum::Router::new().route(
+            "/mcp",
+            axum::routing::post(post)
+                .get(|| std::future::ready(StatusCode::METHOD_NOT_ALLOWED))
+                .delete(|| std::future::ready(StatusCode::OK)),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        url
+    }
+
+    #[tokio::test]
+    async fn an_mcp_servers_tool_names_are_taken_only_with_its_manifest() {
+        // The server's `remove_item` is the fleet's `remove` (configured);
+        // once listed with a tool the contract refuses, it must not take
+        // over `remove` from the server's own `remove` of the manifest in force.
+        let version = Arc::new(AtomicU64::new(0));
+        let lists = vec![vec!["remove"], vec!["remove_item", "Bad Name"]];
+        let url = listing_server(lists, Arc::clone(&version)).await;
+        let entry = json!({"url": format!("mcp+{url}"), "tools": {"remove_item": {"name": "remove"}}});
+        let (modules, servers) =
+            crate::mcp_modules::settings::read_modules(BTreeMap::from([("m".to_owned(), entry)])).unwrap();
+        let budgets = Budgets::default();
+        let http = crate::mcp_modules::http_client::shared_client(crate::tls::client_config(&[]).unwrap()).unwrap();
+        let timeout = Duration::from_secs(5);
+        let cache = Arc::new(MemoryCache::default());
+        let registry = Registry::new(&modules, cache, reqwest::Client::new(), None, timeout, budgets)
+            .with_mcp_servers(McpServers::new(&servers, &budgets, timeout, &http));
+        let call = || async {
+            let call = module_sdk::contract::ToolCall {
+                tool_name: "m.remove".into(),
+                arguments: serde_json::Map::new(),
+                user_id: None,
+            };
+            let trace = module_sdk::service::TraceParent::new([1; 16], [1; 8], 0).unwrap();
+            let deadline = tokio::time::Instant::now() + timeout;
+            registry.mcp_servers().get("m").unwrap().call(&call, &trace, deadline).await.result
+        };
+        registry.discover("m").await.unwrap();
+        assert_eq!(call().await, json!("remove"));
+
+        version.store(1, Ordering::SeqCst);
+        let refused = registry.discover("m").await.unwrap_err();
+        assert!(refused.is_refusal() && refused.to_string().contains("Bad Name"), "{refused}");
+        // Another replica holds the claim: the cached manifest (the first listing's) is taken again.
+        assert!(registry.adopt_cached("m").await);
+        assert_eq!(call().await, json!("remove"), "the call goes to the tool of the manifest in force");
     }
 
     #[test]

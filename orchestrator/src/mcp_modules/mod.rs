@@ -133,9 +133,21 @@ pub struct McpServer {
     http: reqwest_mcp::Client,
     changes: Arc<Changes>,
     session: tokio::sync::Mutex<Session>,
-    /// The server's name of each tool its last `tools/list` listed, by its
-    /// name in the fleet (after `module.`): a call goes to the tool listed.
-    listed: std::sync::Mutex<BTreeMap<String, String>>,
+    /// The names of the tools of the listing whose manifest the registry
+    /// took last ([`McpServer::use_names`]): a call goes to the tool listed.
+    listed: std::sync::Mutex<ListedNames>,
+}
+
+/// The server's name of each tool of one `tools/list`, by its name in the
+/// fleet (after `module.`).
+#[derive(Debug, Default)]
+pub struct ListedNames(BTreeMap<String, String>);
+
+impl ListedNames {
+    /// The server's name of the tool called `exposed` in the fleet.
+    fn get(&self, exposed: &str) -> Option<String> {
+        self.0.get(exposed).cloned()
+    }
 }
 
 /// The open session, and when the next one may be opened.
@@ -170,15 +182,28 @@ impl Session {
 }
 
 impl McpServer {
-    /// The server's tools as the module's manifest (unchecked), within
-    /// `timeout`; `url` is the module's URL as shown, for the errors.
-    pub async fn fetch_manifest(&self, url: &str, timeout: Duration) -> Result<ModuleManifest, DiscoveryError> {
+    /// The server's tools as the module's manifest (unchecked) and the
+    /// server's names of them, within `timeout`; `url` is the module's URL
+    /// as shown, for the errors. Calls go by the names only once the
+    /// manifest is taken ([`Self::use_names`]).
+    pub async fn fetch_manifest(
+        &self,
+        url: &str,
+        timeout: Duration,
+    ) -> Result<(ModuleManifest, ListedNames), DiscoveryError> {
         tokio::time::timeout(timeout, self.list_tools(url))
             .await
             .unwrap_or_else(|_| Err(DiscoveryError::Timeout { url: url.to_owned(), seconds: timeout.as_secs_f64() }))
     }
 
-    async fn list_tools(&self, url: &str) -> Result<ModuleManifest, DiscoveryError> {
+    /// Sends calls, from now on, to the tools of `names`: those of the
+    /// listing whose manifest the registry has just taken, so a manifest
+    /// refused (or a listing whose outcome came too late) changes neither.
+    pub fn use_names(&self, names: ListedNames) {
+        *self.listed.lock().unwrap_or_else(PoisonError::into_inner) = names;
+    }
+
+    async fn list_tools(&self, url: &str) -> Result<(ModuleManifest, ListedNames), DiscoveryError> {
         let session =
             self.open().await.map_err(|reason| DiscoveryError::Unreachable { url: url.to_owned(), reason })?;
         let mut tools = Vec::new();
@@ -231,13 +256,11 @@ impl McpServer {
                 None => break,
             }
         }
-        // Refused before the names are kept: the calls still go to the tools listed before.
         let names = self
             .settings
             .listed_names(tools.iter().map(|tool| tool.name.as_ref()))
             .map_err(|reason| DiscoveryError::NotAManifest { url: url.to_owned(), reason })?;
-        *self.listed.lock().unwrap_or_else(PoisonError::into_inner) = names;
-        Ok(manifest::manifest_of(&self.module, &self.settings, info.as_deref(), tools))
+        Ok((manifest::manifest_of(&self.module, &self.settings, info.as_deref(), tools), ListedNames(names)))
     }
 
     /// Calls the tool of `call` (`module.tool`) with its arguments, the
@@ -266,17 +289,22 @@ impl McpServer {
             Some(server_name) => server_name,
             // Not listed by this replica yet: the manifest in use came from
             // the cache or another replica, or the tool is new. Listed now,
-            // so the call still goes only to a tool the server lists.
+            // so the call still goes only to a tool the server lists; the
+            // module is discovered again, as its names are taken only with
+            // a manifest the registry takes.
             None => {
                 let module = format!("the MCP server of module `{}`", self.module);
-                if let Err(error) = self.list_tools(&module).await {
-                    let message = format!("cannot tell which tool `{exposed}` is: {error}");
-                    return ToolResult::failure(name, ErrorKind::Unavailable, message);
-                }
-                match self.listed_name(exposed) {
+                let names = match self.list_tools(&module).await {
+                    Ok((_, names)) => names,
+                    Err(error) => {
+                        let message = format!("cannot tell which tool `{exposed}` is: {error}");
+                        return ToolResult::failure(name, ErrorKind::Unavailable, message);
+                    }
+                };
+                self.changes.mark(&self.module);
+                match names.get(exposed) {
                     Some(server_name) => server_name,
                     None => {
-                        self.changes.mark(&self.module);
                         let message = format!("{module} does not list `{exposed}`");
                         return ToolResult::failure(name, ErrorKind::UnknownTool, message);
                     }
@@ -304,9 +332,9 @@ impl McpServer {
     }
 
     /// The server's name of the tool `exposed` (its name in the fleet), as
-    /// this replica's last `tools/list` listed it.
+    /// the listing of the manifest this replica took last listed it.
     fn listed_name(&self, exposed: &str) -> Option<String> {
-        self.listed.lock().unwrap_or_else(PoisonError::into_inner).get(exposed).cloned()
+        self.listed.lock().unwrap_or_else(PoisonError::into_inner).get(exposed)
     }
 
     /// The open session, or a new one when none is open and the last
