@@ -1,12 +1,12 @@
 //! Whole-process tests of routed execution: the permission checked again at
 //! `/execute`, the user injected, modules that die mid-call or outlive their
-//! timeout, and every outcome a ToolResult.
+//! timeout or answer what no client can read, and every outcome a ToolResult.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use common::modules::{sdk_module, stalling_module};
+use common::modules::{answering_module, sdk_module, stalling_module};
 use common::{ModuleServer, OrchestratorProcess, module_services};
 use serde_json::json;
 
@@ -203,4 +203,62 @@ async fn a_models_tool_calls_run_as_the_caller_through_the_same_checks() {
     let (status, answer) = orchestrator.post("/v1/tool-calls", &request).await;
     assert_eq!(status, 400);
     assert!(answer["error"].as_str().unwrap().contains("format"), "{answer}");
+}
+
+#[tokio::test]
+async fn a_result_no_client_can_read_fails_the_call_at_every_door_and_is_counted_so() {
+    let tool =
+        |name: &str| json!({"name": name, "description": "A tool.", "parameters": [], "required_permission": "guest"});
+    let manifest =
+        json!({"module_name": "odd", "description": "Odd answers.", "tools": [tool("odd.big"), tool("odd.deep")]});
+    let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+    let answers = [
+        ("odd.big", r#"{"tool_name":"odd.big","success":true,"result":1e400}"#.to_owned()),
+        ("odd.deep", format!(r#"{{"tool_name":"odd.deep","success":true,"result":{deep}}}"#)),
+    ];
+    let odd = ModuleServer::start(answering_module(manifest, &answers));
+    let orchestrator = OrchestratorProcess::start(&[
+        ("MODULE_SERVICES", &module_services(&[("odd", odd.url())])),
+        ("RUST_LOG", "info,orchestrator::execute=debug"),
+    ]);
+    orchestrator.wait_for_module("odd", "up", Duration::from_secs(10)).await;
+    let reasons = [("odd.big", "number out of range"), ("odd.deep", "recursion limit")];
+
+    for (tool, reason) in reasons {
+        let result = orchestrator.execute(json!({"tool_name": tool, "arguments": {}})).await;
+        assert_eq!((&result["tool_name"], &result["success"]), (&json!(tool), &json!(false)), "{result}");
+        assert_eq!(result["error_kind"], "execution_failed", "{result}");
+        let error = result["error"].as_str().unwrap();
+        assert!(error.contains("module `odd` answered with something that is not a ToolResult"), "{error}");
+        assert!(error.contains(reason), "{error}");
+    }
+    let message = json!({"role": "assistant", "content": null, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "odd__big", "arguments": "{}"}},
+        {"id": "c2", "type": "function", "function": {"name": "odd__deep", "arguments": "{}"}}
+    ]});
+    let request = json!({"user_permission": "guest", "message": message});
+    let (status, answer) = orchestrator.post("/v1/tool-calls?format=openai", &request).await;
+    assert_eq!(status, 200, "{answer}");
+    for (index, (_, reason)) in reasons.iter().enumerate() {
+        let content = answer[index]["content"].as_str().unwrap();
+        assert!(content.starts_with("Error (execution_failed): module `odd` answered with something"), "{answer}");
+        assert!(content.contains(reason), "{answer}");
+    }
+
+    // Counted and logged as the failures the callers got, never as successes.
+    let metrics = orchestrator.metrics().await;
+    for (tool, _) in reasons {
+        let failed = format!(r#"tool_calls_total{{tool="{tool}",outcome="execution_failed"}} 2"#);
+        assert!(metrics.lines().any(|line| line == failed), "{failed}: {metrics}");
+        let success = format!(r#"tool_calls_total{{tool="{tool}",outcome="success"}}"#);
+        assert!(!metrics.lines().any(|line| line.starts_with(&success) && !line.ends_with(" 0")), "{metrics}");
+        let logged = |line: &str| {
+            line.contains("routed call")
+                && line.contains(&format!(r#""tool":"{tool}""#))
+                && line.contains("execution_failed")
+        };
+        assert!(orchestrator.logged(logged), "{tool}: {:?}", orchestrator.logs());
+    }
+    let routed = orchestrator.logs().into_iter().filter(|line| line.contains("routed call")).collect::<Vec<_>>();
+    assert!(routed.iter().all(|line| line.contains(r#""outcome":"execution_failed""#)), "{routed:?}");
 }

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::identities::{ISSUER_KEY, TestKey, claims, jwks_file, keys_file, now_plus, token};
-use common::modules::{Calls, approval_module, sdk_module, stalling_module};
+use common::modules::{Calls, answering_module, approval_module, sdk_module, stalling_module};
 use common::{ModuleServer, OrchestratorProcess, module_services};
 use module_sdk::mcp::USER_ID_META_KEY;
 use module_sdk::{Context, Module, ToolError, tool};
@@ -210,6 +210,48 @@ async fn the_fleet_serves_the_callers_tools_to_both_lifecycles() {
         let line = metrics.lines().find(|line| line.starts_with(series)).unwrap_or_else(|| panic!("{series}"));
         assert_eq!(line.split_whitespace().nth(1), Some(count), "{line}");
     }
+}
+
+#[tokio::test]
+async fn a_success_that_is_not_an_object_fails_a_tool_with_an_output_schema() {
+    let tool = |name: &str| {
+        json!({
+            "name": name, "description": "Counts.", "parameters": [], "required_permission": "guest",
+            "output_schema": {"type": "object", "properties": {"n": {"type": "integer"}}}
+        })
+    };
+    let tools = [tool("shaped.number"), tool("shaped.text"), tool("shaped.object")];
+    let manifest = json!({"module_name": "shaped", "description": "Shaped answers.", "tools": tools});
+    let answer = |tool: &str, result: Value| json!({"tool_name": tool, "success": true, "result": result}).to_string();
+    let answers = [
+        ("shaped.number", answer("shaped.number", json!(7))),
+        ("shaped.text", answer("shaped.text", json!("n is 1"))),
+        ("shaped.object", answer("shaped.object", json!({"n": 1}))),
+    ];
+    let shaped = ModuleServer::start(answering_module(manifest, &answers));
+    let orchestrator =
+        OrchestratorProcess::start(&[("MODULE_SERVICES", &module_services(&[("shaped", shaped.url())]))]);
+    orchestrator.wait_for_module("shaped", "up", Duration::from_secs(10)).await;
+    // `/execute` relays any result; `/mcp` holds it to the listed outputSchema.
+    let relayed = orchestrator.execute(json!({"tool_name": "shaped.number", "arguments": {}})).await;
+    assert_eq!((&relayed["success"], &relayed["result"]), (&json!(true), &json!(7)), "{relayed}");
+
+    let config = StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp?permission=guest", orchestrator.url));
+    let transport = test_support::mcp_client::transport(config);
+    let client = serve_client_with_lifecycle((), transport, ClientLifecycleMode::Initialize).await.unwrap();
+    let tools = client.list_all_tools().await.unwrap();
+    assert!(tools.iter().all(|tool| tool.output_schema.is_some()), "{tools:?}");
+    for (name, kind) in [("shaped__number", "a value of another kind"), ("shaped__text", "text only")] {
+        let failed = call(&client, name, json!({})).await;
+        assert_eq!((failed.is_error, failed.structured_content.clone()), (Some(true), None), "{failed:?}");
+        let expected = format!("the tool `{name}` has an outputSchema but its result is not structured content");
+        assert!(text_of(&failed).contains(&expected) && text_of(&failed).contains(kind), "{}", text_of(&failed));
+    }
+    let fine = call(&client, "shaped__object", json!({})).await;
+    assert_eq!((fine.is_error, fine.structured_content.clone()), (Some(false), Some(json!({"n": 1}))), "{fine:?}");
+    let object = tools.iter().find(|tool| tool.name == "shaped__object").unwrap();
+    assert_matches_output_schema(object, &fine);
+    client.cancel().await.unwrap();
 }
 
 #[tokio::test]

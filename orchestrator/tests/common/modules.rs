@@ -1,6 +1,8 @@
 //! The modules the tests route to: an SDK module with a guest and an admin
-//! tool, and a hand-written base-fields-only module whose calls never end.
+//! tool, a hand-written base-fields-only module whose calls never end, and
+//! hand-written modules answering what a test gives them.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -117,6 +119,19 @@ pub fn stalling_module(name: &str) -> (Router, Calls) {
 /// A module whose manifest is `manifest`, whatever it says.
 pub fn manifest_module(manifest: Value) -> Router {
     Router::new().route("/manifest", get(move || std::future::ready(Json(manifest.clone()))))
+}
+
+/// A module whose manifest is `manifest` and whose `/execute` answers a call
+/// of each tool of `answers` (its name, an answer's JSON text) with that
+/// text as it is, `200`; a call of another tool with an empty body.
+pub fn answering_module(manifest: Value, answers: &[(&str, String)]) -> Router {
+    let answers: Arc<HashMap<String, String>> =
+        Arc::new(answers.iter().map(|(tool, answer)| ((*tool).to_owned(), answer.clone())).collect());
+    let execute = move |Json(call): Json<Value>| {
+        let answer = call["tool_name"].as_str().and_then(|name| answers.get(name)).cloned().unwrap_or_default();
+        std::future::ready(([("content-type", "application/json")], answer))
+    };
+    manifest_module(manifest).route("/execute", post(execute))
 }
 
 /// Arguments of `transfer`.
