@@ -140,7 +140,8 @@ say "contract tests against the research and file_manager containers"
 "$contract_tests" --url "$research_url" --url "$file_manager_url" --token "$token" ||
     fail "contract tests against $research_url and $file_manager_url"
 
-api_token=container-test-api-token-$RANDOM$RANDOM
+# At least 32 characters, as the orchestrator requires of its service token.
+api_token=container-test-api-token-$(printf '%05d%05d' "$RANDOM" "$RANDOM")
 start orchestrator -e ORCHESTRATOR_API_TOKEN="$api_token" \
     -e MODULE_SERVICES="{\"research\": \"$research_url\", \"file_manager\": \"$file_manager_url\"}" -- serve
 orchestrator_url=http://127.0.0.1:$(port_of orchestrator)

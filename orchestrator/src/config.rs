@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::approvals::settings::{ApprovalFile, ApprovalSettings};
 use crate::gateway_validation::{GatewayValidationFile, GatewayValidationSettings};
-use crate::identity::keys::ApiKeyEntry;
+use crate::identity::keys::{ApiKeyEntry, MIN_KEY_LENGTH};
 use crate::identity::settings::{IdentityFile, IdentitySettings};
 use crate::limits::{Budgets, BudgetsFile};
 use crate::mcp::settings::{McpEndpointFile, McpEndpointSettings};
@@ -451,6 +451,14 @@ impl Config {
         )?;
 
         let api_token = env("ORCHESTRATOR_API_TOKEN").or(file.orchestrator_api_token.filter(|s| !s.is_empty()));
+        // The strongest credential (any user, `"approved": true`) and 401s are
+        // not rate limited: as long as an API key must be. Never echoed.
+        if api_token.as_ref().is_some_and(|token| token.len() < MIN_KEY_LENGTH) {
+            let reason = format!(
+                "expected at least {MIN_KEY_LENGTH} characters of random data, as an API key (`openssl rand -hex 32` makes one)"
+            );
+            return Err(invalid("ORCHESTRATOR_API_TOKEN", "(not shown)", reason));
+        }
         // Development mode (no identity configured) is one identity for every request.
         let development = api_token.is_none() && identities.api_keys.is_empty() && identities.jwt.is_none();
         if approvals.separate_decider && development {
@@ -666,7 +674,7 @@ mod tests {
             slow_modules = ["research"]
             discovery_timeout = 4
             port = 9000
-            orchestrator_api_token = "from-file"
+            orchestrator_api_token = "from-file-a-token-of-32-characters"
             [module_services]
             research = "http://127.0.0.1:8001/"
             file_manager = "http://127.0.0.1:8002"
@@ -677,7 +685,11 @@ mod tests {
         assert_eq!(config.port, 9100);
         assert_eq!(config.discovery_timeout, Duration::from_millis(500));
         assert_eq!(config.module_services["research"], "http://127.0.0.1:8001");
-        assert_eq!(config.api_token.as_deref(), Some("from-file"), "an empty variable counts as unset");
+        assert_eq!(
+            config.api_token.as_deref(),
+            Some("from-file-a-token-of-32-characters"),
+            "an empty variable counts as unset"
+        );
         assert_eq!(config.fallback_timeout("research"), Duration::from_secs(120));
         assert_eq!(config.fallback_timeout("file_manager"), Duration::from_secs(30));
 
@@ -755,6 +767,16 @@ mod tests {
         assert!(error.contains("discovery_timeot"), "{error}");
         let error = read(Some("port = \"eighty\""), &[]).unwrap_err().to_string();
         assert!(error.contains("port"), "{error}");
+    }
+
+    #[test]
+    fn a_short_service_token_is_refused_and_not_shown() {
+        let error = read(None, &[("ORCHESTRATOR_API_TOKEN", "let-me-in")]).unwrap_err().to_string();
+        assert!(error.contains("ORCHESTRATOR_API_TOKEN") && error.contains("at least 32"), "{error}");
+        assert!(!error.contains("let-me-in"), "{error}");
+        let file = "orchestrator_api_token = \"short\"";
+        let error = read(Some(file), &[]).unwrap_err().to_string();
+        assert!(error.contains("at least 32") && !error.contains("short\""), "{error}");
     }
 
     #[test]

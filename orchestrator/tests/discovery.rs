@@ -129,14 +129,15 @@ async fn listing_filters_by_permission_and_persona_and_fails_closed() {
 
 #[tokio::test]
 async fn the_api_token_guards_everything_but_health() {
-    let orchestrator = OrchestratorProcess::start(&[("ORCHESTRATOR_API_TOKEN", "let-me-in")]);
+    let token = "let-me-in-with-a-token-of-32-characters";
+    let orchestrator = OrchestratorProcess::start(&[("ORCHESTRATOR_API_TOKEN", token)]);
     assert_eq!(orchestrator.get_with("/health", None).await.0, 200);
     for path in ["/tools", "/modules"] {
         let (status, body) = orchestrator.get_with(path, None).await;
         assert_eq!(status, 401, "{path}");
         assert!(body["error"].as_str().unwrap().contains("ORCHESTRATOR_API_TOKEN"));
         assert_eq!(orchestrator.get_with(path, Some("guess")).await.0, 401, "{path}");
-        assert_eq!(orchestrator.get_with(path, Some("let-me-in")).await.0, 200, "{path}");
+        assert_eq!(orchestrator.get_with(path, Some(token)).await.0, 200, "{path}");
     }
     let (status, _) = orchestrator.post("/execute", &json!({"tool_name": "a.b"})).await;
     assert_eq!(status, 401);
@@ -166,6 +167,11 @@ fn a_bad_configuration_stops_start_up_naming_the_setting() {
         assert_eq!(code, Some(2), "SERVING_THREADS={threads}");
         assert!(stderr.contains("SERVING_THREADS") && stderr.contains(threads), "{stderr}");
     }
+    // A service token shorter than an API key may be: refused, and not shown.
+    let (code, stderr) = run(&[("ORCHESTRATOR_API_TOKEN", "let-me-in")], None);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("ORCHESTRATOR_API_TOKEN") && stderr.contains("at least 32"), "{stderr}");
+    assert!(!stderr.contains("let-me-in"), "{stderr}");
 
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("orchestrator.toml");

@@ -8,7 +8,7 @@ use common::OrchestratorProcess;
 use test_support::openapi_checks::{assert_fuzzer_finds_nothing, assert_valid_openapi};
 #[tokio::test]
 async fn the_document_lists_every_route_and_passes_an_independent_validator() {
-    let orchestrator = OrchestratorProcess::start(&[("ORCHESTRATOR_API_TOKEN", "openapi-test-token-0123456789")]);
+    let orchestrator = OrchestratorProcess::start(&[("ORCHESTRATOR_API_TOKEN", "openapi-test-token-0123456789abcdef")]);
     let (status, doc) = orchestrator.get_with("/openapi.json", None).await;
     assert_eq!(status, 200, "the document needs no token");
     assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"), "{doc}");
