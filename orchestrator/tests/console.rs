@@ -2,20 +2,27 @@
 //! the 401 clearly; with a key it lists modules and tools, calls
 //! `research.summarize_text` from the form generated from its schema, and
 //! approves a pending call, which then runs once; tools with malformed
-//! schemas hide no other tool. Each step leaves a screenshot under
-//! `target/console-screenshots/`.
+//! schemas hide no other tool; parameters named like a form's own
+//! properties are sent like any other, and a module's invisible or
+//! direction-changing characters are shown spelled out. Each step leaves a
+//! screenshot under `target/console-screenshots/`.
 
 mod common;
 
 use std::process::Command;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use axum::routing::post;
+use axum::{Json, Router};
 
 use common::browser::{ChromeDriver, screenshot, wait_for};
 use common::identities::{TestKey, keys_file};
 use common::modules::{approval_module, manifest_module, sdk_module};
 use common::{ModuleServer, OrchestratorProcess, module_services, research_binary};
 use fantoccini::Locator;
-use serde_json::json;
+use module_sdk::contract::{ToolCall, ToolResult};
+use serde_json::{Value, json};
 use test_support::Process;
 
 #[tokio::test]
@@ -134,5 +141,87 @@ async fn tools_with_malformed_schemas_hide_no_other_tool() {
     wait_for(&browser, "textarea#arg-a").await;
     wait_for(&browser, "#arg-b").await;
     screenshot(&browser, "5-malformed-schemas").await;
+    browser.close().await.unwrap();
+}
+
+/// Module `named`: `named.fill` takes parameters named like a form's own
+/// properties (`length`, `item`, `__proto__`, `replaceChildren`) and one
+/// whose name holds a right-to-left override, with descriptions holding
+/// invisible characters, and answers a result holding a right-to-left
+/// override and a C1 control character; `named.other` takes `note`. The
+/// arguments of every call are kept.
+fn named_module() -> (Router, Arc<Mutex<Vec<Value>>>) {
+    let fill = json!({
+        "name": "named.fill", "description": "Fills a form\u{202e}\u{9b}.", "required_permission": "guest",
+        "input_schema": {"type": "object", "properties": {
+            "length": {"type": "integer", "description": "How many."},
+            "item": {"type": "string", "description": "Which one\u{200b}."},
+            "__proto__": {"type": "object", "description": "Settings."},
+            "replaceChildren": {"type": "boolean", "description": "Whether to replace."},
+            "note\u{202e}": {"type": "string", "description": "A note."}
+        }, "required": ["length", "item", "__proto__", "note\u{202e}"]}
+    });
+    let other = json!({"name": "named.other", "description": "Another tool.", "required_permission": "guest",
+        "input_schema": {"type": "object", "properties": {"note": {"type": "string"}}}});
+    let manifest = json!({"module_name": "named", "description": "Tools with odd names.", "tools": [fill, other]});
+    let received = Arc::new(Mutex::new(Vec::new()));
+    let kept = Arc::clone(&received);
+    let router = manifest_module(manifest).route(
+        "/execute",
+        post(move |Json(call): Json<ToolCall>| {
+            kept.lock().unwrap().push(Value::Object(call.arguments));
+            let result = json!({"file": "report\u{202e}fdp.exe\u{9b}"});
+            std::future::ready(Json(ToolResult::success(call.tool_name, result)))
+        }),
+    );
+    (router, received)
+}
+
+#[tokio::test]
+async fn parameters_named_like_a_forms_own_properties_are_sent_and_a_modules_invisible_text_is_spelled_out() {
+    let Some(driver) = ChromeDriver::start() else { return };
+    let (named, received) = named_module();
+    let named = ModuleServer::start(named);
+    let services = module_services(&[("named", named.url())]);
+    let orchestrator = OrchestratorProcess::start(&[("MODULE_SERVICES", services.as_str())]);
+    orchestrator.wait_for_module("named", "up", Duration::from_secs(10)).await;
+
+    let browser = driver.session().await;
+    browser.goto(&orchestrator.url).await.unwrap();
+    wait_for(&browser, "body[data-loaded=ok]").await;
+    let card = wait_for(&browser, ".tool[data-name='named.fill']").await;
+    let shown = card.text().await.unwrap();
+    for spelled in [r"Fills a form\u202e\u009b.", r"Which one\u200b.", r"note\u202e"] {
+        assert!(shown.contains(spelled), "the card spells out {spelled}: {shown}");
+    }
+    assert!(!shown.contains(['\u{202e}', '\u{9b}', '\u{200b}']), "{shown}");
+
+    card.find(Locator::Css("button.use")).await.unwrap().click().await.unwrap();
+    wait_for(&browser, "#arg-length").await.send_keys("3").await.unwrap();
+    browser.find(Locator::Css("#arg-item")).await.unwrap().send_keys("spoon").await.unwrap();
+    browser.find(Locator::Css("#arg-__proto__")).await.unwrap().send_keys(r#"{"a": 1}"#).await.unwrap();
+    browser.find(Locator::Css("#arg-replaceChildren")).await.unwrap().click().await.unwrap();
+    let label = browser.find(Locator::Css("label[for='arg-note\u{202e}']")).await.unwrap().text().await.unwrap();
+    assert_eq!(label, r"note\u202e *");
+    // The required note left empty: the error names it, spelled out.
+    browser.find(Locator::Css("#call-submit")).await.unwrap().click().await.unwrap();
+    let error = wait_for(&browser, "#error:not([hidden])").await.text().await.unwrap();
+    assert_eq!(error, r"`note\u202e` is required");
+    browser.find(Locator::Css("[id='arg-note\u{202e}']")).await.unwrap().send_keys("x").await.unwrap();
+    browser.find(Locator::Css("#call-submit")).await.unwrap().click().await.unwrap();
+    let result = wait_for(&browser, "#result[data-success]").await;
+    let shown = result.text().await.unwrap();
+    assert_eq!(result.attr("data-success").await.unwrap().as_deref(), Some("true"), "{shown}");
+    assert!(shown.contains(r#""file": "report\u202efdp.exe\u009b""#), "the result is spelled out: {shown}");
+    assert!(!shown.contains(['\u{202e}', '\u{9b}']), "{shown}");
+    let sent =
+        json!({"length": 3, "item": "spoon", "__proto__": {"a": 1}, "replaceChildren": true, "note\u{202e}": "x"});
+    assert_eq!(*received.lock().unwrap(), [sent], "the module gets every argument as typed");
+    screenshot(&browser, "6-parameters-named-like-form-properties").await;
+
+    // Another tool's form replaces this one: no input hid the form's own methods.
+    let other = browser.find(Locator::Css(".tool[data-name='named.other'] button.use")).await.unwrap();
+    other.click().await.unwrap();
+    wait_for(&browser, "#arg-note").await;
     browser.close().await.unwrap();
 }

@@ -1,5 +1,7 @@
 // The orchestrator console: every call carries the key kept in this tab's
-// sessionStorage; everything shown is built with textContent (no HTML from data).
+// sessionStorage; everything shown is built with textContent (no HTML from
+// data), through `visible` (no invisible or direction-changing characters
+// from data either).
 "use strict";
 
 const KEY = "orchestrator-console-key";
@@ -15,14 +17,19 @@ function el(tag, attributes, ...children) {
   }
   for (const child of children.flat()) {
     if (child === undefined || child === null) continue;
-    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    node.append(child instanceof Node ? child : document.createTextNode(visible(child)));
   }
   return node;
 }
 
+// Shows `text` as `node`'s only content, spelled out by `visible`.
+function setText(node, text) {
+  node.textContent = visible(text);
+}
+
 function showError(message) {
   const box = document.getElementById("error");
-  box.textContent = message;
+  setText(box, message);
   box.hidden = !message;
 }
 
@@ -57,7 +64,9 @@ async function api(method, path, body) {
 // written as `\uXXXX`: JSON.stringify leaves most of them as they are, and
 // a hostile model's arguments could otherwise show the person who approves
 // them other text than what runs (a right-to-left override, a zero-width
-// space) or hide data in characters that take no room.
+// space) or hide data in characters that take no room, and a module's
+// descriptions, results or errors could do the same. Text already spelled
+// out comes back as it is.
 function visible(text) {
   return String(text).replace(/[^\P{Cc}\n]|[\p{Cf}\u2028\u2029\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180d\u2800\u3164\ufe00-\ufe0f\uffa0\u{e0100}-\u{e01ef}]/gu, (found) =>
     Array.from({ length: found.length }, (_, i) => "\\u" + found.charCodeAt(i).toString(16).padStart(4, "0")).join(""));
@@ -171,36 +180,52 @@ async function loadTools() {
   renderTools();
 }
 
-function field(p) {
-  const id = "arg-" + p.name;
+// The id of the input for parameter `name`.
+function inputId(name) {
+  return "arg-" + name;
+}
+
+// The input for parameter `p`. It has no `name`: a form's named elements
+// hide the form's own properties (an input named `replaceChildren` would
+// replace the method), so the form's inputs are kept in a Map instead.
+function inputFor(p) {
+  const id = inputId(p.name);
   let input;
   if (p.allowed) {
-    input = el("select", { id, name: p.name },
+    input = el("select", { id },
       p.required ? null : el("option", { value: "" }, "(none)"),
       // An option's value is its index, so a number, boolean, null or
       // object in `enum` is sent as itself, not as its text.
       p.allowed.map((v, i) => el("option", { value: String(i) }, typeof v === "string" ? v : JSON.stringify(v))));
   } else if (p.type === "boolean") {
-    input = el("input", { id, name: p.name, type: "checkbox", checked: p.schema.default === true });
+    input = el("input", { id, type: "checkbox", checked: p.schema.default === true });
   } else if (p.type === "integer" || p.type === "number") {
-    input = el("input", { id, name: p.name, type: "number", step: p.type === "integer" ? "1" : "any",
-      min: p.schema.minimum, max: p.schema.maximum, placeholder: p.schema.default });
+    input = el("input", { id, type: "number", step: p.type === "integer" ? "1" : "any",
+      min: p.schema.minimum, max: p.schema.maximum,
+      placeholder: p.schema.default === undefined ? undefined : visible(JSON.stringify(p.schema.default)) });
   } else if (p.type === "array" || p.type === "object" || p.type === "any") {
     const placeholder = { array: "[ ... ] as JSON", object: "{ ... } as JSON", any: "any value, as JSON" }[p.type];
-    input = el("textarea", { id, name: p.name, rows: 3, placeholder });
+    input = el("textarea", { id, rows: 3, placeholder });
   } else {
-    input = el("textarea", { id, name: p.name, rows: 3, maxlength: p.schema.maxLength });
+    input = el("textarea", { id, rows: 3, maxlength: p.schema.maxLength });
   }
   input.dataset.type = p.type;
+  return input;
+}
+
+// Parameter `p`'s input with its label and description.
+function field(p, input) {
   return el("div", { class: "field" },
-    el("label", { for: id }, p.name, p.required ? el("span", { class: "required" }, " *") : null),
+    el("label", { for: inputId(p.name) }, p.name, p.required ? el("span", { class: "required" }, " *") : null),
     input, el("small", {}, [p.description, limits(p.schema)].filter(Boolean).join(" — ")));
 }
 
-function readArguments(form, properties) {
-  const args = {};
+// The arguments read from `inputs` (parameter name to input), in an object
+// without a prototype, so that a parameter named `__proto__` is a key too.
+function readArguments(inputs, properties) {
+  const args = Object.create(null);
   for (const p of properties) {
-    const input = form.elements[p.name];
+    const input = inputs.get(p.name);
     if (p.type === "boolean") { args[p.name] = input.checked; continue; }
     const raw = input.value;
     if (raw === "") {
@@ -224,23 +249,25 @@ function showResult(result) {
   const box = document.getElementById("result");
   box.className = result.success ? "success" : "failure";
   box.dataset.success = String(result.success);
-  box.textContent = JSON.stringify(result, null, 2);
+  setText(box, JSON.stringify(result, null, 2));
 }
 
 function openForm(tool) {
   const properties = propertiesOf(tool);
   const form = document.getElementById("call-form");
-  document.getElementById("call-tool").textContent = tool.name;
+  setText(document.getElementById("call-tool"), tool.name);
   const result = document.getElementById("result");
   result.textContent = "";
   result.className = "";
   delete result.dataset.success;
-  form.replaceChildren(...properties.map(field), el("button", { id: "call-submit", type: "submit" }, "Run " + tool.name));
+  const inputs = new Map(properties.map((p) => [p.name, inputFor(p)]));
+  form.replaceChildren(...properties.map((p) => field(p, inputs.get(p.name))),
+    el("button", { id: "call-submit", type: "submit" }, "Run " + tool.name));
   form.onsubmit = async (event) => {
     event.preventDefault();
     showError("");
     try {
-      const args = readArguments(form, properties);
+      const args = readArguments(inputs, properties);
       showResult(await api("POST", "/execute", { tool_name: tool.name, arguments: args }));
       await loadApprovals();
     } catch (error) {
@@ -260,18 +287,18 @@ function approvalCard(approval) {
       const answer = await api("POST", "/approvals/" + encodeURIComponent(approval.id), { decision, reason: reason.value || undefined });
       outcome.hidden = false;
       outcome.dataset.status = answer.approval.status;
-      outcome.textContent = answer.approval.status + ": " + visible(JSON.stringify(answer.result, null, 2));
+      setText(outcome, answer.approval.status + ": " + JSON.stringify(answer.result, null, 2));
       card.querySelectorAll("button").forEach((b) => { b.disabled = true; });
     } catch (error) {
       showError(error.message);
     }
   };
   const card = el("div", { class: "approval", "data-id": approval.id, "data-status": approval.status },
-    el("div", { class: "tool-head" }, el("span", { class: "tool-name" }, visible(approval.tool_name)),
+    el("div", { class: "tool-head" }, el("span", { class: "tool-name" }, approval.tool_name),
       el("span", { class: "badge warn" }, approval.status)),
-    el("div", { class: "hint" }, visible(`for ${approval.user_id || "(no user)"}, asked by ${approval.requested_by}`) + ` at ${when(approval.created_at)}; expires ${when(approval.expires_at)}`),
+    el("div", { class: "hint" }, `for ${approval.user_id || "(no user)"}, asked by ${approval.requested_by} at ${when(approval.created_at)}; expires ${when(approval.expires_at)}`),
     // The server's JSON text: parsed here, integers past 2^53 would show rounded.
-    el("pre", { class: "arguments" }, visible(approval.arguments_json)),
+    el("pre", { class: "arguments" }, approval.arguments_json),
     approval.status === "pending" ? el("div", { class: "actions" }, reason,
       el("button", { type: "button", class: "approve", onclick: () => decide("approve") }, "Approve"),
       el("button", { type: "button", class: "deny", onclick: () => decide("deny") }, "Deny")) : null,
