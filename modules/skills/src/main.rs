@@ -19,6 +19,7 @@ mod slots;
 mod stdout;
 mod template;
 mod tools;
+mod variables;
 mod watch;
 
 use std::process::ExitCode;

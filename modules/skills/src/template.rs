@@ -5,8 +5,9 @@
 //! allows it or the word comes after a literal `--` word. A placeholder in
 //! code an interpreter runs (`sh -c '... {p}'`), in the script or
 //! command a program runs (`python3 {p}`, `timeout 5 {p}`), in a module
-//! an option loads (`perl -M{p}`), or in a command line a program gives a
-//! shell (`ssh host ls {p}`), is refused at load.
+//! an option loads (`perl -M{p}`), in a command line a program gives a
+//! shell (`ssh host ls {p}`), or in an environment variable that loads or
+//! runs code (`env LD_PRELOAD={p} tool`) is refused at load.
 
 use std::collections::BTreeSet;
 use std::sync::LazyLock;
@@ -79,6 +80,23 @@ pub enum TemplateError {
     ValueInCommandLine {
         /// The program, as the template writes it.
         program: String,
+        /// The word with the placeholder.
+        word: String,
+    },
+    /// A value would be in an environment variable that makes a program
+    /// load or run code (`env LD_PRELOAD={p} tool`), or name the variable.
+    #[error(
+        "the word `{word}` sets the environment variable `{variable}` for the command `{program}` runs, and a value \
+         in it would choose what runs: the variable makes a program load or run code (`LD_*`, `PERL5OPT`, \
+         `NODE_OPTIONS`, `PYTHONPATH`, `BASH_ENV`, `GIT_SSH_COMMAND`, `PAGER`, `PATH`... a deny list of known \
+         variables), or the value would name the variable; set such a variable in the template only and pass the \
+         value as an argument of its own (`env LANG={{p}}` and `env FOO={{p}} tool` are fine)"
+    )]
+    ValueInVariable {
+        /// The program that sets it (`env`, `sudo`), as the template writes it.
+        program: String,
+        /// The variable's name as the template writes it.
+        variable: String,
         /// The word with the placeholder.
         word: String,
     },
@@ -197,6 +215,10 @@ impl CommandTemplate {
                 Role::Code => TemplateError::ValueAsCode { program, word },
                 Role::Module => TemplateError::ValueAsModule { program, word },
                 Role::CommandLine => TemplateError::ValueInCommandLine { program, word },
+                Role::Variable => {
+                    let variable = word.split_once('=').map_or(word.as_str(), |(name, _)| name).to_owned();
+                    TemplateError::ValueInVariable { program, variable, word }
+                }
             });
         }
         Ok(Self { words: split.iter().map(|word| Word::parse(word)).collect() })
@@ -377,6 +399,15 @@ mod tests {
         assert_eq!(remote, TemplateError::ValueInCommandLine { program: "ssh".into(), word: "{p}".into() });
         assert!(remote.to_string().contains("joins into one and gives to a shell"), "{remote}");
         assert!(CommandTemplate::parse("ssh -i key {p} uptime").is_ok());
+        let variable = CommandTemplate::parse("env LD_PRELOAD={p} tool").unwrap_err();
+        let expected = TemplateError::ValueInVariable {
+            program: "env".into(),
+            variable: "LD_PRELOAD".into(),
+            word: "LD_PRELOAD={p}".into(),
+        };
+        assert_eq!(variable, expected);
+        assert!(variable.to_string().contains("sets the environment variable `LD_PRELOAD`"), "{variable}");
+        assert!(CommandTemplate::parse("env FOO={p} LANG={p} tool").is_ok());
         let template = CommandTemplate::parse("echo --x={v}").unwrap();
         assert_eq!(template.argv(|_| Some("a\0b".into()), |_| false), Err(ValueError::Nul("v".into())));
         let long = "a".repeat(MAX_ARGUMENT_BYTES - 3);
