@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::row::LISTED_ID_MAX_CHARS;
-use crate::schedule::{SCHEDULE_PATTERN, Schedule, time_zone};
+use crate::schedule::{SCHEDULE_PATTERN, Schedule, ScheduleError, time_zone};
 use crate::store::{NewTask, Store, Task, TaskKey, TaskSpec};
 use crate::task::{ExecutionData, TaskView, rfc3339};
 
@@ -269,7 +269,8 @@ pub async fn add_recurring_task(ctx: Context, args: AddRecurringTask) -> Result<
     let zone = time_zone(&zone_name).map_err(|e| invalid("timezone", e))?;
     let until = args.until.as_deref().map(|until| parse_time("until", until)).transpose()?;
     let now = Timestamp::now();
-    check_runs(schedule.clone(), zone.clone(), now, limits.max_ahead, limits.min_interval).await?;
+    let (max_ahead, min_interval) = (limits.max_ahead, limits.min_interval);
+    check_runs(schedule.clone(), zone.clone(), now, max_ahead, min_interval, until, args.max_runs).await?;
     let sample = schedule.upcoming(now, &zone, 3).map_err(|e| invalid("schedule", e))?;
     let max_runs = args.max_runs.map(|n| n as usize).unwrap_or(usize::MAX);
     let runs: Vec<i64> = sample
@@ -404,35 +405,65 @@ async fn add(ctx: &Context, scheduler: &Scheduler, task: NewTask) -> Result<Task
     Ok(task)
 }
 
+/// What [`check_runs`] found wrong with a schedule, if anything.
+enum RunsCheck {
+    /// Runs within the limits.
+    Fine,
+    /// No first run within `max_ahead`.
+    NoneWithin,
+    /// No run within `max_ahead` after the first, which neither `until` nor
+    /// `max_runs` makes the last: the firing loop would mark the task failed.
+    ApartFurther,
+    /// Runs this close at times, closer than `shortest`.
+    Closer(Duration),
+}
+
 /// Refuses a schedule with no run within `max_ahead`, searched no further
-/// (one that never runs would have croner search to the year 5000), or
-/// whose runs come closer than `shortest` at times. Reading up to
-/// `max_ahead` of the calendar and eight days of runs (up to
-/// `INTERVAL_CHECK_MAX_RUNS` cron evaluations) is CPU work, so it is done on
-/// a blocking thread, leaving the async workers to other calls.
+/// (one that never runs would have croner search to the year 5000); one
+/// with no run within `max_ahead` after its first, unless `until` or
+/// `max_runs` ends it there (the firing loop, which searches the next run no
+/// further, would mark it failed once it fired); or one whose runs come
+/// closer than `shortest` at times. Reading up to twice `max_ahead` of the
+/// calendar and eight days of runs (up to `INTERVAL_CHECK_MAX_RUNS` cron
+/// evaluations) is CPU work, so it is done on a blocking thread, leaving the
+/// async workers to other calls.
 async fn check_runs(
     schedule: Schedule,
     zone: TimeZone,
     now: Timestamp,
     max_ahead: Duration,
     shortest: Duration,
+    until: Option<i64>,
+    max_runs: Option<u32>,
 ) -> Result<(), ToolError> {
-    let checked = tokio::task::spawn_blocking(move || {
-        let first = schedule.first_run_within(now, &zone, max_ahead)?;
-        first
-            .map(|_| schedule.interval_shorter_than(shortest, now, INTERVAL_CHECK_SPAN, &zone, INTERVAL_CHECK_MAX_RUNS))
-            .transpose()
+    let checked = tokio::task::spawn_blocking(move || -> Result<RunsCheck, ScheduleError> {
+        let Some(first) = schedule.first_run_within(now, &zone, max_ahead)? else { return Ok(RunsCheck::NoneWithin) };
+        let searched_to =
+            first.as_millisecond().saturating_add(i64::try_from(max_ahead.as_millis()).unwrap_or(i64::MAX));
+        // As `firing::next_run` decides after the first run: `until` before the end of the search ends the task.
+        let goes_on = max_runs.is_none_or(|max| max > 1) && until.is_none_or(|until| until >= searched_to);
+        if goes_on && schedule.first_run_within(first, &zone, max_ahead)?.is_none() {
+            return Ok(RunsCheck::ApartFurther);
+        }
+        let gap = schedule.interval_shorter_than(shortest, now, INTERVAL_CHECK_SPAN, &zone, INTERVAL_CHECK_MAX_RUNS)?;
+        Ok(gap.map_or(RunsCheck::Fine, RunsCheck::Closer))
     })
     .await?
     .map_err(|e| invalid("schedule", e))?;
+    let days = max_ahead.as_secs() / 86_400;
     match checked {
-        None => Err(ToolError::invalid_arguments(format!(
-            "arguments.schedule has no run in the next {} days, the limit (SCHEDULER_MAX_AHEAD_DAYS), as far as it is \
-             searched; write a schedule that runs sooner",
-            max_ahead.as_secs() / 86_400
+        RunsCheck::Fine => Ok(()),
+        RunsCheck::NoneWithin => Err(ToolError::invalid_arguments(format!(
+            "arguments.schedule has no run in the next {days} days, the limit (SCHEDULER_MAX_AHEAD_DAYS), as far as it \
+             is searched; write a schedule that runs sooner"
         ))),
-        Some(None) => Ok(()),
-        Some(Some(gap)) => Err(ToolError::invalid_arguments(format!(
+        RunsCheck::ApartFurther => Err(ToolError::invalid_arguments(format!(
+            "arguments.schedule has no run in the {days} days after its first run, the limit \
+             (SCHEDULER_MAX_AHEAD_DAYS), as far as it is searched: its runs are further apart than that, and the task \
+             would be marked failed after its first run; write a schedule that runs more often, or end it there with \
+             `until` or `max_runs`"
+        ))),
+        RunsCheck::Closer(gap) => Err(ToolError::invalid_arguments(format!(
             "arguments.schedule runs every {} seconds at times; the shortest interval allowed is {} seconds \
              (SCHEDULER_MIN_INTERVAL_SECONDS)",
             gap.as_secs(),
@@ -590,11 +621,19 @@ mod tests {
         let schedule = Schedule::parse("every 1m").unwrap();
         let now = Timestamp::now();
         let ahead = Duration::from_secs(3660 * 86_400);
-        let mut check =
-            std::pin::pin!(check_runs(schedule.clone(), TimeZone::UTC, now, ahead, Duration::from_secs(60)));
+        let mut check = std::pin::pin!(check_runs(
+            schedule.clone(),
+            TimeZone::UTC,
+            now,
+            ahead,
+            Duration::from_secs(60),
+            None,
+            None
+        ));
         assert!(futures::poll!(check.as_mut()).is_pending(), "the check yields while it reads the runs elsewhere");
         check.await.unwrap();
-        let refused = check_runs(schedule, TimeZone::UTC, now, ahead, Duration::from_secs(120)).await.unwrap_err();
+        let refused =
+            check_runs(schedule, TimeZone::UTC, now, ahead, Duration::from_secs(120), None, None).await.unwrap_err();
         let refused = refused.to_string();
         assert!(
             refused.contains("runs every 60 seconds at times; the shortest interval allowed is 120 seconds (SCHEDULER_MIN_INTERVAL_SECONDS)"),
@@ -608,7 +647,8 @@ mod tests {
         let ahead = Duration::from_secs(3660 * 86_400);
         // The weekday nearest a 31 February: no such day, and `W` is left to the bounded search.
         let never = Schedule::parse("0 0 31W 2 *").unwrap();
-        let refused = check_runs(never, TimeZone::UTC, now, ahead, Duration::from_secs(60)).await.unwrap_err();
+        let refused =
+            check_runs(never, TimeZone::UTC, now, ahead, Duration::from_secs(60), None, None).await.unwrap_err();
         assert_eq!(refused.kind(), module_sdk::ErrorKind::InvalidArguments);
         let refused = refused.to_string();
         assert!(
@@ -617,8 +657,36 @@ mod tests {
             "{refused}"
         );
         // 29 February, within four years: accepted.
-        check_runs(Schedule::parse("0 0 29 2 *").unwrap(), TimeZone::UTC, now, ahead, Duration::from_secs(60))
-            .await
-            .unwrap();
+        let leap_day = Schedule::parse("0 0 29 2 *").unwrap();
+        check_runs(leap_day, TimeZone::UTC, now, ahead, Duration::from_secs(60), None, None).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_schedule_whose_runs_are_further_apart_than_the_limit_is_refused_unless_it_ends_after_the_first() {
+        // 20 December, a 30-day limit: 1 January is within it, the 1 January after is not.
+        let now: Timestamp = "2026-12-20T00:00:00Z".parse().unwrap();
+        let ahead = Duration::from_secs(30 * 86_400);
+        let minute = Duration::from_secs(60);
+        let yearly = Schedule::parse("0 9 1 1 *").unwrap();
+        let check = |until, max_runs| check_runs(yearly.clone(), TimeZone::UTC, now, ahead, minute, until, max_runs);
+        let refused = check(None, None).await.unwrap_err();
+        assert_eq!(refused.kind(), module_sdk::ErrorKind::InvalidArguments);
+        let refused = refused.to_string();
+        assert!(
+            refused.contains(
+                "arguments.schedule has no run in the 30 days after its first run, the limit \
+                 (SCHEDULER_MAX_AHEAD_DAYS), as far as it is searched: its runs are further apart than that"
+            ),
+            "{refused}"
+        );
+        // An `until` inside the search after the first run, or a single run, makes the first the last.
+        let first_ms = "2027-01-01T09:00:00Z".parse::<Timestamp>().unwrap().as_millisecond();
+        check(Some(first_ms + 86_400_000), None).await.unwrap();
+        check(None, Some(1)).await.unwrap();
+        assert!(check(None, Some(2)).await.is_err());
+        assert!(check(Some(first_ms + 31 * 86_400_000), None).await.is_err());
+        // Weekly runs are well within it.
+        let weekly = Schedule::parse("0 9 * * 1").unwrap();
+        check_runs(weekly, TimeZone::UTC, now, ahead, minute, None, None).await.unwrap();
     }
 }
