@@ -44,6 +44,21 @@ pub enum CacheError {
         /// `MAX_MANIFEST_BYTES`.
         max: usize,
     },
+    /// A manifest whose serialized form is over this process's budget, so
+    /// it is not written (and the module's previous entry is removed):
+    /// every replica would refuse to read it back (the orchestrator's
+    /// serialization can be larger than what the module sent).
+    #[error(
+        "the manifest for `{key}` is {bytes} bytes once serialized, over MAX_MANIFEST_BYTES ({max} bytes); it was not cached"
+    )]
+    TooLargeToStore {
+        /// The key not written.
+        key: String,
+        /// The serialized manifest's size.
+        bytes: usize,
+        /// `MAX_MANIFEST_BYTES`.
+        max: usize,
+    },
 }
 
 /// A store of manifests by module name, expiring after [`MANIFEST_TTL`].

@@ -29,7 +29,7 @@ pub struct RedisCache {
     /// This process's mark on the discovery claims it holds.
     owner: String,
     /// `MAX_MANIFEST_BYTES`: a cached manifest larger than this is not read,
-    /// as one fetched from the module would not be.
+    /// as one fetched from the module would not be, nor written.
     max_manifest_bytes: usize,
 }
 
@@ -85,9 +85,18 @@ impl ManifestCache for RedisCache {
     fn store<'a>(&'a self, manifest: &'a ModuleManifest) -> BoxFuture<'a, Result<(), CacheError>> {
         async move {
             let text = serde_json::to_string(manifest).expect("a manifest always serializes");
+            let key = manifest_key(&manifest.module_name);
+            let max = self.max_manifest_bytes;
             let mut connection = self.connection.clone();
+            if text.len() > max {
+                // `load` would refuse it on every replica with this budget;
+                // the previous entry goes too, so no replica takes a stale
+                // manifest in its place.
+                connection.del::<_, ()>(&key).await.map_err(|e| CacheError::Unavailable(e.to_string()))?;
+                return Err(CacheError::TooLargeToStore { key, bytes: text.len(), max });
+            }
             connection
-                .set_ex::<_, _, ()>(manifest_key(&manifest.module_name), text, MANIFEST_TTL.as_secs())
+                .set_ex::<_, _, ()>(key, text, MANIFEST_TTL.as_secs())
                 .await
                 .map_err(|e| CacheError::Unavailable(e.to_string()))
         }
@@ -174,5 +183,27 @@ mod tests {
         let mut connection = tight.connection.clone();
         let _: () = connection.set(manifest_key("bad"), "not a manifest").await.unwrap();
         assert!(matches!(tight.load("bad").await, Err(CacheError::Corrupt { .. })));
+    }
+
+    #[tokio::test]
+    async fn a_manifest_over_max_manifest_bytes_once_serialized_is_not_written() {
+        let Some(redis) = test_support::RedisServer::start() else { return };
+        let large = manifest("d".repeat(2000));
+        let size = serde_json::to_string(&large).unwrap().len();
+        let exact = RedisCache::new(&redis.url(), size).unwrap();
+        exact.store(&large).await.unwrap();
+        assert_eq!(exact.load("m").await.unwrap(), Some(large.clone()), "a manifest at the budget is cached");
+        let tight = RedisCache::new(&redis.url(), size - 1).unwrap();
+        let small = manifest("s".into());
+        tight.store(&small).await.unwrap();
+        assert_eq!(tight.load("m").await.unwrap(), Some(small));
+        let error = tight.store(&large).await.unwrap_err();
+        assert!(matches!(error, CacheError::TooLargeToStore { .. }), "{error}");
+        let expected = format!(
+            "`module_manifest:m` is {size} bytes once serialized, over MAX_MANIFEST_BYTES ({} bytes)",
+            size - 1
+        );
+        assert!(error.to_string().contains(&expected), "{error}");
+        assert!(tight.load("m").await.unwrap().is_none(), "nothing was written and the stale entry is gone");
     }
 }
