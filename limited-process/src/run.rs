@@ -241,18 +241,11 @@ impl Run {
         // The child leads its own group, so the group id is its pid.
         let group = child.id().and_then(|id| i32::try_from(id).ok()).map(Pid::from_raw);
         let mut guard = ProcessGroupGuard::new(child.id());
-        if let (Some(mut pipe), Some(bytes)) = (child.stdin.take(), self.stdin.clone()) {
-            // A program that does not read its stdin must not hold the run up.
-            tokio::spawn(async move {
-                let _ = tokio::io::AsyncWriteExt::write_all(&mut pipe, &bytes).await;
-            });
+        if let (Some(pipe), Some(bytes)) = (child.stdin.take(), self.stdin.clone()) {
+            feed(pipe, bytes);
         }
         if let (Some(pipe), Some(bytes)) = (input_pipe, self.side_input.clone()) {
-            let mut pipe = tokio::net::unix::pipe::Sender::from_owned_fd(pipe).map_err(spawn_error)?;
-            // Closed once written, or once the program closed its end.
-            tokio::spawn(async move {
-                let _ = tokio::io::AsyncWriteExt::write_all(&mut pipe, &bytes).await;
-            });
+            feed(tokio::net::unix::pipe::Sender::from_owned_fd(pipe).map_err(spawn_error)?, bytes);
         }
         let stdout = child.stdout.take().map(|pipe| Reader::start(pipe, self.max_output_bytes));
         let stderr = child.stderr.take().map(|pipe| Reader::start(pipe, self.max_output_bytes));
@@ -305,6 +298,15 @@ impl Reader {
         }));
         Self { task, stop }
     }
+}
+
+/// Writes `bytes` to an input of the program (stdin, descriptor 4) on a
+/// task of its own, then closes it: a program that does not read an input
+/// must not hold the run up, and the write ends once it closes its end.
+fn feed(mut pipe: impl tokio::io::AsyncWrite + Unpin + Send + 'static, bytes: Vec<u8>) {
+    tokio::spawn(async move {
+        let _ = tokio::io::AsyncWriteExt::write_all(&mut pipe, &bytes).await;
+    });
 }
 
 /// The reader's result; one kept open by an escaped descendant is stopped
